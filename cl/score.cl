@@ -1,0 +1,30 @@
+/* Score stage: S = Q·Kᵀ·scale with the masks applied, for heads [bh_begin, bh_begin + gsize(2)).
+ * One work-item per score. Q and K are read through (batch, head, row) strides so that both SDPA's
+ * (B,H,L,D) and the layer's (B,L,H·D) layouts work without a transpose; scores are (chunk, L, S). */
+__kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
+                           __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
+                           __global float *scores, ulong heads, ulong q_len, ulong kv_len, ulong dim,
+                           float scale, int causal, __global const ulong *key_lengths,
+                           __global const float *mask, int mask_layout, ulong bh_begin)
+{
+    const ulong j = get_global_id(0);
+    const ulong i = get_global_id(1);
+    const ulong local_bh = get_global_id(2);
+    if (j >= kv_len || i >= q_len)
+        return;
+    const ulong bh = bh_begin + local_bh;
+    const ulong b = bh / heads, h = bh % heads;
+    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    float value;
+    if (clattn_key_masked(causal, i, j, q_len, kv_len, key_len)) {
+        value = -INFINITY;
+    } else {
+        __global const float *qrow = q + b * q_bs + h * q_hs + i * q_rs;
+        __global const float *krow = k + b * k_bs + h * k_hs + j * k_rs;
+        float acc = 0.0f;
+        for (ulong d = 0; d < dim; d++)
+            acc = fma(qrow[d], krow[d], acc);
+        value = acc * scale + clattn_additive_mask(mask, mask_layout, bh, i, j, q_len, kv_len);
+    }
+    scores[(local_bh * q_len + i) * kv_len + j] = value;
+}

@@ -1,0 +1,277 @@
+/*
+ * clattn — scaled dot-product and multi-head attention on any OpenCL device.
+ *
+ * This header is the manual. Conventions used throughout:
+ *
+ *  - All tensors are float32, row-major ("C order"), densely packed, starting at offset 0 of their
+ *    buffer. A buffer may be larger than the tensor; bytes past the tensor are never touched.
+ *  - SDPA layouts follow PyTorch's scaled_dot_product_attention:
+ *      Q (B, H, L, Dqk)   K (B, H, S, Dqk)   V (B, H, S, Dv)   O (B, H, L, Dv)
+ *      weights P (B, H, L, S)   log-sum-exp (B, H, L)
+ *    L (queries) and S (keys) may differ: that is cross-attention.
+ *  - Layer weights follow the tutorials' convention Q = X·W_Q: W_Q has shape (d_in, H·Dqk) and head h
+ *    uses its columns [h·Dqk, (h+1)·Dqk). A PyTorch nn.Linear stores the transpose (out, in).
+ *  - Masks combine: causal, key-padding lengths and an additive float mask may all be given at once.
+ *    A query row whose every key is masked gets all-zero weights, a zero output row and a log-sum-exp
+ *    of −inf (never NaN), as PyTorch ≥ 2.5 does.
+ *  - Functions taking cl_mem enqueue on the context's in-order command queue and may return before
+ *    the device finishes (call clattn_finish, or clFinish on clattn_context_queue). The *_host variants
+ *    copy in, run, copy out and return when the results are in host memory.
+ *  - Every entry point validates all arguments before enqueuing anything; on error it returns a status
+ *    other than CLATTN_SUCCESS, writes no output, and clattn_last_error() says which argument and why.
+ *
+ * Thread safety: a context may be used by one thread at a time. Distinct contexts are independent and
+ * may be used concurrently from different threads.
+ */
+#ifndef CLATTN_CLATTN_H
+#define CLATTN_CLATTN_H
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 120
+#endif
+#include <CL/cl.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CLATTN_BUILDING) && defined(__GNUC__)
+#define CLATTN_API __attribute__((visibility("default")))
+#else
+#define CLATTN_API
+#endif
+
+#define CLATTN_VERSION_MAJOR 0
+#define CLATTN_VERSION_MINOR 1
+#define CLATTN_VERSION_PATCH 0
+#define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
+#define CLATTN_VERSION_STRING "0.1.0"
+
+/* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
+CLATTN_API unsigned clattn_version_number(void);
+CLATTN_API const char *clattn_version_string(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Status codes                                                                                    */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Like CLBlast: 0 is success, OpenCL's own error codes (-1 … -72) are passed through unchanged,
+ * and clattn's own codes live in a separate range from -3000. */
+typedef enum clattn_status {
+    CLATTN_SUCCESS = 0,
+    /* OpenCL codes (CL_OUT_OF_RESOURCES, CL_MEM_OBJECT_ALLOCATION_FAILURE, ...) appear as themselves. */
+
+    CLATTN_ERROR_NULL_ARGUMENT = -3000,    /* a required pointer or buffer was NULL */
+    CLATTN_ERROR_ZERO_SIZE = -3001,        /* a dimension that must be ≥ 1 was 0 */
+    CLATTN_ERROR_SIZE_OVERFLOW = -3002,    /* a size product does not fit in size_t */
+    CLATTN_ERROR_BUFFER_TOO_SMALL = -3003, /* a cl_mem is smaller than its tensor's shape needs */
+    CLATTN_ERROR_SHAPE_MISMATCH = -3004,   /* dimensions that must agree do not (e.g. head sizes) */
+    CLATTN_ERROR_INVALID_MASK = -3005,     /* mask of the wrong shape, unknown kind, or bad key length */
+    CLATTN_ERROR_INVALID_VALUE = -3006,    /* a parameter outside its domain (NaN scale, bad enum) */
+    CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT = -3007, /* a buffer larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    CLATTN_ERROR_NO_PLATFORM = -3008,      /* no OpenCL platform is installed */
+    CLATTN_ERROR_NO_DEVICE = -3009,        /* platforms exist but expose no device */
+    CLATTN_ERROR_DEVICE_NOT_FOUND = -3010, /* the device spec (argument or CLATTN_DEVICE) matches none */
+    CLATTN_ERROR_KERNEL_SOURCE = -3011,    /* a kernel file under CLATTN_KERNEL_DIR could not be read */
+    CLATTN_ERROR_BUILD_FAILED = -3012,     /* the OpenCL C compiler rejected the kernels: see build log */
+    CLATTN_ERROR_BLAS = -3013,             /* CLBlast returned an error (its code is in the detail) */
+    CLATTN_ERROR_OUT_OF_HOST_MEMORY = -3014, /* malloc failed on the host */
+    CLATTN_ERROR_UNSUPPORTED_DEVICE = -3015  /* the device lacks something clattn needs */
+} clattn_status;
+
+/* Short name of any status, clattn's or OpenCL's ("CLATTN_ERROR_ZERO_SIZE", "CL_OUT_OF_RESOURCES").
+ * Never NULL: unknown values give "CLATTN_UNKNOWN_STATUS". */
+CLATTN_API const char *clattn_status_string(clattn_status status);
+
+/* One sentence describing what a status means. Never NULL. */
+CLATTN_API const char *clattn_status_description(clattn_status status);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Devices                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct clattn_device_info {
+    unsigned platform_index; /* P in a "P:D" device spec */
+    unsigned device_index;   /* D in a "P:D" device spec, counted within its platform */
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_device_type type;
+    char name[256];
+    char vendor[256];
+    char platform_name[256];
+} clattn_device_info;
+
+/* Number of OpenCL devices over all platforms (0 when none; then the status says why and
+ * clattn_last_error() says how to get one). */
+CLATTN_API clattn_status clattn_device_count(size_t *count);
+
+/* Facts about device number `index` (0 ≤ index < count), in platform-then-device order. */
+CLATTN_API clattn_status clattn_device_get(size_t index, clattn_device_info *info);
+
+/* Resolve a device spec to a device, as clattn_context_create does. spec: "P:D" (platform and device
+ * index), "cpu", "gpu", "accelerator", or a case-insensitive substring of the device name. NULL or ""
+ * means: the CLATTN_DEVICE environment variable if set, else the first GPU, else the first device. */
+CLATTN_API clattn_status clattn_device_select(const char *spec, clattn_device_info *info);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Context                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct clattn_context_s clattn_context;
+
+/* Create a context on the device chosen by `spec` (see clattn_device_select). Kernels are compiled
+ * on first use and reused for the life of the context. */
+CLATTN_API clattn_status clattn_context_create(clattn_context **ctx, const char *spec);
+
+/* Wrap an application's own OpenCL objects. The queue must be in-order and belong to `context` and
+ * `device`. clattn retains all three and releases them in clattn_context_free. */
+CLATTN_API clattn_status clattn_context_create_from_cl(clattn_context **ctx, cl_context context,
+                                                       cl_device_id device, cl_command_queue queue);
+
+/* Free a context and everything it owns. Accepts NULL. */
+CLATTN_API void clattn_context_free(clattn_context *ctx);
+
+CLATTN_API cl_context clattn_context_cl_context(const clattn_context *ctx);
+CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
+CLATTN_API cl_command_queue clattn_context_queue(const clattn_context *ctx);
+CLATTN_API const char *clattn_context_device_name(const clattn_context *ctx);
+
+/* Block until all work clattn enqueued on the context's queue has finished. */
+CLATTN_API clattn_status clattn_finish(clattn_context *ctx);
+
+/* The detail of the last failure: which argument and which size, the OpenCL call that failed, the
+ * device list when a spec matched nothing. With ctx == NULL: the calling thread's last failure outside
+ * any context (device queries, clattn_context_create). Never NULL; "" when there is nothing to say. */
+CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
+
+/* The OpenCL C compiler's full log from the last kernel build in this context ("" if none). After
+ * CLATTN_ERROR_BUILD_FAILED it says why the kernels did not compile. */
+CLATTN_API const char *clattn_build_log(const clattn_context *ctx);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Attention descriptors                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef enum clattn_causal {
+    CLATTN_CAUSAL_NONE = 0,
+    CLATTN_CAUSAL_TOP_LEFT = 1,     /* query i sees keys 0..i (PyTorch's is_causal) */
+    CLATTN_CAUSAL_BOTTOM_RIGHT = 2  /* query i sees keys 0..i+S−L (decoding with a KV cache) */
+} clattn_causal;
+
+typedef enum clattn_mask_layout {
+    CLATTN_MASK_NONE = 0,
+    CLATTN_MASK_L_S = 1,    /* additive float mask (L, S), broadcast over batch and heads */
+    CLATTN_MASK_B_H_L_S = 2 /* additive float mask (B, H, L, S), one per batch and head */
+} clattn_mask_layout;
+
+/* The masks of one attention call. Zero-initialise for "no mask". */
+typedef struct clattn_masks {
+    clattn_causal causal;
+    /* Key-padding: NULL, or `batch` lengths on the host; in batch b keys j ≥ key_lengths[b] are
+     * masked. Each length must be ≤ S; 0 masks every key of that batch. */
+    const size_t *key_lengths;
+    /* Layout of the additive mask passed beside the descriptor (−inf allowed, added to the scaled
+     * scores). */
+    clattn_mask_layout additive;
+} clattn_masks;
+
+/* Shape and options of scaled dot-product attention. */
+typedef struct clattn_sdpa_desc {
+    size_t batch;    /* B */
+    size_t heads;    /* H */
+    size_t q_len;    /* L */
+    size_t kv_len;   /* S */
+    size_t qk_dim;   /* Dqk: head size of Q and K */
+    size_t v_dim;    /* Dv: head size of V and O; 0 means "same as qk_dim" */
+    float scale;     /* multiplies Q·Kᵀ; 0 means 1/√Dqk. Must be finite. */
+    clattn_masks masks;
+} clattn_sdpa_desc;
+
+/* O = softmax(Q·Kᵀ·scale + masks)·V.
+ * mask: the additive mask buffer when desc->masks.additive is not NONE, else NULL.
+ * weights (B,H,L,S) and lse (B,H,L) are optional outputs (NULL to skip). */
+CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
+                                     cl_mem k, cl_mem v, cl_mem mask, cl_mem out, cl_mem weights,
+                                     cl_mem lse);
+
+/* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. */
+CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                          const float *q, const float *k, const float *v,
+                                          const float *mask, float *out, float *weights, float *lse);
+
+/* Shape and options of a multi-head attention layer:
+ *   Q = X·W_Q + b_Q,  K = KV·W_K + b_K,  V = KV·W_V + b_V            (KV = X for self-attention)
+ *   O_h = sdpa(Q_h, K_h, V_h) for each head h, concatenated to (B, L, H·Dv)
+ *   Y = concat·W_O + b_O   when W_O is given, else Y = concat. */
+typedef struct clattn_mha_desc {
+    size_t batch;     /* B */
+    size_t q_len;     /* L: rows of X per batch */
+    size_t kv_len;    /* S: rows of KV per batch; for self-attention 0 or L */
+    size_t model_dim; /* width of X (d_model) */
+    size_t kv_dim;    /* width of KV; 0 means model_dim (self-attention uses model_dim) */
+    size_t heads;     /* H */
+    size_t qk_dim;    /* Dqk per head */
+    size_t v_dim;     /* Dv per head; 0 means qk_dim */
+    size_t out_dim;   /* columns of W_O; 0 means model_dim. Ignored without W_O. */
+    float scale;      /* 0 means 1/√Dqk */
+    clattn_masks masks;
+} clattn_mha_desc;
+
+/* The weights of a layer as device buffers. Biases and W_O/b_O may be NULL (b_O needs W_O). */
+typedef struct clattn_mha_weights {
+    cl_mem w_q, b_q; /* (model_dim, H·Dqk), (H·Dqk) */
+    cl_mem w_k, b_k; /* (kv_dim, H·Dqk),    (H·Dqk) */
+    cl_mem w_v, b_v; /* (kv_dim, H·Dv),     (H·Dv)  */
+    cl_mem w_o, b_o; /* (H·Dv, out_dim),    (out_dim) */
+} clattn_mha_weights;
+
+typedef struct clattn_mha_host_weights {
+    const float *w_q, *b_q;
+    const float *w_k, *b_k;
+    const float *w_v, *b_v;
+    const float *w_o, *b_o;
+} clattn_mha_host_weights;
+
+/* x (B,L,model_dim); kv (B,S,kv_dim) or NULL for self-attention; mask as for clattn_sdpa;
+ * out (B,L,out_dim) with W_O, else (B,L,H·Dv); weights (B,H,L,S) optional. */
+CLATTN_API clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_mem x,
+                                    cl_mem kv, const clattn_mha_weights *weights, cl_mem mask,
+                                    cl_mem out, cl_mem attn_weights);
+
+CLATTN_API clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc,
+                                         const float *x, const float *kv,
+                                         const clattn_mha_host_weights *weights, const float *mask,
+                                         float *out, float *attn_weights);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The four stages, each callable alone (what clattn_sdpa and clattn_mha are made of)              */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Projection: Y = X·W (+ bias). X (rows, in_dim), W (in_dim, out_dim), bias (out_dim) or NULL,
+ * Y (rows, out_dim). The matrix product runs through CLBlast. */
+CLATTN_API clattn_status clattn_projection(clattn_context *ctx, size_t rows, size_t in_dim,
+                                           size_t out_dim, cl_mem x, cl_mem w, cl_mem bias,
+                                           cl_mem y);
+
+/* Score: S = Q·Kᵀ·scale with desc's masks applied (masked entries become −inf, the additive mask is
+ * added). Q (B,H,L,Dqk), K (B,H,S,Dqk), scores (B,H,L,S). desc->v_dim is not used. */
+CLATTN_API clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
+                                      cl_mem k, cl_mem mask, cl_mem scores);
+
+/* Row softmax over `cols` of each of `rows` rows, stabilised by the row maximum. A row that is all
+ * −inf gives zeros. scores and weights may be the same buffer (in place). lse (rows) is optional:
+ * the natural log of each row's sum of exponentials, −inf for an all-masked row. */
+CLATTN_API clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores,
+                                        cl_mem weights, cl_mem lse);
+
+/* Weighted sum: O = P·V. P (B,H,L,S), V (B,H,S,Dv), O (B,H,L,Dv). Uses desc's batch, heads, q_len,
+ * kv_len and v_dim. */
+CLATTN_API clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                             cl_mem weights, cl_mem v, cl_mem out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CLATTN_CLATTN_H */

@@ -1,0 +1,255 @@
+/* Platform and device discovery, and the device-spec grammar shared by the API and CLATTN_DEVICE. */
+#include "internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ocl-icd returns this when no vendor ICD is installed (cl_khr_icd); not in every header. */
+#ifndef CL_PLATFORM_NOT_FOUND_KHR
+#define CL_PLATFORM_NOT_FOUND_KHR -1001
+#endif
+
+static const char no_platform_help[] =
+    "no OpenCL platform found: install an OpenCL driver (on Debian/Ubuntu `apt-get install "
+    "pocl-opencl-icd` gives a CPU device) and check that OCL_ICD_VENDORS, if set, names a folder "
+    "of .icd files";
+
+const char *device_type_name(cl_device_type type)
+{
+    if (type & CL_DEVICE_TYPE_GPU) return "GPU";
+    if (type & CL_DEVICE_TYPE_CPU) return "CPU";
+    if (type & CL_DEVICE_TYPE_ACCELERATOR) return "accelerator";
+    return "other";
+}
+
+static void get_string(cl_device_id dev, cl_device_info what, char *out, size_t size)
+{
+    if (clGetDeviceInfo(dev, what, size, out, NULL) != CL_SUCCESS)
+        snprintf(out, size, "?");
+    out[size - 1] = '\0';
+}
+
+void device_list_free(device_list *list)
+{
+    free(list->items);
+    list->items = NULL;
+    list->count = 0;
+}
+
+clattn_status device_list_load(device_list *list)
+{
+    list->count = 0;
+    list->items = NULL;
+    cl_uint nplat = 0;
+    cl_int err = clGetPlatformIDs(0, NULL, &nplat);
+    if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && nplat == 0))
+        return set_error(NULL, CLATTN_ERROR_NO_PLATFORM, "%s", no_platform_help);
+    if (err != CL_SUCCESS)
+        return cl_error(NULL, err, "clGetPlatformIDs");
+
+    cl_platform_id *plats = calloc(nplat, sizeof *plats);
+    if (!plats)
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "listing %u platforms", nplat);
+    err = clGetPlatformIDs(nplat, plats, NULL);
+    if (err != CL_SUCCESS) {
+        free(plats);
+        return cl_error(NULL, err, "clGetPlatformIDs");
+    }
+
+    clattn_status st = CLATTN_SUCCESS;
+    for (cl_uint p = 0; p < nplat && st == CLATTN_SUCCESS; p++) {
+        cl_uint ndev = 0;
+        err = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &ndev);
+        if (err == CL_DEVICE_NOT_FOUND || ndev == 0)
+            continue; /* a platform without devices is not an error */
+        if (err != CL_SUCCESS) {
+            st = cl_error(NULL, err, "clGetDeviceIDs");
+            break;
+        }
+        cl_device_id *devs = calloc(ndev, sizeof *devs);
+        clattn_device_info *grown = realloc(list->items, (list->count + ndev) * sizeof *grown);
+        if (!devs || !grown) {
+            free(devs);
+            if (grown) list->items = grown;
+            st = set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "listing %u devices", ndev);
+            break;
+        }
+        list->items = grown;
+        err = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, ndev, devs, NULL);
+        if (err != CL_SUCCESS) {
+            free(devs);
+            st = cl_error(NULL, err, "clGetDeviceIDs");
+            break;
+        }
+        char platform_name[256];
+        if (clGetPlatformInfo(plats[p], CL_PLATFORM_NAME, sizeof platform_name, platform_name, NULL) !=
+            CL_SUCCESS)
+            snprintf(platform_name, sizeof platform_name, "?");
+        platform_name[sizeof platform_name - 1] = '\0';
+        for (cl_uint d = 0; d < ndev; d++) {
+            clattn_device_info *info = &list->items[list->count++];
+            memset(info, 0, sizeof *info);
+            info->platform_index = p;
+            info->device_index = d;
+            info->platform = plats[p];
+            info->device = devs[d];
+            if (clGetDeviceInfo(devs[d], CL_DEVICE_TYPE, sizeof info->type, &info->type, NULL) != CL_SUCCESS)
+                info->type = CL_DEVICE_TYPE_DEFAULT;
+            get_string(devs[d], CL_DEVICE_NAME, info->name, sizeof info->name);
+            get_string(devs[d], CL_DEVICE_VENDOR, info->vendor, sizeof info->vendor);
+            memcpy(info->platform_name, platform_name, sizeof platform_name);
+        }
+        free(devs);
+    }
+    free(plats);
+    if (st != CLATTN_SUCCESS) {
+        device_list_free(list);
+        return st;
+    }
+    if (list->count == 0)
+        return set_error(NULL, CLATTN_ERROR_NO_DEVICE,
+                         "%u OpenCL platform(s) found but none exposes a device; for a CPU device "
+                         "install pocl-opencl-icd",
+                         nplat);
+    return CLATTN_SUCCESS;
+}
+
+void device_list_describe(const device_list *list, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < list->count && used + 1 < size; i++) {
+        const clattn_device_info *d = &list->items[i];
+        int n = snprintf(buf + used, size - used, "%s%u:%u %s (%s, %s)", i ? "; " : "", d->platform_index,
+                         d->device_index, d->name, device_type_name(d->type), d->platform_name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+clattn_status clattn_device_count(size_t *count)
+{
+    if (!count)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_device_count: count is NULL");
+    *count = 0;
+    device_list list;
+    clattn_status st = device_list_load(&list);
+    if (st == CLATTN_ERROR_NO_PLATFORM || st == CLATTN_ERROR_NO_DEVICE)
+        return st; /* count stays 0; the detail says how to get a device */
+    if (st != CLATTN_SUCCESS)
+        return st;
+    *count = list.count;
+    device_list_free(&list);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_device_get(size_t index, clattn_device_info *info)
+{
+    if (!info)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_device_get: info is NULL");
+    device_list list;
+    clattn_status st = device_list_load(&list);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (index >= list.count) {
+        st = set_error(NULL, CLATTN_ERROR_DEVICE_NOT_FOUND, "device index %zu out of range: %zu device(s)",
+                       index, list.count);
+    } else {
+        *info = list.items[index];
+    }
+    device_list_free(&list);
+    return st;
+}
+
+static bool contains_ignore_case(const char *haystack, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (const char *h = haystack; *h; h++) {
+        size_t i = 0;
+        while (i < n && h[i] && tolower((unsigned char)h[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return true;
+    }
+    return n == 0;
+}
+
+static bool equals_ignore_case(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b))
+            return false;
+    return *a == *b;
+}
+
+/* Parse "P:D" with both parts plain decimal numbers. */
+static bool parse_index_pair(const char *spec, unsigned long *p, unsigned long *d)
+{
+    char *end;
+    if (!isdigit((unsigned char)spec[0]))
+        return false;
+    *p = strtoul(spec, &end, 10);
+    if (*end != ':' || !isdigit((unsigned char)end[1]))
+        return false;
+    *d = strtoul(end + 1, &end, 10);
+    return *end == '\0';
+}
+
+/* Index of the device `spec` names in list, or -1. */
+static long match_spec(const device_list *list, const char *spec)
+{
+    unsigned long p, d;
+    if (parse_index_pair(spec, &p, &d)) {
+        for (size_t i = 0; i < list->count; i++)
+            if (list->items[i].platform_index == p && list->items[i].device_index == d)
+                return (long)i;
+        return -1;
+    }
+    cl_device_type want = 0;
+    if (equals_ignore_case(spec, "cpu")) want = CL_DEVICE_TYPE_CPU;
+    else if (equals_ignore_case(spec, "gpu")) want = CL_DEVICE_TYPE_GPU;
+    else if (equals_ignore_case(spec, "accelerator")) want = CL_DEVICE_TYPE_ACCELERATOR;
+    for (size_t i = 0; i < list->count; i++) {
+        if (want ? (list->items[i].type & want) != 0 : contains_ignore_case(list->items[i].name, spec))
+            return (long)i;
+    }
+    return -1;
+}
+
+clattn_status clattn_device_select(const char *spec, clattn_device_info *info)
+{
+    if (!info)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_device_select: info is NULL");
+    device_list list;
+    clattn_status st = device_list_load(&list);
+    if (st != CLATTN_SUCCESS)
+        return st;
+
+    const char *source = "argument";
+    if (!spec || !*spec) {
+        spec = getenv("CLATTN_DEVICE");
+        source = "CLATTN_DEVICE";
+    }
+    long found;
+    if (spec && *spec) {
+        found = match_spec(&list, spec);
+        if (found < 0) {
+            char devices[CLATTN_ERROR_MAX - 200];
+            device_list_describe(&list, devices, sizeof devices);
+            st = set_error(NULL, CLATTN_ERROR_DEVICE_NOT_FOUND,
+                           "device spec \"%.64s\" (%s) matches no device; use P:D, cpu, gpu, "
+                           "accelerator or part of a name. Devices: %s",
+                           spec, source, devices);
+        }
+    } else {
+        found = match_spec(&list, "gpu");
+        if (found < 0)
+            found = 0;
+    }
+    if (st == CLATTN_SUCCESS)
+        *info = list.items[found];
+    device_list_free(&list);
+    return st;
+}

@@ -1,0 +1,144 @@
+/* Definitions shared by the library's source files; nothing here is public. */
+#ifndef CLATTN_INTERNAL_H
+#define CLATTN_INTERNAL_H
+
+#include "clattn/clattn.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CLATTN_ERROR_MAX 2048
+
+/* Reusable device temporaries, one slot per role so that one call never aliases two of them. */
+typedef enum scratch_slot {
+    SCRATCH_SCORES,     /* score/weight matrix when the caller does not want the weights */
+    SCRATCH_Q,          /* projected Q, K, V and concatenated heads of clattn_mha */
+    SCRATCH_K,
+    SCRATCH_V,
+    SCRATCH_CONCAT,
+    SCRATCH_KEY_LENGTHS,
+    SCRATCH_COUNT
+} scratch_slot;
+
+typedef struct kernel_set {
+    cl_program program;
+    cl_kernel score;
+    cl_kernel softmax;
+    cl_kernel weighted_sum;
+    cl_kernel add_bias;
+} kernel_set;
+
+struct clattn_context_s {
+    cl_context context;
+    cl_device_id device;
+    cl_command_queue queue;
+    char device_name[256];
+    cl_ulong max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    kernel_set kernels; /* built on first use */
+    char *build_log;
+    cl_mem scratch[SCRATCH_COUNT];
+    size_t scratch_bytes[SCRATCH_COUNT];
+    char last_error[CLATTN_ERROR_MAX];
+};
+
+/* ---- errors (status.c / context.c) ---- */
+
+/* Record a detail message for ctx (or the calling thread when ctx is NULL) and return status. */
+clattn_status set_error(clattn_context *ctx, clattn_status status, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Record a failed OpenCL call ("clEnqueueNDRangeKernel(score): CL_OUT_OF_RESOURCES") and return
+ * its code, which is a valid clattn_status. */
+clattn_status cl_error(clattn_context *ctx, cl_int err, const char *what);
+
+void clear_error(clattn_context *ctx);
+
+/* ---- devices (device.c) ---- */
+
+typedef struct device_list {
+    size_t count;
+    clattn_device_info *items;
+} device_list;
+
+clattn_status device_list_load(device_list *list);
+void device_list_free(device_list *list);
+/* "P:D name (type)" lines for error messages; writes into buf. */
+void device_list_describe(const device_list *list, char *buf, size_t size);
+const char *device_type_name(cl_device_type type);
+
+/* ---- programs (program.c) ---- */
+
+/* Build the kernels of ctx if they are not built yet. */
+clattn_status kernels_ensure(clattn_context *ctx);
+void kernels_release(kernel_set *set);
+
+/* ---- validation (validate.c) ---- */
+
+bool size_mul(size_t a, size_t b, size_t *out);
+/* Product of n sizes, false on overflow. */
+bool size_product(size_t *out, size_t n, ...);
+
+clattn_status check_context(clattn_context *ctx);
+/* Buffer `buf` must be non-NULL and hold at least `elems` floats (or elements of elem_size). */
+clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t elem_size,
+                           const char *name);
+/* A tensor of `elems` floats must fit in one device allocation. */
+clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name);
+
+/* A validated SDPA shape with its defaults resolved and its tensor sizes in elements. */
+typedef struct sdpa_shape {
+    size_t batch, heads, q_len, kv_len, qk_dim, v_dim;
+    float scale;
+    clattn_masks masks;
+    size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems, mask_elems;
+} sdpa_shape;
+
+clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
+clattn_status check_masks(clattn_context *ctx, const clattn_masks *masks, size_t batch,
+                          size_t kv_len, bool mask_given);
+
+/* ---- stages (stages.c) ---- */
+
+/* Where a (B, H, rows, cols) tensor lives: element strides for batch, head and row; columns are
+ * contiguous. Lets the same kernels read SDPA's (B,H,L,D) and MHA's (B,L,H·D) layouts. */
+typedef struct tensor_view {
+    cl_mem buf;
+    size_t batch_stride, head_stride, row_stride;
+} tensor_view;
+
+tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols);
+tensor_view view_blhd(cl_mem buf, size_t heads, size_t rows, size_t cols);
+
+clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out);
+
+clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim,
+                               cl_mem x, cl_mem w, cl_mem bias, cl_mem y);
+/* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into
+ * `scores`, which holds just those heads. key_lengths: device copy or NULL. */
+clattn_status stage_score(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                          cl_mem key_lengths, cl_mem mask, size_t bh_begin, size_t bh_count,
+                          cl_mem scores);
+clattn_status stage_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores,
+                            cl_mem weights, cl_mem lse, size_t lse_offset);
+clattn_status stage_weighted_sum(clattn_context *ctx, const sdpa_shape *s, cl_mem weights,
+                                 tensor_view v, tensor_view out, size_t bh_begin, size_t bh_count);
+clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_mem *out);
+
+/* ---- attention (attention.c) ---- */
+
+/* SDPA on validated shapes and views (shared by clattn_sdpa and clattn_mha). */
+clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                       tensor_view v, cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse);
+
+/* Host helpers: a device buffer initialised from host memory (or uninitialised when host is NULL). */
+clattn_status buffer_from_host(clattn_context *ctx, const float *host, size_t elems, const char *name,
+                               cl_mem *out);
+clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, float *host, size_t elems,
+                             const char *name);
+void release_mems(cl_mem *mems, size_t n);
+
+#endif

@@ -1,0 +1,145 @@
+/* Argument and size checks shared by every entry point. Each failure records which argument and
+ * which size was wrong, so that the caller can tell without a debugger. */
+#include "internal.h"
+
+#include <math.h>
+#include <stdint.h>
+
+bool size_mul(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > SIZE_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+bool size_product(size_t *out, size_t n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    size_t acc = 1;
+    bool ok = true;
+    for (size_t i = 0; i < n; i++) {
+        size_t factor = va_arg(ap, size_t);
+        if (ok && !size_mul(acc, factor, &acc))
+            ok = false;
+    }
+    va_end(ap);
+    if (ok)
+        *out = acc;
+    return ok;
+}
+
+clattn_status check_context(clattn_context *ctx)
+{
+    if (!ctx)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the context is NULL");
+    clear_error(ctx);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t elem_size, const char *name)
+{
+    if (!buf)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "buffer %s is NULL", name);
+    size_t need;
+    if (!size_mul(elems, elem_size, &need))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu elements overflow size_t bytes", name, elems);
+    size_t have = 0;
+    cl_int err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof have, &have, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "clGetMemObjectInfo(%s) failed: %s", name,
+                         clattn_status_string((clattn_status)err));
+    if (have < need)
+        return set_error(ctx, CLATTN_ERROR_BUFFER_TOO_SMALL, "buffer %s holds %zu bytes but its shape needs %zu",
+                         name, have, need);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
+{
+    size_t bytes;
+    if (!size_mul(elems, sizeof(float), &bytes))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu floats overflow size_t bytes", name, elems);
+    if (bytes > ctx->max_alloc)
+        return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT,
+                         "%s needs %zu bytes, more than the device's maximum allocation of %llu bytes", name,
+                         bytes, (unsigned long long)ctx->max_alloc);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status check_masks(clattn_context *ctx, const clattn_masks *masks, size_t batch, size_t kv_len,
+                          bool mask_given)
+{
+    if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&
+        masks->causal != CLATTN_CAUSAL_BOTTOM_RIGHT)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.causal has the unknown value %d",
+                         (int)masks->causal);
+    if (masks->additive != CLATTN_MASK_NONE && masks->additive != CLATTN_MASK_L_S &&
+        masks->additive != CLATTN_MASK_B_H_L_S)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.additive has the unknown value %d",
+                         (int)masks->additive);
+    if (masks->additive == CLATTN_MASK_NONE && mask_given)
+        return set_error(ctx, CLATTN_ERROR_INVALID_MASK,
+                         "a mask buffer was given but masks.additive is CLATTN_MASK_NONE");
+    if (masks->additive != CLATTN_MASK_NONE && !mask_given)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "masks.additive is set but the mask is NULL");
+    if (masks->key_lengths)
+        for (size_t b = 0; b < batch; b++)
+            if (masks->key_lengths[b] > kv_len)
+                return set_error(ctx, CLATTN_ERROR_INVALID_MASK,
+                                 "masks.key_lengths[%zu] = %zu exceeds the key count %zu", b,
+                                 masks->key_lengths[b], kv_len);
+    return CLATTN_SUCCESS;
+}
+
+/* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */
+clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *s)
+{
+    if (!desc)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
+    const struct { size_t value; const char *name; } dims[] = {
+        {desc->batch, "batch"},   {desc->heads, "heads"},   {desc->q_len, "q_len"},
+        {desc->kv_len, "kv_len"}, {desc->qk_dim, "qk_dim"},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        if (dims[i].value == 0)
+            return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.%s is 0", dims[i].name);
+    if (!isfinite(desc->scale))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.scale is not finite");
+
+    s->batch = desc->batch;
+    s->heads = desc->heads;
+    s->q_len = desc->q_len;
+    s->kv_len = desc->kv_len;
+    s->qk_dim = desc->qk_dim;
+    s->v_dim = desc->v_dim ? desc->v_dim : desc->qk_dim;
+    s->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->qk_dim));
+    s->masks = desc->masks;
+
+    size_t bh;
+    bool ok = size_mul(s->batch, s->heads, &bh) &&
+              size_product(&s->q_elems, 3, bh, s->q_len, s->qk_dim) &&
+              size_product(&s->k_elems, 3, bh, s->kv_len, s->qk_dim) &&
+              size_product(&s->v_elems, 3, bh, s->kv_len, s->v_dim) &&
+              size_product(&s->out_elems, 3, bh, s->q_len, s->v_dim) &&
+              size_product(&s->weight_elems, 3, bh, s->q_len, s->kv_len) &&
+              size_mul(bh, s->q_len, &s->lse_elems);
+    if (ok) {
+        s->mask_elems = 0;
+        if (s->masks.additive == CLATTN_MASK_L_S)
+            ok = size_mul(s->q_len, s->kv_len, &s->mask_elems);
+        else if (s->masks.additive == CLATTN_MASK_B_H_L_S)
+            s->mask_elems = s->weight_elems;
+    }
+    /* Byte counts of the largest tensors must fit too; the rest are smaller than one of these. */
+    size_t bytes;
+    ok = ok && size_mul(s->weight_elems, sizeof(float), &bytes) && size_mul(s->q_elems, sizeof(float), &bytes) &&
+         size_mul(s->k_elems, sizeof(float), &bytes) && size_mul(s->v_elems, sizeof(float), &bytes) &&
+         size_mul(s->out_elems, sizeof(float), &bytes);
+    if (!ok)
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW,
+                         "shape B=%zu H=%zu L=%zu S=%zu Dqk=%zu Dv=%zu: a tensor size overflows size_t",
+                         s->batch, s->heads, s->q_len, s->kv_len, s->qk_dim, s->v_dim);
+    return CLATTN_SUCCESS;
+}
