@@ -19,6 +19,8 @@
  *    copy in, run, copy out and return when the results are in host memory.
  *  - Every entry point validates all arguments before enqueuing anything; on error it returns a status
  *    other than CLATTN_SUCCESS, writes no output, and clattn_last_error() says which argument and why.
+ *    When several arguments are wrong, which one is reported is not specified. A call with ctx == NULL
+ *    records its detail where clattn_last_error(NULL) finds it.
  *
  * Thread safety: a context may be used by one thread at a time. Distinct contexts are independent and
  * may be used concurrently from different threads.
@@ -64,11 +66,11 @@ typedef enum clattn_status {
 
     CLATTN_ERROR_NULL_ARGUMENT = -3000,    /* a required pointer or buffer was NULL */
     CLATTN_ERROR_ZERO_SIZE = -3001,        /* a dimension that must be ≥ 1 was 0 */
-    CLATTN_ERROR_SIZE_OVERFLOW = -3002,    /* a size product does not fit in size_t */
+    CLATTN_ERROR_SIZE_OVERFLOW = -3002,    /* an element or byte count does not fit in size_t */
     CLATTN_ERROR_BUFFER_TOO_SMALL = -3003, /* a cl_mem is smaller than its tensor's shape needs */
     CLATTN_ERROR_SHAPE_MISMATCH = -3004,   /* dimensions that must agree do not (e.g. head sizes) */
-    CLATTN_ERROR_INVALID_MASK = -3005,     /* mask of the wrong shape, unknown kind, or bad key length */
-    CLATTN_ERROR_INVALID_VALUE = -3006,    /* a parameter outside its domain (NaN scale, bad enum) */
+    CLATTN_ERROR_INVALID_MASK = -3005,     /* mask buffer without a layout, or a key length > S */
+    CLATTN_ERROR_INVALID_VALUE = -3006,    /* a parameter outside its domain (NaN scale, unknown enum) */
     CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT = -3007, /* a buffer larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     CLATTN_ERROR_NO_PLATFORM = -3008,      /* no OpenCL platform is installed */
     CLATTN_ERROR_NO_DEVICE = -3009,        /* platforms exist but expose no device */
@@ -106,7 +108,8 @@ typedef struct clattn_device_info {
  * clattn_last_error() says how to get one). */
 CLATTN_API clattn_status clattn_device_count(size_t *count);
 
-/* Facts about device number `index` (0 ≤ index < count), in platform-then-device order. */
+/* Facts about device number `index` (0 ≤ index < count), in platform-then-device order; an index out
+ * of range gives CLATTN_ERROR_DEVICE_NOT_FOUND. */
 CLATTN_API clattn_status clattn_device_get(size_t index, clattn_device_info *info);
 
 /* Resolve a device spec to a device, as clattn_context_create does. spec: "P:D" (platform and device
@@ -121,7 +124,9 @@ CLATTN_API clattn_status clattn_device_select(const char *spec, clattn_device_in
 typedef struct clattn_context_s clattn_context;
 
 /* Create a context on the device chosen by `spec` (see clattn_device_select). Kernels are compiled
- * on first use and reused for the life of the context. */
+ * on the first call that needs them and reused for the life of the context. For kernel development,
+ * the environment variable CLATTN_KERNEL_DIR names a folder whose .cl files replace the embedded ones
+ * (read at that first compile; a missing file gives CLATTN_ERROR_KERNEL_SOURCE). */
 CLATTN_API clattn_status clattn_context_create(clattn_context **ctx, const char *spec);
 
 /* Wrap an application's own OpenCL objects. The queue must be in-order and belong to `context` and
@@ -209,7 +214,8 @@ typedef struct clattn_mha_desc {
     size_t q_len;     /* L: rows of X per batch */
     size_t kv_len;    /* S: rows of KV per batch; for self-attention 0 or L */
     size_t model_dim; /* width of X (d_model) */
-    size_t kv_dim;    /* width of KV; 0 means model_dim (self-attention uses model_dim) */
+    size_t kv_dim;    /* width of KV; 0 means model_dim. Self-attention: 0 or model_dim, else
+                         CLATTN_ERROR_SHAPE_MISMATCH (as is kv_len other than 0 or q_len) */
     size_t heads;     /* H */
     size_t qk_dim;    /* Dqk per head */
     size_t v_dim;     /* Dv per head; 0 means qk_dim */
@@ -218,7 +224,8 @@ typedef struct clattn_mha_desc {
     clattn_masks masks;
 } clattn_mha_desc;
 
-/* The weights of a layer as device buffers. Biases and W_O/b_O may be NULL (b_O needs W_O). */
+/* The weights of a layer as device buffers. Biases and W_O/b_O may be NULL; b_O without W_O is
+ * CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */
 typedef struct clattn_mha_weights {
     cl_mem w_q, b_q; /* (model_dim, H·Dqk), (H·Dqk) */
     cl_mem w_k, b_k; /* (kv_dim, H·Dqk),    (H·Dqk) */

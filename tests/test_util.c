@@ -1,0 +1,653 @@
+#include "test_util.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Devices and contexts                                                                            */
+/* ---------------------------------------------------------------------------------------------- */
+
+size_t tu_ndev = 0;
+clattn_context *tu_ctx[TU_MAX_DEVICES];
+clattn_device_info tu_dev[TU_MAX_DEVICES];
+char tu_dev_spec[TU_MAX_DEVICES][32];
+
+double tu_max_abs_err = 0.0;
+static double tu_max_ratio = 0.0; /* worst |out−ref| / tolerance */
+
+static char tu_label_buf[512] = "";
+
+void tu_set_label(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tu_label_buf, sizeof tu_label_buf, fmt, ap);
+    va_end(ap);
+}
+
+const char *tu_label(void) { return tu_label_buf; }
+
+static void tu_fixture_setup(void) { tu_label_buf[0] = '\0'; }
+
+static void tu_fixture_teardown(void) { tu_release_all(); }
+
+TCase *tu_tcase(const char *name)
+{
+    TCase *tc = tcase_create(name);
+    tcase_add_checked_fixture(tc, tu_fixture_setup, tu_fixture_teardown);
+    tcase_set_timeout(tc, 600); /* only effective with fork; meson's timeout is the real one */
+    return tc;
+}
+
+int tu_main(Suite *(*make_suite)(void))
+{
+    size_t count = 0;
+    clattn_status st = clattn_device_count(&count);
+    if (st != CLATTN_SUCCESS || count == 0) {
+        printf("SKIP: no OpenCL device (%s): %s\n", clattn_status_string(st),
+               clattn_last_error(NULL));
+        return 77;
+    }
+    for (size_t i = 0; i < count && tu_ndev < TU_MAX_DEVICES; i++) {
+        clattn_device_info info;
+        memset(&info, 0, sizeof info);
+        st = clattn_device_get(i, &info);
+        if (st != CLATTN_SUCCESS) {
+            fprintf(stderr, "clattn_device_get(%zu) failed: %s: %s\n", i,
+                    clattn_status_string(st), clattn_last_error(NULL));
+            return 1;
+        }
+        char spec[32];
+        snprintf(spec, sizeof spec, "%u:%u", info.platform_index, info.device_index);
+        clattn_context *ctx = NULL;
+        st = clattn_context_create(&ctx, spec);
+        if (st == CLATTN_ERROR_UNSUPPORTED_DEVICE) {
+            fprintf(stderr, "note: device %s (%s) is not supported by clattn, skipped: %s\n", spec,
+                    info.name, clattn_last_error(NULL));
+            continue;
+        }
+        if (st != CLATTN_SUCCESS || ctx == NULL) {
+            fprintf(stderr, "clattn_context_create(\"%s\") failed: %s: %s\n", spec,
+                    clattn_status_string(st), clattn_last_error(NULL));
+            return 1;
+        }
+        tu_ctx[tu_ndev] = ctx;
+        tu_dev[tu_ndev] = info;
+        memcpy(tu_dev_spec[tu_ndev], spec, sizeof spec);
+        tu_ndev++;
+    }
+    if (tu_ndev == 0) {
+        printf("SKIP: no OpenCL device usable by clattn\n");
+        return 77;
+    }
+
+    Suite *s = make_suite();
+    SRunner *sr = srunner_create(s);
+    /* OpenCL runtimes (PoCL's worker threads, GPU drivers) do not survive fork(): run in-process. */
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    tu_release_all();
+
+    printf("max abs error vs fp64: %.3g (worst error/tolerance: %.3g)\n", tu_max_abs_err,
+           tu_max_ratio);
+    for (size_t i = 0; i < tu_ndev; i++) {
+        clattn_context_free(tu_ctx[i]);
+        tu_ctx[i] = NULL;
+    }
+    return failed ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Random numbers                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+void tu_rng_seed(tu_rng *r, uint64_t seed) { r->state = seed * 0x9E3779B97F4A7C15ull + 1; }
+
+uint64_t tu_rng_next(tu_rng *r)
+{
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double tu_rng_unit(tu_rng *r) { return (double)(tu_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+float tu_rng_uniform(tu_rng *r, float a) { return (float)((2.0 * tu_rng_unit(r) - 1.0) * a); }
+
+void tu_fill_uniform(float *p, size_t n, float a, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tu_rng_uniform(&r, a);
+}
+
+void tu_fill_int_multiples(float *p, size_t n, int kmax, float step, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) {
+        int k = (int)(tu_rng_next(&r) % (uint64_t)(2 * kmax + 1)) - kmax;
+        p[i] = (float)k * step;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tolerance checks                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+void check_close_named(const char *what, const float *out, const double *ref, size_t n,
+                       double *max_err)
+{
+    double local = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double o = (double)out[i], r = ref[i];
+        if (isinf(r) || isinf(o)) {
+            ck_assert_msg(isinf(r) && isinf(o) && (signbit(r) != 0) == (signbit(o) != 0),
+                          "%s: %s[%zu] = %.9g, fp64 reference %.17g", tu_label(), what, i, o, r);
+            continue;
+        }
+        ck_assert_msg(!isnan(o) && !isnan(r), "%s: %s[%zu] = %.9g, fp64 reference %.17g",
+                      tu_label(), what, i, o, r);
+        double e = fabs(o - r);
+        double tol = TU_ATOL + TU_RTOL * fabs(r);
+        if (e > local)
+            local = e;
+        if (e > tu_max_abs_err)
+            tu_max_abs_err = e;
+        if (e / tol > tu_max_ratio)
+            tu_max_ratio = e / tol;
+        ck_assert_msg(e <= tol, "%s: %s[%zu] = %.9g, fp64 reference %.17g (|err| %.3g > tol %.3g)",
+                      tu_label(), what, i, o, r, e, tol);
+    }
+    if (max_err)
+        *max_err = local;
+}
+
+void check_close(const float *out, const double *ref, size_t n, double *max_err)
+{
+    check_close_named("out", out, ref, n, max_err);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tracked allocations                                                                             */
+/* ---------------------------------------------------------------------------------------------- */
+
+static void **tu_ptrs = NULL;
+static size_t tu_nptrs = 0, tu_capptrs = 0;
+static cl_mem *tu_mems = NULL;
+static size_t tu_nmems = 0, tu_capmems = 0;
+
+void *tu_track_malloc(size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    ck_assert_msg(p != NULL, "out of host memory (%zu bytes)", bytes);
+    if (tu_nptrs == tu_capptrs) {
+        size_t cap = tu_capptrs ? 2 * tu_capptrs : 64;
+        void **np = realloc(tu_ptrs, cap * sizeof *np);
+        ck_assert(np != NULL);
+        tu_ptrs = np;
+        tu_capptrs = cap;
+    }
+    tu_ptrs[tu_nptrs++] = p;
+    return p;
+}
+
+double *tu_dalloc(size_t n) { return tu_track_malloc(n * sizeof(double)); }
+float *tu_falloc(size_t n) { return tu_track_malloc(n * sizeof(float)); }
+
+void tu_track_mem(cl_mem m)
+{
+    if (tu_nmems == tu_capmems) {
+        size_t cap = tu_capmems ? 2 * tu_capmems : 64;
+        cl_mem *nm = realloc(tu_mems, cap * sizeof *nm);
+        ck_assert(nm != NULL);
+        tu_mems = nm;
+        tu_capmems = cap;
+    }
+    tu_mems[tu_nmems++] = m;
+}
+
+void tu_release_all(void)
+{
+    for (size_t i = 0; i < tu_nmems; i++)
+        if (tu_mems[i])
+            clReleaseMemObject(tu_mems[i]);
+    tu_nmems = 0;
+    for (size_t i = 0; i < tu_nptrs; i++)
+        free(tu_ptrs[i]);
+    tu_nptrs = 0;
+}
+
+void tu_finish(clattn_context *ctx)
+{
+    clattn_status st = clattn_finish(ctx);
+    ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_finish: %s: %s", tu_label(),
+                  clattn_status_string(st), clattn_last_error(ctx));
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Guard regions                                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+float tu_sentinel(void)
+{
+    uint32_t bits = TU_SENTINEL_BITS;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+int tu_is_sentinel(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return bits == TU_SENTINEL_BITS;
+}
+
+static void tu_fill_sentinel(float *p, size_t n)
+{
+    uint32_t bits = TU_SENTINEL_BITS;
+    for (size_t i = 0; i < n; i++)
+        memcpy(&p[i], &bits, sizeof bits);
+}
+
+float *tu_host_alloc(size_t n, const float *init)
+{
+    float *p = tu_track_malloc((n + TU_GUARD) * sizeof(float));
+    if (init)
+        memcpy(p, init, n * sizeof(float));
+    else
+        tu_fill_sentinel(p, n);
+    tu_fill_sentinel(p + n, TU_GUARD);
+    return p;
+}
+
+void tu_host_check_guard(const float *p, size_t n, const char *what)
+{
+    for (size_t i = 0; i < TU_GUARD; i++)
+        ck_assert_msg(tu_is_sentinel(p[n + i]),
+                      "%s: %s: guard float %zu past the end of the %zu-float tensor was overwritten "
+                      "(now %.9g)",
+                      tu_label(), what, i, n, (double)p[n + i]);
+}
+
+int tu_host_all_sentinel(const float *p, size_t n)
+{
+    for (size_t i = 0; i < n + TU_GUARD; i++)
+        if (!tu_is_sentinel(p[i]))
+            return 0;
+    return 1;
+}
+
+static cl_mem tu_create(clattn_context *ctx, size_t total, size_t n_init, const float *init)
+{
+    float *tmp = malloc(total * sizeof(float));
+    ck_assert(tmp != NULL);
+    tu_fill_sentinel(tmp, total);
+    if (init)
+        memcpy(tmp, init, n_init * sizeof(float));
+    cl_int err = CL_SUCCESS;
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              total * sizeof(float), tmp, &err);
+    free(tmp);
+    ck_assert_msg(err == CL_SUCCESS && m != NULL, "clCreateBuffer(%zu floats) failed: %d", total,
+                  (int)err);
+    tu_track_mem(m);
+    return m;
+}
+
+cl_mem tu_dev_alloc(clattn_context *ctx, size_t n, const float *init)
+{
+    return tu_create(ctx, n + TU_GUARD, n, init);
+}
+
+cl_mem tu_dev_alloc_exact(clattn_context *ctx, size_t nfloats, const float *init)
+{
+    ck_assert(nfloats >= 1);
+    return tu_create(ctx, nfloats, nfloats, init);
+}
+
+float *tu_dev_read(clattn_context *ctx, cl_mem m, size_t nfloats)
+{
+    float *p = tu_falloc(nfloats);
+    cl_int err = clEnqueueReadBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0,
+                                     nfloats * sizeof(float), p, 0, NULL, NULL);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clEnqueueReadBuffer failed: %d", tu_label(), (int)err);
+    return p;
+}
+
+float *tu_dev_read_checked(clattn_context *ctx, cl_mem m, size_t n, const char *what)
+{
+    float *p = tu_dev_read(ctx, m, n + TU_GUARD);
+    tu_host_check_guard(p, n, what);
+    return p;
+}
+
+void tu_dev_check_guard(clattn_context *ctx, cl_mem m, size_t n, const char *what)
+{
+    (void)tu_dev_read_checked(ctx, m, n, what);
+}
+
+void tu_dev_check_equal(clattn_context *ctx, cl_mem m, const float *expect, size_t n,
+                        const char *what)
+{
+    float *p = tu_dev_read(ctx, m, n);
+    ck_assert_msg(memcmp(p, expect, n * sizeof(float)) == 0,
+                  "%s: input %s was modified by the call", tu_label(), what);
+}
+
+int tu_dev_all_sentinel(clattn_context *ctx, cl_mem m, size_t nfloats)
+{
+    float *p = tu_dev_read(ctx, m, nfloats);
+    for (size_t i = 0; i < nfloats; i++)
+        if (!tu_is_sentinel(p[i]))
+            return 0;
+    return 1;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* fp64 references                                                                                 */
+/* ---------------------------------------------------------------------------------------------- */
+
+size_t tu_sdpa_dv(const clattn_sdpa_desc *d) { return d->v_dim ? d->v_dim : d->qk_dim; }
+
+double ref_scale(float scale, size_t qk_dim)
+{
+    return scale == 0.0f ? 1.0 / sqrt((double)qk_dim) : (double)scale;
+}
+
+int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j)
+{
+    long long li = (long long)i, lj = (long long)j, lL = (long long)L, lS = (long long)S;
+    if (m->causal == CLATTN_CAUSAL_TOP_LEFT && lj > li)
+        return 1;
+    if (m->causal == CLATTN_CAUSAL_BOTTOM_RIGHT && lj > li + lS - lL)
+        return 1;
+    if (m->key_lengths && j >= m->key_lengths[b])
+        return 1;
+    return 0;
+}
+
+static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double *k,
+                        const float *mask, double *scores)
+{
+    size_t B = d->batch, H = d->heads, L = d->q_len, S = d->kv_len, D = d->qk_dim;
+    double scale = ref_scale(d->scale, D);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t bh = b * H + h;
+            const double *qq = q + bh * L * D, *kk = k + bh * S * D;
+            double *ss = scores + bh * L * S;
+            for (size_t i = 0; i < L; i++)
+                for (size_t j = 0; j < S; j++) {
+                    double s;
+                    if (ref_key_masked(&d->masks, L, S, b, i, j)) {
+                        s = -INFINITY;
+                    } else {
+                        double dot = 0.0;
+                        for (size_t t = 0; t < D; t++)
+                            dot += qq[i * D + t] * kk[j * D + t];
+                        s = dot * scale;
+                        if (d->masks.additive == CLATTN_MASK_L_S)
+                            s += (double)mask[i * S + j];
+                        else if (d->masks.additive == CLATTN_MASK_B_H_L_S)
+                            s += (double)mask[(bh * L + i) * S + j];
+                    }
+                    ss[i * S + j] = s;
+                }
+        }
+}
+
+static double *to_double(const float *p, size_t n)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    ck_assert(d != NULL);
+    for (size_t i = 0; i < n; i++)
+        d[i] = (double)p[i];
+    return d;
+}
+
+void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const float *mask,
+               double *scores)
+{
+    size_t nq = d->batch * d->heads * d->q_len * d->qk_dim;
+    size_t nk = d->batch * d->heads * d->kv_len * d->qk_dim;
+    double *qd = to_double(q, nq), *kd = to_double(k, nk);
+    ref_score_d(d, qd, kd, mask, scores);
+    free(qd);
+    free(kd);
+}
+
+void ref_softmax_d(size_t rows, size_t cols, const double *s, double *p, double *lse)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const double *row = s + r * cols;
+        double mx = -INFINITY;
+        for (size_t c = 0; c < cols; c++)
+            if (row[c] > mx)
+                mx = row[c];
+        if (mx == -INFINITY) {
+            if (p)
+                for (size_t c = 0; c < cols; c++)
+                    p[r * cols + c] = 0.0;
+            if (lse)
+                lse[r] = -INFINITY;
+            continue;
+        }
+        double sum = 0.0;
+        for (size_t c = 0; c < cols; c++)
+            sum += exp(row[c] - mx);
+        if (p)
+            for (size_t c = 0; c < cols; c++)
+                p[r * cols + c] = exp(row[c] - mx) / sum;
+        if (lse)
+            lse[r] = mx + log(sum);
+    }
+}
+
+void ref_softmax(size_t rows, size_t cols, const float *s, double *p, double *lse)
+{
+    double *sd = to_double(s, rows * cols);
+    ref_softmax_d(rows, cols, sd, p, lse);
+    free(sd);
+}
+
+static void ref_weighted_sum_d(size_t BH, size_t L, size_t S, size_t Dv, const double *p,
+                               const double *v, double *o)
+{
+    for (size_t bh = 0; bh < BH; bh++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t t = 0; t < Dv; t++) {
+                double acc = 0.0;
+                for (size_t j = 0; j < S; j++)
+                    acc += p[(bh * L + i) * S + j] * v[(bh * S + j) * Dv + t];
+                o[(bh * L + i) * Dv + t] = acc;
+            }
+}
+
+void ref_weighted_sum(const clattn_sdpa_desc *d, const float *p, const float *v, double *o)
+{
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, Dv = tu_sdpa_dv(d);
+    double *pd = to_double(p, BH * L * S), *vd = to_double(v, BH * S * Dv);
+    ref_weighted_sum_d(BH, L, S, Dv, pd, vd, o);
+    free(pd);
+    free(vd);
+}
+
+void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
+                const float *mask, double *out, double *weights, double *lse)
+{
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, Dv = tu_sdpa_dv(d);
+    double *sc = malloc(BH * L * S * sizeof *sc);
+    double *pw = malloc(BH * L * S * sizeof *pw);
+    ck_assert(sc && pw);
+    ref_score_d(d, q, k, mask, sc);
+    ref_softmax_d(BH * L, S, sc, pw, lse);
+    ref_weighted_sum_d(BH, L, S, Dv, pw, v, out);
+    if (weights)
+        memcpy(weights, pw, BH * L * S * sizeof *pw);
+    free(sc);
+    free(pw);
+}
+
+void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
+              const float *mask, double *out, double *weights, double *lse)
+{
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, D = d->qk_dim,
+           Dv = tu_sdpa_dv(d);
+    double *qd = to_double(q, BH * L * D), *kd = to_double(k, BH * S * D),
+           *vd = to_double(v, BH * S * Dv);
+    ref_sdpa_d(d, qd, kd, vd, mask, out, weights, lse);
+    free(qd);
+    free(kd);
+    free(vd);
+}
+
+void ref_matmul_d(size_t rows, size_t in, size_t out, const double *x, const float *w,
+                  const float *bias, double *y)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < out; c++) {
+            double acc = bias ? (double)bias[c] : 0.0;
+            for (size_t t = 0; t < in; t++)
+                acc += x[r * in + t] * (double)w[t * out + c];
+            y[r * out + c] = acc;
+        }
+}
+
+void ref_matmul(size_t rows, size_t in, size_t out, const float *x, const float *w,
+                const float *bias, double *y)
+{
+    double *xd = to_double(x, rows * in);
+    ref_matmul_d(rows, in, out, xd, w, bias, y);
+    free(xd);
+}
+
+void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
+             const clattn_mha_host_weights *w, const float *mask, double *out,
+             double *attn_weights)
+{
+    size_t B = d->batch, L = d->q_len, S = kv ? d->kv_len : d->q_len;
+    size_t dm = d->model_dim, dkv = kv ? (d->kv_dim ? d->kv_dim : dm) : dm;
+    size_t H = d->heads, Dqk = d->qk_dim, Dv = d->v_dim ? d->v_dim : d->qk_dim;
+    size_t od = d->out_dim ? d->out_dim : dm;
+    const float *src = kv ? kv : x;
+
+    double *xq = to_double(x, B * L * dm), *xkv = to_double(src, B * S * dkv);
+    double *qp = malloc(B * L * H * Dqk * sizeof(double));
+    double *kp = malloc(B * S * H * Dqk * sizeof(double));
+    double *vp = malloc(B * S * H * Dv * sizeof(double));
+    double *qh = malloc(B * L * H * Dqk * sizeof(double));
+    double *kh = malloc(B * S * H * Dqk * sizeof(double));
+    double *vh = malloc(B * S * H * Dv * sizeof(double));
+    double *oh = malloc(B * H * L * Dv * sizeof(double));
+    double *cat = malloc(B * L * H * Dv * sizeof(double));
+    ck_assert(qp && kp && vp && qh && kh && vh && oh && cat);
+
+    ref_matmul_d(B * L, dm, H * Dqk, xq, w->w_q, w->b_q, qp);
+    ref_matmul_d(B * S, dkv, H * Dqk, xkv, w->w_k, w->b_k, kp);
+    ref_matmul_d(B * S, dkv, H * Dv, xkv, w->w_v, w->b_v, vp);
+
+    /* (B, rows, H·D) → (B, H, rows, D) */
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            for (size_t i = 0; i < L; i++)
+                for (size_t t = 0; t < Dqk; t++)
+                    qh[((b * H + h) * L + i) * Dqk + t] = qp[(b * L + i) * H * Dqk + h * Dqk + t];
+            for (size_t j = 0; j < S; j++) {
+                for (size_t t = 0; t < Dqk; t++)
+                    kh[((b * H + h) * S + j) * Dqk + t] = kp[(b * S + j) * H * Dqk + h * Dqk + t];
+                for (size_t t = 0; t < Dv; t++)
+                    vh[((b * H + h) * S + j) * Dv + t] = vp[(b * S + j) * H * Dv + h * Dv + t];
+            }
+        }
+
+    clattn_sdpa_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = B;
+    sd.heads = H;
+    sd.q_len = L;
+    sd.kv_len = S;
+    sd.qk_dim = Dqk;
+    sd.v_dim = Dv;
+    sd.scale = d->scale;
+    sd.masks = d->masks;
+    ref_sdpa_d(&sd, qh, kh, vh, mask, oh, attn_weights, NULL);
+
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L; i++)
+                for (size_t t = 0; t < Dv; t++)
+                    cat[(b * L + i) * H * Dv + h * Dv + t] = oh[((b * H + h) * L + i) * Dv + t];
+
+    if (w->w_o)
+        ref_matmul_d(B * L, H * Dv, od, cat, w->w_o, w->b_o, out);
+    else
+        memcpy(out, cat, B * L * H * Dv * sizeof(double));
+
+    free(xq);
+    free(xkv);
+    free(qp);
+    free(kp);
+    free(vp);
+    free(qh);
+    free(kh);
+    free(vh);
+    free(oh);
+    free(cat);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Mask helpers                                                                                    */
+/* ---------------------------------------------------------------------------------------------- */
+
+const size_t *tu_make_key_lengths(int mode, size_t B, size_t S, size_t *out)
+{
+    if (mode == TU_KL_NONE)
+        return NULL;
+    for (size_t b = 0; b < B; b++) {
+        switch (mode) {
+        case TU_KL_FULL:
+            out[b] = S;
+            break;
+        case TU_KL_VARIED:
+            out[b] = (b % 2 == 0) ? (S + 1) / 2 : S;
+            break;
+        default: /* TU_KL_ZERO */
+            out[b] = (b == 0) ? 0 : (S > 1 ? S - 1 : 1);
+            break;
+        }
+    }
+    return out;
+}
+
+float *tu_make_mask(clattn_mask_layout layout, size_t B, size_t H, size_t L, size_t S, int flags,
+                    uint64_t seed, size_t *n)
+{
+    size_t mats = layout == CLATTN_MASK_B_H_L_S ? B * H : 1;
+    size_t count = mats * L * S;
+    float *m = tu_falloc(count);
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (size_t i = 0; i < count; i++) {
+        m[i] = tu_rng_uniform(&r, 1.0f);
+        if ((flags & TU_MASKF_INF) && tu_rng_next(&r) % 6 == 0)
+            m[i] = -INFINITY;
+    }
+    if (flags & TU_MASKF_ROWINF)
+        for (size_t t = 0; t < mats; t++) {
+            size_t row = t % L;
+            for (size_t j = 0; j < S; j++)
+                m[(t * L + row) * S + j] = -INFINITY;
+        }
+    if (n)
+        *n = count;
+    return m;
+}
