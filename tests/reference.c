@@ -1,0 +1,263 @@
+/* The float64 host reference every result is checked against: scaled dot-product attention with
+ * every mask kind, its stages, and the multi-head layer. Written for clarity, not speed: plain loops
+ * over the definitions, in double precision. Used by the test suites and `clattn devices --check`. */
+#include "reference.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+size_t ref_v_dim(const clattn_sdpa_desc *d) { return d->v_dim ? d->v_dim : d->qk_dim; }
+
+double ref_scale(float scale, size_t qk_dim)
+{
+    return scale == 0.0f ? 1.0 / sqrt((double)qk_dim) : (double)scale;
+}
+
+int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j)
+{
+    long long li = (long long)i, lj = (long long)j, lL = (long long)L, lS = (long long)S;
+    if (m->causal == CLATTN_CAUSAL_TOP_LEFT && lj > li)
+        return 1;
+    if (m->causal == CLATTN_CAUSAL_BOTTOM_RIGHT && lj > li + lS - lL)
+        return 1;
+    if (m->key_lengths && j >= m->key_lengths[b])
+        return 1;
+    return 0;
+}
+
+static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double *k,
+                        const float *mask, double *scores)
+{
+    size_t B = d->batch, H = d->heads, L = d->q_len, S = d->kv_len, D = d->qk_dim;
+    double scale = ref_scale(d->scale, D);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t bh = b * H + h;
+            const double *qq = q + bh * L * D, *kk = k + bh * S * D;
+            double *ss = scores + bh * L * S;
+            for (size_t i = 0; i < L; i++)
+                for (size_t j = 0; j < S; j++) {
+                    double s;
+                    if (ref_key_masked(&d->masks, L, S, b, i, j)) {
+                        s = -INFINITY;
+                    } else {
+                        double dot = 0.0;
+                        for (size_t t = 0; t < D; t++)
+                            dot += qq[i * D + t] * kk[j * D + t];
+                        s = dot * scale;
+                        if (d->masks.additive == CLATTN_MASK_L_S)
+                            s += (double)mask[i * S + j];
+                        else if (d->masks.additive == CLATTN_MASK_B_H_L_S)
+                            s += (double)mask[(bh * L + i) * S + j];
+                    }
+                    ss[i * S + j] = s;
+                }
+        }
+}
+
+static double *to_double(const float *p, size_t n)
+{
+    double *d = malloc((n ? n : 1) * sizeof *d);
+    if (!d)
+        abort(); /* a reference that cannot allocate has nothing to compare against */
+    for (size_t i = 0; i < n; i++)
+        d[i] = (double)p[i];
+    return d;
+}
+
+void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const float *mask,
+               double *scores)
+{
+    size_t nq = d->batch * d->heads * d->q_len * d->qk_dim;
+    size_t nk = d->batch * d->heads * d->kv_len * d->qk_dim;
+    double *qd = to_double(q, nq), *kd = to_double(k, nk);
+    ref_score_d(d, qd, kd, mask, scores);
+    free(qd);
+    free(kd);
+}
+
+void ref_softmax_d(size_t rows, size_t cols, const double *s, double *p, double *lse)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const double *row = s + r * cols;
+        double mx = -INFINITY;
+        for (size_t c = 0; c < cols; c++)
+            if (row[c] > mx)
+                mx = row[c];
+        if (mx == -INFINITY) {
+            if (p)
+                for (size_t c = 0; c < cols; c++)
+                    p[r * cols + c] = 0.0;
+            if (lse)
+                lse[r] = -INFINITY;
+            continue;
+        }
+        double sum = 0.0;
+        for (size_t c = 0; c < cols; c++)
+            sum += exp(row[c] - mx);
+        if (p)
+            for (size_t c = 0; c < cols; c++)
+                p[r * cols + c] = exp(row[c] - mx) / sum;
+        if (lse)
+            lse[r] = mx + log(sum);
+    }
+}
+
+void ref_softmax(size_t rows, size_t cols, const float *s, double *p, double *lse)
+{
+    double *sd = to_double(s, rows * cols);
+    ref_softmax_d(rows, cols, sd, p, lse);
+    free(sd);
+}
+
+static void ref_weighted_sum_d(size_t BH, size_t L, size_t S, size_t Dv, const double *p,
+                               const double *v, double *o)
+{
+    for (size_t bh = 0; bh < BH; bh++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t t = 0; t < Dv; t++) {
+                double acc = 0.0;
+                for (size_t j = 0; j < S; j++)
+                    acc += p[(bh * L + i) * S + j] * v[(bh * S + j) * Dv + t];
+                o[(bh * L + i) * Dv + t] = acc;
+            }
+}
+
+void ref_weighted_sum(const clattn_sdpa_desc *d, const float *p, const float *v, double *o)
+{
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, Dv = ref_v_dim(d);
+    double *pd = to_double(p, BH * L * S), *vd = to_double(v, BH * S * Dv);
+    ref_weighted_sum_d(BH, L, S, Dv, pd, vd, o);
+    free(pd);
+    free(vd);
+}
+
+void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
+                const float *mask, double *out, double *weights, double *lse)
+{
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, Dv = ref_v_dim(d);
+    double *sc = malloc(BH * L * S * sizeof *sc);
+    double *pw = malloc(BH * L * S * sizeof *pw);
+    if (!sc || !pw)
+        abort();
+    ref_score_d(d, q, k, mask, sc);
+    ref_softmax_d(BH * L, S, sc, pw, lse);
+    ref_weighted_sum_d(BH, L, S, Dv, pw, v, out);
+    if (weights)
+        memcpy(weights, pw, BH * L * S * sizeof *pw);
+    free(sc);
+    free(pw);
+}
+
+void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
+              const float *mask, double *out, double *weights, double *lse)
+{
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, D = d->qk_dim,
+           Dv = ref_v_dim(d);
+    double *qd = to_double(q, BH * L * D), *kd = to_double(k, BH * S * D),
+           *vd = to_double(v, BH * S * Dv);
+    ref_sdpa_d(d, qd, kd, vd, mask, out, weights, lse);
+    free(qd);
+    free(kd);
+    free(vd);
+}
+
+void ref_matmul_d(size_t rows, size_t in, size_t out, const double *x, const float *w,
+                  const float *bias, double *y)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < out; c++) {
+            double acc = bias ? (double)bias[c] : 0.0;
+            for (size_t t = 0; t < in; t++)
+                acc += x[r * in + t] * (double)w[t * out + c];
+            y[r * out + c] = acc;
+        }
+}
+
+void ref_matmul(size_t rows, size_t in, size_t out, const float *x, const float *w,
+                const float *bias, double *y)
+{
+    double *xd = to_double(x, rows * in);
+    ref_matmul_d(rows, in, out, xd, w, bias, y);
+    free(xd);
+}
+
+void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
+             const clattn_mha_host_weights *w, const float *mask, double *out,
+             double *attn_weights)
+{
+    size_t B = d->batch, L = d->q_len, S = kv ? d->kv_len : d->q_len;
+    size_t dm = d->model_dim, dkv = kv ? (d->kv_dim ? d->kv_dim : dm) : dm;
+    size_t H = d->heads, Dqk = d->qk_dim, Dv = d->v_dim ? d->v_dim : d->qk_dim;
+    size_t od = d->out_dim ? d->out_dim : dm;
+    const float *src = kv ? kv : x;
+
+    double *xq = to_double(x, B * L * dm), *xkv = to_double(src, B * S * dkv);
+    double *qp = malloc(B * L * H * Dqk * sizeof(double));
+    double *kp = malloc(B * S * H * Dqk * sizeof(double));
+    double *vp = malloc(B * S * H * Dv * sizeof(double));
+    double *qh = malloc(B * L * H * Dqk * sizeof(double));
+    double *kh = malloc(B * S * H * Dqk * sizeof(double));
+    double *vh = malloc(B * S * H * Dv * sizeof(double));
+    double *oh = malloc(B * H * L * Dv * sizeof(double));
+    double *cat = malloc(B * L * H * Dv * sizeof(double));
+    if (!qp || !kp || !vp || !qh || !kh || !vh || !oh || !cat)
+        abort();
+
+    ref_matmul_d(B * L, dm, H * Dqk, xq, w->w_q, w->b_q, qp);
+    ref_matmul_d(B * S, dkv, H * Dqk, xkv, w->w_k, w->b_k, kp);
+    ref_matmul_d(B * S, dkv, H * Dv, xkv, w->w_v, w->b_v, vp);
+
+    /* (B, rows, H·D) → (B, H, rows, D) */
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            for (size_t i = 0; i < L; i++)
+                for (size_t t = 0; t < Dqk; t++)
+                    qh[((b * H + h) * L + i) * Dqk + t] = qp[(b * L + i) * H * Dqk + h * Dqk + t];
+            for (size_t j = 0; j < S; j++) {
+                for (size_t t = 0; t < Dqk; t++)
+                    kh[((b * H + h) * S + j) * Dqk + t] = kp[(b * S + j) * H * Dqk + h * Dqk + t];
+                for (size_t t = 0; t < Dv; t++)
+                    vh[((b * H + h) * S + j) * Dv + t] = vp[(b * S + j) * H * Dv + h * Dv + t];
+            }
+        }
+
+    clattn_sdpa_desc sd;
+    memset(&sd, 0, sizeof sd);
+    sd.batch = B;
+    sd.heads = H;
+    sd.q_len = L;
+    sd.kv_len = S;
+    sd.qk_dim = Dqk;
+    sd.v_dim = Dv;
+    sd.scale = d->scale;
+    sd.masks = d->masks;
+    ref_sdpa_d(&sd, qh, kh, vh, mask, oh, attn_weights, NULL);
+
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L; i++)
+                for (size_t t = 0; t < Dv; t++)
+                    cat[(b * L + i) * H * Dv + h * Dv + t] = oh[((b * H + h) * L + i) * Dv + t];
+
+    if (w->w_o)
+        ref_matmul_d(B * L, H * Dv, od, cat, w->w_o, w->b_o, out);
+    else
+        memcpy(out, cat, B * L * H * Dv * sizeof(double));
+
+    free(xq);
+    free(xkv);
+    free(qp);
+    free(kp);
+    free(vp);
+    free(qh);
+    free(kh);
+    free(vh);
+    free(oh);
+    free(cat);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Mask helpers                                                                                    */
+/* ---------------------------------------------------------------------------------------------- */

@@ -1,0 +1,645 @@
+/* Tests of the .npy reader and writer (tools/npy.c): round trips, hand-made images of every header
+ * version and spelling, conversions, every rejection with its message, and the temp-and-rename rule. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, opendir, stat, umask */
+
+#include "npy.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Helpers                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+static char tmp_dir[64];
+
+static void make_tmp_dir(void)
+{
+    strcpy(tmp_dir, "/tmp/test_npy-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+}
+
+static void remove_tmp_dir(void)
+{
+    DIR *d = opendir(tmp_dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
+        remove(path);
+    }
+    closedir(d);
+    rmdir(tmp_dir);
+}
+
+static size_t count_dir_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+static void tmp_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", tmp_dir, name); }
+
+/* A .npy image with the given version and header text (used verbatim: no padding added), followed by
+ * data_len bytes of data. */
+static unsigned char *make_image(unsigned major, const char *header, const void *data, size_t data_len,
+                                 size_t *len)
+{
+    const size_t header_len = strlen(header), prefix = major == 1 ? 10 : 12;
+    *len = prefix + header_len + data_len;
+    unsigned char *img = malloc(*len + 1);
+    ck_assert_ptr_nonnull(img);
+    memcpy(img, "\x93NUMPY", 6);
+    img[6] = (unsigned char)major;
+    img[7] = 0;
+    for (size_t i = 0; i < prefix - 8; i++)
+        img[8 + i] = (unsigned char)(header_len >> (8 * i));
+    memcpy(img + prefix, header, header_len);
+    if (data_len > 0)
+        memcpy(img + prefix + header_len, data, data_len);
+    return img;
+}
+
+static const float six_floats[6] = {1.5f, -2.0f, 0.25f, 3.0f, 1e-3f, -7.75f};
+
+static void check_six_floats(const npy_array *a)
+{
+    ck_assert_int_eq(a->dtype, NPY_F4);
+    ck_assert_uint_eq(a->ndim, 2);
+    ck_assert_uint_eq(a->shape[0], 2);
+    ck_assert_uint_eq(a->shape[1], 3);
+    ck_assert_uint_eq(a->count, 6);
+    ck_assert_mem_eq(a->data, six_floats, sizeof six_floats);
+}
+
+/* Parse an image made from header and data and expect failure with `expected` in the message. */
+static void expect_rejected(unsigned major, const char *header, const void *data, size_t data_len,
+                            const char *expected)
+{
+    size_t len;
+    unsigned char *img = make_image(major, header, data, data_len, &len);
+    npy_array a;
+    char err[256] = "";
+    const int rc = npy_parse(img, len, &a, err, sizeof err);
+    free(img);
+    ck_assert_msg(rc != 0, "header %s was accepted", header);
+    ck_assert_ptr_null(a.data);
+    ck_assert_msg(strstr(err, expected) != NULL, "header %s: message \"%s\" lacks \"%s\"", header, err,
+                  expected);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Round trips                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const struct {
+    size_t ndim;
+    size_t shape[4];
+} round_trip_shapes[] = {
+    {0, {0}}, {1, {1}}, {1, {7}}, {2, {2, 3}}, {3, {2, 3, 4}}, {4, {2, 1, 3, 5}}, {1, {0}}, {3, {3, 0, 2}},
+};
+
+START_TEST(test_round_trip)
+{
+    const size_t ndim = round_trip_shapes[_i].ndim;
+    const size_t *shape = round_trip_shapes[_i].shape;
+    size_t count = 1;
+    for (size_t d = 0; d < ndim; d++)
+        count *= shape[d];
+    float *data = malloc((count + 1) * sizeof *data);
+    for (size_t i = 0; i < count; i++)
+        data[i] = (float)i * 0.5f - 3.0f;
+
+    char path[128], err[256] = "";
+    tmp_path(path, sizeof path, "round.npy");
+    ck_assert_msg(npy_save_f32(path, data, ndim, shape, err, sizeof err) == 0, "%s", err);
+
+    npy_array a;
+    ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.dtype, NPY_F4);
+    ck_assert_uint_eq(a.ndim, ndim);
+    for (size_t d = 0; d < ndim; d++)
+        ck_assert_uint_eq(a.shape[d], shape[d]);
+    ck_assert_uint_eq(a.count, count);
+    ck_assert_ptr_nonnull(a.data);
+    if (count > 0)
+        ck_assert_mem_eq(a.data, data, count * sizeof *data);
+
+    float *f;
+    ck_assert_msg(npy_to_float(&a, &f, err, sizeof err) == 0, "%s", err);
+    if (count > 0)
+        ck_assert_mem_eq(f, data, count * sizeof *data);
+    free(f);
+    npy_free(&a);
+    ck_assert_ptr_null(a.data);
+    npy_free(&a); /* a second free is harmless */
+    free(data);
+}
+END_TEST
+
+/* The file is laid out as numpy writes it: v1.0, the dict, space padding, '\n', data at a multiple of 64. */
+START_TEST(test_save_layout)
+{
+    char path[128], err[256] = "";
+    tmp_path(path, sizeof path, "layout.npy");
+    const size_t shape[2] = {2, 3};
+    ck_assert_msg(npy_save_f32(path, six_floats, 2, shape, err, sizeof err) == 0, "%s", err);
+
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char img[256];
+    const size_t len = fread(img, 1, sizeof img, f);
+    fclose(f);
+
+    ck_assert_mem_eq(img, "\x93NUMPY\x01\x00", 8);
+    const size_t header_len = img[8] | (size_t)img[9] << 8;
+    ck_assert_uint_eq((10 + header_len) % 64, 0);
+    ck_assert_uint_eq(len, 10 + header_len + sizeof six_floats);
+    const char *dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }";
+    ck_assert_mem_eq(img + 10, dict, strlen(dict));
+    for (size_t i = 10 + strlen(dict); i < 10 + header_len - 1; i++)
+        ck_assert_int_eq(img[i], ' ');
+    ck_assert_int_eq(img[10 + header_len - 1], '\n');
+    ck_assert_mem_eq(img + 10 + header_len, six_floats, sizeof six_floats); /* little-endian host */
+}
+END_TEST
+
+START_TEST(test_scalar_and_1d_headers)
+{
+    const float one = 4.5f;
+    npy_array a;
+    char err[256] = "";
+    size_t len;
+
+    unsigned char *img = make_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n", &one, 4, &len);
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(a.ndim, 0);
+    ck_assert_uint_eq(a.count, 1);
+    ck_assert_float_eq(*(float *)a.data, 4.5f);
+    npy_free(&a);
+    free(img);
+
+    img = make_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (6,), }\n", six_floats, 24, &len);
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(a.ndim, 1);
+    ck_assert_uint_eq(a.shape[0], 6);
+    ck_assert_uint_eq(a.count, 6);
+    npy_free(&a);
+    free(img);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Hand-made images                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_versions)
+{
+    const char *header = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }      \n";
+    for (unsigned major = 1; major <= 3; major++) {
+        size_t len;
+        unsigned char *img = make_image(major, header, six_floats, sizeof six_floats, &len);
+        npy_array a;
+        char err[256] = "";
+        ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "version %u: %s", major, err);
+        check_six_floats(&a);
+        npy_free(&a);
+        free(img);
+    }
+}
+END_TEST
+
+/* Spellings Python evaluates to the same dict, all for a (2, 3) float32 array. */
+static const char *const header_variants[] = {
+    "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n",
+    "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2, 3)}",
+    "{'shape': (2, 3), 'descr': '<f4', 'fortran_order': False}",
+    "{'fortran_order':False,'shape':(2,3),'descr':'<f4',}",
+    "  {  'descr'  :  '<f4'  ,\t'fortran_order' : False , 'shape' : ( 2 , 3 , ) , }   \n",
+    "{'descr': \"<f4\", 'shape': (2L, 3L), 'fortran_order': False}",
+    "{'descr': '=f4', 'fortran_order': False, 'shape': (2, 3)}",
+    "{'descr': '|f4', 'fortran_order': False, 'shape': (2, 3)}",
+};
+
+START_TEST(test_header_variants)
+{
+    size_t len;
+    unsigned char *img = make_image(1, header_variants[_i], six_floats, sizeof six_floats, &len);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s: %s", header_variants[_i], err);
+    check_six_floats(&a);
+    npy_free(&a);
+    free(img);
+}
+END_TEST
+
+/* numpy never writes bytes after the data; they are accepted and ignored. */
+START_TEST(test_trailing_bytes_ignored)
+{
+    unsigned char data[sizeof six_floats + 7];
+    memcpy(data, six_floats, sizeof six_floats);
+    memset(data + sizeof six_floats, 0xAB, 7);
+    size_t len;
+    unsigned char *img = make_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n", data,
+                                    sizeof data, &len);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    check_six_floats(&a);
+    npy_free(&a);
+    free(img);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Types and conversions                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_f8_to_float)
+{
+    /* The last two: just below the half-way point above FLT_MAX (rounds down to FLT_MAX), and exactly on
+     * it (ties to even, which is infinity) - numpy gives the same. */
+    const double d[6] = {0.1, -1.0 / 3.0, 1e300, -1e300, 3.40282356e38, 3.4028235677973366e38};
+    size_t len;
+    unsigned char *img = make_image(1, "{'descr': '<f8', 'fortran_order': False, 'shape': (6,), }\n", d,
+                                    sizeof d, &len);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.dtype, NPY_F8);
+    ck_assert_mem_eq(a.data, d, sizeof d);
+
+    float *f;
+    ck_assert_msg(npy_to_float(&a, &f, err, sizeof err) == 0, "%s", err);
+    ck_assert(f[0] == 0.1f); /* rounded to nearest, as numpy's astype(float32) */
+    ck_assert(f[1] == (float)(-1.0 / 3.0));
+    ck_assert(isinf(f[2]) && f[2] > 0);
+    ck_assert(isinf(f[3]) && f[3] < 0);
+    ck_assert(f[4] == FLT_MAX);
+    ck_assert(isinf(f[5]) && f[5] > 0);
+    free(f);
+
+    long long *v;
+    ck_assert_int_ne(npy_to_int64(&a, &v, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'<f8'") != NULL, "%s", err);
+    npy_free(&a);
+    free(img);
+}
+END_TEST
+
+START_TEST(test_int_to_int64)
+{
+    const int32_t i4[4] = {0, -1, 2147483647, -2147483647 - 1};
+    const int64_t i8[3] = {(int64_t)1 << 40, -5, INT64_MIN};
+    size_t len;
+    npy_array a;
+    char err[256] = "";
+    long long *v;
+
+    unsigned char *img = make_image(2, "{'descr': '<i4', 'fortran_order': False, 'shape': (2, 2), }\n", i4,
+                                    sizeof i4, &len);
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.dtype, NPY_I4);
+    ck_assert_msg(npy_to_int64(&a, &v, err, sizeof err) == 0, "%s", err);
+    for (size_t i = 0; i < 4; i++)
+        ck_assert(v[i] == i4[i]);
+    free(v);
+    float *f;
+    ck_assert_int_ne(npy_to_float(&a, &f, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'<i4'") != NULL, "%s", err);
+    npy_free(&a);
+    free(img);
+
+    img = make_image(1, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }\n", i8, sizeof i8, &len);
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.dtype, NPY_I8);
+    ck_assert_msg(npy_to_int64(&a, &v, err, sizeof err) == 0, "%s", err);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert(v[i] == i8[i]);
+    free(v);
+    npy_free(&a);
+    free(img);
+}
+END_TEST
+
+START_TEST(test_bool)
+{
+    const unsigned char b[6] = {0, 1, 1, 0, 2, 255};
+    size_t len;
+    unsigned char *img = make_image(3, "{'descr': '|b1', 'fortran_order': False, 'shape': (2, 3), }\n", b,
+                                    sizeof b, &len);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_msg(npy_parse(img, len, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(a.dtype, NPY_B1);
+    ck_assert_uint_eq(a.count, 6);
+    const unsigned char expect[6] = {0, 1, 1, 0, 1, 1}; /* any non-zero byte is True */
+    ck_assert_mem_eq(a.data, expect, 6);
+    float *f;
+    ck_assert_int_ne(npy_to_float(&a, &f, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'|b1'") != NULL, "%s", err);
+    npy_free(&a);
+    free(img);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Rejections                                                                                      */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const struct {
+    const char *header;
+    size_t data_len;
+    const char *message;
+} bad_headers[] = {
+    {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24, "big-endian dtype '>f4'"},
+    {"{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }", 24, "big-endian dtype '>i8'"},
+    {"{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 24, "unsupported dtype '|u1'"},
+    {"{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", 24, "unsupported dtype '<f2'"},
+    {"{'descr': '<c8', 'fortran_order': False, 'shape': (2, 3), }", 48, "unsupported dtype '<c8'"},
+    {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8, "structured dtypes"},
+    {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24,
+     "Fortran-order arrays are not supported; save with np.ascontiguousarray"},
+    {"{'descr': '<f4', 'fortran_order': 0, 'shape': (2, 3), }", 24, "not True or False"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, -3), }", 24, "negative dimension -3"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2.5, 3), }", 24, "dimension '2.5' in shape is not an integer"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (two, 3), }", 24, "dimension 'two' in shape is not an integer"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (6), }", 24, "not a tuple"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': [2, 3], }", 24, "not a tuple"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }", 24, "too large"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 16), }", 24,
+     "more elements than fit in memory"},
+    {"{'descr': '<f8', 'fortran_order': False, 'shape': (4611686018427387904,), }", 24,
+     "more bytes of data than fit in memory"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 1, 1, 1, 1, 1, 1), }", 4,
+     "shape has 9 dimensions; at most 8"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", 20,
+     "truncated: shape (2, 3) needs 24 bytes of data, file has 20"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", 24, "truncated: shape (7,) needs 28 bytes"},
+    {"{'fortran_order': False, 'shape': (2, 3), }", 24, "no 'descr' key"},
+    {"{'descr': '<f4', 'shape': (2, 3), }", 24, "no 'fortran_order' key"},
+    {"{'descr': '<f4', 'fortran_order': False}", 24, "no 'shape' key"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'extra': 1}", 24, "unexpected key 'extra'"},
+    {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3)}", 24, "'descr' appears twice"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), } x", 24, "unexpected text after the dict"},
+    {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), ", 24, "malformed header"},
+    {"{'descr' '<f4', 'fortran_order': False, 'shape': (2, 3)}", 24, "expected ':'"},
+    {"{'descr': '<f4, 'fortran_order': False, 'shape': (2, 3)}", 24, "unsupported dtype '<f4, '"},
+    {"['descr', '<f4']", 24, "expected '{'"},
+    {"", 24, "malformed header"},
+};
+
+START_TEST(test_bad_header)
+{
+    unsigned char data[64] = {0};
+    expect_rejected(1, bad_headers[_i].header, data, bad_headers[_i].data_len, bad_headers[_i].message);
+}
+END_TEST
+
+START_TEST(test_header_length_past_end)
+{
+    /* A 12-byte version 2.0 file claiming a 0xFFFFFFF0-byte header. */
+    const unsigned char img[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xF0, 0xFF, 0xFF, 0xFF};
+    npy_array a;
+    char err[256] = "";
+    ck_assert_int_ne(npy_parse(img, sizeof img, &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "header length 4294967280 exceeds file size 12");
+    ck_assert_ptr_null(a.data);
+
+    /* Version 1.0, 2-byte length, past the end by one byte. */
+    size_t len;
+    unsigned char *v1 = make_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", NULL, 0, &len);
+    ck_assert_int_ne(npy_parse(v1, len - 1, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "exceeds file size") != NULL, "%s", err);
+    free(v1);
+}
+END_TEST
+
+START_TEST(test_absurd_header_length)
+{
+    /* The header fits in the file but is far longer than any numpy header. */
+    const size_t header_len = NPY_MAX_HEADER_LEN + 1;
+    char *header = malloc(header_len + 1);
+    memset(header, ' ', header_len);
+    header[header_len] = '\0';
+    size_t len;
+    unsigned char *img = make_image(2, header, NULL, 0, &len);
+    free(header);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_int_ne(npy_parse(img, len, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "header length 1048577 is beyond") != NULL, "%s", err);
+    free(img);
+}
+END_TEST
+
+START_TEST(test_bad_prefix)
+{
+    npy_array a;
+    char err[256] = "";
+    ck_assert_int_ne(npy_parse((const unsigned char *)"\x93NUMPY\x01", 7, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "too short") != NULL, "%s", err);
+    ck_assert_int_ne(npy_parse(NULL, 0, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "too short") != NULL, "%s", err);
+    ck_assert_int_ne(npy_parse((const unsigned char *)"PK\x03\x04 this is a zip", 20, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "not a .npy file") != NULL, "%s", err);
+    ck_assert_int_ne(npy_parse((const unsigned char *)"\x93NUMPY\x04\x00\x00\x00\x00\x00", 12, &a, err, sizeof err),
+                     0);
+    ck_assert_msg(strstr(err, "unsupported .npy format version 4.0") != NULL, "%s", err);
+    ck_assert_int_ne(npy_parse((const unsigned char *)"\x93NUMPY\x01\x01\x00\x00\x00\x00", 12, &a, err, sizeof err),
+                     0);
+    ck_assert_msg(strstr(err, "version 1.1") != NULL, "%s", err);
+    ck_assert_int_ne(npy_parse((const unsigned char *)"\x93NUMPY\x02\x00\x00\x00", 10, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "too short for a version 2.0") != NULL, "%s", err);
+}
+END_TEST
+
+/* Every prefix of a valid image, and every single-byte change to its header, must be handled without a
+ * crash: either parsed or rejected with a message. (Run under a sanitizer to catch overreads.) */
+START_TEST(test_damaged_images)
+{
+    size_t len;
+    unsigned char *good = make_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }   \n",
+                                     six_floats, sizeof six_floats, &len);
+    npy_array a;
+    char err[256];
+    for (size_t cut = 0; cut < len; cut++) {
+        unsigned char *copy = malloc(cut + 1); /* exact size, so an overread is a real one */
+        memcpy(copy, good, cut);
+        err[0] = '\0';
+        ck_assert_int_ne(npy_parse(copy, cut, &a, err, sizeof err), 0);
+        ck_assert(err[0] != '\0');
+        free(copy);
+    }
+    static const unsigned char values[] = {0, 1, '\'', '"', '(', ')', ',', ':', '{', '}', '-', '9', 0x80, 0xFF};
+    for (size_t pos = 6; pos < len - sizeof six_floats; pos++) {
+        for (size_t v = 0; v < sizeof values; v++) {
+            unsigned char *copy = malloc(len);
+            memcpy(copy, good, len);
+            copy[pos] = values[v];
+            err[0] = '\0';
+            if (npy_parse(copy, len, &a, err, sizeof err) == 0)
+                npy_free(&a);
+            else
+                ck_assert_msg(err[0] != '\0', "no message for byte %zu = %u", pos, values[v]);
+            free(copy);
+        }
+    }
+    free(good);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Files                                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_load_errors)
+{
+    char path[128], err[256] = "";
+    npy_array a;
+    tmp_path(path, sizeof path, "missing.npy");
+    ck_assert_int_ne(npy_load(path, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "cannot open: No such file or directory"), "%s", err);
+
+    /* The same messages as npy_parse; the caller names the file. */
+    tmp_path(path, sizeof path, "short.npy");
+    FILE *f = fopen(path, "wb");
+    fwrite("\x93NUMPY\x02\x00\xF0\xFF\xFF\xFF", 1, 12, f);
+    fclose(f);
+    ck_assert_int_ne(npy_load(path, &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "header length 4294967280 exceeds file size 12");
+
+    ck_assert_int_ne(npy_load(tmp_dir, &a, err, sizeof err), 0); /* a folder */
+    ck_assert_msg(strstr(err, "cannot read: Is a directory") != NULL, "%s", err);
+
+    /* A (sparse) 64 GiB file is refused from its size, before anything is allocated or read. */
+    tmp_path(path, sizeof path, "huge.npy");
+    if (truncate(path, (off_t)64 << 30) == 0) {
+        ck_assert_int_ne(npy_load(path, &a, err, sizeof err), 0);
+        ck_assert_msg(strstr(err, "68719476736 bytes, beyond the") != NULL, "%s", err);
+    }
+}
+END_TEST
+
+START_TEST(test_save_into_missing_folder)
+{
+    char path[128], err[256] = "";
+    tmp_path(path, sizeof path, "no-such-folder/out.npy");
+    const size_t shape[1] = {6};
+    ck_assert_int_ne(npy_save_f32(path, six_floats, 1, shape, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "cannot create a temporary file in its folder: No such file") != NULL, "%s", err);
+    ck_assert_uint_eq(count_dir_entries(tmp_dir), 0); /* nothing left behind */
+}
+END_TEST
+
+START_TEST(test_save_replaces_whole)
+{
+    char path[128], err[256] = "";
+    tmp_path(path, sizeof path, "over.npy");
+    float big[1000];
+    for (size_t i = 0; i < 1000; i++)
+        big[i] = (float)i;
+    const size_t big_shape[2] = {10, 100}, small_shape[2] = {2, 3};
+    ck_assert_msg(npy_save_f32(path, big, 2, big_shape, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(npy_save_f32(path, six_floats, 2, small_shape, err, sizeof err) == 0, "%s", err);
+
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(st.st_size, 128 + sizeof six_floats); /* no tail of the old file */
+    const mode_t mask = umask(022);
+    umask(mask);
+    ck_assert_int_eq(st.st_mode & 0777, 0666 & ~mask); /* ordinary permissions, not mkstemp's 0600 */
+
+    npy_array a;
+    ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "%s", err);
+    check_six_floats(&a);
+    npy_free(&a);
+    ck_assert_uint_eq(count_dir_entries(tmp_dir), 1); /* no temporary left */
+}
+END_TEST
+
+START_TEST(test_save_bad_arguments)
+{
+    char path[128], err[256] = "";
+    tmp_path(path, sizeof path, "bad.npy");
+    const size_t shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, huge[3] = {SIZE_MAX, 2, 2};
+    ck_assert_int_ne(npy_save_f32(path, six_floats, 9, shape, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "at most 8") != NULL, "%s", err);
+    ck_assert_int_ne(npy_save_f32(path, six_floats, 3, huge, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "overflows") != NULL, "%s", err);
+    ck_assert_int_ne(npy_save_f32(path, NULL, 1, shape, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "data is NULL") != NULL, "%s", err);
+    ck_assert_uint_eq(count_dir_entries(tmp_dir), 0);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static Suite *npy_suite(void)
+{
+    Suite *s = suite_create("npy");
+
+    TCase *tc = tcase_create("round_trip");
+    tcase_add_checked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_loop_test(tc, test_round_trip, 0, (int)(sizeof round_trip_shapes / sizeof round_trip_shapes[0]));
+    tcase_add_test(tc, test_save_layout);
+    tcase_add_test(tc, test_scalar_and_1d_headers);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("headers");
+    tcase_add_test(tc, test_versions);
+    tcase_add_loop_test(tc, test_header_variants, 0, (int)(sizeof header_variants / sizeof header_variants[0]));
+    tcase_add_test(tc, test_trailing_bytes_ignored);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("types");
+    tcase_add_test(tc, test_f8_to_float);
+    tcase_add_test(tc, test_int_to_int64);
+    tcase_add_test(tc, test_bool);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("rejections");
+    tcase_add_loop_test(tc, test_bad_header, 0, (int)(sizeof bad_headers / sizeof bad_headers[0]));
+    tcase_add_test(tc, test_header_length_past_end);
+    tcase_add_test(tc, test_absurd_header_length);
+    tcase_add_test(tc, test_bad_prefix);
+    tcase_add_test(tc, test_damaged_images);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_add_checked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_test(tc, test_load_errors);
+    tcase_add_test(tc, test_save_into_missing_folder);
+    tcase_add_test(tc, test_save_replaces_whole);
+    tcase_add_test(tc, test_save_bad_arguments);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(npy_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,46 @@
+/* clattn: the command-line face of the library. Subcommands live in cmd_*.c. */
+#include "cli.h"
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char usage[] =
+    "usage: clattn <command> [options]\n"
+    "\n"
+    "Scaled dot-product and multi-head attention on any OpenCL device.\n"
+    "\n"
+    "commands:\n"
+    "  devices   list OpenCL devices (--json, --check runs a conformance check on each)\n"
+    "  sdpa      attention on Q, K, V arrays from .npy files\n"
+    "  mha       a multi-head attention layer on .npy inputs and weights\n"
+    "  demo      the tutorial's worked example, \"我 爱 人工 智能\"\n"
+    "\n"
+    "Run 'clattn <command> --help' for a command's options. --device SPEC (P:D, cpu, gpu, accelerator\n"
+    "or part of a device name) overrides CLATTN_DEVICE. Exit status: 0 success, 1 OpenCL or library\n"
+    "failure, 2 usage or input-file error, 3 no OpenCL platform.\n";
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return CLI_USAGE_ERROR;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return CLI_OK;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("clattn %s (library %s)\n", CLATTN_VERSION_STRING, clattn_version_string());
+        return CLI_OK;
+    }
+    static const struct { const char *name; int (*run)(int, char **); } commands[] = {
+        {"devices", cmd_devices}, {"sdpa", cmd_sdpa}, {"mha", cmd_mha}, {"demo", cmd_demo},
+    };
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(cmd, commands[i].name) == 0)
+            return commands[i].run(argc, argv);
+    fprintf(stderr, "clattn: unknown command '%s'\n\n%s", cmd, usage);
+    return CLI_USAGE_ERROR;
+}

@@ -1,0 +1,253 @@
+/* Option parsing, error reporting, contexts, .npy tensors and progress for the clattn tool. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+#include "npy.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int cli_fail(int status, const char *command, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "clattn %s: ", command);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return status;
+}
+
+int cli_parse(const char *command, int argc, char **argv, int first, const cli_option *opts, size_t nopts,
+              bool *help)
+{
+    *help = false;
+    for (int i = first; i < argc; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
+            *help = true;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return cli_fail(CLI_USAGE_ERROR, command, "unexpected argument '%s' (see --help)", arg);
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t name_len = eq ? (size_t)(eq - name) : strlen(name);
+        const cli_option *opt = NULL;
+        for (size_t k = 0; k < nopts; k++)
+            if (strlen(opts[k].name) == name_len && strncmp(opts[k].name, name, name_len) == 0)
+                opt = &opts[k];
+        if (!opt)
+            return cli_fail(CLI_USAGE_ERROR, command, "unknown option '--%.*s' (see --help)", (int)name_len, name);
+        if (opt->flag) {
+            if (eq)
+                return cli_fail(CLI_USAGE_ERROR, command, "option '--%s' takes no value", opt->name);
+            *opt->flag = true;
+        } else if (eq) {
+            *opt->value = eq + 1;
+        } else if (i + 1 < argc) {
+            *opt->value = argv[++i];
+        } else {
+            return cli_fail(CLI_USAGE_ERROR, command, "option '--%s' needs a value", opt->name);
+        }
+    }
+    return CLI_OK;
+}
+
+int cli_parse_float(const char *command, const char *flag, const char *text, float *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v))
+        return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a finite number", flag, text);
+    *out = (float)v;
+    return CLI_OK;
+}
+
+int cli_parse_size(const char *command, const char *flag, const char *text, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (end == text || *end != '\0' || errno == ERANGE || text[0] == '-' || text[0] == '+' || v == 0 ||
+        v > (unsigned long long)SIZE_MAX)
+        return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a positive whole number", flag, text);
+    *out = (size_t)v;
+    return CLI_OK;
+}
+
+int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what)
+{
+    const char *device = ctx ? clattn_context_device_name(ctx) : "no device";
+    fprintf(stderr, "clattn %s: %s failed on %s: %s: %s\n", command, what, device, clattn_status_string(status),
+            clattn_last_error(ctx));
+    if (status == CLATTN_ERROR_BUILD_FAILED && ctx)
+        fprintf(stderr, "--- build log ---\n%s\n--- end of build log ---\n", clattn_build_log(ctx));
+    if (status == CLATTN_ERROR_NO_PLATFORM || status == CLATTN_ERROR_NO_DEVICE)
+        return CLI_NO_PLATFORM;
+    return CLI_RUNTIME_ERROR;
+}
+
+int cli_open_context(const char *command, const char *spec, clattn_context **ctx)
+{
+    clattn_status st = clattn_context_create(ctx, spec);
+    if (st != CLATTN_SUCCESS)
+        return cli_fail_status(command, NULL, st, "opening a device");
+    return CLI_OK;
+}
+
+int cli_load_tensor(const char *command, const char *path, size_t min_rank, size_t max_rank, cli_tensor *t)
+{
+    memset(t, 0, sizeof *t);
+    npy_array a;
+    char err[512];
+    if (npy_load(path, &a, err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    int rc = CLI_OK;
+    if (a.ndim < min_rank || a.ndim > max_rank) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: has %zu dimensions, expected %zu to %zu", path, a.ndim,
+                      min_rank, max_rank);
+    } else if (a.count == 0) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: is empty (a dimension is 0)", path);
+    } else if (npy_to_float(&a, &t->data, err, sizeof err) != 0) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    } else {
+        t->ndim = a.ndim;
+        memcpy(t->shape, a.shape, sizeof t->shape);
+        t->count = a.count;
+    }
+    npy_free(&a);
+    return rc;
+}
+
+void cli_tensor_free(cli_tensor *t)
+{
+    free(t->data);
+    memset(t, 0, sizeof *t);
+}
+
+float *cli_alloc_floats(size_t a, size_t b, size_t c)
+{
+    if (b && a > SIZE_MAX / b)
+        return NULL;
+    size_t n = a * b;
+    if (c && n > SIZE_MAX / c / sizeof(float))
+        return NULL;
+    return malloc(n * c * sizeof(float) + 1);
+}
+
+int cli_save(const char *command, const char *path, const float *data, size_t ndim, const size_t *shape)
+{
+    char err[512];
+    if (npy_save_f32(path, data, ndim, shape, err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    return CLI_OK;
+}
+
+char **cli_split_labels(const char *text, size_t *count)
+{
+    size_t n = 1;
+    for (const char *p = text; *p; p++)
+        n += *p == ',';
+    char **labels = calloc(n, sizeof *labels);
+    if (!labels)
+        return NULL;
+    const char *start = text;
+    for (size_t i = 0; i < n; i++) {
+        const char *end = strchr(start, ',');
+        size_t len = end ? (size_t)(end - start) : strlen(start);
+        labels[i] = malloc(len + 1);
+        if (!labels[i]) {
+            cli_free_labels(labels, i);
+            return NULL;
+        }
+        memcpy(labels[i], start, len);
+        labels[i][len] = '\0';
+        start = end ? end + 1 : start + len;
+    }
+    *count = n;
+    return labels;
+}
+
+void cli_free_labels(char **labels, size_t count)
+{
+    if (!labels)
+        return;
+    for (size_t i = 0; i < count; i++)
+        free(labels[i]);
+    free(labels);
+}
+
+/* ---- progress ---- */
+
+struct cli_progress {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t done_cond;
+    bool done, shown;
+    const char *what;
+};
+
+static void *progress_main(void *arg)
+{
+    cli_progress *p = arg;
+    struct timespec start, deadline;
+    clock_gettime(CLOCK_REALTIME, &start);
+    pthread_mutex_lock(&p->lock);
+    for (long seconds = 1; !p->done; seconds++) {
+        deadline = start;
+        deadline.tv_sec += seconds;
+        while (!p->done && pthread_cond_timedwait(&p->done_cond, &p->lock, &deadline) == 0)
+            ;
+        if (!p->done) {
+            fprintf(stderr, "\r%s… %ld s", p->what, seconds);
+            fflush(stderr);
+            p->shown = true;
+        }
+    }
+    if (p->shown)
+        fprintf(stderr, "\r\033[K");
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+cli_progress *cli_progress_start(const char *what)
+{
+    if (!isatty(STDERR_FILENO))
+        return NULL;
+    cli_progress *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->what = what;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->done_cond, NULL);
+    if (pthread_create(&p->thread, NULL, progress_main, p) != 0) {
+        pthread_cond_destroy(&p->done_cond);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void cli_progress_stop(cli_progress *p)
+{
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->done = true;
+    pthread_cond_signal(&p->done_cond);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->done_cond);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}

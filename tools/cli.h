@@ -1,0 +1,79 @@
+/* Shared pieces of the clattn command-line tool: exit codes, option parsing, error reporting, device
+ * contexts, tensors loaded from .npy files, and progress on a terminal. */
+#ifndef CLATTN_CLI_H
+#define CLATTN_CLI_H
+
+#include <clattn/clattn.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+/* Exit statuses, the same for every subcommand. */
+enum {
+    CLI_OK = 0,
+    CLI_RUNTIME_ERROR = 1, /* OpenCL or library failure, conformance check failed */
+    CLI_USAGE_ERROR = 2,   /* bad flags, bad files, shapes that do not fit together */
+    CLI_NO_PLATFORM = 3    /* no OpenCL platform or device at all */
+};
+
+/* One command-line option of a subcommand. A flag sets *flag; a valued option stores its text. */
+typedef struct cli_option {
+    const char *name; /* without the leading "--" */
+    bool *flag;       /* for flags, else NULL */
+    const char **value;
+} cli_option;
+
+/* Parses argv[first..argc) against opts; "--name value" and "--name=value" both work. Prints a usage
+ * error naming the flag and returns CLI_USAGE_ERROR, or CLI_OK. "--help" sets *help. */
+int cli_parse(const char *command, int argc, char **argv, int first, const cli_option *opts, size_t nopts,
+              bool *help);
+
+/* Numbers given on the command line: the whole text must be the number. */
+int cli_parse_float(const char *command, const char *flag, const char *text, float *out);
+int cli_parse_size(const char *command, const char *flag, const char *text, size_t *out);
+
+/* "clattn CMD: message" on stderr; returns status. */
+int cli_fail(int status, const char *command, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+
+/* Reports a failed library call: status name, device, detail and, after a build failure, the
+ * build log. Returns CLI_NO_PLATFORM or CLI_RUNTIME_ERROR. */
+int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what);
+
+/* Creates a context for --device SPEC (NULL: the default device). On failure reports and returns
+ * the exit status. */
+int cli_open_context(const char *command, const char *spec, clattn_context **ctx);
+
+/* A float32 tensor read from a .npy file (f4 or f8 on disk). */
+typedef struct cli_tensor {
+    float *data;
+    size_t ndim;
+    size_t shape[8];
+    size_t count;
+} cli_tensor;
+
+/* Loads a float tensor whose rank is between min_rank and max_rank. On error prints
+ * "clattn CMD: FILE: reason" and returns CLI_USAGE_ERROR. */
+int cli_load_tensor(const char *command, const char *path, size_t min_rank, size_t max_rank, cli_tensor *t);
+void cli_tensor_free(cli_tensor *t);
+
+/* malloc of a*b*c floats; NULL when the product overflows or memory is short. a is the product of
+ * dimensions whose tensor already exists in memory, so it cannot overflow itself. */
+float *cli_alloc_floats(size_t a, size_t b, size_t c);
+
+/* Writes a float32 .npy (temporary name, then rename). Returns CLI_OK or reports CLI_USAGE_ERROR. */
+int cli_save(const char *command, const char *path, const float *data, size_t ndim, const size_t *shape);
+
+/* Splits "a,b,c" into labels (UTF-8 passes through). The caller frees with cli_free_labels. */
+char **cli_split_labels(const char *text, size_t *count);
+void cli_free_labels(char **labels, size_t count);
+
+/* While long work runs, a line on stderr shows the elapsed seconds, when stderr is a terminal and the
+ * work takes longer than a second. */
+typedef struct cli_progress cli_progress;
+cli_progress *cli_progress_start(const char *what);
+void cli_progress_stop(cli_progress *p);
+
+#endif

@@ -1,0 +1,343 @@
+/* `clattn sdpa` and `clattn mha`: attention on tensors read from .npy files. */
+#include "cli.h"
+#include "cli_masks.h"
+#include "commands.h"
+#include "heatmap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Output options shared by both subcommands. */
+typedef struct output_opts {
+    const char *out, *weights, *heatmap, *tokens, *key_tokens;
+} output_opts;
+
+/* Writes the first batch's heads of weights (B,H,L,S) as an SVG heatmap, labelled with --tokens
+ * (queries, and keys too when --key-tokens is absent and L = S). */
+int write_heatmap(const char *command, const char *path, const float *weights, size_t B, size_t H, size_t L,
+                  size_t S, const char *tokens, const char *key_tokens)
+{
+    size_t nq = 0, nk = 0;
+    char **q_labels = tokens ? cli_split_labels(tokens, &nq) : NULL;
+    char **k_labels = key_tokens ? cli_split_labels(key_tokens, &nk) : NULL;
+    if (!key_tokens && L == S && q_labels) {
+        k_labels = q_labels;
+        nk = nq;
+    }
+    int rc = CLI_OK;
+    if ((q_labels && nq != L) || (k_labels && nk != S)) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "--tokens gives %zu labels for %zu queries / %zu for %zu keys",
+                      nq, L, nk, S);
+    } else {
+        char title[128], err[512];
+        snprintf(title, sizeof title, B > 1 ? "Attention weights (batch 0 of %zu)" : "Attention weights", B);
+        heatmap_opts opts = {(const char *const *)q_labels, q_labels ? nq : 0, (const char *const *)k_labels,
+                             k_labels ? nk : 0, title};
+        if (heatmap_write_svg(path, weights, H, L, S, &opts, err, sizeof err) != 0)
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    }
+    if (k_labels != q_labels)
+        cli_free_labels(k_labels, nk);
+    cli_free_labels(q_labels, nq);
+    return rc;
+}
+
+/* The leading dimensions of an input of rank `rank` followed by `a` and `b` (b = 0: just a). */
+static size_t output_shape(size_t rank_lead, const size_t *lead, size_t a, size_t b, size_t *shape)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rank_lead; i++)
+        shape[n++] = lead[i];
+    shape[n++] = a;
+    if (b)
+        shape[n++] = b;
+    return n;
+}
+
+/* ---- sdpa ---- */
+
+static const char sdpa_help[] =
+    "usage: clattn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
+    "\n"
+    "Scaled dot-product attention O = softmax(Q·Kᵀ·scale + masks)·V.\n"
+    "Q (B,H,L,D), K (B,H,S,D), V (B,H,S,Dv); 3-D (H,L,D) and 2-D (L,D) arrays are taken as B=1 (and H=1).\n"
+    "Arrays may be float32 or float64 ('<f4', '<f8'); float64 is rounded to float32 on load.\n"
+    "Outputs have the inputs' rank and are written as float32.\n"
+    "\n"
+    "  --out O.npy            output (B,H,L,Dv)\n"
+    "  --weights P.npy        also write the attention weights (B,H,L,S)\n"
+    "  --lse LSE.npy          also write the log-sum-exp of each query row (B,H,L)\n"
+    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n" CLI_MASK_HELP
+    "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
+    "  --tokens a,b,c         query labels for the heatmap (and key labels when L = S)\n"
+    "  --key-tokens a,b,c     key labels for the heatmap\n"
+    "  --device SPEC          P:D, cpu, gpu, accelerator or part of a name (default: CLATTN_DEVICE, first GPU)\n";
+
+typedef struct sdpa_call {
+    clattn_context *ctx;
+    clattn_sdpa_desc desc;
+    const float *q, *k, *v, *mask;
+    float *out, *weights, *lse;
+} sdpa_call;
+
+int cmd_sdpa(int argc, char **argv)
+{
+    const char *cmd = "sdpa";
+    const char *q_path = NULL, *k_path = NULL, *v_path = NULL, *lse_path = NULL, *scale_text = NULL, *device = NULL;
+    output_opts o = {0};
+    cli_masks m = {0};
+    bool help = false;
+    const cli_option opts[] = {
+        {"q", NULL, &q_path},           {"k", NULL, &k_path},         {"v", NULL, &v_path},
+        {"out", NULL, &o.out},          {"weights", NULL, &o.weights}, {"lse", NULL, &lse_path},
+        {"scale", NULL, &scale_text},   {"heatmap", NULL, &o.heatmap}, {"tokens", NULL, &o.tokens},
+        {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device}, CLI_MASK_OPTIONS(&m),
+    };
+    int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
+    if (rc != CLI_OK || help) {
+        fputs(sdpa_help, help && rc == CLI_OK ? stdout : stderr);
+        return rc;
+    }
+    if (!q_path || !k_path || !v_path || !o.out)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
+                        !q_path ? "q" : !k_path ? "k" : !v_path ? "v" : "out");
+    sdpa_call c = {0};
+    if (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK)
+        return rc;
+    if (scale_text && c.desc.scale == 0.0f)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--scale: 0 would zero every score; omit it for 1/sqrt(D)");
+
+    cli_tensor q = {0}, k = {0}, v = {0};
+    clattn_context *ctx = NULL;
+    if ((rc = cli_load_tensor(cmd, q_path, 2, 4, &q)) != CLI_OK || (rc = cli_load_tensor(cmd, k_path, 2, 4, &k)) != CLI_OK ||
+        (rc = cli_load_tensor(cmd, v_path, 2, 4, &v)) != CLI_OK)
+        goto done;
+    if (k.ndim != q.ndim || v.ndim != q.ndim) {
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "Q, K and V must have the same rank (%zu, %zu, %zu)", q.ndim, k.ndim, v.ndim);
+        goto done;
+    }
+    const size_t r = q.ndim, lead = r - 2;
+    size_t B = r == 4 ? q.shape[0] : 1, H = r >= 3 ? q.shape[r - 3] : 1;
+    size_t L = q.shape[r - 2], D = q.shape[r - 1], S = k.shape[r - 2], Dv = v.shape[r - 1];
+    for (size_t d = 0; d < lead; d++)
+        if (k.shape[d] != q.shape[d] || v.shape[d] != q.shape[d]) {
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: batch/head dimensions differ from %s's", k.shape[d] != q.shape[d] ? k_path : v_path, q_path);
+            goto done;
+        }
+    if (k.shape[r - 1] != D) {
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: head size %zu differs from Q's %zu", k_path, k.shape[r - 1], D);
+        goto done;
+    }
+    if (v.shape[r - 2] != S) {
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu keys, but K has %zu (K and V disagree)", v_path, v.shape[r - 2], S);
+        goto done;
+    }
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
+        goto done;
+
+    c.ctx = ctx;
+    c.desc.batch = B;
+    c.desc.heads = H;
+    c.desc.q_len = L;
+    c.desc.kv_len = S;
+    c.desc.qk_dim = D;
+    c.desc.v_dim = Dv;
+    c.desc.masks = m.masks;
+    c.q = q.data;
+    c.k = k.data;
+    c.v = v.data;
+    c.mask = m.mask;
+    c.out = cli_alloc_floats(B * H, L, Dv);
+    if (o.weights || o.heatmap)
+        c.weights = cli_alloc_floats(B * H, L, S);
+    if (lse_path)
+        c.lse = cli_alloc_floats(B * H, L, 1);
+    if (!c.out || ((o.weights || o.heatmap) && !c.weights) || (lse_path && !c.lse)) {
+        rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
+        goto done;
+    }
+    cli_progress *progress = cli_progress_start("clattn sdpa: running");
+    clattn_status st = clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out, c.weights, c.lse);
+    cli_progress_stop(progress);
+    if (st != CLATTN_SUCCESS) {
+        rc = cli_fail_status(cmd, ctx, st, "attention");
+        goto done;
+    }
+    size_t shape[4];
+    rc = cli_save(cmd, o.out, c.out, output_shape(lead, q.shape, L, Dv, shape), shape);
+    if (rc == CLI_OK && o.weights)
+        rc = cli_save(cmd, o.weights, c.weights, output_shape(lead, q.shape, L, S, shape), shape);
+    if (rc == CLI_OK && lse_path)
+        rc = cli_save(cmd, lse_path, c.lse, output_shape(lead, q.shape, L, 0, shape), shape);
+    if (rc == CLI_OK && o.heatmap)
+        rc = write_heatmap(cmd, o.heatmap, c.weights, B, H, L, S, o.tokens, o.key_tokens);
+done:
+    free(c.out);
+    free(c.weights);
+    free(c.lse);
+    clattn_context_free(ctx);
+    cli_masks_free(&m);
+    cli_tensor_free(&q);
+    cli_tensor_free(&k);
+    cli_tensor_free(&v);
+    return rc;
+}
+
+/* ---- mha ---- */
+
+static const char mha_help[] =
+    "usage: clattn mha --x X.npy --wq WQ.npy --wk WK.npy --wv WV.npy --heads H --out O.npy [options]\n"
+    "\n"
+    "A multi-head attention layer in the tutorials' convention Q = X·W_Q (W_Q of shape (d_model, H·d_k);\n"
+    "a PyTorch nn.Linear weight is the transpose). X is (B,L,d_model) or (L,d_model).\n"
+    "Arrays may be float32 or float64; float64 is rounded to float32 on load.\n"
+    "\n"
+    "  --kv KV.npy            keys/values input (B,S,d_kv) for cross-attention (default: X)\n"
+    "  --wq/--wk/--wv W.npy   projection weights (d_model|d_kv, H·d_k|H·d_v)\n"
+    "  --bq/--bk/--bv B.npy   optional projection biases (H·d_k|H·d_v,)\n"
+    "  --wo WO.npy            optional output projection (H·d_v, d_out); --bo its bias (d_out,)\n"
+    "  --heads H              number of heads; must divide the widths of W_Q and W_V\n"
+    "  --out O.npy            output (B,L,d_out), or the concatenated heads (B,L,H·d_v) without --wo\n"
+    "  --weights P.npy        also write the attention weights (B,H,L,S) ((H,L,S) for 2-D X)\n"
+    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(d_k))\n" CLI_MASK_HELP
+    "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
+    "  --tokens a,b,c         query labels for the heatmap (and key labels for self-attention)\n"
+    "  --key-tokens a,b,c     key labels for the heatmap\n"
+    "  --device SPEC          P:D, cpu, gpu, accelerator or part of a name\n";
+
+typedef struct mha_call {
+    clattn_context *ctx;
+    clattn_mha_desc desc;
+    const float *x, *kv, *mask;
+    clattn_mha_host_weights w;
+    float *out, *weights;
+} mha_call;
+
+/* A weight of shape (rows, cols) or, with cols = 0, a bias of shape (rows,). */
+static int check_shape(const char *cmd, const char *path, const cli_tensor *t, size_t rows, size_t cols,
+                       const char *what)
+{
+    if (cols ? (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) : (t->ndim == 1 && t->shape[0] == rows))
+        return CLI_OK;
+    if (cols)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "%s: expected shape (%zu, %zu) for %s", path, rows, cols, what);
+    return cli_fail(CLI_USAGE_ERROR, cmd, "%s: expected shape (%zu,) for %s", path, rows, what);
+}
+
+int cmd_mha(int argc, char **argv)
+{
+    const char *cmd = "mha";
+    enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, NT };
+    const char *path[NT] = {0};
+    const char *heads_text = NULL, *scale_text = NULL, *device = NULL;
+    output_opts o = {0};
+    cli_masks m = {0};
+    bool help = false;
+    const cli_option opts[] = {
+        {"x", NULL, &path[X]},   {"kv", NULL, &path[KV]}, {"wq", NULL, &path[WQ]}, {"wk", NULL, &path[WK]},
+        {"wv", NULL, &path[WV]}, {"wo", NULL, &path[WO]}, {"bq", NULL, &path[BQ]}, {"bk", NULL, &path[BK]},
+        {"bv", NULL, &path[BV]}, {"bo", NULL, &path[BO]}, {"heads", NULL, &heads_text},
+        {"out", NULL, &o.out},   {"weights", NULL, &o.weights}, {"scale", NULL, &scale_text},
+        {"heatmap", NULL, &o.heatmap}, {"tokens", NULL, &o.tokens}, {"key-tokens", NULL, &o.key_tokens},
+        {"device", NULL, &device}, CLI_MASK_OPTIONS(&m),
+    };
+    int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
+    if (rc != CLI_OK || help) {
+        fputs(mha_help, help && rc == CLI_OK ? stdout : stderr);
+        return rc;
+    }
+    if (!path[X] || !path[WQ] || !path[WK] || !path[WV] || !heads_text || !o.out)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
+                        !path[X] ? "x" : !path[WQ] ? "wq" : !path[WK] ? "wk" : !path[WV] ? "wv" : !heads_text ? "heads" : "out");
+    if (path[BO] && !path[WO])
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--bo needs --wo");
+    mha_call c = {0};
+    size_t H;
+    if ((rc = cli_parse_size(cmd, "heads", heads_text, &H)) != CLI_OK ||
+        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK))
+        return rc;
+    if (scale_text && c.desc.scale == 0.0f)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--scale: 0 would zero every score; omit it for 1/sqrt(d_k)");
+
+    cli_tensor t[NT] = {{0}};
+    clattn_context *ctx = NULL;
+    for (int i = 0; i < NT && rc == CLI_OK; i++)
+        if (path[i])
+            rc = cli_load_tensor(cmd, path[i], i <= KV ? 2 : i <= WO ? 2 : 1, i <= KV ? 3 : i <= WO ? 2 : 1, &t[i]);
+    if (rc != CLI_OK)
+        goto done;
+    const size_t r = t[X].ndim;
+    const size_t B = r == 3 ? t[X].shape[0] : 1, L = t[X].shape[r - 2], d_model = t[X].shape[r - 1];
+    const cli_tensor *kv = path[KV] ? &t[KV] : &t[X];
+    if (kv->ndim != r || (r == 3 && kv->shape[0] != B)) {
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: rank or batch differs from %s's", path[KV], path[X]);
+        goto done;
+    }
+    const size_t S = kv->shape[r - 2], d_kv = kv->shape[r - 1];
+    if (t[WQ].shape[0] != d_model) {
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: has %zu rows but X has d_model = %zu", path[WQ], t[WQ].shape[0], d_model);
+        goto done;
+    }
+    if (t[WQ].shape[1] % H != 0 || t[WV].shape[1] % H != 0) {
+        int bad = t[WQ].shape[1] % H != 0 ? WQ : WV;
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu heads do not divide its width %zu", path[bad], H, t[bad].shape[1]);
+        goto done;
+    }
+    const size_t dk = t[WQ].shape[1] / H, dv = t[WV].shape[1] / H;
+    size_t d_out = path[WO] ? t[WO].shape[1] : H * dv;
+    if ((rc = check_shape(cmd, path[WK], &t[WK], d_kv, H * dk, "W_K (d_kv, H·d_k)")) != CLI_OK ||
+        (rc = check_shape(cmd, path[WV], &t[WV], d_kv, H * dv, "W_V (d_kv, H·d_v)")) != CLI_OK ||
+        (path[WO] && (rc = check_shape(cmd, path[WO], &t[WO], H * dv, d_out, "W_O (H·d_v, d_out)")) != CLI_OK) ||
+        (path[BQ] && (rc = check_shape(cmd, path[BQ], &t[BQ], H * dk, 0, "b_Q")) != CLI_OK) ||
+        (path[BK] && (rc = check_shape(cmd, path[BK], &t[BK], H * dk, 0, "b_K")) != CLI_OK) ||
+        (path[BV] && (rc = check_shape(cmd, path[BV], &t[BV], H * dv, 0, "b_V")) != CLI_OK) ||
+        (path[BO] && (rc = check_shape(cmd, path[BO], &t[BO], d_out, 0, "b_O")) != CLI_OK))
+        goto done;
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
+        goto done;
+
+    c.ctx = ctx;
+    c.desc = (clattn_mha_desc){.batch = B, .q_len = L, .kv_len = S, .model_dim = d_model, .kv_dim = d_kv,
+                               .heads = H, .qk_dim = dk, .v_dim = dv, .out_dim = d_out, .scale = c.desc.scale,
+                               .masks = m.masks};
+    c.x = t[X].data;
+    c.kv = path[KV] ? t[KV].data : NULL;
+    c.mask = m.mask;
+    c.w = (clattn_mha_host_weights){t[WQ].data, t[BQ].data, t[WK].data, t[BK].data,
+                                    t[WV].data, t[BV].data, t[WO].data, t[BO].data};
+    c.out = cli_alloc_floats(B, L, d_out);
+    if (o.weights || o.heatmap)
+        c.weights = cli_alloc_floats(B * H, L, S);
+    if (!c.out || ((o.weights || o.heatmap) && !c.weights)) {
+        rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
+        goto done;
+    }
+    cli_progress *progress = cli_progress_start("clattn mha: running");
+    clattn_status st = clattn_mha_host(ctx, &c.desc, c.x, c.kv, &c.w, c.mask, c.out, c.weights);
+    cli_progress_stop(progress);
+    if (st != CLATTN_SUCCESS) {
+        rc = cli_fail_status(cmd, ctx, st, "attention layer");
+        goto done;
+    }
+    size_t shape[4], n = 0;
+    if (r == 3)
+        shape[n++] = B;
+    shape[n++] = L;
+    shape[n++] = d_out;
+    rc = cli_save(cmd, o.out, c.out, n, shape);
+    if (rc == CLI_OK && o.weights) {
+        const size_t wshape[4] = {B, H, L, S};
+        rc = cli_save(cmd, o.weights, c.weights, r == 3 ? 4 : 3, r == 3 ? wshape : wshape + 1);
+    }
+    if (rc == CLI_OK && o.heatmap)
+        rc = write_heatmap(cmd, o.heatmap, c.weights, B, H, L, S, o.tokens, o.key_tokens);
+done:
+    free(c.out);
+    free(c.weights);
+    clattn_context_free(ctx);
+    cli_masks_free(&m);
+    for (int i = 0; i < NT; i++)
+        cli_tensor_free(&t[i]);
+    return rc;
+}

@@ -1,0 +1,113 @@
+/* `clattn devices --check`: a few SDPA cases per device, compared with the fp64 reference of the test
+ * suite (tests/reference.c) under the suite's tolerance |out − ref| ≤ 2e-5 + 1e-4·|ref|. */
+#include "conformance.h"
+#include "reference.h"
+
+#include <clattn/clattn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct check_case {
+    size_t B, H, L, S, D, Dv;
+    clattn_causal causal;
+    bool key_lengths;
+    clattn_mask_layout additive;
+} check_case;
+
+static const check_case cases[] = {
+    {1, 1, 4, 4, 4, 4, CLATTN_CAUSAL_NONE, false, CLATTN_MASK_NONE},
+    {2, 3, 7, 61, 21, 8, CLATTN_CAUSAL_TOP_LEFT, false, CLATTN_MASK_NONE},
+    {2, 2, 64, 127, 64, 64, CLATTN_CAUSAL_NONE, true, CLATTN_MASK_L_S},
+    {2, 1, 61, 7, 8, 7, CLATTN_CAUSAL_BOTTOM_RIGHT, false, CLATTN_MASK_NONE}, /* S < L: fully masked rows */
+    {1, 3, 127, 127, 72, 72, CLATTN_CAUSAL_TOP_LEFT, true, CLATTN_MASK_B_H_L_S},
+};
+
+static uint64_t next_random(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static void fill(float *p, size_t n, uint64_t *state, bool some_inf)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t r = next_random(state);
+        p[i] = some_inf && r % 7 == 0 ? -INFINITY : (float)((double)(r >> 11) / 4503599627370496.0 - 1.0);
+    }
+}
+
+/* Compares n values; false (and a message) at the first one out of tolerance. */
+static bool compare(const char *what, const float *out, const double *ref, size_t n, conformance_result *r)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (isinf(ref[i]) && out[i] == (float)ref[i])
+            continue;
+        double err = fabs((double)out[i] - ref[i]);
+        if (!(err <= 2e-5 + 1e-4 * fabs(ref[i]))) {
+            snprintf(r->message, sizeof r->message, "case %zu: %s[%zu] = %g, reference %g", r->cases, what, i,
+                     (double)out[i], ref[i]);
+            return false;
+        }
+        if (err > r->max_error)
+            r->max_error = err;
+    }
+    return true;
+}
+
+static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, conformance_result *r)
+{
+    size_t lengths[8];
+    for (size_t b = 0; b < c->B; b++)
+        lengths[b] = b == 0 ? c->S / 2 : c->S - b; /* ragged lengths */
+    clattn_sdpa_desc d = {c->B, c->H, c->L, c->S, c->D, c->Dv, 0.0f,
+                          {c->causal, c->key_lengths ? lengths : NULL, c->additive}};
+    const size_t bh = c->B * c->H, nq = bh * c->L * c->D, nk = bh * c->S * c->D, nv = bh * c->S * c->Dv;
+    const size_t no = bh * c->L * c->Dv, nw = bh * c->L * c->S, nl = bh * c->L;
+    const size_t nm = c->additive == CLATTN_MASK_L_S ? c->L * c->S : c->additive == CLATTN_MASK_B_H_L_S ? nw : 0;
+    float *f = malloc((nq + nk + nv + nm + no + nw + nl + 1) * sizeof *f);
+    double *ref = malloc((no + nw + nl) * sizeof *ref);
+    bool ok = f && ref;
+    if (!ok) {
+        snprintf(r->message, sizeof r->message, "out of host memory");
+    } else {
+        float *q = f, *k = q + nq, *v = k + nk, *mask = v + nv, *out = mask + nm, *w = out + no, *lse = w + nw;
+        fill(q, nq + nk + nv, seed, false);
+        fill(mask, nm, seed, true);
+        clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, w, lse);
+        if (st != CLATTN_SUCCESS) {
+            snprintf(r->message, sizeof r->message, "case %zu: %s: %s", r->cases, clattn_status_string(st),
+                     clattn_last_error(ctx));
+            ok = false;
+        } else {
+            ref_sdpa(&d, q, k, v, nm ? mask : NULL, ref, ref + no, ref + no + nw);
+            ok = compare("out", out, ref, no, r) && compare("weights", w, ref + no, nw, r) &&
+                 compare("lse", lse, ref + no + nw, nl, r);
+        }
+    }
+    free(f);
+    free(ref);
+    return ok;
+}
+
+void conformance_run(const char *device_spec, conformance_result *r)
+{
+    memset(r, 0, sizeof *r);
+    clattn_context *ctx;
+    clattn_status st = clattn_context_create(&ctx, device_spec);
+    if (st != CLATTN_SUCCESS) {
+        snprintf(r->message, sizeof r->message, "%s: %s", clattn_status_string(st), clattn_last_error(NULL));
+        return;
+    }
+    uint64_t seed = 2024;
+    r->passed = true;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0] && r->passed; i++) {
+        r->passed = run_case(ctx, &cases[i], &seed, r);
+        r->cases++;
+    }
+    clattn_context_free(ctx);
+}

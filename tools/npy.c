@@ -1,0 +1,794 @@
+/* NumPy .npy reader and writer. The reader trusts nothing in the file: every length is checked
+ * against the bytes actually present before it is used, and every size computation is
+ * overflow-checked, so a hostile or damaged file gives a one-line reason rather than a crash or a
+ * huge allocation. Format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html */
+#define _POSIX_C_SOURCE 200809L /* open, fdopen, fileno, fstat, fsync, getpid */
+
+#include "npy.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#if defined(__GNUC__)
+#define NPY_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define NPY_PRINTF(fmt, args)
+#endif
+
+static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+
+/* Large enough for any key or descr this reader accepts; longer strings are rejected, not cut. */
+#define NPY_MAX_STRING 32
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Small helpers                                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+static int fail(char *err, size_t err_size, const char *fmt, ...) NPY_PRINTF(3, 4);
+static int fail(char *err, size_t err_size, const char *fmt, ...)
+{
+    if (err && err_size > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, err_size, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static bool mul_size(size_t a, size_t b, size_t *out)
+{
+    if (a != 0 && b > SIZE_MAX / a)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+static bool host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    unsigned char first;
+    memcpy(&first, &one, 1);
+    return first == 1;
+}
+
+const char *npy_dtype_name(npy_dtype dtype)
+{
+    switch (dtype) {
+    case NPY_F4: return "<f4";
+    case NPY_F8: return "<f8";
+    case NPY_I4: return "<i4";
+    case NPY_I8: return "<i8";
+    case NPY_B1: return "|b1";
+    }
+    return "?";
+}
+
+size_t npy_dtype_size(npy_dtype dtype)
+{
+    switch (dtype) {
+    case NPY_F4: return 4;
+    case NPY_F8: return 8;
+    case NPY_I4: return 4;
+    case NPY_I8: return 8;
+    case NPY_B1: return 1;
+    }
+    return 0;
+}
+
+/* "(2, 3)", "(5,)" or "()": how numpy (and Python) print a shape tuple. */
+static void format_shape(char *buf, size_t cap, size_t ndim, const size_t *shape)
+{
+    size_t used = 0;
+    used += (size_t)snprintf(buf, cap, "(");
+    for (size_t i = 0; i < ndim && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, i + 1 < ndim ? "%zu, " : "%zu", shape[i]);
+    if (used < cap)
+        snprintf(buf + used, cap - used, ndim == 1 ? ",)" : ")");
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Header dict parser                                                                              */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* The header is a Python dict literal. This parser accepts exactly the subset numpy writes and Python
+ * would evaluate to the same dict: any key order, either quote style, any spacing, trailing commas. */
+typedef struct cursor {
+    const unsigned char *start, *p, *end;
+    char *err;
+    size_t err_size;
+} cursor;
+
+typedef struct header {
+    npy_dtype dtype;
+    bool fortran_order;
+    size_t ndim;
+    size_t shape[NPY_MAX_DIMS];
+} header;
+
+static size_t offset(const cursor *c) { return (size_t)(c->p - c->start); }
+
+static bool at(const cursor *c, char ch) { return c->p < c->end && *c->p == (unsigned char)ch; }
+
+static void skip_space(cursor *c)
+{
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t' || *c->p == '\r' || *c->p == '\n'))
+        c->p++;
+}
+
+static int expect(cursor *c, char ch, const char *context)
+{
+    skip_space(c);
+    if (!at(c, ch)) {
+        if (c->p == c->end)
+            return fail(c->err, c->err_size, "malformed header: it ends where '%c' %s was expected", ch,
+                        context);
+        if (*c->p < 0x20 || *c->p > 0x7E) /* keep the message printable */
+            return fail(c->err, c->err_size, "malformed header: expected '%c' %s at byte %zu, found byte 0x%02x",
+                        ch, context, offset(c), *c->p);
+        return fail(c->err, c->err_size, "malformed header: expected '%c' %s at byte %zu, found '%c'", ch,
+                    context, offset(c), *c->p);
+    }
+    c->p++;
+    return 0;
+}
+
+/* A quoted string; a backslash keeps the next character literally, enough for the plain ASCII
+ * strings a valid header can hold. */
+static int parse_string(cursor *c, char *out, size_t cap, const char *what)
+{
+    skip_space(c);
+    if (!at(c, '\'') && !at(c, '"'))
+        return fail(c->err, c->err_size, "malformed header: expected a quoted %s at byte %zu", what,
+                    offset(c));
+    const unsigned char quote = *c->p++;
+    size_t n = 0;
+    while (c->p < c->end && *c->p != quote && *c->p != '\n') {
+        if (*c->p == '\\' && c->p + 1 < c->end)
+            c->p++;
+        if (n + 1 >= cap)
+            return fail(c->err, c->err_size, "malformed header: %s at byte %zu is longer than %zu characters",
+                        what, offset(c), cap - 1);
+        out[n++] = (char)*c->p++;
+    }
+    if (c->p == c->end || *c->p != quote)
+        return fail(c->err, c->err_size, "malformed header: unterminated string");
+    c->p++;
+    out[n] = '\0';
+    return 0;
+}
+
+static int dtype_from_descr(cursor *c, const char *descr, npy_dtype *out)
+{
+    static const struct {
+        const char *code;
+        npy_dtype dtype;
+    } known[] = {{"f4", NPY_F4}, {"f8", NPY_F8}, {"i4", NPY_I4}, {"i8", NPY_I8}, {"b1", NPY_B1}};
+
+    const char order = descr[0];
+    if (strlen(descr) == 3 && strchr("<=|>", order)) {
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+            if (strcmp(descr + 1, known[i].code) != 0)
+                continue;
+            /* One byte has no byte order; '=' and '|' on the wider types are taken as the
+             * little-endian layout every machine this tool runs on uses. */
+            if (order == '>' && known[i].dtype != NPY_B1)
+                return fail(c->err, c->err_size,
+                            "big-endian dtype '%s' is not supported; convert with a.astype('<%s')", descr,
+                            known[i].code);
+            *out = known[i].dtype;
+            return 0;
+        }
+    }
+    return fail(c->err, c->err_size,
+                "unsupported dtype '%s' (supported: '<f4', '<f8', '<i4', '<i8', '|b1')", descr);
+}
+
+static int parse_descr(cursor *c, header *h)
+{
+    skip_space(c);
+    if (at(c, '[') || at(c, '{'))
+        return fail(c->err, c->err_size, "structured dtypes are not supported (descr is not a plain string)");
+    char descr[NPY_MAX_STRING];
+    if (parse_string(c, descr, sizeof descr, "descr"))
+        return -1;
+    return dtype_from_descr(c, descr, &h->dtype);
+}
+
+static int parse_bool(cursor *c, bool *out)
+{
+    skip_space(c);
+    size_t left = (size_t)(c->end - c->p);
+    if (left >= 4 && memcmp(c->p, "True", 4) == 0) {
+        *out = true;
+        c->p += 4;
+    } else if (left >= 5 && memcmp(c->p, "False", 5) == 0) {
+        *out = false;
+        c->p += 5;
+    } else {
+        return fail(c->err, c->err_size, "malformed header: fortran_order at byte %zu is not True or False",
+                    offset(c));
+    }
+    return 0;
+}
+
+/* One dimension: a non-negative Python int. A trailing 'L' (Python 2 long, found in old files) is
+ * allowed, as numpy allows it. */
+static int parse_dim(cursor *c, size_t *out)
+{
+    const unsigned char *tok = c->p;
+    while (c->p < c->end && !strchr(",) \t\r\n", *c->p))
+        c->p++;
+    const int tok_len = (int)(c->p - tok > 32 ? 32 : c->p - tok); /* enough to name it in a message */
+    if (c->p == tok)
+        return fail(c->err, c->err_size, "malformed header: expected a dimension in shape at byte %zu",
+                    offset(c));
+
+    const unsigned char *digits = tok, *digits_end = c->p;
+    if (*digits == '-')
+        digits++;
+    if (digits_end > digits && (digits_end[-1] == 'L' || digits_end[-1] == 'l'))
+        digits_end--;
+    bool all_digits = digits < digits_end;
+    for (const unsigned char *q = digits; q < digits_end; q++)
+        all_digits = all_digits && *q >= '0' && *q <= '9';
+    if (!all_digits)
+        return fail(c->err, c->err_size, "dimension '%.*s' in shape is not an integer", tok_len,
+                    (const char *)tok);
+    if (digits != tok)
+        return fail(c->err, c->err_size, "negative dimension %.*s in shape", tok_len, (const char *)tok);
+
+    size_t value = 0;
+    for (const unsigned char *q = digits; q < digits_end; q++) {
+        const size_t digit = (size_t)(*q - '0');
+        if (value > (SIZE_MAX - digit) / 10)
+            return fail(c->err, c->err_size, "dimension %.*s in shape is too large", tok_len,
+                        (const char *)tok);
+        value = value * 10 + digit;
+    }
+    *out = value;
+    return 0;
+}
+
+/* A tuple of dimensions. "(3)" is not a tuple in Python (it is the int 3), so it is rejected with a hint. */
+static int parse_shape(cursor *c, header *h)
+{
+    skip_space(c);
+    if (!at(c, '('))
+        return fail(c->err, c->err_size, "malformed header: shape at byte %zu is not a tuple", offset(c));
+    c->p++;
+    size_t ndim = 0;
+    bool comma_after_last = false;
+    for (;;) {
+        skip_space(c);
+        if (at(c, ')'))
+            break;
+        size_t dim = 0;
+        if (parse_dim(c, &dim))
+            return -1;
+        if (ndim < NPY_MAX_DIMS)
+            h->shape[ndim] = dim;
+        ndim++;
+        skip_space(c);
+        comma_after_last = at(c, ',');
+        if (comma_after_last) {
+            c->p++;
+            continue;
+        }
+        if (!at(c, ')'))
+            return fail(c->err, c->err_size, "malformed header: expected ',' or ')' in shape at byte %zu",
+                        offset(c));
+    }
+    c->p++;
+    if (ndim == 1 && !comma_after_last)
+        return fail(c->err, c->err_size, "malformed header: shape (%zu) is not a tuple; a 1-D shape is (%zu,)",
+                    h->shape[0], h->shape[0]);
+    if (ndim > NPY_MAX_DIMS)
+        return fail(c->err, c->err_size, "shape has %zu dimensions; at most %d are supported", ndim,
+                    NPY_MAX_DIMS);
+    h->ndim = ndim;
+    return 0;
+}
+
+static int parse_header(const unsigned char *text, size_t len, header *h, char *err, size_t err_size)
+{
+    cursor c = {text, text, text + len, err, err_size};
+    bool seen_descr = false, seen_order = false, seen_shape = false;
+
+    if (expect(&c, '{', "at the start of the header dict"))
+        return -1;
+    for (;;) {
+        skip_space(&c);
+        if (at(&c, '}'))
+            break;
+        char key[NPY_MAX_STRING];
+        if (parse_string(&c, key, sizeof key, "key") || expect(&c, ':', "after a key"))
+            return -1;
+
+        bool *seen;
+        int rc;
+        if (strcmp(key, "descr") == 0) {
+            seen = &seen_descr;
+            rc = parse_descr(&c, h);
+        } else if (strcmp(key, "fortran_order") == 0) {
+            seen = &seen_order;
+            rc = parse_bool(&c, &h->fortran_order);
+        } else if (strcmp(key, "shape") == 0) {
+            seen = &seen_shape;
+            rc = parse_shape(&c, h);
+        } else {
+            return fail(err, err_size, "unexpected key '%s' in header (expected descr, fortran_order, shape)",
+                        key);
+        }
+        if (rc)
+            return -1;
+        if (*seen)
+            return fail(err, err_size, "key '%s' appears twice in the header", key);
+        *seen = true;
+
+        skip_space(&c);
+        if (at(&c, ','))
+            c.p++;
+        else if (!at(&c, '}'))
+            return expect(&c, '}', "or ',' after a value");
+    }
+    c.p++;
+    skip_space(&c); /* numpy pads with spaces and ends the header with '\n' */
+    if (c.p != c.end)
+        return fail(err, err_size, "malformed header: unexpected text after the dict at byte %zu", offset(&c));
+
+    if (!seen_descr || !seen_order || !seen_shape)
+        return fail(err, err_size, "header has no '%s' key",
+                    !seen_descr ? "descr" : !seen_order ? "fortran_order" : "shape");
+    if (h->fortran_order)
+        return fail(err, err_size, "Fortran-order arrays are not supported; save with np.ascontiguousarray");
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Reading                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Check the whole image and describe it: everything but the data in *meta, plus where the data starts
+ * and how long it is. Reads nothing outside buf[0, len). */
+static int parse_image(const unsigned char *buf, size_t len, npy_array *meta, size_t *data_offset,
+                       size_t *data_bytes, char *err, size_t err_size)
+{
+    if (len < 10)
+        return fail(err, err_size, "file is %zu bytes, too short to be a .npy file", len);
+    if (memcmp(buf, npy_magic, sizeof npy_magic) != 0)
+        return fail(err, err_size, "not a .npy file (it does not start with \"\\x93NUMPY\")");
+    const unsigned major = buf[6], minor = buf[7];
+    if (major < 1 || major > 3 || minor != 0)
+        return fail(err, err_size, "unsupported .npy format version %u.%u (supported: 1.0, 2.0, 3.0)", major,
+                    minor);
+
+    /* v1 has a 2-byte header length, v2 and v3 a 4-byte one; both little-endian. v3 differs from v2 only
+     * in allowing UTF-8 in the header, which matters only for structured dtypes, not supported here. */
+    const size_t prefix = major == 1 ? 10 : 12;
+    if (len < prefix)
+        return fail(err, err_size, "file is %zu bytes, too short for a version %u.0 .npy header", len, major);
+    uint32_t header_len = (uint32_t)buf[8] | (uint32_t)buf[9] << 8;
+    if (major > 1)
+        header_len |= (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+    if (header_len > len - prefix)
+        return fail(err, err_size, "header length %lu exceeds file size %zu", (unsigned long)header_len, len);
+    if (header_len > NPY_MAX_HEADER_LEN)
+        return fail(err, err_size, "header length %lu is beyond the %u-byte limit; not a numpy header",
+                    (unsigned long)header_len, NPY_MAX_HEADER_LEN);
+
+    header h;
+    memset(&h, 0, sizeof h);
+    if (parse_header(buf + prefix, header_len, &h, err, err_size))
+        return -1;
+
+    char shape_text[NPY_MAX_DIMS * 22 + 4];
+    format_shape(shape_text, sizeof shape_text, h.ndim, h.shape);
+    size_t count = 1, bytes;
+    for (size_t i = 0; i < h.ndim; i++)
+        if (!mul_size(count, h.shape[i], &count))
+            return fail(err, err_size, "shape %s has more elements than fit in memory", shape_text);
+    if (!mul_size(count, npy_dtype_size(h.dtype), &bytes))
+        return fail(err, err_size, "shape %s has more bytes of data than fit in memory", shape_text);
+    const size_t available = len - prefix - header_len; /* extra bytes after the data are ignored */
+    if (bytes > available)
+        return fail(err, err_size, "truncated: shape %s needs %zu bytes of data, file has %zu", shape_text,
+                    bytes, available);
+
+    memset(meta, 0, sizeof *meta);
+    meta->dtype = h.dtype;
+    meta->ndim = h.ndim;
+    memcpy(meta->shape, h.shape, sizeof h.shape);
+    meta->count = count;
+    *data_offset = prefix + header_len;
+    *data_bytes = bytes;
+    return 0;
+}
+
+/* The data arrives as little-endian bytes; make it host values (and bools exactly 0 or 1). */
+static void to_host_order(npy_array *a)
+{
+    unsigned char *bytes = a->data;
+    const size_t size = npy_dtype_size(a->dtype);
+    if (a->dtype == NPY_B1) {
+        for (size_t i = 0; i < a->count; i++)
+            bytes[i] = bytes[i] != 0;
+    } else if (!host_is_little_endian()) {
+        for (size_t i = 0; i < a->count; i++) {
+            unsigned char *item = bytes + i * size;
+            for (size_t lo = 0, hi = size - 1; lo < hi; lo++, hi--) {
+                const unsigned char t = item[lo];
+                item[lo] = item[hi];
+                item[hi] = t;
+            }
+        }
+    }
+}
+
+int npy_parse(const unsigned char *buf, size_t len, npy_array *out, char *err, size_t err_size)
+{
+    if (!out)
+        return fail(err, err_size, "npy_parse: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!buf && len > 0)
+        return fail(err, err_size, "npy_parse: buf is NULL");
+
+    npy_array meta;
+    size_t data_offset, data_bytes;
+    if (parse_image(buf, len, &meta, &data_offset, &data_bytes, err, err_size))
+        return -1;
+    meta.data = malloc(data_bytes > 0 ? data_bytes : 1);
+    if (!meta.data)
+        return fail(err, err_size, "out of memory allocating %zu bytes of data", data_bytes);
+    memcpy(meta.data, buf + data_offset, data_bytes);
+    to_host_order(&meta);
+    *out = meta;
+    return 0;
+}
+
+/* The largest file npy_load reads: 64 GiB, or half the address space on 32-bit hosts. Anything larger
+ * is a mistake (a wrong path) rather than an input, and is refused before allocating. */
+static size_t max_file_bytes(void)
+{
+    const uint64_t cap = (uint64_t)64 << 30;
+    return (uint64_t)(SIZE_MAX / 2) < cap ? SIZE_MAX / 2 : (size_t)cap;
+}
+
+/* Read to the end of the stream. The size of a regular file sizes the first allocation and is checked
+ * against the limit before anything is allocated; pipes and other streams grow the buffer as they go. */
+static int read_stream(FILE *f, unsigned char **out, size_t *out_len, char *err, size_t err_size)
+{
+    const size_t limit = max_file_bytes();
+    size_t cap = 1 << 16;
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0) {
+        if (S_ISDIR(st.st_mode))
+            return fail(err, err_size, "cannot read: %s", strerror(EISDIR));
+        if (S_ISREG(st.st_mode) && st.st_size >= 0) {
+            if ((uint64_t)st.st_size >= limit)
+                return fail(err, err_size, "the file is %jd bytes, beyond the %zu-byte limit", (intmax_t)st.st_size,
+                            limit);
+            cap = (size_t)st.st_size + 1; /* +1: the short read that finds the end needs no second allocation */
+        }
+    }
+
+    unsigned char *buf = malloc(cap);
+    size_t len = 0;
+    if (!buf)
+        return fail(err, err_size, "out of memory reading the file (%zu bytes)", cap);
+    for (;;) {
+        if (len == cap) {
+            if (cap >= limit) {
+                free(buf);
+                return fail(err, err_size, "the file is beyond the %zu-byte limit", limit);
+            }
+            const size_t new_cap = cap > limit / 2 ? limit : cap * 2;
+            unsigned char *grown = realloc(buf, new_cap);
+            if (!grown) {
+                free(buf);
+                return fail(err, err_size, "out of memory reading the file (%zu bytes)", new_cap);
+            }
+            buf = grown;
+            cap = new_cap;
+        }
+        const size_t want = cap - len, got = fread(buf + len, 1, want, f);
+        len += got;
+        if (got < want) {
+            if (ferror(f)) {
+                const int e = errno;
+                free(buf);
+                return fail(err, err_size, "cannot read: %s", strerror(e));
+            }
+            break; /* end of file */
+        }
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+int npy_load(const char *path, npy_array *out, char *err, size_t err_size)
+{
+    if (!out)
+        return fail(err, err_size, "npy_load: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return fail(err, err_size, "npy_load: path is NULL");
+
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, err_size, "cannot open: %s", strerror(errno));
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    const int rc = read_stream(f, &buf, &len, err, err_size);
+    fclose(f);
+    if (rc)
+        return -1;
+
+    npy_array meta;
+    size_t data_offset, data_bytes;
+    if (parse_image(buf, len, &meta, &data_offset, &data_bytes, err, err_size)) {
+        free(buf);
+        return -1;
+    }
+    /* Keep the file buffer as the data buffer: slide the data to the front and give back the rest. */
+    memmove(buf, buf + data_offset, data_bytes);
+    unsigned char *shrunk = realloc(buf, data_bytes > 0 ? data_bytes : 1);
+    meta.data = shrunk ? shrunk : buf;
+    to_host_order(&meta);
+    *out = meta;
+    return 0;
+}
+
+void npy_free(npy_array *a)
+{
+    if (!a)
+        return;
+    free(a->data);
+    memset(a, 0, sizeof *a);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Conversions                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Round to the nearest float, as numpy's astype(np.float32) does. A finite double beyond the float
+ * range has no defined C conversion, so it is mapped to infinity explicitly: values from FLT_MAX up to
+ * half an ulp above it still round to FLT_MAX, beyond that overflow. */
+static float double_to_float(double d)
+{
+    const double overflow = (double)FLT_MAX + ldexp(1.0, FLT_MAX_EXP - FLT_MANT_DIG - 1);
+    if (d >= overflow)
+        return INFINITY;
+    if (d <= -overflow)
+        return -INFINITY;
+    return (float)d;
+}
+
+static int check_convert_args(const npy_array *a, const void *out, const char *fn, char *err,
+                              size_t err_size)
+{
+    if (!a || !out)
+        return fail(err, err_size, "%s: NULL argument", fn);
+    if (!a->data)
+        return fail(err, err_size, "%s: the array has no data (freed, or never loaded)", fn);
+    return 0;
+}
+
+int npy_to_float(const npy_array *a, float **out, char *err, size_t err_size)
+{
+    if (check_convert_args(a, out, "npy_to_float", err, err_size))
+        return -1;
+    *out = NULL;
+    if (a->dtype != NPY_F4 && a->dtype != NPY_F8)
+        return fail(err, err_size, "expected a float array ('<f4' or '<f8'), got '%s'", npy_dtype_name(a->dtype));
+    size_t bytes;
+    if (!mul_size(a->count, sizeof(float), &bytes))
+        return fail(err, err_size, "%zu floats do not fit in memory", a->count);
+    float *f = malloc(bytes > 0 ? bytes : 1);
+    if (!f)
+        return fail(err, err_size, "out of memory converting %zu elements to float", a->count);
+    if (a->dtype == NPY_F4) {
+        memcpy(f, a->data, bytes);
+    } else {
+        const double *d = a->data;
+        for (size_t i = 0; i < a->count; i++)
+            f[i] = double_to_float(d[i]);
+    }
+    *out = f;
+    return 0;
+}
+
+int npy_to_int64(const npy_array *a, long long **out, char *err, size_t err_size)
+{
+    if (check_convert_args(a, out, "npy_to_int64", err, err_size))
+        return -1;
+    *out = NULL;
+    if (a->dtype != NPY_I4 && a->dtype != NPY_I8)
+        return fail(err, err_size, "expected an integer array ('<i4' or '<i8'), got '%s'",
+                    npy_dtype_name(a->dtype));
+    size_t bytes;
+    if (!mul_size(a->count, sizeof(long long), &bytes))
+        return fail(err, err_size, "%zu integers do not fit in memory", a->count);
+    long long *v = malloc(bytes > 0 ? bytes : 1);
+    if (!v)
+        return fail(err, err_size, "out of memory converting %zu elements to int64", a->count);
+    if (a->dtype == NPY_I4) {
+        const int32_t *src = a->data;
+        for (size_t i = 0; i < a->count; i++)
+            v[i] = src[i];
+    } else {
+        const int64_t *src = a->data;
+        for (size_t i = 0; i < a->count; i++)
+            v[i] = src[i];
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Writing                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* A file being written under a temporary name next to its final path. The temporary is created with
+ * open(O_EXCL) rather than mkstemp so that it gets the usual 0666-minus-umask permissions. */
+typedef struct tmp_file {
+    FILE *fp;
+    char *tmp_path;
+} tmp_file;
+
+static int tmp_open(tmp_file *t, const char *path, char *err, size_t err_size)
+{
+    t->fp = NULL;
+    const size_t cap = strlen(path) + 48;
+    t->tmp_path = malloc(cap);
+    if (!t->tmp_path)
+        return fail(err, err_size, "out of memory");
+    int fd = -1;
+    for (unsigned attempt = 0; attempt < 100 && fd < 0; attempt++) {
+        snprintf(t->tmp_path, cap, "%s.tmp-%ld-%u", path, (long)getpid(), attempt);
+        fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (fd < 0 && errno != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        const int e = errno;
+        fail(err, err_size, "cannot create a temporary file in its folder: %s", strerror(e));
+        free(t->tmp_path);
+        t->tmp_path = NULL;
+        return -1;
+    }
+    t->fp = fdopen(fd, "wb");
+    if (!t->fp) {
+        const int e = errno;
+        close(fd);
+        remove(t->tmp_path);
+        free(t->tmp_path);
+        t->tmp_path = NULL;
+        return fail(err, err_size, "cannot write: %s", strerror(e));
+    }
+    return 0;
+}
+
+static void tmp_abort(tmp_file *t)
+{
+    if (t->fp)
+        fclose(t->fp);
+    if (t->tmp_path)
+        remove(t->tmp_path);
+    free(t->tmp_path);
+    t->fp = NULL;
+    t->tmp_path = NULL;
+}
+
+/* Flush, sync (so a crash cannot leave an empty file under the final name) and rename into place. */
+static int tmp_commit(tmp_file *t, const char *path, char *err, size_t err_size)
+{
+    int e = 0;
+    const char *what = "cannot write";
+    if (fflush(t->fp) != 0 || ferror(t->fp))
+        e = errno ? errno : EIO;
+    else if (fsync(fileno(t->fp)) != 0 && errno != EINVAL) /* EINVAL: nothing to sync on this file */
+        e = errno;
+    if (!e) {
+        FILE *fp = t->fp;
+        t->fp = NULL;
+        if (fclose(fp) != 0)
+            e = errno;
+    }
+    if (!e && rename(t->tmp_path, path) != 0) {
+        e = errno;
+        what = "cannot rename the finished file into place";
+    }
+    if (e) {
+        tmp_abort(t);
+        return fail(err, err_size, "%s: %s", what, strerror(e));
+    }
+    free(t->tmp_path);
+    t->tmp_path = NULL;
+    return 0;
+}
+
+/* numpy's version 1.0 header: the dict, padded with spaces and ended with '\n' so that the data
+ * starts at a multiple of 64 bytes. Returns the header length. */
+static size_t build_header(char *buf, size_t cap, size_t ndim, const size_t *shape)
+{
+    char shape_text[NPY_MAX_DIMS * 22 + 4];
+    format_shape(shape_text, sizeof shape_text, ndim, shape);
+    size_t len = (size_t)snprintf(buf, cap, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", shape_text);
+    const size_t unpadded = sizeof npy_magic + 4 + len + 1;
+    const size_t pad = (64 - unpadded % 64) % 64;
+    memset(buf + len, ' ', pad);
+    len += pad;
+    buf[len++] = '\n';
+    return len;
+}
+
+static bool write_floats_le(FILE *fp, const float *data, size_t count)
+{
+    if (host_is_little_endian())
+        return fwrite(data, sizeof(float), count, fp) == count;
+    unsigned char chunk[4096];
+    for (size_t done = 0; done < count;) {
+        const size_t n = count - done < sizeof chunk / 4 ? count - done : sizeof chunk / 4;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t bits;
+            memcpy(&bits, &data[done + i], 4);
+            for (size_t b = 0; b < 4; b++)
+                chunk[i * 4 + b] = (unsigned char)(bits >> (8 * b));
+        }
+        if (fwrite(chunk, 4, n, fp) != n)
+            return false;
+        done += n;
+    }
+    return true;
+}
+
+int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t *shape, char *err,
+                 size_t err_size)
+{
+    if (!path)
+        return fail(err, err_size, "npy_save_f32: path is NULL");
+    if (ndim > NPY_MAX_DIMS)
+        return fail(err, err_size, "cannot save %zu dimensions; at most %d are supported", ndim, NPY_MAX_DIMS);
+    if (ndim > 0 && !shape)
+        return fail(err, err_size, "npy_save_f32: shape is NULL");
+    size_t count = 1, bytes;
+    for (size_t i = 0; i < ndim; i++)
+        if (!mul_size(count, shape[i], &count))
+            return fail(err, err_size, "npy_save_f32: the shape's element count overflows");
+    if (!mul_size(count, sizeof(float), &bytes))
+        return fail(err, err_size, "npy_save_f32: the data size overflows");
+    if (count > 0 && !data)
+        return fail(err, err_size, "npy_save_f32: data is NULL");
+
+    char header[512];
+    const size_t header_len = build_header(header, sizeof header, ndim, shape);
+    unsigned char prefix[10];
+    memcpy(prefix, npy_magic, sizeof npy_magic);
+    prefix[6] = 1; /* version 1.0: the header always fits its 2-byte length */
+    prefix[7] = 0;
+    prefix[8] = (unsigned char)(header_len & 0xFF);
+    prefix[9] = (unsigned char)(header_len >> 8);
+
+    tmp_file t;
+    if (tmp_open(&t, path, err, err_size))
+        return -1;
+    if (fwrite(prefix, 1, sizeof prefix, t.fp) != sizeof prefix ||
+        fwrite(header, 1, header_len, t.fp) != header_len || (count > 0 && !write_floats_le(t.fp, data, count))) {
+        const int e = errno;
+        tmp_abort(&t);
+        return fail(err, err_size, "cannot write: %s", strerror(e));
+    }
+    return tmp_commit(&t, path, err, err_size);
+}
