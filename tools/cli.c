@@ -93,6 +93,8 @@ int cli_fail_status(const char *command, const clattn_context *ctx, clattn_statu
         fprintf(stderr, "--- build log ---\n%s\n--- end of build log ---\n", clattn_build_log(ctx));
     if (status == CLATTN_ERROR_NO_PLATFORM || status == CLATTN_ERROR_NO_DEVICE)
         return CLI_NO_PLATFORM;
+    if (status == CLATTN_ERROR_DEVICE_NOT_FOUND)
+        return CLI_USAGE_ERROR; /* a --device or CLATTN_DEVICE value that names no device */
     return CLI_RUNTIME_ERROR;
 }
 
@@ -149,6 +151,23 @@ int cli_save(const char *command, const char *path, const float *data, size_t nd
     char err[512];
     if (npy_save_f32(path, data, ndim, shape, err, sizeof err) != 0)
         return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    return CLI_OK;
+}
+
+int cli_outputs_save(const char *command, const cli_output *outputs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!outputs[i].path)
+            continue;
+        int rc = cli_save(command, outputs[i].path, outputs[i].data, outputs[i].ndim, outputs[i].shape);
+        if (rc != CLI_OK) {
+            /* All or nothing: take back the files this run already wrote. */
+            for (size_t k = 0; k < i; k++)
+                if (outputs[k].path)
+                    remove(outputs[k].path);
+            return rc;
+        }
+    }
     return CLI_OK;
 }
 

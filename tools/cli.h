@@ -66,6 +66,18 @@ float *cli_alloc_floats(size_t a, size_t b, size_t c);
 /* Writes a float32 .npy (temporary name, then rename). Returns CLI_OK or reports CLI_USAGE_ERROR. */
 int cli_save(const char *command, const char *path, const float *data, size_t ndim, const size_t *shape);
 
+/* One output file of a subcommand; path NULL means "not asked for". */
+typedef struct cli_output {
+    const char *path;
+    const float *data;
+    size_t ndim;
+    size_t shape[4];
+} cli_output;
+
+/* Saves every output that has a path; if one fails, removes those already written by this call, so a
+ * failed run leaves no partial set of outputs behind. */
+int cli_outputs_save(const char *command, const cli_output *outputs, size_t n);
+
 /* Splits "a,b,c" into labels (UTF-8 passes through). The caller frees with cli_free_labels. */
 char **cli_split_labels(const char *text, size_t *count);
 void cli_free_labels(char **labels, size_t count);

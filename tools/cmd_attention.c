@@ -43,6 +43,17 @@ int write_heatmap(const char *command, const char *path, const float *weights, s
     return rc;
 }
 
+/* The heatmap first (its labels may still be wrong), then the .npy outputs; on any failure nothing
+ * this run wrote is left behind. */
+static int save_with_heatmap(const char *command, const cli_output *outputs, size_t n, const output_opts *o,
+                             const float *weights, size_t B, size_t H, size_t L, size_t S)
+{
+    int rc = o->heatmap ? write_heatmap(command, o->heatmap, weights, B, H, L, S, o->tokens, o->key_tokens) : CLI_OK;
+    if (rc == CLI_OK && (rc = cli_outputs_save(command, outputs, n)) != CLI_OK && o->heatmap)
+        remove(o->heatmap);
+    return rc;
+}
+
 /* The leading dimensions of an input of rank `rank` followed by `a` and `b` (b = 0: just a). */
 static size_t output_shape(size_t rank_lead, const size_t *lead, size_t a, size_t b, size_t *shape)
 {
@@ -164,14 +175,11 @@ int cmd_sdpa(int argc, char **argv)
         rc = cli_fail_status(cmd, ctx, st, "attention");
         goto done;
     }
-    size_t shape[4];
-    rc = cli_save(cmd, o.out, c.out, output_shape(lead, q.shape, L, Dv, shape), shape);
-    if (rc == CLI_OK && o.weights)
-        rc = cli_save(cmd, o.weights, c.weights, output_shape(lead, q.shape, L, S, shape), shape);
-    if (rc == CLI_OK && lse_path)
-        rc = cli_save(cmd, lse_path, c.lse, output_shape(lead, q.shape, L, 0, shape), shape);
-    if (rc == CLI_OK && o.heatmap)
-        rc = write_heatmap(cmd, o.heatmap, c.weights, B, H, L, S, o.tokens, o.key_tokens);
+    cli_output outputs[3] = {{o.out, c.out, 0, {0}}, {o.weights, c.weights, 0, {0}}, {lse_path, c.lse, 0, {0}}};
+    outputs[0].ndim = output_shape(lead, q.shape, L, Dv, outputs[0].shape);
+    outputs[1].ndim = output_shape(lead, q.shape, L, S, outputs[1].shape);
+    outputs[2].ndim = output_shape(lead, q.shape, L, 0, outputs[2].shape);
+    rc = save_with_heatmap(cmd, outputs, 3, &o, c.weights, B, H, L, S);
 done:
     free(c.out);
     free(c.weights);
@@ -320,18 +328,13 @@ int cmd_mha(int argc, char **argv)
         rc = cli_fail_status(cmd, ctx, st, "attention layer");
         goto done;
     }
-    size_t shape[4], n = 0;
-    if (r == 3)
-        shape[n++] = B;
-    shape[n++] = L;
-    shape[n++] = d_out;
-    rc = cli_save(cmd, o.out, c.out, n, shape);
-    if (rc == CLI_OK && o.weights) {
-        const size_t wshape[4] = {B, H, L, S};
-        rc = cli_save(cmd, o.weights, c.weights, r == 3 ? 4 : 3, r == 3 ? wshape : wshape + 1);
+    /* Outputs keep X's rank: (B,L,d_out) and (B,H,L,S), or (L,d_out) and (H,L,S) for 2-D X. */
+    cli_output outputs[2] = {{o.out, c.out, 3, {B, L, d_out}}, {o.weights, c.weights, 4, {B, H, L, S}}};
+    if (r == 2) {
+        outputs[0] = (cli_output){o.out, c.out, 2, {L, d_out}};
+        outputs[1] = (cli_output){o.weights, c.weights, 3, {H, L, S}};
     }
-    if (rc == CLI_OK && o.heatmap)
-        rc = write_heatmap(cmd, o.heatmap, c.weights, B, H, L, S, o.tokens, o.key_tokens);
+    rc = save_with_heatmap(cmd, outputs, 2, &o, c.weights, B, H, L, S);
 done:
     free(c.out);
     free(c.weights);
