@@ -86,9 +86,12 @@ int cli_parse_size(const char *command, const char *flag, const char *text, size
 
 int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what)
 {
-    const char *device = ctx ? clattn_context_device_name(ctx) : "no device";
-    fprintf(stderr, "clattn %s: %s failed on %s: %s: %s\n", command, what, device, clattn_status_string(status),
-            clattn_last_error(ctx));
+    if (ctx)
+        fprintf(stderr, "clattn %s: %s failed on %s: %s: %s\n", command, what, clattn_context_device_name(ctx),
+                clattn_status_string(status), clattn_last_error(ctx));
+    else
+        fprintf(stderr, "clattn %s: %s failed: %s: %s\n", command, what, clattn_status_string(status),
+                clattn_last_error(NULL));
     if (status == CLATTN_ERROR_BUILD_FAILED && ctx)
         fprintf(stderr, "--- build log ---\n%s\n--- end of build log ---\n", clattn_build_log(ctx));
     if (status == CLATTN_ERROR_NO_PLATFORM || status == CLATTN_ERROR_NO_DEVICE)
@@ -167,6 +170,14 @@ int cli_outputs_save(const char *command, const cli_output *outputs, size_t n)
                     remove(outputs[k].path);
             return rc;
         }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!outputs[i].path)
+            continue;
+        printf("wrote %s (", outputs[i].path);
+        for (size_t d = 0; d < outputs[i].ndim; d++)
+            printf("%s%zu", d ? ", " : "", outputs[i].shape[d]);
+        printf("%s) float32\n", outputs[i].ndim == 1 ? "," : "");
     }
     return CLI_OK;
 }

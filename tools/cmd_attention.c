@@ -51,6 +51,8 @@ static int save_with_heatmap(const char *command, const cli_output *outputs, siz
     int rc = o->heatmap ? write_heatmap(command, o->heatmap, weights, B, H, L, S, o->tokens, o->key_tokens) : CLI_OK;
     if (rc == CLI_OK && (rc = cli_outputs_save(command, outputs, n)) != CLI_OK && o->heatmap)
         remove(o->heatmap);
+    if (rc == CLI_OK && o->heatmap)
+        printf("wrote %s (heatmap of %s)\n", o->heatmap, H > 16 ? "the first 16 heads" : "the attention weights");
     return rc;
 }
 
