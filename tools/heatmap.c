@@ -2,12 +2,11 @@
  * (block means when the map is larger than HEATMAP_MAX_CELLS a side), the layout (every size in whole
  * pixels, chosen from the grid and the label widths), then the SVG text itself, written to a temporary
  * file that is renamed into place only once complete. */
-#define _POSIX_C_SOURCE 200809L /* open, fdopen, fileno, fsync, getpid */
 
 #include "heatmap.h"
+#include "atomic_file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__GNUC__)
 #define HM_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
@@ -587,87 +585,7 @@ static void write_svg(FILE *fp, const grid *g, const layout *L, const char *titl
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Writing under a temporary name (the same scheme as npy.c's; kept here so each module stands alone) */
-/* ---------------------------------------------------------------------------------------------- */
-
-typedef struct tmp_file {
-    FILE *fp;
-    char *tmp_path;
-} tmp_file;
-
-/* open(O_EXCL) rather than mkstemp, so that the file gets the usual 0666-minus-umask permissions. */
-static int tmp_open(tmp_file *t, const char *path, char *err, size_t err_size)
-{
-    t->fp = NULL;
-    const size_t cap = strlen(path) + 48;
-    t->tmp_path = malloc(cap);
-    if (!t->tmp_path)
-        return fail(err, err_size, "out of memory");
-    int fd = -1;
-    for (unsigned attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(t->tmp_path, cap, "%s.tmp-%ld-%u", path, (long)getpid(), attempt);
-        fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        const int e = errno;
-        fail(err, err_size, "cannot create a temporary file in its folder: %s", strerror(e));
-        free(t->tmp_path);
-        t->tmp_path = NULL;
-        return -1;
-    }
-    t->fp = fdopen(fd, "wb");
-    if (!t->fp) {
-        const int e = errno;
-        close(fd);
-        remove(t->tmp_path);
-        free(t->tmp_path);
-        t->tmp_path = NULL;
-        return fail(err, err_size, "cannot write: %s", strerror(e));
-    }
-    return 0;
-}
-
-static void tmp_abort(tmp_file *t)
-{
-    if (t->fp)
-        fclose(t->fp);
-    if (t->tmp_path)
-        remove(t->tmp_path);
-    free(t->tmp_path);
-    t->fp = NULL;
-    t->tmp_path = NULL;
-}
-
-/* Flush, sync (so a crash cannot leave an empty file under the final name) and rename into place. */
-static int tmp_commit(tmp_file *t, const char *path, char *err, size_t err_size)
-{
-    int e = 0;
-    const char *what = "cannot write";
-    if (fflush(t->fp) != 0 || ferror(t->fp))
-        e = errno ? errno : EIO;
-    else if (fsync(fileno(t->fp)) != 0 && errno != EINVAL) /* EINVAL: nothing to sync on this file */
-        e = errno;
-    if (!e) {
-        FILE *fp = t->fp;
-        t->fp = NULL;
-        if (fclose(fp) != 0)
-            e = errno;
-    }
-    if (!e && rename(t->tmp_path, path) != 0) {
-        e = errno;
-        what = "cannot rename the finished file into place";
-    }
-    if (e) {
-        tmp_abort(t);
-        return fail(err, err_size, "%s: %s", what, strerror(e));
-    }
-    free(t->tmp_path);
-    t->tmp_path = NULL;
-    return 0;
-}
-
+/* Arguments and the file                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
 static int check_labels(const char *const *labels, size_t n_labels, size_t expected, const char *what,
@@ -715,12 +633,12 @@ int heatmap_write_svg(const char *path, const float *weights, size_t heads, size
     layout L;
     plan_layout(&L, &g, text_width(title, TITLE_FONT, SIZE_MAX), notes_w, n_notes);
 
-    tmp_file t;
-    if (tmp_open(&t, path, err, err_size)) {
+    atomic_file t;
+    if (atomic_open(&t, path, err, err_size)) {
         free(g.values);
         return -1;
     }
     write_svg(t.fp, &g, &L, title, notes, n_notes);
     free(g.values);
-    return tmp_commit(&t, path, err, err_size);
+    return atomic_commit(&t, path, err, err_size);
 }

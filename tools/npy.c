@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L /* open, fdopen, fileno, fstat, fsync, getpid */
 
 #include "npy.h"
+#include "atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -640,85 +641,6 @@ int npy_to_int64(const npy_array *a, long long **out, char *err, size_t err_size
 /* Writing                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* A file being written under a temporary name next to its final path. The temporary is created with
- * open(O_EXCL) rather than mkstemp so that it gets the usual 0666-minus-umask permissions. */
-typedef struct tmp_file {
-    FILE *fp;
-    char *tmp_path;
-} tmp_file;
-
-static int tmp_open(tmp_file *t, const char *path, char *err, size_t err_size)
-{
-    t->fp = NULL;
-    const size_t cap = strlen(path) + 48;
-    t->tmp_path = malloc(cap);
-    if (!t->tmp_path)
-        return fail(err, err_size, "out of memory");
-    int fd = -1;
-    for (unsigned attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        snprintf(t->tmp_path, cap, "%s.tmp-%ld-%u", path, (long)getpid(), attempt);
-        fd = open(t->tmp_path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST)
-            break;
-    }
-    if (fd < 0) {
-        const int e = errno;
-        fail(err, err_size, "cannot create a temporary file in its folder: %s", strerror(e));
-        free(t->tmp_path);
-        t->tmp_path = NULL;
-        return -1;
-    }
-    t->fp = fdopen(fd, "wb");
-    if (!t->fp) {
-        const int e = errno;
-        close(fd);
-        remove(t->tmp_path);
-        free(t->tmp_path);
-        t->tmp_path = NULL;
-        return fail(err, err_size, "cannot write: %s", strerror(e));
-    }
-    return 0;
-}
-
-static void tmp_abort(tmp_file *t)
-{
-    if (t->fp)
-        fclose(t->fp);
-    if (t->tmp_path)
-        remove(t->tmp_path);
-    free(t->tmp_path);
-    t->fp = NULL;
-    t->tmp_path = NULL;
-}
-
-/* Flush, sync (so a crash cannot leave an empty file under the final name) and rename into place. */
-static int tmp_commit(tmp_file *t, const char *path, char *err, size_t err_size)
-{
-    int e = 0;
-    const char *what = "cannot write";
-    if (fflush(t->fp) != 0 || ferror(t->fp))
-        e = errno ? errno : EIO;
-    else if (fsync(fileno(t->fp)) != 0 && errno != EINVAL) /* EINVAL: nothing to sync on this file */
-        e = errno;
-    if (!e) {
-        FILE *fp = t->fp;
-        t->fp = NULL;
-        if (fclose(fp) != 0)
-            e = errno;
-    }
-    if (!e && rename(t->tmp_path, path) != 0) {
-        e = errno;
-        what = "cannot rename the finished file into place";
-    }
-    if (e) {
-        tmp_abort(t);
-        return fail(err, err_size, "%s: %s", what, strerror(e));
-    }
-    free(t->tmp_path);
-    t->tmp_path = NULL;
-    return 0;
-}
-
 /* numpy's version 1.0 header: the dict, padded with spaces and ended with '\n' so that the data
  * starts at a multiple of 64 bytes. Returns the header length. */
 static size_t build_header(char *buf, size_t cap, size_t ndim, const size_t *shape)
@@ -781,14 +703,14 @@ int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t 
     prefix[8] = (unsigned char)(header_len & 0xFF);
     prefix[9] = (unsigned char)(header_len >> 8);
 
-    tmp_file t;
-    if (tmp_open(&t, path, err, err_size))
+    atomic_file t;
+    if (atomic_open(&t, path, err, err_size))
         return -1;
     if (fwrite(prefix, 1, sizeof prefix, t.fp) != sizeof prefix ||
         fwrite(header, 1, header_len, t.fp) != header_len || (count > 0 && !write_floats_le(t.fp, data, count))) {
         const int e = errno;
-        tmp_abort(&t);
+        atomic_abort(&t);
         return fail(err, err_size, "cannot write: %s", strerror(e));
     }
-    return tmp_commit(&t, path, err, err_size);
+    return atomic_commit(&t, path, err, err_size);
 }
