@@ -8,14 +8,55 @@
  * work through the (batch, head) pairs in chunks whose scores fit this budget. */
 #define SCORE_SCRATCH_BUDGET ((size_t)256 << 20)
 
+/* Failures of the fused kernel that the staged path can work around: it did not build, or the
+ * device cannot run it. */
+static bool fused_can_fall_back(clattn_status st)
+{
+    return st == CLATTN_ERROR_BUILD_FAILED || st == CLATTN_ERROR_UNSUPPORTED_DEVICE ||
+           st == (clattn_status)CL_INVALID_WORK_GROUP_SIZE || st == (clattn_status)CL_OUT_OF_RESOURCES;
+}
+
+static clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                                tensor_view v, cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse);
+
+clattn_status check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted)
+{
+    if (s->algorithm == CLATTN_ALGORITHM_FUSED && weights_wanted)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "CLATTN_ALGORITHM_FUSED never materialises the weights; ask for AUTO or STAGED to get them");
+    if (s->algorithm == CLATTN_ALGORITHM_FUSED && (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "CLATTN_ALGORITHM_FUSED supports head sizes up to %d",
+                         FUSED_MAX_HEAD);
+    return CLATTN_SUCCESS;
+}
+
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                        cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
+{
+    const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED ||
+                       (s->algorithm == CLATTN_ALGORITHM_AUTO && !weights && s->qk_dim <= FUSED_MAX_HEAD &&
+                        s->v_dim <= FUSED_MAX_HEAD);
+    if (fused) {
+        clattn_status st = fused_run(ctx, s, q, k, v, mask, out, lse);
+        if (st == CLATTN_SUCCESS || s->algorithm == CLATTN_ALGORITHM_FUSED || !fused_can_fall_back(st))
+            return st;
+        set_warning(ctx, "the fused kernel is not available on %s (%s: %.1500s); the staged path ran instead",
+                    ctx->device_name, clattn_status_string(st), ctx->last_error);
+        clear_error(ctx);
+    }
+    return staged_run(ctx, s, q, k, v, mask, out, weights, lse);
+}
+
+static clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                                tensor_view v, cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
 {
     const size_t bh_total = s->batch * s->heads;
     const size_t head_bytes = s->q_len * s->kv_len * sizeof(float);
     size_t chunk = bh_total;
     cl_mem scores = weights;
-    clattn_status st = CLATTN_SUCCESS;
+    clattn_status st = kernels_ensure(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
     if (!scores) {
         size_t budget = SCORE_SCRATCH_BUDGET < ctx->max_alloc ? SCORE_SCRATCH_BUDGET : (size_t)ctx->max_alloc;
         if (head_bytes > ctx->max_alloc)
@@ -59,7 +100,7 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
         (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
         (weights && (st = check_buffer(ctx, weights, s.weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS) ||
         (lse && (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
-        (st = kernels_ensure(ctx)) != CLATTN_SUCCESS)
+        (st = check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
         return st;
     return sdpa_run(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), view_bhld(k, s.heads, s.kv_len, s.qk_dim),
                     view_bhld(v, s.heads, s.kv_len, s.v_dim), mask, view_bhld(out, s.heads, s.q_len, s.v_dim),
@@ -206,7 +247,7 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     m->out_dim = desc->out_dim ? desc->out_dim : desc->model_dim;
 
     clattn_sdpa_desc sd = {desc->batch, desc->heads, desc->q_len, m->self_attention ? desc->q_len : desc->kv_len,
-                           desc->qk_dim, desc->v_dim, desc->scale, desc->masks};
+                           desc->qk_dim, desc->v_dim, desc->scale, desc->masks, desc->algorithm};
     clattn_status st = sdpa_shape_resolve(ctx, &sd, &m->sdpa);
     if (st != CLATTN_SUCCESS)
         return st;
@@ -256,7 +297,8 @@ clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_me
         (mask && (st = check_buffer(ctx, mask, s->mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, out, m.result_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
         (attn_weights &&
-         (st = check_buffer(ctx, attn_weights, s->weight_elems, sizeof(float), "attn_weights")) != CLATTN_SUCCESS))
+         (st = check_buffer(ctx, attn_weights, s->weight_elems, sizeof(float), "attn_weights")) != CLATTN_SUCCESS) ||
+        (st = check_algorithm(ctx, s, attn_weights != NULL)) != CLATTN_SUCCESS)
         return st;
 
     /* All temporaries first, so that a failure leaves nothing enqueued. */

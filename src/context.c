@@ -29,6 +29,16 @@ clattn_status cl_error(clattn_context *ctx, cl_int err, const char *what)
 
 void clear_error(clattn_context *ctx) { error_slot(ctx)[0] = '\0'; }
 
+void set_warning(clattn_context *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->last_warning, sizeof ctx->last_warning, fmt, ap);
+    va_end(ap);
+}
+
+const char *clattn_last_warning(const clattn_context *ctx) { return ctx ? ctx->last_warning : ""; }
+
 const char *clattn_last_error(const clattn_context *ctx) { return ctx ? ctx->last_error : thread_error; }
 
 const char *clattn_build_log(const clattn_context *ctx)
@@ -43,9 +53,24 @@ static clattn_status context_query_device(clattn_context *ctx)
     if (err != CL_SUCCESS)
         return cl_error(NULL, err, "clGetDeviceInfo(CL_DEVICE_NAME)");
     ctx->device_name[sizeof ctx->device_name - 1] = '\0';
-    err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof ctx->max_alloc, &ctx->max_alloc, NULL);
-    if (err != CL_SUCCESS)
-        return cl_error(NULL, err, "clGetDeviceInfo(CL_DEVICE_MAX_MEM_ALLOC_SIZE)");
+    device_caps *c = &ctx->caps;
+    cl_platform_id platform;
+    if ((err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc,
+                               NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof c->type, &c->type, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof c->local_mem, &c->local_mem, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_work_group,
+                               &c->max_work_group, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DRIVER_VERSION, sizeof c->driver, c->driver, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL)) != CL_SUCCESS ||
+        (err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof c->platform, c->platform, NULL)) != CL_SUCCESS ||
+        (err = clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof c->platform_version, c->platform_version,
+                                 NULL)) != CL_SUCCESS)
+        return cl_error(NULL, err, "querying the device's limits");
+    c->driver[sizeof c->driver - 1] = c->platform[sizeof c->platform - 1] = '\0';
+    c->platform_version[sizeof c->platform_version - 1] = '\0';
+    ctx->max_alloc = c->max_alloc;
     return CLATTN_SUCCESS;
 }
 
@@ -166,6 +191,7 @@ void clattn_context_free(clattn_context *ctx)
         clFinish(ctx->queue); /* scratch buffers may still be in use by enqueued work */
     release_mems(ctx->scratch, SCRATCH_COUNT);
     kernels_release(&ctx->kernels);
+    fused_release(ctx);
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->device)
@@ -213,6 +239,11 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
         return cl_error(ctx, err, "clCreateBuffer(temporary)");
     ctx->scratch[slot] = mem;
     ctx->scratch_bytes[slot] = bytes;
+    size_t held = 0;
+    for (int i = 0; i < SCRATCH_COUNT; i++)
+        held += ctx->scratch_bytes[i];
+    if (held > ctx->scratch_peak)
+        ctx->scratch_peak = held;
     *out = mem;
     return CLATTN_SUCCESS;
 }

@@ -29,17 +29,42 @@ typedef struct kernel_set {
     cl_kernel add_bias;
 } kernel_set;
 
+/* One compiled variant of the fused kernel: head sizes and tiles are build options. */
+typedef struct fused_variant {
+    unsigned dk, dv;          /* padded head sizes */
+    unsigned block_m, block_n; /* rows per work-group, keys per tile */
+    cl_program program;
+    cl_kernel kernel;
+    clattn_status failure; /* a variant that did not build on this device is not tried again */
+} fused_variant;
+
+#define FUSED_VARIANTS_MAX 16
+
+/* What the kernels and the tiling choice need to know about the device. */
+typedef struct device_caps {
+    cl_device_type type;
+    cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    cl_ulong local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
+    size_t max_work_group;  /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    char platform[256], platform_version[256], driver[256];
+} device_caps;
+
 struct clattn_context_s {
     cl_context context;
     cl_device_id device;
     cl_command_queue queue;
     char device_name[256];
     cl_ulong max_alloc; /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
-    kernel_set kernels; /* built on first use */
+    device_caps caps;
+    kernel_set kernels; /* the staged path's kernels, built on first use */
+    fused_variant fused[FUSED_VARIANTS_MAX];
+    size_t fused_count;
     char *build_log;
     cl_mem scratch[SCRATCH_COUNT];
     size_t scratch_bytes[SCRATCH_COUNT];
+    size_t scratch_peak; /* most bytes of temporaries held at once: the benchmark reports it */
     char last_error[CLATTN_ERROR_MAX];
+    char last_warning[CLATTN_ERROR_MAX];
 };
 
 /* ---- errors (status.c / context.c) ---- */
@@ -70,11 +95,31 @@ void device_list_free(device_list *list);
 void device_list_describe(const device_list *list, char *buf, size_t size);
 const char *device_type_name(cl_device_type type);
 
-/* ---- programs (program.c) ---- */
+void set_warning(clattn_context *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
 
-/* Build the kernels of ctx if they are not built yet. */
+/* ---- programs (program.c) and their on-disk cache (cache.c) ---- */
+
+/* Build a program from the named files of cl/ (common.cl is always first) with these options,
+ * through the binary cache. On a compile error: CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
+clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
+                            cl_program *out);
+clattn_status kernel_create(clattn_context *ctx, cl_program program, const char *name, cl_kernel *out);
+
+/* Build the staged path's kernels of ctx if they are not built yet. */
 clattn_status kernels_ensure(clattn_context *ctx);
 void kernels_release(kernel_set *set);
+
+/* A program built from `source` with `options`, loaded from the cache, or NULL (not cached, cache
+ * off, or an entry that is damaged or does not load: such an entry is never trusted). */
+cl_program cache_load(clattn_context *ctx, const char *source, const char *options);
+/* Store a built program's binary; failures (read-only or full disk) are ignored. */
+void cache_store(clattn_context *ctx, const char *source, const char *options, cl_program program);
+
+
 
 /* ---- validation (validate.c) ---- */
 
@@ -94,6 +139,7 @@ typedef struct sdpa_shape {
     size_t batch, heads, q_len, kv_len, qk_dim, v_dim;
     float scale;
     clattn_masks masks;
+    clattn_algorithm algorithm;
     size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems, mask_elems;
 } sdpa_shape;
 
@@ -130,7 +176,11 @@ clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_me
 
 /* ---- attention (attention.c) ---- */
 
-/* SDPA on validated shapes and views (shared by clattn_sdpa and clattn_mha). */
+/* CLATTN_ALGORITHM_FUSED cannot return weights nor serve head sizes above FUSED_MAX_HEAD. */
+clattn_status check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted);
+
+/* SDPA on validated shapes and views (shared by clattn_sdpa and clattn_mha): the fused kernel or the
+ * staged path, as s->algorithm and the request decide. */
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
                        tensor_view v, cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse);
 
@@ -140,5 +190,14 @@ clattn_status buffer_from_host(clattn_context *ctx, const float *host, size_t el
 clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, float *host, size_t elems,
                              const char *name);
 void release_mems(cl_mem *mems, size_t n);
+
+/* ---- fused kernel (fused.c) ---- */
+
+/* Largest head size the fused kernel compiles for; larger ones take the staged path. */
+#define FUSED_MAX_HEAD 256
+
+clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                        cl_mem mask, tensor_view out, cl_mem lse);
+void fused_release(clattn_context *ctx);
 
 #endif

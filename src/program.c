@@ -1,5 +1,5 @@
-/* Kernel sources (embedded at build time; CLATTN_KERNEL_DIR overrides them for development), one
- * program per context compiled on first use, with its build log kept for the caller. */
+/* Kernel sources (embedded at build time; CLATTN_KERNEL_DIR overrides them for development), programs
+ * built from them through the binary cache, and the staged path's kernel set. */
 #include "internal.h"
 #include "clattn_kernels.h"
 
@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define KERNEL_COUNT (sizeof embedded_kernels / sizeof embedded_kernels[0])
+#define EMBEDDED_COUNT (sizeof embedded_kernels / sizeof embedded_kernels[0])
+#define PROGRAM_FILES_MAX 8
 
 /* Read a whole file; NULL on failure. */
 static char *read_file(const char *path, size_t *size)
@@ -32,30 +33,48 @@ static char *read_file(const char *path, size_t *size)
     return data;
 }
 
-/* One source text: every kernel file in order, each behind a #line so build logs name the file. */
-static clattn_status assemble_source(clattn_context *ctx, char **out)
+static const char *embedded_source(const char *name)
+{
+    for (size_t i = 0; i < EMBEDDED_COUNT; i++)
+        if (strcmp(embedded_kernels[i].name, name) == 0)
+            return embedded_kernels[i].source;
+    return NULL;
+}
+
+/* One source text: common.cl, then the named files in order, each behind a #line so that build logs
+ * name the file. */
+static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles, char **out)
 {
     const char *dir = getenv("CLATTN_KERNEL_DIR");
     if (dir && !*dir)
         dir = NULL;
-    char *texts[KERNEL_COUNT] = {0};
-    size_t lengths[KERNEL_COUNT];
+    const char *names[PROGRAM_FILES_MAX + 1] = {"common.cl"};
+    char *texts[PROGRAM_FILES_MAX + 1] = {0};
+    size_t lengths[PROGRAM_FILES_MAX + 1];
+    const size_t n = nfiles + 1;
+    for (size_t i = 0; i < nfiles; i++)
+        names[i + 1] = files[i];
     size_t total = 1;
     clattn_status st = CLATTN_SUCCESS;
-    for (size_t i = 0; i < KERNEL_COUNT; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (dir) {
             char path[4096];
-            snprintf(path, sizeof path, "%s/%s", dir, embedded_kernels[i].name);
+            snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             texts[i] = read_file(path, &lengths[i]);
             if (!texts[i]) {
-                st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE,
-                               "CLATTN_KERNEL_DIR is set but %s could not be read", path);
+                st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "CLATTN_KERNEL_DIR is set but %s could not be read",
+                               path);
                 goto done;
             }
         } else {
-            lengths[i] = strlen(embedded_kernels[i].source);
+            const char *src = embedded_source(names[i]);
+            if (!src) { /* a file missing from meson.build's kernel list: a packaging bug */
+                st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "kernel file %s is not embedded", names[i]);
+                goto done;
+            }
+            lengths[i] = strlen(src);
         }
-        total += lengths[i] + strlen(embedded_kernels[i].name) + 32;
+        total += lengths[i] + strlen(names[i]) + 32;
     }
     char *source = malloc(total);
     if (!source) {
@@ -63,16 +82,16 @@ static clattn_status assemble_source(clattn_context *ctx, char **out)
         goto done;
     }
     size_t used = 0;
-    for (size_t i = 0; i < KERNEL_COUNT; i++) {
-        used += (size_t)snprintf(source + used, total - used, "#line 1 \"%s\"\n", embedded_kernels[i].name);
-        memcpy(source + used, texts[i] ? texts[i] : embedded_kernels[i].source, lengths[i]);
+    for (size_t i = 0; i < n; i++) {
+        used += (size_t)snprintf(source + used, total - used, "#line 1 \"%s\"\n", names[i]);
+        memcpy(source + used, texts[i] ? texts[i] : embedded_source(names[i]), lengths[i]);
         used += lengths[i];
         source[used++] = '\n';
     }
     source[used] = '\0';
     *out = source;
 done:
-    for (size_t i = 0; i < KERNEL_COUNT; i++)
+    for (size_t i = 0; i < n; i++)
         free(texts[i]);
     return st;
 }
@@ -91,7 +110,47 @@ static void capture_build_log(clattn_context *ctx, cl_program program)
         ctx->build_log[0] = '\0';
 }
 
-static clattn_status create_kernel(clattn_context *ctx, cl_program program, const char *name, cl_kernel *out)
+clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
+                            cl_program *out)
+{
+    *out = NULL;
+    if (nfiles > PROGRAM_FILES_MAX)
+        return set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "too many kernel files in one program");
+    char *source = NULL;
+    clattn_status st = assemble_source(ctx, files, nfiles, &source);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    cl_program program = cache_load(ctx, source, options);
+    if (program) {
+        free(source);
+        *out = program;
+        return CLATTN_SUCCESS;
+    }
+    cl_int err;
+    const char *text = source;
+    program = clCreateProgramWithSource(ctx->context, 1, &text, NULL, &err);
+    if (err != CL_SUCCESS) {
+        free(source);
+        return cl_error(ctx, err, "clCreateProgramWithSource");
+    }
+    err = clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
+    capture_build_log(ctx, program);
+    if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS)
+        st = set_error(ctx, CLATTN_ERROR_BUILD_FAILED, "kernel build failed on %s (options \"%s\"): %.1200s",
+                       ctx->device_name, options, ctx->build_log ? ctx->build_log : "(no build log)");
+    else if (err != CL_SUCCESS)
+        st = cl_error(ctx, err, "clBuildProgram");
+    if (st == CLATTN_SUCCESS) {
+        cache_store(ctx, source, options, program);
+        *out = program;
+    } else {
+        clReleaseProgram(program);
+    }
+    free(source);
+    return st;
+}
+
+clattn_status kernel_create(clattn_context *ctx, cl_program program, const char *name, cl_kernel *out)
 {
     cl_int err;
     *out = clCreateKernel(program, name, &err);
@@ -120,30 +179,13 @@ clattn_status kernels_ensure(clattn_context *ctx)
 {
     if (ctx->kernels.program)
         return CLATTN_SUCCESS;
-    char *source = NULL;
-    clattn_status st = assemble_source(ctx, &source);
-    if (st != CLATTN_SUCCESS)
-        return st;
-    cl_int err;
-    const char *text = source;
+    static const char *const files[] = {"bias.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
     kernel_set set = {0};
-    set.program = clCreateProgramWithSource(ctx->context, 1, &text, NULL, &err);
-    free(source);
-    if (err != CL_SUCCESS)
-        return cl_error(ctx, err, "clCreateProgramWithSource");
-
-    err = clBuildProgram(set.program, 1, &ctx->device, "-cl-std=CL1.2", NULL, NULL);
-    capture_build_log(ctx, set.program);
-    if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS) {
-        st = set_error(ctx, CLATTN_ERROR_BUILD_FAILED, "kernel build failed on %s: %.1500s", ctx->device_name,
-                       ctx->build_log ? ctx->build_log : "(no build log)");
-    } else if (err != CL_SUCCESS) {
-        st = cl_error(ctx, err, "clBuildProgram");
-    }
-    if (st == CLATTN_SUCCESS) st = create_kernel(ctx, set.program, "clattn_score", &set.score);
-    if (st == CLATTN_SUCCESS) st = create_kernel(ctx, set.program, "clattn_softmax", &set.softmax);
-    if (st == CLATTN_SUCCESS) st = create_kernel(ctx, set.program, "clattn_weighted_sum", &set.weighted_sum);
-    if (st == CLATTN_SUCCESS) st = create_kernel(ctx, set.program, "clattn_add_bias", &set.add_bias);
+    clattn_status st = program_build(ctx, files, sizeof files / sizeof files[0], "-cl-std=CL1.2", &set.program);
+    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_score", &set.score);
+    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_softmax", &set.softmax);
+    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_weighted_sum", &set.weighted_sum);
+    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_add_bias", &set.add_bias);
     if (st != CLATTN_SUCCESS) {
         kernels_release(&set);
         return st;

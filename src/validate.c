@@ -107,6 +107,10 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
             return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.%s is 0", dims[i].name);
     if (!isfinite(desc->scale))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.scale is not finite");
+    if (desc->algorithm != CLATTN_ALGORITHM_AUTO && desc->algorithm != CLATTN_ALGORITHM_FUSED &&
+        desc->algorithm != CLATTN_ALGORITHM_STAGED)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.algorithm has the unknown value %d",
+                         (int)desc->algorithm);
 
     s->batch = desc->batch;
     s->heads = desc->heads;
@@ -116,6 +120,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->v_dim = desc->v_dim ? desc->v_dim : desc->qk_dim;
     s->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->qk_dim));
     s->masks = desc->masks;
+    s->algorithm = desc->algorithm;
 
     size_t bh;
     bool ok = size_mul(s->batch, s->heads, &bh) &&

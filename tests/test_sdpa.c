@@ -185,14 +185,27 @@ START_TEST(test_sdpa_host)
     check_close_named("weights", w, p.rp, p.np, NULL);
     check_close_named("lse", l, p.rl, p.nl, NULL);
 
-    /* weights and lse left out */
-    label(ci, dev, "sdpa_host", " [weights=NULL lse=NULL]");
-    float *o2 = tu_host_alloc(p.no, NULL);
-    st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o2, NULL, NULL);
+    /* the fused kernel: out and lse */
+    label(ci, dev, "sdpa_host", " [fused, weights=NULL]");
+    p.d.algorithm = CLATTN_ALGORITHM_FUSED;
+    float *o2 = tu_host_alloc(p.no, NULL), *l2 = tu_host_alloc(p.nl, NULL);
+    st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o2, NULL, l2);
     ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
                   clattn_last_error(ctx));
     tu_host_check_guard(o2, p.no, "out");
+    tu_host_check_guard(l2, p.nl, "lse");
     check_close_named("out", o2, p.ro, p.no, NULL);
+    check_close_named("lse", l2, p.rl, p.nl, NULL);
+
+    /* the staged path without weights (scores in a temporary, worked through in chunks of heads) */
+    label(ci, dev, "sdpa_host", " [staged, weights=NULL lse=NULL]");
+    p.d.algorithm = CLATTN_ALGORITHM_STAGED;
+    float *o3 = tu_host_alloc(p.no, NULL);
+    st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o3, NULL, NULL);
+    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
+                  clattn_last_error(ctx));
+    tu_host_check_guard(o3, p.no, "out");
+    check_close_named("out", o3, p.ro, p.no, NULL);
 }
 END_TEST
 
@@ -231,9 +244,11 @@ START_TEST(test_sdpa_mem)
         tu_dev_check_guard(ctx, mm, p.nm, "mask");
     }
 
-    /* again with one or both optional outputs left out (alternating over the table) */
+    /* again with one or both optional outputs left out (alternating over the table); without weights
+     * the default (AUTO) runs the fused kernel */
     int variant = (int)(ci % 3);
-    static const char *const names[] = {" [weights=NULL lse=NULL]", " [weights=NULL]", " [lse=NULL]"};
+    static const char *const names[] = {" [auto: fused, weights=NULL lse=NULL]", " [auto: fused, weights=NULL]",
+                                        " [lse=NULL]"};
     label(ci, dev, "sdpa", names[variant]);
     cl_mem mo2 = tu_dev_alloc(ctx, p.no, NULL);
     cl_mem mw2 = variant == 2 ? tu_dev_alloc(ctx, p.np, NULL) : NULL;
@@ -304,6 +319,7 @@ START_TEST(test_sdpa_many_heads)
     d.masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, CH_B, CH_S, kl);
     kl[2] = 700;
     d.masks.additive = CLATTN_MASK_L_S;
+    d.algorithm = CLATTN_ALGORITHM_STAGED; /* the fused kernel would need no scores at all */
     const size_t BH = CH_B * CH_H, nq = BH * CH_L * CH_D, nk = BH * CH_S * CH_D,
                  nv = BH * CH_S * CH_DV, no = BH * CH_L * CH_DV, nl = BH * CH_L, nm = CH_L * CH_S;
     float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv), *mask;

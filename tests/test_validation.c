@@ -110,6 +110,8 @@ enum sdpa_mut {
     S_SCALE_INF,
     S_SCALE_NINF,
     S_EXCEEDS,
+    S_ALGO_7,
+    S_FUSED_WITH_WEIGHTS,
 };
 
 #define NA CLATTN_ERROR_NULL_ARGUMENT
@@ -154,6 +156,8 @@ static const bad_case sdpa_bad[] = {
     {S_SCALE_NAN, IV, 0, "scale NaN"},
     {S_SCALE_INF, IV, 0, "scale +inf"},
     {S_SCALE_NINF, IV, 0, "scale -inf"},
+    {S_ALGO_7, IV, 0, "algorithm = 7"},
+    {S_FUSED_WITH_WEIGHTS, IV, 0, "CLATTN_ALGORITHM_FUSED with a weights output"},
 };
 #define N_SDPA_BAD (sizeof sdpa_bad / sizeof sdpa_bad[0])
 
@@ -182,6 +186,8 @@ static const bad_case sdpa_host_bad[] = {
     {S_SCALE_INF, IV, 0, "scale +inf"},
     {S_SCALE_NINF, IV, 0, "scale -inf"},
     {S_EXCEEDS, XL, 0, "B=H=64, L=S=2^20 with weights: larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE"},
+    {S_ALGO_7, IV, 0, "algorithm = 7"},
+    {S_FUSED_WITH_WEIGHTS, IV, 0, "CLATTN_ALGORITHM_FUSED with a weights output"},
 };
 #define N_SDPA_HOST_BAD (sizeof sdpa_host_bad / sizeof sdpa_host_bad[0])
 
@@ -363,6 +369,8 @@ static void run_sdpa_bad(int api, const bad_case *bc, size_t dev)
     case S_SCALE_NAN: f.d.scale = NAN; break;
     case S_SCALE_INF: f.d.scale = INFINITY; break;
     case S_SCALE_NINF: f.d.scale = -INFINITY; break;
+    case S_ALGO_7: f.d.algorithm = (clattn_algorithm)7; break;
+    case S_FUSED_WITH_WEIGHTS: f.d.algorithm = CLATTN_ALGORITHM_FUSED; break; /* the fixture asks for weights */
     case S_EXCEEDS:
         /* sizes fit in size_t but the weights are 2^54 bytes; small dummy arrays must not be touched */
         f.d.batch = 64;
@@ -1563,7 +1571,10 @@ static void kernel_fixture_teardown(void)
 }
 
 /* A good small sdpa on a new context: returns its status; out stays sentinel on failure. */
-static clattn_status fresh_sdpa(clattn_context *ctx, float **out_host, size_t *no)
+/* A small SDPA on a fresh context; `algorithm` picks the path (AUTO runs the fused kernel: no weights
+ * are asked for). */
+static clattn_status fresh_sdpa_with(clattn_context *ctx, clattn_algorithm algorithm, float **out_host, size_t *no,
+                                     double *ref)
 {
     clattn_sdpa_desc d;
     memset(&d, 0, sizeof d);
@@ -1572,39 +1583,38 @@ static clattn_status fresh_sdpa(clattn_context *ctx, float **out_host, size_t *n
     d.q_len = 3;
     d.kv_len = 4;
     d.qk_dim = 2;
+    d.algorithm = algorithm;
     float q[6], k[8], v[8];
     tu_fill_uniform(q, 6, 1.0f, 1);
     tu_fill_uniform(k, 8, 1.0f, 2);
     tu_fill_uniform(v, 8, 1.0f, 3);
+    if (ref)
+        ref_sdpa(&d, q, k, v, NULL, ref, NULL, NULL);
     *no = 6;
     *out_host = tu_host_alloc(6, NULL);
     return clattn_sdpa_host(ctx, &d, q, k, v, NULL, *out_host, NULL, NULL);
 }
 
-START_TEST(test_kernel_build_failure)
+static clattn_status fresh_sdpa(clattn_context *ctx, float **out_host, size_t *no)
 {
-    size_t dev = (size_t)_i;
-    tu_set_label("kernel build failure on %s", tu_dev_spec[dev]);
+    return fresh_sdpa_with(ctx, CLATTN_ALGORITHM_AUTO, out_host, no, NULL);
+}
+
+/* Copies every file of CLATTN_SOURCE_CL_DIR into tmpdir, appending a syntax error to `victim`.
+ * Returns 0 when the variable is not set (the test is then skipped). */
+static int make_broken_kernel_dir(const char *victim)
+{
     const char *src = getenv("CLATTN_SOURCE_CL_DIR");
     if (!src || !src[0]) {
         fprintf(stderr, "note: CLATTN_SOURCE_CL_DIR not set, kernel build failure test skipped\n");
-        return;
+        return 0;
     }
     make_tmpdir();
     DIR *dir = opendir(src);
     ck_assert_msg(dir != NULL, "opendir(%s): %s", src, strerror(errno));
-    int have_softmax = 0, ncl = 0;
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        if (strcmp(e->d_name, "softmax.cl") == 0)
-            have_softmax = 1;
-        size_t l = strlen(e->d_name);
-        if (l > 3 && strcmp(e->d_name + l - 3, ".cl") == 0)
-            ncl++;
-    }
-    rewinddir(dir);
-    ck_assert_msg(ncl > 0, "no .cl files in CLATTN_SOURCE_CL_DIR=%s", src);
     static const char broken[] = "\n__kernel void clattn_broken_on_purpose( { this is not OpenCL C ;\n";
+    int found = 0;
+    struct dirent *e;
     while ((e = readdir(dir)) != NULL) {
         char from[1024], to[1024];
         snprintf(from, sizeof from, "%s/%s", src, e->d_name);
@@ -1612,28 +1622,25 @@ START_TEST(test_kernel_build_failure)
         if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode))
             continue;
         snprintf(to, sizeof to, "%s/%s", tmpdir, e->d_name);
-        size_t l = strlen(e->d_name);
-        int is_cl = l > 3 && strcmp(e->d_name + l - 3, ".cl") == 0;
-        int breaks = have_softmax ? strcmp(e->d_name, "softmax.cl") == 0
-                                  : (is_cl && strstr(e->d_name, ".h.cl") == NULL);
+        int breaks = strcmp(e->d_name, victim) == 0;
+        found |= breaks;
         copy_file(from, to, breaks ? broken : NULL);
     }
     closedir(dir);
+    ck_assert_msg(found, "%s not found in CLATTN_SOURCE_CL_DIR=%s", victim, src);
+    return 1;
+}
 
-    setenv("CLATTN_KERNEL_DIR", tmpdir, 1);
-    clattn_context *ctx = NULL;
-    clattn_status st = clattn_context_create(&ctx, tu_dev_spec[dev]);
-    ck_assert_msg(st == CLATTN_SUCCESS && ctx, "context_create: %s: %s", clattn_status_string(st),
-                  clattn_last_error(NULL));
-    float *out;
-    size_t no;
-    /* the OpenCL compiler may print its diagnostics to stderr: keep the test output quiet */
+/* Runs fn with the OpenCL compiler's diagnostics (printed to stderr by some runtimes) silenced. */
+static clattn_status quietly(clattn_status (*fn)(clattn_context *, clattn_algorithm, float **, size_t *, double *),
+                             clattn_context *ctx, clattn_algorithm algorithm, float **out, size_t *no, double *ref)
+{
     fflush(stderr);
     int saved_stderr = dup(2);
     int devnull = open("/dev/null", O_WRONLY);
     if (saved_stderr >= 0 && devnull >= 0)
         dup2(devnull, 2);
-    st = fresh_sdpa(ctx, &out, &no);
+    clattn_status st = fn(ctx, algorithm, out, no, ref);
     fflush(stderr);
     if (saved_stderr >= 0 && devnull >= 0)
         dup2(saved_stderr, 2);
@@ -1641,6 +1648,24 @@ START_TEST(test_kernel_build_failure)
         close(saved_stderr);
     if (devnull >= 0)
         close(devnull);
+    return st;
+}
+
+/* common.cl is part of every program: nothing builds, the call fails with the log available. */
+START_TEST(test_kernel_build_failure)
+{
+    size_t dev = (size_t)_i;
+    tu_set_label("kernel build failure on %s", tu_dev_spec[dev]);
+    if (!make_broken_kernel_dir("common.cl"))
+        return;
+    setenv("CLATTN_KERNEL_DIR", tmpdir, 1);
+    clattn_context *ctx = NULL;
+    clattn_status st = clattn_context_create(&ctx, tu_dev_spec[dev]);
+    ck_assert_msg(st == CLATTN_SUCCESS && ctx, "context_create: %s: %s", clattn_status_string(st),
+                  clattn_last_error(NULL));
+    float *out;
+    size_t no;
+    st = quietly(fresh_sdpa_with, ctx, CLATTN_ALGORITHM_AUTO, &out, &no, NULL);
     unsetenv("CLATTN_KERNEL_DIR");
     const char *log = clattn_build_log(ctx);
     const char *err = clattn_last_error(ctx);
@@ -1655,6 +1680,39 @@ START_TEST(test_kernel_build_failure)
     ck_assert_msg(ok_status, "%s: expected CLATTN_ERROR_BUILD_FAILED: %s", tu_label(), msg);
     ck_assert_msg(ok_log, "%s: %s", tu_label(), msg);
     ck_assert_msg(ok_err, "%s: %s", tu_label(), msg);
+    ck_assert_msg(untouched, "%s: out written by a failing call", tu_label());
+}
+END_TEST
+
+/* Only the fused kernel fails to build: AUTO falls back to the staged path with a warning and the
+ * right answer; asking for FUSED explicitly is an error. */
+START_TEST(test_fused_build_failure_falls_back)
+{
+    size_t dev = (size_t)_i;
+    tu_set_label("fused kernel build failure on %s", tu_dev_spec[dev]);
+    if (!make_broken_kernel_dir("flash_attention.cl"))
+        return;
+    setenv("CLATTN_KERNEL_DIR", tmpdir, 1);
+    clattn_context *ctx = NULL;
+    clattn_status st = clattn_context_create(&ctx, tu_dev_spec[dev]);
+    ck_assert_msg(st == CLATTN_SUCCESS && ctx, "context_create: %s: %s", clattn_status_string(st),
+                  clattn_last_error(NULL));
+    float *out, *out2;
+    size_t no;
+    double ref[6];
+    clattn_status auto_st = quietly(fresh_sdpa_with, ctx, CLATTN_ALGORITHM_AUTO, &out, &no, ref);
+    char warning[512];
+    snprintf(warning, sizeof warning, "%s", clattn_last_warning(ctx));
+    clattn_status fused_st = quietly(fresh_sdpa_with, ctx, CLATTN_ALGORITHM_FUSED, &out2, &no, NULL);
+    unsetenv("CLATTN_KERNEL_DIR");
+    int untouched = tu_host_all_sentinel(out2, no);
+    clattn_context_free(ctx);
+    ck_assert_msg(auto_st == CLATTN_SUCCESS, "%s: AUTO should fall back to the staged path, got %s", tu_label(),
+                  clattn_status_string(auto_st));
+    ck_assert_msg(warning[0] != '\0', "%s: the fallback left no warning", tu_label());
+    check_close_named("out (staged fallback)", out, ref, no, NULL);
+    ck_assert_msg(fused_st == CLATTN_ERROR_BUILD_FAILED, "%s: explicit FUSED: expected BUILD_FAILED, got %s",
+                  tu_label(), clattn_status_string(fused_st));
     ck_assert_msg(untouched, "%s: out written by a failing call", tu_label());
 }
 END_TEST
@@ -1864,6 +1922,7 @@ static Suite *make_suite(void)
     tc = tu_tcase("kernel_sources");
     tcase_add_checked_fixture(tc, NULL, kernel_fixture_teardown);
     tcase_add_loop_test(tc, test_kernel_build_failure, 0, (int)tu_ndev);
+    tcase_add_loop_test(tc, test_fused_build_failure_falls_back, 0, (int)tu_ndev);
     tcase_add_loop_test(tc, test_kernel_source_missing, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     return s;

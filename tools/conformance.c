@@ -65,7 +65,7 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
     for (size_t b = 0; b < c->B; b++)
         lengths[b] = b == 0 ? c->S / 2 : c->S - b; /* ragged lengths */
     clattn_sdpa_desc d = {c->B, c->H, c->L, c->S, c->D, c->Dv, 0.0f,
-                          {c->causal, c->key_lengths ? lengths : NULL, c->additive}};
+                          {c->causal, c->key_lengths ? lengths : NULL, c->additive}, CLATTN_ALGORITHM_STAGED};
     const size_t bh = c->B * c->H, nq = bh * c->L * c->D, nk = bh * c->S * c->D, nv = bh * c->S * c->Dv;
     const size_t no = bh * c->L * c->Dv, nw = bh * c->L * c->S, nl = bh * c->L;
     const size_t nm = c->additive == CLATTN_MASK_L_S ? c->L * c->S : c->additive == CLATTN_MASK_B_H_L_S ? nw : 0;
@@ -78,16 +78,20 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
         float *q = f, *k = q + nq, *v = k + nk, *mask = v + nv, *out = mask + nm, *w = out + no, *lse = w + nw;
         fill(q, nq + nk + nv, seed, false);
         fill(mask, nm, seed, true);
+        ref_sdpa(&d, q, k, v, nm ? mask : NULL, ref, ref + no, ref + no + nw);
+        /* The staged path with the weights, then the fused kernel (which has none). */
         clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, w, lse);
-        if (st != CLATTN_SUCCESS) {
+        ok = st == CLATTN_SUCCESS && compare("staged out", out, ref, no, r) &&
+             compare("weights", w, ref + no, nw, r) && compare("staged lse", lse, ref + no + nw, nl, r);
+        if (ok) {
+            d.algorithm = CLATTN_ALGORITHM_FUSED;
+            st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, NULL, lse);
+            ok = st == CLATTN_SUCCESS && compare("fused out", out, ref, no, r) &&
+                 compare("fused lse", lse, ref + no + nw, nl, r);
+        }
+        if (st != CLATTN_SUCCESS)
             snprintf(r->message, sizeof r->message, "case %zu: %s: %s", r->cases, clattn_status_string(st),
                      clattn_last_error(ctx));
-            ok = false;
-        } else {
-            ref_sdpa(&d, q, k, v, nm ? mask : NULL, ref, ref + no, ref + no + nw);
-            ok = compare("out", out, ref, no, r) && compare("weights", w, ref + no, nw, r) &&
-                 compare("lse", lse, ref + no + nw, nl, r);
-        }
     }
     free(f);
     free(ref);

@@ -126,7 +126,12 @@ typedef struct clattn_context_s clattn_context;
 /* Create a context on the device chosen by `spec` (see clattn_device_select). Kernels are compiled
  * on the first call that needs them and reused for the life of the context. For kernel development,
  * the environment variable CLATTN_KERNEL_DIR names a folder whose .cl files replace the embedded ones
- * (read at that first compile; a missing file gives CLATTN_ERROR_KERNEL_SOURCE). */
+ * (read at that first compile; a missing file gives CLATTN_ERROR_KERNEL_SOURCE).
+ *
+ * Compiled programs are cached on disk under $XDG_CACHE_HOME/clattn (else ~/.cache/clattn), keyed by
+ * kernel source, build options, platform, device, driver and library version; a damaged or
+ * mismatched entry is rebuilt from source. CLATTN_CACHE=0 turns the cache off. CLATTN_TILE=MxN (e.g.
+ * 32x16) overrides the fused kernel's rows-per-work-group M and keys-per-tile N, for experiments. */
 CLATTN_API clattn_status clattn_context_create(clattn_context **ctx, const char *spec);
 
 /* Wrap an application's own OpenCL objects. The queue must be in-order and belong to `context` and
@@ -150,6 +155,10 @@ CLATTN_API clattn_status clattn_finish(clattn_context *ctx);
  * any context (device queries, clattn_context_create). Never NULL; "" when there is nothing to say. */
 CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
 
+/* The last warning of this context ("" if none): e.g. that the fused kernel did not build on this
+ * device and the staged path ran instead. Warnings do not change a call's status. */
+CLATTN_API const char *clattn_last_warning(const clattn_context *ctx);
+
 /* The OpenCL C compiler's full log from the last kernel build in this context ("" if none). After
  * CLATTN_ERROR_BUILD_FAILED it says why the kernels did not compile. */
 CLATTN_API const char *clattn_build_log(const clattn_context *ctx);
@@ -163,6 +172,20 @@ typedef enum clattn_causal {
     CLATTN_CAUSAL_TOP_LEFT = 1,     /* query i sees keys 0..i (PyTorch's is_causal) */
     CLATTN_CAUSAL_BOTTOM_RIGHT = 2  /* query i sees keys 0..i+S−L (decoding with a KV cache) */
 } clattn_causal;
+
+/* Which implementation runs attention. */
+typedef enum clattn_algorithm {
+    /* The fused kernel when the caller does not ask for the weights and the head sizes are at most
+     * 256; otherwise, or if the fused kernel does not build on this device, the staged path (a
+     * fallback that is recorded in clattn_last_warning). */
+    CLATTN_ALGORITHM_AUTO = 0,
+    /* One fused "flash" kernel with an online softmax: memory O(L·D), never L×S. Cannot return the
+     * weights (asking for them is CLATTN_ERROR_INVALID_VALUE). */
+    CLATTN_ALGORITHM_FUSED = 1,
+    /* Score, softmax and weighted-sum as separate launches through an L×S score matrix (worked
+     * through in chunks of heads when the weights are not wanted). */
+    CLATTN_ALGORITHM_STAGED = 2
+} clattn_algorithm;
 
 typedef enum clattn_mask_layout {
     CLATTN_MASK_NONE = 0,
@@ -191,6 +214,7 @@ typedef struct clattn_sdpa_desc {
     size_t v_dim;    /* Dv: head size of V and O; 0 means "same as qk_dim" */
     float scale;     /* multiplies Q·Kᵀ; 0 means 1/√Dqk. Must be finite. */
     clattn_masks masks;
+    clattn_algorithm algorithm; /* 0: CLATTN_ALGORITHM_AUTO */
 } clattn_sdpa_desc;
 
 /* O = softmax(Q·Kᵀ·scale + masks)·V.
@@ -222,6 +246,7 @@ typedef struct clattn_mha_desc {
     size_t out_dim;   /* columns of W_O; 0 means model_dim. Ignored without W_O. */
     float scale;      /* 0 means 1/√Dqk */
     clattn_masks masks;
+    clattn_algorithm algorithm; /* 0: CLATTN_ALGORITHM_AUTO */
 } clattn_mha_desc;
 
 /* The weights of a layer as device buffers. Biases and W_O/b_O may be NULL; b_O without W_O is

@@ -1,0 +1,185 @@
+/* On-disk cache of compiled program binaries, so that a fresh process skips the (slow) OpenCL C
+ * compile. An entry is keyed by everything that can change the binary — kernel source, build options,
+ * platform and its version, device, driver and library version — and carries that key and a checksum
+ * of the binary, both checked on load: a stale, truncated or damaged entry is rebuilt from source,
+ * never trusted. Entries are written under a temporary name and renamed, so a concurrent process never
+ * reads half a file. Every failure here only means "no cache". */
+#define _POSIX_C_SOURCE 200809L
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char cache_magic[8] = {'C', 'L', 'A', 'T', 'T', 'N', 'P', 'B'};
+#define CACHE_FORMAT 1u
+#define CACHE_MAX_BINARY ((uint64_t)512 << 20)
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static bool cache_enabled(void)
+{
+    const char *v = getenv("CLATTN_CACHE");
+    return !(v && strcmp(v, "0") == 0);
+}
+
+/* $XDG_CACHE_HOME/clattn, else $HOME/.cache/clattn; false when neither is set. */
+static bool cache_dir(char *out, size_t size)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    int n;
+    if (xdg && *xdg)
+        n = snprintf(out, size, "%s/clattn", xdg);
+    else if (home && *home)
+        n = snprintf(out, size, "%s/.cache/clattn", home);
+    else
+        return false;
+    return n > 0 && (size_t)n < size;
+}
+
+/* The key text names everything the binary depends on; its hash names the file. */
+static char *make_key(clattn_context *ctx, const char *source, const char *options)
+{
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, source, strlen(source));
+    const device_caps *c = &ctx->caps;
+    size_t size = strlen(options) + strlen(ctx->device_name) + strlen(c->platform) + strlen(c->platform_version) +
+                  strlen(c->driver) + 256;
+    char *key = malloc(size);
+    if (key)
+        snprintf(key, size,
+                 "clattn %s\nplatform %s\nplatform-version %s\ndevice %s\ndriver %s\noptions %s\nsource %016llx %zu\n",
+                 CLATTN_VERSION_STRING, c->platform, c->platform_version, ctx->device_name, c->driver, options,
+                 (unsigned long long)h, strlen(source));
+    return key;
+}
+
+static bool entry_path(const char *key, char *out, size_t size)
+{
+    char dir[4096];
+    if (!cache_dir(dir, sizeof dir))
+        return false;
+    uint64_t a = fnv1a(0xcbf29ce484222325ull, key, strlen(key));
+    uint64_t b = fnv1a(0x84222325cbf29ce4ull, key, strlen(key));
+    int n = snprintf(out, size, "%s/%016llx%016llx.bin", dir, (unsigned long long)a, (unsigned long long)b);
+    return n > 0 && (size_t)n < size;
+}
+
+static bool read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n; }
+
+cl_program cache_load(clattn_context *ctx, const char *source, const char *options)
+{
+    if (!cache_enabled())
+        return NULL;
+    char *key = make_key(ctx, source, options), path[4200];
+    if (!key || !entry_path(key, path, sizeof path)) {
+        free(key);
+        return NULL;
+    }
+    FILE *f = fopen(path, "rb");
+    unsigned char *binary = NULL;
+    cl_program program = NULL;
+    char magic[8];
+    uint32_t format, key_len;
+    uint64_t binary_len, checksum;
+    char *stored_key = NULL;
+    if (!f || !read_exact(f, magic, 8) || memcmp(magic, cache_magic, 8) != 0 || !read_exact(f, &format, 4) ||
+        format != CACHE_FORMAT || !read_exact(f, &key_len, 4) || key_len != strlen(key))
+        goto done;
+    stored_key = malloc(key_len);
+    if (!stored_key || !read_exact(f, stored_key, key_len) || memcmp(stored_key, key, key_len) != 0 ||
+        !read_exact(f, &binary_len, 8) || !read_exact(f, &checksum, 8) || binary_len == 0 ||
+        binary_len > CACHE_MAX_BINARY)
+        goto done;
+    binary = malloc((size_t)binary_len);
+    if (!binary || !read_exact(f, binary, (size_t)binary_len) || fgetc(f) != EOF ||
+        fnv1a(0xcbf29ce484222325ull, binary, (size_t)binary_len) != checksum)
+        goto done;
+    cl_int err, binary_status;
+    const unsigned char *bin = binary;
+    size_t len = (size_t)binary_len;
+    program = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &len, &bin, &binary_status, &err);
+    if (err != CL_SUCCESS || binary_status != CL_SUCCESS) {
+        if (err == CL_SUCCESS)
+            clReleaseProgram(program);
+        program = NULL;
+        goto done;
+    }
+    if (clBuildProgram(program, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(program); /* a binary the driver no longer accepts: rebuild from source */
+        program = NULL;
+    }
+done:
+    if (f)
+        fclose(f);
+    free(binary);
+    free(stored_key);
+    free(key);
+    return program;
+}
+
+/* mkdir -p for the cache folder. */
+static bool make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t n = strlen(path);
+    if (n >= sizeof buf)
+        return false;
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+                return false;
+            buf[i] = c;
+        }
+    }
+    return true;
+}
+
+void cache_store(clattn_context *ctx, const char *source, const char *options, cl_program program)
+{
+    if (!cache_enabled())
+        return;
+    size_t len = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || len == 0 ||
+        len > CACHE_MAX_BINARY)
+        return;
+    unsigned char *binary = malloc(len);
+    char *key = make_key(ctx, source, options), dir[4096], path[4200], tmp[4300];
+    if (!binary || !key || clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) != CL_SUCCESS ||
+        !cache_dir(dir, sizeof dir) || !make_dirs(dir) || !entry_path(key, path, sizeof path))
+        goto done;
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!f) {
+        if (fd >= 0)
+            close(fd);
+        goto done;
+    }
+    uint32_t format = CACHE_FORMAT, key_len = (uint32_t)strlen(key);
+    uint64_t binary_len = len, checksum = fnv1a(0xcbf29ce484222325ull, binary, len);
+    bool ok = fwrite(cache_magic, 1, 8, f) == 8 && fwrite(&format, 4, 1, f) == 1 && fwrite(&key_len, 4, 1, f) == 1 &&
+              fwrite(key, 1, key_len, f) == key_len && fwrite(&binary_len, 8, 1, f) == 1 &&
+              fwrite(&checksum, 8, 1, f) == 1 && fwrite(binary, 1, len, f) == len && fflush(f) == 0;
+    ok = fclose(f) == 0 && ok;
+    if (!ok || rename(tmp, path) != 0)
+        remove(tmp); /* a full or read-only disk: carry on without the cache */
+done:
+    free(binary);
+    free(key);
+}

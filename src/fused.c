@@ -1,0 +1,179 @@
+/* The fused ("flash") attention kernel: which compiled variant serves a head size, how large its tiles
+ * are on this device, and its launch. */
+#include "internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Head sizes are compiled in, rounded up to a multiple of 16: few variants, little padding. */
+static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
+
+/* Tiles from the device's limits: BLOCK_M query rows per work-group (one per work-item), BLOCK_N keys
+ * per local-memory tile. CPUs (PoCL) like wide groups that vectorise across rows and short tiles that
+ * stay in L1; GPUs like 64-row groups and tiles of 32 keys when local memory allows. CLATTN_TILE=MxN
+ * overrides both, within the device's limits. */
+static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, unsigned *bm, unsigned *bn)
+{
+    unsigned m = 64, n = (ctx->caps.type & CL_DEVICE_TYPE_CPU) ? 16 : 32;
+    const char *env = getenv("CLATTN_TILE");
+    if (env && *env) {
+        unsigned em, en;
+        char tail;
+        if (sscanf(env, "%ux%u%c", &em, &en, &tail) == 2 && em >= 1 && em <= 1024 && en >= 1 && en <= 256) {
+            m = em;
+            n = en;
+        } else {
+            set_warning(ctx, "CLATTN_TILE=\"%.32s\" is not MxN (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256); using the defaults", env);
+        }
+    }
+    while (m > 1 && m > ctx->caps.max_work_group)
+        m /= 2;
+    while (n > 1 && (cl_ulong)n * (dk + dv) * sizeof(float) > ctx->caps.local_mem)
+        n /= 2;
+    *bm = m;
+    *bn = n;
+}
+
+static void variant_release(fused_variant *v)
+{
+    if (v->kernel)
+        clReleaseKernel(v->kernel);
+    if (v->program)
+        clReleaseProgram(v->program);
+    v->kernel = NULL;
+    v->program = NULL;
+}
+
+void fused_release(clattn_context *ctx)
+{
+    for (size_t i = 0; i < ctx->fused_count; i++)
+        variant_release(&ctx->fused[i]);
+    ctx->fused_count = 0;
+}
+
+static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
+{
+    static const char *const files[] = {"flash_attention.cl"};
+    char options[160];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DDK=%u -DDV=%u", v->block_m,
+             v->block_n, v->dk, v->dv);
+    clattn_status st = program_build(ctx, files, 1, options, &v->program);
+    if (st == CLATTN_SUCCESS)
+        st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
+    if (st != CLATTN_SUCCESS)
+        variant_release(v);
+    return st;
+}
+
+/* The kernel for head sizes (dk, dv), built on first use. A device may not launch the group size we
+ * asked for with this kernel's register and local-memory use (CL_KERNEL_WORK_GROUP_SIZE): then it is
+ * rebuilt with fewer rows per group. */
+static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv, fused_variant **out)
+{
+    const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
+    for (size_t i = 0; i < ctx->fused_count; i++)
+        if (ctx->fused[i].dk == pdk && ctx->fused[i].dv == pdv) {
+            *out = &ctx->fused[i];
+            if (ctx->fused[i].failure != CLATTN_SUCCESS)
+                return set_error(ctx, ctx->fused[i].failure, "the fused kernel for head sizes %u/%u did not build "
+                                 "on this device earlier", pdk, pdv);
+            return CLATTN_SUCCESS;
+        }
+    if (ctx->fused_count == FUSED_VARIANTS_MAX) { /* many head sizes in one context: start over */
+        clFinish(ctx->queue);
+        fused_release(ctx);
+    }
+    fused_variant v = {pdk, pdv, 0, 0, NULL, NULL, CLATTN_SUCCESS};
+    choose_tiles(ctx, pdk, pdv, &v.block_m, &v.block_n);
+    for (;;) {
+        clattn_status st = variant_build(ctx, &v);
+        if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
+            v.failure = st;
+            ctx->fused[ctx->fused_count++] = v;
+        }
+        if (st != CLATTN_SUCCESS)
+            return st;
+        size_t launchable = 0;
+        cl_int err = clGetKernelWorkGroupInfo(v.kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof launchable,
+                                              &launchable, NULL);
+        if (err != CL_SUCCESS) {
+            variant_release(&v);
+            return cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+        }
+        if (launchable >= v.block_m)
+            break;
+        variant_release(&v);
+        if (launchable == 0)
+            return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel cannot launch on %s",
+                             ctx->device_name);
+        while (v.block_m > launchable)
+            v.block_m /= 2;
+    }
+    ctx->fused[ctx->fused_count] = v;
+    *out = &ctx->fused[ctx->fused_count++];
+    return CLATTN_SUCCESS;
+}
+
+/* Sets kernel arguments in order, keeping the first failure. */
+typedef struct arg_list {
+    cl_kernel kernel;
+    cl_uint next;
+    cl_int err;
+} arg_list;
+
+static void arg(arg_list *a, size_t size, const void *value)
+{
+    if (a->err == CL_SUCCESS)
+        a->err = clSetKernelArg(a->kernel, a->next, size, value);
+    a->next++;
+}
+static void arg_mem(arg_list *a, cl_mem m) { arg(a, sizeof m, &m); }
+static void arg_ulong(arg_list *a, size_t v) { cl_ulong u = v; arg(a, sizeof u, &u); }
+static void arg_view(arg_list *a, tensor_view t)
+{
+    arg_mem(a, t.buf);
+    arg_ulong(a, t.batch_stride);
+    arg_ulong(a, t.head_stride);
+    arg_ulong(a, t.row_stride);
+}
+
+clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                        cl_mem mask, tensor_view out, cl_mem lse)
+{
+    if (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD)
+        return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel supports head sizes up to %d, not %zu",
+                         FUSED_MAX_HEAD, s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
+    fused_variant *fv = NULL;
+    cl_mem key_lengths = NULL;
+    clattn_status st = fused_variant_get(ctx, s->qk_dim, s->v_dim, &fv);
+    if (st != CLATTN_SUCCESS || (st = upload_key_lengths(ctx, s, &key_lengths)) != CLATTN_SUCCESS)
+        return st;
+    arg_list a = {fv->kernel, 0, CL_SUCCESS};
+    arg_view(&a, q);
+    arg_view(&a, k);
+    arg_view(&a, v);
+    arg_view(&a, out);
+    arg_mem(&a, lse);
+    arg_ulong(&a, s->heads);
+    arg_ulong(&a, s->q_len);
+    arg_ulong(&a, s->kv_len);
+    arg_ulong(&a, s->qk_dim);
+    arg_ulong(&a, s->v_dim);
+    arg(&a, sizeof s->scale, &s->scale);
+    cl_int causal = (cl_int)s->masks.causal, layout = mask ? (cl_int)s->masks.additive : 0;
+    arg(&a, sizeof causal, &causal);
+    arg_mem(&a, key_lengths);
+    arg_mem(&a, mask);
+    arg(&a, sizeof layout, &layout);
+    if (a.err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)a.err, "clSetKernelArg(fused attention, argument %u) failed: %s",
+                         a.next - 1, clattn_status_string((clattn_status)a.err));
+    const size_t local[2] = {fv->block_m, 1};
+    const size_t global[2] = {(s->q_len + fv->block_m - 1) / fv->block_m * fv->block_m, s->batch * s->heads};
+    cl_int err = clEnqueueNDRangeKernel(ctx->queue, fv->kernel, 2, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "enqueueing the fused attention kernel failed: %s",
+                         clattn_status_string((clattn_status)err));
+    return CLATTN_SUCCESS;
+}
