@@ -1,15 +1,67 @@
 /* Fused attention ("flash" style): O = softmax(Q·Kᵀ·scale + masks)·V in one pass over the keys, with
  * an online softmax, so nothing of size L×S is ever stored.
  *
- * One work-item owns one query row: its scaled q and its output accumulator live in private memory,
- * and the running maximum m and sum l in two floats. A work-group of BLOCK_M rows walks the keys in
- * tiles of BLOCK_N: the tile's K and V rows are staged in local memory by the whole group, then every
- * row scores the tile, rescales its accumulator once per tile, and adds the tile's weighted values.
- * The division by l happens once, at the end.
+ * One work-item owns ROWS adjacent query rows: their scaled q and output accumulators live in private
+ * memory, their running maxima m and sums l in floats. A work-group of BLOCK_M work-items walks the
+ * keys in tiles of BLOCK_N, staged in local memory by the whole group: K transposed (kt[d][j]) and V
+ * as it is (vt[j][d]). Each row then takes the tile VEC keys at a time:
+ *   s = Σ_d q[d]·kt[d][j..j+VEC)         VEC-wide multiply-adds, no horizontal sums;
+ *   acc[d..d+VEC) += p_j · vt[j][d..]     VEC-wide again, for each key j.
+ * Every vector loaded from the tile serves all ROWS rows of the work-item. VEC is the device's native
+ * float vector width and ROWS 4 on CPUs, whose SIMD lanes and registers this fills within one
+ * work-item; both are 1 on GPUs, where the lanes are the work-items themselves. An accumulator is
+ * rescaled only when its row maximum grows, and divided by l once, at the end.
  *
- * Build options: BLOCK_M, BLOCK_N (tile sizes, chosen per device) and DK, DV (head sizes rounded up
- * to a multiple of 16; the padding is zero and costs no correctness). Causal and key-length masks end
- * the walk at the last tile any row of the group can see, so wholly masked tiles are never computed. */
+ * Build options: BLOCK_M, BLOCK_N (a multiple of VEC), VEC, ROWS, and DK, DV (head sizes rounded up
+ * to a multiple of 16; the padding is zero). Keys a row cannot see — causal masks and key lengths —
+ * end the work-item's walk at its last row's limit, and tiles no row of the group can see are never
+ * loaded. */
+
+#if VEC == 16
+typedef float16 vec_t;
+#define VLOAD(p) vload16(0, (p))
+#define VSTORE(v, p) vstore16((v), 0, (p))
+#define HMAX(x) hmax8(fmax((x).lo, (x).hi))
+#define HSUM(x) hsum8((x).lo + (x).hi)
+#elif VEC == 8
+typedef float8 vec_t;
+#define VLOAD(p) vload8(0, (p))
+#define VSTORE(v, p) vstore8((v), 0, (p))
+#define HMAX(x) hmax8(x)
+#define HSUM(x) hsum8(x)
+#elif VEC == 4
+typedef float4 vec_t;
+#define VLOAD(p) vload4(0, (p))
+#define VSTORE(v, p) vstore4((v), 0, (p))
+#define HMAX(x) hmax4(x)
+#define HSUM(x) hsum4(x)
+#else
+typedef float vec_t;
+#define VLOAD(p) (*(p))
+#define VSTORE(v, p) (*(p) = (v))
+#define HMAX(x) (x)
+#define HSUM(x) (x)
+#endif
+
+/* Loops over rows and vector columns are short and fixed: unrolled, their accumulators stay in
+ * registers instead of memory. */
+#define UNROLL _Pragma("unroll")
+
+inline float hmax4(float4 x) { return fmax(fmax(x.s0, x.s1), fmax(x.s2, x.s3)); }
+inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
+inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
+inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
+
+/* Keys [0, end) of row i are not hidden by the causal rule or the batch's key length; the rest are. */
+inline ulong clattn_visible_keys(int causal, ulong i, ulong q_len, ulong kv_len, ulong key_len)
+{
+    ulong end = key_len;
+    if (causal == CAUSAL_TOP_LEFT)
+        end = min(end, i + 1);
+    else if (causal == CAUSAL_BOTTOM_RIGHT)
+        end = i + kv_len + 1 > q_len ? min(end, i + kv_len + 1 - q_len) : 0;
+    return end;
+}
 
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
 void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
@@ -20,91 +72,118 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                             int causal, __global const ulong *key_lengths, __global const float *mask,
                             int mask_layout)
 {
-    __local float k_tile[BLOCK_N * DK];
-    __local float v_tile[BLOCK_N * DV];
+    __local float kt[DK * BLOCK_N];
+    __local float vt[BLOCK_N * DV];
 
     const ulong lid = get_local_id(0);
-    const ulong first_row = get_group_id(0) * BLOCK_M;
-    const ulong i = first_row + lid;
+    const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
+    const ulong first = group_first + lid * ROWS; /* this work-item's rows: first .. first+ROWS-1 */
     const ulong bh = get_global_id(1);
     const ulong b = bh / heads, h = bh % heads;
-    const bool active = i < q_len;
+    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
 
     __global const float *k_head = k + b * k_bs + h * k_hs;
     __global const float *v_head = v + b * v_bs + h * v_hs;
 
-    float q_row[DK];
-    float acc[DV];
-    for (int d = 0; d < DK; d++)
-        q_row[d] = (active && (ulong)d < dk) ? q[b * q_bs + h * q_hs + i * q_rs + d] * scale : 0.0f;
-    for (int d = 0; d < DV; d++)
-        acc[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    float q_row[ROWS][DK];
+    vec_t acc[ROWS][DV / VEC];
+    float m[ROWS], l[ROWS];
+    ulong row_end[ROWS]; /* keys [0, row_end) are visible to the row; 0 for rows past q_len */
+    for (int r = 0; r < ROWS; r++) {
+        const ulong i = first + r;
+        const bool active = i < q_len;
+        for (int d = 0; d < DK; d++)
+            q_row[r][d] = (active && (ulong)d < dk) ? q[b * q_bs + h * q_hs + i * q_rs + d] * scale : 0.0f;
+        for (int c = 0; c < DV / VEC; c++)
+            acc[r][c] = (vec_t)0.0f;
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        row_end[r] = active ? clattn_visible_keys(causal, i, q_len, kv_len, key_len) : 0;
+    }
+    /* Visibility only grows with i: the last row decides how far the work-item and the group walk. */
+    ulong item_end = 0;
+    for (int r = 0; r < ROWS; r++)
+        item_end = max(item_end, row_end[r]);
+    const ulong group_last = min(group_first + BLOCK_M * ROWS, q_len) - 1;
+    const ulong group_end = clattn_visible_keys(causal, group_last, q_len, kv_len, key_len);
 
-    /* Keys past `end` are masked for every row of this group. */
-    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
-    const ulong last_row = min(first_row + BLOCK_M, q_len) - 1;
-    ulong end = key_len;
-    if (causal == CAUSAL_TOP_LEFT)
-        end = min(end, last_row + 1);
-    else if (causal == CAUSAL_BOTTOM_RIGHT)
-        end = last_row + kv_len + 1 > q_len ? min(end, last_row + kv_len + 1 - q_len) : 0;
-
-    for (ulong j0 = 0; j0 < end; j0 += BLOCK_N) {
+    for (ulong j0 = 0; j0 < group_end; j0 += BLOCK_N) {
         for (ulong t = lid; t < BLOCK_N * DK; t += BLOCK_M) {
-            const ulong r = t / DK, c = t % DK, j = j0 + r;
-            k_tile[t] = (j < kv_len && c < dk) ? k_head[j * k_rs + c] : 0.0f;
+            const ulong jj = t / DK, d = t % DK, j = j0 + jj;
+            kt[d * BLOCK_N + jj] = (j < kv_len && d < dk) ? k_head[j * k_rs + d] : 0.0f;
         }
         for (ulong t = lid; t < BLOCK_N * DV; t += BLOCK_M) {
-            const ulong r = t / DV, c = t % DV, j = j0 + r;
-            v_tile[t] = (j < kv_len && c < dv) ? v_head[j * v_rs + c] : 0.0f;
+            const ulong jj = t / DV, d = t % DV, j = j0 + jj;
+            vt[t] = (j < kv_len && d < dv) ? v_head[j * v_rs + d] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        if (active) {
-            float s[BLOCK_N];
-            float tile_max = -INFINITY;
-            for (int jj = 0; jj < BLOCK_N; jj++) {
-                float dot = 0.0f;
-                for (int d = 0; d < DK; d++)
-                    dot = fma(q_row[d], k_tile[jj * DK + d], dot);
-                const ulong j = j0 + jj;
-                if (j >= end || clattn_key_masked(causal, i, j, q_len, kv_len, key_len))
-                    dot = -INFINITY;
-                else
-                    dot += clattn_additive_mask(mask, mask_layout, bh, i, j, q_len, kv_len);
-                s[jj] = dot;
-                tile_max = fmax(tile_max, dot);
+        for (int sub = 0; sub < BLOCK_N; sub += VEC) {
+            const ulong j = j0 + sub;
+            if (j >= item_end) /* none of this work-item's rows sees the keys left in the tile */
+                break;
+            vec_t s[ROWS];
+            UNROLL for (int r = 0; r < ROWS; r++)
+                s[r] = (vec_t)0.0f;
+            for (int d = 0; d < DK; d++) {
+                const vec_t kv = VLOAD(kt + d * BLOCK_N + sub);
+                UNROLL for (int r = 0; r < ROWS; r++)
+                    s[r] = fma((vec_t)q_row[r][d], kv, s[r]);
             }
-            const float m_new = fmax(m, tile_max);
-            /* While every key seen so far is masked there is nothing to accumulate (and exp(−inf − −inf)
-             * would be NaN). */
-            if (m_new != -INFINITY) {
-                const float alpha = exp(m - m_new);
-                l *= alpha;
-                for (int jj = 0; jj < BLOCK_N; jj++) {
-                    s[jj] = exp(s[jj] - m_new);
-                    l += s[jj];
+            float pj[ROWS][VEC];
+            UNROLL for (int r = 0; r < ROWS; r++) {
+                if (j + VEC > row_end[r] || mask_layout != MASK_NONE) {
+                    float lane[VEC];
+                    VSTORE(s[r], lane);
+                    for (int x = 0; x < VEC; x++)
+                        lane[x] = j + x < row_end[r] ? lane[x] + clattn_additive_mask(mask, mask_layout, bh, first + r,
+                                                                                    j + x, q_len, kv_len)
+                                                     : -INFINITY;
+                    s[r] = VLOAD(lane);
                 }
-                for (int d = 0; d < DV; d++) {
-                    float a = acc[d] * alpha;
-                    for (int jj = 0; jj < BLOCK_N; jj++)
-                        a = fma(s[jj], v_tile[jj * DV + d], a);
-                    acc[d] = a;
+                const float block_max = HMAX(s[r]);
+                if (block_max > m[r]) { /* rescale only when the running maximum grows */
+                    const float alpha = exp(m[r] - block_max);
+                    l[r] *= alpha;
+                    UNROLL for (int c = 0; c < DV / VEC; c++)
+                        acc[r][c] *= alpha;
+                    m[r] = block_max;
                 }
-                m = m_new;
+                /* While every key so far is masked (m = −inf) the row has nothing to add. */
+                const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r] - m[r]);
+                l[r] += HSUM(p);
+                VSTORE(p, pj[r]);
+            }
+            for (int x = 0; x < VEC; x++) {
+                float any = 0.0f;
+                UNROLL for (int r = 0; r < ROWS; r++)
+                    any += pj[r][x];
+                if (any == 0.0f) /* a key masked for every row adds nothing, even an inf or NaN value */
+                    continue;
+                __local const float *vrow = vt + (sub + x) * DV;
+                UNROLL for (int c = 0; c < DV / VEC; c++) {
+                    const vec_t vv = VLOAD(vrow + c * VEC);
+                    UNROLL for (int r = 0; r < ROWS; r++)
+                        acc[r][c] = fma((vec_t)pj[r][x], vv, acc[r][c]);
+                }
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    if (!active)
-        return;
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f; /* l = 0: every key masked, the row is zero */
-    __global float *out = o + b * o_bs + h * o_hs + i * o_rs;
-    for (int d = 0; d < DV; d++)
-        if ((ulong)d < dv)
-            out[d] = acc[d] * inv;
-    if (lse)
-        lse[bh * q_len + i] = l > 0.0f ? m + log(l) : -INFINITY;
+    for (int r = 0; r < ROWS; r++) {
+        const ulong i = first + r;
+        if (i >= q_len)
+            break;
+        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* l = 0: every key masked, the row is zero */
+        __global float *out = o + b * o_bs + h * o_hs + i * o_rs;
+        float row[DV];
+        for (int c = 0; c < DV / VEC; c++)
+            VSTORE(acc[r][c] * inv, row + c * VEC);
+        for (int d = 0; d < DV; d++)
+            if ((ulong)d < dv)
+                out[d] = row[d];
+        if (lse)
+            lse[bh * q_len + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+    }
 }

@@ -62,6 +62,8 @@ static clattn_status context_query_device(clattn_context *ctx)
             CL_SUCCESS ||
         (err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_work_group,
                                &c->max_work_group, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof c->native_float_width,
+                               &c->native_float_width, NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(ctx->device, CL_DRIVER_VERSION, sizeof c->driver, c->driver, NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(ctx->device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL)) != CL_SUCCESS ||
         (err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof c->platform, c->platform, NULL)) != CL_SUCCESS ||
@@ -214,6 +216,19 @@ clattn_status clattn_finish(clattn_context *ctx)
         return st;
     cl_int err = clFinish(ctx->queue);
     return err == CL_SUCCESS ? CLATTN_SUCCESS : cl_error(ctx, err, "clFinish");
+}
+
+size_t clattn_context_temp_peak_bytes(const clattn_context *ctx) { return ctx ? ctx->scratch_peak : 0; }
+
+void clattn_context_release_temporaries(clattn_context *ctx)
+{
+    if (!ctx)
+        return;
+    clFinish(ctx->queue); /* enqueued work may still use them */
+    release_mems(ctx->scratch, SCRATCH_COUNT);
+    for (int i = 0; i < SCRATCH_COUNT; i++)
+        ctx->scratch_bytes[i] = 0;
+    ctx->scratch_peak = 0;
 }
 
 clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out)

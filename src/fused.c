@@ -10,29 +10,48 @@
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 
 /* Tiles from the device's limits: BLOCK_M query rows per work-group (one per work-item), BLOCK_N keys
- * per local-memory tile. CPUs (PoCL) like wide groups that vectorise across rows and short tiles that
- * stay in L1; GPUs like 64-row groups and tiles of 32 keys when local memory allows. CLATTN_TILE=MxN
- * overrides both, within the device's limits. */
-static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, unsigned *bm, unsigned *bn)
+ * per local-memory tile, VEC keys (and value columns) per vector operation inside a work-item. CPUs
+ * get their native SIMD width as VEC (PoCL runs a work-item's vector code as is, where spreading rows
+ * over lanes would need its work-item vectoriser) and tiles of 64 keys; GPUs get VEC = 1 (their lanes
+ * are the work-items) and tiles of 32 keys, fewer when local memory is short. CLATTN_TILE=MxN
+ * overrides the tiles, within the device's limits. */
+static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_variant *v)
 {
-    unsigned m = 64, n = (ctx->caps.type & CL_DEVICE_TYPE_CPU) ? 16 : 32;
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    unsigned vec = 1;
+    if (cpu)
+        while (vec < 16 && vec * 2 <= ctx->caps.native_float_width)
+            vec *= 2;
+    unsigned m = cpu ? 32 : 64, n = cpu ? 64 : 32, rows = cpu ? 4 : 1;
     const char *env = getenv("CLATTN_TILE");
     if (env && *env) {
-        unsigned em, en;
+        unsigned em, en, er = rows;
         char tail;
-        if (sscanf(env, "%ux%u%c", &em, &en, &tail) == 2 && em >= 1 && em <= 1024 && en >= 1 && en <= 256) {
+        int got = sscanf(env, "%ux%u%c", &em, &en, &tail);
+        if (got == 3 && tail == 'x' && sscanf(env, "%ux%ux%u%c", &em, &en, &er, &tail) != 3)
+            got = 0;
+        if (got >= 2 && em >= 1 && em <= 1024 && en >= 1 && en <= 256 && er >= 1 && er <= 8) {
             m = em;
             n = en;
+            rows = er;
         } else {
-            set_warning(ctx, "CLATTN_TILE=\"%.32s\" is not MxN (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256); using the defaults", env);
+            set_warning(ctx, "CLATTN_TILE=\"%.32s\" is not MxN or MxNxR (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8); "
+                        "using the defaults", env);
         }
     }
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
-    while (n > 1 && (cl_ulong)n * (dk + dv) * sizeof(float) > ctx->caps.local_mem)
+    while (n > vec && (cl_ulong)n * (dk + dv) * sizeof(float) > ctx->caps.local_mem)
         n /= 2;
-    *bm = m;
-    *bn = n;
+    while (vec > 1 && (n % vec != 0 || (cl_ulong)n * (dk + dv) * sizeof(float) > ctx->caps.local_mem)) {
+        vec /= 2; /* a tile must hold whole vectors */
+        if (n < vec)
+            n = vec;
+    }
+    v->block_m = m;
+    v->block_n = n;
+    v->vec = vec;
+    v->rows = rows;
 }
 
 static void variant_release(fused_variant *v)
@@ -56,8 +75,8 @@ static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 {
     static const char *const files[] = {"flash_attention.cl"};
     char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DDK=%u -DDV=%u", v->block_m,
-             v->block_n, v->dk, v->dv);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DROWS=%u -DDK=%u -DDV=%u",
+             v->block_m, v->block_n, v->vec, v->rows, v->dk, v->dv);
     clattn_status st = program_build(ctx, files, 1, options, &v->program);
     if (st == CLATTN_SUCCESS)
         st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
@@ -84,8 +103,8 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         clFinish(ctx->queue);
         fused_release(ctx);
     }
-    fused_variant v = {pdk, pdv, 0, 0, NULL, NULL, CLATTN_SUCCESS};
-    choose_tiles(ctx, pdk, pdv, &v.block_m, &v.block_n);
+    fused_variant v = {pdk, pdv, 0, 0, 0, 0, NULL, NULL, CLATTN_SUCCESS};
+    choose_tiles(ctx, pdk, pdv, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);
         if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
@@ -169,8 +188,9 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     if (a.err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)a.err, "clSetKernelArg(fused attention, argument %u) failed: %s",
                          a.next - 1, clattn_status_string((clattn_status)a.err));
+    const size_t rows_per_group = (size_t)fv->block_m * fv->rows;
     const size_t local[2] = {fv->block_m, 1};
-    const size_t global[2] = {(s->q_len + fv->block_m - 1) / fv->block_m * fv->block_m, s->batch * s->heads};
+    const size_t global[2] = {(s->q_len + rows_per_group - 1) / rows_per_group * fv->block_m, s->batch * s->heads};
     cl_int err = clEnqueueNDRangeKernel(ctx->queue, fv->kernel, 2, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)err, "enqueueing the fused attention kernel failed: %s",

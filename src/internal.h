@@ -33,6 +33,8 @@ typedef struct kernel_set {
 typedef struct fused_variant {
     unsigned dk, dv;          /* padded head sizes */
     unsigned block_m, block_n; /* rows per work-group, keys per tile */
+    unsigned vec;              /* float vector width inside a work-item */
+    unsigned rows;             /* query rows per work-item */
     cl_program program;
     cl_kernel kernel;
     clattn_status failure; /* a variant that did not build on this device is not tried again */
@@ -46,6 +48,7 @@ typedef struct device_caps {
     cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     cl_ulong local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
     size_t max_work_group;  /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    cl_uint native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
     char platform[256], platform_version[256], driver[256];
 } device_caps;
 

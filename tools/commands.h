@@ -8,6 +8,7 @@ int cmd_devices(int argc, char **argv);
 int cmd_sdpa(int argc, char **argv);
 int cmd_mha(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* SVG heatmap of the first batch's heads of weights (B,H,L,S), labelled from --tokens/--key-tokens. */
 int write_heatmap(const char *command, const char *path, const float *weights, size_t B, size_t H, size_t L,

@@ -147,6 +147,13 @@ CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
 CLATTN_API cl_command_queue clattn_context_queue(const clattn_context *ctx);
 CLATTN_API const char *clattn_context_device_name(const clattn_context *ctx);
 
+/* Device memory of clattn's own temporaries (score chunks, projected Q/K/V): the most held at once
+ * since the context was created or since clattn_context_release_temporaries. */
+CLATTN_API size_t clattn_context_temp_peak_bytes(const clattn_context *ctx);
+
+/* Free the temporaries the context keeps for reuse (after a large call, say) and reset the peak. */
+CLATTN_API void clattn_context_release_temporaries(clattn_context *ctx);
+
 /* Block until all work clattn enqueued on the context's queue has finished. */
 CLATTN_API clattn_status clattn_finish(clattn_context *ctx);
 

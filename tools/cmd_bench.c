@@ -1,0 +1,320 @@
+/* `clattn bench`: a fixed set of attention cases timed on one device — milliseconds (median of several
+ * runs after a warm-up), GFLOP/s, the library's peak extra device memory, and where the time goes
+ * (device time between two profiling markers vs. host overhead). SDPA cases run both the fused kernel
+ * and the staged path, so their ratio comes from the same run. tools/bench_peer.py compares with numpy. */
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+#include "commands.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef enum { BENCH_SDPA, BENCH_MHA } bench_kind;
+
+typedef struct bench_case {
+    const char *name;
+    bench_kind kind;
+    size_t B, H, L, S, D;
+    clattn_causal causal;
+    size_t model_dim; /* MHA: d_model (and out_dim with W_O) */
+    bool long_context; /* fused only: the staged path would need L×S memory */
+} bench_case;
+
+static const bench_case full_cases[] = {
+    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false},
+    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false},
+    {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
+     true},
+    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false},
+    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false},
+};
+
+static const bench_case quick_cases[] = {
+    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false},
+    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false},
+    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false},
+};
+
+/* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
+static double visible_pairs(const bench_case *c)
+{
+    if (c->causal != CLATTN_CAUSAL_TOP_LEFT)
+        return (double)c->L * (double)c->S;
+    double pairs = 0;
+    for (size_t i = 0; i < c->L; i++)
+        pairs += (double)(i + 1 < c->S ? i + 1 : c->S);
+    return pairs;
+}
+
+/* 4·B·H·pairs·D for attention (two matrix products), plus 2·rows·in·out per projection of a layer. */
+static double case_flops(const bench_case *c)
+{
+    double f = 4.0 * c->B * c->H * visible_pairs(c) * c->D;
+    if (c->kind == BENCH_MHA) {
+        double rows = (double)c->B * c->L, hd = (double)c->H * c->D;
+        f += 2.0 * rows * c->model_dim * hd * 3 + 2.0 * rows * hd * c->model_dim;
+    }
+    return f;
+}
+
+static double now_seconds(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Device buffers of one case, filled with uniform noise in [-1, 1]. */
+typedef struct case_buffers {
+    cl_mem x, q, k, v, out, lse;
+    clattn_mha_weights w;
+} case_buffers;
+
+static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int *err)
+{
+    float *h = malloc(n * sizeof *h);
+    if (!h) {
+        *err = CL_OUT_OF_HOST_MEMORY;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = (float)((double)(*seed >> 11) / 4503599627370496.0 - 1.0);
+    }
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                              n * sizeof *h, h, err);
+    free(h);
+    return m;
+}
+
+static void buffers_free(case_buffers *b)
+{
+    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+    memset(b, 0, sizeof *b);
+}
+
+static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffers *b)
+{
+    memset(b, 0, sizeof *b);
+    uint64_t seed = 1234;
+    cl_int err = CL_SUCCESS;
+    const size_t bh = c->B * c->H;
+    if (c->kind == BENCH_SDPA) {
+        b->q = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->k = noise_buffer(ctx, bh * c->S * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->v = noise_buffer(ctx, bh * c->S * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->out = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->lse = noise_buffer(ctx, bh * c->L, &seed, &err);
+    } else {
+        const size_t hd = c->H * c->D, d = c->model_dim;
+        b->x = noise_buffer(ctx, c->B * c->L * d, &seed, &err);
+        if (err == CL_SUCCESS) b->w.w_q = noise_buffer(ctx, d * hd, &seed, &err);
+        if (err == CL_SUCCESS) b->w.w_k = noise_buffer(ctx, d * hd, &seed, &err);
+        if (err == CL_SUCCESS) b->w.w_v = noise_buffer(ctx, d * hd, &seed, &err);
+        if (err == CL_SUCCESS) b->w.w_o = noise_buffer(ctx, hd * d, &seed, &err);
+        if (err == CL_SUCCESS) b->out = noise_buffer(ctx, c->B * c->L * d, &seed, &err);
+    }
+    if (err != CL_SUCCESS)
+        buffers_free(b);
+    return err;
+}
+
+static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
+                              size_t l_override)
+{
+    if (c->kind == BENCH_SDPA) {
+        clattn_sdpa_desc d = {c->B, c->H, l_override ? l_override : c->L, l_override ? l_override : c->S, c->D,
+                              0, 0.0f, {c->causal, NULL, CLATTN_MASK_NONE}, algo};
+        return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, NULL);
+    }
+    clattn_mha_desc d = {.batch = c->B, .q_len = c->L, .model_dim = c->model_dim, .heads = c->H, .qk_dim = c->D,
+                         .masks = {c->causal, NULL, CLATTN_MASK_NONE}, .algorithm = algo};
+    return clattn_mha(ctx, &d, b->x, NULL, &b->w, NULL, b->out, NULL);
+}
+
+typedef struct bench_result {
+    double ms, device_ms, gflops;
+    size_t runs, peak_bytes;
+} bench_result;
+
+/* Device time of the work between two markers, from profiling events (0 when unavailable). */
+static double marker_span_ms(cl_event before, cl_event after)
+{
+    cl_ulong start = 0, end = 0;
+    if (clGetEventProfilingInfo(before, CL_PROFILING_COMMAND_END, sizeof start, &start, NULL) != CL_SUCCESS ||
+        clGetEventProfilingInfo(after, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) != CL_SUCCESS || end < start)
+        return 0.0;
+    return (double)(end - start) * 1e-6;
+}
+
+static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
+                               bench_result *r)
+{
+    cl_command_queue queue = clattn_context_queue(ctx);
+    /* Warm-up: compiles the kernels (on a short sequence for the long-context case, which shares them). */
+    clattn_status st = run_once(ctx, c, b, algo, c->long_context ? 256 : 0);
+    if (st == CLATTN_SUCCESS)
+        st = clattn_finish(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    clattn_context_release_temporaries(ctx);
+    double times[16], spans[16], total = 0;
+    size_t n = 0;
+    while (n < 16 && (n < 3 || (total < 2.0 && n < 7))) {
+        cl_event before = NULL, after = NULL;
+        clEnqueueMarkerWithWaitList(queue, 0, NULL, &before);
+        double t0 = now_seconds();
+        st = run_once(ctx, c, b, algo, 0);
+        if (st == CLATTN_SUCCESS) {
+            clEnqueueMarkerWithWaitList(queue, 0, NULL, &after);
+            st = clattn_finish(ctx);
+        }
+        double t = now_seconds() - t0;
+        spans[n] = before && after ? marker_span_ms(before, after) : 0.0;
+        if (before)
+            clReleaseEvent(before);
+        if (after)
+            clReleaseEvent(after);
+        if (st != CLATTN_SUCCESS)
+            return st;
+        times[n++] = t;
+        total += t;
+        if (t > 20.0) /* one long-context run says enough */
+            break;
+    }
+    qsort(times, n, sizeof times[0], compare_doubles);
+    qsort(spans, n, sizeof spans[0], compare_doubles);
+    r->runs = n;
+    r->ms = 1e3 * times[n / 2];
+    r->device_ms = spans[n / 2];
+    r->gflops = case_flops(c) / (times[n / 2] * 1e9);
+    r->peak_bytes = clattn_context_temp_peak_bytes(ctx);
+    return CLATTN_SUCCESS;
+}
+
+static const char bench_help[] =
+    "usage: clattn bench [--quick] [--skip-long] [--json] [--device SPEC]\n"
+    "\n"
+    "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
+    "causal L=S=65536 (long context, fused only); a BERT-base layer (L=512, d_model=768, H=12, with\n"
+    "projections and W_O); decode (L=1, S=8192, H=32, D=128); the tutorial's 4-token example.\n"
+    "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
+    "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
+    "time between profiling markers (the rest of the wall time is host overhead). SDPA cases run both\n"
+    "the fused kernel and the staged path.\n"
+    "  --quick      small shapes (seconds; a smoke test)\n"
+    "  --skip-long  leave out the L=65536 case (minutes on a CPU)\n"
+    "  --json       one JSON document instead of the table (read by tools/bench_peer.py)\n"
+    "  --device     P:D, cpu, gpu, accelerator or part of a name\n";
+
+static void print_bytes(char *buf, size_t size, size_t bytes)
+{
+    if (bytes >= ((size_t)1 << 30))
+        snprintf(buf, size, "%.2f GiB", bytes / 1073741824.0);
+    else if (bytes >= ((size_t)1 << 20))
+        snprintf(buf, size, "%.1f MiB", bytes / 1048576.0);
+    else
+        snprintf(buf, size, "%zu B", bytes);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    bool quick = false, skip_long = false, json = false, help = false;
+    const char *device = NULL;
+    const cli_option opts[] = {{"quick", &quick, NULL}, {"skip-long", &skip_long, NULL}, {"json", &json, NULL},
+                               {"device", NULL, &device}};
+    int rc = cli_parse("bench", argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
+    if (rc != CLI_OK || help) {
+        fputs(bench_help, help && rc == CLI_OK ? stdout : stderr);
+        return rc;
+    }
+    /* Our own context and a profiling queue, wrapped: the markers around each call time the device. */
+    clattn_device_info info;
+    clattn_status st = clattn_device_select(device, &info);
+    if (st != CLATTN_SUCCESS)
+        return cli_fail_status("bench", NULL, st, "choosing a device");
+    cl_int err;
+    cl_context clctx = clCreateContext(NULL, 1, &info.device, NULL, NULL, &err);
+    cl_command_queue queue = err == CL_SUCCESS ? clCreateCommandQueue(clctx, info.device, CL_QUEUE_PROFILING_ENABLE, &err)
+                                               : NULL;
+    clattn_context *ctx = NULL;
+    st = err == CL_SUCCESS ? clattn_context_create_from_cl(&ctx, clctx, info.device, queue) : (clattn_status)err;
+    if (queue)
+        clReleaseCommandQueue(queue);
+    if (clctx)
+        clReleaseContext(clctx);
+    if (st != CLATTN_SUCCESS)
+        return cli_fail_status("bench", NULL, st, "opening the device");
+
+    const bench_case *cases = quick ? quick_cases : full_cases;
+    const size_t ncases = quick ? sizeof quick_cases / sizeof quick_cases[0] : sizeof full_cases / sizeof full_cases[0];
+    char date[32];
+    time_t t = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
+    if (json)
+        printf("{\"device\": \"%s\", \"date\": \"%s\", \"cases\": [", clattn_context_device_name(ctx), date);
+    else
+        printf("clattn bench on %s, %s (fp32)\n%-46s %-7s %10s %9s %12s %10s %10s\n", clattn_context_device_name(ctx),
+               date, "case", "path", "ms", "GFLOP/s", "extra mem", "device ms", "host ms");
+    bool first = true;
+    for (size_t i = 0; i < ncases && rc == CLI_OK; i++) {
+        const bench_case *c = &cases[i];
+        if (skip_long && c->long_context)
+            continue;
+        case_buffers b;
+        if ((err = buffers_make(ctx, c, &b)) != CL_SUCCESS) {
+            rc = cli_fail_status("bench", ctx, (clattn_status)err, c->name);
+            break;
+        }
+        const clattn_algorithm algos[2] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED};
+        const size_t nalgos = c->long_context ? 1 : 2;
+        bench_result res[2] = {{0}};
+        cli_progress *progress = cli_progress_start(c->name);
+        for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
+            st = time_case(ctx, c, &b, algos[a], &res[a]);
+            if (st != CLATTN_SUCCESS)
+                rc = cli_fail_status("bench", ctx, st, c->name);
+        }
+        cli_progress_stop(progress);
+        buffers_free(&b);
+        for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
+            const char *path = algos[a] == CLATTN_ALGORITHM_FUSED ? "fused" : "staged";
+            if (json) {
+                printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
+                       "\"D\": %zu, \"causal\": %s, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
+                       "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu}",
+                       first ? "" : ",", c->name, c->kind == BENCH_SDPA ? "sdpa" : "mha", c->B, c->H, c->L, c->S, c->D,
+                       c->causal ? "true" : "false", c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
+                       res[a].runs, res[a].peak_bytes);
+                first = false;
+            } else {
+                char mem[32];
+                print_bytes(mem, sizeof mem, res[a].peak_bytes);
+                printf("%-46s %-7s %10.3f %9.1f %12s %10.3f %10.3f\n", a ? "" : c->name, path, res[a].ms,
+                       res[a].gflops, mem, res[a].device_ms, res[a].ms - res[a].device_ms);
+            }
+        }
+        if (!json && rc == CLI_OK && nalgos == 2)
+            printf("%-46s staged/fused time: %.2fx\n", "", res[1].ms / res[0].ms);
+        fflush(stdout);
+    }
+    if (json)
+        printf("\n]}\n");
+    clattn_context_free(ctx);
+    return rc;
+}
