@@ -66,8 +66,8 @@ int cli_parse_float(const char *command, const char *flag, const char *text, flo
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v))
-        return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a finite number", flag, text);
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v) || !isfinite((float)v))
+        return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a finite float32 number", flag, text);
     *out = (float)v;
     return CLI_OK;
 }
@@ -149,37 +149,64 @@ float *cli_alloc_floats(size_t a, size_t b, size_t c)
     return malloc(n * c * sizeof(float) + 1);
 }
 
-int cli_save(const char *command, const char *path, const float *data, size_t ndim, const size_t *shape)
+const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *note)
 {
-    char err[512];
-    if (npy_save_f32(path, data, ndim, shape, err, sizeof err) != 0)
+    if (out->count == CLI_OUTPUTS_MAX)
+        return NULL;
+    size_t n = strlen(path) + 40;
+    char *tmp = malloc(n), *copy = strdup(note ? note : "");
+    if (!tmp || !copy) {
+        free(tmp);
+        free(copy);
+        return NULL;
+    }
+    snprintf(tmp, n, "%s.clattn-%ld.tmp", path, (long)getpid());
+    out->final_path[out->count] = path;
+    out->tmp_path[out->count] = tmp;
+    out->note[out->count] = copy;
+    out->count++;
+    return tmp;
+}
+
+int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
+                    const size_t *shape)
+{
+    char note[128], err[512];
+    size_t used = (size_t)snprintf(note, sizeof note, "(");
+    for (size_t d = 0; d < ndim && used < sizeof note; d++)
+        used += (size_t)snprintf(note + used, sizeof note - used, "%s%zu", d ? ", " : "", shape[d]);
+    if (used < sizeof note)
+        snprintf(note + used, sizeof note - used, "%s) float32", ndim == 1 ? "," : "");
+    const char *tmp = cli_outputs_reserve(out, path, note);
+    if (!tmp)
+        return cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of memory", path);
+    if (npy_save_f32(tmp, data, ndim, shape, err, sizeof err) != 0)
         return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     return CLI_OK;
 }
 
-int cli_outputs_save(const char *command, const cli_output *outputs, size_t n)
+int cli_outputs_commit(const char *command, cli_outputs *out)
 {
-    for (size_t i = 0; i < n; i++) {
-        if (!outputs[i].path)
-            continue;
-        int rc = cli_save(command, outputs[i].path, outputs[i].data, outputs[i].ndim, outputs[i].shape);
-        if (rc != CLI_OK) {
-            /* All or nothing: take back the files this run already wrote. */
-            for (size_t k = 0; k < i; k++)
-                if (outputs[k].path)
-                    remove(outputs[k].path);
-            return rc;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!outputs[i].path)
-            continue;
-        printf("wrote %s (", outputs[i].path);
-        for (size_t d = 0; d < outputs[i].ndim; d++)
-            printf("%s%zu", d ? ", " : "", outputs[i].shape[d]);
-        printf("%s) float32\n", outputs[i].ndim == 1 ? "," : "");
+    for (size_t i = 0; i < out->count; i++) {
+        if (rename(out->tmp_path[i], out->final_path[i]) != 0)
+            return cli_fail(CLI_USAGE_ERROR, command, "%s: cannot move the finished file into place: %s",
+                            out->final_path[i], strerror(errno));
+        free(out->tmp_path[i]);
+        out->tmp_path[i] = NULL; /* committed: discard leaves it alone */
+        printf("wrote %s %s\n", out->final_path[i], out->note[i]);
     }
     return CLI_OK;
+}
+
+void cli_outputs_discard(cli_outputs *out)
+{
+    for (size_t i = 0; i < out->count; i++) {
+        if (out->tmp_path[i])
+            remove(out->tmp_path[i]);
+        free(out->tmp_path[i]);
+        free(out->note[i]);
+    }
+    memset(out, 0, sizeof *out);
 }
 
 char **cli_split_labels(const char *text, size_t *count)

@@ -63,20 +63,26 @@ void cli_tensor_free(cli_tensor *t);
  * dimensions whose tensor already exists in memory, so it cannot overflow itself. */
 float *cli_alloc_floats(size_t a, size_t b, size_t c);
 
-/* Writes a float32 .npy (temporary name, then rename). Returns CLI_OK or reports CLI_USAGE_ERROR. */
-int cli_save(const char *command, const char *path, const float *data, size_t ndim, const size_t *shape);
+/* The output files of one run, all or nothing: each is first written complete under a temporary name
+ * beside its final path; only when every one is written are they renamed into place. A run that fails
+ * part-way removes its temporaries and leaves any earlier file at those paths as it was. */
+#define CLI_OUTPUTS_MAX 16
+typedef struct cli_outputs {
+    size_t count;
+    const char *final_path[CLI_OUTPUTS_MAX];
+    char *tmp_path[CLI_OUTPUTS_MAX];
+    char *note[CLI_OUTPUTS_MAX]; /* "(2, 4, 6, 64) float32", printed on commit */
+} cli_outputs;
 
-/* One output file of a subcommand; path NULL means "not asked for". */
-typedef struct cli_output {
-    const char *path;
-    const float *data;
-    size_t ndim;
-    size_t shape[4];
-} cli_output;
-
-/* Saves every output that has a path; if one fails, removes those already written by this call, so a
- * failed run leaves no partial set of outputs behind. */
-int cli_outputs_save(const char *command, const cli_output *outputs, size_t n);
+/* A temporary path for `path`, recorded in out (NULL when out of memory or slots). */
+const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *note);
+/* Writes a float32 .npy to a reserved temporary. Reports and returns CLI_USAGE_ERROR on failure. */
+int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
+                    const size_t *shape);
+/* Renames every temporary into place and prints "wrote PATH NOTE" for each; on failure reports. */
+int cli_outputs_commit(const char *command, cli_outputs *out);
+/* Removes the temporaries not yet committed and frees the list; call on every path. */
+void cli_outputs_discard(cli_outputs *out);
 
 /* Splits "a,b,c" into labels (UTF-8 passes through). The caller frees with cli_free_labels. */
 char **cli_split_labels(const char *text, size_t *count);

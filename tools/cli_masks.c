@@ -7,23 +7,23 @@
 #include <string.h>
 
 /* Mask values as additive floats: a boolean True ("may attend") adds 0, False adds -inf. */
-static int mask_values(const char *command, const npy_array *a, float **out)
+static int mask_values(const char *command, const char *path, const npy_array *a, float **out)
 {
     char err[512];
     if (a->dtype == NPY_B1) {
         const unsigned char *b = a->data;
         float *f = malloc((a->count ? a->count : 1) * sizeof *f);
         if (!f)
-            return cli_fail(CLI_RUNTIME_ERROR, command, "out of memory reading the mask");
+            return cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of memory reading the mask", path);
         for (size_t i = 0; i < a->count; i++)
             f[i] = b[i] ? 0.0f : -INFINITY;
         *out = f;
         return CLI_OK;
     }
     if (a->dtype != NPY_F4 && a->dtype != NPY_F8)
-        return cli_fail(CLI_USAGE_ERROR, command, "--mask: must be float ('<f4', '<f8') or boolean ('|b1')");
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: a mask must be float ('<f4', '<f8') or boolean ('|b1')", path);
     if (npy_to_float(a, out, err, sizeof err) != 0)
-        return cli_fail(CLI_USAGE_ERROR, command, "--mask: %s", err);
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     return CLI_OK;
 }
 
@@ -52,7 +52,7 @@ static int load_mask(const char *command, cli_masks *m, size_t B, size_t H, size
         }
     }
     float *values = NULL;
-    if ((rc = mask_values(command, &a, &values)) != CLI_OK)
+    if ((rc = mask_values(command, m->mask_path, &a, &values)) != CLI_OK)
         goto done;
     const bool per_head = shape[0] != 1 || shape[1] != 1;
     const size_t mats = per_head ? B * H : 1;

@@ -15,8 +15,8 @@ typedef struct output_opts {
 
 /* Writes the first batch's heads of weights (B,H,L,S) as an SVG heatmap, labelled with --tokens
  * (queries, and keys too when --key-tokens is absent and L = S). */
-int write_heatmap(const char *command, const char *path, const float *weights, size_t B, size_t H, size_t L,
-                  size_t S, const char *tokens, const char *key_tokens)
+int write_heatmap(const char *command, const char *path, const char *shown_path, const float *weights, size_t B,
+                  size_t H, size_t L, size_t S, const char *tokens, const char *key_tokens)
 {
     size_t nq = 0, nk = 0;
     char **q_labels = tokens ? cli_split_labels(tokens, &nq) : NULL;
@@ -35,7 +35,7 @@ int write_heatmap(const char *command, const char *path, const float *weights, s
         heatmap_opts opts = {(const char *const *)q_labels, q_labels ? nq : 0, (const char *const *)k_labels,
                              k_labels ? nk : 0, title};
         if (heatmap_write_svg(path, weights, H, L, S, &opts, err, sizeof err) != 0)
-            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", shown_path, err);
     }
     if (k_labels != q_labels)
         cli_free_labels(k_labels, nk);
@@ -43,16 +43,25 @@ int write_heatmap(const char *command, const char *path, const float *weights, s
     return rc;
 }
 
-/* The heatmap first (its labels may still be wrong), then the .npy outputs; on any failure nothing
- * this run wrote is left behind. */
-static int save_with_heatmap(const char *command, const cli_output *outputs, size_t n, const output_opts *o,
-                             const float *weights, size_t B, size_t H, size_t L, size_t S)
+/* The heatmap and the .npy outputs of a run, committed together: a failure leaves nothing behind. */
+static int save_outputs(const char *command, const char *const *paths, float *const *data, const size_t *ndims,
+                        const size_t (*shapes)[4], size_t n, const output_opts *o, const float *weights, size_t B,
+                        size_t H, size_t L, size_t S)
 {
-    int rc = o->heatmap ? write_heatmap(command, o->heatmap, weights, B, H, L, S, o->tokens, o->key_tokens) : CLI_OK;
-    if (rc == CLI_OK && (rc = cli_outputs_save(command, outputs, n)) != CLI_OK && o->heatmap)
-        remove(o->heatmap);
-    if (rc == CLI_OK && o->heatmap)
-        printf("wrote %s (heatmap of %s)\n", o->heatmap, H > 16 ? "the first 16 heads" : "the attention weights");
+    cli_outputs out = {0};
+    int rc = CLI_OK;
+    if (o->heatmap) {
+        const char *tmp = cli_outputs_reserve(&out, o->heatmap, H > 16 ? "(heatmap of the first 16 heads)"
+                                                                       : "(heatmap of the attention weights)");
+        rc = tmp ? write_heatmap(command, tmp, o->heatmap, weights, B, H, L, S, o->tokens, o->key_tokens)
+                 : cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
+    }
+    for (size_t i = 0; i < n && rc == CLI_OK; i++)
+        if (paths[i])
+            rc = cli_outputs_npy(command, &out, paths[i], data[i], ndims[i], shapes[i]);
+    if (rc == CLI_OK)
+        rc = cli_outputs_commit(command, &out);
+    cli_outputs_discard(&out);
     return rc;
 }
 
@@ -177,11 +186,13 @@ int cmd_sdpa(int argc, char **argv)
         rc = cli_fail_status(cmd, ctx, st, "attention");
         goto done;
     }
-    cli_output outputs[3] = {{o.out, c.out, 0, {0}}, {o.weights, c.weights, 0, {0}}, {lse_path, c.lse, 0, {0}}};
-    outputs[0].ndim = output_shape(lead, q.shape, L, Dv, outputs[0].shape);
-    outputs[1].ndim = output_shape(lead, q.shape, L, S, outputs[1].shape);
-    outputs[2].ndim = output_shape(lead, q.shape, L, 0, outputs[2].shape);
-    rc = save_with_heatmap(cmd, outputs, 3, &o, c.weights, B, H, L, S);
+    const char *paths[3] = {o.out, o.weights, lse_path};
+    float *data[3] = {c.out, c.weights, c.lse};
+    size_t ndims[3], shapes[3][4];
+    ndims[0] = output_shape(lead, q.shape, L, Dv, shapes[0]);
+    ndims[1] = output_shape(lead, q.shape, L, S, shapes[1]);
+    ndims[2] = output_shape(lead, q.shape, L, 0, shapes[2]);
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 3, &o, c.weights, B, H, L, S);
 done:
     free(c.out);
     free(c.weights);
@@ -331,12 +342,16 @@ int cmd_mha(int argc, char **argv)
         goto done;
     }
     /* Outputs keep X's rank: (B,L,d_out) and (B,H,L,S), or (L,d_out) and (H,L,S) for 2-D X. */
-    cli_output outputs[2] = {{o.out, c.out, 3, {B, L, d_out}}, {o.weights, c.weights, 4, {B, H, L, S}}};
+    const char *paths[2] = {o.out, o.weights};
+    float *data[2] = {c.out, c.weights};
+    size_t ndims[2] = {3, 4}, shapes[2][4] = {{B, L, d_out}, {B, H, L, S}};
     if (r == 2) {
-        outputs[0] = (cli_output){o.out, c.out, 2, {L, d_out}};
-        outputs[1] = (cli_output){o.weights, c.weights, 3, {H, L, S}};
+        ndims[0] = 2;
+        ndims[1] = 3;
+        memmove(shapes[0], shapes[0] + 1, 2 * sizeof(size_t));
+        memmove(shapes[1], shapes[1] + 1, 3 * sizeof(size_t));
     }
-    rc = save_with_heatmap(cmd, outputs, 2, &o, c.weights, B, H, L, S);
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 2, &o, c.weights, B, H, L, S);
 done:
     free(c.out);
     free(c.weights);

@@ -99,24 +99,37 @@ done:
     return st;
 }
 
-static int save_all(const char *dir, const demo_tensors *t)
+/* --save DIR and --heatmap FILE, committed together: a failure leaves no output behind. */
+static int save_all(const char *dir, const char *heatmap, const demo_tensors *t)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return cli_fail(CLI_USAGE_ERROR, "demo", "%s: cannot create the folder: %s", dir, strerror(errno));
     const struct { const char *name; const float *data; size_t rows, cols; } files[] = {
         {"x", t->x, N, DM},  {"wq", t->wq, DM, DK}, {"wk", t->wk, DM, DK},        {"wv", t->wv, DM, DK},
         {"q", t->q, N, DK},  {"k", t->k, N, DK},    {"v", t->v, N, DK},           {"weights", t->weights, N, N},
         {"out", t->out, N, DK},
     };
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s.npy", dir, files[i].name);
-        const size_t shape[2] = {files[i].rows, files[i].cols};
-        int rc = cli_save("demo", path, files[i].data, 2, shape);
-        if (rc != CLI_OK)
-            return rc;
+    enum { NFILES = sizeof files / sizeof files[0] };
+    char paths[NFILES][4096];
+    cli_outputs out = {0};
+    int rc = CLI_OK;
+    if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
+        rc = cli_fail(CLI_USAGE_ERROR, "demo", "%s: cannot create the folder: %s", dir, strerror(errno));
+    if (rc == CLI_OK && heatmap) {
+        char tokens[64];
+        snprintf(tokens, sizeof tokens, "%s,%s,%s,%s", tutorial_words[0], tutorial_words[1], tutorial_words[2],
+                 tutorial_words[3]);
+        const char *tmp = cli_outputs_reserve(&out, heatmap, "(heatmap of the attention weights)");
+        rc = tmp ? write_heatmap("demo", tmp, heatmap, t->weights, 1, 1, N, N, tokens, NULL)
+                 : cli_fail(CLI_RUNTIME_ERROR, "demo", "out of memory");
     }
-    return CLI_OK;
+    for (size_t i = 0; dir && i < NFILES && rc == CLI_OK; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/%s.npy", dir, files[i].name);
+        const size_t shape[2] = {files[i].rows, files[i].cols};
+        rc = cli_outputs_npy("demo", &out, paths[i], files[i].data, 2, shape);
+    }
+    if (rc == CLI_OK)
+        rc = cli_outputs_commit("demo", &out);
+    cli_outputs_discard(&out);
+    return rc;
 }
 
 static const char demo_help[] =
@@ -164,12 +177,7 @@ int cmd_demo(int argc, char **argv)
     print_rows("V = X·W_V (值 value: my actual content):", t.v, DK);
     print_weights(t.weights);
     print_rows("Output = weights·V (融合上下文的输出):", t.out, DK);
-    if (save_dir && (rc = save_all(save_dir, &t)) != CLI_OK)
-        return rc;
-    char tokens[64];
-    snprintf(tokens, sizeof tokens, "%s,%s,%s,%s", tutorial_words[0], tutorial_words[1], tutorial_words[2],
-             tutorial_words[3]);
-    if (heatmap && (rc = write_heatmap("demo", heatmap, t.weights, 1, 1, N, N, tokens, NULL)) != CLI_OK)
-        return rc;
-    return CLI_OK;
+    if (save_dir || heatmap)
+        rc = save_all(save_dir, heatmap, &t);
+    return rc;
 }

@@ -10,8 +10,9 @@ int cmd_mha(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 
-/* SVG heatmap of the first batch's heads of weights (B,H,L,S), labelled from --tokens/--key-tokens. */
-int write_heatmap(const char *command, const char *path, const float *weights, size_t B, size_t H, size_t L,
-                  size_t S, const char *tokens, const char *key_tokens);
+/* SVG heatmap of the first batch's heads of weights (B,H,L,S), labelled from --tokens/--key-tokens,
+ * written to `path`; messages name `shown_path` (the final name of a temporary). */
+int write_heatmap(const char *command, const char *path, const char *shown_path, const float *weights, size_t B,
+                  size_t H, size_t L, size_t S, const char *tokens, const char *key_tokens);
 
 #endif

@@ -1,0 +1,1870 @@
+/* End-to-end tests of the clattn command-line tool, run as a user runs it: every case spawns the built
+ * binary (CLATTN_EXE), captures its stdout and stderr, and checks the exit status exactly (0 ok, 1 OpenCL
+ * or library failure, 2 usage or input-file error, 3 no platform), the messages, and the .npy/.svg files
+ * it writes, which are compared with the fp64 reference of tests/reference.c.
+ *
+ * This process never touches OpenCL itself (it only spawns the tool), so check's CK_NOFORK mode is
+ * used for speed rather than necessity. Exit status 77 (meson's SKIP) when `clattn devices` finds no
+ * OpenCL platform. Everything is written under one mkdtemp folder, removed at the end. */
+#define _POSIX_C_SOURCE 200809L /* posix_spawn, mkdtemp, nanosleep, clock_gettime */
+
+#include "npy.h"
+#include "reference.h"
+#include "tutorial_example.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NO_PLATFORM = 3 };
+
+#define RUN_TIMEOUT_S 120 /* one process; a warm PoCL cache makes each take well under a second */
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Folders, tracked allocations                                                                    */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const char *exe;    /* the clattn binary */
+static char root[512];     /* mkdtemp folder: captures and one sub-folder per test case */
+static char dir[640];      /* the current case's folder */
+static unsigned case_no;
+
+#define MAX_TRACKED 1024
+static void *tracked[MAX_TRACKED];
+static size_t ntracked;
+
+static void *track(void *p)
+{
+    ck_assert_msg(p != NULL, "out of memory");
+    ck_assert_msg(ntracked < MAX_TRACKED, "too many tracked allocations");
+    tracked[ntracked++] = p;
+    return p;
+}
+
+static void *xmalloc(size_t n) { return track(malloc(n ? n : 1)); }
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+    va_list ap;
+    va_start(ap, f);
+    const int n = vsnprintf(NULL, 0, f, ap);
+    va_end(ap);
+    char *s = xmalloc((size_t)n + 1);
+    va_start(ap, f);
+    vsnprintf(s, (size_t)n + 1, f, ap);
+    va_end(ap);
+    return s;
+}
+
+/* A path inside the current case's folder. */
+static const char *P(const char *name) { return fmt("%s/%s", dir, name); }
+
+static void remove_tree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return;
+    if (S_ISDIR(st.st_mode)) {
+        DIR *d = opendir(path);
+        if (d) {
+            struct dirent *e;
+            while ((e = readdir(d)) != NULL) {
+                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+                    continue;
+                char child[4096];
+                snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+                remove_tree(child);
+            }
+            closedir(d);
+        }
+        rmdir(path);
+    } else {
+        unlink(path);
+    }
+}
+
+static void case_setup(void)
+{
+    snprintf(dir, sizeof dir, "%s/case%03u", root, ++case_no);
+    ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
+}
+
+static void case_teardown(void)
+{
+    for (size_t i = 0; i < ntracked; i++)
+        free(tracked[i]);
+    ntracked = 0;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Names of the entries of a folder, one per line ("" when empty). */
+static const char *list_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    ck_assert_msg(d != NULL, "opendir %s: %s", path, strerror(errno));
+    char *names = fmt("%s", "");
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            names = fmt("%s%s\n", names, e->d_name);
+    closedir(d);
+    return names;
+}
+
+static char *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+static void write_whole(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "fopen %s: %s", path, strerror(errno));
+    ck_assert(len == 0 || fwrite(data, 1, len, f) == len);
+    ck_assert(fclose(f) == 0);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Running processes                                                                               */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* The last process run: its exit status (128 + signal when killed), stdout, stderr, command line. */
+static struct {
+    int status;
+    char *out, *err;
+    char cmd[4096];
+} R;
+
+/* Spawns argv (argv[0] looked up in PATH unless it has a '/'), stdin from stdin_path (or /dev/null),
+ * stdout and stderr captured into R. env_extra: "NAME=value" entries set and "NAME" entries removed
+ * in the child's environment only. Returns 0, or -1 with a reason in why. */
+static int spawn_capture(const char *const *argv, const char *const *env_extra, const char *stdin_path,
+                         char *why, size_t why_size)
+{
+    char out_path[600], err_path[600];
+    snprintf(out_path, sizeof out_path, "%s/.stdout", root);
+    snprintf(err_path, sizeof err_path, "%s/.stderr", root);
+
+    size_t used = 0;
+    R.cmd[0] = '\0';
+    for (size_t i = 0; argv[i] && used + 1 < sizeof R.cmd; i++)
+        used += (size_t)snprintf(R.cmd + used, sizeof R.cmd - used, i ? " %s" : "%s",
+                                 i == 0 && strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[i]);
+    if (used >= sizeof R.cmd)
+        used = sizeof R.cmd - 1;
+    for (size_t i = 0; env_extra && env_extra[i] && used + 1 < sizeof R.cmd; i++)
+        used += (size_t)snprintf(R.cmd + used, sizeof R.cmd - used, "%s[env %s]", i ? " " : "  ", env_extra[i]);
+
+    size_t n_env = 0, n_extra = 0;
+    while (environ[n_env])
+        n_env++;
+    while (env_extra && env_extra[n_extra])
+        n_extra++;
+    char **envp = calloc(n_env + n_extra + 1, sizeof *envp);
+    if (!envp) {
+        snprintf(why, why_size, "out of memory");
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n_env; i++) {
+        bool overridden = false;
+        for (size_t j = 0; j < n_extra && !overridden; j++) {
+            const size_t name_len = strcspn(env_extra[j], "=");
+            overridden = strncmp(environ[i], env_extra[j], name_len) == 0 && environ[i][name_len] == '=';
+        }
+        if (!overridden)
+            envp[k++] = environ[i];
+    }
+    for (size_t j = 0; j < n_extra; j++)
+        if (strchr(env_extra[j], '='))
+            envp[k++] = (char *)env_extra[j];
+    envp[k] = NULL;
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, stdin_path ? stdin_path : "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid;
+    const int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    free(envp);
+    if (rc != 0) {
+        snprintf(why, why_size, "cannot start %s: %s", argv[0], strerror(rc));
+        return -1;
+    }
+
+    struct timespec start, now, nap = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    int st = 0;
+    for (;;) {
+        const pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR) {
+            snprintf(why, why_size, "waitpid: %s", strerror(errno));
+            return -1;
+        }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > RUN_TIMEOUT_S) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            snprintf(why, why_size, "`%s` did not finish within %d s (killed)", R.cmd, RUN_TIMEOUT_S);
+            return -1;
+        }
+        nanosleep(&nap, NULL);
+    }
+    R.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
+    free(R.out);
+    free(R.err);
+    R.out = read_whole(out_path, NULL);
+    R.err = read_whole(err_path, NULL);
+    if (!R.out || !R.err) {
+        snprintf(why, why_size, "cannot read the captured output of `%s`", R.cmd);
+        return -1;
+    }
+    return 0;
+}
+
+static int run(const char *const *argv, const char *const *env_extra, const char *stdin_path)
+{
+    char why[1024];
+    ck_assert_msg(spawn_capture(argv, env_extra, stdin_path, why, sizeof why) == 0, "%s", why);
+    return R.status;
+}
+
+/* An argument list under construction (argv[0] = the tool). */
+typedef struct argl {
+    const char *v[128];
+    size_t n;
+} argl;
+
+static void add_v(argl *a, va_list ap)
+{
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
+        ck_assert(a->n + 2 < sizeof a->v / sizeof a->v[0]);
+        a->v[a->n++] = s;
+    }
+    a->v[a->n] = NULL;
+}
+
+static void add(argl *a, ...)
+{
+    if (a->n == 0)
+        a->v[a->n++] = exe;
+    va_list ap;
+    va_start(ap, a);
+    add_v(a, ap);
+    va_end(ap);
+}
+
+static void add_list(argl *a, const char *const *list)
+{
+    for (size_t i = 0; list && list[i]; i++)
+        add(a, list[i], NULL);
+}
+
+static int run_args(const argl *a, const char *const *env_extra) { return run(a->v, env_extra, NULL); }
+
+static int clattn_env(const char *const *env_extra, ...)
+{
+    argl a = {{0}, 0};
+    a.v[a.n++] = exe;
+    va_list ap;
+    va_start(ap, env_extra);
+    add_v(&a, ap);
+    va_end(ap);
+    return run(a.v, env_extra, NULL);
+}
+
+/* clattn ARGS... with the test's own environment. */
+#define CLATTN(...) clattn_env(NULL, __VA_ARGS__, (const char *)NULL)
+
+static void expect_status(int want)
+{
+    ck_assert_msg(R.status == want, "`%s` exited %d, expected %d\n--- stderr:\n%.3000s--- stdout:\n%.1500s", R.cmd,
+                  R.status, want, R.err, R.out);
+}
+
+#define EXPECT(code, ...)                                                                                     \
+    do {                                                                                                      \
+        CLATTN(__VA_ARGS__);                                                                                  \
+        expect_status(code);                                                                                  \
+    } while (0)
+
+static void expect_in(const char *what, const char *text, const char *needle)
+{
+    ck_assert_msg(strstr(text, needle) != NULL, "`%s`: %s does not mention \"%s\":\n%.3000s", R.cmd, what, needle,
+                  text);
+}
+
+/* Whether the n bytes at s contain needle. */
+static bool contains_n(const char *s, size_t n, const char *needle)
+{
+    const size_t m = strlen(needle);
+    for (size_t i = 0; i + m <= n; i++)
+        if (memcmp(s + i, needle, m) == 0)
+            return true;
+    return false;
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* Runs python3 -c script args... with stdin from stdin_path; it must exit 0. */
+static void python_check(const char *script, const char *stdin_path, const char *const *args)
+{
+    argl a = {{0}, 0};
+    a.v[a.n++] = "python3";
+    a.v[a.n++] = "-c";
+    a.v[a.n++] = script;
+    for (size_t i = 0; args && args[i]; i++)
+        a.v[a.n++] = args[i];
+    a.v[a.n] = NULL;
+    run(a.v, NULL, stdin_path);
+    ck_assert_msg(R.status == 0, "python check failed (exit %d):\n%.3000s", R.status, R.err);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* .npy files, data, comparisons                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+
+static double rng_unit(void) /* splitmix64, uniform in [0, 1) */
+{
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+static float *rand_floats(size_t n, float a)
+{
+    float *p = xmalloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)((2 * rng_unit() - 1) * a);
+    return p;
+}
+
+static size_t product(size_t ndim, const size_t *shape)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < ndim; i++)
+        n *= shape[i];
+    return n;
+}
+
+static const char *shape_text(size_t ndim, const size_t *shape)
+{
+    char *s = fmt("(");
+    for (size_t i = 0; i < ndim; i++)
+        s = fmt("%s%zu%s", s, shape[i], i + 1 < ndim ? ", " : ndim == 1 ? "," : "");
+    return fmt("%s)", s);
+}
+
+/* A float32 .npy written with the library's writer; returns its path. */
+static const char *save_f32(const char *name, const float *data, size_t ndim, const size_t *shape)
+{
+    const char *path = P(name);
+    char err[512];
+    ck_assert_msg(npy_save_f32(path, data, ndim, shape, err, sizeof err) == 0, "%s: %s", path, err);
+    return path;
+}
+
+/* A hand-made .npy: version `major` header {'descr': DESCR, 'fortran_order': FORTRAN, 'shape': SHAPE, }
+ * padded as numpy pads it, then `bytes` bytes of data. Returns its path. */
+static const char *save_raw(const char *name, unsigned major, const char *descr, const char *fortran,
+                            const char *shape, const void *data, size_t bytes)
+{
+    char header[512];
+    size_t len = (size_t)snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }",
+                                  descr, fortran, shape);
+    const size_t prefix = major == 1 ? 10 : 12;
+    const size_t pad = (64 - (prefix + len + 1) % 64) % 64;
+    memset(header + len, ' ', pad);
+    len += pad;
+    header[len++] = '\n';
+    unsigned char *img = xmalloc(prefix + len + bytes);
+    memcpy(img, "\x93NUMPY", 6);
+    img[6] = (unsigned char)major;
+    img[7] = 0;
+    for (size_t i = 0; i < prefix - 8; i++)
+        img[8 + i] = (unsigned char)(len >> (8 * i));
+    memcpy(img + prefix, header, len);
+    if (bytes)
+        memcpy(img + prefix + len, data, bytes);
+    const char *path = P(name);
+    write_whole(path, img, prefix + len + bytes);
+    return path;
+}
+
+static const char *save_i64(const char *name, const long long *v, size_t n)
+{
+    int64_t *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = v[i];
+    return save_raw(name, 1, "<i8", "False", fmt("(%zu,)", n), d, n * sizeof *d);
+}
+
+static const char *save_i32(const char *name, const long long *v, size_t n)
+{
+    int32_t *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = (int32_t)v[i];
+    return save_raw(name, 1, "<i4", "False", fmt("(%zu,)", n), d, n * sizeof *d);
+}
+
+/* Loads a float32 .npy that must have exactly the given shape. */
+static float *load_f32(const char *path, size_t ndim, const size_t *shape)
+{
+    npy_array a;
+    char err[512];
+    ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "`%s`: reading %s: %s", R.cmd, path, err);
+    track(a.data);
+    ck_assert_msg(a.dtype == NPY_F4, "%s: dtype %s, expected <f4", path, npy_dtype_name(a.dtype));
+    ck_assert_msg(a.ndim == ndim && memcmp(a.shape, shape, ndim * sizeof *shape) == 0,
+                  "`%s`: %s has shape %s, expected %s", R.cmd, path, shape_text(a.ndim, a.shape),
+                  shape_text(ndim, shape));
+    return a.data;
+}
+
+/* |got − ref| ≤ 2e-5 + 1e-4·|ref| everywhere; infinities must match exactly; NaN never passes. */
+static void expect_close(const char *what, const float *got, const double *ref, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const double g = got[i], r = ref[i];
+        const bool ok = isinf(g) || isinf(r) ? g == r : fabs(g - r) <= 2e-5 + 1e-4 * fabs(r);
+        ck_assert_msg(ok, "`%s`: %s[%zu] = %.9g, reference %.9g", R.cmd, what, i, g, r);
+    }
+}
+
+/* Expands an additive mask of shape mshape (rank ≤ 4, NumPy broadcasting) to (B,H,L,S). */
+static float *broadcast_mask(const float *m, size_t ndim, const size_t *mshape, size_t B, size_t H, size_t L,
+                             size_t S)
+{
+    size_t sh[4] = {1, 1, 1, 1};
+    for (size_t d = 0; d < ndim; d++)
+        sh[4 - ndim + d] = mshape[d];
+    float *full = xmalloc(B * H * L * S * sizeof *full);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L; i++)
+                for (size_t j = 0; j < S; j++)
+                    full[((b * H + h) * L + i) * S + j] =
+                        m[(((sh[0] > 1 ? b : 0) * sh[1] + (sh[1] > 1 ? h : 0)) * sh[2] + (sh[2] > 1 ? i : 0)) * sh[3] +
+                          (sh[3] > 1 ? j : 0)];
+    return full;
+}
+
+/* A mask of n entries, uniform in [-1, 1] with about one in five entries −inf. */
+static float *rand_mask(size_t n)
+{
+    float *m = rand_floats(n, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        if (rng_unit() < 0.2)
+            m[i] = -INFINITY;
+    return m;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* sdpa and mha against the reference                                                              */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct sdpa_spec {
+    size_t rank, B, H, L, S, D, Dv;
+    float scale;               /* passed as --scale when not 0 */
+    bool scale_eq;             /* spelled --scale=VALUE */
+    clattn_causal causal;      /* what the flags in extra ask for, for the reference */
+    const size_t *key_lengths; /* likewise (B entries) */
+    const float *mask;         /* likewise: the additive mask expanded to (B,H,L,S) */
+    bool f8;                   /* Q and V written as '<f8' */
+    const char *const *extra;  /* the mask flags */
+    uint64_t seed;
+} sdpa_spec;
+
+/* Shape of a tensor of rank `rank` whose last two dimensions are (a, b), or (a) when b = 0. */
+static size_t tensor_shape(size_t rank, size_t B, size_t H, size_t a, size_t b, size_t *shape)
+{
+    size_t n = 0;
+    if (rank == 4)
+        shape[n++] = B;
+    if (rank >= 3)
+        shape[n++] = H;
+    shape[n++] = a;
+    if (b)
+        shape[n++] = b;
+    return n;
+}
+
+static const char *save_input(const char *name, const float *f, size_t ndim, const size_t *shape, bool f8,
+                              double **as_double)
+{
+    if (!f8)
+        return save_f32(name, f, ndim, shape);
+    /* Doubles that are not floats: the tool must round them to the nearest float, as the reference's
+     * inputs are (the caller replaces its floats with the rounded values). */
+    const size_t n = product(ndim, shape);
+    double *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = (double)f[i] + (2 * rng_unit() - 1) * 1e-9;
+    *as_double = d;
+    return save_raw(name, 1, "<f8", "False", shape_text(ndim, shape), d, n * sizeof *d);
+}
+
+static void sdpa_check(const sdpa_spec *s)
+{
+    ck_assert(s->rank == 4 || (s->B == 1 && (s->rank == 3 || s->H == 1)));
+    rng_state = s->seed;
+    const size_t B = s->B, H = s->H, L = s->L, S = s->S, D = s->D, Dv = s->Dv;
+    float *q = rand_floats(B * H * L * D, 1.5f), *k = rand_floats(B * H * S * D, 1.5f);
+    float *v = rand_floats(B * H * S * Dv, 1.0f);
+    size_t qs[4], ks[4], vs[4], os[4], ws[4], ls[4];
+    const size_t r = tensor_shape(s->rank, B, H, L, D, qs);
+    tensor_shape(s->rank, B, H, S, D, ks);
+    tensor_shape(s->rank, B, H, S, Dv, vs);
+    tensor_shape(s->rank, B, H, L, Dv, os);
+    tensor_shape(s->rank, B, H, L, S, ws);
+    const size_t lr = tensor_shape(s->rank, B, H, L, 0, ls);
+
+    double *qd = NULL, *vd = NULL;
+    const char *qp = save_input("q.npy", q, r, qs, s->f8, &qd);
+    const char *kp = save_f32("k.npy", k, r, ks);
+    const char *vp = save_input("v.npy", v, r, vs, s->f8, &vd);
+    for (size_t i = 0; qd && i < B * H * L * D; i++)
+        q[i] = (float)qd[i];
+    for (size_t i = 0; vd && i < B * H * S * Dv; i++)
+        v[i] = (float)vd[i];
+
+    argl a = {{0}, 0};
+    add(&a, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--out", P("out.npy"), "--weights", P("w.npy"), "--lse",
+        P("lse.npy"), NULL);
+    if (s->scale != 0.0f && s->scale_eq)
+        add(&a, fmt("--scale=%.9g", s->scale), NULL);
+    else if (s->scale != 0.0f)
+        add(&a, "--scale", fmt("%.9g", s->scale), NULL);
+    add_list(&a, s->extra);
+    run_args(&a, NULL);
+    expect_status(EXIT_OK);
+
+    const float *out = load_f32(P("out.npy"), r, os), *w = load_f32(P("w.npy"), r, ws);
+    const float *lse = load_f32(P("lse.npy"), lr, ls);
+    clattn_sdpa_desc d = {.batch = B, .heads = H, .q_len = L, .kv_len = S, .qk_dim = D, .v_dim = Dv,
+                          .scale = s->scale,
+                          .masks = {s->causal, s->key_lengths, s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE}};
+    double *ro = xmalloc(B * H * L * Dv * sizeof *ro), *rw = xmalloc(B * H * L * S * sizeof *rw);
+    double *rl = xmalloc(B * H * L * sizeof *rl);
+    ref_sdpa(&d, q, k, v, s->mask, ro, rw, rl);
+    expect_close("out", out, ro, B * H * L * Dv);
+    expect_close("weights", w, rw, B * H * L * S);
+    expect_close("lse", lse, rl, B * H * L);
+}
+
+typedef struct mha_spec {
+    size_t rank, B, L, S, d_model, d_kv, H, dk, dv, d_out;
+    bool cross, biases, wo, bo;
+    float scale;
+    clattn_causal causal;      /* what the flags in extra ask for */
+    const size_t *key_lengths;
+    const char *const *extra;
+    uint64_t seed;
+} mha_spec;
+
+static void mha_check(const mha_spec *s)
+{
+    ck_assert(s->rank == 3 || s->B == 1);
+    rng_state = s->seed;
+    const size_t B = s->B, L = s->L, S = s->cross ? s->S : s->L, dm = s->d_model, dkv = s->cross ? s->d_kv : dm;
+    const size_t H = s->H, hk = H * s->dk, hv = H * s->dv, d_out = s->wo ? s->d_out : hv;
+    const float *x = rand_floats(B * L * dm, 1.0f), *kv = s->cross ? rand_floats(B * S * dkv, 1.0f) : NULL;
+    clattn_mha_host_weights w = {
+        rand_floats(dm * hk, 0.6f), s->biases ? rand_floats(hk, 0.3f) : NULL,
+        rand_floats(dkv * hk, 0.6f), s->biases ? rand_floats(hk, 0.3f) : NULL,
+        rand_floats(dkv * hv, 0.6f), s->biases ? rand_floats(hv, 0.3f) : NULL,
+        s->wo ? rand_floats(hv * d_out, 0.5f) : NULL, s->bo ? rand_floats(d_out, 0.3f) : NULL,
+    };
+    argl a = {{0}, 0};
+    add(&a, "mha", "--heads", fmt("%zu", H), "--out", P("y.npy"), "--weights", P("a.npy"), NULL);
+    if (s->rank == 3) {
+        add(&a, "--x", save_f32("x.npy", x, 3, (size_t[]){B, L, dm}), NULL);
+        if (kv)
+            add(&a, "--kv", save_f32("kv.npy", kv, 3, (size_t[]){B, S, dkv}), NULL);
+    } else {
+        add(&a, "--x", save_f32("x.npy", x, 2, (size_t[]){L, dm}), NULL);
+        if (kv)
+            add(&a, "--kv", save_f32("kv.npy", kv, 2, (size_t[]){S, dkv}), NULL);
+    }
+    add(&a, "--wq", save_f32("wq.npy", w.w_q, 2, (size_t[]){dm, hk}), "--wk",
+        save_f32("wk.npy", w.w_k, 2, (size_t[]){dkv, hk}), "--wv", save_f32("wv.npy", w.w_v, 2, (size_t[]){dkv, hv}),
+        NULL);
+    if (s->biases)
+        add(&a, "--bq", save_f32("bq.npy", w.b_q, 1, &hk), "--bk", save_f32("bk.npy", w.b_k, 1, &hk), "--bv",
+            save_f32("bv.npy", w.b_v, 1, &hv), NULL);
+    if (s->wo)
+        add(&a, "--wo", save_f32("wo.npy", w.w_o, 2, (size_t[]){hv, d_out}), NULL);
+    if (s->bo)
+        add(&a, "--bo", save_f32("bo.npy", w.b_o, 1, &d_out), NULL);
+    if (s->scale != 0.0f)
+        add(&a, "--scale", fmt("%.9g", s->scale), NULL);
+    add_list(&a, s->extra);
+    run_args(&a, NULL);
+    expect_status(EXIT_OK);
+
+    const float *y, *p;
+    if (s->rank == 3) {
+        y = load_f32(P("y.npy"), 3, (size_t[]){B, L, d_out});
+        p = load_f32(P("a.npy"), 4, (size_t[]){B, H, L, S});
+    } else {
+        y = load_f32(P("y.npy"), 2, (size_t[]){L, d_out});
+        p = load_f32(P("a.npy"), 3, (size_t[]){H, L, S});
+    }
+    clattn_mha_desc d = {.batch = B, .q_len = L, .kv_len = S, .model_dim = dm, .kv_dim = dkv, .heads = H,
+                         .qk_dim = s->dk, .v_dim = s->dv, .out_dim = d_out, .scale = s->scale,
+                         .masks = {s->causal, s->key_lengths, CLATTN_MASK_NONE}};
+    double *ry = xmalloc(B * L * d_out * sizeof *ry), *rp = xmalloc(B * H * L * S * sizeof *rp);
+    ref_mha(&d, x, kv, &w, NULL, ry, rp);
+    expect_close("out", y, ry, B * L * d_out);
+    expect_close("weights", p, rp, B * H * L * S);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 1. Version, help, usage errors                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_version_and_help)
+{
+    EXPECT(EXIT_OK, "--version");
+    expect_in("stdout", R.out, fmt("clattn %s (library %s)", CLATTN_VERSION_STRING, CLATTN_VERSION_STRING));
+    ck_assert_msg(count_lines(R.out) == 1, "--version prints one line:\n%s", R.out);
+
+    static const char *const help_spellings[] = {"--help", "-h", "help"};
+    for (size_t i = 0; i < 3; i++) {
+        EXPECT(EXIT_OK, help_spellings[i]);
+        ck_assert_str_eq(R.err, "");
+        static const char *const words[] = {"usage: clattn", "devices", "sdpa", "mha", "demo", "--device",
+                                            "Exit status"};
+        for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
+            expect_in("stdout", R.out, words[w]);
+    }
+
+    static const struct {
+        const char *command;
+        const char *flags[24];
+    } commands[] = {
+        {"devices", {"--json", "--check"}},
+        {"sdpa", {"--q", "--k", "--v", "--out", "--weights", "--lse", "--scale", "--causal", "--causal-bottom-right",
+                  "--mask", "--key-lengths", "--heatmap", "--tokens", "--key-tokens", "--device"}},
+        {"mha", {"--x", "--kv", "--wq", "--wk", "--wv", "--bq", "--bk", "--bv", "--wo", "--bo", "--heads", "--out",
+                 "--weights", "--scale", "--causal", "--causal-bottom-right", "--mask", "--key-lengths", "--heatmap",
+                 "--tokens", "--key-tokens", "--device"}},
+        {"demo", {"--save", "--heatmap", "--device"}},
+    };
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        static const char *const spellings[] = {"--help", "-h"};
+        for (size_t s = 0; s < 2; s++) {
+            EXPECT(EXIT_OK, commands[c].command, spellings[s]);
+            ck_assert_msg(R.err[0] == '\0', "`%s` wrote to stderr:\n%s", R.cmd, R.err);
+            expect_in("stdout", R.out, fmt("usage: clattn %s", commands[c].command));
+            for (size_t f = 0; commands[c].flags[f]; f++)
+                expect_in("stdout", R.out, commands[c].flags[f]);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_usage_errors)
+{
+    clattn_env(NULL, (const char *)NULL); /* no arguments at all */
+    expect_status(EXIT_USAGE);
+    expect_in("stderr", R.err, "usage: clattn");
+    ck_assert_str_eq(R.out, "");
+
+    EXPECT(EXIT_USAGE, "frobnicate");
+    expect_in("stderr", R.err, "frobnicate");
+    expect_in("stderr", R.err, "usage: clattn");
+    ck_assert_str_eq(R.out, "");
+
+    EXPECT(EXIT_USAGE, "--frobnicate");
+    expect_in("stderr", R.err, "--frobnicate");
+
+    /* A subcommand's flag error: the flag named on the first line, then that command's usage. */
+    EXPECT(EXIT_USAGE, "devices", "--jsn");
+    ck_assert_msg(strncmp(R.err, "clattn devices: ", 16) == 0, "first line: %s", R.err);
+    expect_in("stderr", R.err, "--jsn");
+    expect_in("stderr", R.err, "usage: clattn devices");
+    ck_assert_str_eq(R.out, "");
+
+    EXPECT(EXIT_USAGE, "demo", "--save");
+    expect_in("stderr", R.err, "--save");
+    EXPECT(EXIT_USAGE, "demo", "extra");
+    expect_in("stderr", R.err, "extra");
+    EXPECT(EXIT_USAGE, "devices", "--json=yes");
+    expect_in("stderr", R.err, "--json");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 2. devices                                                                                      */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_devices_table)
+{
+    EXPECT(EXIT_OK, "devices");
+    expect_in("stdout", R.out, "Platform 0: ");
+    expect_in("stdout", R.out, "0:0");
+    expect_in("stdout", R.out, "[default]");
+    const char *first = strstr(R.out, "[default]");
+    ck_assert_msg(strstr(first + 1, "[default]") == NULL, "two defaults:\n%s", R.out);
+}
+END_TEST
+
+START_TEST(test_devices_json)
+{
+    static const char *const no_env_device[] = {"CLATTN_DEVICE", NULL};
+    clattn_env(no_env_device, "devices", "--json", (const char *)NULL);
+    expect_status(EXIT_OK);
+    ck_assert_str_eq(R.err, "");
+    const char *json = P("devices.json");
+    write_whole(json, R.out, strlen(R.out));
+    python_check(
+        "import json, sys\n"
+        "d = json.load(sys.stdin)\n"
+        "assert d['devices'] and 'name' in d['devices'][0], d\n"
+        "keys = {'spec': str, 'platform': str, 'name': str, 'vendor': str, 'type': str,\n"
+        "        'opencl_version': str, 'opencl_c_version': str, 'driver_version': str,\n"
+        "        'compute_units': int, 'clock_mhz': int, 'global_mem_bytes': int, 'local_mem_bytes': int,\n"
+        "        'max_alloc_bytes': int, 'max_work_group_size': int,\n"
+        "        'fp16': bool, 'fp64': bool, 'subgroups': bool, 'default': bool}\n"
+        "for dev in d['devices']:\n"
+        "    for k, t in keys.items():\n"
+        "        assert k in dev, ('missing key', k, dev)\n"
+        "        assert isinstance(dev[k], t), ('wrong type', k, dev[k])\n"
+        "    assert dev['type'] in ('cpu', 'gpu', 'accelerator', 'other'), dev['type']\n"
+        "    p, _, i = dev['spec'].partition(':')\n"
+        "    assert p.isdigit() and i.isdigit(), dev['spec']\n"
+        "assert d['devices'][0]['spec'] == '0:0', d['devices'][0]['spec']\n"
+        "assert sum(dev['default'] for dev in d['devices']) == 1, 'exactly one default'\n"
+        "assert len({dev['spec'] for dev in d['devices']}) == len(d['devices']), 'specs are unique'\n",
+        json, NULL);
+}
+END_TEST
+
+START_TEST(test_devices_check)
+{
+    EXPECT(EXIT_OK, "devices", "--check");
+    expect_in("stdout", R.out, "PASS");
+    expect_in("stdout", R.out, "0:0");
+    ck_assert_msg(strstr(R.out, "FAIL") == NULL, "a device failed its check:\n%s", R.out);
+
+    EXPECT(EXIT_USAGE, "devices", "--json", "--check");
+    expect_in("stderr", R.err, "--json");
+    ck_assert_str_eq(R.out, "");
+    EXPECT(EXIT_USAGE, "devices", "--check", "--json");
+}
+END_TEST
+
+/* With no OpenCL platform at all (OCL_ICD_VENDORS naming an empty folder, in the child only). */
+START_TEST(test_no_platform)
+{
+    const char *vendors = P("no-icds");
+    ck_assert(mkdir(vendors, 0700) == 0);
+    const char *const env[] = {fmt("OCL_ICD_VENDORS=%s", vendors), NULL};
+
+    clattn_env(env, "devices", (const char *)NULL);
+    expect_status(EXIT_NO_PLATFORM);
+    expect_in("stderr", R.err, "pocl-opencl-icd");
+    ck_assert_msg(strncmp(R.err, "clattn devices: ", 16) == 0, "stderr: %s", R.err);
+
+    clattn_env(env, "devices", "--json", (const char *)NULL);
+    expect_status(EXIT_NO_PLATFORM);
+    clattn_env(env, "devices", "--check", (const char *)NULL);
+    expect_status(EXIT_NO_PLATFORM);
+    clattn_env(env, "demo", (const char *)NULL);
+    expect_status(EXIT_NO_PLATFORM);
+    expect_in("stderr", R.err, "pocl-opencl-icd");
+
+    /* Valid inputs: the inputs are fine, the missing platform is what fails; no output appears. */
+    rng_state = 7;
+    const size_t sh[2] = {3, 4};
+    const char *q = save_f32("q.npy", rand_floats(12, 1), 2, sh);
+    clattn_env(env, "sdpa", "--q", q, "--k", q, "--v", q, "--out", P("o.npy"), (const char *)NULL);
+    expect_status(EXIT_NO_PLATFORM);
+    ck_assert(!exists(P("o.npy")));
+    clattn_env(env, "mha", "--x", q, "--wq", save_f32("w.npy", rand_floats(16, 1), 2, (size_t[]){4, 4}), "--wk",
+               P("w.npy"), "--wv", P("w.npy"), "--heads", "2", "--out", P("o.npy"), (const char *)NULL);
+    expect_status(EXIT_NO_PLATFORM);
+    ck_assert(!exists(P("o.npy")));
+}
+END_TEST
+
+/* --device and CLATTN_DEVICE choose the device; a spec matching nothing is a usage error. */
+START_TEST(test_device_selection)
+{
+    EXPECT(EXIT_OK, "demo", "--device", "0:0");
+    EXPECT(EXIT_OK, "demo", "--device=0:0");
+    static const char *const env_ok[] = {"CLATTN_DEVICE=0:0", NULL};
+    clattn_env(env_ok, "demo", (const char *)NULL);
+    expect_status(EXIT_OK);
+
+    static const char *const env_bad[] = {"CLATTN_DEVICE=no-such-device-anywhere", NULL};
+    clattn_env(env_bad, "demo", (const char *)NULL);
+    expect_status(EXIT_USAGE);
+    expect_in("stderr", R.err, "no-such-device-anywhere");
+    expect_in("stderr", R.err, "0:0");
+    /* --device wins over CLATTN_DEVICE. */
+    clattn_env(env_bad, "demo", "--device", "0:0", (const char *)NULL);
+    expect_status(EXIT_OK);
+
+    EXPECT(EXIT_USAGE, "demo", "--device", "9:9");
+    expect_in("stderr", R.err, "9:9");
+    expect_in("stderr", R.err, "0:0"); /* the devices that do exist */
+    ck_assert_msg(count_lines(R.err) == 1, "one line:\n%s", R.err);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 3. sdpa                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_sdpa_4d)
+{
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 3, .L = 7, .S = 61, .D = 8, .Dv = 5, .seed = 1});
+}
+END_TEST
+
+START_TEST(test_sdpa_3d)
+{
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 3, .L = 5, .S = 9, .D = 4, .Dv = 6, .seed = 2});
+}
+END_TEST
+
+START_TEST(test_sdpa_2d)
+{
+    sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 6, .S = 11, .D = 8, .Dv = 3, .seed = 3});
+}
+END_TEST
+
+START_TEST(test_sdpa_causal)
+{
+    const char *const top_left[] = {"--causal", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 6, .S = 9, .D = 4, .Dv = 4,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = top_left, .seed = 4});
+    sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 5, .S = 5, .D = 8, .Dv = 8,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = top_left, .seed = 5});
+}
+END_TEST
+
+START_TEST(test_sdpa_causal_bottom_right)
+{
+    const char *const bottom_right[] = {"--causal-bottom-right", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 9, .D = 4, .Dv = 3,
+                            .causal = CLATTN_CAUSAL_BOTTOM_RIGHT, .extra = bottom_right, .seed = 6});
+}
+END_TEST
+
+/* An additive float mask (L,S) with −inf entries and one row entirely −inf (zero weights and output,
+ * log-sum-exp −inf). */
+START_TEST(test_sdpa_mask_float)
+{
+    const size_t B = 2, H = 2, L = 6, S = 10;
+    rng_state = 70;
+    float *m = rand_mask(L * S);
+    for (size_t j = 0; j < S; j++)
+        m[2 * S + j] = -INFINITY;
+    m[0] = 0.0f; /* row 0 keeps at least one key */
+    const char *const extra[] = {"--mask", save_f32("mask.npy", m, 2, (size_t[]){L, S}), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 3,
+                            .mask = broadcast_mask(m, 2, (size_t[]){L, S}, B, H, L, S), .extra = extra, .seed = 7});
+}
+END_TEST
+
+/* A boolean '|b1' mask: True = may attend (adds 0), False adds −inf, as PyTorch's SDPA. */
+START_TEST(test_sdpa_mask_bool)
+{
+    const size_t B = 2, H = 2, L = 5, S = 8;
+    rng_state = 80;
+    unsigned char bits[5 * 8];
+    float add_mask[5 * 8];
+    for (size_t i = 0; i < L * S; i++) {
+        bits[i] = rng_unit() < 0.7;
+        if (i / S == 1)
+            bits[i] = 1; /* a row that sees everything */
+        if (i / S == 3)
+            bits[i] = i % S == 5; /* a row that sees only key 5 */
+        add_mask[i] = bits[i] ? 0.0f : -INFINITY;
+    }
+    const char *const extra[] = {"--mask", save_raw("mask.npy", 1, "|b1", "False", "(5, 8)", bits, sizeof bits), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 4,
+                            .mask = broadcast_mask(add_mask, 2, (size_t[]){L, S}, B, H, L, S), .extra = extra,
+                            .seed = 8});
+}
+END_TEST
+
+/* A full (B,H,L,S) mask, and float64 on disk. */
+START_TEST(test_sdpa_mask_bhls)
+{
+    const size_t B = 2, H = 3, L = 4, S = 7, n = B * H * L * S;
+    rng_state = 90;
+    float *m = rand_mask(n);
+    double *md = xmalloc(n * sizeof *md);
+    for (size_t i = 0; i < n; i++)
+        md[i] = m[i];
+    const char *const extra[] = {"--mask", save_raw("mask.npy", 1, "<f8", "False", "(2, 3, 4, 7)", md, n * 8), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 2, .mask = m,
+                            .extra = extra, .seed = 9});
+}
+END_TEST
+
+/* Masks with dimensions of 1 broadcast NumPy-style: (1,H,L,S), (H,1,S) and (B,1,1,S). */
+START_TEST(test_sdpa_mask_broadcast)
+{
+    const size_t B = 2, H = 3, L = 4, S = 6;
+    static const size_t shapes[][4] = {{1, 3, 4, 6}, {3, 1, 6, 0}, {2, 1, 1, 6}, {1, 6, 0, 0}};
+    static const size_t ranks[] = {4, 3, 4, 2};
+    for (size_t c = 0; c < sizeof ranks / sizeof ranks[0]; c++) {
+        rng_state = 100 + c;
+        const size_t n = product(ranks[c], shapes[c]);
+        float *m = rand_mask(n);
+        const char *const extra[] = {"--mask", save_f32(fmt("mask%zu.npy", c), m, ranks[c], shapes[c]), NULL};
+        sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 4,
+                                .mask = broadcast_mask(m, ranks[c], shapes[c], B, H, L, S), .extra = extra,
+                                .seed = 10 + c});
+    }
+}
+END_TEST
+
+/* Key lengths as numpy writes them by default ('<i8'), including 0 (every key masked) and S. */
+START_TEST(test_sdpa_key_lengths_i8)
+{
+    static const long long len[] = {5, 0, 9};
+    static const size_t len_z[] = {5, 0, 9};
+    const char *const extra[] = {"--key-lengths", save_i64("len.npy", len, 3), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 3, .H = 2, .L = 4, .S = 9, .D = 4, .Dv = 3, .key_lengths = len_z,
+                            .extra = extra, .seed = 11});
+}
+END_TEST
+
+START_TEST(test_sdpa_key_lengths_i4)
+{
+    static const long long len[] = {1, 7};
+    static const size_t len_z[] = {1, 7};
+    const char *const extra[] = {"--key-lengths", save_i32("len.npy", len, 2), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 7, .D = 8, .Dv = 8, .key_lengths = len_z,
+                            .extra = extra, .seed = 12});
+}
+END_TEST
+
+/* Every mask kind at once: causal, key lengths and a boolean mask, with an explicit scale. */
+START_TEST(test_sdpa_masks_combined)
+{
+    const size_t B = 2, H = 2, L = 5, S = 7;
+    static const long long len[] = {6, 3};
+    static const size_t len_z[] = {6, 3};
+    rng_state = 130;
+    unsigned char bits[2 * 1 * 7];
+    float add_mask[2 * 1 * 7];
+    for (size_t i = 0; i < sizeof bits; i++) {
+        bits[i] = rng_unit() < 0.75;
+        add_mask[i] = bits[i] ? 0.0f : -INFINITY;
+    }
+    const char *const extra[] = {"--causal-bottom-right", "--key-lengths", save_i64("len.npy", len, 2), "--mask",
+                                 save_raw("mask.npy", 1, "|b1", "False", "(2, 1, 1, 7)", bits, sizeof bits), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 4, .scale = 0.7f,
+                            .causal = CLATTN_CAUSAL_BOTTOM_RIGHT, .key_lengths = len_z,
+                            .mask = broadcast_mask(add_mask, 4, (size_t[]){2, 1, 1, 7}, B, H, L, S), .extra = extra,
+                            .seed = 13});
+}
+END_TEST
+
+START_TEST(test_sdpa_scale)
+{
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 5, .D = 4, .Dv = 4, .scale = 0.3f, .seed = 14});
+    sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 4, .S = 5, .D = 4, .Dv = 4, .scale = -1.25f, .seed = 15});
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 3, .D = 2, .Dv = 2, .scale = 2.5f,
+                            .scale_eq = true, .seed = 16});
+}
+END_TEST
+
+/* float64 inputs are rounded to float32 on load and work. */
+START_TEST(test_sdpa_f8_input)
+{
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 5, .S = 6, .D = 4, .Dv = 3, .f8 = true, .seed = 17});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 4. mha                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_mha_self_biases_wo)
+{
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 5, .d_model = 12, .H = 3, .dk = 4, .dv = 2, .d_out = 7,
+                          .biases = true, .wo = true, .bo = true, .seed = 21});
+    /* --wo without --bo */
+    mha_check(&(mha_spec){.rank = 3, .B = 1, .L = 3, .d_model = 6, .H = 2, .dk = 3, .dv = 3, .d_out = 6,
+                          .wo = true, .seed = 22});
+}
+END_TEST
+
+START_TEST(test_mha_2d)
+{
+    const char *const extra[] = {"--causal", NULL};
+    mha_check(&(mha_spec){.rank = 2, .B = 1, .L = 6, .d_model = 8, .H = 2, .dk = 4, .dv = 4,
+                          .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = extra, .seed = 23});
+}
+END_TEST
+
+START_TEST(test_mha_cross)
+{
+    static const long long len[] = {9, 3};
+    static const size_t len_z[] = {9, 3};
+    const char *const extra[] = {"--key-lengths", save_i64("len.npy", len, 2), NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 4, .S = 9, .d_model = 10, .d_kv = 6, .H = 3, .dk = 3, .dv = 4,
+                          .cross = true, .scale = 0.25f, .key_lengths = len_z, .extra = extra, .seed = 24});
+    mha_check(&(mha_spec){.rank = 2, .B = 1, .L = 3, .S = 7, .d_model = 4, .d_kv = 5, .H = 3, .dk = 2, .dv = 1,
+                          .d_out = 2, .cross = true, .biases = true, .wo = true, .bo = true, .seed = 25});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 5. Errors: exit 2, one line naming the culprit, no output file                                 */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Every case runs in a fresh folder with valid inputs; outputs go to "o/", which must stay empty. */
+static void valid_inputs(void)
+{
+    rng_state = 500;
+    save_f32("q.npy", rand_floats(2 * 3 * 4 * 8, 1), 4, (size_t[]){2, 3, 4, 8});
+    save_f32("k.npy", rand_floats(2 * 3 * 6 * 8, 1), 4, (size_t[]){2, 3, 6, 8});
+    save_f32("v.npy", rand_floats(2 * 3 * 6 * 5, 1), 4, (size_t[]){2, 3, 6, 5});
+    save_f32("x.npy", rand_floats(2 * 4 * 8, 1), 3, (size_t[]){2, 4, 8});
+    save_f32("wq.npy", rand_floats(8 * 6, 1), 2, (size_t[]){8, 6});
+    save_f32("wk.npy", rand_floats(8 * 6, 1), 2, (size_t[]){8, 6});
+    save_f32("wv.npy", rand_floats(8 * 6, 1), 2, (size_t[]){8, 6});
+    ck_assert(mkdir(P("o"), 0700) == 0);
+}
+
+/* sdpa with the valid inputs, Q, K or V replaced when given, outputs in o/. */
+static void sdpa_args(argl *a, const char *q, const char *k, const char *v)
+{
+    add(a, "sdpa", "--q", q ? q : P("q.npy"), "--k", k ? k : P("k.npy"), "--v", v ? v : P("v.npy"), "--out",
+        P("o/out.npy"), "--weights", P("o/w.npy"), "--lse", P("o/lse.npy"), NULL);
+}
+
+static void mha_args(argl *a, const char *heads)
+{
+    add(a, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv", P("wv.npy"), "--heads",
+        heads, "--out", P("o/y.npy"), "--weights", P("o/a.npy"), NULL);
+}
+
+static const char *f32_file(const char *name, size_t ndim, const size_t *shape)
+{
+    return save_f32(name, rand_floats(product(ndim, shape), 1), ndim, shape);
+}
+
+/* Each make() fills the arguments and returns what the first line of stderr must contain. */
+typedef struct err_case {
+    const char *name;
+    const char *(*make)(argl *a);
+    bool usage_follows; /* flag-parsing errors print the command's usage after the message */
+    const char *also;   /* NULL, or more that stderr must contain */
+} err_case;
+
+static const char *e_unknown_flag(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--bogus", NULL); return "--bogus"; }
+static const char *e_missing_value(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", NULL); return "--scale"; }
+static const char *e_flag_with_value(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--causal=yes", NULL);
+    return "--causal";
+}
+static const char *e_positional(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "stray.npy", NULL); return "stray.npy"; }
+static const char *e_scale_text(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "abc", NULL); return "abc"; }
+static const char *e_scale_suffix(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "0.5x", NULL); return "0.5x"; }
+static const char *e_scale_inf(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "inf", NULL); return "inf"; }
+static const char *e_scale_nan(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "nan", NULL); return "nan"; }
+static const char *e_scale_zero(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "0", NULL); return "--scale"; }
+static const char *e_heads_zero(argl *a) { mha_args(a, "0"); return "--heads"; }
+static const char *e_heads_negative(argl *a) { mha_args(a, "-2"); return "-2"; }
+static const char *e_heads_text(argl *a) { mha_args(a, "two"); return "two"; }
+static const char *e_mha_scale(argl *a) { mha_args(a, "2"); add(a, "--scale", "fast", NULL); return "fast"; }
+static const char *e_missing_v(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--out", P("o/out.npy"), NULL);
+    return "--v";
+}
+static const char *e_missing_out(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--weights", P("o/w.npy"), NULL);
+    return "--out";
+}
+static const char *e_missing_heads(argl *a)
+{
+    add(a, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv", P("wv.npy"), "--out",
+        P("o/y.npy"), NULL);
+    return "--heads";
+}
+static const char *e_no_file(argl *a) { sdpa_args(a, P("missing.npy"), 0, 0); return P("missing.npy"); }
+static const char *e_directory(argl *a)
+{
+    ck_assert(mkdir(P("adir"), 0700) == 0);
+    sdpa_args(a, 0, P("adir"), 0);
+    return P("adir");
+}
+static const char *e_truncated(argl *a)
+{
+    size_t len;
+    char *img = track(read_whole(P("q.npy"), &len));
+    write_whole(P("trunc.npy"), img, len - 7);
+    sdpa_args(a, P("trunc.npy"), 0, 0);
+    return P("trunc.npy");
+}
+static const char *e_header_cut(argl *a)
+{
+    size_t len;
+    char *img = track(read_whole(P("k.npy"), &len));
+    write_whole(P("cut.npy"), img, 40);
+    sdpa_args(a, 0, P("cut.npy"), 0);
+    return P("cut.npy");
+}
+static const char *e_fortran(argl *a)
+{
+    float d[2 * 3 * 6 * 5] = {0};
+    sdpa_args(a, 0, 0, save_raw("fortran.npy", 1, "<f4", "True", "(2, 3, 6, 5)", d, sizeof d));
+    return P("fortran.npy");
+}
+static const char *e_big_endian(argl *a)
+{
+    float d[2 * 3 * 4 * 8] = {0};
+    sdpa_args(a, save_raw("be.npy", 1, ">f4", "False", "(2, 3, 4, 8)", d, sizeof d), 0, 0);
+    return P("be.npy");
+}
+static const char *e_dtype_i2(argl *a)
+{
+    int16_t d[2 * 3 * 4 * 8] = {0};
+    sdpa_args(a, save_raw("i2.npy", 1, "<i2", "False", "(2, 3, 4, 8)", d, sizeof d), 0, 0);
+    return P("i2.npy");
+}
+static const char *e_dtype_int_tensor(argl *a)
+{
+    int32_t d[2 * 3 * 6 * 8] = {0};
+    sdpa_args(a, 0, save_raw("i4.npy", 1, "<i4", "False", "(2, 3, 6, 8)", d, sizeof d), 0);
+    return P("i4.npy");
+}
+static const char *e_bad_magic(argl *a)
+{
+    size_t len;
+    char *img = track(read_whole(P("q.npy"), &len));
+    img[1] = 'M';
+    write_whole(P("magic.npy"), img, len);
+    sdpa_args(a, P("magic.npy"), 0, 0);
+    return P("magic.npy");
+}
+static const char *e_not_npy(argl *a)
+{
+    write_whole(P("text.npy"), "1 2 3\n4 5 6\n", 12);
+    sdpa_args(a, 0, 0, P("text.npy"));
+    return P("text.npy");
+}
+static const char *e_v2_huge_header(argl *a)
+{
+    static const unsigned char img[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xF0, 0xFF, 0xFF, 0xFF};
+    write_whole(P("huge.npy"), img, sizeof img);
+    sdpa_args(a, P("huge.npy"), 0, 0);
+    return P("huge.npy");
+}
+static const char *e_shape_overflow(argl *a)
+{
+    float d[16] = {0};
+    sdpa_args(a, 0, save_raw("overflow.npy", 1, "<f4", "False", "(4294967296, 4294967296, 16)", d, sizeof d), 0);
+    return P("overflow.npy");
+}
+static const char *e_rank_1(argl *a)
+{
+    sdpa_args(a, f32_file("q1.npy", 1, (size_t[]){8}), 0, 0);
+    return P("q1.npy");
+}
+static const char *e_empty(argl *a)
+{
+    sdpa_args(a, f32_file("empty.npy", 4, (size_t[]){2, 3, 0, 8}), 0, 0);
+    return P("empty.npy");
+}
+static const char *e_kv_disagree(argl *a)
+{
+    sdpa_args(a, 0, 0, f32_file("v5.npy", 4, (size_t[]){2, 3, 5, 5}));
+    return P("v5.npy");
+}
+static const char *e_head_size(argl *a)
+{
+    sdpa_args(a, 0, f32_file("k7.npy", 4, (size_t[]){2, 3, 6, 7}), 0);
+    return P("k7.npy");
+}
+static const char *e_batch_differs(argl *a)
+{
+    sdpa_args(a, 0, f32_file("k1.npy", 4, (size_t[]){1, 3, 6, 8}), 0);
+    return P("k1.npy");
+}
+static const char *e_rank_differs(argl *a)
+{
+    sdpa_args(a, 0, 0, f32_file("v3.npy", 3, (size_t[]){3, 6, 5}));
+    return "rank";
+}
+static const char *e_wq_rows(argl *a)
+{
+    add(a, "mha", "--x", P("x.npy"), "--wq", f32_file("wq7.npy", 2, (size_t[]){7, 6}), "--wk", P("wk.npy"), "--wv",
+        P("wv.npy"), "--heads", "2", "--out", P("o/y.npy"), NULL);
+    return P("wq7.npy");
+}
+static const char *e_wk_shape(argl *a)
+{
+    add(a, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", f32_file("wk9.npy", 2, (size_t[]){8, 9}), "--wv",
+        P("wv.npy"), "--heads", "3", "--out", P("o/y.npy"), NULL);
+    return P("wk9.npy");
+}
+static const char *e_heads_divide(argl *a) { mha_args(a, "4"); return P("wq.npy"); }
+static const char *e_heads_divide_wv(argl *a)
+{
+    add(a, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv",
+        f32_file("wv4.npy", 2, (size_t[]){8, 4}), "--heads", "3", "--out", P("o/y.npy"), NULL);
+    return P("wv4.npy");
+}
+static const char *e_bias_length(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--bq", f32_file("bq5.npy", 1, (size_t[]){5}), NULL);
+    return P("bq5.npy");
+}
+static const char *e_wo_rows(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--wo", f32_file("wo.npy", 2, (size_t[]){5, 8}), NULL);
+    return P("wo.npy");
+}
+static const char *e_bo_without_wo(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--bo", f32_file("bo.npy", 1, (size_t[]){6}), NULL);
+    return "--bo";
+}
+static const char *e_kv_batch(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--kv", f32_file("kv.npy", 3, (size_t[]){3, 5, 8}), NULL);
+    return P("kv.npy");
+}
+static const char *e_kv_rank(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--kv", f32_file("kv2.npy", 2, (size_t[]){5, 8}), NULL);
+    return P("kv2.npy");
+}
+static const char *e_key_length_gt_s(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--key-lengths", save_i64("len.npy", (const long long[]){6, 7}, 2), NULL);
+    return P("len.npy");
+}
+static const char *e_key_length_negative(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--key-lengths", save_i32("lenneg.npy", (const long long[]){-1, 3}, 2), NULL);
+    return P("lenneg.npy");
+}
+static const char *e_key_lengths_count(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--key-lengths", save_i64("len3.npy", (const long long[]){1, 2, 3}, 3), NULL);
+    return P("len3.npy");
+}
+static const char *e_key_lengths_float(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--key-lengths", f32_file("lenf.npy", 1, (size_t[]){2}), NULL);
+    return P("lenf.npy");
+}
+static const char *e_mask_shape(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--mask", f32_file("mask45.npy", 2, (size_t[]){4, 5}), NULL);
+    return P("mask45.npy");
+}
+static const char *e_mask_heads(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--mask", f32_file("mask2h.npy", 3, (size_t[]){2, 4, 6}), NULL);
+    return P("mask2h.npy");
+}
+static const char *e_mask_rank(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--mask", f32_file("mask1.npy", 1, (size_t[]){6}), NULL);
+    return P("mask1.npy");
+}
+static const char *e_mask_mha(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--mask", f32_file("maskm.npy", 2, (size_t[]){4, 5}), NULL);
+    return P("maskm.npy");
+}
+static const char *e_both_causal(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--causal", "--causal-bottom-right", NULL);
+    return "--causal";
+}
+static const char *e_tokens_count(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--heatmap", P("o/h.svg"), "--tokens", "a,b,c", NULL);
+    return "--tokens";
+}
+static const char *e_key_tokens_count(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--heatmap", P("o/h.svg"), "--tokens", "我,爱,人工,智能", "--key-tokens", "x,y", NULL);
+    return "--tokens";
+}
+static const char *e_bad_device(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--device", "7:0", NULL);
+    return "7:0";
+}
+static const char *e_bad_device_name(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--device", "no-such-gpu", NULL);
+    return "no-such-gpu";
+}
+/* A later output in a missing folder: the earlier ones must be taken back. */
+static const char *e_weights_dir_missing(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o/ok.npy"), "--weights",
+        P("nonexistent/dir/w.npy"), NULL);
+    return P("nonexistent/dir/w.npy");
+}
+static const char *e_lse_dir_missing(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o/ok.npy"), "--weights",
+        P("o/w.npy"), "--lse", P("nonexistent/lse.npy"), NULL);
+    return P("nonexistent/lse.npy");
+}
+static const char *e_out_dir_missing_heatmap(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--heatmap", P("o/h.svg"), "--out",
+        P("nonexistent/o.npy"), NULL);
+    return P("nonexistent/o.npy");
+}
+static const char *e_mha_weights_dir_missing(argl *a)
+{
+    add(a, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv", P("wv.npy"), "--heads", "3",
+        "--heatmap", P("o/h.svg"), "--out", P("o/y.npy"), "--weights", P("nonexistent/a.npy"), NULL);
+    return P("nonexistent/a.npy");
+}
+static const char *e_heatmap_dir_missing(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--heatmap", P("nonexistent/h.svg"), NULL);
+    return P("nonexistent/h.svg");
+}
+
+static const err_case err_cases[] = {
+    {"unknown flag", e_unknown_flag, true, NULL},
+    {"flag missing its value", e_missing_value, true, NULL},
+    {"flag given a value", e_flag_with_value, true, NULL},
+    {"stray argument", e_positional, true, NULL},
+    {"--scale abc", e_scale_text, false, NULL},
+    {"--scale 0.5x", e_scale_suffix, false, NULL},
+    {"--scale inf", e_scale_inf, false, NULL},
+    {"--scale nan", e_scale_nan, false, NULL},
+    {"--scale 0", e_scale_zero, false, NULL},
+    {"--heads 0", e_heads_zero, false, NULL},
+    {"--heads -2", e_heads_negative, false, NULL},
+    {"--heads two", e_heads_text, false, NULL},
+    {"mha --scale fast", e_mha_scale, false, NULL},
+    {"missing --v", e_missing_v, false, NULL},
+    {"missing --out", e_missing_out, false, NULL},
+    {"missing --heads", e_missing_heads, false, NULL},
+    {"nonexistent input", e_no_file, false, NULL},
+    {"input is a folder", e_directory, false, NULL},
+    {"truncated data", e_truncated, false, NULL},
+    {"truncated header", e_header_cut, false, NULL},
+    {"Fortran order", e_fortran, false, NULL},
+    {"big-endian >f4", e_big_endian, false, NULL},
+    {"dtype <i2", e_dtype_i2, false, NULL},
+    {"integer tensor <i4", e_dtype_int_tensor, false, NULL},
+    {"bad magic", e_bad_magic, false, NULL},
+    {"text file", e_not_npy, false, NULL},
+    {"v2 header length 0xFFFFFFF0", e_v2_huge_header, false, NULL},
+    {"shape product overflows", e_shape_overflow, false, NULL},
+    {"1-D Q", e_rank_1, false, NULL},
+    {"empty Q", e_empty, false, NULL},
+    {"K and V disagree in S", e_kv_disagree, false, NULL},
+    {"head size Q vs K", e_head_size, false, NULL},
+    {"batch differs", e_batch_differs, false, NULL},
+    {"rank differs", e_rank_differs, false, NULL},
+    {"W_Q rows != d_model", e_wq_rows, false, NULL},
+    {"W_K shape", e_wk_shape, false, NULL},
+    {"heads do not divide W_Q", e_heads_divide, false, NULL},
+    {"heads do not divide W_V", e_heads_divide_wv, false, NULL},
+    {"bias length", e_bias_length, false, NULL},
+    {"W_O rows", e_wo_rows, false, NULL},
+    {"--bo without --wo", e_bo_without_wo, false, NULL},
+    {"KV batch", e_kv_batch, false, NULL},
+    {"KV rank", e_kv_rank, false, NULL},
+    {"key length > S", e_key_length_gt_s, false, NULL},
+    {"key length < 0", e_key_length_negative, false, NULL},
+    {"key lengths count", e_key_lengths_count, false, NULL},
+    {"key lengths float", e_key_lengths_float, false, NULL},
+    {"mask shape", e_mask_shape, false, NULL},
+    {"mask heads", e_mask_heads, false, NULL},
+    {"mask rank 1", e_mask_rank, false, NULL},
+    {"mha mask shape", e_mask_mha, false, NULL},
+    {"--causal with --causal-bottom-right", e_both_causal, false, NULL},
+    {"--tokens count", e_tokens_count, false, NULL},
+    {"--key-tokens count", e_key_tokens_count, false, NULL},
+    {"--device 7:0", e_bad_device, false, "0:0"}, /* and lists the devices that exist */
+    {"--device no-such-gpu", e_bad_device_name, false, "0:0"},
+    {"--weights in a missing folder", e_weights_dir_missing, false, NULL},
+    {"--lse in a missing folder", e_lse_dir_missing, false, NULL},
+    {"--out in a missing folder after --heatmap", e_out_dir_missing_heatmap, false, NULL},
+    {"mha --weights in a missing folder", e_mha_weights_dir_missing, false, NULL},
+    {"--heatmap in a missing folder", e_heatmap_dir_missing, false, NULL},
+};
+#define N_ERR_CASES (sizeof err_cases / sizeof err_cases[0])
+
+START_TEST(test_errors)
+{
+    const err_case *c = &err_cases[_i];
+    valid_inputs();
+    argl a = {{0}, 0};
+    const char *needle = c->make(&a);
+    run_args(&a, NULL);
+    ck_assert_msg(R.status == EXIT_USAGE, "%s: `%s` exited %d, expected 2\n--- stderr:\n%.3000s", c->name, R.cmd,
+                  R.status, R.err);
+    const char *prefix = fmt("clattn %s: ", a.v[1]);
+    ck_assert_msg(strncmp(R.err, prefix, strlen(prefix)) == 0, "%s: stderr does not start with \"%s\":\n%.3000s",
+                  c->name, prefix, R.err);
+    const size_t first_len = strcspn(R.err, "\n");
+    ck_assert_msg(contains_n(R.err, first_len, needle),
+                  "%s: the first line of stderr does not name \"%s\":\n%.3000s", c->name, needle, R.err);
+    if (c->usage_follows)
+        expect_in("stderr", R.err, fmt("usage: clattn %s", a.v[1]));
+    else
+        ck_assert_msg(count_lines(R.err) == 1 && R.err[first_len] == '\n',
+                      "%s: stderr is not exactly one line:\n%.3000s", c->name, R.err);
+    if (c->also)
+        expect_in("stderr", R.err, c->also);
+    const char *left = list_dir(P("o"));
+    ck_assert_msg(left[0] == '\0', "%s: `%s` failed but left files behind:\n%s", c->name, R.cmd, left);
+    ck_assert_msg(!exists(P("nonexistent")), "%s: a missing output folder was created", c->name);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Regressions: bugs these tests found in the tool, fixed since */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* --scale 1e39 is a finite double but not a finite float: a usage error (2), not a library failure. */
+START_TEST(test_regression_scale_beyond_float)
+{
+    valid_inputs();
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o/out.npy"),
+           "--scale", "1e39");
+    expect_in("stderr", R.err, "1e39");
+    EXPECT(EXIT_USAGE, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv", P("wv.npy"),
+           "--heads", "2", "--out", P("o/y.npy"), "--scale", "-1e39");
+    expect_in("stderr", R.err, "-1e39");
+    ck_assert_str_eq(list_dir(P("o")), "");
+}
+END_TEST
+
+/* A --mask of an unsupported dtype: the message must name the file, like every other input error. */
+START_TEST(test_regression_mask_dtype_message)
+{
+    valid_inputs();
+    int32_t d[4 * 6] = {0};
+    const char *m = save_raw("mask_i4.npy", 1, "<i4", "False", "(4, 6)", d, sizeof d);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o/out.npy"),
+           "--mask", m);
+    ck_assert_msg(count_lines(R.err) == 1, "one line: %s", R.err);
+    expect_in("stderr", R.err, m);
+    ck_assert_str_eq(list_dir(P("o")), "");
+}
+END_TEST
+
+/* demo: a failed run leaves no output behind; here --heatmap cannot be written, so --save must not
+ * leave its nine .npy files either. */
+START_TEST(test_regression_demo_partial_outputs)
+{
+    const char *save = P("saved");
+    EXPECT(EXIT_USAGE, "demo", "--save", save, "--heatmap", P("nonexistent/h.svg"));
+    expect_in("stderr", R.err, P("nonexistent/h.svg"));
+    ck_assert_msg(!exists(save) || list_dir(save)[0] == '\0', "`%s` failed (exit 2) but left in %s:\n%s", R.cmd,
+                  save, list_dir(save));
+}
+END_TEST
+
+/* A failed run must not destroy a file that was already at an output path before it started: the
+ * all-or-nothing clean-up should take back only what this run created (npy_save_f32 itself promises
+ * "on failure path is left as it was"). */
+START_TEST(test_regression_failed_run_deletes_existing_output)
+{
+    valid_inputs();
+    const char *old = P("o/old.npy");
+    write_whole(old, "previous results", 16);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", old, "--weights",
+           P("nonexistent/w.npy"));
+    char *content = read_whole(old, NULL);
+    track(content ? content : malloc(1));
+    ck_assert_msg(content && strcmp(content, "previous results") == 0,
+                  "`%s` failed (exit 2) and %s, which existed before the run, is %s", R.cmd, old,
+                  content ? "overwritten" : "gone");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 6. demo                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const double tutorial_table[4][4] = {
+    {0.2480, 0.2509, 0.2499, 0.2512},
+    {0.2513, 0.2499, 0.2498, 0.2490},
+    {0.2484, 0.2506, 0.2495, 0.2515},
+    {0.2479, 0.2516, 0.2485, 0.2520},
+};
+
+START_TEST(test_demo_table)
+{
+    EXPECT(EXIT_OK, "demo");
+    static const char *const rows[] = {"0.2480  0.2509  0.2499  0.2512", "0.2513  0.2499  0.2498  0.2490",
+                                       "0.2484  0.2506  0.2495  0.2515", "0.2479  0.2516  0.2485  0.2520"};
+    for (size_t i = 0; i < 4; i++) {
+        const char *row = strstr(R.out, rows[i]);
+        ck_assert_msg(row != NULL, "demo output lacks the weights row \"%s\":\n%s", rows[i], R.out);
+        /* the row is labelled with its token */
+        const char *line = row;
+        while (line > R.out && line[-1] != '\n')
+            line--;
+        ck_assert_msg(contains_n(line, (size_t)(row - line), tutorial_words[i]),
+                      "row \"%s\" is not labelled %s", rows[i], tutorial_words[i]);
+    }
+    expect_in("stdout", R.out, "Attention weights");
+    for (size_t i = 0; i < 4; i++)
+        expect_in("stdout", R.out, tutorial_words[i]);
+    ck_assert_str_eq(R.err, "");
+}
+END_TEST
+
+START_TEST(test_demo_save)
+{
+    const char *save = P("saved");
+    EXPECT(EXIT_OK, "demo", "--save", save);
+    enum { N = TUTORIAL_TOKENS, DM = TUTORIAL_D_MODEL, DK = TUTORIAL_D_K };
+    const float *x = load_f32(fmt("%s/x.npy", save), 2, (size_t[]){N, DM});
+    const float *wq = load_f32(fmt("%s/wq.npy", save), 2, (size_t[]){DM, DK});
+    const float *wk = load_f32(fmt("%s/wk.npy", save), 2, (size_t[]){DM, DK});
+    const float *wv = load_f32(fmt("%s/wv.npy", save), 2, (size_t[]){DM, DK});
+    const float *q = load_f32(fmt("%s/q.npy", save), 2, (size_t[]){N, DK});
+    const float *k = load_f32(fmt("%s/k.npy", save), 2, (size_t[]){N, DK});
+    const float *v = load_f32(fmt("%s/v.npy", save), 2, (size_t[]){N, DK});
+    const float *w = load_f32(fmt("%s/weights.npy", save), 2, (size_t[]){N, N});
+    const float *out = load_f32(fmt("%s/out.npy", save), 2, (size_t[]){N, DK});
+    const char *names = list_dir(save);
+    ck_assert_msg(count_lines(names) == 9, "demo --save wrote:\n%s", names);
+
+    /* The inputs are the tutorial's, rounded to float. */
+    for (size_t i = 0; i < N * DM; i++)
+        ck_assert_msg(x[i] == (float)tutorial_x[i / DM][i % DM], "x[%zu] = %g", i, x[i]);
+    for (size_t i = 0; i < DM * DK; i++) {
+        ck_assert_msg(wq[i] == (float)tutorial_w_q[i / DK][i % DK], "wq[%zu] = %g", i, wq[i]);
+        ck_assert_msg(wk[i] == (float)tutorial_w_k[i / DK][i % DK], "wk[%zu] = %g", i, wk[i]);
+        ck_assert_msg(wv[i] == (float)tutorial_w_v[i / DK][i % DK], "wv[%zu] = %g", i, wv[i]);
+    }
+    /* The weights round to the tutorial's table. */
+    for (size_t i = 0; i < N; i++)
+        for (size_t j = 0; j < N; j++)
+            ck_assert_msg(lround(w[i * N + j] * 1e4) == lround(tutorial_table[i][j] * 1e4),
+                          "weights[%zu][%zu] = %.6f, the tutorial prints %.4f", i, j, w[i * N + j],
+                          tutorial_table[i][j]);
+    /* Each stage agrees with the fp64 reference on its saved inputs. */
+    double ref[N * DK], rw[N * N];
+    ref_matmul(N, DM, DK, x, wq, NULL, ref);
+    expect_close("q = x·wq", q, ref, N * DK);
+    ref_matmul(N, DM, DK, x, wk, NULL, ref);
+    expect_close("k = x·wk", k, ref, N * DK);
+    ref_matmul(N, DM, DK, x, wv, NULL, ref);
+    expect_close("v = x·wv", v, ref, N * DK);
+    clattn_sdpa_desc d = {.batch = 1, .heads = 1, .q_len = N, .kv_len = N, .qk_dim = DK};
+    ref_sdpa(&d, q, k, v, NULL, ref, rw, NULL);
+    expect_close("weights", w, rw, N * N);
+    expect_close("out", out, ref, N * DK);
+
+    /* Saving into an existing folder works too; a folder that cannot be made is an error (2). */
+    EXPECT(EXIT_OK, "demo", "--save", save);
+    EXPECT(EXIT_USAGE, "demo", "--save", P("nonexistent/sub"));
+    expect_in("stderr", R.err, P("nonexistent/sub"));
+    ck_assert(!exists(P("nonexistent")));
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 7. Heatmaps                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Parses the SVG as XML and checks one <rect class="cell"> per expected weight (listed in a file as
+ * "head row col value"), each inside its head's panel with its value, and that every label given
+ * appears in the text. */
+static const char svg_check_py[] =
+    "import sys, xml.dom.minidom as minidom\n"
+    "doc = minidom.parse(sys.argv[1])\n"
+    "want = {}\n"
+    "for line in open(sys.argv[2]):\n"
+    "    h, r, c, v = line.split()\n"
+    "    want[(int(h), int(r), int(c))] = float(v)\n"
+    "seen = set()\n"
+    "for g in doc.getElementsByTagName('g'):\n"
+    "    if g.getAttribute('class') != 'panel':\n"
+    "        continue\n"
+    "    h = int(g.getAttribute('data-head'))\n"
+    "    for e in g.getElementsByTagName('rect'):\n"
+    "        if e.getAttribute('class') != 'cell':\n"
+    "            continue\n"
+    "        key = (h, int(e.getAttribute('data-row')), int(e.getAttribute('data-col')))\n"
+    "        assert key in want, ('unexpected cell', key)\n"
+    "        assert key not in seen, ('cell drawn twice', key)\n"
+    "        seen.add(key)\n"
+    "        v = float(e.getAttribute('data-value'))\n"
+    "        assert abs(v - want[key]) <= 1e-6 + 1e-5 * abs(want[key]), ('value', key, v, want[key])\n"
+    "cells = [e for e in doc.getElementsByTagName('rect') if e.getAttribute('class') == 'cell']\n"
+    "assert len(cells) == len(want) == len(seen), \\\n"
+    "    ('cells', len(cells), 'expected', len(want), 'in panels', len(seen))\n"
+    "def texts(n):\n"
+    "    for c in n.childNodes:\n"
+    "        if c.nodeType == c.TEXT_NODE:\n"
+    "            yield c.data\n"
+    "        else:\n"
+    "            yield from texts(c)\n"
+    "text = '\\n'.join(texts(doc))\n"
+    "for label in sys.argv[3:]:\n"
+    "    assert label in text, ('label missing', label)\n";
+
+/* Writes the expected cells of weights (B,H,L,S): the first batch's first `heads` heads. */
+static const char *expected_cells(const float *w, size_t heads, size_t L, size_t S)
+{
+    char *lines = fmt("%s", "");
+    for (size_t h = 0; h < heads; h++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < S; j++)
+                lines = fmt("%s%zu %zu %zu %.9g\n", lines, h, i, j, w[(h * L + i) * S + j]);
+    const char *path = P(fmt("cells-%zu.txt", ntracked));
+    write_whole(path, lines, strlen(lines));
+    return path;
+}
+
+START_TEST(test_heatmap_demo)
+{
+    const char *svg = P("demo.svg"), *save = P("saved");
+    EXPECT(EXIT_OK, "demo", "--heatmap", svg, "--save", save);
+    const float *w = load_f32(fmt("%s/weights.npy", save), 2, (size_t[]){4, 4});
+    python_check(svg_check_py, NULL,
+                 (const char *const[]){svg, expected_cells(w, 1, 4, 4), tutorial_words[0], tutorial_words[1],
+                                       tutorial_words[2], tutorial_words[3], NULL});
+    char *text = track(read_whole(svg, NULL));
+    ck_assert(text != NULL);
+    for (size_t i = 0; i < 4; i++)
+        expect_in(svg, text, tutorial_words[i]);
+}
+END_TEST
+
+START_TEST(test_heatmap_sdpa)
+{
+    /* B = 2, H = 3: the first batch's three heads, 3·4·5 cells; Chinese and XML-special labels. */
+    const size_t B = 2, H = 3, L = 4, S = 5;
+    rng_state = 300;
+    const char *q = f32_file("q.npy", 4, (size_t[]){B, H, L, 8}), *k = f32_file("k.npy", 4, (size_t[]){B, H, S, 8});
+    const char *v = f32_file("v.npy", 4, (size_t[]){B, H, S, 3});
+    const char *svg = P("map.svg");
+    EXPECT(EXIT_OK, "sdpa", "--q", q, "--k", k, "--v", v, "--out", P("o.npy"), "--heatmap", svg, "--tokens",
+           "我,爱,人工,智能", "--key-tokens", "今天,天气,a<b,&c,\"d'");
+    ck_assert_msg(!exists(P("w.npy")), "no --weights, no weights file");
+    /* The same run with --weights, to know the values. */
+    const char *svg2 = P("map2.svg");
+    EXPECT(EXIT_OK, "sdpa", "--q", q, "--k", k, "--v", v, "--out", P("o.npy"), "--weights", P("w.npy"), "--heatmap",
+           svg2, "--tokens", "我,爱,人工,智能", "--key-tokens", "今天,天气,a<b,&c,\"d'");
+    const float *w = load_f32(P("w.npy"), 4, (size_t[]){B, H, L, S});
+    const char *cells = expected_cells(w, H, L, S);
+    python_check(svg_check_py, NULL,
+                 (const char *const[]){svg, cells, "我", "爱", "人工", "智能", "今天", "天气", "a<b", "&c", "\"d'",
+                                       NULL});
+    python_check(svg_check_py, NULL, (const char *const[]){svg2, cells, NULL});
+
+    /* L = S: --tokens labels the keys too. */
+    const char *sq = f32_file("sq.npy", 3, (size_t[]){2, 3, 4});
+    const char *svg3 = P("self.svg");
+    EXPECT(EXIT_OK, "sdpa", "--q", sq, "--k", sq, "--v", sq, "--out", P("o3.npy"), "--weights", P("w3.npy"),
+           "--heatmap", svg3, "--tokens", "猫,坐,垫");
+    const float *w3 = load_f32(P("w3.npy"), 3, (size_t[]){2, 3, 3});
+    python_check(svg_check_py, NULL,
+                 (const char *const[]){svg3, expected_cells(w3, 2, 3, 3), "猫", "坐", "垫", NULL});
+    char *text = track(read_whole(svg3, NULL));
+    const char *first = strstr(text, "垫");
+    ck_assert_msg(first && strstr(first + 1, "垫"), "a token labels both its query row and its key column");
+
+    /* More than 16 heads: the first 16 are drawn. */
+    const char *mq = f32_file("mq.npy", 3, (size_t[]){18, 2, 4});
+    const char *svg4 = P("many.svg");
+    EXPECT(EXIT_OK, "sdpa", "--q", mq, "--k", mq, "--v", mq, "--out", P("o4.npy"), "--weights", P("w4.npy"),
+           "--heatmap", svg4);
+    const float *w4 = load_f32(P("w4.npy"), 3, (size_t[]){18, 2, 2});
+    python_check(svg_check_py, NULL, (const char *const[]){svg4, expected_cells(w4, 16, 2, 2), NULL});
+}
+END_TEST
+
+START_TEST(test_heatmap_mha)
+{
+    /* Cross-attention (L ≠ S): --tokens labels the queries, --key-tokens the keys. */
+    rng_state = 310;
+    const char *x = f32_file("x.npy", 3, (size_t[]){1, 3, 4}), *kv = f32_file("kv.npy", 3, (size_t[]){1, 5, 6});
+    const char *wq = f32_file("wq.npy", 2, (size_t[]){4, 4}), *wk = f32_file("wk.npy", 2, (size_t[]){6, 4});
+    const char *wv = f32_file("wv.npy", 2, (size_t[]){6, 4}), *svg = P("mha.svg");
+    EXPECT(EXIT_OK, "mha", "--x", x, "--kv", kv, "--wq", wq, "--wk", wk, "--wv", wv, "--heads", "2", "--out",
+           P("y.npy"), "--weights", P("a.npy"), "--heatmap", svg, "--tokens", "我,爱,你", "--key-tokens",
+           "I,love,you,very,much");
+    const float *w = load_f32(P("a.npy"), 4, (size_t[]){1, 2, 3, 5});
+    python_check(svg_check_py, NULL,
+                 (const char *const[]){svg, expected_cells(w, 2, 3, 5), "我", "爱", "你", "love", "much", NULL});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static Suite *cli_suite(void)
+{
+    Suite *s = suite_create("clattn cli");
+    struct {
+        const char *name;
+        const TTest *tests[16];
+    } groups[] = {
+        {"usage", {test_version_and_help, test_usage_errors}},
+        {"devices", {test_devices_table, test_devices_json, test_devices_check, test_no_platform,
+                     test_device_selection}},
+        {"sdpa", {test_sdpa_4d, test_sdpa_3d, test_sdpa_2d, test_sdpa_causal, test_sdpa_causal_bottom_right,
+                  test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
+                  test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
+                  test_sdpa_f8_input}},
+        {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
+        {"demo", {test_demo_table, test_demo_save}},
+        {"heatmap", {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
+        {"regressions", {test_regression_scale_beyond_float, test_regression_mask_dtype_message, test_regression_demo_partial_outputs,
+                             test_regression_failed_run_deletes_existing_output}},
+    };
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        TCase *tc = tcase_create(groups[g].name);
+        tcase_add_checked_fixture(tc, case_setup, case_teardown);
+        tcase_set_timeout(tc, 300);
+        for (size_t t = 0; groups[g].tests[t]; t++)
+            tcase_add_test(tc, groups[g].tests[t]);
+        suite_add_tcase(s, tc);
+    }
+    TCase *tc = tcase_create("errors");
+    tcase_add_checked_fixture(tc, case_setup, case_teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, test_errors, 0, (int)N_ERR_CASES);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    exe = getenv("CLATTN_EXE");
+    if (!exe || !*exe) {
+        fprintf(stderr, "test_cli: CLATTN_EXE must name the clattn binary (set by tests/meson.build)\n");
+        return 1;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(root, sizeof root, "%s/test_cli-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(root)) {
+        fprintf(stderr, "test_cli: mkdtemp %s: %s\n", root, strerror(errno));
+        return 1;
+    }
+
+    /* No OpenCL platform or device: skip (meson shows SKIP). */
+    char why[1024];
+    const char *const probe[] = {exe, "devices", NULL};
+    if (spawn_capture(probe, NULL, NULL, why, sizeof why) != 0) {
+        fprintf(stderr, "test_cli: %s\n", why);
+        remove_tree(root);
+        return 1;
+    }
+    if (R.status == EXIT_NO_PLATFORM) {
+        printf("test_cli: no OpenCL device (clattn devices exited 3): skipping\n%s", R.err);
+        remove_tree(root);
+        return 77;
+    }
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    SRunner *sr = srunner_create(cli_suite());
+    srunner_set_fork_status(sr, CK_NOFORK);
+    srunner_run_all(sr, CK_NORMAL);
+    const int run = srunner_ntests_run(sr), failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    printf("test_cli: %d check cases, %d failed, %.1f s\n", run, failed,
+           (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    free(R.out);
+    free(R.err);
+    remove_tree(root);
+    return failed == 0 ? 0 : 1;
+}
