@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -163,8 +164,11 @@ void cache_store(clattn_context *ctx, const char *source, const char *options, c
     if (!binary || !key || clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) != CL_SUCCESS ||
         !cache_dir(dir, sizeof dir) || !make_dirs(dir) || !entry_path(key, path, sizeof path))
         goto done;
-    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    /* Unique per process and per call, so that threads and processes storing the same entry at once
+     * each write their own temporary; the last rename wins, and every rename installs a whole file. */
+    static atomic_uint counter;
+    snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&counter, 1u));
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         if (fd >= 0)
