@@ -12,7 +12,8 @@
  * work-item; both are 1 on GPUs, where the lanes are the work-items themselves. An accumulator is
  * rescaled only when its row maximum grows, and divided by l once, at the end.
  *
- * Build options: BLOCK_M, BLOCK_N (a multiple of VEC), VEC, ROWS, and DK, DV (head sizes rounded up
+ * Build options: BLOCK_M, BLOCK_N (a multiple of VEC·KV), VEC, KV (vectors of keys per step), ROWS,
+ * and DK, DV (head sizes rounded up
  * to a multiple of 16; the padding is zero). Keys a row cannot see — causal masks and key lengths —
  * end the work-item's walk at its last row's limit, and tiles no row of the group can see are never
  * loaded. */
@@ -46,6 +47,9 @@ typedef float vec_t;
 /* Loops over rows and vector columns are short and fixed: unrolled, their accumulators stay in
  * registers instead of memory. */
 #define UNROLL _Pragma("unroll")
+
+/* Keys per step of a row's walk: KV vectors of VEC. */
+#define STEP (VEC * KV)
 
 inline float hmax4(float4 x) { return fmax(fmax(x.s0, x.s1), fmax(x.s2, x.s3)); }
 inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
@@ -108,6 +112,18 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
     const ulong group_end = clattn_visible_keys(causal, group_last, q_len, kv_len, key_len);
 
     for (ulong j0 = 0; j0 < group_end; j0 += BLOCK_N) {
+#if VEC > 1
+        /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
+            const ulong j = j0 + jj;
+            const bool in = j < kv_len;
+            for (int d = 0; d < DK; d++)
+                kt[d * BLOCK_N + jj] = (in && (ulong)d < dk) ? k_head[j * k_rs + d] : 0.0f;
+            for (int d = 0; d < DV; d++)
+                vt[jj * DV + d] = (in && (ulong)d < dv) ? v_head[j * v_rs + d] : 0.0f;
+        }
+#else
+        /* GPU: neighbouring work-items copy neighbouring elements, so global reads coalesce. */
         for (ulong t = lid; t < BLOCK_N * DK; t += BLOCK_M) {
             const ulong jj = t / DK, d = t % DK, j = j0 + jj;
             kt[d * BLOCK_N + jj] = (j < kv_len && d < dk) ? k_head[j * k_rs + d] : 0.0f;
@@ -116,32 +132,44 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             const ulong jj = t / DV, d = t % DV, j = j0 + jj;
             vt[t] = (j < kv_len && d < dv) ? v_head[j * v_rs + d] : 0.0f;
         }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
 
-        for (int sub = 0; sub < BLOCK_N; sub += VEC) {
+        for (int sub = 0; sub < BLOCK_N; sub += STEP) {
             const ulong j = j0 + sub;
             if (j >= item_end) /* none of this work-item's rows sees the keys left in the tile */
                 break;
-            vec_t s[ROWS];
+            /* Scores of ROWS rows × STEP keys: per d, KV vector loads and ROWS broadcasts feed
+             * ROWS·KV multiply-adds, the register blocking of a GEMM micro-kernel. */
+            vec_t s[ROWS][KV];
             UNROLL for (int r = 0; r < ROWS; r++)
-                s[r] = (vec_t)0.0f;
+                UNROLL for (int u = 0; u < KV; u++)
+                    s[r][u] = (vec_t)0.0f;
             for (int d = 0; d < DK; d++) {
-                const vec_t kv = VLOAD(kt + d * BLOCK_N + sub);
+                vec_t kv[KV];
+                UNROLL for (int u = 0; u < KV; u++)
+                    kv[u] = VLOAD(kt + d * BLOCK_N + sub + u * VEC);
                 UNROLL for (int r = 0; r < ROWS; r++)
-                    s[r] = fma((vec_t)q_row[r][d], kv, s[r]);
+                    UNROLL for (int u = 0; u < KV; u++)
+                        s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
-            float pj[ROWS][VEC];
+            float pj[ROWS][STEP];
             UNROLL for (int r = 0; r < ROWS; r++) {
-                if (j + VEC > row_end[r] || mask_layout != MASK_NONE) {
-                    float lane[VEC];
-                    VSTORE(s[r], lane);
-                    for (int x = 0; x < VEC; x++)
+                if (j + STEP > row_end[r] || mask_layout != MASK_NONE) {
+                    float lane[STEP];
+                    UNROLL for (int u = 0; u < KV; u++)
+                        VSTORE(s[r][u], lane + u * VEC);
+                    for (int x = 0; x < STEP; x++)
                         lane[x] = j + x < row_end[r] ? lane[x] + clattn_additive_mask(mask, mask_layout, bh, first + r,
                                                                                     j + x, q_len, kv_len)
                                                      : -INFINITY;
-                    s[r] = VLOAD(lane);
+                    UNROLL for (int u = 0; u < KV; u++)
+                        s[r][u] = VLOAD(lane + u * VEC);
                 }
-                const float block_max = HMAX(s[r]);
+                vec_t top = s[r][0];
+                UNROLL for (int u = 1; u < KV; u++)
+                    top = fmax(top, s[r][u]);
+                const float block_max = HMAX(top);
                 if (block_max > m[r]) { /* rescale only when the running maximum grows */
                     const float alpha = exp(m[r] - block_max);
                     l[r] *= alpha;
@@ -150,16 +178,25 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                     m[r] = block_max;
                 }
                 /* While every key so far is masked (m = −inf) the row has nothing to add. */
-                const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r] - m[r]);
-                l[r] += HSUM(p);
-                VSTORE(p, pj[r]);
+                float sum = 0.0f;
+                UNROLL for (int u = 0; u < KV; u++) {
+                    const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r][u] - m[r]);
+                    sum += HSUM(p);
+                    VSTORE(p, pj[r] + u * VEC);
+                }
+                l[r] += sum;
             }
-            for (int x = 0; x < VEC; x++) {
-                float any = 0.0f;
-                UNROLL for (int r = 0; r < ROWS; r++)
-                    any += pj[r][x];
-                if (any == 0.0f) /* a key masked for every row adds nothing, even an inf or NaN value */
-                    continue;
+            /* Where some key of the step is masked for some row: a key masked for every row adds
+             * nothing, not even an inf or NaN value (0·inf would be NaN). */
+            const bool partial = j + STEP > row_end[0] || mask_layout != MASK_NONE;
+            for (int x = 0; x < STEP; x++) {
+                if (partial) {
+                    float any = 0.0f;
+                    UNROLL for (int r = 0; r < ROWS; r++)
+                        any += pj[r][x];
+                    if (any == 0.0f)
+                        continue;
+                }
                 __local const float *vrow = vt + (sub + x) * DV;
                 UNROLL for (int c = 0; c < DV / VEC; c++) {
                     const vec_t vv = VLOAD(vrow + c * VEC);

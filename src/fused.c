@@ -52,6 +52,7 @@ static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_va
     v->block_n = n;
     v->vec = vec;
     v->rows = rows;
+    v->kv = cpu && n % (2 * vec) == 0 ? 2 : 1; /* two key vectors per step when the tile holds them */
 }
 
 static void variant_release(fused_variant *v)
@@ -75,8 +76,8 @@ static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 {
     static const char *const files[] = {"flash_attention.cl"};
     char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DROWS=%u -DDK=%u -DDV=%u",
-             v->block_m, v->block_n, v->vec, v->rows, v->dk, v->dv);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u",
+             v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv);
     clattn_status st = program_build(ctx, files, 1, options, &v->program);
     if (st == CLATTN_SUCCESS)
         st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
@@ -103,7 +104,7 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         clFinish(ctx->queue);
         fused_release(ctx);
     }
-    fused_variant v = {pdk, pdv, 0, 0, 0, 0, NULL, NULL, CLATTN_SUCCESS};
+    fused_variant v = {pdk, pdv, 0, 0, 0, 0, 0, NULL, NULL, CLATTN_SUCCESS};
     choose_tiles(ctx, pdk, pdv, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);

@@ -35,6 +35,7 @@ typedef struct fused_variant {
     unsigned block_m, block_n; /* rows per work-group, keys per tile */
     unsigned vec;              /* float vector width inside a work-item */
     unsigned rows;             /* query rows per work-item */
+    unsigned kv;               /* key vectors per step of a row's walk */
     cl_program program;
     cl_kernel kernel;
     clattn_status failure; /* a variant that did not build on this device is not tried again */
