@@ -36,12 +36,20 @@ typedef float4 vec_t;
 #define VSTORE(v, p) vstore4((v), 0, (p))
 #define HMAX(x) hmax4(x)
 #define HSUM(x) hsum4(x)
-#else
+#elif VEC == 2
+typedef float2 vec_t;
+#define VLOAD(p) vload2(0, (p))
+#define VSTORE(v, p) vstore2((v), 0, (p))
+#define HMAX(x) fmax((x).s0, (x).s1)
+#define HSUM(x) ((x).s0 + (x).s1)
+#elif VEC == 1
 typedef float vec_t;
 #define VLOAD(p) (*(p))
 #define VSTORE(v, p) (*(p) = (v))
 #define HMAX(x) (x)
 #define HSUM(x) (x)
+#else
+#error "VEC must be 1, 2, 4, 8 or 16"
 #endif
 
 /* Loops over rows and vector columns are short and fixed: unrolled, their accumulators stay in
@@ -137,8 +145,10 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
 
         for (int sub = 0; sub < BLOCK_N; sub += STEP) {
             const ulong j = j0 + sub;
-            if (j >= item_end) /* none of this work-item's rows sees the keys left in the tile */
-                break;
+            /* None of this work-item's rows sees the keys left in the tile. (`continue`, not `break`:
+             * PoCL 3.1 miscompiles an early exit from this loop between barriers.) */
+            if (j >= item_end)
+                continue;
             /* Scores of ROWS rows × STEP keys: per d, KV vector loads and ROWS broadcasts feed
              * ROWS·KV multiply-adds, the register blocking of a GEMM micro-kernel. */
             vec_t s[ROWS][KV];

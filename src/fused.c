@@ -2,12 +2,32 @@
  * are on this device, and its launch. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Head sizes are compiled in, rounded up to a multiple of 16: few variants, little padding. */
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
+
+/* "MxN" or "MxNxR", plain decimal numbers and nothing else; returns how many parts (0: malformed). */
+static size_t parse_tile(const char *text, unsigned long *parts)
+{
+    size_t n = 0;
+    const char *p = text;
+    for (;;) {
+        if (n == 3 || !isdigit((unsigned char)*p))
+            return 0;
+        unsigned long v = 0;
+        while (isdigit((unsigned char)*p) && v < 100000)
+            v = v * 10 + (unsigned long)(*p++ - '0');
+        parts[n++] = v;
+        if (*p == '\0')
+            return n;
+        if (*p++ != 'x')
+            return 0;
+    }
+}
 
 /* Tiles from the device's limits: BLOCK_M query rows per work-group (one per work-item), BLOCK_N keys
  * per local-memory tile, VEC keys (and value columns) per vector operation inside a work-item. CPUs
@@ -25,15 +45,13 @@ static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_va
     unsigned m = cpu ? 32 : 64, n = cpu ? 64 : 32, rows = cpu ? 4 : 1;
     const char *env = getenv("CLATTN_TILE");
     if (env && *env) {
-        unsigned em, en, er = rows;
-        char tail;
-        int got = sscanf(env, "%ux%u%c", &em, &en, &tail);
-        if (got == 3 && tail == 'x' && sscanf(env, "%ux%ux%u%c", &em, &en, &er, &tail) != 3)
-            got = 0;
-        if (got >= 2 && em >= 1 && em <= 1024 && en >= 1 && en <= 256 && er >= 1 && er <= 8) {
-            m = em;
-            n = en;
-            rows = er;
+        unsigned long parts[3] = {0, 0, rows};
+        size_t nparts = parse_tile(env, parts);
+        if (nparts >= 2 && parts[0] >= 1 && parts[0] <= 1024 && parts[1] >= 1 && parts[1] <= 256 && parts[2] >= 1 &&
+            parts[2] <= 8) {
+            m = (unsigned)parts[0];
+            n = (unsigned)parts[1];
+            rows = (unsigned)parts[2];
         } else {
             set_warning(ctx, "CLATTN_TILE=\"%.32s\" is not MxN or MxNxR (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8); "
                         "using the defaults", env);

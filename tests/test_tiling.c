@@ -1,0 +1,486 @@
+/*
+ * The fused kernel is correct for every tile choice. CLATTN_TILE=MxN[xR] (rows per work-group, keys
+ * per local-memory tile, rows per work-item) is read when a context compiles its fused variant, so
+ * each case sets it, points XDG_CACHE_HOME at a fresh folder and creates its own context, then runs
+ * CLATTN_ALGORITHM_FUSED SDPA (out and log-sum-exp, cl_mem API with guard regions) on shapes that are
+ * multiples of nothing, with causal masks, key lengths (one of them 0) and additive masks with −inf,
+ * against the fp64 reference.
+ *
+ * The tiles actually compiled are read back from the program cache's key text (it holds the build
+ * options, "-DBLOCK_M=… -DBLOCK_N=… -DVEC=… -DROWS=…"): an override that is silently ignored would
+ * otherwise pass as the defaults. If the key has no such options the check is skipped with a note.
+ *
+ * Invalid CLATTN_TILE values: the call succeeds with the default tiles and clattn_last_warning says
+ * why. Run with --small-work-group (meson registers it with POCL_MAX_WORK_GROUP_SIZE=8, which PoCL
+ * reads when the platform initialises) the program checks instead that tiles larger than the device's
+ * work-group limit are clamped to it.
+ *
+ * Every distinct tile × padded head size is a kernel compile (seconds on PoCL): the shapes of group 1
+ * share padded head sizes 32/16, those of group 2 80/80, and only a few tiles run group 2.
+ */
+#define _XOPEN_SOURCE 700
+#include "test_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define NONE CLATTN_CAUSAL_NONE
+#define TL CLATTN_CAUSAL_TOP_LEFT
+#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
+#define M0 CLATTN_MASK_NONE
+#define MLS CLATTN_MASK_L_S
+#define MBH CLATTN_MASK_B_H_L_S
+#define INF TU_MASKF_INF
+#define ROWINF TU_MASKF_ROWINF
+#define KL0 TU_KL_NONE
+#define KLV TU_KL_VARIED
+#define KLZ TU_KL_ZERO
+
+typedef struct {
+    int group; /* 1: padded head sizes 32/16; 2: 80/80 */
+    size_t B, H, L, S, D, Dv;
+    float scale;
+    clattn_causal causal;
+    int kl;
+    clattn_mask_layout add;
+    int addf;
+} shape;
+
+static const shape shapes[] = {
+    /* ragged everything: bottom-right causal (L < S), a batch with key length 0, (L,S) mask with −inf */
+    {1, 2, 3, 61, 127, 21, 7, 0.0f, BR, KLZ, MLS, INF},
+    /* one query row over many keys; head sizes exactly the padded ones */
+    {1, 1, 1, 1, 267, 32, 16, 0.0f, NONE, KL0, M0, 0},
+    /* few keys, many rows, top-left causal: rows i < S see i+1 keys, the rest all S (or their key
+     * length); (B,H,L,S) mask with −inf and whole −inf rows */
+    {1, 2, 2, 130, 5, 17, 9, 0.0f, TL, KLV, MBH, INF | ROWINF},
+    /* many key tiles, key lengths ending mid-tile, a custom scale */
+    {1, 3, 1, 97, 300, 20, 16, 0.3f, NONE, KLV, M0, 0},
+    /* bottom-right causal with S < L: the first L−S rows see no key at all */
+    {1, 1, 2, 45, 19, 25, 3, 0.0f, BR, KL0, MLS, 0},
+    /* group 2: larger heads */
+    {2, 1, 1, 1, 267, 72, 72, 0.0f, NONE, KL0, M0, 0},
+    {2, 2, 2, 45, 70, 72, 65, 0.0f, BR, KLV, MLS, INF},
+};
+#define N_SHAPES (sizeof shapes / sizeof shapes[0])
+
+typedef struct {
+    const char *tile;
+    unsigned m, n, r; /* as requested */
+    int groups;       /* bit 0: group 1, bit 1: group 2 */
+} tile_case;
+
+/* What each one exercises on a CPU device with 16-wide native vectors (PoCL here), where the key tile
+ * must hold whole vectors: VEC is halved until it divides N (N is raised to VEC when smaller). */
+static const tile_case tiles[] = {
+    {"1x1x1", 1, 1, 1, 1},       /* one row per group and item; N raised to 8, VEC 8 */
+    {"3x9x1", 3, 9, 1, 1},       /* N 9: VEC 1, the scalar (GPU-style) tile copy and walk */
+    {"9x18x5", 9, 18, 5, 1},     /* N 18: VEC 2; 5 rows per item */
+    {"5x12x8", 5, 12, 8, 1},     /* N 12: VEC 4; the most rows per item */
+    {"7x48x3", 7, 48, 3, 3},     /* VEC 16, two key vectors per step; both head-size groups */
+    {"100x16x1", 100, 16, 1, 1}, /* a group larger than most shapes' L, odd group size */
+    {"2x256x2", 2, 256, 2, 3},   /* the largest key tile (more than any S), both groups */
+    {"64x64x4", 64, 64, 4, 1},   /* larger groups than the CPU defaults */
+    {"1x16x8", 1, 16, 8, 2},     /* 8 rows of 80-float q and accumulators per item */
+};
+#define N_TILES (sizeof tiles / sizeof tiles[0])
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Environment, folders and contexts, restored by the fixture                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define N_ENV 3
+static const char *const env_names[N_ENV] = {"CLATTN_TILE", "XDG_CACHE_HOME", "CLATTN_CACHE"};
+static char *env_saved[N_ENV];
+static int env_was_set[N_ENV];
+static char tmp_dir[1024];
+static clattn_context *owned_ctx;
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+static void tiling_setup(void)
+{
+    for (int i = 0; i < N_ENV; i++) {
+        const char *v = getenv(env_names[i]);
+        env_was_set[i] = v != NULL;
+        env_saved[i] = v ? strdup(v) : NULL;
+    }
+    tmp_dir[0] = '\0';
+    owned_ctx = NULL;
+}
+
+static void tiling_teardown(void)
+{
+    clattn_context_free(owned_ctx);
+    owned_ctx = NULL;
+    if (tmp_dir[0])
+        nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    tmp_dir[0] = '\0';
+    for (int i = 0; i < N_ENV; i++) {
+        if (env_was_set[i])
+            setenv(env_names[i], env_saved[i], 1);
+        else
+            unsetenv(env_names[i]);
+        free(env_saved[i]);
+        env_saved[i] = NULL;
+    }
+}
+
+static TCase *tiling_tcase(const char *name)
+{
+    TCase *tc = tu_tcase(name);
+    tcase_add_checked_fixture(tc, tiling_setup, tiling_teardown);
+    return tc;
+}
+
+/* A fresh, empty program cache for this test: every variant is compiled (and stored) here. */
+static void fresh_cache(void)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    snprintf(tmp_dir, sizeof tmp_dir, "%s/clattn-test-tiling-XXXXXX", base);
+    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
+    ck_assert(setenv("XDG_CACHE_HOME", tmp_dir, 1) == 0);
+    unsetenv("CLATTN_CACHE");
+}
+
+/* CLATTN_TILE = tile (NULL: unset), then a new context. */
+static clattn_context *context_with_tile(size_t dev, const char *tile)
+{
+    if (tile)
+        ck_assert(setenv("CLATTN_TILE", tile, 1) == 0);
+    else
+        unsetenv("CLATTN_TILE");
+    clattn_context_free(owned_ctx);
+    owned_ctx = NULL;
+    clattn_status st = clattn_context_create(&owned_ctx, tu_dev_spec[dev]);
+    ck_assert_msg(st == CLATTN_SUCCESS && owned_ctx, "clattn_context_create(%s): %s: %s", tu_dev_spec[dev],
+                  clattn_status_string(st), clattn_last_error(NULL));
+    return owned_ctx;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tiles read back from the cache keys                                                             */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct built {
+    unsigned m, n, vec, rows, dk, dv;
+} built;
+
+#define MAX_BUILT 16
+
+/* The value of " -DNAME=<unsigned>" in the key's options line. */
+static int option(const char *key, const char *name, unsigned *value)
+{
+    const char *line = strstr(key, "\noptions ");
+    if (!line)
+        return 0;
+    const char *end = strchr(line + 1, '\n');
+    char pattern[64];
+    snprintf(pattern, sizeof pattern, " -D%s=", name);
+    const char *at = strstr(line, pattern);
+    return at && (!end || at < end) && sscanf(at + strlen(pattern), "%u", value) == 1;
+}
+
+/* The fused variants stored in the test's cache folder; -1 when the keys do not carry the options. */
+static int read_built(built *out, size_t max)
+{
+    char folder[PATH_MAX];
+    snprintf(folder, sizeof folder, "%s/clattn", tmp_dir);
+    DIR *d = opendir(folder);
+    if (!d)
+        return -1;
+    int count = 0, unparsed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 5 || strcmp(e->d_name + len - 4, ".bin") != 0)
+            continue;
+        char path[PATH_MAX + 256];
+        snprintf(path, sizeof path, "%s/%s", folder, e->d_name);
+        FILE *f = fopen(path, "rb");
+        if (!f)
+            continue;
+        unsigned char head[16];
+        uint32_t key_len = 0;
+        char *key = NULL;
+        if (fread(head, 1, 16, f) == 16 && memcmp(head, "CLATTNPB", 8) == 0) {
+            memcpy(&key_len, head + 12, 4);
+            if (key_len > 0 && key_len < (1u << 20)) {
+                key = malloc(key_len + 1);
+                if (key && fread(key, 1, key_len, f) == key_len)
+                    key[key_len] = '\0';
+                else {
+                    free(key);
+                    key = NULL;
+                }
+            }
+        }
+        fclose(f);
+        built b;
+        if (key && option(key, "BLOCK_M", &b.m) && option(key, "BLOCK_N", &b.n) && option(key, "VEC", &b.vec) &&
+            option(key, "ROWS", &b.rows) && option(key, "DK", &b.dk) && option(key, "DV", &b.dv)) {
+            if ((size_t)count < max)
+                out[count] = b;
+            count++;
+        } else {
+            unparsed++;
+        }
+        free(key);
+    }
+    closedir(d);
+    return count == 0 && unparsed > 0 ? -1 : count;
+}
+
+static int warned_no_options = 0;
+
+/* Every fused variant compiled in this test has rows-per-group m and rows-per-item r (0: any) and
+ * m ≤ max_m; reports them. Returns the count found (or -1 when the cache tells nothing). */
+static int check_built(unsigned want_m, unsigned want_r, size_t max_m, size_t want_count)
+{
+    built b[MAX_BUILT];
+    int n = read_built(b, MAX_BUILT);
+    if (n < 0 || (n == 0 && want_count > 0)) {
+        if (!warned_no_options++)
+            printf("note: the program cache keys carry no tile options (or no entry was stored): the tiles "
+                   "actually compiled are not checked\n");
+        return -1;
+    }
+    ck_assert_msg((size_t)n == want_count, "%s: %d fused variants compiled, expected %zu", tu_label(), n,
+                  want_count);
+    for (int i = 0; i < n && i < MAX_BUILT; i++) {
+        printf("  %s: compiled BLOCK_M=%u BLOCK_N=%u VEC=%u ROWS=%u DK=%u DV=%u\n", tu_label(), b[i].m, b[i].n,
+               b[i].vec, b[i].rows, b[i].dk, b[i].dv);
+        ck_assert_msg(b[i].m >= 1 && b[i].m <= max_m, "%s: BLOCK_M=%u, device limit %zu", tu_label(), b[i].m,
+                      max_m);
+        if (want_m)
+            ck_assert_msg(b[i].m == want_m, "%s: BLOCK_M=%u compiled, CLATTN_TILE asked for %u", tu_label(), b[i].m,
+                          want_m);
+        if (want_r)
+            ck_assert_msg(b[i].rows == want_r, "%s: ROWS=%u compiled, CLATTN_TILE asked for %u", tu_label(),
+                          b[i].rows, want_r);
+        ck_assert_msg(b[i].vec >= 1 && b[i].n % b[i].vec == 0, "%s: BLOCK_N=%u is not a multiple of VEC=%u",
+                      tu_label(), b[i].n, b[i].vec);
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* One SDPA on a shape, checked                                                                    */
+/* ---------------------------------------------------------------------------------------------- */
+
+static void run_shape(clattn_context *ctx, size_t si, const char *tile, size_t dev)
+{
+    const shape *c = &shapes[si];
+    tu_set_label("CLATTN_TILE=%s shape %zu (B %zu H %zu L %zu S %zu Dqk %zu Dv %zu causal %d kl %d additive %d/%d) "
+                 "on %s",
+                 tile ? tile : "(unset)", si, c->B, c->H, c->L, c->S, c->D, c->Dv, (int)c->causal, c->kl,
+                 (int)c->add, c->addf, tu_dev_spec[dev]);
+    clattn_sdpa_desc d;
+    memset(&d, 0, sizeof d);
+    size_t kl[8];
+    d.batch = c->B;
+    d.heads = c->H;
+    d.q_len = c->L;
+    d.kv_len = c->S;
+    d.qk_dim = c->D;
+    d.v_dim = c->Dv;
+    d.scale = c->scale;
+    d.masks.causal = c->causal;
+    d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
+    d.masks.additive = c->add;
+    d.algorithm = CLATTN_ALGORITHM_FUSED;
+    const size_t BH = c->B * c->H, nq = BH * c->L * c->D, nk = BH * c->S * c->D, nv = BH * c->S * c->Dv,
+                 no = BH * c->L * c->Dv, nl = BH * c->L;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv), *mask = NULL;
+    size_t nm = 0;
+    tu_fill_uniform(q, nq, 1.0f, 1000 + 10 * si);
+    tu_fill_uniform(k, nk, 1.0f, 1001 + 10 * si);
+    tu_fill_uniform(v, nv, 1.0f, 1002 + 10 * si);
+    if (c->add != M0)
+        mask = tu_make_mask(c->add, c->B, c->H, c->L, c->S, c->addf, 1003 + 10 * si, &nm);
+    double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
+    ref_sdpa(&d, q, k, v, mask, ro, NULL, rl);
+
+    cl_mem mq = tu_dev_alloc(ctx, nq, q), mk = tu_dev_alloc(ctx, nk, k), mv = tu_dev_alloc(ctx, nv, v);
+    cl_mem mm = mask ? tu_dev_alloc(ctx, nm, mask) : NULL;
+    cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
+    clattn_status st = clattn_sdpa(ctx, &d, mq, mk, mv, mm, mo, NULL, ml);
+    ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_sdpa: %s: %s", tu_label(), clattn_status_string(st),
+                  clattn_last_error(ctx));
+    tu_finish(ctx);
+    check_close_named("out", tu_dev_read_checked(ctx, mo, no, "out"), ro, no, NULL);
+    check_close_named("lse", tu_dev_read_checked(ctx, ml, nl, "lse"), rl, nl, NULL);
+    tu_dev_check_equal(ctx, mq, q, nq, "q");
+    tu_dev_check_equal(ctx, mk, k, nk, "k");
+    tu_dev_check_equal(ctx, mv, v, nv, "v");
+    if (mm)
+        tu_dev_check_equal(ctx, mm, mask, nm, "mask");
+}
+
+static size_t device_max_work_group(clattn_context *ctx)
+{
+    size_t max = 0;
+    cl_int err = clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max, &max, NULL);
+    ck_assert_msg(err == CL_SUCCESS, "clGetDeviceInfo(CL_DEVICE_MAX_WORK_GROUP_SIZE): %d", (int)err);
+    return max;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Valid tiles                                                                                     */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_tile)
+{
+    size_t ti = TU_CASE(_i), dev = TU_DEVICE(_i);
+    const tile_case *t = &tiles[ti];
+    fresh_cache();
+    clattn_context *ctx = context_with_tile(dev, t->tile);
+    const size_t max_wg = device_max_work_group(ctx);
+    size_t groups = 0;
+    for (size_t si = 0; si < N_SHAPES; si++) {
+        if (!(t->groups & (1 << (shapes[si].group - 1))))
+            continue;
+        run_shape(ctx, si, t->tile, dev);
+        ck_assert_msg(clattn_last_warning(ctx)[0] == '\0', "%s: a valid CLATTN_TILE gave the warning \"%s\"",
+                      tu_label(), clattn_last_warning(ctx));
+    }
+    for (int g = 0; g < 2; g++)
+        groups += (t->groups >> g) & 1;
+    tu_set_label("CLATTN_TILE=%s on %s", t->tile, tu_dev_spec[dev]);
+    /* M is kept unless the device cannot launch it; R is always kept. */
+    check_built(t->m <= max_wg ? t->m : 0, t->r, max_wg, groups);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Invalid values: defaults and a warning                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const char *const invalid_tiles[] = {
+    "abc",      "0x16",   "16x0",      "16x16x9", "16x16x0", "2000x16", "16x257", "-1x16",
+    "16",       "16x",    "16x16x",    "16x16x4x2", "x16",   "16x16y",  "16x16x4y", "1025x1",
+};
+#define N_INVALID (sizeof invalid_tiles / sizeof invalid_tiles[0])
+
+START_TEST(test_invalid)
+{
+    size_t dev = (size_t)_i;
+    const size_t si = 0; /* group 1 */
+    fresh_cache();
+
+    /* The defaults (CLATTN_TILE unset, then empty): no warning, one variant compiled. */
+    clattn_context *ctx = context_with_tile(dev, NULL);
+    run_shape(ctx, si, NULL, dev);
+    ck_assert_msg(clattn_last_warning(ctx)[0] == '\0', "%s: warning without CLATTN_TILE: \"%s\"", tu_label(),
+                  clattn_last_warning(ctx));
+    built defaults[MAX_BUILT];
+    const int have_defaults = read_built(defaults, MAX_BUILT) == 1;
+    ctx = context_with_tile(dev, "");
+    run_shape(ctx, si, "\"\"", dev);
+    ck_assert_msg(clattn_last_warning(ctx)[0] == '\0', "%s: warning with an empty CLATTN_TILE: \"%s\"", tu_label(),
+                  clattn_last_warning(ctx));
+
+    int failures = 0;
+    char first_failure[1024] = "";
+    for (size_t i = 0; i < N_INVALID; i++) {
+        ctx = context_with_tile(dev, invalid_tiles[i]);
+        run_shape(ctx, si, invalid_tiles[i], dev); /* succeeds, correct results */
+        const char *w = clattn_last_warning(ctx);
+        /* The defaults ran: the cache still holds the one variant the defaults compiled. */
+        built b[MAX_BUILT];
+        const int n = read_built(b, MAX_BUILT);
+        const int defaults_kept = !have_defaults || (n == 1 && memcmp(&b[0], &defaults[0], sizeof b[0]) == 0);
+        const int warned = w[0] != '\0' && strstr(w, "CLATTN_TILE") != NULL;
+        printf("  CLATTN_TILE=\"%s\": warning \"%s\"%s\n", invalid_tiles[i], w,
+               defaults_kept ? "" : "; the defaults were NOT used");
+        if ((!warned || !defaults_kept) && failures++ == 0)
+            snprintf(first_failure, sizeof first_failure, "%s: %s%s", tu_label(),
+                     warned ? "" : "no warning naming CLATTN_TILE",
+                     defaults_kept ? "" : (warned ? "other tiles than the defaults were compiled"
+                                                  : " and other tiles than the defaults were compiled"));
+        if (n > 1) { /* start the next value from the defaults' entry alone */
+            nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            ck_assert(mkdir(tmp_dir, 0700) == 0);
+            ctx = context_with_tile(dev, NULL);
+            run_shape(ctx, si, NULL, dev);
+        }
+    }
+    ck_assert_msg(failures == 0, "%d of %zu invalid CLATTN_TILE values were not rejected with a warning; first: %s",
+                  failures, N_INVALID, first_failure);
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tiles above the device's work-group limit (run with --small-work-group)                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+static const char *const big_tiles[] = {NULL /* the defaults */, "1024x16", "100x16x2", "1024x16x1"};
+#define N_BIG (sizeof big_tiles / sizeof big_tiles[0])
+
+START_TEST(test_work_group_limit)
+{
+    size_t ti = TU_CASE(_i), dev = TU_DEVICE(_i);
+    const char *tile = big_tiles[ti];
+    fresh_cache();
+    clattn_context *ctx = context_with_tile(dev, tile);
+    const size_t max_wg = device_max_work_group(ctx);
+    if (ti == 0)
+        printf("device %s: CL_DEVICE_MAX_WORK_GROUP_SIZE %zu%s\n", tu_dev_spec[dev], max_wg,
+               max_wg >= 1024 ? " (POCL_MAX_WORK_GROUP_SIZE not in effect: the limit is not exercised)" : "");
+    run_shape(ctx, 0, tile, dev);
+    run_shape(ctx, 2, tile, dev);
+    if (clattn_last_warning(ctx)[0])
+        printf("  %s: warning \"%s\"\n", tu_label(), clattn_last_warning(ctx));
+    tu_set_label("CLATTN_TILE=%s on %s (max work-group %zu)", tile ? tile : "(unset)", tu_dev_spec[dev], max_wg);
+    check_built(0, 0, max_wg, 1);
+}
+END_TEST
+
+static int small_work_group = 0;
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("tiling");
+    TCase *tc;
+    if (small_work_group) {
+        tc = tiling_tcase("work_group_limit");
+        tcase_add_loop_test(tc, test_work_group_limit, 0, (int)(N_BIG * tu_ndev));
+        suite_add_tcase(s, tc);
+        return s;
+    }
+    tc = tiling_tcase("tiles");
+    tcase_add_loop_test(tc, test_tile, 0, (int)(N_TILES * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tiling_tcase("invalid");
+    tcase_add_loop_test(tc, test_invalid, 0, (int)tu_ndev);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--small-work-group") == 0) {
+            small_work_group = 1;
+        } else {
+            fprintf(stderr, "usage: %s [--small-work-group]\n", argv[0]);
+            return 2;
+        }
+    }
+    return tu_main(make_suite);
+}
