@@ -153,29 +153,6 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
     return CLATTN_SUCCESS;
 }
 
-/* Sets kernel arguments in order, keeping the first failure. */
-typedef struct arg_list {
-    cl_kernel kernel;
-    cl_uint next;
-    cl_int err;
-} arg_list;
-
-static void arg(arg_list *a, size_t size, const void *value)
-{
-    if (a->err == CL_SUCCESS)
-        a->err = clSetKernelArg(a->kernel, a->next, size, value);
-    a->next++;
-}
-static void arg_mem(arg_list *a, cl_mem m) { arg(a, sizeof m, &m); }
-static void arg_ulong(arg_list *a, size_t v) { cl_ulong u = v; arg(a, sizeof u, &u); }
-static void arg_view(arg_list *a, tensor_view t)
-{
-    arg_mem(a, t.buf);
-    arg_ulong(a, t.batch_stride);
-    arg_ulong(a, t.head_stride);
-    arg_ulong(a, t.row_stride);
-}
-
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                         cl_mem mask, tensor_view out, cl_mem lse)
 {
@@ -187,32 +164,25 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     clattn_status st = fused_variant_get(ctx, s->qk_dim, s->v_dim, &fv);
     if (st != CLATTN_SUCCESS || (st = upload_key_lengths(ctx, s, &key_lengths)) != CLATTN_SUCCESS)
         return st;
-    arg_list a = {fv->kernel, 0, CL_SUCCESS};
-    arg_view(&a, q);
-    arg_view(&a, k);
-    arg_view(&a, v);
-    arg_view(&a, out);
-    arg_mem(&a, lse);
-    arg_ulong(&a, s->heads);
-    arg_ulong(&a, s->q_len);
-    arg_ulong(&a, s->kv_len);
-    arg_ulong(&a, s->qk_dim);
-    arg_ulong(&a, s->v_dim);
-    arg(&a, sizeof s->scale, &s->scale);
+    kernel_args a = {fv->kernel, 0, CL_SUCCESS, 0};
+    karg_view(&a, q);
+    karg_view(&a, k);
+    karg_view(&a, v);
+    karg_view(&a, out);
+    karg_mem(&a, lse);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->qk_dim);
+    karg_ulong(&a, s->v_dim);
+    karg(&a, sizeof s->scale, &s->scale);
     cl_int causal = (cl_int)s->masks.causal, layout = mask ? (cl_int)s->masks.additive : 0;
-    arg(&a, sizeof causal, &causal);
-    arg_mem(&a, key_lengths);
-    arg_mem(&a, mask);
-    arg(&a, sizeof layout, &layout);
-    if (a.err != CL_SUCCESS)
-        return set_error(ctx, (clattn_status)a.err, "clSetKernelArg(fused attention, argument %u) failed: %s",
-                         a.next - 1, clattn_status_string((clattn_status)a.err));
+    karg(&a, sizeof causal, &causal);
+    karg_mem(&a, key_lengths);
+    karg_mem(&a, mask);
+    karg(&a, sizeof layout, &layout);
     const size_t rows_per_group = (size_t)fv->block_m * fv->rows;
     const size_t local[2] = {fv->block_m, 1};
     const size_t global[2] = {(s->q_len + rows_per_group - 1) / rows_per_group * fv->block_m, s->batch * s->heads};
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, fv->kernel, 2, NULL, global, local, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, (clattn_status)err, "enqueueing the fused attention kernel failed: %s",
-                         clattn_status_string((clattn_status)err));
-    return CLATTN_SUCCESS;
+    return kernel_launch(ctx, &a, "fused attention", 2, global, local);
 }

@@ -165,6 +165,24 @@ tensor_view view_blhd(cl_mem buf, size_t heads, size_t rows, size_t cols);
 
 clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out);
 
+/* Kernel arguments set in order (kernel_args.c); the first failure is kept and reported by
+ * kernel_launch, which then enqueues nothing. Start with {kernel, 0, CL_SUCCESS, 0}. */
+typedef struct kernel_args {
+    cl_kernel kernel;
+    cl_uint next;
+    cl_int err;
+    cl_uint failed_at; /* index of the argument that failed */
+} kernel_args;
+
+void karg(kernel_args *a, size_t size, const void *value);
+void karg_mem(kernel_args *a, cl_mem m);
+void karg_ulong(kernel_args *a, size_t v);
+void karg_int(kernel_args *a, int v);
+void karg_float(kernel_args *a, float v);
+void karg_view(kernel_args *a, tensor_view t); /* buffer and its three strides */
+clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
+                            const size_t *global, const size_t *local);
+
 clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim,
                                cl_mem x, cl_mem w, cl_mem bias, cl_mem y);
 /* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into

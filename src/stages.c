@@ -1,5 +1,7 @@
 /* The four stages of attention as separate launches: projection (CLBlast GEMM + bias kernel), score,
- * softmax and weighted-sum; plus their public, validating entry points. */
+ * softmax and weighted-sum; plus their public, validating entry points. These kernels use no local
+ * memory, so they launch with the runtime's choice of work-group size: any size a device accepts is
+ * correct, including devices limited to tiny work groups. */
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -15,39 +17,6 @@ tensor_view view_blhd(cl_mem buf, size_t heads, size_t rows, size_t cols)
 {
     tensor_view v = {buf, rows * heads * cols, cols, heads * cols};
     return v;
-}
-
-/* Sets kernel arguments in order; the first failure is kept and reported once. */
-typedef struct kernel_args {
-    cl_kernel kernel;
-    cl_uint next;
-    cl_int err;
-} kernel_args;
-
-static void arg(kernel_args *a, size_t size, const void *value)
-{
-    if (a->err == CL_SUCCESS)
-        a->err = clSetKernelArg(a->kernel, a->next, size, value);
-    a->next++;
-}
-static void arg_mem(kernel_args *a, cl_mem m) { arg(a, sizeof m, &m); }
-static void arg_ulong(kernel_args *a, size_t v) { cl_ulong u = v; arg(a, sizeof u, &u); }
-static void arg_int(kernel_args *a, int v) { cl_int i = v; arg(a, sizeof i, &i); }
-static void arg_float(kernel_args *a, float v) { arg(a, sizeof v, &v); }
-
-/* Launch with the runtime's choice of work-group size: these kernels use no local memory, so any
- * size the device accepts is correct, including devices limited to tiny work groups. */
-static clattn_status launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
-                            const size_t *global)
-{
-    if (a->err != CL_SUCCESS)
-        return set_error(ctx, (clattn_status)a->err, "clSetKernelArg(%s, argument %u) failed: %s", name,
-                         a->next - 1, clattn_status_string((clattn_status)a->err));
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, dims, NULL, global, NULL, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, (clattn_status)err, "enqueueing the %s stage failed: %s", name,
-                         clattn_status_string((clattn_status)err));
-    return CLATTN_SUCCESS;
 }
 
 static clattn_status blas_status(clattn_context *ctx, CLBlastStatusCode code, const char *what)
@@ -68,13 +37,13 @@ clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, 
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
     if (st != CLATTN_SUCCESS || !bias)
         return st;
-    kernel_args a = {ctx->kernels.add_bias, 0, CL_SUCCESS};
-    arg_mem(&a, y);
-    arg_mem(&a, bias);
-    arg_ulong(&a, rows);
-    arg_ulong(&a, out_dim);
+    kernel_args a = {ctx->kernels.add_bias, 0, CL_SUCCESS, 0};
+    karg_mem(&a, y);
+    karg_mem(&a, bias);
+    karg_ulong(&a, rows);
+    karg_ulong(&a, out_dim);
     const size_t global[2] = {out_dim, rows};
-    return launch(ctx, &a, "projection bias", 2, global);
+    return kernel_launch(ctx, &a, "projection bias", 2, global, NULL);
 }
 
 clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_mem *out)
@@ -105,64 +74,52 @@ clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_me
 clattn_status stage_score(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
                           cl_mem key_lengths, cl_mem mask, size_t bh_begin, size_t bh_count, cl_mem scores)
 {
-    kernel_args a = {ctx->kernels.score, 0, CL_SUCCESS};
-    arg_mem(&a, q.buf);
-    arg_ulong(&a, q.batch_stride);
-    arg_ulong(&a, q.head_stride);
-    arg_ulong(&a, q.row_stride);
-    arg_mem(&a, k.buf);
-    arg_ulong(&a, k.batch_stride);
-    arg_ulong(&a, k.head_stride);
-    arg_ulong(&a, k.row_stride);
-    arg_mem(&a, scores);
-    arg_ulong(&a, s->heads);
-    arg_ulong(&a, s->q_len);
-    arg_ulong(&a, s->kv_len);
-    arg_ulong(&a, s->qk_dim);
-    arg_float(&a, s->scale);
-    arg_int(&a, (int)s->masks.causal);
-    arg_mem(&a, key_lengths);
-    arg_mem(&a, mask);
-    arg_int(&a, mask ? (int)s->masks.additive : 0);
-    arg_ulong(&a, bh_begin);
+    kernel_args a = {ctx->kernels.score, 0, CL_SUCCESS, 0};
+    karg_view(&a, q);
+    karg_view(&a, k);
+    karg_mem(&a, scores);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->qk_dim);
+    karg_float(&a, s->scale);
+    karg_int(&a, (int)s->masks.causal);
+    karg_mem(&a, key_lengths);
+    karg_mem(&a, mask);
+    karg_int(&a, mask ? (int)s->masks.additive : 0);
+    karg_ulong(&a, bh_begin);
     const size_t global[3] = {s->kv_len, s->q_len, bh_count};
-    return launch(ctx, &a, "score", 3, global);
+    return kernel_launch(ctx, &a, "score", 3, global, NULL);
 }
 
 clattn_status stage_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
                             cl_mem lse, size_t lse_offset)
 {
-    kernel_args a = {ctx->kernels.softmax, 0, CL_SUCCESS};
-    arg_mem(&a, scores);
-    arg_mem(&a, weights);
-    arg_mem(&a, lse);
-    arg_ulong(&a, lse_offset);
-    arg_ulong(&a, rows);
-    arg_ulong(&a, cols);
+    kernel_args a = {ctx->kernels.softmax, 0, CL_SUCCESS, 0};
+    karg_mem(&a, scores);
+    karg_mem(&a, weights);
+    karg_mem(&a, lse);
+    karg_ulong(&a, lse_offset);
+    karg_ulong(&a, rows);
+    karg_ulong(&a, cols);
     const size_t global[1] = {rows};
-    return launch(ctx, &a, "softmax", 1, global);
+    return kernel_launch(ctx, &a, "softmax", 1, global, NULL);
 }
 
 clattn_status stage_weighted_sum(clattn_context *ctx, const sdpa_shape *s, cl_mem weights, tensor_view v,
                                  tensor_view out, size_t bh_begin, size_t bh_count)
 {
-    kernel_args a = {ctx->kernels.weighted_sum, 0, CL_SUCCESS};
-    arg_mem(&a, weights);
-    arg_mem(&a, v.buf);
-    arg_ulong(&a, v.batch_stride);
-    arg_ulong(&a, v.head_stride);
-    arg_ulong(&a, v.row_stride);
-    arg_mem(&a, out.buf);
-    arg_ulong(&a, out.batch_stride);
-    arg_ulong(&a, out.head_stride);
-    arg_ulong(&a, out.row_stride);
-    arg_ulong(&a, s->heads);
-    arg_ulong(&a, s->q_len);
-    arg_ulong(&a, s->kv_len);
-    arg_ulong(&a, s->v_dim);
-    arg_ulong(&a, bh_begin);
+    kernel_args a = {ctx->kernels.weighted_sum, 0, CL_SUCCESS, 0};
+    karg_mem(&a, weights);
+    karg_view(&a, v);
+    karg_view(&a, out);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->v_dim);
+    karg_ulong(&a, bh_begin);
     const size_t global[3] = {s->v_dim, s->q_len, bh_count};
-    return launch(ctx, &a, "weighted-sum", 3, global);
+    return kernel_launch(ctx, &a, "weighted-sum", 3, global, NULL);
 }
 
 /* ---- public entry points: validate everything, then enqueue ---- */
