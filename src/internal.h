@@ -27,6 +27,7 @@ typedef struct kernel_set {
     cl_kernel softmax;
     cl_kernel weighted_sum;
     cl_kernel add_bias;
+    cl_kernel matmul; /* the projection's fallback when CLBlast cannot run on the device */
 } kernel_set;
 
 /* One compiled variant of the fused kernel: head sizes and tiles are build options. */
@@ -67,6 +68,7 @@ struct clattn_context_s {
     cl_mem scratch[SCRATCH_COUNT];
     size_t scratch_bytes[SCRATCH_COUNT];
     size_t scratch_peak; /* most bytes of temporaries held at once: the benchmark reports it */
+    bool blas_unusable;  /* CLBlast failed to launch here once: projections use clattn_matmul */
     char last_error[CLATTN_ERROR_MAX];
     char last_warning[CLATTN_ERROR_MAX];
 };
@@ -182,6 +184,10 @@ void karg_float(kernel_args *a, float v);
 void karg_view(kernel_args *a, tensor_view t); /* buffer and its three strides */
 clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
                             const size_t *global, const size_t *local);
+/* Launch with a work-group size chosen from the kernel's and device's limits (kernels that use no
+ * local memory and bound-check their ids); the global size is rounded up to whole groups. */
+clattn_status kernel_launch_auto(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
+                                 const size_t *global);
 
 clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim,
                                cl_mem x, cl_mem w, cl_mem bias, cl_mem y);

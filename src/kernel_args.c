@@ -37,3 +37,41 @@ clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const cha
                          clattn_status_string((clattn_status)err));
     return CLATTN_SUCCESS;
 }
+
+/* Largest power of two ≤ limit (≥ 1). */
+static size_t pow2_floor(size_t limit)
+{
+    size_t p = 1;
+    while (p * 2 <= limit)
+        p *= 2;
+    return p;
+}
+
+clattn_status kernel_launch_auto(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
+                                 const size_t *global)
+{
+    /* The runtime's own choice (a NULL local size) is not safe everywhere: PoCL 3.1 asserts on some
+     * shapes when work groups are limited to a size like 3. So choose: up to 64 items along the
+     * first dimension (16×16 for 2-D and 3-D grids), within what this kernel can launch. */
+    size_t kernel_max = 0, item_max[3] = {1, 1, 1};
+    cl_int err = clGetKernelWorkGroupInfo(a->kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof kernel_max,
+                                          &kernel_max, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_ITEM_SIZES, sizeof item_max, item_max, NULL);
+    if (err != CL_SUCCESS)
+        return cl_error(ctx, err, "querying work-group limits");
+    if (kernel_max == 0)
+        kernel_max = 1;
+    size_t local[3] = {1, 1, 1}, rounded[3];
+    local[0] = pow2_floor(dims == 1 ? 64 : 16);
+    while (local[0] > kernel_max || local[0] > item_max[0])
+        local[0] /= 2;
+    if (dims > 1) {
+        local[1] = 16;
+        while (local[1] > 1 && (local[0] * local[1] > kernel_max || local[1] > item_max[1]))
+            local[1] /= 2;
+    }
+    for (cl_uint d = 0; d < dims; d++)
+        rounded[d] = (global[d] + local[d] - 1) / local[d] * local[d];
+    return kernel_launch(ctx, a, name, dims, rounded, local);
+}

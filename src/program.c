@@ -164,7 +164,7 @@ clattn_status kernel_create(clattn_context *ctx, cl_program program, const char 
 
 void kernels_release(kernel_set *set)
 {
-    cl_kernel *kernels[] = {&set->score, &set->softmax, &set->weighted_sum, &set->add_bias};
+    cl_kernel *kernels[] = {&set->score, &set->softmax, &set->weighted_sum, &set->add_bias, &set->matmul};
     for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
         if (*kernels[i])
             clReleaseKernel(*kernels[i]);
@@ -179,13 +179,14 @@ clattn_status kernels_ensure(clattn_context *ctx)
 {
     if (ctx->kernels.program)
         return CLATTN_SUCCESS;
-    static const char *const files[] = {"bias.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
+    static const char *const files[] = {"projection.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
     kernel_set set = {0};
     clattn_status st = program_build(ctx, files, sizeof files / sizeof files[0], "-cl-std=CL1.2", &set.program);
     if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_score", &set.score);
     if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_softmax", &set.softmax);
     if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_weighted_sum", &set.weighted_sum);
     if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_add_bias", &set.add_bias);
+    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_matmul", &set.matmul);
     if (st != CLATTN_SUCCESS) {
         kernels_release(&set);
         return st;

@@ -1,7 +1,7 @@
 /* The four stages of attention as separate launches: projection (CLBlast GEMM + bias kernel), score,
  * softmax and weighted-sum; plus their public, validating entry points. These kernels use no local
- * memory, so they launch with the runtime's choice of work-group size: any size a device accepts is
- * correct, including devices limited to tiny work groups. */
+ * memory and bound-check their ids, so any work-group size a device accepts is correct, including
+ * devices limited to tiny work groups. */
 #include "internal.h"
 
 #include <clblast_c.h>
@@ -28,13 +28,46 @@ static clattn_status blas_status(clattn_context *ctx, CLBlastStatusCode code, co
     return set_error(ctx, CLATTN_ERROR_BLAS, "%s: CLBlast error %d", what, (int)code);
 }
 
+/* CLBlast failures that mean "its kernels cannot run on this device" rather than "bad input". */
+static bool blas_cannot_launch(clattn_status st)
+{
+    return st == (clattn_status)CL_INVALID_WORK_ITEM_SIZE || st == (clattn_status)CL_INVALID_WORK_GROUP_SIZE ||
+           st == (clattn_status)CL_OUT_OF_RESOURCES || st == (clattn_status)CL_BUILD_PROGRAM_FAILURE ||
+           st == CLATTN_ERROR_BLAS;
+}
+
+/* Y = X·W (+ bias) with clattn's own kernel, for devices CLBlast cannot serve. */
+static clattn_status projection_fallback(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
+                                         cl_mem w, cl_mem bias, cl_mem y)
+{
+    kernel_args a = {ctx->kernels.matmul, 0, CL_SUCCESS, 0};
+    karg_mem(&a, x);
+    karg_mem(&a, w);
+    karg_mem(&a, bias);
+    karg_mem(&a, y);
+    karg_ulong(&a, rows);
+    karg_ulong(&a, in_dim);
+    karg_ulong(&a, out_dim);
+    const size_t global[2] = {out_dim, rows};
+    return kernel_launch_auto(ctx, &a, "projection (fallback matmul)", 2, global);
+}
+
 clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
                                cl_mem w, cl_mem bias, cl_mem y)
 {
+    if (ctx->blas_unusable)
+        return projection_fallback(ctx, rows, in_dim, out_dim, x, w, bias, y);
     CLBlastStatusCode code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, rows,
                                           out_dim, in_dim, 1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0,
                                           out_dim, &ctx->queue, NULL);
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
+    if (blas_cannot_launch(st)) {
+        set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's own matmul kernel", ctx->device_name,
+                    ctx->last_error);
+        clear_error(ctx);
+        ctx->blas_unusable = true;
+        return projection_fallback(ctx, rows, in_dim, out_dim, x, w, bias, y);
+    }
     if (st != CLATTN_SUCCESS || !bias)
         return st;
     kernel_args a = {ctx->kernels.add_bias, 0, CL_SUCCESS, 0};
@@ -43,7 +76,7 @@ clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, 
     karg_ulong(&a, rows);
     karg_ulong(&a, out_dim);
     const size_t global[2] = {out_dim, rows};
-    return kernel_launch(ctx, &a, "projection bias", 2, global, NULL);
+    return kernel_launch_auto(ctx, &a, "projection bias", 2, global);
 }
 
 clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_mem *out)
@@ -89,7 +122,7 @@ clattn_status stage_score(clattn_context *ctx, const sdpa_shape *s, tensor_view 
     karg_int(&a, mask ? (int)s->masks.additive : 0);
     karg_ulong(&a, bh_begin);
     const size_t global[3] = {s->kv_len, s->q_len, bh_count};
-    return kernel_launch(ctx, &a, "score", 3, global, NULL);
+    return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
 clattn_status stage_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
@@ -103,7 +136,7 @@ clattn_status stage_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_me
     karg_ulong(&a, rows);
     karg_ulong(&a, cols);
     const size_t global[1] = {rows};
-    return kernel_launch(ctx, &a, "softmax", 1, global, NULL);
+    return kernel_launch_auto(ctx, &a, "softmax", 1, global);
 }
 
 clattn_status stage_weighted_sum(clattn_context *ctx, const sdpa_shape *s, cl_mem weights, tensor_view v,
@@ -119,7 +152,7 @@ clattn_status stage_weighted_sum(clattn_context *ctx, const sdpa_shape *s, cl_me
     karg_ulong(&a, s->v_dim);
     karg_ulong(&a, bh_begin);
     const size_t global[3] = {s->v_dim, s->q_len, bh_count};
-    return kernel_launch(ctx, &a, "weighted-sum", 3, global, NULL);
+    return kernel_launch_auto(ctx, &a, "weighted-sum", 3, global);
 }
 
 /* ---- public entry points: validate everything, then enqueue ---- */
