@@ -2,6 +2,7 @@
  * score matrix would not fit one allocation), and the host-memory variants around them. */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The score matrix of all heads at once can be huge; when the caller does not keep the weights we
@@ -121,9 +122,9 @@ typedef struct host_tensor {
 
 clattn_status buffer_from_host(clattn_context *ctx, const float *host, size_t elems, const char *name, cl_mem *out)
 {
-    cl_int err;
     cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0);
-    *out = clCreateBuffer(ctx->context, flags, elems * sizeof(float), (void *)host, &err);
+    cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    *out = err == CL_SUCCESS ? clCreateBuffer(ctx->context, flags, elems * sizeof(float), (void *)host, &err) : NULL;
     if (err != CL_SUCCESS) {
         *out = NULL;
         return set_error(ctx, (clattn_status)err, "clCreateBuffer(%s, %zu bytes) failed: %s", name,
@@ -134,7 +135,9 @@ clattn_status buffer_from_host(clattn_context *ctx, const float *host, size_t el
 
 clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, float *host, size_t elems, const char *name)
 {
-    cl_int err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0, elems * sizeof(float), host, 0, NULL, NULL);
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0, elems * sizeof(float), host, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)err, "reading %s back failed: %s", name,
                          clattn_status_string((clattn_status)err));
@@ -166,7 +169,10 @@ static clattn_status host_tensors_create(clattn_context *ctx, host_tensor *t, si
     return CLATTN_SUCCESS;
 }
 
-/* Wait for the work, then copy outputs: only a call that fully succeeded writes the caller's arrays. */
+/* Wait for the work, then copy the outputs back so that a call that fails writes none of the caller's
+ * arrays: every output but the largest is read into a host temporary first; the largest is read
+ * straight into place last, and only when it arrived are the others copied over. (Staging just the
+ * smaller outputs keeps the extra host memory small when the weights are wanted.) */
 static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, size_t n, clattn_status st)
 {
     if (st == CLATTN_SUCCESS) {
@@ -174,9 +180,29 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
         if (err != CL_SUCCESS)
             st = cl_error(ctx, err, "clFinish");
     }
-    for (size_t i = 0; i < n && st == CLATTN_SUCCESS; i++)
-        if (t[i].out)
-            st = buffer_to_host(ctx, t[i].mem, t[i].out, t[i].elems, t[i].name);
+    size_t largest = n;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].out && (largest == n || t[i].elems > t[largest].elems))
+            largest = i;
+    float *staged[16] = {0};
+    if (n > sizeof staged / sizeof staged[0])
+        st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "internal: too many host tensors");
+    for (size_t i = 0; i < n && st == CLATTN_SUCCESS; i++) {
+        if (!t[i].out || i == largest)
+            continue;
+        staged[i] = malloc(t[i].elems * sizeof(float));
+        if (!staged[i])
+            st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "staging %s (%zu floats)", t[i].name, t[i].elems);
+        else
+            st = buffer_to_host(ctx, t[i].mem, staged[i], t[i].elems, t[i].name);
+    }
+    if (st == CLATTN_SUCCESS && largest < n)
+        st = buffer_to_host(ctx, t[largest].mem, t[largest].out, t[largest].elems, t[largest].name);
+    for (size_t i = 0; i < n; i++) {
+        if (staged[i] && st == CLATTN_SUCCESS)
+            memcpy(t[i].out, staged[i], t[i].elems * sizeof(float));
+        free(staged[i]);
+    }
     if (st != CLATTN_SUCCESS)
         clFinish(ctx->queue); /* nothing may still use the buffers we are about to release */
     for (size_t i = 0; i < n; i++)

@@ -248,10 +248,13 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
         clReleaseMemObject(ctx->scratch[slot]);
     ctx->scratch[slot] = NULL;
     ctx->scratch_bytes[slot] = 0;
-    cl_int err;
-    cl_mem mem = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
+    static const char *const slot_names[SCRATCH_COUNT] = {"scores", "projected Q", "projected K", "projected V",
+                                                          "concatenated heads", "key lengths"};
+    cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    cl_mem mem = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err) : NULL;
     if (err != CL_SUCCESS)
-        return cl_error(ctx, err, "clCreateBuffer(temporary)");
+        return set_error(ctx, (clattn_status)err, "allocating the temporary %s (%zu bytes) failed: %s",
+                         slot_names[slot], bytes, clattn_status_string((clattn_status)err));
     ctx->scratch[slot] = mem;
     ctx->scratch_bytes[slot] = bytes;
     size_t held = 0;

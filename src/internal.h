@@ -88,6 +88,17 @@ clattn_status cl_error(clattn_context *ctx, cl_int err, const char *what);
 
 void clear_error(clattn_context *ctx);
 
+/* ---- failure injection (fault.c; test builds only) ---- */
+
+/* INJECT_FAULT(code): CL_SUCCESS, or `code` at the point a test armed. Placed before every OpenCL
+ * allocation and enqueue, so a test can make each of them fail in turn. */
+#ifdef CLATTN_FAULT_INJECTION
+bool fault_point_fails(void);
+#define INJECT_FAULT(code) (fault_point_fails() ? (code) : CL_SUCCESS)
+#else
+#define INJECT_FAULT(code) CL_SUCCESS
+#endif
+
 /* ---- devices (device.c) ---- */
 
 typedef struct device_list {

@@ -31,7 +31,9 @@ clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const cha
     if (a->err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)a->err, "clSetKernelArg(%s, argument %u) failed: %s", name,
                          a->failed_at, clattn_status_string((clattn_status)a->err));
-    cl_int err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, dims, NULL, global, local, 0, NULL, NULL);
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, dims, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)err, "enqueueing the %s kernel failed: %s", name,
                          clattn_status_string((clattn_status)err));

@@ -57,9 +57,10 @@ clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, 
 {
     if (ctx->blas_unusable)
         return projection_fallback(ctx, rows, in_dim, out_dim, x, w, bias, y);
-    CLBlastStatusCode code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, rows,
-                                          out_dim, in_dim, 1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0,
-                                          out_dim, &ctx->queue, NULL);
+    CLBlastStatusCode code = (CLBlastStatusCode)INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    if (code == CLBlastSuccess)
+        code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, rows, out_dim, in_dim,
+                            1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0, out_dim, &ctx->queue, NULL);
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
     if (blas_cannot_launch(st)) {
         set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's own matmul kernel", ctx->device_name,
@@ -93,8 +94,10 @@ clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_me
     clattn_status st = scratch_get(ctx, SCRATCH_KEY_LENGTHS, s->batch * sizeof *lengths, &buf);
     if (st == CLATTN_SUCCESS) {
         /* Blocking, so the caller's array (and ours) can go as soon as this returns. */
-        cl_int err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, s->batch * sizeof *lengths, lengths, 0,
-                                          NULL, NULL);
+        cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+        if (err == CL_SUCCESS)
+            err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, s->batch * sizeof *lengths, lengths, 0, NULL,
+                                       NULL);
         if (err != CL_SUCCESS)
             st = cl_error(ctx, err, "clEnqueueWriteBuffer(key lengths)");
         else
