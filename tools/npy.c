@@ -35,14 +35,31 @@ static const unsigned char npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 /* Small helpers                                                                                   */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* Messages quote text from the file (keys, descr, dimensions), which may hold any byte: a newline or a
+ * terminal escape would break the one-line message, so every byte outside printable ASCII is written as
+ * \xNN, as Python's repr() does. An escape that does not fit whole is left out, not cut. */
 static int fail(char *err, size_t err_size, const char *fmt, ...) NPY_PRINTF(3, 4);
 static int fail(char *err, size_t err_size, const char *fmt, ...)
 {
     if (err && err_size > 0) {
+        char raw[1024];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err, err_size, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
+        size_t n = 0;
+        for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+            if (*p >= 0x20 && *p <= 0x7E) {
+                if (n + 1 >= err_size)
+                    break;
+                err[n++] = (char)*p;
+            } else {
+                if (n + 4 >= err_size)
+                    break;
+                n += (size_t)snprintf(err + n, err_size - n, "\\x%02x", *p);
+            }
+        }
+        err[n] = '\0';
     }
     return -1;
 }
@@ -157,6 +174,10 @@ static int parse_string(cursor *c, char *out, size_t cap, const char *what)
     while (c->p < c->end && *c->p != quote && *c->p != '\n') {
         if (*c->p == '\\' && c->p + 1 < c->end)
             c->p++;
+        /* Python cannot read a NUL byte in source text (so numpy cannot read such a header), and one
+         * would end the C string early: 'descr\0x' would pass for 'descr'. */
+        if (*c->p == '\0')
+            return fail(c->err, c->err_size, "malformed header: NUL byte in a %s at byte %zu", what, offset(c));
         if (n + 1 >= cap)
             return fail(c->err, c->err_size, "malformed header: %s at byte %zu is longer than %zu characters",
                         what, offset(c), cap - 1);
