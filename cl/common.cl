@@ -11,6 +11,22 @@
 #define MASK_L_S 1
 #define MASK_B_H_L_S 2
 
+/* Element offsets, all in ulong: a (B,H,L,S) weight tensor, or a strided view of a large layer, can
+ * pass 2^31 elements, where an int index would wrap. tests/test_offsets.c checks these functions on
+ * the device against 64-bit host arithmetic. */
+
+/* Row i of head h of batch b in a view with element strides (bs, hs, rs). */
+inline ulong clattn_view_offset(ulong b, ulong h, ulong i, ulong bs, ulong hs, ulong rs)
+{
+    return b * bs + h * hs + i * rs;
+}
+
+/* Entry (i, j) of matrix m in a stack of dense (rows, cols) matrices: scores, weights, masks. */
+inline ulong clattn_matrix_offset(ulong m, ulong i, ulong j, ulong rows, ulong cols)
+{
+    return (m * rows + i) * cols + j;
+}
+
 /* True when key j is hidden from query i by the causal rule or the batch's key length. */
 inline bool clattn_key_masked(int causal, ulong i, ulong j, ulong q_len, ulong kv_len, ulong key_len)
 {
@@ -28,8 +44,8 @@ inline float clattn_additive_mask(__global const float *mask, int layout, ulong 
                                   ulong q_len, ulong kv_len)
 {
     if (layout == MASK_L_S)
-        return mask[i * kv_len + j];
+        return mask[clattn_matrix_offset(0, i, j, q_len, kv_len)];
     if (layout == MASK_B_H_L_S)
-        return mask[(bh * q_len + i) * kv_len + j];
+        return mask[clattn_matrix_offset(bh, i, j, q_len, kv_len)];
     return 0.0f;
 }

@@ -94,8 +94,8 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
     const ulong b = bh / heads, h = bh % heads;
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
 
-    __global const float *k_head = k + b * k_bs + h * k_hs;
-    __global const float *v_head = v + b * v_bs + h * v_hs;
+    __global const float *k_head = k + clattn_view_offset(b, h, 0, k_bs, k_hs, k_rs);
+    __global const float *v_head = v + clattn_view_offset(b, h, 0, v_bs, v_hs, v_rs);
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
@@ -105,7 +105,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         const ulong i = first + r;
         const bool active = i < q_len;
         for (int d = 0; d < DK; d++)
-            q_row[r][d] = (active && (ulong)d < dk) ? q[b * q_bs + h * q_hs + i * q_rs + d] * scale : 0.0f;
+            q_row[r][d] = (active && (ulong)d < dk) ? q[clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d] * scale : 0.0f;
         for (int c = 0; c < DV / VEC; c++)
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
@@ -223,7 +223,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         if (i >= q_len)
             break;
         const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* l = 0: every key masked, the row is zero */
-        __global float *out = o + b * o_bs + h * o_hs + i * o_rs;
+        __global float *out = o + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
             VSTORE(acc[r][c] * inv, row + c * VEC);
@@ -231,6 +231,6 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             if ((ulong)d < dv)
                 out[d] = row[d];
         if (lse)
-            lse[bh * q_len + i] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+            lse[clattn_matrix_offset(bh, 0, i, 1, q_len)] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
     }
 }

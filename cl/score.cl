@@ -19,12 +19,12 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     if (clattn_key_masked(causal, i, j, q_len, kv_len, key_len)) {
         value = -INFINITY;
     } else {
-        __global const float *qrow = q + b * q_bs + h * q_hs + i * q_rs;
-        __global const float *krow = k + b * k_bs + h * k_hs + j * k_rs;
+        __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
+        __global const float *krow = k + clattn_view_offset(b, h, j, k_bs, k_hs, k_rs);
         float acc = 0.0f;
         for (ulong d = 0; d < dim; d++)
             acc = fma(qrow[d], krow[d], acc);
         value = acc * scale + clattn_additive_mask(mask, mask_layout, bh, i, j, q_len, kv_len);
     }
-    scores[(local_bh * q_len + i) * kv_len + j] = value;
+    scores[clattn_matrix_offset(local_bh, i, j, q_len, kv_len)] = value;
 }

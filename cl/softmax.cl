@@ -7,8 +7,8 @@ __kernel void clattn_softmax(__global const float *in, __global float *out, __gl
     const ulong r = get_global_id(0);
     if (r >= rows)
         return;
-    __global const float *x = in + r * cols;
-    __global float *y = out + r * cols;
+    __global const float *x = in + clattn_matrix_offset(0, r, 0, rows, cols);
+    __global float *y = out + clattn_matrix_offset(0, r, 0, rows, cols);
     float m = -INFINITY;
     for (ulong j = 0; j < cols; j++)
         m = fmax(m, x[j]);

@@ -12,8 +12,8 @@ __kernel void clattn_weighted_sum(__global const float *p, __global const float 
         return;
     const ulong bh = bh_begin + local_bh;
     const ulong b = bh / heads, h = bh % heads;
-    __global const float *prow = p + (local_bh * q_len + i) * kv_len;
-    __global const float *vcol = v + b * v_bs + h * v_hs + d;
+    __global const float *prow = p + clattn_matrix_offset(local_bh, i, 0, q_len, kv_len);
+    __global const float *vcol = v + clattn_view_offset(b, h, 0, v_bs, v_hs, v_rs) + d;
     float acc = 0.0f;
     for (ulong j = 0; j < kv_len; j++) {
         const float w = prow[j];
@@ -21,5 +21,5 @@ __kernel void clattn_weighted_sum(__global const float *p, __global const float 
         if (w != 0.0f)
             acc = fma(w, vcol[j * v_rs], acc);
     }
-    o[b * o_bs + h * o_hs + i * o_rs + d] = acc;
+    o[clattn_view_offset(b, h, i, o_bs, o_hs, o_rs) + d] = acc;
 }

@@ -2,6 +2,7 @@
  * score matrix would not fit one allocation), and the host-memory variants around them. */
 #include "internal.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,16 +145,24 @@ clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, float *host, size_
     return CLATTN_SUCCESS;
 }
 
-/* Every tensor must fit one device allocation before anything is allocated. */
+/* Before anything is allocated: every tensor must fit one device allocation, and all of them together
+ * the device's memory (a request that cannot fit fails here, not half-way through). */
 static clattn_status host_tensors_check(clattn_context *ctx, const host_tensor *t, size_t n)
 {
+    size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         if (!t[i].in && !t[i].out)
             continue;
         clattn_status st = check_alloc(ctx, t[i].elems, t[i].name);
         if (st != CLATTN_SUCCESS)
             return st;
+        const size_t bytes = t[i].elems * sizeof(float); /* check_alloc proved this fits */
+        total = total > SIZE_MAX - bytes ? SIZE_MAX : total + bytes;
     }
+    if (total > ctx->caps.global_mem)
+        return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT,
+                         "the call's tensors need %zu bytes of device memory together, more than the device's %llu",
+                         total, (unsigned long long)ctx->caps.global_mem);
     return CLATTN_SUCCESS;
 }
 

@@ -60,6 +60,8 @@ static clattn_status context_query_device(clattn_context *ctx)
         (err = clGetDeviceInfo(ctx->device, CL_DEVICE_TYPE, sizeof c->type, &c->type, NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(ctx->device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof c->local_mem, &c->local_mem, NULL)) !=
             CL_SUCCESS ||
+        (err = clGetDeviceInfo(ctx->device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof c->global_mem, &c->global_mem, NULL)) !=
+            CL_SUCCESS ||
         (err = clGetDeviceInfo(ctx->device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_work_group,
                                &c->max_work_group, NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(ctx->device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof c->native_float_width,

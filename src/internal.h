@@ -49,6 +49,7 @@ typedef struct device_caps {
     cl_device_type type;
     cl_ulong max_alloc;     /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     cl_ulong local_mem;     /* CL_DEVICE_LOCAL_MEM_SIZE */
+    cl_ulong global_mem;    /* CL_DEVICE_GLOBAL_MEM_SIZE */
     size_t max_work_group;  /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_uint native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
     char platform[256], platform_version[256], driver[256];

@@ -1,0 +1,155 @@
+/*
+ * Resource limits, run with PoCL limited to 1 GiB of device memory (POCL_MEMORY_LIMIT=1, set by
+ * meson; max allocation then 256 MiB): requests that cannot fit fail with their own status before
+ * allocating anything, score matrices larger than one allocation are worked through in chunks, and a
+ * context that hit a limit stays usable.
+ */
+#include "test_util.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static cl_ulong device_ulong(size_t dev, cl_device_info what)
+{
+    cl_ulong v = 0;
+    clGetDeviceInfo(tu_dev[dev].device, what, sizeof v, &v, NULL);
+    return v;
+}
+
+/* A small correct call: the context works. */
+static void assert_context_usable(clattn_context *ctx)
+{
+    clattn_sdpa_desc d = {1, 2, 9, 11, 5, 0, 0.0f, {CLATTN_CAUSAL_TOP_LEFT, NULL, CLATTN_MASK_NONE}, 0};
+    float q[2 * 9 * 5], k[2 * 11 * 5], v[2 * 11 * 5], out[2 * 9 * 5];
+    double ref[2 * 9 * 5];
+    tu_fill_uniform(q, 90, 1.0f, 1);
+    tu_fill_uniform(k, 110, 1.0f, 2);
+    tu_fill_uniform(v, 110, 1.0f, 3);
+    ref_sdpa(&d, q, k, v, NULL, ref, NULL, NULL);
+    clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, NULL);
+    ck_assert_msg(st == CLATTN_SUCCESS, "%s: the context is not usable after the limit: %s: %s", tu_label(),
+                  clattn_status_string(st), clattn_last_error(ctx));
+    check_close_named("out after the limit", out, ref, 90, NULL);
+}
+
+/* Each tensor fits one allocation, all of them together do not fit the device: refused up front,
+ * without touching the (small, dummy) host arrays. */
+START_TEST(test_total_memory)
+{
+    const size_t dev = (size_t)_i;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("tensors larger than device memory together on %s", tu_dev_spec[dev]);
+    const cl_ulong global = device_ulong(dev, CL_DEVICE_GLOBAL_MEM_SIZE);
+    const cl_ulong max_alloc = device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    /* q, k, v, out and an (L,S) mask of n floats each, n·4 ≤ max_alloc, 5·n·4 > global */
+    size_t side = 1;
+    while ((side + 1) * (side + 1) * 4 <= max_alloc)
+        side++;
+    if ((cl_ulong)5 * side * side * 4 <= global) {
+        fprintf(stderr, "note: device memory %llu is not small enough for this test; run it with "
+                        "POCL_MEMORY_LIMIT=1\n", (unsigned long long)global);
+        return;
+    }
+    clattn_sdpa_desc d = {1, 1, side, side, side, 0, 0.0f, {CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_L_S}, 0};
+    float *dummy = tu_host_alloc(16, NULL), *out = tu_host_alloc(16, NULL);
+    clattn_status st = clattn_sdpa_host(ctx, &d, dummy, dummy, dummy, dummy, out, NULL, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT, "%s: expected EXCEEDS_DEVICE_LIMIT, got %s: %s",
+                  tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+    ck_assert_msg(tu_host_all_sentinel(out, 16), "%s: output touched", tu_label());
+    assert_context_usable(ctx);
+}
+END_TEST
+
+/* Staged path without weights, scores of all heads (512 MiB) larger than one allocation (256 MiB):
+ * worked through in chunks of heads, with the right answer. */
+START_TEST(test_score_chunks)
+{
+    const size_t dev = (size_t)_i;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("staged scores beyond one allocation, in chunks, on %s", tu_dev_spec[dev]);
+    enum { H = 8, L = 4096, S = 4096, D = 2 };
+    clattn_sdpa_desc d = {1, H, L, S, D, 0, 0.0f, {CLATTN_CAUSAL_BOTTOM_RIGHT, NULL, CLATTN_MASK_NONE},
+                          CLATTN_ALGORITHM_STAGED};
+    const size_t nq = (size_t)H * L * D, nk = (size_t)H * S * D;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk), *out = tu_host_alloc(nq, NULL);
+    float *lse = tu_host_alloc((size_t)H * L, NULL);
+    double *ref = tu_dalloc(nq), *ref_lse = tu_dalloc((size_t)H * L);
+    tu_fill_uniform(q, nq, 1.0f, 11);
+    tu_fill_uniform(k, nk, 1.0f, 12);
+    tu_fill_uniform(v, nk, 1.0f, 13);
+    ref_sdpa(&d, q, k, v, NULL, ref, NULL, ref_lse);
+    clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, lse);
+    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+    tu_host_check_guard(out, nq, "out");
+    check_close_named("out", out, ref, nq, NULL);
+    check_close_named("lse", lse, ref_lse, (size_t)H * L, NULL);
+    /* One head's scores (64 MiB) at a time would do; the chunk must stay within one allocation. */
+    ck_assert_msg(clattn_context_temp_peak_bytes(ctx) <= device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE),
+                  "%s: temporaries of %zu bytes exceed one allocation", tu_label(), clattn_context_temp_peak_bytes(ctx));
+    clattn_context_release_temporaries(ctx);
+}
+END_TEST
+
+/* The caller's own buffers fill the device; a staged call then needs a temporary that may not fit.
+ * Either the runtime finds room (then the answer is right) or the call fails with a detail naming
+ * the temporary; in both cases the context stays usable. */
+START_TEST(test_allocation_failure_is_reported)
+{
+    const size_t dev = (size_t)_i;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("device memory filled by the caller on %s", tu_dev_spec[dev]);
+    const cl_ulong max_alloc = device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+    const cl_ulong global = device_ulong(dev, CL_DEVICE_GLOBAL_MEM_SIZE);
+    if (global > ((cl_ulong)2 << 30)) {
+        fprintf(stderr, "note: run with POCL_MEMORY_LIMIT=1 to fill the device\n");
+        return;
+    }
+    cl_mem filler[8] = {0};
+    size_t nfill = 0;
+    cl_int err = CL_SUCCESS;
+    while (nfill < 8 && (cl_ulong)(nfill + 1) * max_alloc <= global - max_alloc / 2) {
+        filler[nfill] = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, max_alloc, NULL, &err);
+        if (err != CL_SUCCESS)
+            break;
+        /* touch it, so that lazy runtimes really hold the memory */
+        const float zero = 0.0f;
+        clEnqueueFillBuffer(clattn_context_queue(ctx), filler[nfill], &zero, sizeof zero, 0, max_alloc, 0, NULL, NULL);
+        nfill++;
+    }
+    clFinish(clattn_context_queue(ctx));
+    enum { H = 4, L = 2048, S = 2048, D = 2 };
+    clattn_sdpa_desc d = {1, H, L, S, D, 0, 0.0f, {0}, CLATTN_ALGORITHM_STAGED};
+    const size_t nq = (size_t)H * L * D;
+    float *q = tu_falloc(nq), *out = tu_host_alloc(nq, NULL);
+    double *ref = tu_dalloc(nq);
+    tu_fill_uniform(q, nq, 1.0f, 21);
+    ref_sdpa(&d, q, q, q, NULL, ref, NULL, NULL);
+    clattn_context_release_temporaries(ctx);
+    clattn_status st = clattn_sdpa_host(ctx, &d, q, q, q, NULL, out, NULL, NULL);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", clattn_last_error(ctx));
+    for (size_t i = 0; i < nfill; i++)
+        clReleaseMemObject(filler[i]);
+    if (st == CLATTN_SUCCESS) {
+        check_close_named("out", out, ref, nq, NULL);
+    } else {
+        ck_assert_msg(detail[0] != '\0', "%s: %s without a detail", tu_label(), clattn_status_string(st));
+        ck_assert_msg(tu_host_all_sentinel(out, nq), "%s: output written by a failed call", tu_label());
+        printf("allocation failure reported: %s: %s\n", clattn_status_string(st), detail);
+    }
+    assert_context_usable(ctx);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("limits");
+    TCase *tc = tu_tcase("limits");
+    tcase_add_loop_test(tc, test_total_memory, 0, (int)tu_ndev);
+    tcase_add_loop_test(tc, test_score_chunks, 0, (int)tu_ndev);
+    tcase_add_loop_test(tc, test_allocation_failure_is_reported, 0, (int)tu_ndev);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void) { return tu_main(make_suite); }
