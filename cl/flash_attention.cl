@@ -24,30 +24,35 @@ typedef float16 vec_t;
 #define VSTORE(v, p) vstore16((v), 0, (p))
 #define HMAX(x) hmax8(fmax((x).lo, (x).hi))
 #define HSUM(x) hsum8((x).lo + (x).hi)
+#define ANY_NAN(x) any(isnan(x))
 #elif VEC == 8
 typedef float8 vec_t;
 #define VLOAD(p) vload8(0, (p))
 #define VSTORE(v, p) vstore8((v), 0, (p))
 #define HMAX(x) hmax8(x)
 #define HSUM(x) hsum8(x)
+#define ANY_NAN(x) any(isnan(x))
 #elif VEC == 4
 typedef float4 vec_t;
 #define VLOAD(p) vload4(0, (p))
 #define VSTORE(v, p) vstore4((v), 0, (p))
 #define HMAX(x) hmax4(x)
 #define HSUM(x) hsum4(x)
+#define ANY_NAN(x) any(isnan(x))
 #elif VEC == 2
 typedef float2 vec_t;
 #define VLOAD(p) vload2(0, (p))
 #define VSTORE(v, p) vstore2((v), 0, (p))
 #define HMAX(x) fmax((x).s0, (x).s1)
 #define HSUM(x) ((x).s0 + (x).s1)
+#define ANY_NAN(x) any(isnan(x))
 #elif VEC == 1
 typedef float vec_t;
 #define VLOAD(p) (*(p))
 #define VSTORE(v, p) (*(p) = (v))
 #define HMAX(x) (x)
 #define HSUM(x) (x)
+#define ANY_NAN(x) isnan(x) /* the scalar isnan is 1, not −1: any() would miss it */
 #else
 #error "VEC must be 1, 2, 4, 8 or 16"
 #endif
@@ -177,10 +182,15 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                         s[r][u] = VLOAD(lane + u * VEC);
                 }
                 vec_t top = s[r][0];
-                UNROLL for (int u = 1; u < KV; u++)
+                bool nan_score = ANY_NAN(s[r][0]);
+                UNROLL for (int u = 1; u < KV; u++) {
                     top = fmax(top, s[r][u]);
-                const float block_max = HMAX(top);
-                if (block_max > m[r]) { /* rescale only when the running maximum grows */
+                    nan_score |= ANY_NAN(s[r][u]);
+                }
+                /* A NaN score makes the row NaN (fmax alone would skip it, and a row whose only
+                 * visible score is NaN would pass for fully masked). */
+                const float block_max = nan_score ? NAN : HMAX(top);
+                if (!(block_max <= m[r])) { /* rescale only when the running maximum grows (or is NaN) */
                     const float alpha = exp(m[r] - block_max);
                     l[r] *= alpha;
                     UNROLL for (int c = 0; c < DV / VEC; c++)
@@ -200,18 +210,27 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
              * nothing, not even an inf or NaN value (0·inf would be NaN). */
             const bool partial = j + STEP > row_end[0] || mask_layout != MASK_NONE;
             for (int x = 0; x < STEP; x++) {
+                __local const float *vrow = vt + (sub + x) * DV;
                 if (partial) {
+                    /* Rows for which the key is masked (weight exactly 0) skip it, so that an inf or
+                     * NaN value never reaches them as 0·inf = NaN. */
                     float any = 0.0f;
                     UNROLL for (int r = 0; r < ROWS; r++)
                         any += pj[r][x];
                     if (any == 0.0f)
                         continue;
-                }
-                __local const float *vrow = vt + (sub + x) * DV;
-                UNROLL for (int c = 0; c < DV / VEC; c++) {
-                    const vec_t vv = VLOAD(vrow + c * VEC);
-                    UNROLL for (int r = 0; r < ROWS; r++)
-                        acc[r][c] = fma((vec_t)pj[r][x], vv, acc[r][c]);
+                    UNROLL for (int c = 0; c < DV / VEC; c++) {
+                        const vec_t vv = VLOAD(vrow + c * VEC);
+                        UNROLL for (int r = 0; r < ROWS; r++)
+                            if (pj[r][x] != 0.0f)
+                                acc[r][c] = fma((vec_t)pj[r][x], vv, acc[r][c]);
+                    }
+                } else {
+                    UNROLL for (int c = 0; c < DV / VEC; c++) {
+                        const vec_t vv = VLOAD(vrow + c * VEC);
+                        UNROLL for (int r = 0; r < ROWS; r++)
+                            acc[r][c] = fma((vec_t)pj[r][x], vv, acc[r][c]);
+                    }
                 }
             }
         }
@@ -222,7 +241,8 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         const ulong i = first + r;
         if (i >= q_len)
             break;
-        const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f; /* l = 0: every key masked, the row is zero */
+        const bool empty = l[r] == 0.0f; /* every key masked: the row is zero (NaN l propagates) */
+        const float inv = empty ? 0.0f : 1.0f / l[r];
         __global float *out = o + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
@@ -231,6 +251,6 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             if ((ulong)d < dv)
                 out[d] = row[d];
         if (lse)
-            lse[clattn_matrix_offset(bh, 0, i, 1, q_len)] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+            lse[clattn_matrix_offset(bh, 0, i, 1, q_len)] = empty ? -INFINITY : m[r] + log(l[r]);
     }
 }

@@ -9,9 +9,11 @@ __kernel void clattn_softmax(__global const float *in, __global float *out, __gl
         return;
     __global const float *x = in + clattn_matrix_offset(0, r, 0, rows, cols);
     __global float *y = out + clattn_matrix_offset(0, r, 0, rows, cols);
+    /* The row maximum, NaN as soon as one score is NaN (fmax would skip it, and a row whose only
+     * visible score is NaN would pass for fully masked). */
     float m = -INFINITY;
     for (ulong j = 0; j < cols; j++)
-        m = fmax(m, x[j]);
+        m = isnan(x[j]) || isnan(m) ? NAN : fmax(m, x[j]);
     if (m == -INFINITY) {
         for (ulong j = 0; j < cols; j++)
             y[j] = 0.0f;
