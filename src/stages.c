@@ -52,9 +52,19 @@ static clattn_status projection_fallback(clattn_context *ctx, size_t rows, size_
     return kernel_launch_auto(ctx, &a, "projection (fallback matmul)", 2, global);
 }
 
+/* CLBlast's GEMM kernels launch work groups of 64 items (8×8 and larger tiles): on a device that
+ * allows fewer they fail at launch — and print to stderr — so such devices go to clattn's kernel
+ * straight away. */
+#define BLAS_MIN_WORK_GROUP 64
+
 clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
                                cl_mem w, cl_mem bias, cl_mem y)
 {
+    if (!ctx->blas_unusable && ctx->caps.max_work_group < BLAS_MIN_WORK_GROUP) {
+        set_warning(ctx, "%s allows work groups of at most %zu items, fewer than CLBlast needs; projections use "
+                    "clattn's own matmul kernel", ctx->device_name, ctx->caps.max_work_group);
+        ctx->blas_unusable = true;
+    }
     if (ctx->blas_unusable)
         return projection_fallback(ctx, rows, in_dim, out_dim, x, w, bias, y);
     CLBlastStatusCode code = (CLBlastStatusCode)INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
