@@ -5,7 +5,10 @@
 #include "internal.h"
 
 #include <clblast_c.h>
+#include <pthread.h>
 #include <stdlib.h>
+
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols)
 {
@@ -68,9 +71,15 @@ clattn_status stage_projection(clattn_context *ctx, size_t rows, size_t in_dim, 
     if (ctx->blas_unusable)
         return projection_fallback(ctx, rows, in_dim, out_dim, x, w, bias, y);
     CLBlastStatusCode code = (CLBlastStatusCode)INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    if (code == CLBlastSuccess)
+    if (code == CLBlastSuccess) {
+        /* CLBlast keeps process-wide caches (its tuning database, compiled programs) that are not safe
+         * to fill from two threads at once (seen as a crash under AddressSanitizer): contexts used from
+         * different threads take turns here. */
+        pthread_mutex_lock(&blas_lock);
         code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, rows, out_dim, in_dim,
                             1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0, out_dim, &ctx->queue, NULL);
+        pthread_mutex_unlock(&blas_lock);
+    }
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
     if (blas_cannot_launch(st)) {
         set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's own matmul kernel", ctx->device_name,

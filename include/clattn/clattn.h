@@ -23,7 +23,8 @@
  *    records its detail where clattn_last_error(NULL) finds it.
  *
  * Thread safety: a context may be used by one thread at a time. Distinct contexts are independent and
- * may be used concurrently from different threads.
+ * may be used concurrently from different threads (their CLBlast calls take turns internally, since
+ * CLBlast's process-wide caches are not thread-safe).
  */
 #ifndef CLATTN_CLATTN_H
 #define CLATTN_CLATTN_H
