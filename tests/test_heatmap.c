@@ -1,13 +1,13 @@
 /* Tests of the SVG heatmap writer (tools/heatmap.c): cell counts for one head, several heads, more
  * heads than are drawn, and maps large enough to be averaged down; the notes on the picture; label
  * escaping; and that every file is well-formed XML in valid UTF-8 (checked by a small parser here). */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, opendir */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
 
+#include "tmp_folder.h"
 #include "heatmap.h"
 
 #include <check.h>
 #include <ctype.h>
-#include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,32 +29,12 @@ static void make_tmp_dir(void)
     snprintf(svg_path, sizeof svg_path, "%s/map.svg", tmp_dir);
 }
 
-static void remove_tmp_dir(void)
-{
-    DIR *d = opendir(tmp_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
-        remove(path);
-    }
-    closedir(d);
-    rmdir(tmp_dir);
-}
+static void remove_tmp_dir(void) { tmp_folder_remove(tmp_dir); }
 
 static size_t count_dir_entries(const char *dir)
 {
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-    closedir(d);
+    size_t n = tmp_folder_count(dir);
+    ck_assert_msg(n != (size_t)-1, "cannot open %s", dir);
     return n;
 }
 

@@ -1,11 +1,11 @@
 /* Tests of the .npy reader and writer (tools/npy.c): round trips, hand-made images of every header
  * version and spelling, conversions, every rejection with its message, and the temp-and-rename rule. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, opendir, stat, umask */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp, stat, umask */
 
+#include "tmp_folder.h"
 #include "npy.h"
 
 #include <check.h>
-#include <dirent.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -27,32 +27,12 @@ static void make_tmp_dir(void)
     ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
 }
 
-static void remove_tmp_dir(void)
-{
-    DIR *d = opendir(tmp_dir);
-    if (!d)
-        return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-            continue;
-        snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
-        remove(path);
-    }
-    closedir(d);
-    rmdir(tmp_dir);
-}
+static void remove_tmp_dir(void) { tmp_folder_remove(tmp_dir); }
 
 static size_t count_dir_entries(const char *dir)
 {
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
-    closedir(d);
+    size_t n = tmp_folder_count(dir);
+    ck_assert_msg(n != (size_t)-1, "cannot open %s", dir);
     return n;
 }
 
