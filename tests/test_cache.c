@@ -14,6 +14,7 @@
  */
 #define _XOPEN_SOURCE 700
 #include "test_util.h"
+#include "test_env.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -35,31 +36,14 @@
 #define CACHE_ENV_COUNT 3
 
 static const char *const saved_names[CACHE_ENV_COUNT] = {"XDG_CACHE_HOME", "HOME", "CLATTN_CACHE"};
-static char *saved_values[CACHE_ENV_COUNT];
-static int saved_set[CACHE_ENV_COUNT];
 
 static char tmp_dirs[MAX_TMP][1024];
 static size_t n_tmp;
 static clattn_context *owned[MAX_CTX];
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
-static void rm_rf(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
-
 static void cache_setup(void)
 {
-    for (int i = 0; i < CACHE_ENV_COUNT; i++) {
-        const char *v = getenv(saved_names[i]);
-        saved_set[i] = v != NULL;
-        saved_values[i] = v ? strdup(v) : NULL;
-    }
+    tu_env_save(saved_names, CACHE_ENV_COUNT);
     n_tmp = 0;
     memset(owned, 0, sizeof owned);
 }
@@ -71,16 +55,9 @@ static void cache_teardown(void)
         owned[i] = NULL;
     }
     for (size_t i = 0; i < n_tmp; i++)
-        rm_rf(tmp_dirs[i]);
+        tu_rm_rf(tmp_dirs[i]);
     n_tmp = 0;
-    for (int i = 0; i < CACHE_ENV_COUNT; i++) {
-        if (saved_set[i])
-            setenv(saved_names[i], saved_values[i], 1);
-        else
-            unsetenv(saved_names[i]);
-        free(saved_values[i]);
-        saved_values[i] = NULL;
-    }
+    tu_env_restore();
 }
 
 static TCase *cache_tcase(const char *name)
@@ -855,7 +832,7 @@ START_TEST(test_concurrent)
         /* What the threads left serves a new context. */
         fresh_run(dev, NULL, NULL);
         check_folder(folder, programs, &sc);
-        rm_rf(root);
+        tu_rm_rf(root);
     }
 }
 END_TEST

@@ -20,6 +20,7 @@
  */
 #define _XOPEN_SOURCE 700
 #include "test_util.h"
+#include "test_env.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -97,27 +98,12 @@ static const tile_case tiles[] = {
 
 #define N_ENV 3
 static const char *const env_names[N_ENV] = {"CLATTN_TILE", "XDG_CACHE_HOME", "CLATTN_CACHE"};
-static char *env_saved[N_ENV];
-static int env_was_set[N_ENV];
 static char tmp_dir[1024];
 static clattn_context *owned_ctx;
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb;
-    (void)flag;
-    (void)ftw;
-    remove(path);
-    return 0;
-}
-
 static void tiling_setup(void)
 {
-    for (int i = 0; i < N_ENV; i++) {
-        const char *v = getenv(env_names[i]);
-        env_was_set[i] = v != NULL;
-        env_saved[i] = v ? strdup(v) : NULL;
-    }
+    tu_env_save(env_names, N_ENV);
     tmp_dir[0] = '\0';
     owned_ctx = NULL;
 }
@@ -127,16 +113,9 @@ static void tiling_teardown(void)
     clattn_context_free(owned_ctx);
     owned_ctx = NULL;
     if (tmp_dir[0])
-        nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+        tu_rm_rf(tmp_dir);
     tmp_dir[0] = '\0';
-    for (int i = 0; i < N_ENV; i++) {
-        if (env_was_set[i])
-            setenv(env_names[i], env_saved[i], 1);
-        else
-            unsetenv(env_names[i]);
-        free(env_saved[i]);
-        env_saved[i] = NULL;
-    }
+    tu_env_restore();
 }
 
 static TCase *tiling_tcase(const char *name)
@@ -414,7 +393,7 @@ START_TEST(test_invalid)
                      defaults_kept ? "" : (warned ? "other tiles than the defaults were compiled"
                                                   : " and other tiles than the defaults were compiled"));
         if (n > 1) { /* start the next value from the defaults' entry alone */
-            nftw(tmp_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+            tu_rm_rf(tmp_dir);
             ck_assert(mkdir(tmp_dir, 0700) == 0);
             ctx = context_with_tile(dev, NULL);
             run_shape(ctx, si, NULL, dev);
