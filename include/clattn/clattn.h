@@ -159,8 +159,9 @@ CLATTN_API void clattn_context_release_temporaries(clattn_context *ctx);
 CLATTN_API clattn_status clattn_finish(clattn_context *ctx);
 
 /* The detail of the last failure: which argument and which size, the OpenCL call that failed, the
- * device list when a spec matched nothing. With ctx == NULL: the calling thread's last failure outside
- * any context (device queries, clattn_context_create). Never NULL; "" when there is nothing to say. */
+ * device list when a spec matched nothing. Every call on a context clears it first, so read it right
+ * after the call that failed. With ctx == NULL: the calling thread's last failure outside any context
+ * (device queries, clattn_context_create). Never NULL; "" when there is nothing to say. */
 CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
 
 /* The last warning of this context ("" if none): e.g. that the fused kernel did not build on this
