@@ -31,6 +31,9 @@ extern char tu_dev_spec[TU_MAX_DEVICES][32];           /* "P:D" of device i */
  * returns the process exit status (0 pass, 1 fail, 77 no device). */
 int tu_main(Suite *(*make_suite)(void));
 
+/* In a sanitizer build, runs LeakSanitizer's check now instead of at exit (tu_main does this). */
+void tu_leak_check_now(void);
+
 /* A test case with the fixture that releases everything tracked by tu_track_*(). */
 TCase *tu_tcase(const char *name);
 
