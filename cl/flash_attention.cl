@@ -69,17 +69,6 @@ inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
 inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
 inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
 
-/* Keys [0, end) of row i are not hidden by the causal rule or the batch's key length; the rest are. */
-inline ulong clattn_visible_keys(int causal, ulong i, ulong q_len, ulong kv_len, ulong key_len)
-{
-    ulong end = key_len;
-    if (causal == CAUSAL_TOP_LEFT)
-        end = min(end, i + 1);
-    else if (causal == CAUSAL_BOTTOM_RIGHT)
-        end = i + kv_len + 1 > q_len ? min(end, i + kv_len + 1 - q_len) : 0;
-    return end;
-}
-
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
 void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
                             __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
@@ -115,14 +104,14 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
         l[r] = 0.0f;
-        row_end[r] = active ? clattn_visible_keys(causal, i, q_len, kv_len, key_len) : 0;
+        row_end[r] = active ? clattn_visible_end(causal, i, q_len, kv_len, key_len) : 0;
     }
     /* Visibility only grows with i: the last row decides how far the work-item and the group walk. */
     ulong item_end = 0;
     for (int r = 0; r < ROWS; r++)
         item_end = max(item_end, row_end[r]);
     const ulong group_last = min(group_first + BLOCK_M * ROWS, q_len) - 1;
-    const ulong group_end = clattn_visible_keys(causal, group_last, q_len, kv_len, key_len);
+    const ulong group_end = clattn_visible_end(causal, group_last, q_len, kv_len, key_len);
 
     for (ulong j0 = 0; j0 < group_end; j0 += BLOCK_N) {
 #if VEC > 1

@@ -5,7 +5,9 @@
  * never trusted. Entries are written under a temporary name and renamed, so a concurrent process never
  * reads half a file. Every failure here only means "no cache". */
 #define _POSIX_C_SOURCE 200809L
-#include "internal.h"
+#include "cache.h"
+
+#include "context.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,24 +33,10 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-static bool cache_enabled(void)
+/* The folder of entries, or NULL when the cache is off or no folder is known (context options). */
+static const char *cache_dir(const clattn_context *ctx)
 {
-    const char *v = getenv("CLATTN_CACHE");
-    return !(v && strcmp(v, "0") == 0);
-}
-
-/* $XDG_CACHE_HOME/clattn, else $HOME/.cache/clattn; false when neither is set. */
-static bool cache_dir(char *out, size_t size)
-{
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    int n;
-    if (xdg && *xdg)
-        n = snprintf(out, size, "%s/clattn", xdg);
-    else if (home && *home)
-        n = snprintf(out, size, "%s/.cache/clattn", home);
-    else
-        return false;
-    return n > 0 && (size_t)n < size;
+    return ctx->options.cache_enabled ? ctx->options.cache_dir : NULL;
 }
 
 /* The key text names everything the binary depends on; its hash names the file. */
@@ -56,21 +44,21 @@ static char *make_key(clattn_context *ctx, const char *source, const char *optio
 {
     uint64_t h = fnv1a(0xcbf29ce484222325ull, source, strlen(source));
     const device_caps *c = &ctx->caps;
-    size_t size = strlen(options) + strlen(ctx->device_name) + strlen(c->platform) + strlen(c->platform_version) +
+    size_t size = strlen(options) + strlen(c->name) + strlen(c->platform) + strlen(c->platform_version) +
                   strlen(c->driver) + 256;
     char *key = malloc(size);
     if (key)
         snprintf(key, size,
                  "clattn %s\nplatform %s\nplatform-version %s\ndevice %s\ndriver %s\noptions %s\nsource %016llx %zu\n",
-                 CLATTN_VERSION_STRING, c->platform, c->platform_version, ctx->device_name, c->driver, options,
+                 CLATTN_VERSION_STRING, c->platform, c->platform_version, c->name, c->driver, options,
                  (unsigned long long)h, strlen(source));
     return key;
 }
 
-static bool entry_path(const char *key, char *out, size_t size)
+static bool entry_path(const clattn_context *ctx, const char *key, char *out, size_t size)
 {
-    char dir[4096];
-    if (!cache_dir(dir, sizeof dir))
+    const char *dir = cache_dir(ctx);
+    if (!dir)
         return false;
     uint64_t a = fnv1a(0xcbf29ce484222325ull, key, strlen(key));
     uint64_t b = fnv1a(0x84222325cbf29ce4ull, key, strlen(key));
@@ -82,10 +70,10 @@ static bool read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f
 
 cl_program cache_load(clattn_context *ctx, const char *source, const char *options)
 {
-    if (!cache_enabled())
+    if (!cache_dir(ctx))
         return NULL;
     char *key = make_key(ctx, source, options), path[4200];
-    if (!key || !entry_path(key, path, sizeof path)) {
+    if (!key || !entry_path(ctx, key, path, sizeof path)) {
         free(key);
         return NULL;
     }
@@ -153,16 +141,17 @@ static bool make_dirs(const char *path)
 
 void cache_store(clattn_context *ctx, const char *source, const char *options, cl_program program)
 {
-    if (!cache_enabled())
+    const char *dir = cache_dir(ctx);
+    if (!dir)
         return;
     size_t len = 0;
     if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || len == 0 ||
         len > CACHE_MAX_BINARY)
         return;
     unsigned char *binary = malloc(len);
-    char *key = make_key(ctx, source, options), dir[4096], path[4200], tmp[4300];
+    char *key = make_key(ctx, source, options), path[4200], tmp[4300];
     if (!binary || !key || clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) != CL_SUCCESS ||
-        !cache_dir(dir, sizeof dir) || !make_dirs(dir) || !entry_path(key, path, sizeof path))
+        !make_dirs(dir) || !entry_path(ctx, key, path, sizeof path))
         goto done;
     /* Unique per process and per call, so that threads and processes storing the same entry at once
      * each write their own temporary; the last rename wins, and every rename installs a whole file. */

@@ -1,5 +1,8 @@
 /* Platform and device discovery, and the device-spec grammar shared by the API and CLATTN_DEVICE. */
-#include "internal.h"
+#include "device.h"
+
+#include "error.h"
+#include "options.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -11,12 +14,17 @@
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
 #endif
 
+typedef struct device_list {
+    size_t count;
+    clattn_device_info *items;
+} device_list;
+
 static const char no_platform_help[] =
     "no OpenCL platform found: install an OpenCL driver (on Debian/Ubuntu `apt-get install "
     "pocl-opencl-icd` gives a CPU device) and check that OCL_ICD_VENDORS, if set, names a folder "
     "of .icd files";
 
-const char *device_type_name(cl_device_type type)
+static const char *device_type_name(cl_device_type type)
 {
     if (type & CL_DEVICE_TYPE_GPU) return "GPU";
     if (type & CL_DEVICE_TYPE_CPU) return "CPU";
@@ -31,14 +39,14 @@ static void get_string(cl_device_id dev, cl_device_info what, char *out, size_t 
     out[size - 1] = '\0';
 }
 
-void device_list_free(device_list *list)
+static void device_list_free(device_list *list)
 {
     free(list->items);
     list->items = NULL;
     list->count = 0;
 }
 
-clattn_status device_list_load(device_list *list)
+static clattn_status device_list_load(device_list *list)
 {
     list->count = 0;
     list->items = NULL;
@@ -116,7 +124,7 @@ clattn_status device_list_load(device_list *list)
     return CLATTN_SUCCESS;
 }
 
-void device_list_describe(const device_list *list, char *buf, size_t size)
+static void device_list_describe(const device_list *list, char *buf, size_t size)
 {
     size_t used = 0;
     buf[0] = '\0';
@@ -218,18 +226,14 @@ static long match_spec(const device_list *list, const char *spec)
     return -1;
 }
 
-clattn_status clattn_device_select(const char *spec, clattn_device_info *info)
+clattn_status device_select_from(const char *spec, const char *source, clattn_device_info *info)
 {
-    if (!info)
-        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_device_select: info is NULL");
     device_list list;
     clattn_status st = device_list_load(&list);
     if (st != CLATTN_SUCCESS)
         return st;
-
-    const char *source = "argument";
     if (!spec || !*spec) {
-        spec = getenv("CLATTN_DEVICE");
+        spec = options_env("CLATTN_DEVICE");
         source = "CLATTN_DEVICE";
     }
     long found;
@@ -252,4 +256,38 @@ clattn_status clattn_device_select(const char *spec, clattn_device_info *info)
         *info = list.items[found];
     device_list_free(&list);
     return st;
+}
+
+clattn_status clattn_device_select(const char *spec, clattn_device_info *info)
+{
+    if (!info)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_device_select: info is NULL");
+    return device_select_from(spec, "argument", info);
+}
+
+clattn_status device_caps_query(cl_device_id device, device_caps *c)
+{
+    cl_platform_id platform;
+    cl_int err;
+    if ((err = clGetDeviceInfo(device, CL_DEVICE_NAME, sizeof c->name, c->name, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_TYPE, sizeof c->type, &c->type, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof c->local_mem, &c->local_mem, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof c->global_mem, &c->global_mem, NULL)) !=
+            CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_work_group, &c->max_work_group,
+                               NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof c->native_float_width,
+                               &c->native_float_width, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DRIVER_VERSION, sizeof c->driver, c->driver, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL)) != CL_SUCCESS ||
+        (err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof c->platform, c->platform, NULL)) != CL_SUCCESS ||
+        (err = clGetPlatformInfo(platform, CL_PLATFORM_VERSION, sizeof c->platform_version, c->platform_version,
+                                 NULL)) != CL_SUCCESS)
+        return cl_error(NULL, err, "querying the device's limits");
+    c->name[sizeof c->name - 1] = c->driver[sizeof c->driver - 1] = c->platform[sizeof c->platform - 1] = '\0';
+    c->platform_version[sizeof c->platform_version - 1] = '\0';
+    return CLATTN_SUCCESS;
 }

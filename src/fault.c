@@ -2,7 +2,9 @@
  * OpenCL allocation, enqueue and CLBlast call of the library is a numbered point, and the point armed
  * by clattn__fault_arm(N) fails as a device out of memory or resources would. Tests walk N over every
  * point of a call to prove that each failure is reported, leaks nothing and leaves the context usable. */
-#include "internal.h"
+#include "fault.h"
+
+#include "clattn/clattn.h"
 
 #include <stdatomic.h>
 

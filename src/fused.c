@@ -1,40 +1,45 @@
 /* The fused ("flash") attention kernel: which compiled variant serves a head size, how large its tiles
  * are on this device, and its launch. */
-#include "internal.h"
+#include "fused.h"
 
-#include <ctype.h>
+#include "context.h"
+#include "error.h"
+#include "masks.h"
+#include "program.h"
+
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* One compiled variant of the fused kernel: head sizes and tiles are build options. */
+typedef struct fused_variant {
+    unsigned dk, dv;           /* padded head sizes */
+    unsigned block_m, block_n; /* rows per work-group, keys per tile */
+    unsigned vec;              /* float vector width inside a work-item */
+    unsigned rows;             /* query rows per work-item */
+    unsigned kv;               /* key vectors per step of a row's walk */
+    cl_program program;
+    cl_kernel kernel;
+    clattn_status failure; /* a variant that did not build on this device is not tried again */
+} fused_variant;
+
+#define FUSED_VARIANTS_MAX 16
+
+struct fused_state {
+    fused_variant variants[FUSED_VARIANTS_MAX];
+    size_t count;
+};
+
 /* Head sizes are compiled in, rounded up to a multiple of 16: few variants, little padding. */
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
-
-/* "MxN" or "MxNxR", plain decimal numbers and nothing else; returns how many parts (0: malformed). */
-static size_t parse_tile(const char *text, unsigned long *parts)
-{
-    size_t n = 0;
-    const char *p = text;
-    for (;;) {
-        if (n == 3 || !isdigit((unsigned char)*p))
-            return 0;
-        unsigned long v = 0;
-        while (isdigit((unsigned char)*p) && v < 100000)
-            v = v * 10 + (unsigned long)(*p++ - '0');
-        parts[n++] = v;
-        if (*p == '\0')
-            return n;
-        if (*p++ != 'x')
-            return 0;
-    }
-}
 
 /* Tiles from the device's limits: BLOCK_M query rows per work-group (one per work-item), BLOCK_N keys
  * per local-memory tile, VEC keys (and value columns) per vector operation inside a work-item. CPUs
  * get their native SIMD width as VEC (PoCL runs a work-item's vector code as is, where spreading rows
  * over lanes would need its work-item vectoriser) and tiles of 64 keys; GPUs get VEC = 1 (their lanes
- * are the work-items) and tiles of 32 keys, fewer when local memory is short. CLATTN_TILE=MxN
- * overrides the tiles, within the device's limits. */
+ * are the work-items) and tiles of 32 keys, fewer when local memory is short. The context's tile
+ * option (CLATTN_TILE) overrides the tiles, within the device's limits. */
 static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_variant *v)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
@@ -43,19 +48,11 @@ static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_va
         while (vec < 16 && vec * 2 <= ctx->caps.native_float_width)
             vec *= 2;
     unsigned m = cpu ? 32 : 64, n = cpu ? 64 : 32, rows = cpu ? 4 : 1;
-    const char *env = getenv("CLATTN_TILE");
-    if (env && *env) {
-        unsigned long parts[3] = {0, 0, rows};
-        size_t nparts = parse_tile(env, parts);
-        if (nparts >= 2 && parts[0] >= 1 && parts[0] <= 1024 && parts[1] >= 1 && parts[1] <= 256 && parts[2] >= 1 &&
-            parts[2] <= 8) {
-            m = (unsigned)parts[0];
-            n = (unsigned)parts[1];
-            rows = (unsigned)parts[2];
-        } else {
-            set_warning(ctx, "CLATTN_TILE=\"%.32s\" is not MxN or MxNxR (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8); "
-                        "using the defaults", env);
-        }
+    if (ctx->options.tile_set) {
+        m = ctx->options.tile_m;
+        n = ctx->options.tile_n;
+        if (ctx->options.tile_rows)
+            rows = ctx->options.tile_rows;
     }
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
@@ -83,20 +80,30 @@ static void variant_release(fused_variant *v)
     v->program = NULL;
 }
 
+/* Release every variant, keeping the (empty) state. */
+static void variants_release(struct fused_state *f)
+{
+    for (size_t i = 0; i < f->count; i++)
+        variant_release(&f->variants[i]);
+    f->count = 0;
+}
+
 void fused_release(clattn_context *ctx)
 {
-    for (size_t i = 0; i < ctx->fused_count; i++)
-        variant_release(&ctx->fused[i]);
-    ctx->fused_count = 0;
+    if (!ctx->fused)
+        return;
+    variants_release(ctx->fused);
+    free(ctx->fused);
+    ctx->fused = NULL;
 }
 
 static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 {
-    static const char *const files[] = {"flash_attention.cl"};
+    static const char *const files[] = {"masks.cl", "flash_attention.cl"};
     char options[160];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u",
              v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv);
-    clattn_status st = program_build(ctx, files, 1, options, &v->program);
+    clattn_status st = program_build(ctx, files, 2, options, &v->program);
     if (st == CLATTN_SUCCESS)
         st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
     if (st != CLATTN_SUCCESS)
@@ -110,17 +117,20 @@ static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv, fused_variant **out)
 {
     const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
-    for (size_t i = 0; i < ctx->fused_count; i++)
-        if (ctx->fused[i].dk == pdk && ctx->fused[i].dv == pdv) {
-            *out = &ctx->fused[i];
-            if (ctx->fused[i].failure != CLATTN_SUCCESS)
-                return set_error(ctx, ctx->fused[i].failure, "the fused kernel for head sizes %u/%u did not build "
+    if (!ctx->fused && !(ctx->fused = calloc(1, sizeof *ctx->fused)))
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the fused path's state");
+    struct fused_state *f = ctx->fused;
+    for (size_t i = 0; i < f->count; i++)
+        if (f->variants[i].dk == pdk && f->variants[i].dv == pdv) {
+            *out = &f->variants[i];
+            if (f->variants[i].failure != CLATTN_SUCCESS)
+                return set_error(ctx, f->variants[i].failure, "the fused kernel for head sizes %u/%u did not build "
                                  "on this device earlier", pdk, pdv);
             return CLATTN_SUCCESS;
         }
-    if (ctx->fused_count == FUSED_VARIANTS_MAX) { /* many head sizes in one context: start over */
+    if (f->count == FUSED_VARIANTS_MAX) { /* many head sizes in one context: start over */
         clFinish(ctx->queue);
-        fused_release(ctx);
+        variants_release(f);
     }
     fused_variant v = {pdk, pdv, 0, 0, 0, 0, 0, NULL, NULL, CLATTN_SUCCESS};
     choose_tiles(ctx, pdk, pdv, &v);
@@ -128,7 +138,7 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         clattn_status st = variant_build(ctx, &v);
         if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
             v.failure = st;
-            ctx->fused[ctx->fused_count++] = v;
+            f->variants[f->count++] = v;
         }
         if (st != CLATTN_SUCCESS)
             return st;
@@ -144,12 +154,12 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         variant_release(&v);
         if (launchable == 0)
             return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel cannot launch on %s",
-                             ctx->device_name);
+                             ctx->caps.name);
         while (v.block_m > launchable)
             v.block_m /= 2;
     }
-    ctx->fused[ctx->fused_count] = v;
-    *out = &ctx->fused[ctx->fused_count++];
+    f->variants[f->count] = v;
+    *out = &f->variants[f->count++];
     return CLATTN_SUCCESS;
 }
 
@@ -160,11 +170,11 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
         return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel supports head sizes up to %d, not %zu",
                          FUSED_MAX_HEAD, s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
     fused_variant *fv = NULL;
-    cl_mem key_lengths = NULL;
+    device_masks masks;
     clattn_status st = fused_variant_get(ctx, s->qk_dim, s->v_dim, &fv);
-    if (st != CLATTN_SUCCESS || (st = upload_key_lengths(ctx, s, &key_lengths)) != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
-    kernel_args a = {fv->kernel, 0, CL_SUCCESS, 0};
+    kernel_args a = kernel_args_begin(fv->kernel);
     karg_view(&a, q);
     karg_view(&a, k);
     karg_view(&a, v);
@@ -175,12 +185,8 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     karg_ulong(&a, s->kv_len);
     karg_ulong(&a, s->qk_dim);
     karg_ulong(&a, s->v_dim);
-    karg(&a, sizeof s->scale, &s->scale);
-    cl_int causal = (cl_int)s->masks.causal, layout = mask ? (cl_int)s->masks.additive : 0;
-    karg(&a, sizeof causal, &causal);
-    karg_mem(&a, key_lengths);
-    karg_mem(&a, mask);
-    karg(&a, sizeof layout, &layout);
+    karg_float(&a, s->scale);
+    masks_kernel_args(&a, &masks);
     const size_t rows_per_group = (size_t)fv->block_m * fv->rows;
     const size_t local[2] = {fv->block_m, 1};
     const size_t global[2] = {(s->q_len + rows_per_group - 1) / rows_per_group * fv->block_m, s->batch * s->heads};

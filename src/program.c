@@ -1,7 +1,11 @@
-/* Kernel sources (embedded at build time; CLATTN_KERNEL_DIR overrides them for development), programs
- * built from them through the binary cache, and the staged path's kernel set. */
-#include "internal.h"
+/* Kernel sources (embedded at build time; a kernel folder from the context options replaces them for
+ * development), and programs built from them through the binary cache. */
+#include "program.h"
+
+#include "cache.h"
 #include "clattn_kernels.h"
+#include "context.h"
+#include "error.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,9 +49,7 @@ static const char *embedded_source(const char *name)
  * name the file. */
 static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles, char **out)
 {
-    const char *dir = getenv("CLATTN_KERNEL_DIR");
-    if (dir && !*dir)
-        dir = NULL;
+    const char *dir = ctx->options.kernel_dir;
     const char *names[PROGRAM_FILES_MAX + 1] = {"common.cl"};
     char *texts[PROGRAM_FILES_MAX + 1] = {0};
     size_t lengths[PROGRAM_FILES_MAX + 1];
@@ -62,7 +64,7 @@ static clattn_status assemble_source(clattn_context *ctx, const char *const *fil
             snprintf(path, sizeof path, "%s/%s", dir, names[i]);
             texts[i] = read_file(path, &lengths[i]);
             if (!texts[i]) {
-                st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "CLATTN_KERNEL_DIR is set but %s could not be read",
+                st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "the kernel folder is set (options.kernel_dir or CLATTN_KERNEL_DIR) but %s could not be read",
                                path);
                 goto done;
             }
@@ -100,14 +102,12 @@ done:
 static void capture_build_log(clattn_context *ctx, cl_program program)
 {
     size_t size = 0;
-    free(ctx->build_log);
-    ctx->build_log = NULL;
-    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) != CL_SUCCESS)
-        return;
-    ctx->build_log = calloc(size + 1, 1);
-    if (ctx->build_log &&
-        clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, size, ctx->build_log, NULL) != CL_SUCCESS)
-        ctx->build_log[0] = '\0';
+    char *log = NULL;
+    if (clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) == CL_SUCCESS &&
+        (log = calloc(size + 1, 1)) != NULL &&
+        clGetProgramBuildInfo(program, ctx->device, CL_PROGRAM_BUILD_LOG, size, log, NULL) != CL_SUCCESS)
+        log[0] = '\0';
+    error_set_build_log(ctx, log);
 }
 
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
@@ -137,7 +137,7 @@ clattn_status program_build(clattn_context *ctx, const char *const *files, size_
     capture_build_log(ctx, program);
     if (err == CL_BUILD_PROGRAM_FAILURE || err == CL_INVALID_BUILD_OPTIONS)
         st = set_error(ctx, CLATTN_ERROR_BUILD_FAILED, "kernel build failed on %s (options \"%s\"): %.1200s",
-                       ctx->device_name, options, ctx->build_log ? ctx->build_log : "(no build log)");
+                       ctx->caps.name, options, clattn_build_log(ctx)[0] ? clattn_build_log(ctx) : "(no build log)");
     else if (err != CL_SUCCESS)
         st = cl_error(ctx, err, "clBuildProgram");
     if (st == CLATTN_SUCCESS) {
@@ -162,35 +162,28 @@ clattn_status kernel_create(clattn_context *ctx, cl_program program, const char 
     return CLATTN_SUCCESS;
 }
 
-void kernels_release(kernel_set *set)
+void program_release(cl_program *program, cl_kernel *kernels, size_t nkernels)
 {
-    cl_kernel *kernels[] = {&set->score, &set->softmax, &set->weighted_sum, &set->add_bias, &set->matmul};
-    for (size_t i = 0; i < sizeof kernels / sizeof kernels[0]; i++) {
-        if (*kernels[i])
-            clReleaseKernel(*kernels[i]);
-        *kernels[i] = NULL;
+    for (size_t i = 0; i < nkernels; i++) {
+        if (kernels[i])
+            clReleaseKernel(kernels[i]);
+        kernels[i] = NULL;
     }
-    if (set->program)
-        clReleaseProgram(set->program);
-    set->program = NULL;
+    if (*program)
+        clReleaseProgram(*program);
+    *program = NULL;
 }
 
-clattn_status kernels_ensure(clattn_context *ctx)
+clattn_status program_build_kernels(clattn_context *ctx, const char *const *files, size_t nfiles,
+                                    const char *options, const char *const *names, size_t nkernels,
+                                    cl_program *program, cl_kernel *kernels)
 {
-    if (ctx->kernels.program)
-        return CLATTN_SUCCESS;
-    static const char *const files[] = {"projection.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
-    kernel_set set = {0};
-    clattn_status st = program_build(ctx, files, sizeof files / sizeof files[0], "-cl-std=CL1.2", &set.program);
-    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_score", &set.score);
-    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_softmax", &set.softmax);
-    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_weighted_sum", &set.weighted_sum);
-    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_add_bias", &set.add_bias);
-    if (st == CLATTN_SUCCESS) st = kernel_create(ctx, set.program, "clattn_matmul", &set.matmul);
-    if (st != CLATTN_SUCCESS) {
-        kernels_release(&set);
-        return st;
-    }
-    ctx->kernels = set;
-    return CLATTN_SUCCESS;
+    for (size_t i = 0; i < nkernels; i++)
+        kernels[i] = NULL;
+    clattn_status st = program_build(ctx, files, nfiles, options, program);
+    for (size_t i = 0; i < nkernels && st == CLATTN_SUCCESS; i++)
+        st = kernel_create(ctx, *program, names[i], &kernels[i]);
+    if (st != CLATTN_SUCCESS)
+        program_release(program, kernels, nkernels);
+    return st;
 }

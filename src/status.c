@@ -1,5 +1,5 @@
 /* Status codes → names and one-line descriptions, for clattn's own codes and OpenCL's. */
-#include "internal.h"
+#include "clattn/clattn.h"
 
 typedef struct status_entry {
     int code;

@@ -1,6 +1,11 @@
 /* Argument and size checks shared by every entry point. Each failure records which argument and
  * which size was wrong, so that the caller can tell without a debugger. */
-#include "internal.h"
+#include "validate.h"
+
+#include "context.h"
+#include "error.h"
+
+#include <stdarg.h>
 
 #include <math.h>
 #include <stdint.h>
@@ -61,35 +66,10 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
     size_t bytes;
     if (!size_mul(elems, sizeof(float), &bytes))
         return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu floats overflow size_t bytes", name, elems);
-    if (bytes > ctx->max_alloc)
+    if (bytes > ctx->caps.max_alloc)
         return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT,
                          "%s needs %zu bytes, more than the device's maximum allocation of %llu bytes", name,
-                         bytes, (unsigned long long)ctx->max_alloc);
-    return CLATTN_SUCCESS;
-}
-
-clattn_status check_masks(clattn_context *ctx, const clattn_masks *masks, size_t batch, size_t kv_len,
-                          bool mask_given)
-{
-    if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&
-        masks->causal != CLATTN_CAUSAL_BOTTOM_RIGHT)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.causal has the unknown value %d",
-                         (int)masks->causal);
-    if (masks->additive != CLATTN_MASK_NONE && masks->additive != CLATTN_MASK_L_S &&
-        masks->additive != CLATTN_MASK_B_H_L_S)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.additive has the unknown value %d",
-                         (int)masks->additive);
-    if (masks->additive == CLATTN_MASK_NONE && mask_given)
-        return set_error(ctx, CLATTN_ERROR_INVALID_MASK,
-                         "a mask buffer was given but masks.additive is CLATTN_MASK_NONE");
-    if (masks->additive != CLATTN_MASK_NONE && !mask_given)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "masks.additive is set but the mask is NULL");
-    if (masks->key_lengths)
-        for (size_t b = 0; b < batch; b++)
-            if (masks->key_lengths[b] > kv_len)
-                return set_error(ctx, CLATTN_ERROR_INVALID_MASK,
-                                 "masks.key_lengths[%zu] = %zu exceeds the key count %zu", b,
-                                 masks->key_lengths[b], kv_len);
+                         bytes, (unsigned long long)ctx->caps.max_alloc);
     return CLATTN_SUCCESS;
 }
 
@@ -119,8 +99,9 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->qk_dim = desc->qk_dim;
     s->v_dim = desc->v_dim ? desc->v_dim : desc->qk_dim;
     s->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->qk_dim));
-    s->masks = desc->masks;
     s->algorithm = desc->algorithm;
+    s->masks = (clattn_masks){0};
+    s->mask_elems = 0;
 
     size_t bh;
     bool ok = size_mul(s->batch, s->heads, &bh) &&
@@ -130,13 +111,6 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
               size_product(&s->out_elems, 3, bh, s->q_len, s->v_dim) &&
               size_product(&s->weight_elems, 3, bh, s->q_len, s->kv_len) &&
               size_mul(bh, s->q_len, &s->lse_elems);
-    if (ok) {
-        s->mask_elems = 0;
-        if (s->masks.additive == CLATTN_MASK_L_S)
-            ok = size_mul(s->q_len, s->kv_len, &s->mask_elems);
-        else if (s->masks.additive == CLATTN_MASK_B_H_L_S)
-            s->mask_elems = s->weight_elems;
-    }
     /* Byte counts of the largest tensors must fit too; the rest are smaller than one of these. */
     size_t bytes;
     ok = ok && size_mul(s->weight_elems, sizeof(float), &bytes) && size_mul(s->q_elems, sizeof(float), &bytes) &&

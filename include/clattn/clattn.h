@@ -124,15 +124,52 @@ CLATTN_API clattn_status clattn_device_select(const char *spec, clattn_device_in
 
 typedef struct clattn_context_s clattn_context;
 
-/* Create a context on the device chosen by `spec` (see clattn_device_select). Kernels are compiled
- * on the first call that needs them and reused for the life of the context. For kernel development,
- * the environment variable CLATTN_KERNEL_DIR names a folder whose .cl files replace the embedded ones
- * (read at that first compile; a missing file gives CLATTN_ERROR_KERNEL_SOURCE).
- *
- * Compiled programs are cached on disk under $XDG_CACHE_HOME/clattn (else ~/.cache/clattn), keyed by
- * kernel source, build options, platform, device, driver and library version; a damaged or
- * mismatched entry is rebuilt from source. CLATTN_CACHE=0 turns the cache off. CLATTN_TILE=MxN (e.g.
- * 32x16) overrides the fused kernel's rows-per-work-group M and keys-per-tile N, for experiments. */
+/* How a context is configured. Zero-initialising is not enough: start from CLATTN_CONTEXT_OPTIONS_INIT,
+ * which sets struct_size (see "Extensible structs" above) and the defaults, then set what you need.
+ * Every field left at its default falls back to the environment variable named beside it, read once
+ * when the context is created (with secure_getenv where it exists), then to the built-in default. */
+typedef enum clattn_cache_mode {
+    CLATTN_CACHE_DEFAULT = 0, /* CLATTN_CACHE: "0" turns the cache off; anything else, or unset, on */
+    CLATTN_CACHE_ON = 1,
+    CLATTN_CACHE_OFF = 2
+} clattn_cache_mode;
+
+typedef struct clattn_context_options {
+    size_t struct_size; /* sizeof(clattn_context_options), set by CLATTN_CONTEXT_OPTIONS_INIT */
+    /* Device spec (see clattn_device_select); NULL or "": CLATTN_DEVICE, else the first GPU, else the
+     * first device. Ignored when cl_context is set. */
+    const char *device;
+    /* An application's own OpenCL objects, all three or none (see clattn_context_create_from_cl). */
+    cl_context cl_context;
+    cl_device_id cl_device;
+    cl_command_queue cl_queue;
+    /* The on-disk cache of compiled programs, keyed by kernel source, build options, platform, device,
+     * driver and library version; a damaged or mismatched entry is rebuilt from source. */
+    clattn_cache_mode cache;
+    /* The cache's folder; NULL: $XDG_CACHE_HOME/clattn, else $HOME/.cache/clattn; "": no folder, so
+     * no cache. */
+    const char *cache_dir;
+    /* For kernel development: a folder whose .cl files replace the embedded ones (read at the first
+     * compile; a missing file gives CLATTN_ERROR_KERNEL_SOURCE). NULL: CLATTN_KERNEL_DIR; "": the
+     * embedded kernels. */
+    const char *kernel_dir;
+    /* For experiments: the fused kernel's tiles as "MxN" or "MxNxR" (M rows per work-group, 1–1024;
+     * N keys per tile, 1–256; R rows per work-item, 1–8), within the device's limits. NULL: CLATTN_TILE
+     * (a malformed value there is ignored with a warning); "": the device's defaults. A malformed value
+     * here is CLATTN_ERROR_INVALID_VALUE. */
+    const char *tile;
+} clattn_context_options;
+
+#define CLATTN_CONTEXT_OPTIONS_INIT \
+    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL }
+
+/* Create a context as `options` say (NULL: every default). Kernels are compiled on the first call that
+ * needs them and reused for the life of the context. */
+CLATTN_API clattn_status clattn_context_create_with_options(clattn_context **ctx,
+                                                            const clattn_context_options *options);
+
+/* Create a context on the device chosen by `spec` (see clattn_device_select), every other option at
+ * its default: clattn_context_create_with_options with options.device = spec. */
 CLATTN_API clattn_status clattn_context_create(clattn_context **ctx, const char *spec);
 
 /* Wrap an application's own OpenCL objects. The queue must be in-order and belong to `context` and

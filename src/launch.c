@@ -1,6 +1,28 @@
-/* Setting a kernel's arguments in order and launching it, with one error report for the first
- * failure: shared by the staged kernels and the fused one. */
-#include "internal.h"
+/* Tensor views, kernel arguments set in order and launches, with one error report for the first
+ * failure: shared by every kernel of every path. */
+#include "launch.h"
+
+#include "context.h"
+#include "error.h"
+#include "fault.h"
+
+tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols)
+{
+    tensor_view v = {buf, heads * rows * cols, rows * cols, cols};
+    return v;
+}
+
+tensor_view view_blhd(cl_mem buf, size_t heads, size_t rows, size_t cols)
+{
+    tensor_view v = {buf, rows * heads * cols, cols, heads * cols};
+    return v;
+}
+
+kernel_args kernel_args_begin(cl_kernel kernel)
+{
+    kernel_args a = {kernel, 0, CL_SUCCESS, 0};
+    return a;
+}
 
 void karg(kernel_args *a, size_t size, const void *value)
 {

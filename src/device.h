@@ -1,0 +1,28 @@
+/* Platform and device discovery, the device-spec grammar, and the facts about a device that the
+ * kernels, the tiling choice and the cache key need. */
+#ifndef CLATTN_DEVICE_H
+#define CLATTN_DEVICE_H
+
+#include "clattn/clattn.h"
+
+#include <stddef.h>
+
+typedef struct device_caps {
+    char name[256];
+    cl_device_type type;
+    cl_ulong max_alloc;          /* CL_DEVICE_MAX_MEM_ALLOC_SIZE */
+    cl_ulong local_mem;          /* CL_DEVICE_LOCAL_MEM_SIZE */
+    cl_ulong global_mem;         /* CL_DEVICE_GLOBAL_MEM_SIZE */
+    size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
+    cl_uint native_float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
+    char platform[256], platform_version[256], driver[256];
+} device_caps;
+
+/* Query every fact of `caps` for `device`; failures are recorded outside any context. */
+clattn_status device_caps_query(cl_device_id device, device_caps *caps);
+
+/* Resolve `spec` as clattn_device_select does, naming where it came from ("argument", "options.device")
+ * in the error when it matches nothing. */
+clattn_status device_select_from(const char *spec, const char *source, clattn_device_info *info);
+
+#endif

@@ -1,0 +1,17 @@
+/* The fused ("flash") path: one kernel with an online softmax, K/V tiles in local memory. */
+#ifndef CLATTN_FUSED_H
+#define CLATTN_FUSED_H
+
+#include "launch.h"
+#include "validate.h"
+
+/* Largest head size the fused kernel compiles for; larger ones take the staged path. */
+#define FUSED_MAX_HEAD 256
+
+/* SDPA on a validated shape and views; lse (B,H,L) may be NULL. */
+clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                        cl_mem mask, tensor_view out, cl_mem lse);
+
+void fused_release(clattn_context *ctx);
+
+#endif

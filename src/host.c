@@ -1,0 +1,184 @@
+/* The host-memory variants: validate everything (without re-entering the public calls), copy the
+ * inputs in, run, and copy the outputs out, all or nothing. */
+#include "context.h"
+#include "error.h"
+#include "fault.h"
+#include "mha.h"
+#include "scratch.h"
+#include "sdpa.h"
+#include "validate.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One tensor of a host call: copied in from `in` and/or read back into `out` (either may be NULL;
+ * both NULL means the tensor is not part of this call). */
+typedef struct host_tensor {
+    const float *in;
+    float *out;
+    size_t elems;
+    const char *name;
+    cl_mem mem;
+} host_tensor;
+
+static clattn_status buffer_from_host(clattn_context *ctx, const float *host, size_t elems, const char *name, cl_mem *out)
+{
+    cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0);
+    cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    *out = err == CL_SUCCESS ? clCreateBuffer(ctx->context, flags, elems * sizeof(float), (void *)host, &err) : NULL;
+    if (err != CL_SUCCESS) {
+        *out = NULL;
+        return set_error(ctx, (clattn_status)err, "clCreateBuffer(%s, %zu bytes) failed: %s", name,
+                         elems * sizeof(float), clattn_status_string((clattn_status)err));
+    }
+    return CLATTN_SUCCESS;
+}
+
+static clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, float *host, size_t elems, const char *name)
+{
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0, elems * sizeof(float), host, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "reading %s back failed: %s", name,
+                         clattn_status_string((clattn_status)err));
+    return CLATTN_SUCCESS;
+}
+
+/* Before anything is allocated: every tensor must fit one device allocation, and all of them together
+ * the device's memory (a request that cannot fit fails here, not half-way through). */
+static clattn_status host_tensors_check(clattn_context *ctx, const host_tensor *t, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].in && !t[i].out)
+            continue;
+        clattn_status st = check_alloc(ctx, t[i].elems, t[i].name);
+        if (st != CLATTN_SUCCESS)
+            return st;
+        const size_t bytes = t[i].elems * sizeof(float); /* check_alloc proved this fits */
+        total = total > SIZE_MAX - bytes ? SIZE_MAX : total + bytes;
+    }
+    if (total > ctx->caps.global_mem)
+        return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT,
+                         "the call's tensors need %zu bytes of device memory together, more than the device's %llu",
+                         total, (unsigned long long)ctx->caps.global_mem);
+    return CLATTN_SUCCESS;
+}
+
+static clattn_status host_tensors_create(clattn_context *ctx, host_tensor *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!t[i].in && !t[i].out)
+            continue;
+        clattn_status st = buffer_from_host(ctx, t[i].in, t[i].elems, t[i].name, &t[i].mem);
+        if (st != CLATTN_SUCCESS)
+            return st;
+    }
+    return CLATTN_SUCCESS;
+}
+
+/* Wait for the work, then copy the outputs back so that a call that fails writes none of the caller's
+ * arrays: every output but the largest is read into a host temporary first; the largest is read
+ * straight into place last, and only when it arrived are the others copied over. (Staging just the
+ * smaller outputs keeps the extra host memory small when the weights are wanted.) */
+static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, size_t n, clattn_status st)
+{
+    if (st == CLATTN_SUCCESS) {
+        cl_int err = clFinish(ctx->queue);
+        if (err != CL_SUCCESS)
+            st = cl_error(ctx, err, "clFinish");
+    }
+    size_t largest = n;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].out && (largest == n || t[i].elems > t[largest].elems))
+            largest = i;
+    float *staged[16] = {0};
+    if (n > sizeof staged / sizeof staged[0])
+        st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "internal: too many host tensors");
+    for (size_t i = 0; i < n && st == CLATTN_SUCCESS; i++) {
+        if (!t[i].out || i == largest)
+            continue;
+        staged[i] = malloc(t[i].elems * sizeof(float));
+        if (!staged[i])
+            st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "staging %s (%zu floats)", t[i].name, t[i].elems);
+        else
+            st = buffer_to_host(ctx, t[i].mem, staged[i], t[i].elems, t[i].name);
+    }
+    if (st == CLATTN_SUCCESS && largest < n)
+        st = buffer_to_host(ctx, t[largest].mem, t[largest].out, t[largest].elems, t[largest].name);
+    for (size_t i = 0; i < n; i++) {
+        if (staged[i] && st == CLATTN_SUCCESS)
+            memcpy(t[i].out, staged[i], t[i].elems * sizeof(float));
+        free(staged[i]);
+    }
+    if (st != CLATTN_SUCCESS)
+        clFinish(ctx->queue); /* nothing may still use the buffers we are about to release */
+    for (size_t i = 0; i < n; i++)
+        mems_release(&t[i].mem, 1);
+    return st;
+}
+
+clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q, const float *k,
+                               const float *v, const float *mask, float *out, float *weights, float *lse)
+{
+    clattn_status st = check_context(ctx);
+    sdpa_shape s;
+    if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
+        return st;
+    if (!q || !k || !v || !out)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         !q ? "q" : !k ? "k" : !v ? "v" : "out");
+    if ((st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
+        return st;
+    host_tensor t[] = {
+        {q, NULL, s.q_elems, "q", NULL},         {k, NULL, s.k_elems, "k", NULL},
+        {v, NULL, s.v_elems, "v", NULL},         {mask, NULL, s.mask_elems, "mask", NULL},
+        {NULL, out, s.out_elems, "out", NULL},   {NULL, weights, s.weight_elems, "weights", NULL},
+        {NULL, lse, s.lse_elems, "lse", NULL},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
+        return st;
+    if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS)
+        st = sdpa_run_dense(ctx, &s, t[0].mem, t[1].mem, t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem);
+    return host_tensors_finish(ctx, t, n, st);
+}
+
+clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x, const float *kv,
+                              const clattn_mha_host_weights *w, const float *mask, float *out, float *attn_weights)
+{
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (!w)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
+    mha_shape m;
+    if ((st = mha_check(ctx, desc, kv != NULL, w->w_o != NULL, w->b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
+        return st;
+    if (!x || !w->w_q || !w->w_k || !w->w_v || !out)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         !x ? "x" : !w->w_q ? "w_q" : !w->w_k ? "w_k" : !w->w_v ? "w_v" : "out");
+    const sdpa_shape *s = &m.sdpa;
+    if ((st = sdpa_check_algorithm(ctx, s, attn_weights != NULL)) != CLATTN_SUCCESS)
+        return st;
+    const size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim;
+    host_tensor t[] = {
+        {x, NULL, m.x_elems, "x", NULL},          {kv, NULL, m.kv_elems, "kv", NULL},
+        {w->w_q, NULL, m.wq_elems, "w_q", NULL},  {w->b_q, NULL, hk, "b_q", NULL},
+        {w->w_k, NULL, m.wk_elems, "w_k", NULL},  {w->b_k, NULL, hk, "b_k", NULL},
+        {w->w_v, NULL, m.wv_elems, "w_v", NULL},  {w->b_v, NULL, hv, "b_v", NULL},
+        {w->w_o, NULL, m.wo_elems, "w_o", NULL},  {w->b_o, NULL, m.out_dim, "b_o", NULL},
+        {mask, NULL, s->mask_elems, "mask", NULL}, {NULL, out, m.result_elems, "out", NULL},
+        {NULL, attn_weights, s->weight_elems, "attn_weights", NULL},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
+        return st;
+    if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS) {
+        clattn_mha_weights dw = {t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem, t[7].mem, t[8].mem, t[9].mem};
+        st = mha_run(ctx, &m, t[0].mem, t[1].mem, &dw, t[10].mem, t[11].mem, t[12].mem);
+    }
+    return host_tensors_finish(ctx, t, n, st);
+}

@@ -1,0 +1,43 @@
+/* Tensor views, kernel arguments and kernel launches: how every path hands work to the device. */
+#ifndef CLATTN_LAUNCH_H
+#define CLATTN_LAUNCH_H
+
+#include "clattn/clattn.h"
+
+#include <stddef.h>
+
+/* Where a (B, H, rows, cols) tensor lives: element strides for batch, head and row; columns are
+ * contiguous. Lets the same kernels read SDPA's (B,H,L,D) and MHA's (B,L,H·D) layouts. */
+typedef struct tensor_view {
+    cl_mem buf;
+    size_t batch_stride, head_stride, row_stride;
+} tensor_view;
+
+tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols);
+tensor_view view_blhd(cl_mem buf, size_t heads, size_t rows, size_t cols);
+
+/* Kernel arguments set in order; the first failure is kept and reported by kernel_launch, which then
+ * enqueues nothing. Start with kernel_args_begin(kernel). */
+typedef struct kernel_args {
+    cl_kernel kernel;
+    cl_uint next;
+    cl_int err;
+    cl_uint failed_at; /* index of the argument that failed */
+} kernel_args;
+
+kernel_args kernel_args_begin(cl_kernel kernel);
+void karg(kernel_args *a, size_t size, const void *value);
+void karg_mem(kernel_args *a, cl_mem m);
+void karg_ulong(kernel_args *a, size_t v);
+void karg_int(kernel_args *a, int v);
+void karg_float(kernel_args *a, float v);
+void karg_view(kernel_args *a, tensor_view t); /* buffer and its three strides */
+
+clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
+                            const size_t *global, const size_t *local);
+/* Launch with a work-group size chosen from the kernel's and device's limits (kernels that use no
+ * local memory and bound-check their ids); the global size is rounded up to whole groups. */
+clattn_status kernel_launch_auto(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
+                                 const size_t *global);
+
+#endif

@@ -1,0 +1,31 @@
+/* Every mask kind in one place: checks against the shape, element counts, uploads, and the kernel
+ * arguments that carry them to every kernel that applies masks (cl/masks.cl holds the kernel side). */
+#ifndef CLATTN_MASKS_H
+#define CLATTN_MASKS_H
+
+#include "launch.h"
+#include "validate.h"
+
+#include <stdbool.h>
+
+/* Check the caller's masks against the shape (mask_given: an additive mask buffer or array came with
+ * the call) and store them in s->masks, with the additive mask's element count in s->mask_elems. */
+clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool mask_given, sdpa_shape *s);
+
+/* The masks of one call as the kernels take them. */
+typedef struct device_masks {
+    cl_int causal;
+    cl_mem key_lengths; /* (B) ulong, or NULL */
+    cl_mem additive;    /* the caller's additive mask, or NULL */
+    cl_int layout;
+} device_masks;
+
+/* Upload what the kernels need (key lengths go to a reused temporary; the copy blocks, so the caller's
+ * array may go as soon as this returns). */
+clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out);
+
+/* The mask arguments of every attention kernel, in their order: causal, key lengths, additive mask,
+ * its layout. */
+void masks_kernel_args(kernel_args *a, const device_masks *m);
+
+#endif

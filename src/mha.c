@@ -1,0 +1,132 @@
+/* clattn_mha: a layer's projections, SDPA over its heads read in place, and its output projection. */
+#include "mha.h"
+
+#include "context.h"
+#include "error.h"
+#include "launch.h"
+#include "masks.h"
+#include "projection.h"
+#include "scratch.h"
+#include "sdpa.h"
+
+#include <string.h>
+
+static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_desc *desc, bool kv_given,
+                                       bool out_proj, mha_shape *m)
+{
+    if (!desc)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
+    if (desc->model_dim == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.model_dim is 0");
+    memset(m, 0, sizeof *m);
+    m->self_attention = !kv_given;
+    m->has_out_proj = out_proj;
+    m->model_dim = desc->model_dim;
+    if (m->self_attention) {
+        if (desc->kv_len != 0 && desc->kv_len != desc->q_len)
+            return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
+                             "self-attention (kv is NULL) needs kv_len 0 or q_len=%zu, got %zu", desc->q_len,
+                             desc->kv_len);
+        if (desc->kv_dim != 0 && desc->kv_dim != desc->model_dim)
+            return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
+                             "self-attention (kv is NULL) needs kv_dim 0 or model_dim=%zu, got %zu",
+                             desc->model_dim, desc->kv_dim);
+    } else if (desc->kv_len == 0) {
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.kv_len is 0 but a kv input was given");
+    }
+    m->kv_dim = desc->kv_dim ? desc->kv_dim : desc->model_dim;
+    m->out_dim = desc->out_dim ? desc->out_dim : desc->model_dim;
+
+    clattn_sdpa_desc sd = {desc->batch, desc->heads, desc->q_len, m->self_attention ? desc->q_len : desc->kv_len,
+                           desc->qk_dim, desc->v_dim, desc->scale, desc->masks, desc->algorithm};
+    clattn_status st = sdpa_shape_resolve(ctx, &sd, &m->sdpa);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    const sdpa_shape *s = &m->sdpa;
+    size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim; /* fit: q_elems and v_elems did */
+    bool ok = size_product(&m->x_elems, 3, s->batch, s->q_len, m->model_dim) &&
+              size_product(&m->kv_elems, 3, s->batch, s->kv_len, m->kv_dim) &&
+              size_mul(m->model_dim, hk, &m->wq_elems) && size_mul(m->kv_dim, hk, &m->wk_elems) &&
+              size_mul(m->kv_dim, hv, &m->wv_elems) && size_mul(hv, m->out_dim, &m->wo_elems) &&
+              size_product(&m->result_elems, 3, s->batch, s->q_len, out_proj ? m->out_dim : hv);
+    size_t bytes;
+    ok = ok && size_mul(m->x_elems, sizeof(float), &bytes) && size_mul(m->kv_elems, sizeof(float), &bytes) &&
+         size_mul(m->wq_elems, sizeof(float), &bytes) && size_mul(m->wk_elems, sizeof(float), &bytes) &&
+         size_mul(m->wv_elems, sizeof(float), &bytes) && size_mul(m->wo_elems, sizeof(float), &bytes) &&
+         size_mul(m->result_elems, sizeof(float), &bytes);
+    if (!ok)
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "layer shape: a tensor size overflows size_t");
+    return CLATTN_SUCCESS;
+}
+
+clattn_status mha_check(clattn_context *ctx, const clattn_mha_desc *desc, bool kv_given, bool has_w_o, bool has_b_o,
+                        bool mask_given, mha_shape *m)
+{
+    if (has_b_o && !has_w_o)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "weights.b_o is given but weights.w_o is NULL");
+    clattn_status st = mha_shape_resolve(ctx, desc, kv_given, has_w_o, m);
+    return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, &desc->masks, mask_given, &m->sdpa);
+}
+
+clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem kv, const clattn_mha_weights *w,
+                      cl_mem mask, cl_mem out, cl_mem attn_weights)
+{
+    const sdpa_shape *s = &m->sdpa;
+    const size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim;
+    /* All temporaries first, so that a failure leaves nothing enqueued. */
+    cl_mem q_all, k_all, v_all, concat = out;
+    clattn_status st;
+    if ((st = scratch_get(ctx, SCRATCH_Q, s->q_elems * sizeof(float), &q_all)) != CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_K, s->k_elems * sizeof(float), &k_all)) != CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_V, s->v_elems * sizeof(float), &v_all)) != CLATTN_SUCCESS ||
+        (m->has_out_proj &&
+         (st = scratch_get(ctx, SCRATCH_CONCAT, s->out_elems * sizeof(float), &concat)) != CLATTN_SUCCESS) ||
+        (st = projection_prepare(ctx)) != CLATTN_SUCCESS)
+        return st;
+
+    cl_mem kv_in = kv ? kv : x;
+    const size_t q_rows = s->batch * s->q_len, kv_rows = s->batch * s->kv_len;
+    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all)) != CLATTN_SUCCESS ||
+        (st = projection_run(ctx, kv_rows, m->kv_dim, hk, kv_in, w->w_k, w->b_k, k_all)) != CLATTN_SUCCESS ||
+        (st = projection_run(ctx, kv_rows, m->kv_dim, hv, kv_in, w->w_v, w->b_v, v_all)) != CLATTN_SUCCESS)
+        return st;
+    /* Heads are read from and written to the (B, L, H·D) layouts in place: no transposes. */
+    st = sdpa_run(ctx, s, view_blhd(q_all, s->heads, s->q_len, s->qk_dim),
+                  view_blhd(k_all, s->heads, s->kv_len, s->qk_dim), view_blhd(v_all, s->heads, s->kv_len, s->v_dim),
+                  mask, view_blhd(concat, s->heads, s->q_len, s->v_dim), attn_weights, NULL);
+    if (st == CLATTN_SUCCESS && m->has_out_proj)
+        st = projection_run(ctx, q_rows, hv, m->out_dim, concat, w->w_o, w->b_o, out);
+    return st;
+}
+
+clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_mem x, cl_mem kv,
+                         const clattn_mha_weights *w, cl_mem mask, cl_mem out, cl_mem attn_weights)
+{
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (!w)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
+    mha_shape m;
+    if ((st = mha_check(ctx, desc, kv != NULL, w->w_o != NULL, w->b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
+        return st;
+    const sdpa_shape *s = &m.sdpa;
+    const size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim;
+    if ((st = check_buffer(ctx, x, m.x_elems, sizeof(float), "x")) != CLATTN_SUCCESS ||
+        (kv && (st = check_buffer(ctx, kv, m.kv_elems, sizeof(float), "kv")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, w->w_q, m.wq_elems, sizeof(float), "w_q")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, w->w_k, m.wk_elems, sizeof(float), "w_k")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, w->w_v, m.wv_elems, sizeof(float), "w_v")) != CLATTN_SUCCESS ||
+        (w->b_q && (st = check_buffer(ctx, w->b_q, hk, sizeof(float), "b_q")) != CLATTN_SUCCESS) ||
+        (w->b_k && (st = check_buffer(ctx, w->b_k, hk, sizeof(float), "b_k")) != CLATTN_SUCCESS) ||
+        (w->b_v && (st = check_buffer(ctx, w->b_v, hv, sizeof(float), "b_v")) != CLATTN_SUCCESS) ||
+        (w->w_o && (st = check_buffer(ctx, w->w_o, m.wo_elems, sizeof(float), "w_o")) != CLATTN_SUCCESS) ||
+        (w->b_o && (st = check_buffer(ctx, w->b_o, m.out_dim, sizeof(float), "b_o")) != CLATTN_SUCCESS) ||
+        (mask && (st = check_buffer(ctx, mask, s->mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, out, m.result_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (attn_weights &&
+         (st = check_buffer(ctx, attn_weights, s->weight_elems, sizeof(float), "attn_weights")) != CLATTN_SUCCESS) ||
+        (st = sdpa_check_algorithm(ctx, s, attn_weights != NULL)) != CLATTN_SUCCESS)
+        return st;
+    return mha_run(ctx, &m, x, kv, w, mask, out, attn_weights);
+}

@@ -1,0 +1,136 @@
+/* Context options: the program's choice through the API, else the environment, else the default. The
+ * environment is read here, at context creation, and nowhere else: a program that calls setenv while
+ * another thread runs attention races with no read of ours. */
+#define _GNU_SOURCE /* secure_getenv */
+#include "options.h"
+
+#include "error.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *options_env(const char *name)
+{
+#if defined(__GLIBC__)
+    return secure_getenv(name);
+#else
+    return getenv(name);
+#endif
+}
+
+static char *dup_string(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *copy = malloc(n);
+    if (copy)
+        memcpy(copy, s, n);
+    return copy;
+}
+
+/* "MxN" or "MxNxR", plain decimal numbers within 1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8. */
+static bool parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *rows)
+{
+    unsigned long parts[3] = {0, 0, 0};
+    size_t count = 0;
+    const char *p = text;
+    for (;;) {
+        if (count == 3 || !isdigit((unsigned char)*p))
+            return false;
+        unsigned long v = 0;
+        while (isdigit((unsigned char)*p) && v < 100000)
+            v = v * 10 + (unsigned long)(*p++ - '0');
+        parts[count++] = v;
+        if (*p == '\0')
+            break;
+        if (*p++ != 'x')
+            return false;
+    }
+    if (count < 2 || parts[0] < 1 || parts[0] > 1024 || parts[1] < 1 || parts[1] > 256 ||
+        (count == 3 && (parts[2] < 1 || parts[2] > 8)))
+        return false;
+    *m = (unsigned)parts[0];
+    *n = (unsigned)parts[1];
+    *rows = count == 3 ? (unsigned)parts[2] : 0;
+    return true;
+}
+
+static clattn_status resolve_tile(clattn_context *ctx, const char *api_tile, context_options *out)
+{
+    const bool from_api = api_tile != NULL;
+    const char *tile = from_api ? api_tile : options_env("CLATTN_TILE");
+    if (!tile || !*tile)
+        return CLATTN_SUCCESS;
+    if (parse_tile(tile, &out->tile_m, &out->tile_n, &out->tile_rows)) {
+        out->tile_set = true;
+        return CLATTN_SUCCESS;
+    }
+    static const char rule[] = "is not MxN or MxNxR (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8)";
+    if (from_api)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.tile \"%.32s\" %s", tile, rule);
+    set_warning(ctx, "CLATTN_TILE=\"%.32s\" %s; using the defaults", tile, rule);
+    return CLATTN_SUCCESS;
+}
+
+/* $XDG_CACHE_HOME/clattn, else $HOME/.cache/clattn; NULL (and no error) when neither is set. */
+static clattn_status default_cache_dir(clattn_context *ctx, char **out)
+{
+    const char *xdg = options_env("XDG_CACHE_HOME"), *home = options_env("HOME");
+    const char *base = xdg && *xdg ? xdg : home && *home ? home : NULL;
+    *out = NULL;
+    if (!base)
+        return CLATTN_SUCCESS;
+    const char *suffix = base == xdg ? "/clattn" : "/.cache/clattn";
+    size_t size = strlen(base) + strlen(suffix) + 1;
+    if (!(*out = malloc(size)))
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying the cache folder's name");
+    snprintf(*out, size, "%s%s", base, suffix);
+    return CLATTN_SUCCESS;
+}
+
+/* A copy of `value`, or NULL for NULL and "". */
+static clattn_status copy_folder(clattn_context *ctx, const char *value, const char *what, char **out)
+{
+    *out = NULL;
+    if (!value || !*value)
+        return CLATTN_SUCCESS;
+    if (!(*out = dup_string(value)))
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying %s", what);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status options_resolve(clattn_context *ctx, const clattn_context_options *api, context_options *out)
+{
+    static const clattn_context_options defaults = CLATTN_CONTEXT_OPTIONS_INIT;
+    if (!api)
+        api = &defaults;
+    memset(out, 0, sizeof *out);
+    clattn_status st = CLATTN_SUCCESS;
+    if (api->cache != CLATTN_CACHE_DEFAULT && api->cache != CLATTN_CACHE_ON && api->cache != CLATTN_CACHE_OFF)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.cache has the unknown value %d", (int)api->cache);
+    if (api->cache == CLATTN_CACHE_DEFAULT) {
+        const char *env = options_env("CLATTN_CACHE");
+        out->cache_enabled = !(env && strcmp(env, "0") == 0);
+    } else {
+        out->cache_enabled = api->cache == CLATTN_CACHE_ON;
+    }
+    if (out->cache_enabled)
+        st = api->cache_dir ? copy_folder(ctx, api->cache_dir, "options.cache_dir", &out->cache_dir)
+                            : default_cache_dir(ctx, &out->cache_dir);
+    if (st == CLATTN_SUCCESS)
+        st = copy_folder(ctx, api->kernel_dir ? api->kernel_dir : options_env("CLATTN_KERNEL_DIR"), "the kernel folder",
+                         &out->kernel_dir);
+    if (st == CLATTN_SUCCESS)
+        st = resolve_tile(ctx, api->tile, out);
+    if (st != CLATTN_SUCCESS)
+        options_free(out);
+    return st;
+}
+
+void options_free(context_options *options)
+{
+    free(options->cache_dir);
+    free(options->kernel_dir);
+    options->cache_dir = options->kernel_dir = NULL;
+}

@@ -1,0 +1,28 @@
+/* A context's configuration, resolved once when the context is created: what the program set through
+ * clattn_context_options, else the environment (CLATTN_CACHE, XDG_CACHE_HOME/HOME, CLATTN_KERNEL_DIR,
+ * CLATTN_TILE), else the defaults. Nothing below reads the environment after this. */
+#ifndef CLATTN_OPTIONS_H
+#define CLATTN_OPTIONS_H
+
+#include "clattn/clattn.h"
+
+#include <stdbool.h>
+
+typedef struct context_options {
+    bool cache_enabled;
+    char *cache_dir;  /* the folder of cache entries; NULL when none is known (no XDG_CACHE_HOME/HOME) */
+    char *kernel_dir; /* a folder of .cl files that replace the embedded ones, or NULL */
+    bool tile_set;    /* a tile override: rows per group, keys per tile, rows per work-item (0: default) */
+    unsigned tile_m, tile_n, tile_rows;
+} context_options;
+
+/* Fill `out` from `api` (may be NULL: all defaults) and the environment. A malformed value set through
+ * the API is CLATTN_ERROR_INVALID_VALUE; one from the environment is ignored with a warning on ctx. */
+clattn_status options_resolve(clattn_context *ctx, const clattn_context_options *api, context_options *out);
+void options_free(context_options *options);
+
+/* The environment variable `name`, read the way the library reads all of them (secure_getenv where it
+ * exists), or NULL when unset. */
+const char *options_env(const char *name);
+
+#endif

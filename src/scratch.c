@@ -1,0 +1,58 @@
+/* Reused device temporaries: grown on demand, kept for the next call, freed with the context or by
+ * clattn_context_release_temporaries. */
+#include "scratch.h"
+
+#include "context.h"
+#include "error.h"
+#include "fault.h"
+
+clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out)
+{
+    scratch_pool *pool = &ctx->scratch;
+    if (bytes == 0)
+        bytes = 4;
+    if (pool->mem[slot] && pool->bytes[slot] >= bytes) {
+        *out = pool->mem[slot];
+        return CLATTN_SUCCESS;
+    }
+    if (bytes > ctx->caps.max_alloc)
+        return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT,
+                         "a temporary of %zu bytes exceeds the device's maximum allocation of %llu bytes", bytes,
+                         (unsigned long long)ctx->caps.max_alloc);
+    /* Releasing a buffer that enqueued commands still use is safe: OpenCL frees it after them. */
+    mems_release(&pool->mem[slot], 1);
+    pool->bytes[slot] = 0;
+    static const char *const slot_names[SCRATCH_COUNT] = {"scores", "projected Q", "projected K", "projected V",
+                                                          "concatenated heads", "key lengths"};
+    cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    cl_mem mem = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err) : NULL;
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "allocating the temporary %s (%zu bytes) failed: %s",
+                         slot_names[slot], bytes, clattn_status_string((clattn_status)err));
+    pool->mem[slot] = mem;
+    pool->bytes[slot] = bytes;
+    size_t held = 0;
+    for (int i = 0; i < SCRATCH_COUNT; i++)
+        held += pool->bytes[i];
+    if (held > pool->peak)
+        pool->peak = held;
+    *out = mem;
+    return CLATTN_SUCCESS;
+}
+
+void scratch_release(scratch_pool *pool)
+{
+    mems_release(pool->mem, SCRATCH_COUNT);
+    for (int i = 0; i < SCRATCH_COUNT; i++)
+        pool->bytes[i] = 0;
+    pool->peak = 0;
+}
+
+void mems_release(cl_mem *mems, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (mems[i])
+            clReleaseMemObject(mems[i]);
+        mems[i] = NULL;
+    }
+}

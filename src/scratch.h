@@ -1,0 +1,35 @@
+/* Device temporaries that a context keeps for reuse between calls: one slot per role, so that one call
+ * never aliases two of them, and a record of the most bytes held at once. */
+#ifndef CLATTN_SCRATCH_H
+#define CLATTN_SCRATCH_H
+
+#include "clattn/clattn.h"
+
+#include <stddef.h>
+
+typedef enum scratch_slot {
+    SCRATCH_SCORES,     /* score/weight matrix when the caller does not want the weights */
+    SCRATCH_Q,          /* projected Q, K, V and concatenated heads of clattn_mha */
+    SCRATCH_K,
+    SCRATCH_V,
+    SCRATCH_CONCAT,
+    SCRATCH_KEY_LENGTHS,
+    SCRATCH_COUNT
+} scratch_slot;
+
+typedef struct scratch_pool {
+    cl_mem mem[SCRATCH_COUNT];
+    size_t bytes[SCRATCH_COUNT];
+    size_t peak; /* most bytes held at once: the benchmark reports it */
+} scratch_pool;
+
+/* The slot's buffer, grown to at least `bytes` (a new buffer's contents are undefined). */
+clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out);
+
+/* Release every slot and reset the peak; the caller makes sure no enqueued work still needs them. */
+void scratch_release(scratch_pool *pool);
+
+/* Release n buffers (NULL entries are skipped) and set them to NULL. */
+void mems_release(cl_mem *mems, size_t n);
+
+#endif

@@ -1,0 +1,76 @@
+/* clattn_sdpa: validate, then the fused kernel or the staged path. */
+#include "sdpa.h"
+
+#include "context.h"
+#include "error.h"
+#include "fused.h"
+#include "masks.h"
+#include "staged.h"
+
+/* Failures of the fused kernel that the staged path can work around: it did not build, or the
+ * device cannot run it. */
+static bool fused_can_fall_back(clattn_status st)
+{
+    return st == CLATTN_ERROR_BUILD_FAILED || st == CLATTN_ERROR_UNSUPPORTED_DEVICE ||
+           st == (clattn_status)CL_INVALID_WORK_GROUP_SIZE || st == (clattn_status)CL_OUT_OF_RESOURCES;
+}
+
+clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool mask_given, sdpa_shape *s)
+{
+    clattn_status st = sdpa_shape_resolve(ctx, desc, s);
+    return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, &desc->masks, mask_given, s);
+}
+
+clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted)
+{
+    if (s->algorithm == CLATTN_ALGORITHM_FUSED && weights_wanted)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "CLATTN_ALGORITHM_FUSED never materialises the weights; ask for AUTO or STAGED to get them");
+    if (s->algorithm == CLATTN_ALGORITHM_FUSED && (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "CLATTN_ALGORITHM_FUSED supports head sizes up to %d",
+                         FUSED_MAX_HEAD);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                       cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
+{
+    const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED ||
+                       (s->algorithm == CLATTN_ALGORITHM_AUTO && !weights && s->qk_dim <= FUSED_MAX_HEAD &&
+                        s->v_dim <= FUSED_MAX_HEAD);
+    if (fused) {
+        clattn_status st = fused_run(ctx, s, q, k, v, mask, out, lse);
+        if (st == CLATTN_SUCCESS || s->algorithm == CLATTN_ALGORITHM_FUSED || !fused_can_fall_back(st))
+            return st;
+        set_warning(ctx, "the fused kernel is not available on %s (%s: %.1500s); the staged path ran instead",
+                    ctx->caps.name, clattn_status_string(st), clattn_last_error(ctx));
+        clear_error(ctx);
+    }
+    return staged_run(ctx, s, q, k, v, mask, out, weights, lse);
+}
+
+clattn_status sdpa_run_dense(clattn_context *ctx, const sdpa_shape *s, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
+                             cl_mem out, cl_mem weights, cl_mem lse)
+{
+    return sdpa_run(ctx, s, view_bhld(q, s->heads, s->q_len, s->qk_dim), view_bhld(k, s->heads, s->kv_len, s->qk_dim),
+                    view_bhld(v, s->heads, s->kv_len, s->v_dim), mask, view_bhld(out, s->heads, s->q_len, s->v_dim),
+                    weights, lse);
+}
+
+clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
+                          cl_mem mask, cl_mem out, cl_mem weights, cl_mem lse)
+{
+    clattn_status st = check_context(ctx);
+    sdpa_shape s;
+    if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, k, s.k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, v, s.v_elems, sizeof(float), "v")) != CLATTN_SUCCESS ||
+        (mask && (st = check_buffer(ctx, mask, s.mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (weights && (st = check_buffer(ctx, weights, s.weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS) ||
+        (lse && (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
+        (st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
+        return st;
+    return sdpa_run_dense(ctx, &s, q, k, v, mask, out, weights, lse);
+}

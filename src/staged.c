@@ -1,0 +1,202 @@
+/* The staged path (score, softmax, weighted-sum) and the three public stage calls. These kernels use
+ * no local memory and bound-check their ids, so any work-group size a device accepts is correct,
+ * including devices limited to tiny work groups. */
+#include "staged.h"
+
+#include "context.h"
+#include "error.h"
+#include "masks.h"
+#include "program.h"
+#include "scratch.h"
+
+#include <stdlib.h>
+
+/* The score matrix of all heads at once can be huge; when the caller does not keep the weights we
+ * work through the (batch, head) pairs in chunks whose scores fit this budget. */
+#define SCORE_SCRATCH_BUDGET ((size_t)256 << 20)
+
+enum { KERNEL_SCORE, KERNEL_SOFTMAX, KERNEL_WEIGHTED_SUM, KERNEL_COUNT };
+
+struct staged_state {
+    cl_program program;
+    cl_kernel kernels[KERNEL_COUNT];
+};
+
+/* Build the staged kernels of ctx if they are not built yet. */
+static clattn_status staged_prepare(clattn_context *ctx)
+{
+    if (ctx->staged)
+        return CLATTN_SUCCESS;
+    struct staged_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the staged path's state");
+    static const char *const files[] = {"masks.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
+    static const char *const names[KERNEL_COUNT] = {"clattn_score", "clattn_softmax", "clattn_weighted_sum"};
+    clattn_status st = program_build_kernels(ctx, files, sizeof files / sizeof files[0], "-cl-std=CL1.2", names,
+                                             KERNEL_COUNT, &s->program, s->kernels);
+    if (st != CLATTN_SUCCESS) {
+        free(s);
+        return st;
+    }
+    ctx->staged = s;
+    return CLATTN_SUCCESS;
+}
+
+void staged_release(clattn_context *ctx)
+{
+    if (!ctx->staged)
+        return;
+    program_release(&ctx->staged->program, ctx->staged->kernels, KERNEL_COUNT);
+    free(ctx->staged);
+    ctx->staged = NULL;
+}
+
+/* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into `scores`,
+ * which holds just those heads. */
+static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                                  const device_masks *masks, size_t bh_begin, size_t bh_count, cl_mem scores)
+{
+    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_SCORE]);
+    karg_view(&a, q);
+    karg_view(&a, k);
+    karg_mem(&a, scores);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->qk_dim);
+    karg_float(&a, s->scale);
+    masks_kernel_args(&a, masks);
+    karg_ulong(&a, bh_begin);
+    const size_t global[3] = {s->kv_len, s->q_len, bh_count};
+    return kernel_launch_auto(ctx, &a, "score", 3, global);
+}
+
+static clattn_status softmax_launch(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
+                                    cl_mem lse, size_t lse_offset)
+{
+    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_SOFTMAX]);
+    karg_mem(&a, scores);
+    karg_mem(&a, weights);
+    karg_mem(&a, lse);
+    karg_ulong(&a, lse_offset);
+    karg_ulong(&a, rows);
+    karg_ulong(&a, cols);
+    const size_t global[1] = {rows};
+    return kernel_launch_auto(ctx, &a, "softmax", 1, global);
+}
+
+static clattn_status weighted_sum_launch(clattn_context *ctx, const sdpa_shape *s, cl_mem weights, tensor_view v,
+                                         tensor_view out, size_t bh_begin, size_t bh_count)
+{
+    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_WEIGHTED_SUM]);
+    karg_mem(&a, weights);
+    karg_view(&a, v);
+    karg_view(&a, out);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->v_dim);
+    karg_ulong(&a, bh_begin);
+    const size_t global[3] = {s->v_dim, s->q_len, bh_count};
+    return kernel_launch_auto(ctx, &a, "weighted-sum", 3, global);
+}
+
+clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                         cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
+{
+    const size_t bh_total = s->batch * s->heads;
+    const size_t head_bytes = s->q_len * s->kv_len * sizeof(float);
+    size_t chunk = bh_total;
+    cl_mem scores = weights;
+    clattn_status st = staged_prepare(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (!scores) {
+        size_t budget = SCORE_SCRATCH_BUDGET < ctx->caps.max_alloc ? SCORE_SCRATCH_BUDGET : (size_t)ctx->caps.max_alloc;
+        if (head_bytes > ctx->caps.max_alloc)
+            return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT,
+                             "the score matrix of one head (L=%zu x S=%zu) needs %zu bytes, more than the "
+                             "device's maximum allocation of %llu bytes",
+                             s->q_len, s->kv_len, head_bytes, (unsigned long long)ctx->caps.max_alloc);
+        chunk = budget / head_bytes;
+        if (chunk == 0)
+            chunk = 1;
+        if (chunk > bh_total)
+            chunk = bh_total;
+        if ((st = scratch_get(ctx, SCRATCH_SCORES, chunk * head_bytes, &scores)) != CLATTN_SUCCESS)
+            return st;
+    }
+    device_masks masks;
+    if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
+        return st;
+    for (size_t begin = 0; begin < bh_total && st == CLATTN_SUCCESS; begin += chunk) {
+        size_t count = bh_total - begin < chunk ? bh_total - begin : chunk;
+        st = score_launch(ctx, s, q, k, &masks, begin, count, scores);
+        if (st == CLATTN_SUCCESS)
+            st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len);
+        if (st == CLATTN_SUCCESS)
+            st = weighted_sum_launch(ctx, s, scores, v, out, begin, count);
+    }
+    return st;
+}
+
+/* ---- the public stage calls: validate everything, then enqueue ---- */
+
+clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem mask,
+                           cl_mem scores)
+{
+    clattn_status st = check_context(ctx);
+    sdpa_shape s;
+    device_masks masks;
+    if (st != CLATTN_SUCCESS || (st = sdpa_shape_resolve(ctx, desc, &s)) != CLATTN_SUCCESS ||
+        (st = masks_resolve(ctx, &desc->masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, k, s.k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
+        (mask && (st = check_buffer(ctx, mask, s.mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, scores, s.weight_elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
+        (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
+        return st;
+    return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), view_bhld(k, s.heads, s.kv_len, s.qk_dim),
+                        &masks, 0, s.batch * s.heads, scores);
+}
+
+clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights, cl_mem lse)
+{
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (rows == 0 || cols == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "softmax: %s is 0", rows == 0 ? "rows" : "cols");
+    size_t elems;
+    if (!size_mul(rows, cols, &elems))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "softmax: rows=%zu cols=%zu overflows", rows, cols);
+    if ((st = check_buffer(ctx, scores, elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, weights, elems, sizeof(float), "weights")) != CLATTN_SUCCESS ||
+        (lse && (st = check_buffer(ctx, lse, rows, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
+        (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
+        return st;
+    return softmax_launch(ctx, rows, cols, scores, weights, lse, 0);
+}
+
+clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem weights, cl_mem v,
+                                  cl_mem out)
+{
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (!desc)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
+    /* This stage has no Q or K: let v_dim stand in for an unset qk_dim. Masks do not apply. */
+    clattn_sdpa_desc d = *desc;
+    if (d.qk_dim == 0)
+        d.qk_dim = d.v_dim;
+    sdpa_shape s;
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, weights, s.weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, v, s.v_elems, sizeof(float), "v")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
+        return st;
+    return weighted_sum_launch(ctx, &s, weights, view_bhld(v, s.heads, s.kv_len, s.v_dim),
+                               view_bhld(out, s.heads, s.q_len, s.v_dim), 0, s.batch * s.heads);
+}

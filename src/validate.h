@@ -1,0 +1,37 @@
+/* Overflow-safe sizes and the argument checks shared by every entry point. Each failure records which
+ * argument and which size was wrong. */
+#ifndef CLATTN_VALIDATE_H
+#define CLATTN_VALIDATE_H
+
+#include "clattn/clattn.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+
+bool size_mul(size_t a, size_t b, size_t *out);
+/* Product of n sizes, false on overflow. */
+bool size_product(size_t *out, size_t n, ...);
+
+/* A non-NULL context; clears its last error (every public call starts here). */
+clattn_status check_context(clattn_context *ctx);
+/* Buffer `buf` must be non-NULL and hold at least `elems` elements of elem_size bytes. */
+clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t elem_size, const char *name);
+/* A tensor of `elems` floats must fit in one device allocation. */
+clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name);
+
+/* A validated SDPA shape with its defaults resolved and its tensor sizes in elements. The masks and
+ * the additive mask's size are filled in by masks_resolve (masks.h). */
+typedef struct sdpa_shape {
+    size_t batch, heads, q_len, kv_len, qk_dim, v_dim;
+    float scale;
+    clattn_algorithm algorithm;
+    size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems;
+    clattn_masks masks;
+    size_t mask_elems;
+} sdpa_shape;
+
+/* Dimensions ≥ 1, a finite scale, a known algorithm, and every tensor size within size_t. The masks
+ * are left empty. */
+clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
+
+#endif
