@@ -328,9 +328,7 @@ static void *worker_main(void *arg)
 
     /* an invalid call (FUSED asked for weights): its detail lands in this context only, while the
      * other threads keep working on theirs */
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = d.heads = d.q_len = d.kv_len = d.qk_dim = 1;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 1, 1, 1, 0);
     d.algorithm = CLATTN_ALGORITHM_FUSED;
     float one = 1.0f, o = 0.0f, w = 0.0f;
     st = clattn_sdpa_host(ctx, &d, &one, &one, &one, NULL, &o, &w, NULL);
