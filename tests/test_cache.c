@@ -14,11 +14,9 @@
  */
 #define _XOPEN_SOURCE 700
 #include "test_util.h"
-#include "test_env.h"
 
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -28,36 +26,30 @@
 #include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Environment, temporary folders and contexts, restored by the fixture                           */
+/* Environment, temporary folders and contexts, restored by the fixtures                          */
 /* ---------------------------------------------------------------------------------------------- */
 
-#define MAX_TMP 4
 #define MAX_CTX 8
 #define CACHE_ENV_COUNT 3
 
 static const char *const saved_names[CACHE_ENV_COUNT] = {"XDG_CACHE_HOME", "HOME", "CLATTN_CACHE"};
 
-static char tmp_dirs[MAX_TMP][1024];
-static size_t n_tmp;
 static clattn_context *owned[MAX_CTX];
 
 static void cache_setup(void)
 {
     tu_env_save(saved_names, CACHE_ENV_COUNT);
-    n_tmp = 0;
     memset(owned, 0, sizeof owned);
 }
 
+/* Runs before tu_tcase's teardown (check runs teardowns in reverse), which then removes the scratch
+ * folders and restores the environment. */
 static void cache_teardown(void)
 {
     for (int i = 0; i < MAX_CTX; i++) {
         clattn_context_free(owned[i]);
         owned[i] = NULL;
     }
-    for (size_t i = 0; i < n_tmp; i++)
-        tu_rm_rf(tmp_dirs[i]);
-    n_tmp = 0;
-    tu_env_restore();
 }
 
 static TCase *cache_tcase(const char *name)
@@ -68,18 +60,7 @@ static TCase *cache_tcase(const char *name)
 }
 
 /* A fresh empty folder, removed by the fixture. */
-static const char *make_tmp_dir(void)
-{
-    ck_assert(n_tmp < MAX_TMP);
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    char *dir = tmp_dirs[n_tmp];
-    snprintf(dir, sizeof tmp_dirs[0], "%s/clattn-test-cache-XXXXXX", base);
-    ck_assert_msg(mkdtemp(dir) != NULL, "mkdtemp(%s): %s", dir, strerror(errno));
-    n_tmp++;
-    return dir;
-}
+static const char *make_tmp_dir(void) { return tu_scratch_dir("clattn-test-cache"); }
 
 /* XDG_CACHE_HOME = a fresh folder, CLATTN_CACHE unset. Returns the folder. */
 static const char *fresh_cache_env(void)
@@ -92,10 +73,7 @@ static const char *fresh_cache_env(void)
 
 static clattn_context *new_ctx(size_t dev)
 {
-    clattn_context *ctx = NULL;
-    clattn_status st = clattn_context_create(&ctx, tu_dev_spec[dev]);
-    ck_assert_msg(st == CLATTN_SUCCESS && ctx, "clattn_context_create(%s): %s: %s", tu_dev_spec[dev],
-                  clattn_status_string(st), clattn_last_error(NULL));
+    clattn_context *ctx = tu_context_new(tu_dev_spec[dev]);
     for (int i = 0; i < MAX_CTX; i++)
         if (!owned[i]) {
             owned[i] = ctx;
@@ -139,11 +117,7 @@ static problem prob;
 static void prepare_problem(void)
 {
     memset(&prob, 0, sizeof prob);
-    prob.d.batch = PB;
-    prob.d.heads = PH;
-    prob.d.q_len = PL;
-    prob.d.kv_len = PS;
-    prob.d.qk_dim = PD;
+    prob.d = tu_sdpa_desc(PB, PH, PL, PS, PD, 0);
     prob.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     prob.d.algorithm = CLATTN_ALGORITHM_FUSED;
     prob.q = tu_falloc(NQ);
@@ -162,8 +136,7 @@ static void run_checked(clattn_context *ctx, float **out_o, float **out_l)
 {
     float *o = tu_host_alloc(NO, NULL), *l = tu_host_alloc(NL, NULL);
     clattn_status st = clattn_sdpa_host(ctx, &prob.d, prob.q, prob.k, prob.v, NULL, o, NULL, l);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_sdpa_host: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(o, NO, "out");
     tu_host_check_guard(l, NL, "lse");
     check_close_named("out", o, prob.ro, NO, NULL);
@@ -245,27 +218,12 @@ static void cache_folder(char *out, const char *root, int home)
     snprintf(out, PATH_MAX, home ? "%s/.cache/clattn" : "%s/clattn", root);
 }
 
+/* The whole file (tracked); fails the test when it cannot be read. */
 static unsigned char *read_all(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "%s: cannot open %s: %s", tu_label(), path, strerror(errno));
-    struct stat st;
-    ck_assert(fstat(fileno(f), &st) == 0);
-    size_t n = (size_t)st.st_size;
-    unsigned char *buf = tu_track_malloc(n + 1);
-    size_t got = fread(buf, 1, n, f);
-    fclose(f);
-    ck_assert_msg(got == n, "%s: short read of %s", tu_label(), path);
-    *len = n;
-    return buf;
-}
-
-static void write_all(const char *path, const unsigned char *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "%s: cannot write %s: %s", tu_label(), path, strerror(errno));
-    ck_assert(len == 0 || fwrite(data, 1, len, f) == len);
-    ck_assert(fclose(f) == 0);
+    unsigned char *buf = (unsigned char *)tu_read_file(path, len);
+    ck_assert_msg(buf != NULL, "%s: cannot read %s: %s", tu_label(), path, strerror(errno));
+    return tu_track(buf);
 }
 
 static uint64_t fnv1a64(const unsigned char *p, size_t n)
@@ -615,7 +573,7 @@ START_TEST(test_damaged)
                           kind == DMG_GARBAGE_BINARY,
                       "test bug: damage \"%s\" left a valid entry", damage_names[kind]);
     }
-    write_all(path, bad, bad_len);
+    tu_write_file(path, bad, bad_len);
 
     tu_set_label("damaged entry (%s) on %s: fresh context", damage_names[kind], tu_dev_spec[dev]);
     ctx = new_ctx(dev);
@@ -673,7 +631,7 @@ START_TEST(test_disabled)
     snprintf(path, sizeof path, "%s", sc.bin[0]);
     size_t len;
     unsigned char *bytes = read_all(path, &len);
-    write_all(path, bytes, len / 2);
+    tu_write_file(path, bytes, len / 2);
     struct stat st1, st2;
     ck_assert(stat(path, &st1) == 0);
     ck_assert(setenv("CLATTN_CACHE", "0", 1) == 0);
@@ -712,7 +670,7 @@ START_TEST(test_unusable)
     char file[2048], xdg[PATH_MAX];
     snprintf(file, sizeof file, "%s/%s", tmp, kind == BAD_CLATTN_IS_FILE ? "clattn" : "plain-file");
     static const unsigned char content[] = "not a folder\n";
-    write_all(file, content, sizeof content - 1);
+    tu_write_file(file, content, sizeof content - 1);
     if (kind == BAD_XDG_IS_FILE)
         snprintf(xdg, sizeof xdg, "%s", file);
     else if (kind == BAD_XDG_PARENT_IS_FILE)

@@ -5,9 +5,11 @@
  *
  * This process never touches OpenCL itself (it only spawns the tool), so check's CK_NOFORK mode is
  * used for speed rather than necessity. Exit status 77 (meson's SKIP) when `clattn devices` finds no
- * OpenCL platform. Everything is written under one mkdtemp folder, removed at the end. */
-#define _POSIX_C_SOURCE 200809L /* posix_spawn, mkdtemp, nanosleep, clock_gettime */
+ * OpenCL platform. Everything is written under one scratch folder (tu_scratch_make), removed at the end. */
+#define _POSIX_C_SOURCE 200809L /* posix_spawn, nanosleep, clock_gettime */
 
+#define TU_NO_OPENCL /* this process never calls OpenCL: the OpenCL-free part of the test utility */
+#include "test_util.h"
 #include "npy.h"
 #include "reference.h"
 #include "tutorial_example.h"
@@ -41,23 +43,13 @@ enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NO_PLATFORM = 3 };
 /* ---------------------------------------------------------------------------------------------- */
 
 static const char *exe;    /* the clattn binary */
-static char root[512];     /* mkdtemp folder: captures and one sub-folder per test case */
-static char dir[640];      /* the current case's folder */
+static const char *root;   /* scratch folder: captures and one sub-folder per test case */
+static char dir[1100];     /* the current case's folder */
 static unsigned case_no;
 
-#define MAX_TRACKED 1024
-static void *tracked[MAX_TRACKED];
-static size_t ntracked;
-
-static void *track(void *p)
-{
-    ck_assert_msg(p != NULL, "out of memory");
-    ck_assert_msg(ntracked < MAX_TRACKED, "too many tracked allocations");
-    tracked[ntracked++] = p;
-    return p;
-}
-
-static void *xmalloc(size_t n) { return track(malloc(n ? n : 1)); }
+/* Allocations freed after each case (test_util's tracked host memory). */
+static void *track(void *p) { return tu_track(p); }
+static void *xmalloc(size_t n) { return tu_track_malloc(n); }
 
 static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 static char *fmt(const char *f, ...)
@@ -76,42 +68,14 @@ static char *fmt(const char *f, ...)
 /* A path inside the current case's folder. */
 static const char *P(const char *name) { return fmt("%s/%s", dir, name); }
 
-static void remove_tree(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *d = opendir(path);
-        if (d) {
-            struct dirent *e;
-            while ((e = readdir(d)) != NULL) {
-                if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-                    continue;
-                char child[4096];
-                snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-                remove_tree(child);
-            }
-            closedir(d);
-        }
-        rmdir(path);
-    } else {
-        unlink(path);
-    }
-}
-
 static void case_setup(void)
 {
     snprintf(dir, sizeof dir, "%s/case%03u", root, ++case_no);
     ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
 }
 
-static void case_teardown(void)
-{
-    for (size_t i = 0; i < ntracked; i++)
-        free(tracked[i]);
-    ntracked = 0;
-}
+/* The case's folder stays (root is removed at the end); its allocations are freed. */
+static void case_teardown(void) { tu_release_host(); }
 
 static bool exists(const char *path)
 {
@@ -131,42 +95,6 @@ static const char *list_dir(const char *path)
             names = fmt("%s%s\n", names, e->d_name);
     closedir(d);
     return names;
-}
-
-static char *read_whole(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap + 1);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf)
-        buf[n] = '\0';
-    if (len)
-        *len = n;
-    return buf;
-}
-
-static void write_whole(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_msg(f != NULL, "fopen %s: %s", path, strerror(errno));
-    ck_assert(len == 0 || fwrite(data, 1, len, f) == len);
-    ck_assert(fclose(f) == 0);
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -262,8 +190,8 @@ static int spawn_capture(const char *const *argv, const char *const *env_extra, 
     R.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
     free(R.out);
     free(R.err);
-    R.out = read_whole(out_path, NULL);
-    R.err = read_whole(err_path, NULL);
+    R.out = tu_read_file(out_path, NULL);
+    R.err = tu_read_file(err_path, NULL);
     if (!R.out || !R.err) {
         snprintf(why, why_size, "cannot read the captured output of `%s`", R.cmd);
         return -1;
@@ -379,21 +307,15 @@ static void python_check(const char *script, const char *stdin_path, const char 
 /* .npy files, data, comparisons                                                                   */
 /* ---------------------------------------------------------------------------------------------- */
 
-static uint64_t rng_state;
+static tu_rng rng; /* each test sets rng.state to its seed */
 
-static double rng_unit(void) /* splitmix64, uniform in [0, 1) */
-{
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (double)((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
-}
+static double rng_unit(void) { return tu_rng_unit(&rng); } /* uniform in [0, 1) */
 
 static float *rand_floats(size_t n, float a)
 {
     float *p = xmalloc(n * sizeof *p);
     for (size_t i = 0; i < n; i++)
-        p[i] = (float)((2 * rng_unit() - 1) * a);
+        p[i] = tu_rng_uniform(&rng, a);
     return p;
 }
 
@@ -445,7 +367,7 @@ static const char *save_raw(const char *name, unsigned major, const char *descr,
     if (bytes)
         memcpy(img + prefix + len, data, bytes);
     const char *path = P(name);
-    write_whole(path, img, prefix + len + bytes);
+    tu_write_file(path, img, prefix + len + bytes);
     return path;
 }
 
@@ -482,11 +404,8 @@ static float *load_f32(const char *path, size_t ndim, const size_t *shape)
 /* |got − ref| ≤ 2e-5 + 1e-4·|ref| everywhere; infinities must match exactly; NaN never passes. */
 static void expect_close(const char *what, const float *got, const double *ref, size_t n)
 {
-    for (size_t i = 0; i < n; i++) {
-        const double g = got[i], r = ref[i];
-        const bool ok = isinf(g) || isinf(r) ? g == r : fabs(g - r) <= 2e-5 + 1e-4 * fabs(r);
-        ck_assert_msg(ok, "`%s`: %s[%zu] = %.9g, reference %.9g", R.cmd, what, i, g, r);
-    }
+    tu_set_label("`%s`", R.cmd);
+    check_close_named(what, got, ref, n, NULL);
 }
 
 /* Expands an additive mask of shape mshape (rank ≤ 4, NumPy broadcasting) to (B,H,L,S). */
@@ -565,7 +484,7 @@ static const char *save_input(const char *name, const float *f, size_t ndim, con
 static void sdpa_check(const sdpa_spec *s)
 {
     ck_assert(s->rank == 4 || (s->B == 1 && (s->rank == 3 || s->H == 1)));
-    rng_state = s->seed;
+    rng.state = s->seed;
     const size_t B = s->B, H = s->H, L = s->L, S = s->S, D = s->D, Dv = s->Dv;
     float *q = rand_floats(B * H * L * D, 1.5f), *k = rand_floats(B * H * S * D, 1.5f);
     float *v = rand_floats(B * H * S * Dv, 1.0f);
@@ -623,7 +542,7 @@ typedef struct mha_spec {
 static void mha_check(const mha_spec *s)
 {
     ck_assert(s->rank == 3 || s->B == 1);
-    rng_state = s->seed;
+    rng.state = s->seed;
     const size_t B = s->B, L = s->L, S = s->cross ? s->S : s->L, dm = s->d_model, dkv = s->cross ? s->d_kv : dm;
     const size_t H = s->H, hk = H * s->dk, hv = H * s->dv, d_out = s->wo ? s->d_out : hv;
     const float *x = rand_floats(B * L * dm, 1.0f), *kv = s->cross ? rand_floats(B * S * dkv, 1.0f) : NULL;
@@ -775,7 +694,7 @@ START_TEST(test_devices_json)
     expect_status(EXIT_OK);
     ck_assert_str_eq(R.err, "");
     const char *json = P("devices.json");
-    write_whole(json, R.out, strlen(R.out));
+    tu_write_file(json, R.out, strlen(R.out));
     python_check(
         "import json, sys\n"
         "d = json.load(sys.stdin)\n"
@@ -834,7 +753,7 @@ START_TEST(test_no_platform)
     expect_in("stderr", R.err, "pocl-opencl-icd");
 
     /* Valid inputs: the inputs are fine, the missing platform is what fails; no output appears. */
-    rng_state = 7;
+    rng.state = 7;
     const size_t sh[2] = {3, 4};
     const char *q = save_f32("q.npy", rand_floats(12, 1), 2, sh);
     clattn_env(env, "sdpa", "--q", q, "--k", q, "--v", q, "--out", P("o.npy"), (const char *)NULL);
@@ -917,7 +836,7 @@ END_TEST
 START_TEST(test_sdpa_mask_float)
 {
     const size_t B = 2, H = 2, L = 6, S = 10;
-    rng_state = 70;
+    rng.state = 70;
     float *m = rand_mask(L * S);
     for (size_t j = 0; j < S; j++)
         m[2 * S + j] = -INFINITY;
@@ -932,7 +851,7 @@ END_TEST
 START_TEST(test_sdpa_mask_bool)
 {
     const size_t B = 2, H = 2, L = 5, S = 8;
-    rng_state = 80;
+    rng.state = 80;
     unsigned char bits[5 * 8];
     float add_mask[5 * 8];
     for (size_t i = 0; i < L * S; i++) {
@@ -954,7 +873,7 @@ END_TEST
 START_TEST(test_sdpa_mask_bhls)
 {
     const size_t B = 2, H = 3, L = 4, S = 7, n = B * H * L * S;
-    rng_state = 90;
+    rng.state = 90;
     float *m = rand_mask(n);
     double *md = xmalloc(n * sizeof *md);
     for (size_t i = 0; i < n; i++)
@@ -972,7 +891,7 @@ START_TEST(test_sdpa_mask_broadcast)
     static const size_t shapes[][4] = {{1, 3, 4, 6}, {3, 1, 6, 0}, {2, 1, 1, 6}, {1, 6, 0, 0}};
     static const size_t ranks[] = {4, 3, 4, 2};
     for (size_t c = 0; c < sizeof ranks / sizeof ranks[0]; c++) {
-        rng_state = 100 + c;
+        rng.state = 100 + c;
         const size_t n = product(ranks[c], shapes[c]);
         float *m = rand_mask(n);
         const char *const extra[] = {"--mask", save_f32(fmt("mask%zu.npy", c), m, ranks[c], shapes[c]), NULL};
@@ -1010,7 +929,7 @@ START_TEST(test_sdpa_masks_combined)
     const size_t B = 2, H = 2, L = 5, S = 7;
     static const long long len[] = {6, 3};
     static const size_t len_z[] = {6, 3};
-    rng_state = 130;
+    rng.state = 130;
     unsigned char bits[2 * 1 * 7];
     float add_mask[2 * 1 * 7];
     for (size_t i = 0; i < sizeof bits; i++) {
@@ -1083,7 +1002,7 @@ END_TEST
 /* Every case runs in a fresh folder with valid inputs; outputs go to "o/", which must stay empty. */
 static void valid_inputs(void)
 {
-    rng_state = 500;
+    rng.state = 500;
     save_f32("q.npy", rand_floats(2 * 3 * 4 * 8, 1), 4, (size_t[]){2, 3, 4, 8});
     save_f32("k.npy", rand_floats(2 * 3 * 6 * 8, 1), 4, (size_t[]){2, 3, 6, 8});
     save_f32("v.npy", rand_floats(2 * 3 * 6 * 5, 1), 4, (size_t[]){2, 3, 6, 5});
@@ -1164,16 +1083,16 @@ static const char *e_directory(argl *a)
 static const char *e_truncated(argl *a)
 {
     size_t len;
-    char *img = track(read_whole(P("q.npy"), &len));
-    write_whole(P("trunc.npy"), img, len - 7);
+    char *img = track(tu_read_file(P("q.npy"), &len));
+    tu_write_file(P("trunc.npy"), img, len - 7);
     sdpa_args(a, P("trunc.npy"), 0, 0);
     return P("trunc.npy");
 }
 static const char *e_header_cut(argl *a)
 {
     size_t len;
-    char *img = track(read_whole(P("k.npy"), &len));
-    write_whole(P("cut.npy"), img, 40);
+    char *img = track(tu_read_file(P("k.npy"), &len));
+    tu_write_file(P("cut.npy"), img, 40);
     sdpa_args(a, 0, P("cut.npy"), 0);
     return P("cut.npy");
 }
@@ -1204,22 +1123,22 @@ static const char *e_dtype_int_tensor(argl *a)
 static const char *e_bad_magic(argl *a)
 {
     size_t len;
-    char *img = track(read_whole(P("q.npy"), &len));
+    char *img = track(tu_read_file(P("q.npy"), &len));
     img[1] = 'M';
-    write_whole(P("magic.npy"), img, len);
+    tu_write_file(P("magic.npy"), img, len);
     sdpa_args(a, P("magic.npy"), 0, 0);
     return P("magic.npy");
 }
 static const char *e_not_npy(argl *a)
 {
-    write_whole(P("text.npy"), "1 2 3\n4 5 6\n", 12);
+    tu_write_file(P("text.npy"), "1 2 3\n4 5 6\n", 12);
     sdpa_args(a, 0, 0, P("text.npy"));
     return P("text.npy");
 }
 static const char *e_v2_huge_header(argl *a)
 {
     static const unsigned char img[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xF0, 0xFF, 0xFF, 0xFF};
-    write_whole(P("huge.npy"), img, sizeof img);
+    tu_write_file(P("huge.npy"), img, sizeof img);
     sdpa_args(a, P("huge.npy"), 0, 0);
     return P("huge.npy");
 }
@@ -1562,10 +1481,10 @@ START_TEST(test_regression_failed_run_deletes_existing_output)
 {
     valid_inputs();
     const char *old = P("o/old.npy");
-    write_whole(old, "previous results", 16);
+    tu_write_file(old, "previous results", 16);
     EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", old, "--weights",
            P("nonexistent/w.npy"));
-    char *content = read_whole(old, NULL);
+    char *content = tu_read_file(old, NULL);
     track(content ? content : malloc(1));
     ck_assert_msg(content && strcmp(content, "previous results") == 0,
                   "`%s` failed (exit 2) and %s, which existed before the run, is %s", R.cmd, old,
@@ -1707,8 +1626,9 @@ static const char *expected_cells(const float *w, size_t heads, size_t L, size_t
         for (size_t i = 0; i < L; i++)
             for (size_t j = 0; j < S; j++)
                 lines = fmt("%s%zu %zu %zu %.9g\n", lines, h, i, j, w[(h * L + i) * S + j]);
-    const char *path = P(fmt("cells-%zu.txt", ntracked));
-    write_whole(path, lines, strlen(lines));
+    static unsigned cells_files;
+    const char *path = P(fmt("cells-%u.txt", ++cells_files));
+    tu_write_file(path, lines, strlen(lines));
     return path;
 }
 
@@ -1720,7 +1640,7 @@ START_TEST(test_heatmap_demo)
     python_check(svg_check_py, NULL,
                  (const char *const[]){svg, expected_cells(w, 1, 4, 4), tutorial_words[0], tutorial_words[1],
                                        tutorial_words[2], tutorial_words[3], NULL});
-    char *text = track(read_whole(svg, NULL));
+    char *text = track(tu_read_file(svg, NULL));
     ck_assert(text != NULL);
     for (size_t i = 0; i < 4; i++)
         expect_in(svg, text, tutorial_words[i]);
@@ -1731,7 +1651,7 @@ START_TEST(test_heatmap_sdpa)
 {
     /* B = 2, H = 3: the first batch's three heads, 3·4·5 cells; Chinese and XML-special labels. */
     const size_t B = 2, H = 3, L = 4, S = 5;
-    rng_state = 300;
+    rng.state = 300;
     const char *q = f32_file("q.npy", 4, (size_t[]){B, H, L, 8}), *k = f32_file("k.npy", 4, (size_t[]){B, H, S, 8});
     const char *v = f32_file("v.npy", 4, (size_t[]){B, H, S, 3});
     const char *svg = P("map.svg");
@@ -1757,7 +1677,7 @@ START_TEST(test_heatmap_sdpa)
     const float *w3 = load_f32(P("w3.npy"), 3, (size_t[]){2, 3, 3});
     python_check(svg_check_py, NULL,
                  (const char *const[]){svg3, expected_cells(w3, 2, 3, 3), "猫", "坐", "垫", NULL});
-    char *text = track(read_whole(svg3, NULL));
+    char *text = track(tu_read_file(svg3, NULL));
     const char *first = strstr(text, "垫");
     ck_assert_msg(first && strstr(first + 1, "垫"), "a token labels both its query row and its key column");
 
@@ -1774,7 +1694,7 @@ END_TEST
 START_TEST(test_heatmap_mha)
 {
     /* Cross-attention (L ≠ S): --tokens labels the queries, --key-tokens the keys. */
-    rng_state = 310;
+    rng.state = 310;
     const char *x = f32_file("x.npy", 3, (size_t[]){1, 3, 4}), *kv = f32_file("kv.npy", 3, (size_t[]){1, 5, 6});
     const char *wq = f32_file("wq.npy", 2, (size_t[]){4, 4}), *wk = f32_file("wk.npy", 2, (size_t[]){6, 4});
     const char *wv = f32_file("wv.npy", 2, (size_t[]){6, 4}), *svg = P("mha.svg");
@@ -1832,10 +1752,10 @@ int main(void)
         fprintf(stderr, "test_cli: CLATTN_EXE must name the clattn binary (set by tests/meson.build)\n");
         return 1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(root, sizeof root, "%s/test_cli-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(root)) {
-        fprintf(stderr, "test_cli: mkdtemp %s: %s\n", root, strerror(errno));
+    root = tu_scratch_make("test_cli");
+    if (!root) {
+        fprintf(stderr, "test_cli: cannot make a folder test_cli-XXXXXX under $TMPDIR or /tmp: %s\n",
+                strerror(errno));
         return 1;
     }
 
@@ -1844,12 +1764,12 @@ int main(void)
     const char *const probe[] = {exe, "devices", NULL};
     if (spawn_capture(probe, NULL, NULL, why, sizeof why) != 0) {
         fprintf(stderr, "test_cli: %s\n", why);
-        remove_tree(root);
+        tu_scratch_remove_all();
         return 1;
     }
     if (R.status == EXIT_NO_PLATFORM) {
         printf("test_cli: no OpenCL device (clattn devices exited 3): skipping\n%s", R.err);
-        remove_tree(root);
+        tu_scratch_remove_all();
         return 77;
     }
 
@@ -1865,6 +1785,6 @@ int main(void)
            (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9);
     free(R.out);
     free(R.err);
-    remove_tree(root);
+    tu_scratch_remove_all();
     return failed == 0 ? 0 : 1;
 }

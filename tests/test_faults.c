@@ -113,8 +113,7 @@ static void check_success(clattn_context *ctx, scenario sc, const char *when)
     float *out = tu_host_alloc(out_count(sc), NULL), *w = tu_host_alloc(weight_count(sc), NULL),
           *lse = tu_host_alloc(B * H * L, NULL);
     clattn_status st = run_scenario(ctx, sc, out, w, lse);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s: %s", tu_label(), when, clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, when);
     check_close_named("out", out, fx.ref_out, out_count(sc), NULL);
     if (sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_MHA_WEIGHTS)
         check_close_named("weights", w, fx.ref_w, weight_count(sc), NULL);

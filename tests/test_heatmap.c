@@ -1,9 +1,8 @@
 /* Tests of the SVG heatmap writer (tools/heatmap.c): cell counts for one head, several heads, more
  * heads than are drawn, and maps large enough to be averaged down; the notes on the picture; label
  * escaping; and that every file is well-formed XML in valid UTF-8 (checked by a small parser here). */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp */
-
-#include "tmp_folder.h"
+#define TU_NO_OPENCL /* the OpenCL-free part of the test utility */
+#include "test_util.h"
 #include "heatmap.h"
 
 #include <check.h>
@@ -19,37 +18,21 @@
 /* Helpers                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
-static char tmp_dir[64];
-static char svg_path[128];
+static const char *tmp_dir; /* this test's scratch folder, removed by tu_sys_teardown */
+static char svg_path[1100];
 
 static void make_tmp_dir(void)
 {
-    strcpy(tmp_dir, "/tmp/test_heatmap-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
+    tmp_dir = tu_scratch_dir("test_heatmap");
     snprintf(svg_path, sizeof svg_path, "%s/map.svg", tmp_dir);
-}
-
-static void remove_tmp_dir(void) { tmp_folder_remove(tmp_dir); }
-
-static size_t count_dir_entries(const char *dir)
-{
-    size_t n = tmp_folder_count(dir);
-    ck_assert_msg(n != (size_t)-1, "cannot open %s", dir);
-    return n;
 }
 
 static char *read_text(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    const long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)len + 1);
-    ck_assert_uint_eq(fread(text, 1, (size_t)len, f), (size_t)len);
-    text[len] = '\0';
-    fclose(f);
-    ck_assert_uint_eq(strlen(text), (size_t)len); /* no NUL bytes inside */
+    size_t len;
+    char *text = tu_read_file(path, &len);
+    ck_assert_msg(text != NULL, "cannot open %s", path);
+    ck_assert_uint_eq(strlen(text), len); /* no NUL bytes inside */
     return text;
 }
 
@@ -191,7 +174,7 @@ static char *write_and_check(const float *w, size_t heads, size_t q_len, size_t 
     ck_assert_ptr_nonnull(strstr(svg, ">Key</text>"));
     ck_assert_ptr_nonnull(strstr(svg, ">Query</text>"));
     ck_assert_ptr_nonnull(strstr(svg, "linearGradient")); /* the colour bar */
-    ck_assert_uint_eq(count_dir_entries(tmp_dir), 1);     /* no temporary left */
+    ck_assert_uint_eq(tu_dir_count(tmp_dir), 1);     /* no temporary left */
     return svg;
 }
 
@@ -382,7 +365,7 @@ START_TEST(test_bad_arguments)
     const heatmap_opts opts = {two, 2, two, 2, NULL};
     ck_assert_int_ne(heatmap_write_svg(svg_path, w, 1, 1, 4, &opts, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "2 query labels given for 1 query") != NULL, "%s", err);
-    ck_assert_uint_eq(count_dir_entries(tmp_dir), 0);
+    ck_assert_uint_eq(tu_dir_count(tmp_dir), 0);
 }
 END_TEST
 
@@ -393,7 +376,7 @@ START_TEST(test_files)
     snprintf(path, sizeof path, "%s/no-such-folder/map.svg", tmp_dir);
     ck_assert_int_ne(heatmap_write_svg(path, w, 1, 2, 2, NULL, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "cannot create a temporary file in its folder: No such file") != NULL, "%s", err);
-    ck_assert_uint_eq(count_dir_entries(tmp_dir), 0);
+    ck_assert_uint_eq(tu_dir_count(tmp_dir), 0);
 
     /* Writing over a bigger picture replaces it whole. */
     float *big = softmax_rows(3, 40, 40);
@@ -412,7 +395,7 @@ static Suite *heatmap_suite(void)
     Suite *s = suite_create("heatmap");
 
     TCase *tc = tcase_create("pictures");
-    tcase_add_checked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_checked_fixture(tc, make_tmp_dir, tu_sys_teardown);
     tcase_add_test(tc, test_chinese_labels);
     tcase_add_test(tc, test_three_heads);
     tcase_add_test(tc, test_twenty_heads);
@@ -425,7 +408,7 @@ static Suite *heatmap_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("errors");
-    tcase_add_checked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_checked_fixture(tc, make_tmp_dir, tu_sys_teardown);
     tcase_add_test(tc, test_bad_arguments);
     tcase_add_test(tc, test_files);
     suite_add_tcase(s, tc);

@@ -27,8 +27,7 @@ static void assert_context_usable(clattn_context *ctx)
     tu_fill_uniform(v, 110, 1.0f, 3);
     ref_sdpa(&d, q, k, v, NULL, ref, NULL, NULL);
     clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, NULL);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: the context is not usable after the limit: %s: %s", tu_label(),
-                  clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "the context is not usable after the limit");
     check_close_named("out after the limit", out, ref, 90, NULL);
 }
 
@@ -79,7 +78,7 @@ START_TEST(test_score_chunks)
     tu_fill_uniform(v, nk, 1.0f, 13);
     ref_sdpa(&d, q, k, v, NULL, ref, NULL, ref_lse);
     clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, lse);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(out, nq, "out");
     check_close_named("out", out, ref, nq, NULL);
     check_close_named("lse", lse, ref_lse, (size_t)H * L, NULL);

@@ -164,8 +164,7 @@ START_TEST(test_mha_host)
     float *y = tu_host_alloc(p.ny, NULL);
     float *w = cases[ci].want_weights ? tu_host_alloc(p.nw, NULL) : NULL;
     clattn_status st = clattn_mha_host(ctx, &p.d, p.x, p.kv, &p.hw, p.mask, y, w);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_mha_host");
     tu_host_check_guard(y, p.ny, "out");
     check_close_named("out", y, p.ry, p.ny, NULL);
     if (w) {
@@ -205,8 +204,7 @@ START_TEST(test_mha_mem)
     /* the cl_mem variant requests the weights where the host variant does not, and vice versa */
     cl_mem maw = c->want_weights ? NULL : tu_dev_alloc(ctx, p.nw, NULL);
     clattn_status st = clattn_mha(ctx, &p.d, mx, mkv, &mw, mm, my, maw);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_mha");
     tu_finish(ctx);
     check_close_named("out", tu_dev_read_checked(ctx, my, p.ny, "out"), p.ry, p.ny, NULL);
     if (maw)
@@ -334,8 +332,7 @@ START_TEST(test_tutorial_host)
     hw.w_v = t.wv;
     float *y = tu_host_alloc(16, NULL), *w = tu_host_alloc(16, NULL);
     clattn_status st = clattn_mha_host(ctx, &t.d, t.x, NULL, &hw, NULL, y, w);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_mha_host");
     tu_host_check_guard(y, 16, "out");
     tu_host_check_guard(w, 16, "attn_weights");
     tutorial_check(&t, y, w);
@@ -356,8 +353,7 @@ START_TEST(test_tutorial_mem)
     cl_mem mx = tu_dev_alloc(ctx, 32, t.x), my = tu_dev_alloc(ctx, 16, NULL),
            mw_out = tu_dev_alloc(ctx, 16, NULL);
     clattn_status st = clattn_mha(ctx, &t.d, mx, NULL, &mw, NULL, my, mw_out);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_mha");
     tu_finish(ctx);
     float *y = tu_dev_read_checked(ctx, my, 16, "out");
     float *w = tu_dev_read_checked(ctx, mw_out, 16, "attn_weights");
@@ -379,18 +375,14 @@ START_TEST(test_tutorial_by_stages)
            v = tu_dev_alloc(ctx, 16, NULL), o = tu_dev_alloc(ctx, 16, NULL),
            w = tu_dev_alloc(ctx, 16, NULL);
     clattn_status st = clattn_projection(ctx, 4, 8, 4, mx, wq, NULL, q);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s", clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_projection to q");
     st = clattn_projection(ctx, 4, 8, 4, mx, wk, NULL, k);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s", clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_projection to k");
     st = clattn_projection(ctx, 4, 8, 4, mx, wv, NULL, v);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s", clattn_last_error(ctx));
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = d.heads = 1;
-    d.q_len = d.kv_len = 4;
-    d.qk_dim = 4;
+    TU_ASSERT_OK(st, ctx, "clattn_projection to v");
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 4, 4, 4, 0);
     st = clattn_sdpa(ctx, &d, q, k, v, NULL, o, w, NULL);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s", clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
     tu_finish(ctx);
     tutorial_check(&t, tu_dev_read_checked(ctx, o, 16, "out"),
                    tu_dev_read_checked(ctx, w, 16, "weights"));

@@ -1,8 +1,9 @@
 /* Tests of the .npy reader and writer (tools/npy.c): round trips, hand-made images of every header
  * version and spelling, conversions, every rejection with its message, and the temp-and-rename rule. */
-#define _POSIX_C_SOURCE 200809L /* mkdtemp, stat, umask */
+#define _POSIX_C_SOURCE 200809L /* stat, umask */
 
-#include "tmp_folder.h"
+#define TU_NO_OPENCL /* the OpenCL-free part of the test utility */
+#include "test_util.h"
 #include "npy.h"
 
 #include <check.h>
@@ -19,22 +20,9 @@
 /* Helpers                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
-static char tmp_dir[64];
+static const char *tmp_dir; /* this test's scratch folder, removed by tu_sys_teardown */
 
-static void make_tmp_dir(void)
-{
-    strcpy(tmp_dir, "/tmp/test_npy-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmp_dir));
-}
-
-static void remove_tmp_dir(void) { tmp_folder_remove(tmp_dir); }
-
-static size_t count_dir_entries(const char *dir)
-{
-    size_t n = tmp_folder_count(dir);
-    ck_assert_msg(n != (size_t)-1, "cannot open %s", dir);
-    return n;
-}
+static void make_tmp_dir(void) { tmp_dir = tu_scratch_dir("test_npy"); }
 
 static void tmp_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", tmp_dir, name); }
 
@@ -143,11 +131,10 @@ START_TEST(test_save_layout)
     const size_t shape[2] = {2, 3};
     ck_assert_msg(npy_save_f32(path, six_floats, 2, shape, err, sizeof err) == 0, "%s", err);
 
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    unsigned char img[256];
-    const size_t len = fread(img, 1, sizeof img, f);
-    fclose(f);
+    size_t len;
+    const unsigned char *img = (unsigned char *)tu_read_file(path, &len);
+    ck_assert_ptr_nonnull(img);
+    tu_track((void *)img);
 
     ck_assert_mem_eq(img, "\x93NUMPY\x01\x00", 8);
     const size_t header_len = img[8] | (size_t)img[9] << 8;
@@ -502,9 +489,7 @@ START_TEST(test_load_errors)
 
     /* The same messages as npy_parse; the caller names the file. */
     tmp_path(path, sizeof path, "short.npy");
-    FILE *f = fopen(path, "wb");
-    fwrite("\x93NUMPY\x02\x00\xF0\xFF\xFF\xFF", 1, 12, f);
-    fclose(f);
+    tu_write_file(path, "\x93NUMPY\x02\x00\xF0\xFF\xFF\xFF", 12);
     ck_assert_int_ne(npy_load(path, &a, err, sizeof err), 0);
     ck_assert_str_eq(err, "header length 4294967280 exceeds file size 12");
 
@@ -527,7 +512,7 @@ START_TEST(test_save_into_missing_folder)
     const size_t shape[1] = {6};
     ck_assert_int_ne(npy_save_f32(path, six_floats, 1, shape, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "cannot create a temporary file in its folder: No such file") != NULL, "%s", err);
-    ck_assert_uint_eq(count_dir_entries(tmp_dir), 0); /* nothing left behind */
+    ck_assert_uint_eq(tu_dir_count(tmp_dir), 0); /* nothing left behind */
 }
 END_TEST
 
@@ -553,7 +538,7 @@ START_TEST(test_save_replaces_whole)
     ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "%s", err);
     check_six_floats(&a);
     npy_free(&a);
-    ck_assert_uint_eq(count_dir_entries(tmp_dir), 1); /* no temporary left */
+    ck_assert_uint_eq(tu_dir_count(tmp_dir), 1); /* no temporary left */
 }
 END_TEST
 
@@ -568,7 +553,7 @@ START_TEST(test_save_bad_arguments)
     ck_assert_msg(strstr(err, "overflows") != NULL, "%s", err);
     ck_assert_int_ne(npy_save_f32(path, NULL, 1, shape, err, sizeof err), 0);
     ck_assert_msg(strstr(err, "data is NULL") != NULL, "%s", err);
-    ck_assert_uint_eq(count_dir_entries(tmp_dir), 0);
+    ck_assert_uint_eq(tu_dir_count(tmp_dir), 0);
 }
 END_TEST
 
@@ -579,7 +564,7 @@ static Suite *npy_suite(void)
     Suite *s = suite_create("npy");
 
     TCase *tc = tcase_create("round_trip");
-    tcase_add_checked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_checked_fixture(tc, make_tmp_dir, tu_sys_teardown);
     tcase_add_loop_test(tc, test_round_trip, 0, (int)(sizeof round_trip_shapes / sizeof round_trip_shapes[0]));
     tcase_add_test(tc, test_save_layout);
     tcase_add_test(tc, test_scalar_and_1d_headers);
@@ -606,7 +591,7 @@ static Suite *npy_suite(void)
     suite_add_tcase(s, tc);
 
     tc = tcase_create("files");
-    tcase_add_checked_fixture(tc, make_tmp_dir, remove_tmp_dir);
+    tcase_add_checked_fixture(tc, make_tmp_dir, tu_sys_teardown);
     tcase_add_test(tc, test_load_errors);
     tcase_add_test(tc, test_save_into_missing_folder);
     tcase_add_test(tc, test_save_replaces_whole);

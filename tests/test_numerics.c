@@ -56,12 +56,7 @@ static void prob_init(prob *p, size_t B, size_t H, size_t L, size_t S, size_t D,
     p->D = D;
     p->Dv = Dv ? Dv : D;
     p->BH = B * H;
-    p->d.batch = B;
-    p->d.heads = H;
-    p->d.q_len = L;
-    p->d.kv_len = S;
-    p->d.qk_dim = D;
-    p->d.v_dim = Dv;
+    p->d = tu_sdpa_desc(B, H, L, S, D, Dv);
     p->nq = p->BH * L * D;
     p->nk = p->BH * S * D;
     p->nv = p->BH * S * p->Dv;
@@ -117,8 +112,7 @@ static void run_sdpa(clattn_context *ctx, const prob *p, clattn_algorithm alg, i
     r->l = tu_host_alloc(p->nl, NULL);
     r->w = want_weights ? tu_host_alloc(p->np, NULL) : NULL;
     clattn_status st = clattn_sdpa_host(ctx, &d, p->q, p->k, p->v, p->mask, r->o, r->w, r->l);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_sdpa_host: %s: %s", tu_label(),
-                  clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(r->o, p->no, "out");
     tu_host_check_guard(r->l, p->nl, "lse");
     if (r->w)
@@ -312,8 +306,7 @@ static void check_mha_problem(clattn_context *ctx, const mprob *p, const char *n
         float *y = tu_host_alloc(p->ny, NULL);
         float *w = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_host_alloc(p->nw, NULL) : NULL;
         clattn_status st = clattn_mha_host(ctx, &d, p->x, p->kv, &p->hw, p->mask, y, w);
-        ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_mha_host: %s: %s", tu_label(),
-                      clattn_status_string(st), clattn_last_error(ctx));
+        TU_ASSERT_OK(st, ctx, "clattn_mha_host");
         tu_host_check_guard(y, p->ny, "out");
         for (size_t t = 0; t < p->ny; t++)
             ck_assert_msg(!isnan(y[t]), "%s: out[%zu] is NaN", tu_label(), t);
@@ -394,8 +387,7 @@ START_TEST(test_fully_masked)
         cl_mem mo = tu_dev_alloc(ctx, p.no, NULL), ml = tu_dev_alloc(ctx, p.nl, NULL);
         cl_mem mw = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_dev_alloc(ctx, p.np, NULL) : NULL;
         clattn_status st = clattn_sdpa(ctx, &d, mq, mk, mv, mm, mo, mw, ml);
-        ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                      clattn_last_error(ctx));
+        TU_ASSERT_OK(st, ctx, "clattn_sdpa");
         tu_finish(ctx);
         result g;
         g.o = tu_dev_read_checked(ctx, mo, p.no, "out");

@@ -115,12 +115,7 @@ static void prepare(size_t ci, prepared *p)
 {
     const sdpa_case *c = &cases[ci];
     memset(p, 0, sizeof *p);
-    p->d.batch = c->B;
-    p->d.heads = c->H;
-    p->d.q_len = c->L;
-    p->d.kv_len = c->S;
-    p->d.qk_dim = c->D;
-    p->d.v_dim = c->Dv;
+    p->d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
     p->d.scale = c->scale;
     p->d.masks.causal = c->causal;
     p->d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, p->kl);
@@ -176,8 +171,7 @@ START_TEST(test_sdpa_host)
     float *o = tu_host_alloc(p.no, NULL), *w = tu_host_alloc(p.np, NULL),
           *l = tu_host_alloc(p.nl, NULL);
     clattn_status st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o, w, l);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(o, p.no, "out");
     tu_host_check_guard(w, p.np, "weights");
     tu_host_check_guard(l, p.nl, "lse");
@@ -190,8 +184,7 @@ START_TEST(test_sdpa_host)
     p.d.algorithm = CLATTN_ALGORITHM_FUSED;
     float *o2 = tu_host_alloc(p.no, NULL), *l2 = tu_host_alloc(p.nl, NULL);
     st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o2, NULL, l2);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(o2, p.no, "out");
     tu_host_check_guard(l2, p.nl, "lse");
     check_close_named("out", o2, p.ro, p.no, NULL);
@@ -202,8 +195,7 @@ START_TEST(test_sdpa_host)
     p.d.algorithm = CLATTN_ALGORITHM_STAGED;
     float *o3 = tu_host_alloc(p.no, NULL);
     st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o3, NULL, NULL);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(o3, p.no, "out");
     check_close_named("out", o3, p.ro, p.no, NULL);
 }
@@ -227,8 +219,7 @@ START_TEST(test_sdpa_mem)
     cl_mem mo = tu_dev_alloc(ctx, p.no, NULL), mw = tu_dev_alloc(ctx, p.np, NULL),
            ml = tu_dev_alloc(ctx, p.nl, NULL);
     clattn_status st = clattn_sdpa(ctx, &p.d, mq, mk, mv, mm, mo, mw, ml);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
     tu_finish(ctx);
     check_close_named("out", tu_dev_read_checked(ctx, mo, p.no, "out"), p.ro, p.no, NULL);
     check_close_named("weights", tu_dev_read_checked(ctx, mw, p.np, "weights"), p.rp, p.np, NULL);
@@ -254,8 +245,7 @@ START_TEST(test_sdpa_mem)
     cl_mem mw2 = variant == 2 ? tu_dev_alloc(ctx, p.np, NULL) : NULL;
     cl_mem ml2 = variant == 1 ? tu_dev_alloc(ctx, p.nl, NULL) : NULL;
     st = clattn_sdpa(ctx, &p.d, mq, mk, mv, mm, mo2, mw2, ml2);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
     tu_finish(ctx);
     check_close_named("out", tu_dev_read_checked(ctx, mo2, p.no, "out"), p.ro, p.no, NULL);
     if (mw2)
@@ -283,9 +273,9 @@ START_TEST(test_sdpa_repeat)
     float *o1 = tu_host_alloc(p.no, NULL), *o2 = tu_host_alloc(p.no, NULL);
     float *w1 = tu_host_alloc(p.np, NULL), *w2 = tu_host_alloc(p.np, NULL);
     clattn_status st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o1, w1, NULL);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s", clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     st = clattn_sdpa_host(ctx, &p.d, p.q, p.k, p.v, p.mask, o2, w2, NULL);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s", clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     ck_assert_msg(memcmp(o1, o2, p.no * sizeof(float)) == 0, "%s: outputs differ between runs",
                   tu_label());
     ck_assert_msg(memcmp(w1, w2, p.np * sizeof(float)) == 0, "%s: weights differ between runs",
@@ -307,14 +297,7 @@ START_TEST(test_sdpa_many_heads)
     tu_set_label("sdpa B %d H %d L %d S %d (272 MiB of scores, weights not requested) on %s", CH_B,
                  CH_H, CH_L, CH_S, tu_dev_spec[dev]);
     size_t kl[CH_B];
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = CH_B;
-    d.heads = CH_H;
-    d.q_len = CH_L;
-    d.kv_len = CH_S;
-    d.qk_dim = CH_D;
-    d.v_dim = CH_DV;
+    clattn_sdpa_desc d = tu_sdpa_desc(CH_B, CH_H, CH_L, CH_S, CH_D, CH_DV);
     d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     d.masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, CH_B, CH_S, kl);
     kl[2] = 700;
@@ -332,8 +315,7 @@ START_TEST(test_sdpa_many_heads)
            mm = tu_dev_alloc(ctx, nm, mask), mo = tu_dev_alloc(ctx, no, NULL),
            ml = tu_dev_alloc(ctx, nl, NULL);
     clattn_status st = clattn_sdpa(ctx, &d, mq, mk, mv, mm, mo, NULL, ml);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
 
     /* streaming fp64 reference while the device works */
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl), *row = tu_dalloc(CH_S);

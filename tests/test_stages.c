@@ -42,8 +42,7 @@ START_TEST(test_projection)
     cl_mem mb = c->bias ? tu_dev_alloc(ctx, c->out, bias) : NULL;
     cl_mem my = tu_dev_alloc(ctx, ny, NULL);
     clattn_status st = clattn_projection(ctx, c->rows, c->in, c->out, mx, mw, mb, my);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_projection");
     tu_finish(ctx);
     float *y = tu_dev_read_checked(ctx, my, ny, "y");
     check_close_named("y", y, ref, ny, NULL);
@@ -101,14 +100,7 @@ START_TEST(test_score)
                  c->B, c->H, c->L, c->S, c->D, (int)c->causal, c->kl, (int)c->add,
                  tu_dev_spec[TU_DEVICE(_i)]);
     size_t kl[2];
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = c->B;
-    d.heads = c->H;
-    d.q_len = c->L;
-    d.kv_len = c->S;
-    d.qk_dim = c->D;
-    d.v_dim = c->v_dim;
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->v_dim);
     d.scale = c->scale;
     d.masks.causal = c->causal;
     d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
@@ -128,8 +120,7 @@ START_TEST(test_score)
     cl_mem mm = mask ? tu_dev_alloc(ctx, nm, mask) : NULL;
     cl_mem ms = tu_dev_alloc(ctx, ns, NULL);
     clattn_status st = clattn_score(ctx, &d, mq, mk, mm, ms);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_score");
     tu_finish(ctx);
     float *s = tu_dev_read_checked(ctx, ms, ns, "scores");
     check_close_named("scores", s, ref, ns, NULL);
@@ -227,8 +218,7 @@ START_TEST(test_softmax)
     cl_mem mw = c->inplace ? ms : tu_dev_alloc(ctx, n, NULL);
     cl_mem ml = c->lse ? tu_dev_alloc(ctx, c->rows, NULL) : NULL;
     clattn_status st = clattn_softmax(ctx, c->rows, c->cols, ms, mw, ml);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_softmax");
     tu_finish(ctx);
     float *w = tu_dev_read_checked(ctx, mw, n, "weights");
     check_close_named("weights", w, rp, n, NULL);
@@ -278,14 +268,7 @@ START_TEST(test_weighted_sum)
     clattn_context *ctx = tu_ctx[TU_DEVICE(_i)];
     tu_set_label("weighted_sum case %zu (B %zu H %zu L %zu S %zu Dqk %zu Dv %zu) on %s", ci, c->B,
                  c->H, c->L, c->S, c->qk_dim, c->v_dim, tu_dev_spec[TU_DEVICE(_i)]);
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = c->B;
-    d.heads = c->H;
-    d.q_len = c->L;
-    d.kv_len = c->S;
-    d.qk_dim = c->qk_dim;
-    d.v_dim = c->v_dim;
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->qk_dim, c->v_dim);
     size_t Dv = tu_sdpa_dv(&d);
     size_t np = c->B * c->H * c->L * c->S, nv = c->B * c->H * c->S * Dv;
     size_t no = c->B * c->H * c->L * Dv;
@@ -300,8 +283,7 @@ START_TEST(test_weighted_sum)
     cl_mem mp = tu_dev_alloc(ctx, np, p), mv = tu_dev_alloc(ctx, nv, v);
     cl_mem mo = tu_dev_alloc(ctx, no, NULL);
     clattn_status st = clattn_weighted_sum(ctx, &d, mp, mv, mo);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_weighted_sum");
     tu_finish(ctx);
     float *o = tu_dev_read_checked(ctx, mo, no, "out");
     check_close_named("out", o, ref, no, NULL);
@@ -318,14 +300,7 @@ START_TEST(test_stages_compose)
     clattn_context *ctx = tu_ctx[_i];
     tu_set_label("stages composed into sdpa on %s", tu_dev_spec[_i]);
     size_t kl[2];
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = 2;
-    d.heads = 3;
-    d.q_len = 61;
-    d.kv_len = 64;
-    d.qk_dim = 21;
-    d.v_dim = 7;
+    clattn_sdpa_desc d = tu_sdpa_desc(2, 3, 61, 64, 21, 7);
     d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     d.masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, 2, 64, kl);
     size_t nq = 2 * 3 * 61 * 21, nk = 2 * 3 * 64 * 21, nv = 2 * 3 * 64 * 7, np = 2 * 3 * 61 * 64,
@@ -341,14 +316,11 @@ START_TEST(test_stages_compose)
     cl_mem ms = tu_dev_alloc(ctx, np, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
     cl_mem mo = tu_dev_alloc(ctx, no, NULL);
     clattn_status st = clattn_score(ctx, &d, mq, mk, NULL, ms);
-    ck_assert_msg(st == CLATTN_SUCCESS, "score: %s: %s", clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_score");
     st = clattn_softmax(ctx, 2 * 3 * 61, 64, ms, ms, ml);
-    ck_assert_msg(st == CLATTN_SUCCESS, "softmax: %s: %s", clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_softmax");
     st = clattn_weighted_sum(ctx, &d, ms, mv, mo);
-    ck_assert_msg(st == CLATTN_SUCCESS, "weighted_sum: %s: %s", clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_weighted_sum");
     tu_finish(ctx);
     check_close_named("out", tu_dev_read_checked(ctx, mo, no, "out"), ro, no, NULL);
     check_close_named("weights", tu_dev_read_checked(ctx, ms, np, "weights"), rp, np, NULL);

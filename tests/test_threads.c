@@ -9,7 +9,10 @@
  *  - last_error: clattn_last_error(NULL) is per thread: failures of device_select in one thread do not
  *    change another thread's detail (nor the main thread's);
  *  - handoff: one context used by a thread, then (after join) by another thread, then by the main
- *    thread.
+ *    thread;
+ *  - two_contexts: the shared context of a device and a second one, each driven by its own thread
+ *    through six checked SDPA calls at once; and a thread's first clattn_last_error(NULL) is "",
+ *    while its failure does not replace the main thread's detail.
  *
  * check's assertions are not thread-safe: the workers only record failures (count and the first few
  * messages) in their own structs, and the main thread asserts on them after joining. The workers use
@@ -328,9 +331,7 @@ static void *worker_main(void *arg)
 
     /* an invalid call (FUSED asked for weights): its detail lands in this context only, while the
      * other threads keep working on theirs */
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
-    d.batch = d.heads = d.q_len = d.kv_len = d.qk_dim = 1;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 1, 1, 1, 0);
     d.algorithm = CLATTN_ALGORITHM_FUSED;
     float one = 1.0f, o = 0.0f, w = 0.0f;
     st = clattn_sdpa_host(ctx, &d, &one, &one, &one, NULL, &o, &w, NULL);
@@ -524,6 +525,117 @@ START_TEST(test_handoff)
 }
 END_TEST
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Two contexts from two threads at once; a new thread's clattn_last_error(NULL) starts empty     */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    clattn_context *ctx;
+    int seed;
+    int ok;
+    char msg[256];
+} thread_job;
+
+/* No check assertions off the main thread (check is not thread-safe): record the outcome instead. */
+static void *thread_sdpa(void *arg)
+{
+    thread_job *job = arg;
+    job->ok = 1;
+    for (int it = 0; it < 6 && job->ok; it++) {
+        size_t kl[2];
+        clattn_sdpa_desc d =
+            tu_sdpa_desc(2, 3, 7 + (size_t)(it * 11), 61, 8, (size_t)(job->seed % 2 ? 21 : 7));
+        d.masks.causal = (clattn_causal)(it % 3);
+        d.masks.key_lengths = tu_make_key_lengths(it % 2 ? TU_KL_ZERO : TU_KL_VARIED, 2, 61, kl);
+        size_t nq = 2 * 3 * d.q_len * 8, nk = 2 * 3 * 61 * 8, nv = 2 * 3 * 61 * d.v_dim,
+               no = 2 * 3 * d.q_len * d.v_dim;
+        float *q = malloc(nq * sizeof *q), *k = malloc(nk * sizeof *k), *v = malloc(nv * sizeof *v),
+              *o = malloc(no * sizeof *o);
+        double *ro = malloc(no * sizeof *ro);
+        if (!q || !k || !v || !o || !ro) {
+            job->ok = 0;
+            snprintf(job->msg, sizeof job->msg, "out of memory");
+        } else {
+            uint64_t seed = (uint64_t)(job->seed * 100 + it);
+            tu_fill_uniform(q, nq, 1.0f, seed + 1);
+            tu_fill_uniform(k, nk, 1.0f, seed + 2);
+            tu_fill_uniform(v, nv, 1.0f, seed + 3);
+            clattn_status st = clattn_sdpa_host(job->ctx, &d, q, k, v, NULL, o, NULL, NULL);
+            if (st != CLATTN_SUCCESS) {
+                job->ok = 0;
+                snprintf(job->msg, sizeof job->msg, "iteration %d: %s: %.150s", it,
+                         clattn_status_string(st), clattn_last_error(job->ctx));
+            } else {
+                ref_sdpa(&d, q, k, v, NULL, ro, NULL, NULL);
+                for (size_t i = 0; i < no && job->ok; i++)
+                    if (!(fabs((double)o[i] - ro[i]) <= TU_ATOL + TU_RTOL * fabs(ro[i]))) {
+                        job->ok = 0;
+                        snprintf(job->msg, sizeof job->msg,
+                                 "iteration %d: out[%zu] = %.9g, fp64 reference %.17g", it, i,
+                                 (double)o[i], ro[i]);
+                    }
+            }
+        }
+        free(q);
+        free(k);
+        free(v);
+        free(o);
+        free(ro);
+    }
+    return NULL;
+}
+
+START_TEST(test_threads_contexts)
+{
+    size_t dev = (size_t)_i;
+    tu_set_label("two contexts on %s used from two threads at once", tu_dev_spec[dev]);
+    clattn_context *second = tu_context_new(tu_dev_spec[dev]);
+    thread_job jobs[2] = {{tu_ctx[dev], 1, 0, ""}, {second, 2, 0, ""}};
+    pthread_t th[2];
+    int started[2] = {0, 0};
+    for (int t = 0; t < 2; t++)
+        started[t] = pthread_create(&th[t], NULL, thread_sdpa, &jobs[t]) == 0;
+    for (int t = 0; t < 2; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
+    clattn_context_free(second);
+    for (int t = 0; t < 2; t++) {
+        ck_assert_msg(started[t], "%s: pthread_create failed", tu_label());
+        ck_assert_msg(jobs[t].ok, "%s: thread %d: %s", tu_label(), t, jobs[t].msg);
+    }
+}
+END_TEST
+
+static void *thread_last_error(void *arg)
+{
+    char *out = arg;
+    const char *before = clattn_last_error(NULL);
+    snprintf(out, 256, "%s", before ? before : "(null)");
+    clattn_device_info info;
+    (void)clattn_device_select("no-such-device-in-thread", &info); /* must not touch main's message */
+    return NULL;
+}
+
+START_TEST(test_threads_last_error)
+{
+    clattn_device_info info;
+    ck_assert(clattn_device_select("99:99", &info) == CLATTN_ERROR_DEVICE_NOT_FOUND);
+    char main_msg[512];
+    snprintf(main_msg, sizeof main_msg, "%s", clattn_last_error(NULL));
+    ck_assert_msg(main_msg[0] != '\0', "last_error(NULL) empty after a failed device_select");
+    char seen[256] = "unset";
+    pthread_t th;
+    ck_assert(pthread_create(&th, NULL, thread_last_error, seen) == 0);
+    pthread_join(th, NULL);
+    ck_assert_msg(seen[0] == '\0',
+                  "a new thread's clattn_last_error(NULL) should be \"\" but is \"%s\"", seen);
+    ck_assert_msg(strcmp(clattn_last_error(NULL), main_msg) == 0,
+                  "another thread's failure replaced this thread's last error: \"%s\"",
+                  clattn_last_error(NULL));
+}
+END_TEST
+
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("threads");
@@ -535,6 +647,10 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tc = tu_tcase("handoff");
     tcase_add_loop_test(tc, test_handoff, 0, (int)tu_ndev);
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("two_contexts");
+    tcase_add_loop_test(tc, test_threads_contexts, 0, (int)tu_ndev);
+    tcase_add_test(tc, test_threads_last_error);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,11 +20,8 @@
  */
 #define _XOPEN_SOURCE 700
 #include "test_util.h"
-#include "test_env.h"
 
 #include <dirent.h>
-#include <errno.h>
-#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -93,29 +90,28 @@ static const tile_case tiles[] = {
 #define N_TILES (sizeof tiles / sizeof tiles[0])
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Environment, folders and contexts, restored by the fixture                                     */
+/* Environment, folders and contexts, restored by the fixtures                                    */
 /* ---------------------------------------------------------------------------------------------- */
 
 #define N_ENV 3
 static const char *const env_names[N_ENV] = {"CLATTN_TILE", "XDG_CACHE_HOME", "CLATTN_CACHE"};
-static char tmp_dir[1024];
+static const char *tmp_dir; /* the test's program cache: a scratch folder */
 static clattn_context *owned_ctx;
 
 static void tiling_setup(void)
 {
     tu_env_save(env_names, N_ENV);
-    tmp_dir[0] = '\0';
+    tmp_dir = NULL;
     owned_ctx = NULL;
 }
 
+/* Runs before tu_tcase's teardown (check runs teardowns in reverse), which then removes the scratch
+ * folder and restores the environment. */
 static void tiling_teardown(void)
 {
     clattn_context_free(owned_ctx);
     owned_ctx = NULL;
-    if (tmp_dir[0])
-        tu_rm_rf(tmp_dir);
-    tmp_dir[0] = '\0';
-    tu_env_restore();
+    tmp_dir = NULL;
 }
 
 static TCase *tiling_tcase(const char *name)
@@ -128,11 +124,7 @@ static TCase *tiling_tcase(const char *name)
 /* A fresh, empty program cache for this test: every variant is compiled (and stored) here. */
 static void fresh_cache(void)
 {
-    const char *base = getenv("TMPDIR");
-    if (!base || !*base)
-        base = "/tmp";
-    snprintf(tmp_dir, sizeof tmp_dir, "%s/clattn-test-tiling-XXXXXX", base);
-    ck_assert_msg(mkdtemp(tmp_dir) != NULL, "mkdtemp: %s", strerror(errno));
+    tmp_dir = tu_scratch_dir("clattn-test-tiling");
     ck_assert(setenv("XDG_CACHE_HOME", tmp_dir, 1) == 0);
     unsetenv("CLATTN_CACHE");
 }
@@ -146,9 +138,7 @@ static clattn_context *context_with_tile(size_t dev, const char *tile)
         unsetenv("CLATTN_TILE");
     clattn_context_free(owned_ctx);
     owned_ctx = NULL;
-    clattn_status st = clattn_context_create(&owned_ctx, tu_dev_spec[dev]);
-    ck_assert_msg(st == CLATTN_SUCCESS && owned_ctx, "clattn_context_create(%s): %s: %s", tu_dev_spec[dev],
-                  clattn_status_string(st), clattn_last_error(NULL));
+    owned_ctx = tu_context_new(tu_dev_spec[dev]);
     return owned_ctx;
 }
 
@@ -269,15 +259,8 @@ static void run_shape(clattn_context *ctx, size_t si, const char *tile, size_t d
                  "on %s",
                  tile ? tile : "(unset)", si, c->B, c->H, c->L, c->S, c->D, c->Dv, (int)c->causal, c->kl,
                  (int)c->add, c->addf, tu_dev_spec[dev]);
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
     size_t kl[8];
-    d.batch = c->B;
-    d.heads = c->H;
-    d.q_len = c->L;
-    d.kv_len = c->S;
-    d.qk_dim = c->D;
-    d.v_dim = c->Dv;
     d.scale = c->scale;
     d.masks.causal = c->causal;
     d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
@@ -299,8 +282,7 @@ static void run_shape(clattn_context *ctx, size_t si, const char *tile, size_t d
     cl_mem mm = mask ? tu_dev_alloc(ctx, nm, mask) : NULL;
     cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
     clattn_status st = clattn_sdpa(ctx, &d, mq, mk, mv, mm, mo, NULL, ml);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_sdpa: %s: %s", tu_label(), clattn_status_string(st),
-                  clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
     tu_finish(ctx);
     check_close_named("out", tu_dev_read_checked(ctx, mo, no, "out"), ro, no, NULL);
     check_close_named("lse", tu_dev_read_checked(ctx, ml, nl, "lse"), rl, nl, NULL);

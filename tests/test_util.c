@@ -1,7 +1,7 @@
+/* The OpenCL part of the test utility (tests/test_util.h); test_util_sys.c holds the rest. */
 #include "test_util.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,24 +30,13 @@ clattn_context *tu_ctx[TU_MAX_DEVICES];
 clattn_device_info tu_dev[TU_MAX_DEVICES];
 char tu_dev_spec[TU_MAX_DEVICES][32];
 
-double tu_max_abs_err = 0.0;
-static double tu_max_ratio = 0.0; /* worst |out−ref| / tolerance */
+static void tu_fixture_setup(void) { tu_set_label("%s", ""); }
 
-static char tu_label_buf[512] = "";
-
-void tu_set_label(const char *fmt, ...)
+static void tu_fixture_teardown(void)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(tu_label_buf, sizeof tu_label_buf, fmt, ap);
-    va_end(ap);
+    tu_release_all();
+    tu_sys_teardown();
 }
-
-const char *tu_label(void) { return tu_label_buf; }
-
-static void tu_fixture_setup(void) { tu_label_buf[0] = '\0'; }
-
-static void tu_fixture_teardown(void) { tu_release_all(); }
 
 TCase *tu_tcase(const char *name)
 {
@@ -55,6 +44,22 @@ TCase *tu_tcase(const char *name)
     tcase_add_checked_fixture(tc, tu_fixture_setup, tu_fixture_teardown);
     tcase_set_timeout(tc, 600); /* only effective with fork; meson's timeout is the real one */
     return tc;
+}
+
+void tu_add_loop(Suite *s, const char *name, const TTest *fn, size_t n)
+{
+    TCase *tc = tu_tcase(name);
+    tcase_add_loop_test(tc, fn, 0, (int)n);
+    suite_add_tcase(s, tc);
+}
+
+clattn_context *tu_context_new(const char *spec)
+{
+    clattn_context *ctx = NULL;
+    clattn_status st = clattn_context_create(&ctx, spec);
+    ck_assert_msg(st == CLATTN_SUCCESS && ctx != NULL, "%s: clattn_context_create(%s): %s: %s", tu_label(),
+                  spec ? spec : "NULL", clattn_status_string(st), clattn_last_error(NULL));
+    return ctx;
 }
 
 int tu_main(Suite *(*make_suite)(void))
@@ -107,6 +112,7 @@ int tu_main(Suite *(*make_suite)(void))
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     tu_release_all();
+    tu_sys_teardown();
 
     printf("max abs error vs fp64: %.3g (worst error/tolerance: %.3g)\n", tu_max_abs_err,
            tu_max_ratio);
@@ -122,104 +128,11 @@ int tu_main(Suite *(*make_suite)(void))
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Random numbers                                                                                  */
+/* Tracked OpenCL buffers                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
-void tu_rng_seed(tu_rng *r, uint64_t seed) { r->state = seed * 0x9E3779B97F4A7C15ull + 1; }
-
-uint64_t tu_rng_next(tu_rng *r)
-{
-    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-double tu_rng_unit(tu_rng *r) { return (double)(tu_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
-
-float tu_rng_uniform(tu_rng *r, float a) { return (float)((2.0 * tu_rng_unit(r) - 1.0) * a); }
-
-void tu_fill_uniform(float *p, size_t n, float a, uint64_t seed)
-{
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++)
-        p[i] = tu_rng_uniform(&r, a);
-}
-
-void tu_fill_int_multiples(float *p, size_t n, int kmax, float step, uint64_t seed)
-{
-    tu_rng r;
-    tu_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++) {
-        int k = (int)(tu_rng_next(&r) % (uint64_t)(2 * kmax + 1)) - kmax;
-        p[i] = (float)k * step;
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Tolerance checks                                                                                */
-/* ---------------------------------------------------------------------------------------------- */
-
-void check_close_named(const char *what, const float *out, const double *ref, size_t n,
-                       double *max_err)
-{
-    double local = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double o = (double)out[i], r = ref[i];
-        if (isinf(r) || isinf(o)) {
-            ck_assert_msg(isinf(r) && isinf(o) && (signbit(r) != 0) == (signbit(o) != 0),
-                          "%s: %s[%zu] = %.9g, fp64 reference %.17g", tu_label(), what, i, o, r);
-            continue;
-        }
-        ck_assert_msg(!isnan(o) && !isnan(r), "%s: %s[%zu] = %.9g, fp64 reference %.17g",
-                      tu_label(), what, i, o, r);
-        double e = fabs(o - r);
-        double tol = TU_ATOL + TU_RTOL * fabs(r);
-        if (e > local)
-            local = e;
-        if (e > tu_max_abs_err)
-            tu_max_abs_err = e;
-        if (e / tol > tu_max_ratio)
-            tu_max_ratio = e / tol;
-        ck_assert_msg(e <= tol, "%s: %s[%zu] = %.9g, fp64 reference %.17g (|err| %.3g > tol %.3g)",
-                      tu_label(), what, i, o, r, e, tol);
-    }
-    if (max_err)
-        *max_err = local;
-}
-
-void check_close(const float *out, const double *ref, size_t n, double *max_err)
-{
-    check_close_named("out", out, ref, n, max_err);
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Tracked allocations                                                                             */
-/* ---------------------------------------------------------------------------------------------- */
-
-static void **tu_ptrs = NULL;
-static size_t tu_nptrs = 0, tu_capptrs = 0;
 static cl_mem *tu_mems = NULL;
 static size_t tu_nmems = 0, tu_capmems = 0;
-
-void *tu_track_malloc(size_t bytes)
-{
-    void *p = calloc(1, bytes ? bytes : 1);
-    ck_assert_msg(p != NULL, "out of host memory (%zu bytes)", bytes);
-    if (tu_nptrs == tu_capptrs) {
-        size_t cap = tu_capptrs ? 2 * tu_capptrs : 64;
-        void **np = realloc(tu_ptrs, cap * sizeof *np);
-        ck_assert(np != NULL);
-        tu_ptrs = np;
-        tu_capptrs = cap;
-    }
-    tu_ptrs[tu_nptrs++] = p;
-    return p;
-}
-
-double *tu_dalloc(size_t n) { return tu_track_malloc(n * sizeof(double)); }
-float *tu_falloc(size_t n) { return tu_track_malloc(n * sizeof(float)); }
 
 void tu_track_mem(cl_mem m)
 {
@@ -239,16 +152,13 @@ void tu_release_all(void)
         if (tu_mems[i])
             clReleaseMemObject(tu_mems[i]);
     tu_nmems = 0;
-    for (size_t i = 0; i < tu_nptrs; i++)
-        free(tu_ptrs[i]);
-    tu_nptrs = 0;
+    tu_release_host();
 }
 
 void tu_finish(clattn_context *ctx)
 {
     clattn_status st = clattn_finish(ctx);
-    ck_assert_msg(st == CLATTN_SUCCESS, "%s: clattn_finish: %s: %s", tu_label(),
-                  clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_finish");
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -376,6 +286,19 @@ int tu_dev_all_sentinel(clattn_context *ctx, cl_mem m, size_t nfloats)
 /* ---------------------------------------------------------------------------------------------- */
 
 size_t tu_sdpa_dv(const clattn_sdpa_desc *d) { return ref_v_dim(d); }
+
+clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk, size_t Dv)
+{
+    clattn_sdpa_desc d;
+    memset(&d, 0, sizeof d);
+    d.batch = B;
+    d.heads = H;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = Dqk;
+    d.v_dim = Dv;
+    return d;
+}
 
 const size_t *tu_make_key_lengths(int mode, size_t B, size_t S, size_t *out)
 {

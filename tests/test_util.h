@@ -1,20 +1,139 @@
 /*
- * Shared helpers of clattn's test programs: fp64 host references, a deterministic PRNG, tolerance
- * checks, guard-region buffers and per-device contexts.
+ * The one utility of clattn's test programs, in two parts:
  *
- * Every test program calls tu_main() from main(). tu_main creates one clattn context per OpenCL
- * device ("P:D" spec) before building the suite (kernel compilation is slow, so contexts live for the
- * whole process), exits 77 (meson's "skipped") when there is no device, runs the suite without fork
- * (OpenCL runtimes do not survive fork()), and prints the largest absolute error seen against the fp64
- * references.
+ *  - test_util_sys.c (no OpenCL, no clattn library): failure labels, a deterministic PRNG, the fp64
+ *    tolerance checks, tracked host allocations, environment save/restore, scratch folders and whole
+ *    files. The OpenCL-free tests (tools' .npy and heatmap tests, the command-line test, which only
+ *    spawns the tool) define TU_NO_OPENCL before including this header and link only this part.
+ *  - test_util.c (OpenCL): per-device contexts and tu_main(), guard-region buffers, device buffers,
+ *    status assertions, descriptor and mask builders.
+ *
+ * Every OpenCL test program calls tu_main() from main(). tu_main creates one clattn context per
+ * OpenCL device ("P:D" spec) before building the suite (kernel compilation is slow, so contexts live
+ * for the whole process), exits 77 (meson's "skipped") when there is no device, runs the suite
+ * without fork (OpenCL runtimes do not survive fork()), and prints the largest absolute error seen
+ * against the fp64 references.
+ *
+ * Test cases made with tu_tcase() (or whose teardown calls tu_sys_teardown()) get back, after every
+ * test, even one that failed part-way: tracked allocations freed, scratch folders removed, the
+ * environment variables saved with tu_env_save() put back.
  */
 #ifndef CLATTN_TEST_UTIL_H
 #define CLATTN_TEST_UTIL_H
 
 #include <check.h>
-#include <clattn/clattn.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* ============================================================================================== */
+/* Part 1 (test_util_sys.c): no OpenCL                                                             */
+/* ============================================================================================== */
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Labels                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* A label describing the current case, included in every failure message of check_close, the guard
+ * checks and the status assertions. tu_tcase's fixture clears it before each test. */
+void tu_set_label(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+const char *tu_label(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Random numbers                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct tu_rng {
+    uint64_t state; /* may be set directly: the next value is splitmix64 of state + the golden gamma */
+} tu_rng;
+
+void tu_rng_seed(tu_rng *r, uint64_t seed);
+uint64_t tu_rng_next(tu_rng *r);               /* splitmix64 */
+double tu_rng_unit(tu_rng *r);                 /* uniform in [0, 1) */
+float tu_rng_uniform(tu_rng *r, float a);      /* uniform in [-a, a] */
+void tu_fill_uniform(float *p, size_t n, float a, uint64_t seed);
+/* Fill with integer multiples of `step` in [-kmax*step, kmax*step] (exactly representable). */
+void tu_fill_int_multiples(float *p, size_t n, int kmax, float step, uint64_t seed);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tolerance checks                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define TU_ATOL 2e-5
+#define TU_RTOL 1e-4
+
+extern double tu_max_abs_err; /* the largest finite |out − ref| seen by check_close in this process */
+extern double tu_max_ratio;   /* the largest |out − ref| / tolerance seen by check_close */
+
+/* |out−ref| ≤ 2e-5 + 1e-4·|ref| for every element (infinities must match exactly, NaN never passes).
+ * Fails the test at the first bad index. max_err (may be NULL) receives the largest |out−ref|. */
+void check_close(const float *out, const double *ref, size_t n, double *max_err);
+/* The same, naming the tensor in the failure message. */
+void check_close_named(const char *what, const float *out, const double *ref, size_t n,
+                       double *max_err);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tracked host allocations: freed by tu_release_host() (the fixtures), even when a test fails     */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Takes ownership of malloc'd p; fails the test when p is NULL ("out of memory"). Returns p. */
+void *tu_track(void *p);
+void *tu_track_malloc(size_t bytes); /* tracked, zeroed */
+double *tu_dalloc(size_t n);         /* tracked, zeroed doubles */
+float *tu_falloc(size_t n);          /* tracked, zeroed floats */
+void tu_release_host(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Environment variables                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Remember the current values (or absence) of these variables (at most 8); names must outlive the
+ * restore. A second save first restores what the first one remembered. */
+void tu_env_save(const char *const *names, size_t n);
+/* Put every remembered variable back as it was, unsetting those that were absent. */
+void tu_env_restore(void);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Scratch folders and files                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define TU_MAX_SCRATCH 16
+
+/* A new empty folder $TMPDIR/<prefix>-XXXXXX ($TMPDIR unset or empty: /tmp), removed with all it
+ * holds by tu_scratch_remove_all(). Returns its path, valid until then; NULL (errno set) when it
+ * cannot be made. For use outside a test (main()). */
+const char *tu_scratch_make(const char *prefix);
+/* The same inside a test: fails the test when the folder cannot be made. */
+const char *tu_scratch_dir(const char *prefix);
+/* Removes every folder made by tu_scratch_make/tu_scratch_dir, with everything below it. */
+void tu_scratch_remove_all(void);
+/* Removes a folder and everything below it (symbolic links are removed, never followed). */
+void tu_rm_rf(const char *path);
+/* Entries of dir, "." and ".." not counted; fails the test when dir cannot be opened. */
+size_t tu_dir_count(const char *dir);
+
+/* The whole file as a malloc'd buffer with a NUL byte after its end; *len (when len is not NULL)
+ * gets its size. NULL when it cannot be opened or read. The caller frees it (or tu_track()s it). */
+char *tu_read_file(const char *path, size_t *len);
+/* Creates or truncates path and writes len bytes; fails the test on any error. */
+void tu_write_file(const char *path, const void *data, size_t len);
+/* Copies from to to, then appends `append` (NULL: nothing); fails the test on any error. */
+void tu_copy_file(const char *from, const char *to, const char *append);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Fixture                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Frees the tracked host allocations, removes the scratch folders and restores the saved
+ * environment. tu_tcase's teardown does this (and more); OpenCL-free suites add it themselves. */
+void tu_sys_teardown(void);
+
+#ifndef TU_NO_OPENCL
+
+/* ============================================================================================== */
+/* Part 2 (test_util.c): OpenCL                                                                    */
+/* ============================================================================================== */
+
+#include <clattn/clattn.h>
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Devices and contexts                                                                            */
@@ -34,49 +153,26 @@ int tu_main(Suite *(*make_suite)(void));
 /* In a sanitizer build, runs LeakSanitizer's check now instead of at exit (tu_main does this). */
 void tu_leak_check_now(void);
 
-/* A test case with the fixture that releases everything tracked by tu_track_*(). */
+/* A test case with the fixture that clears the label and, after the test, releases everything
+ * tracked by tu_track*() and does tu_sys_teardown(). */
 TCase *tu_tcase(const char *name);
+/* A tu_tcase named `name` holding one loop test of n iterations, added to s. */
+void tu_add_loop(Suite *s, const char *name, const TTest *fn, size_t n);
 
 /* Loop index helpers for "table × devices" loop tests: index = case * tu_ndev + device. */
 #define TU_CASE(i) ((size_t)(i) / tu_ndev)
 #define TU_DEVICE(i) ((size_t)(i) % tu_ndev)
 
-/* A label describing the current case, included in every failure message of check_close and the
- * guard checks. */
-void tu_set_label(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-const char *tu_label(void);
+/* A new context on spec (NULL: the default selection); fails the test unless that succeeds. The
+ * caller frees it. */
+clattn_context *tu_context_new(const char *spec);
 
-/* ---------------------------------------------------------------------------------------------- */
-/* Random numbers                                                                                  */
-/* ---------------------------------------------------------------------------------------------- */
-
-typedef struct tu_rng {
-    uint64_t state;
-} tu_rng;
-
-void tu_rng_seed(tu_rng *r, uint64_t seed);
-uint64_t tu_rng_next(tu_rng *r);               /* splitmix64 */
-double tu_rng_unit(tu_rng *r);                 /* uniform in [0, 1) */
-float tu_rng_uniform(tu_rng *r, float a);      /* uniform in [-a, a] */
-void tu_fill_uniform(float *p, size_t n, float a, uint64_t seed);
-/* Fill with integer multiples of `step` in [-kmax*step, kmax*step] (exactly representable). */
-void tu_fill_int_multiples(float *p, size_t n, int kmax, float step, uint64_t seed);
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Tolerance checks                                                                                */
-/* ---------------------------------------------------------------------------------------------- */
-
-#define TU_ATOL 2e-5
-#define TU_RTOL 1e-4
-
-extern double tu_max_abs_err; /* the largest finite |out − ref| seen by check_close in this process */
-
-/* |out−ref| ≤ 2e-5 + 1e-4·|ref| for every element (infinities must match exactly, NaN never passes).
- * Fails the test at the first bad index. max_err (may be NULL) receives the largest |out−ref|. */
-void check_close(const float *out, const double *ref, size_t n, double *max_err);
-/* The same, naming the tensor in the failure message. */
-void check_close_named(const char *what, const float *out, const double *ref, size_t n,
-                       double *max_err);
+/* Fails the test unless st (a clattn_status variable) is CLATTN_SUCCESS; the message gives the
+ * label, `what`, the status and clattn_last_error(ctx) (ctx NULL: this thread's detail). A macro, so
+ * that check reports the caller's line. */
+#define TU_ASSERT_OK(st, ctx, what)                                                                  \
+    ck_assert_msg((st) == CLATTN_SUCCESS, "%s: %s: %s: %s", tu_label(), (what),                        \
+                  clattn_status_string(st), clattn_last_error(ctx))
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Guard regions                                                                                   */
@@ -114,17 +210,22 @@ void tu_dev_check_equal(clattn_context *ctx, cl_mem m, const float *expect, size
 /* 1 if the first nfloats floats of m are all sentinel. */
 int tu_dev_all_sentinel(clattn_context *ctx, cl_mem m, size_t nfloats);
 
-/* Tracked allocations, released by the fixture even when a test fails part-way. */
-void *tu_track_malloc(size_t bytes);
-double *tu_dalloc(size_t n); /* tracked, zeroed doubles */
-float *tu_falloc(size_t n);  /* tracked, zeroed floats */
+/* Tracked OpenCL buffers, released by the fixture even when a test fails part-way. */
 void tu_track_mem(cl_mem m);
+/* Releases the tracked buffers and frees the tracked host allocations. */
 void tu_release_all(void);
 
 /* clattn_finish with an assertion. */
 void tu_finish(clattn_context *ctx);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Descriptors and masks                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
 #include "reference.h"
+
+/* An SDPA descriptor with these sizes and everything else zero (no masks, default scale, AUTO). */
+clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk, size_t Dv);
 
 /* Key lengths for batch B: TU_KL_NONE → NULL; FULL: all S; VARIED: even batches (S+1)/2, odd S;
  * ZERO: batch 0 gets 0 (every key masked), others S−1 (1 when S = 1). Writes out[0..B). */
@@ -140,5 +241,7 @@ float *tu_make_mask(clattn_mask_layout layout, size_t B, size_t H, size_t L, siz
 
 /* Convenience: Dv of an sdpa desc, element counts of its tensors. */
 size_t tu_sdpa_dv(const clattn_sdpa_desc *d);
+
+#endif /* TU_NO_OPENCL */
 
 #endif /* CLATTN_TEST_UTIL_H */

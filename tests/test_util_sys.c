@@ -1,0 +1,313 @@
+/* The OpenCL-free part of the test utility (tests/test_util.h): labels, PRNG, tolerance checks,
+ * tracked host allocations, environment save/restore, scratch folders and whole files. */
+#define _XOPEN_SOURCE 700 /* setenv, strdup, mkdtemp, nftw */
+#define TU_NO_OPENCL
+#include "test_util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Labels                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+static char tu_label_buf[512] = "";
+
+void tu_set_label(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tu_label_buf, sizeof tu_label_buf, fmt, ap);
+    va_end(ap);
+}
+
+const char *tu_label(void) { return tu_label_buf; }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Random numbers                                                                                  */
+/* ---------------------------------------------------------------------------------------------- */
+
+void tu_rng_seed(tu_rng *r, uint64_t seed) { r->state = seed * 0x9E3779B97F4A7C15ull + 1; }
+
+uint64_t tu_rng_next(tu_rng *r)
+{
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+double tu_rng_unit(tu_rng *r) { return (double)(tu_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+
+float tu_rng_uniform(tu_rng *r, float a) { return (float)((2.0 * tu_rng_unit(r) - 1.0) * a); }
+
+void tu_fill_uniform(float *p, size_t n, float a, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        p[i] = tu_rng_uniform(&r, a);
+}
+
+void tu_fill_int_multiples(float *p, size_t n, int kmax, float step, uint64_t seed)
+{
+    tu_rng r;
+    tu_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++) {
+        int k = (int)(tu_rng_next(&r) % (uint64_t)(2 * kmax + 1)) - kmax;
+        p[i] = (float)k * step;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tolerance checks                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+double tu_max_abs_err = 0.0;
+double tu_max_ratio = 0.0;
+
+void check_close_named(const char *what, const float *out, const double *ref, size_t n,
+                       double *max_err)
+{
+    double local = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double o = (double)out[i], r = ref[i];
+        if (isinf(r) || isinf(o)) {
+            ck_assert_msg(isinf(r) && isinf(o) && (signbit(r) != 0) == (signbit(o) != 0),
+                          "%s: %s[%zu] = %.9g, fp64 reference %.17g", tu_label(), what, i, o, r);
+            continue;
+        }
+        ck_assert_msg(!isnan(o) && !isnan(r), "%s: %s[%zu] = %.9g, fp64 reference %.17g",
+                      tu_label(), what, i, o, r);
+        double e = fabs(o - r);
+        double tol = TU_ATOL + TU_RTOL * fabs(r);
+        if (e > local)
+            local = e;
+        if (e > tu_max_abs_err)
+            tu_max_abs_err = e;
+        if (e / tol > tu_max_ratio)
+            tu_max_ratio = e / tol;
+        ck_assert_msg(e <= tol, "%s: %s[%zu] = %.9g, fp64 reference %.17g (|err| %.3g > tol %.3g)",
+                      tu_label(), what, i, o, r, e, tol);
+    }
+    if (max_err)
+        *max_err = local;
+}
+
+void check_close(const float *out, const double *ref, size_t n, double *max_err)
+{
+    check_close_named("out", out, ref, n, max_err);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tracked host allocations                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+static void **tu_ptrs = NULL;
+static size_t tu_nptrs = 0, tu_capptrs = 0;
+
+void *tu_track(void *p)
+{
+    ck_assert_msg(p != NULL, "out of memory");
+    if (tu_nptrs == tu_capptrs) {
+        size_t cap = tu_capptrs ? 2 * tu_capptrs : 64;
+        void **np = realloc(tu_ptrs, cap * sizeof *np);
+        if (!np)
+            free(p);
+        ck_assert_msg(np != NULL, "out of memory");
+        tu_ptrs = np;
+        tu_capptrs = cap;
+    }
+    tu_ptrs[tu_nptrs++] = p;
+    return p;
+}
+
+void *tu_track_malloc(size_t bytes)
+{
+    void *p = calloc(1, bytes ? bytes : 1);
+    ck_assert_msg(p != NULL, "out of host memory (%zu bytes)", bytes);
+    return tu_track(p);
+}
+
+double *tu_dalloc(size_t n) { return tu_track_malloc(n * sizeof(double)); }
+float *tu_falloc(size_t n) { return tu_track_malloc(n * sizeof(float)); }
+
+void tu_release_host(void)
+{
+    for (size_t i = 0; i < tu_nptrs; i++)
+        free(tu_ptrs[i]);
+    tu_nptrs = 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Environment variables                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+#define SAVED_MAX 8
+
+static const char *saved_names[SAVED_MAX];
+static char *saved_values[SAVED_MAX];
+static size_t saved_count;
+
+void tu_env_save(const char *const *names, size_t n)
+{
+    tu_env_restore();
+    for (size_t i = 0; i < n && i < SAVED_MAX; i++) {
+        const char *v = getenv(names[i]);
+        saved_names[i] = names[i];
+        saved_values[i] = v ? strdup(v) : NULL;
+        saved_count = i + 1;
+    }
+}
+
+void tu_env_restore(void)
+{
+    for (size_t i = 0; i < saved_count; i++) {
+        if (saved_values[i])
+            setenv(saved_names[i], saved_values[i], 1);
+        else
+            unsetenv(saved_names[i]);
+        free(saved_values[i]);
+        saved_values[i] = NULL;
+    }
+    saved_count = 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Scratch folders and files                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+static char scratch[TU_MAX_SCRATCH][1024];
+static size_t n_scratch;
+
+const char *tu_scratch_make(const char *prefix)
+{
+    if (n_scratch == TU_MAX_SCRATCH) {
+        errno = EMFILE;
+        return NULL;
+    }
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base)
+        base = "/tmp";
+    char *dir = scratch[n_scratch];
+    snprintf(dir, sizeof scratch[0], "%s/%s-XXXXXX", base, prefix);
+    if (!mkdtemp(dir))
+        return NULL;
+    n_scratch++;
+    return dir;
+}
+
+const char *tu_scratch_dir(const char *prefix)
+{
+    const char *dir = tu_scratch_make(prefix);
+    ck_assert_msg(dir != NULL, "cannot make a scratch folder %s-XXXXXX under $TMPDIR or /tmp: %s", prefix,
+                  strerror(errno));
+    return dir;
+}
+
+void tu_scratch_remove_all(void)
+{
+    for (size_t i = 0; i < n_scratch; i++)
+        tu_rm_rf(scratch[i]);
+    n_scratch = 0;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    remove(path);
+    return 0;
+}
+
+void tu_rm_rf(const char *path)
+{
+    if (path && path[0])
+        nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+size_t tu_dir_count(const char *dir)
+{
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    return n;
+}
+
+char *tu_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n, f)) > 0;) {
+        n += got;
+        if (n == cap) {
+            char *bigger = realloc(buf, 2 * cap + 1);
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    if (len)
+        *len = buf ? n : 0;
+    return buf;
+}
+
+void tu_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "%s: cannot write %s: %s", tu_label(), path, strerror(errno));
+    ck_assert(len == 0 || fwrite(data, 1, len, f) == len);
+    ck_assert(fclose(f) == 0);
+}
+
+void tu_copy_file(const char *from, const char *to, const char *append)
+{
+    FILE *in = fopen(from, "rb");
+    ck_assert_msg(in != NULL, "open %s: %s", from, strerror(errno));
+    FILE *out = fopen(to, "wb");
+    ck_assert_msg(out != NULL, "create %s: %s", to, strerror(errno));
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        ck_assert(fwrite(buf, 1, n, out) == n);
+    if (append)
+        fputs(append, out);
+    fclose(in);
+    ck_assert(fclose(out) == 0);
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Fixture                                                                                         */
+/* ---------------------------------------------------------------------------------------------- */
+
+void tu_sys_teardown(void)
+{
+    tu_release_host();
+    tu_scratch_remove_all();
+    tu_env_restore();
+}
