@@ -147,13 +147,14 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 }
 
 clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x, const float *kv,
-                              const clattn_mha_host_weights *w, const float *mask, float *out, float *attn_weights)
+                              const clattn_mha_host_weights *weights, const float *mask, float *out,
+                              float *attn_weights)
 {
+    clattn_mha_host_weights copy;
+    const clattn_mha_host_weights *w = &copy;
     clattn_status st = check_context(ctx);
-    if (st != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS || (st = mha_host_weights_read(ctx, weights, &copy)) != CLATTN_SUCCESS)
         return st;
-    if (!w)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
     mha_shape m;
     if ((st = mha_check(ctx, desc, kv != NULL, w->w_o != NULL, w->b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
         return st;
@@ -177,7 +178,8 @@ clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, 
     if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
         return st;
     if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS) {
-        clattn_mha_weights dw = {t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem, t[7].mem, t[8].mem, t[9].mem};
+        clattn_mha_weights dw = {sizeof dw, t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem, t[7].mem, t[8].mem,
+                                 t[9].mem};
         st = mha_run(ctx, &m, t[0].mem, t[1].mem, &dw, t[10].mem, t[11].mem, t[12].mem);
     }
     return host_tensors_finish(ctx, t, n, st);

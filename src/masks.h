@@ -8,8 +8,9 @@
 
 #include <stdbool.h>
 
-/* Check the caller's masks against the shape (mask_given: an additive mask buffer or array came with
- * the call) and store them in s->masks, with the additive mask's element count in s->mask_elems. */
+/* Read the caller's masks (NULL: none) by the struct_size rule, check them against the shape
+ * (mask_given: an additive mask buffer or array came with the call) and store them in s->masks, with
+ * the additive mask's element count in s->mask_elems. */
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool mask_given, sdpa_shape *s);
 
 /* The masks of one call as the kernels take them. */

@@ -8,14 +8,36 @@
 #include "projection.h"
 #include "scratch.h"
 #include "sdpa.h"
+#include "versioned.h"
 
 #include <string.h>
 
+/* The first published layouts (0.2.0) end with `algorithm` and `b_o`. */
+#define MHA_DESC_SIZE_0_2 (offsetof(clattn_mha_desc, algorithm) + sizeof(clattn_algorithm))
+#define MHA_WEIGHTS_SIZE_0_2 (offsetof(clattn_mha_weights, b_o) + sizeof(cl_mem))
+#define MHA_HOST_WEIGHTS_SIZE_0_2 (offsetof(clattn_mha_host_weights, b_o) + sizeof(const float *))
+
+clattn_status mha_weights_read(clattn_context *ctx, const clattn_mha_weights *w, clattn_mha_weights *out)
+{
+    if (!w)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
+    return versioned_copy(ctx, w, sizeof *out, MHA_WEIGHTS_SIZE_0_2, "clattn_mha_weights", "CLATTN_MHA_WEIGHTS_INIT",
+                          out);
+}
+
+clattn_status mha_host_weights_read(clattn_context *ctx, const clattn_mha_host_weights *w,
+                                    clattn_mha_host_weights *out)
+{
+    if (!w)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
+    return versioned_copy(ctx, w, sizeof *out, MHA_HOST_WEIGHTS_SIZE_0_2, "clattn_mha_host_weights",
+                          "CLATTN_MHA_HOST_WEIGHTS_INIT", out);
+}
+
+/* desc: already read by the struct_size rule. */
 static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_desc *desc, bool kv_given,
                                        bool out_proj, mha_shape *m)
 {
-    if (!desc)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
     if (desc->model_dim == 0)
         return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.model_dim is 0");
     memset(m, 0, sizeof *m);
@@ -37,8 +59,15 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     m->kv_dim = desc->kv_dim ? desc->kv_dim : desc->model_dim;
     m->out_dim = desc->out_dim ? desc->out_dim : desc->model_dim;
 
-    clattn_sdpa_desc sd = {desc->batch, desc->heads, desc->q_len, m->self_attention ? desc->q_len : desc->kv_len,
-                           desc->qk_dim, desc->v_dim, desc->scale, desc->masks, desc->algorithm};
+    clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
+    sd.batch = desc->batch;
+    sd.heads = desc->heads;
+    sd.q_len = desc->q_len;
+    sd.kv_len = m->self_attention ? desc->q_len : desc->kv_len;
+    sd.qk_dim = desc->qk_dim;
+    sd.v_dim = desc->v_dim;
+    sd.scale = desc->scale;
+    sd.algorithm = desc->algorithm;
     clattn_status st = sdpa_shape_resolve(ctx, &sd, &m->sdpa);
     if (st != CLATTN_SUCCESS)
         return st;
@@ -64,8 +93,14 @@ clattn_status mha_check(clattn_context *ctx, const clattn_mha_desc *desc, bool k
 {
     if (has_b_o && !has_w_o)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "weights.b_o is given but weights.w_o is NULL");
-    clattn_status st = mha_shape_resolve(ctx, desc, kv_given, has_w_o, m);
-    return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, &desc->masks, mask_given, &m->sdpa);
+    if (!desc)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
+    clattn_mha_desc d;
+    clattn_status st = versioned_copy(ctx, desc, sizeof d, MHA_DESC_SIZE_0_2, "clattn_mha_desc", "CLATTN_MHA_DESC_INIT",
+                                      &d);
+    if (st == CLATTN_SUCCESS)
+        st = mha_shape_resolve(ctx, &d, kv_given, has_w_o, m);
+    return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, d.masks, mask_given, &m->sdpa);
 }
 
 clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem kv, const clattn_mha_weights *w,
@@ -100,13 +135,13 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
 }
 
 clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_mem x, cl_mem kv,
-                         const clattn_mha_weights *w, cl_mem mask, cl_mem out, cl_mem attn_weights)
+                         const clattn_mha_weights *weights, cl_mem mask, cl_mem out, cl_mem attn_weights)
 {
+    clattn_mha_weights copy;
+    const clattn_mha_weights *w = &copy;
     clattn_status st = check_context(ctx);
-    if (st != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS || (st = mha_weights_read(ctx, weights, &copy)) != CLATTN_SUCCESS)
         return st;
-    if (!w)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
     mha_shape m;
     if ((st = mha_check(ctx, desc, kv != NULL, w->w_o != NULL, w->b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
         return st;

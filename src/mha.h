@@ -14,7 +14,12 @@ typedef struct mha_shape {
     size_t x_elems, kv_elems, wq_elems, wk_elems, wv_elems, wo_elems, result_elems;
 } mha_shape;
 
-/* The descriptor's shape and masks. kv_given: a separate KV input (cross-attention); has_w_o, has_b_o:
+/* The caller's weights (NULL is an error) copied by the struct_size rule (versioned.h). */
+clattn_status mha_weights_read(clattn_context *ctx, const clattn_mha_weights *w, clattn_mha_weights *out);
+clattn_status mha_host_weights_read(clattn_context *ctx, const clattn_mha_host_weights *w,
+                                    clattn_mha_host_weights *out);
+
+/* The caller's descriptor (read by the struct_size rule), its shape and masks. kv_given: a separate KV input (cross-attention); has_w_o, has_b_o:
  * which of the output projection's weights came with the call; mask_given: an additive mask did. */
 clattn_status mha_check(clattn_context *ctx, const clattn_mha_desc *desc, bool kv_given, bool has_w_o, bool has_b_o,
                         bool mask_given, mha_shape *m);

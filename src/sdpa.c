@@ -17,8 +17,11 @@ static bool fused_can_fall_back(clattn_status st)
 
 clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool mask_given, sdpa_shape *s)
 {
-    clattn_status st = sdpa_shape_resolve(ctx, desc, s);
-    return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, &desc->masks, mask_given, s);
+    clattn_sdpa_desc d;
+    clattn_status st = sdpa_desc_read(ctx, desc, &d);
+    if (st == CLATTN_SUCCESS)
+        st = sdpa_shape_resolve(ctx, &d, s);
+    return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, d.masks, mask_given, s);
 }
 
 clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted)

@@ -8,7 +8,7 @@
 
 #include <stdbool.h>
 
-/* The descriptor's shape and masks (mask_given: an additive mask came with the call). */
+/* The caller's descriptor, its shape and masks (mask_given: an additive mask came with the call). */
 clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool mask_given, sdpa_shape *s);
 
 /* CLATTN_ALGORITHM_FUSED can neither return weights nor serve head sizes above FUSED_MAX_HEAD. */

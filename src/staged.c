@@ -146,10 +146,12 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
                            cl_mem scores)
 {
     clattn_status st = check_context(ctx);
+    clattn_sdpa_desc d;
     sdpa_shape s;
     device_masks masks;
-    if (st != CLATTN_SUCCESS || (st = sdpa_shape_resolve(ctx, desc, &s)) != CLATTN_SUCCESS ||
-        (st = masks_resolve(ctx, &desc->masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS ||
+        (st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+        (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, k, s.k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
@@ -184,10 +186,10 @@ clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *d
     clattn_status st = check_context(ctx);
     if (st != CLATTN_SUCCESS)
         return st;
-    if (!desc)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
     /* This stage has no Q or K: let v_dim stand in for an unset qk_dim. Masks do not apply. */
-    clattn_sdpa_desc d = *desc;
+    clattn_sdpa_desc d;
+    if ((st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS)
+        return st;
     if (d.qk_dim == 0)
         d.qk_dim = d.v_dim;
     sdpa_shape s;

@@ -93,6 +93,16 @@ static const status_entry status_table[] = {
     CL_ENTRY(CL_INVALID_COMPILER_OPTIONS, "OpenCL: invalid compiler options"),
     CL_ENTRY(CL_INVALID_LINKER_OPTIONS, "OpenCL: invalid linker options"),
     CL_ENTRY(CL_INVALID_DEVICE_PARTITION_COUNT, "OpenCL: invalid device partition count"),
+    /* OpenCL 2.x and 3.0 codes, and extension codes, by value: the library is built for 1.2 headers. */
+    {-69, "CL_INVALID_PIPE_SIZE", "OpenCL: invalid pipe size"},
+    {-70, "CL_INVALID_DEVICE_QUEUE", "OpenCL: invalid device queue"},
+    {-71, "CL_INVALID_SPEC_ID", "OpenCL: invalid specialization constant id"},
+    {-72, "CL_MAX_SIZE_RESTRICTION_EXCEEDED", "OpenCL: a size restriction was exceeded"},
+    {-1000, "CL_INVALID_GL_SHAREGROUP_REFERENCE_KHR", "OpenCL: invalid GL share group reference"},
+    {-1001, "CL_PLATFORM_NOT_FOUND_KHR", "OpenCL: no platform found (the ICD loader finds no driver)"},
+    {-1057, "CL_DEVICE_PARTITION_FAILED_EXT", "OpenCL: device partition failed"},
+    {-1058, "CL_INVALID_PARTITION_COUNT_EXT", "OpenCL: invalid partition count"},
+    {-1059, "CL_INVALID_PARTITION_NAME_EXT", "OpenCL: invalid partition name"},
 };
 
 static const status_entry *find_status(clattn_status status)

@@ -4,6 +4,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "versioned.h"
 
 #include <stdarg.h>
 
@@ -73,6 +74,16 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
     return CLATTN_SUCCESS;
 }
 
+/* The first published layout (0.2.0) ends with `algorithm`. */
+#define SDPA_DESC_SIZE_0_2 (offsetof(clattn_sdpa_desc, algorithm) + sizeof(clattn_algorithm))
+
+clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, clattn_sdpa_desc *out)
+{
+    if (!desc)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
+    return versioned_copy(ctx, desc, sizeof *out, SDPA_DESC_SIZE_0_2, "clattn_sdpa_desc", "CLATTN_SDPA_DESC_INIT", out);
+}
+
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *s)
 {
@@ -85,8 +96,9 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
         if (dims[i].value == 0)
             return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.%s is 0", dims[i].name);
-    if (!isfinite(desc->scale))
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.scale is not finite");
+    if (isinf(desc->scale))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.scale is infinite (CLATTN_SCALE_DEFAULT, a NaN, asks for 1/sqrt(qk_dim))");
     if (desc->algorithm != CLATTN_ALGORITHM_AUTO && desc->algorithm != CLATTN_ALGORITHM_FUSED &&
         desc->algorithm != CLATTN_ALGORITHM_STAGED)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.algorithm has the unknown value %d",
@@ -98,7 +110,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->kv_len = desc->kv_len;
     s->qk_dim = desc->qk_dim;
     s->v_dim = desc->v_dim ? desc->v_dim : desc->qk_dim;
-    s->scale = desc->scale != 0.0f ? desc->scale : (float)(1.0 / sqrt((double)desc->qk_dim));
+    s->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
     s->algorithm = desc->algorithm;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;

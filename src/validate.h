@@ -30,8 +30,11 @@ typedef struct sdpa_shape {
     size_t mask_elems;
 } sdpa_shape;
 
-/* Dimensions ≥ 1, a finite scale, a known algorithm, and every tensor size within size_t. The masks
- * are left empty. */
+/* The caller's descriptor (NULL is an error) copied by the struct_size rule (versioned.h) into `out`. */
+clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, clattn_sdpa_desc *out);
+
+/* Dimensions ≥ 1, a scale that is finite or CLATTN_SCALE_DEFAULT, a known algorithm, and every tensor
+ * size within size_t, for a descriptor already read by sdpa_desc_read. The masks are left empty. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
 
 #endif

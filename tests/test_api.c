@@ -384,8 +384,10 @@ START_TEST(test_context_from_cl)
     clReleaseCommandQueue(q);
     clReleaseContext(c);
 
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     clattn_sdpa_desc desc = tu_sdpa_desc(2, 3, 7, 61, 8, 0);
-    desc.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    desc.masks = &masks;
     size_t nq = 2 * 3 * 7 * 8, nk = 2 * 3 * 61 * 8, no = nq, np = 2 * 3 * 7 * 61;
     float *hq = tu_falloc(nq), *hk = tu_falloc(nk), *hv = tu_falloc(nk);
     tu_fill_uniform(hq, nq, 1.0f, 21);

@@ -108,6 +108,7 @@ static void free_ctx(clattn_context *ctx)
 
 typedef struct problem {
     clattn_sdpa_desc d;
+    clattn_masks m; /* d.masks points here */
     float *q, *k, *v;
     double *ro, *rl;
 } problem;
@@ -118,7 +119,9 @@ static void prepare_problem(void)
 {
     memset(&prob, 0, sizeof prob);
     prob.d = tu_sdpa_desc(PB, PH, PL, PS, PD, 0);
-    prob.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    prob.m = (clattn_masks)CLATTN_MASKS_INIT;
+    prob.m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    prob.d.masks = &prob.m;
     prob.d.algorithm = CLATTN_ALGORITHM_FUSED;
     prob.q = tu_falloc(NQ);
     prob.k = tu_falloc(NK);

@@ -442,8 +442,9 @@ static float *rand_mask(size_t n)
 
 typedef struct sdpa_spec {
     size_t rank, B, H, L, S, D, Dv;
-    float scale;               /* passed as --scale when not 0 */
+    float scale;               /* passed as --scale when not 0 (or when scale_zero) */
     bool scale_eq;             /* spelled --scale=VALUE */
+    bool scale_zero;           /* pass --scale 0 (scale must be 0): uniform weights */
     clattn_causal causal;      /* what the flags in extra ask for, for the reference */
     const size_t *key_lengths; /* likewise (B entries) */
     const float *mask;         /* likewise: the additive mask expanded to (B,H,L,S) */
@@ -508,9 +509,10 @@ static void sdpa_check(const sdpa_spec *s)
     argl a = {{0}, 0};
     add(&a, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--out", P("out.npy"), "--weights", P("w.npy"), "--lse",
         P("lse.npy"), NULL);
-    if (s->scale != 0.0f && s->scale_eq)
+    const bool pass_scale = s->scale != 0.0f || s->scale_zero;
+    if (pass_scale && s->scale_eq)
         add(&a, fmt("--scale=%.9g", s->scale), NULL);
-    else if (s->scale != 0.0f)
+    else if (pass_scale)
         add(&a, "--scale", fmt("%.9g", s->scale), NULL);
     add_list(&a, s->extra);
     run_args(&a, NULL);
@@ -518,9 +520,19 @@ static void sdpa_check(const sdpa_spec *s)
 
     const float *out = load_f32(P("out.npy"), r, os), *w = load_f32(P("w.npy"), r, ws);
     const float *lse = load_f32(P("lse.npy"), lr, ls);
-    clattn_sdpa_desc d = {.batch = B, .heads = H, .q_len = L, .kv_len = S, .qk_dim = D, .v_dim = Dv,
-                          .scale = s->scale,
-                          .masks = {s->causal, s->key_lengths, s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE}};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = s->causal;
+    m.key_lengths = s->key_lengths;
+    m.additive = s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = D;
+    d.v_dim = Dv;
+    d.scale = pass_scale ? s->scale : CLATTN_SCALE_DEFAULT;
+    d.masks = &m;
     double *ro = xmalloc(B * H * L * Dv * sizeof *ro), *rw = xmalloc(B * H * L * S * sizeof *rw);
     double *rl = xmalloc(B * H * L * sizeof *rl);
     ref_sdpa(&d, q, k, v, s->mask, ro, rw, rl);
@@ -546,12 +558,16 @@ static void mha_check(const mha_spec *s)
     const size_t B = s->B, L = s->L, S = s->cross ? s->S : s->L, dm = s->d_model, dkv = s->cross ? s->d_kv : dm;
     const size_t H = s->H, hk = H * s->dk, hv = H * s->dv, d_out = s->wo ? s->d_out : hv;
     const float *x = rand_floats(B * L * dm, 1.0f), *kv = s->cross ? rand_floats(B * S * dkv, 1.0f) : NULL;
-    clattn_mha_host_weights w = {
-        rand_floats(dm * hk, 0.6f), s->biases ? rand_floats(hk, 0.3f) : NULL,
-        rand_floats(dkv * hk, 0.6f), s->biases ? rand_floats(hk, 0.3f) : NULL,
-        rand_floats(dkv * hv, 0.6f), s->biases ? rand_floats(hv, 0.3f) : NULL,
-        s->wo ? rand_floats(hv * d_out, 0.5f) : NULL, s->bo ? rand_floats(d_out, 0.3f) : NULL,
-    };
+    /* drawn in this order: w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o */
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = rand_floats(dm * hk, 0.6f);
+    w.b_q = s->biases ? rand_floats(hk, 0.3f) : NULL;
+    w.w_k = rand_floats(dkv * hk, 0.6f);
+    w.b_k = s->biases ? rand_floats(hk, 0.3f) : NULL;
+    w.w_v = rand_floats(dkv * hv, 0.6f);
+    w.b_v = s->biases ? rand_floats(hv, 0.3f) : NULL;
+    w.w_o = s->wo ? rand_floats(hv * d_out, 0.5f) : NULL;
+    w.b_o = s->bo ? rand_floats(d_out, 0.3f) : NULL;
     argl a = {{0}, 0};
     add(&a, "mha", "--heads", fmt("%zu", H), "--out", P("y.npy"), "--weights", P("a.npy"), NULL);
     if (s->rank == 3) {
@@ -587,9 +603,21 @@ static void mha_check(const mha_spec *s)
         y = load_f32(P("y.npy"), 2, (size_t[]){L, d_out});
         p = load_f32(P("a.npy"), 3, (size_t[]){H, L, S});
     }
-    clattn_mha_desc d = {.batch = B, .q_len = L, .kv_len = S, .model_dim = dm, .kv_dim = dkv, .heads = H,
-                         .qk_dim = s->dk, .v_dim = s->dv, .out_dim = d_out, .scale = s->scale,
-                         .masks = {s->causal, s->key_lengths, CLATTN_MASK_NONE}};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = s->causal;
+    m.key_lengths = s->key_lengths;
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = B;
+    d.q_len = L;
+    d.kv_len = S;
+    d.model_dim = dm;
+    d.kv_dim = dkv;
+    d.heads = H;
+    d.qk_dim = s->dk;
+    d.v_dim = s->dv;
+    d.out_dim = d_out;
+    d.scale = s->scale != 0.0f ? s->scale : CLATTN_SCALE_DEFAULT;
+    d.masks = &m;
     double *ry = xmalloc(B * L * d_out * sizeof *ry), *rp = xmalloc(B * H * L * S * sizeof *rp);
     ref_mha(&d, x, kv, &w, NULL, ry, rp);
     expect_close("out", y, ry, B * L * d_out);
@@ -951,6 +979,27 @@ START_TEST(test_sdpa_scale)
     sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 4, .S = 5, .D = 4, .Dv = 4, .scale = -1.25f, .seed = 15});
     sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 3, .D = 2, .Dv = 2, .scale = 2.5f,
                             .scale_eq = true, .seed = 16});
+
+    /* --scale 0 is a real scale, not "the default": every score is 0, so each row's weights are
+     * uniform over the keys it sees — 1/S without masks, 1/(i+1) on row i under top-left causal. */
+    enum { H0 = 2, L0 = 4, S0 = 5 };
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = H0, .L = L0, .S = S0, .D = 4, .Dv = 3, .scale_zero = true,
+                            .seed = 18});
+    const float *w = load_f32(P("w.npy"), 3, (size_t[]){H0, L0, S0});
+    for (size_t i = 0; i < H0 * L0 * S0; i++)
+        ck_assert_msg(fabsf(w[i] - 1.0f / S0) <= 1e-6f, "`%s`: weights[%zu] = %.9g, expected 1/S = %.9g", R.cmd, i,
+                      (double)w[i], 1.0 / S0);
+    const char *const causal[] = {"--causal", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = H0, .L = L0, .S = S0, .D = 4, .Dv = 3, .scale_zero = true,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = causal, .seed = 19});
+    w = load_f32(P("w.npy"), 3, (size_t[]){H0, L0, S0});
+    for (size_t h = 0; h < H0; h++)
+        for (size_t i = 0; i < L0; i++)
+            for (size_t j = 0; j < S0; j++) {
+                const float want = j <= i ? 1.0f / (float)(i + 1) : 0.0f, got = w[(h * L0 + i) * S0 + j];
+                ck_assert_msg(fabsf(got - want) <= 1e-6f, "`%s`: weights[%zu][%zu][%zu] = %.9g, expected %.9g",
+                              R.cmd, h, i, j, (double)got, (double)want);
+            }
 }
 END_TEST
 
@@ -1052,7 +1101,6 @@ static const char *e_scale_text(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scal
 static const char *e_scale_suffix(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "0.5x", NULL); return "0.5x"; }
 static const char *e_scale_inf(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "inf", NULL); return "inf"; }
 static const char *e_scale_nan(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "nan", NULL); return "nan"; }
-static const char *e_scale_zero(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "0", NULL); return "--scale"; }
 static const char *e_heads_zero(argl *a) { mha_args(a, "0"); return "--heads"; }
 static const char *e_heads_negative(argl *a) { mha_args(a, "-2"); return "-2"; }
 static const char *e_heads_text(argl *a) { mha_args(a, "two"); return "two"; }
@@ -1346,7 +1394,6 @@ static const err_case err_cases[] = {
     {"--scale 0.5x", e_scale_suffix, false, NULL},
     {"--scale inf", e_scale_inf, false, NULL},
     {"--scale nan", e_scale_nan, false, NULL},
-    {"--scale 0", e_scale_zero, false, NULL},
     {"--heads 0", e_heads_zero, false, NULL},
     {"--heads -2", e_heads_negative, false, NULL},
     {"--heads two", e_heads_text, false, NULL},
@@ -1564,7 +1611,12 @@ START_TEST(test_demo_save)
     expect_close("k = x·wk", k, ref, N * DK);
     ref_matmul(N, DM, DK, x, wv, NULL, ref);
     expect_close("v = x·wv", v, ref, N * DK);
-    clattn_sdpa_desc d = {.batch = 1, .heads = 1, .q_len = N, .kv_len = N, .qk_dim = DK};
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = 1;
+    d.heads = 1;
+    d.q_len = N;
+    d.kv_len = N;
+    d.qk_dim = DK;
     ref_sdpa(&d, q, k, v, NULL, ref, rw, NULL);
     expect_close("weights", w, rw, N * N);
     expect_close("out", out, ref, N * DK);

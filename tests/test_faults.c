@@ -25,6 +25,7 @@ enum { B = 2, H = 3, L = 19, S = 23, D = 8, DM = 12, OD = 10 };
 typedef struct fixture {
     clattn_sdpa_desc d;
     clattn_mha_desc md;
+    clattn_masks dm, mdm; /* d.masks and md.masks point here */
     size_t kl[B];
     float q[B * H * L * D], k[B * H * S * D], v[B * H * S * D], mask[L * S];
     float x[B * L * DM], wq[DM * H * D], wk[DM * H * D], wv[DM * H * D], wo[H * D * OD], bq[H * D], bo[OD];
@@ -50,16 +51,36 @@ static void fixture_prepare(scenario sc)
     tu_fill_uniform(fx.bo, OD, 0.5f, 11);
     fx.kl[0] = S;
     fx.kl[1] = S / 2;
-    fx.d = (clattn_sdpa_desc){B, H, L, S, D, 0, 0.0f, {CLATTN_CAUSAL_BOTTOM_RIGHT, fx.kl, CLATTN_MASK_L_S},
-                              CLATTN_ALGORITHM_AUTO};
+    fx.dm = (clattn_masks)CLATTN_MASKS_INIT;
+    fx.dm.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    fx.dm.key_lengths = fx.kl;
+    fx.dm.additive = CLATTN_MASK_L_S;
+    fx.d = tu_sdpa_desc(B, H, L, S, D, 0);
+    fx.d.masks = &fx.dm;
+    fx.d.algorithm = CLATTN_ALGORITHM_AUTO;
     if (sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_SDPA_MEM_STAGED)
         fx.d.algorithm = CLATTN_ALGORITHM_STAGED;
-    fx.md = (clattn_mha_desc){.batch = B, .q_len = L, .model_dim = DM, .heads = H, .qk_dim = D, .out_dim = OD,
-                              .masks = {CLATTN_CAUSAL_TOP_LEFT, fx.kl, CLATTN_MASK_NONE}};
+    fx.mdm = (clattn_masks)CLATTN_MASKS_INIT;
+    fx.mdm.causal = CLATTN_CAUSAL_TOP_LEFT;
+    fx.mdm.key_lengths = fx.kl;
+    fx.md = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
+    fx.md.batch = B;
+    fx.md.q_len = L;
+    fx.md.model_dim = DM;
+    fx.md.heads = H;
+    fx.md.qk_dim = D;
+    fx.md.out_dim = OD;
+    fx.md.masks = &fx.mdm;
     if (sc == SC_MHA_WEIGHTS || sc == SC_MHA_FUSED) {
         fx.kl[0] = L; /* self-attention: L keys */
         fx.kl[1] = L / 2;
-        clattn_mha_host_weights w = {fx.wq, fx.bq, fx.wk, NULL, fx.wv, NULL, fx.wo, fx.bo};
+        clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+        w.w_q = fx.wq;
+        w.b_q = fx.bq;
+        w.w_k = fx.wk;
+        w.w_v = fx.wv;
+        w.w_o = fx.wo;
+        w.b_o = fx.bo;
         ref_mha(&fx.md, fx.x, NULL, &w, NULL, fx.ref_out, fx.ref_w);
     } else {
         ref_sdpa(&fx.d, fx.q, fx.k, fx.v, fx.mask, fx.ref_out, fx.ref_w, fx.ref_lse);
@@ -70,7 +91,13 @@ static void fixture_prepare(scenario sc)
  * scenario the outputs are read back only after a successful call. */
 static clattn_status run_scenario(clattn_context *ctx, scenario sc, float *out, float *w, float *lse)
 {
-    clattn_mha_host_weights hw = {fx.wq, fx.bq, fx.wk, NULL, fx.wv, NULL, fx.wo, fx.bo};
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    hw.w_q = fx.wq;
+    hw.b_q = fx.bq;
+    hw.w_k = fx.wk;
+    hw.w_v = fx.wv;
+    hw.w_o = fx.wo;
+    hw.b_o = fx.bo;
     switch (sc) {
     case SC_SDPA_FUSED:
         return clattn_sdpa_host(ctx, &fx.d, fx.q, fx.k, fx.v, fx.mask, out, NULL, lse);

@@ -19,7 +19,10 @@ static cl_ulong device_ulong(size_t dev, cl_device_info what)
 /* A small correct call: the context works. */
 static void assert_context_usable(clattn_context *ctx)
 {
-    clattn_sdpa_desc d = {1, 2, 9, 11, 5, 0, 0.0f, {CLATTN_CAUSAL_TOP_LEFT, NULL, CLATTN_MASK_NONE}, 0};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 9, 11, 5, 0);
+    d.masks = &m;
     float q[2 * 9 * 5], k[2 * 11 * 5], v[2 * 11 * 5], out[2 * 9 * 5];
     double ref[2 * 9 * 5];
     tu_fill_uniform(q, 90, 1.0f, 1);
@@ -49,7 +52,10 @@ START_TEST(test_total_memory)
                         "POCL_MEMORY_LIMIT=1\n", (unsigned long long)global);
         return;
     }
-    clattn_sdpa_desc d = {1, 1, side, side, side, 0, 0.0f, {CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_L_S}, 0};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.additive = CLATTN_MASK_L_S;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, side, side, side, 0);
+    d.masks = &m;
     float *dummy = tu_host_alloc(16, NULL), *out = tu_host_alloc(16, NULL);
     clattn_status st = clattn_sdpa_host(ctx, &d, dummy, dummy, dummy, dummy, out, NULL, NULL);
     ck_assert_msg(st == CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT, "%s: expected EXCEEDS_DEVICE_LIMIT, got %s: %s",
@@ -67,8 +73,11 @@ START_TEST(test_score_chunks)
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("staged scores beyond one allocation, in chunks, on %s", tu_dev_spec[dev]);
     enum { H = 8, L = 4096, S = 4096, D = 2 };
-    clattn_sdpa_desc d = {1, H, L, S, D, 0, 0.0f, {CLATTN_CAUSAL_BOTTOM_RIGHT, NULL, CLATTN_MASK_NONE},
-                          CLATTN_ALGORITHM_STAGED};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
+    d.masks = &m;
+    d.algorithm = CLATTN_ALGORITHM_STAGED;
     const size_t nq = (size_t)H * L * D, nk = (size_t)H * S * D;
     float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk), *out = tu_host_alloc(nq, NULL);
     float *lse = tu_host_alloc((size_t)H * L, NULL);
@@ -117,7 +126,8 @@ START_TEST(test_allocation_failure_is_reported)
     }
     clFinish(clattn_context_queue(ctx));
     enum { H = 4, L = 2048, S = 2048, D = 2 };
-    clattn_sdpa_desc d = {1, H, L, S, D, 0, 0.0f, {0}, CLATTN_ALGORITHM_STAGED};
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
+    d.algorithm = CLATTN_ALGORITHM_STAGED;
     const size_t nq = (size_t)H * L * D;
     float *q = tu_falloc(nq), *out = tu_host_alloc(nq, NULL);
     double *ref = tu_dalloc(nq);

@@ -15,6 +15,7 @@
 #define M0 CLATTN_MASK_NONE
 #define MLS CLATTN_MASK_L_S
 #define MBH CLATTN_MASK_B_H_L_S
+#define SD CLATTN_SCALE_DEFAULT
 
 enum { WO_NONE = 0, WO_ONLY, WO_BIAS }; /* no W_O; W_O without b_O; W_O and b_O */
 
@@ -38,27 +39,28 @@ typedef struct {
 
 static const mha_case cases[] = {
     /* self-attention */
-    {1, 7, 0, 0, 8, 0, 1, 4, 0, 0, 0, WO_NONE, 0.0f, NONE, TU_KL_NONE, M0, 0, 1},
-    {2, 7, 0, 0, 8, 0, 3, 4, 0, 0, 1, WO_BIAS, 0.0f, NONE, TU_KL_NONE, M0, 0, 1},
-    {2, 61, 0, 0, 21, 0, 3, 7, 5, 13, 1, WO_BIAS, 0.0f, NONE, TU_KL_NONE, M0, 0, 1},
-    {1, 64, 0, 64, 72, 0, 3, 8, 0, 0, 0, WO_ONLY, 0.0f, NONE, TU_KL_NONE, M0, 0, 0},
-    {2, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, WO_BIAS, 0.0f, NONE, TU_KL_NONE, M0, 0, 1},
-    {2, 13, 0, 0, 8, 0, 3, 4, 0, 0, 1, WO_ONLY, 0.0f, TL, TU_KL_NONE, M0, 0, 1},
-    {2, 13, 0, 13, 16, 0, 3, 5, 6, 0, 0, WO_NONE, 0.0f, NONE, TU_KL_ZERO, MLS, TU_MASKF_INF, 1},
+    {1, 7, 0, 0, 8, 0, 1, 4, 0, 0, 0, WO_NONE, SD, NONE, TU_KL_NONE, M0, 0, 1},
+    {2, 7, 0, 0, 8, 0, 3, 4, 0, 0, 1, WO_BIAS, SD, NONE, TU_KL_NONE, M0, 0, 1},
+    {2, 61, 0, 0, 21, 0, 3, 7, 5, 13, 1, WO_BIAS, SD, NONE, TU_KL_NONE, M0, 0, 1},
+    {1, 64, 0, 64, 72, 0, 3, 8, 0, 0, 0, WO_ONLY, SD, NONE, TU_KL_NONE, M0, 0, 0},
+    {2, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, WO_BIAS, SD, NONE, TU_KL_NONE, M0, 0, 1},
+    {2, 13, 0, 0, 8, 0, 3, 4, 0, 0, 1, WO_ONLY, SD, TL, TU_KL_NONE, M0, 0, 1},
+    {2, 13, 0, 13, 16, 0, 3, 5, 6, 0, 0, WO_NONE, SD, NONE, TU_KL_ZERO, MLS, TU_MASKF_INF, 1},
     {1, 9, 0, 0, 12, 0, 1, 12, 0, 12, 1, WO_BIAS, 0.3f, BR, TU_KL_NONE, M0, 0, 0},
     /* cross-attention: kv of a different length and width */
-    {2, 7, 1, 11, 8, 5, 1, 4, 0, 0, 0, WO_NONE, 0.0f, NONE, TU_KL_NONE, M0, 0, 1},
-    {1, 61, 1, 7, 16, 24, 3, 8, 4, 10, 1, WO_BIAS, 0.0f, NONE, TU_KL_NONE, M0, 0, 1},
-    {2, 13, 1, 5, 8, 3, 3, 4, 0, 0, 1, WO_ONLY, 0.0f, BR, TU_KL_VARIED, M0, 0, 1},
+    {2, 7, 1, 11, 8, 5, 1, 4, 0, 0, 0, WO_NONE, SD, NONE, TU_KL_NONE, M0, 0, 1},
+    {1, 61, 1, 7, 16, 24, 3, 8, 4, 10, 1, WO_BIAS, SD, NONE, TU_KL_NONE, M0, 0, 1},
+    {2, 13, 1, 5, 8, 3, 3, 4, 0, 0, 1, WO_ONLY, SD, BR, TU_KL_VARIED, M0, 0, 1},
     {2, 7, 1, 19, 8, 0, 3, 4, 7, 5, 0, WO_BIAS, 0.3f, NONE, TU_KL_NONE, MBH,
      TU_MASKF_INF | TU_MASKF_ROWINF, 1},
-    {2, 19, 1, 7, 6, 10, 1, 3, 2, 0, 1, WO_NONE, 0.0f, TL, TU_KL_FULL, MLS, 0, 0},
-    {1, 2, 1, 267, 8, 21, 3, 8, 0, 0, 1, WO_BIAS, 0.0f, NONE, TU_KL_ZERO, M0, 0, 1},
+    {2, 19, 1, 7, 6, 10, 1, 3, 2, 0, 1, WO_NONE, SD, TL, TU_KL_FULL, MLS, 0, 0},
+    {1, 2, 1, 267, 8, 21, 3, 8, 0, 0, 1, WO_BIAS, SD, NONE, TU_KL_ZERO, M0, 0, 1},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
 typedef struct {
     clattn_mha_desc d;
+    clattn_masks m; /* d.masks points here */
     size_t kl[2];
     size_t S, dkv, Dv, od, ycols;
     size_t nx, nkv, nwq, nwk, nwv, nwo, nm, ny, nw;
@@ -71,6 +73,7 @@ static void prepare(size_t ci, prepared *p)
 {
     const mha_case *c = &cases[ci];
     memset(p, 0, sizeof *p);
+    p->d = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     p->d.batch = c->B;
     p->d.q_len = c->L;
     p->d.kv_len = c->S;
@@ -81,10 +84,12 @@ static void prepare(size_t ci, prepared *p)
     p->d.v_dim = c->Dv;
     p->d.out_dim = c->od;
     p->d.scale = c->scale;
-    p->d.masks.causal = c->causal;
+    p->m = (clattn_masks)CLATTN_MASKS_INIT;
+    p->m.causal = c->causal;
     p->S = c->cross ? c->S : c->L;
-    p->d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, p->S, p->kl);
-    p->d.masks.additive = c->add;
+    p->m.key_lengths = tu_make_key_lengths(c->kl, c->B, p->S, p->kl);
+    p->m.additive = c->add;
+    p->d.masks = &p->m;
     p->dkv = c->cross ? (c->dkv ? c->dkv : c->dm) : c->dm;
     p->Dv = c->Dv ? c->Dv : c->Dqk;
     p->od = c->od ? c->od : c->dm;
@@ -131,6 +136,7 @@ static void prepare(size_t ci, prepared *p)
     }
     if (c->add != CLATTN_MASK_NONE)
         p->mask = tu_make_mask(c->add, c->B, c->H, c->L, p->S, c->addf, seed + 11, &p->nm);
+    p->hw = (clattn_mha_host_weights)CLATTN_MHA_HOST_WEIGHTS_INIT;
     p->hw.w_q = p->wq;
     p->hw.b_q = p->bq;
     p->hw.w_k = p->wk;
@@ -185,8 +191,7 @@ START_TEST(test_mha_mem)
     size_t nqb = c->H * c->Dqk, nvb = c->H * p.Dv;
     cl_mem mx = tu_dev_alloc(ctx, p.nx, p.x);
     cl_mem mkv = p.kv ? tu_dev_alloc(ctx, p.nkv, p.kv) : NULL;
-    clattn_mha_weights mw;
-    memset(&mw, 0, sizeof mw);
+    clattn_mha_weights mw = CLATTN_MHA_WEIGHTS_INIT;
     mw.w_q = tu_dev_alloc(ctx, p.nwq, p.wq);
     mw.w_k = tu_dev_alloc(ctx, p.nwk, p.wk);
     mw.w_v = tu_dev_alloc(ctx, p.nwv, p.wv);
@@ -250,7 +255,8 @@ END_TEST
 /* The tutorial's worked example                                                                   */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* X, W_Q, W_K, W_V of the worked example come from tools/tutorial_example.h, shared with the CLI. */
+/* X, W_Q, W_K, W_V of the worked example come from tools/reference/tutorial_example.h, shared with the
+ * CLI. */
 
 /* The tutorial's printed attention weights (4 decimals), in units of 1e-4. */
 static const int tut_weights_e4[4][4] = {
@@ -271,6 +277,7 @@ typedef struct {
 static void tutorial_prepare(tutorial *t)
 {
     memset(t, 0, sizeof *t);
+    t->d = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 8; j++)
             t->x[i * 8 + j] = (float)tutorial_x[i][j];
@@ -285,8 +292,7 @@ static void tutorial_prepare(tutorial *t)
     t->d.model_dim = 8;
     t->d.heads = 1;
     t->d.qk_dim = 4;
-    clattn_mha_host_weights hw;
-    memset(&hw, 0, sizeof hw);
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
     hw.w_q = t->wq;
     hw.w_k = t->wk;
     hw.w_v = t->wv;
@@ -325,8 +331,7 @@ START_TEST(test_tutorial_host)
     tu_set_label("tutorial example (mha_host) on %s", tu_dev_spec[_i]);
     tutorial t;
     tutorial_prepare(&t);
-    clattn_mha_host_weights hw;
-    memset(&hw, 0, sizeof hw);
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
     hw.w_q = t.wq;
     hw.w_k = t.wk;
     hw.w_v = t.wv;
@@ -345,8 +350,7 @@ START_TEST(test_tutorial_mem)
     tu_set_label("tutorial example (mha) on %s", tu_dev_spec[_i]);
     tutorial t;
     tutorial_prepare(&t);
-    clattn_mha_weights mw;
-    memset(&mw, 0, sizeof mw);
+    clattn_mha_weights mw = CLATTN_MHA_WEIGHTS_INIT;
     mw.w_q = tu_dev_alloc(ctx, 32, t.wq);
     mw.w_k = tu_dev_alloc(ctx, 32, t.wk);
     mw.w_v = tu_dev_alloc(ctx, 32, t.wv);

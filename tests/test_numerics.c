@@ -26,6 +26,7 @@
 
 typedef struct {
     clattn_sdpa_desc d;
+    clattn_masks m; /* d.masks points here once a mask is set (prob_masks), else NULL */
     size_t kl[MAXB];
     size_t B, H, L, S, D, Dv, BH;
     size_t nq, nk, nv, nm, no, np, nl;
@@ -57,6 +58,7 @@ static void prob_init(prob *p, size_t B, size_t H, size_t L, size_t S, size_t D,
     p->Dv = Dv ? Dv : D;
     p->BH = B * H;
     p->d = tu_sdpa_desc(B, H, L, S, D, Dv);
+    p->m = (clattn_masks)CLATTN_MASKS_INIT;
     p->nq = p->BH * L * D;
     p->nk = p->BH * S * D;
     p->nv = p->BH * S * p->Dv;
@@ -71,25 +73,32 @@ static void prob_init(prob *p, size_t B, size_t H, size_t L, size_t S, size_t D,
     tu_fill_uniform(p->v, p->nv, 1.0f, seed + 3);
 }
 
+/* p's masks, from now on in use by its descriptor. */
+static clattn_masks *prob_masks(prob *p)
+{
+    p->d.masks = &p->m;
+    return &p->m;
+}
+
 /* An additive mask of `layout`, uniform in [-1, 1]. */
 static void prob_mask(prob *p, clattn_mask_layout layout, uint64_t seed)
 {
-    p->d.masks.additive = layout;
+    prob_masks(p)->additive = layout;
     p->mask = tu_make_mask(layout, p->B, p->H, p->L, p->S, 0, seed, &p->nm);
 }
 
 static void prob_key_lengths(prob *p, const size_t *kl)
 {
     memcpy(p->kl, kl, p->B * sizeof *kl);
-    p->d.masks.key_lengths = p->kl;
+    prob_masks(p)->key_lengths = p->kl;
 }
 
 /* Mask entry of (bh, i, j), 0 without a mask. */
 static float mask_at(const prob *p, size_t bh, size_t i, size_t j)
 {
-    if (p->d.masks.additive == CLATTN_MASK_L_S)
+    if (ref_masks(p->d.masks)->additive == CLATTN_MASK_L_S)
         return p->mask[i * p->S + j];
-    if (p->d.masks.additive == CLATTN_MASK_B_H_L_S)
+    if (ref_masks(p->d.masks)->additive == CLATTN_MASK_B_H_L_S)
         return p->mask[(bh * p->L + i) * p->S + j];
     return 0.0f;
 }
@@ -98,7 +107,7 @@ static float mask_at(const prob *p, size_t bh, size_t i, size_t j)
 static int sees(const prob *p, size_t r, size_t j)
 {
     size_t bh = r / p->L, i = r % p->L, b = bh / p->H;
-    if (ref_key_masked(&p->d.masks, p->L, p->S, b, i, j))
+    if (ref_key_masked(p->d.masks, p->L, p->S, b, i, j))
         return 0;
     return mask_at(p, bh, i, j) != -INFINITY;
 }
@@ -233,6 +242,7 @@ static size_t check_masked_problem(clattn_context *ctx, const prob *p, const cha
 
 typedef struct {
     clattn_mha_desc d;
+    clattn_masks m; /* d.masks points here once a mask is set (mprob_masks), else NULL */
     size_t kl[MAXB];
     size_t S, nx, nkv, ny, nw, nm, ycols;
     float *x, *kv, *mask;
@@ -245,6 +255,9 @@ static void mprob_init(mprob *p, size_t B, size_t L, size_t S, size_t dm, size_t
 {
     memset(p, 0, sizeof *p);
     ck_assert(B <= MAXB);
+    p->d = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
+    p->m = (clattn_masks)CLATTN_MASKS_INIT;
+    p->hw = (clattn_mha_host_weights)CLATTN_MHA_HOST_WEIGHTS_INIT;
     p->d.batch = B;
     p->d.q_len = L;
     p->d.kv_len = S;
@@ -284,9 +297,16 @@ static void mprob_init(mprob *p, size_t B, size_t L, size_t S, size_t dm, size_t
     }
 }
 
+/* p's masks, from now on in use by its descriptor. */
+static clattn_masks *mprob_masks(mprob *p)
+{
+    p->d.masks = &p->m;
+    return &p->m;
+}
+
 static void mprob_mask(mprob *p, clattn_mask_layout layout, uint64_t seed)
 {
-    p->d.masks.additive = layout;
+    mprob_masks(p)->additive = layout;
     p->mask = tu_make_mask(layout, p->d.batch, p->d.heads, p->d.q_len, p->S, 0, seed, &p->nm);
 }
 
@@ -315,9 +335,10 @@ static void check_mha_problem(clattn_context *ctx, const mprob *p, const char *n
             tu_host_check_guard(w, p->nw, "attn_weights");
             check_close_named("attn_weights", w, rw, p->nw, NULL);
         }
-        if (p->d.masks.key_lengths)
+        const size_t *kl = ref_masks(p->d.masks)->key_lengths;
+        if (kl)
             for (size_t b = 0; b < p->d.batch; b++) {
-                if (p->d.masks.key_lengths[b] != 0)
+                if (kl[b] != 0)
                     continue;
                 if (!p->hw.w_o)
                     for (size_t t = 0; t < L * p->ycols; t++)
@@ -351,7 +372,7 @@ START_TEST(test_fully_masked)
 
     /* bottom-right causal with S < L: rows 0 .. L−S−1 see nothing */
     prob_init(&p, 2, 2, 11, 4, 8, 5, 1.0f, 102);
-    p.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    prob_masks(&p)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     ck_assert_uint_eq(check_masked_problem(ctx, &p, "bottom-right causal, S < L", spec), 4 * 7);
 
     /* additive (L,S) mask with rows 2 and 7 entirely −inf (rows in different work-items of the
@@ -369,7 +390,7 @@ START_TEST(test_fully_masked)
     for (size_t t = 0; t < p.BH; t++)
         for (size_t j = 0; j < p.S; j++)
             p.mask[(t * p.L + 3 + 37 * t) * p.S + j] = -INFINITY;
-    p.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    prob_masks(&p)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     prob_key_lengths(&p, (size_t[]){0, 70});
     /* batch 0: every row; batch 1: rows 0..79 by causal, and row 3+37t when it is ≥ 80 */
     ck_assert_uint_eq(check_masked_problem(ctx, &p, "all masks combined", spec),
@@ -410,11 +431,11 @@ START_TEST(test_fully_masked)
     for (int wo = 0; wo < 2; wo++) {
         mprob_init(&m, 3, 7, 0, 8, 2, 4, wo, 110 + (uint64_t)wo);
         memcpy(m.kl, (size_t[]){5, 0, 7}, sizeof(size_t) * 3);
-        m.d.masks.key_lengths = m.kl;
+        mprob_masks(&m)->key_lengths = m.kl;
         check_mha_problem(ctx, &m, wo ? "key length 0, W_O and b_O" : "key length 0, no W_O", spec);
     }
     mprob_init(&m, 2, 9, 4, 8, 2, 4, 1, 112);
-    m.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    mprob_masks(&m)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     mprob_mask(&m, CLATTN_MASK_L_S, 113);
     for (size_t j = 0; j < m.S; j++)
         m.mask[8 * m.S + j] = -INFINITY;
@@ -499,7 +520,7 @@ START_TEST(test_negative_masks)
         prob_init(&p, 2, 2, 40, 37, 8, 0, 1.0f, 205 + (uint64_t)bi);
         prob_mask(&p, CLATTN_MASK_B_H_L_S, 207);
         fill_negative_rows(&p, big, p.BH);
-        p.d.masks.causal = CLATTN_CAUSAL_TOP_LEFT;
+        prob_masks(&p)->causal = CLATTN_CAUSAL_TOP_LEFT;
         prob_key_lengths(&p, (size_t[]){21, 37});
         snprintf(name, sizeof name, "additive (B,H,L,S) rows of %g, causal, key lengths",
                  (double)big);
@@ -579,7 +600,7 @@ static void check_poison(clattn_context *ctx, prob *p, const poison *ps, clattn_
         size_t bh = r / p->L, i = r % p->L;
         int rd = bh == ps->bh &&
                  (ps->tensor == POISON_Q   ? i == ps->row
-                  : ps->tensor == POISON_K ? !ref_key_masked(&p->d.masks, p->L, p->S, bh / p->H, i,
+                  : ps->tensor == POISON_K ? !ref_key_masked(p->d.masks, p->L, p->S, bh / p->H, i,
                                                              ps->row)
                                            : sees(p, r, ps->row));
         if (rd && ps->tensor == POISON_V) {
@@ -708,7 +729,7 @@ START_TEST(test_inf_nan)
     const poison_case *c = &poison_cases[ci];
     prob p;
     prob_init(&p, c->B, c->H, c->L, c->S, 8, 0, 1.0f, 300 + ci);
-    p.d.masks.causal = c->causal;
+    prob_masks(&p)->causal = c->causal;
     if (c->kl[0] || c->kl[1])
         prob_key_lengths(&p, c->kl);
     if (c->even_key >= 0) {
@@ -754,7 +775,7 @@ START_TEST(test_large_scores)
         tu_fill_int_multiples(p.q, p.nq, 10, 1000.0f, 403);
         tu_fill_int_multiples(p.k, p.nk, 10, 1000.0f, 404);
         p.d.scale = 1.0f;
-        p.d.masks.causal = causals[c];
+        prob_masks(&p)->causal = causals[c];
         reference ref;
         ref_of(&p, &ref);
         for (int a = 0; a < 2; a++) {
@@ -868,20 +889,20 @@ START_TEST(test_degenerate)
     prob_key_lengths(&p, (size_t[]){0, 1});
     check_plain(ctx, &p, "S 1, key lengths 0 and 1", spec, 1);
     prob_init(&p, 1, 2, 5, 1, 8, 0, 1.0f, 503);
-    p.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT; /* rows 0..3 see nothing, row 4 key 0 */
+    prob_masks(&p)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT; /* rows 0..3 see nothing, row 4 key 0 */
     check_plain(ctx, &p, "S 1, bottom-right causal L 5", spec, 1);
 
     /* D = 1 (and Dv 1, and D 1 with Dv 5) */
     prob_init(&p, 2, 2, 37, 41, 1, 0, 2.0f, 504);
     check_plain(ctx, &p, "D 1", spec, 0);
     prob_init(&p, 1, 2, 37, 41, 1, 5, 2.0f, 505);
-    p.d.masks.causal = CLATTN_CAUSAL_TOP_LEFT;
+    prob_masks(&p)->causal = CLATTN_CAUSAL_TOP_LEFT;
     check_plain(ctx, &p, "D 1 Dv 5, top-left causal", spec, 0);
 
     /* L = 1 decode step with S 267 and bottom-right causal: the one query sees every key, the
      * same as no mask */
     prob_init(&p, 2, 2, 1, 267, 8, 0, 1.0f, 506);
-    p.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    prob_masks(&p)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     for (size_t j = 0; j < p.S; j++)
         ck_assert(sees(&p, 0, j));
     check_plain(ctx, &p, "decode L 1 S 267, bottom-right causal", spec, 0);
@@ -897,7 +918,7 @@ START_TEST(test_degenerate)
     /* the layer: a decode step (L 1) over 267 keys of cross-attention, bottom-right causal */
     mprob m;
     mprob_init(&m, 2, 1, 267, 8, 2, 4, 1, 510);
-    m.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    mprob_masks(&m)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     check_mha_problem(ctx, &m, "layer decode L 1 S 267", spec);
     /* the layer with head size 1 and one token */
     mprob_init(&m, 3, 1, 0, 2, 3, 1, 0, 511);
@@ -920,7 +941,7 @@ START_TEST(test_head_limit)
 
     /* D 300: AUTO (no weights requested) must take the staged path and be right */
     prob_init(&p, 1, 2, 9, 11, 300, 0, 0.2f, 601);
-    p.d.masks.causal = CLATTN_CAUSAL_TOP_LEFT;
+    prob_masks(&p)->causal = CLATTN_CAUSAL_TOP_LEFT;
     ref_of(&p, &ref);
     tu_set_label("D 300 [auto, out + lse] on %s", spec);
     run_sdpa(ctx, &p, CLATTN_ALGORITHM_AUTO, 0, &g);
@@ -948,7 +969,7 @@ START_TEST(test_head_limit)
 
     /* D 256 exactly on FUSED (and on STAGED), with masks; Dv 256 too */
     prob_init(&p, 1, 2, 21, 37, 256, 0, 0.25f, 603);
-    p.d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    prob_masks(&p)->causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     prob_mask(&p, CLATTN_MASK_L_S, 604);
     ref_of(&p, &ref);
     for (int a = 0; a < 2; a++) {

@@ -23,6 +23,7 @@ enum { DATA_UNIFORM = 0, DATA_LARGE };
 #define KLF TU_KL_FULL
 #define KLV TU_KL_VARIED
 #define KLZ TU_KL_ZERO
+#define SD CLATTN_SCALE_DEFAULT
 /* 2^-20: exact scaling of the integer-valued DATA_LARGE inputs */
 #define SCALE_LARGE 9.5367431640625e-07f
 
@@ -38,57 +39,57 @@ typedef struct {
 
 static const sdpa_case cases[] = {
     /* square, no mask: every L/S and D value */
-    {1, 1, 1, 1, 1, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 2, 2, 7, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 7, 7, 8, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 3, 61, 61, 21, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 1, 64, 64, 64, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 127, 127, 72, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 3, 267, 267, 8, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 64, 64, 72, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 1, 1, 1, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 2, 2, 7, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 7, 7, 8, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 3, 61, 61, 21, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 1, 64, 64, 64, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 127, 127, 72, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 3, 267, 267, 8, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 64, 64, 72, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
     /* L ≠ S (cross-attention shapes) */
-    {1, 1, 1, 267, 64, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 7, 61, 21, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 267, 7, 7, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 1, 61, 127, 8, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 3, 64, 2, 72, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 1, 2, 1, 1, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 127, 1, 8, 0, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 1, 64, 7, 0, 0.0f, NONE, KLF, M0, 0, DATA_UNIFORM},
+    {1, 1, 1, 267, 64, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 7, 61, 21, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 267, 7, 7, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 1, 61, 127, 8, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 3, 64, 2, 72, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 1, 2, 1, 1, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 127, 1, 8, 0, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 1, 64, 7, 0, SD, NONE, KLF, M0, 0, DATA_UNIFORM},
     /* Dv ≠ Dqk */
-    {1, 3, 7, 61, 8, 21, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 1, 61, 64, 64, 7, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 127, 7, 1, 72, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 2, 127, 72, 1, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 267, 61, 21, 64, 0.0f, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 3, 7, 61, 8, 21, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 1, 61, 64, 64, 7, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 127, 7, 1, 72, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 2, 127, 72, 1, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 267, 61, 21, 64, SD, NONE, KL0, M0, 0, DATA_UNIFORM},
     /* causal, top-left */
-    {1, 1, 61, 61, 21, 0, 0.0f, TL, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 7, 61, 8, 0, 0.0f, TL, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 127, 64, 7, 0, 0.0f, TL, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 1, 1, 1, 0, 0.0f, TL, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 61, 61, 21, 0, SD, TL, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 7, 61, 8, 0, SD, TL, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 127, 64, 7, 0, SD, TL, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 1, 1, 1, 0, SD, TL, KL0, M0, 0, DATA_UNIFORM},
     /* causal, bottom-right (S < L fully masks the first L−S rows) */
-    {1, 1, 61, 61, 21, 0, 0.0f, BR, KL0, M0, 0, DATA_UNIFORM},
-    {2, 3, 7, 61, 8, 0, 0.0f, BR, KL0, M0, 0, DATA_UNIFORM},
-    {1, 1, 127, 64, 7, 0, 0.0f, BR, KL0, M0, 0, DATA_UNIFORM},
-    {2, 1, 267, 2, 8, 0, 0.0f, BR, KL0, M0, 0, DATA_UNIFORM},
-    {1, 3, 1, 267, 64, 0, 0.0f, BR, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 61, 61, 21, 0, SD, BR, KL0, M0, 0, DATA_UNIFORM},
+    {2, 3, 7, 61, 8, 0, SD, BR, KL0, M0, 0, DATA_UNIFORM},
+    {1, 1, 127, 64, 7, 0, SD, BR, KL0, M0, 0, DATA_UNIFORM},
+    {2, 1, 267, 2, 8, 0, SD, BR, KL0, M0, 0, DATA_UNIFORM},
+    {1, 3, 1, 267, 64, 0, SD, BR, KL0, M0, 0, DATA_UNIFORM},
     /* key lengths (including a 0 length: a whole batch fully masked) */
-    {2, 1, 61, 64, 8, 0, 0.0f, NONE, KLV, M0, 0, DATA_UNIFORM},
-    {2, 3, 7, 7, 21, 0, 0.0f, NONE, KLZ, M0, 0, DATA_UNIFORM},
-    {1, 1, 64, 127, 7, 0, 0.0f, NONE, KLZ, M0, 0, DATA_UNIFORM},
-    {2, 1, 127, 267, 1, 0, 0.0f, NONE, KLV, M0, 0, DATA_UNIFORM},
+    {2, 1, 61, 64, 8, 0, SD, NONE, KLV, M0, 0, DATA_UNIFORM},
+    {2, 3, 7, 7, 21, 0, SD, NONE, KLZ, M0, 0, DATA_UNIFORM},
+    {1, 1, 64, 127, 7, 0, SD, NONE, KLZ, M0, 0, DATA_UNIFORM},
+    {2, 1, 127, 267, 1, 0, SD, NONE, KLV, M0, 0, DATA_UNIFORM},
     /* additive masks with −inf entries, and rows made fully −inf */
-    {1, 1, 61, 61, 21, 0, 0.0f, NONE, KL0, MLS, INF, DATA_UNIFORM},
-    {2, 3, 7, 64, 8, 0, 0.0f, NONE, KL0, MLS, INF | ROWINF, DATA_UNIFORM},
-    {2, 3, 64, 7, 7, 0, 0.0f, NONE, KL0, MBH, INF, DATA_UNIFORM},
-    {1, 1, 127, 127, 64, 0, 0.0f, NONE, KL0, MBH, INF | ROWINF, DATA_UNIFORM},
-    {2, 1, 2, 2, 72, 0, 0.0f, NONE, KL0, MLS, 0, DATA_UNIFORM},
+    {1, 1, 61, 61, 21, 0, SD, NONE, KL0, MLS, INF, DATA_UNIFORM},
+    {2, 3, 7, 64, 8, 0, SD, NONE, KL0, MLS, INF | ROWINF, DATA_UNIFORM},
+    {2, 3, 64, 7, 7, 0, SD, NONE, KL0, MBH, INF, DATA_UNIFORM},
+    {1, 1, 127, 127, 64, 0, SD, NONE, KL0, MBH, INF | ROWINF, DATA_UNIFORM},
+    {2, 1, 2, 2, 72, 0, SD, NONE, KL0, MLS, 0, DATA_UNIFORM},
     /* combinations */
-    {2, 3, 61, 64, 8, 0, 0.0f, TL, KLV, MLS, INF, DATA_UNIFORM},
-    {2, 1, 127, 61, 21, 0, 0.0f, BR, KLZ, MBH, INF, DATA_UNIFORM},
-    {1, 3, 7, 2, 7, 0, 0.0f, BR, KL0, MLS, 0, DATA_UNIFORM},
-    {2, 1, 267, 267, 8, 0, 0.0f, TL, KLV, M0, 0, DATA_UNIFORM},
-    {2, 3, 64, 127, 64, 21, 0.0f, BR, KL0, MBH, INF, DATA_UNIFORM},
+    {2, 3, 61, 64, 8, 0, SD, TL, KLV, MLS, INF, DATA_UNIFORM},
+    {2, 1, 127, 61, 21, 0, SD, BR, KLZ, MBH, INF, DATA_UNIFORM},
+    {1, 3, 7, 2, 7, 0, SD, BR, KL0, MLS, 0, DATA_UNIFORM},
+    {2, 1, 267, 267, 8, 0, SD, TL, KLV, M0, 0, DATA_UNIFORM},
+    {2, 3, 64, 127, 64, 21, SD, BR, KL0, MBH, INF, DATA_UNIFORM},
     {2, 3, 7, 7, 7, 1, 0.5f, TL, KLZ, MBH, INF | ROWINF, DATA_UNIFORM},
     /* large-magnitude inputs (integers ×1000 up to ±1e4; scaled scores up to several hundred, so
      * an unstabilised exp overflows) with a custom small scale */
@@ -105,6 +106,7 @@ static const sdpa_case cases[] = {
 
 typedef struct {
     clattn_sdpa_desc d;
+    clattn_masks m; /* d.masks points here */
     size_t kl[2];
     size_t nq, nk, nv, nm, no, np, nl;
     float *q, *k, *v, *mask;
@@ -117,9 +119,11 @@ static void prepare(size_t ci, prepared *p)
     memset(p, 0, sizeof *p);
     p->d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
     p->d.scale = c->scale;
-    p->d.masks.causal = c->causal;
-    p->d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, p->kl);
-    p->d.masks.additive = c->add;
+    p->m = (clattn_masks)CLATTN_MASKS_INIT;
+    p->m.causal = c->causal;
+    p->m.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, p->kl);
+    p->m.additive = c->add;
+    p->d.masks = &p->m;
     size_t Dv = c->Dv ? c->Dv : c->D, BH = c->B * c->H;
     p->nq = BH * c->L * c->D;
     p->nk = BH * c->S * c->D;
@@ -297,11 +301,13 @@ START_TEST(test_sdpa_many_heads)
     tu_set_label("sdpa B %d H %d L %d S %d (272 MiB of scores, weights not requested) on %s", CH_B,
                  CH_H, CH_L, CH_S, tu_dev_spec[dev]);
     size_t kl[CH_B];
-    clattn_sdpa_desc d = tu_sdpa_desc(CH_B, CH_H, CH_L, CH_S, CH_D, CH_DV);
-    d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
-    d.masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, CH_B, CH_S, kl);
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, CH_B, CH_S, kl);
     kl[2] = 700;
-    d.masks.additive = CLATTN_MASK_L_S;
+    masks.additive = CLATTN_MASK_L_S;
+    clattn_sdpa_desc d = tu_sdpa_desc(CH_B, CH_H, CH_L, CH_S, CH_D, CH_DV);
+    d.masks = &masks;
     d.algorithm = CLATTN_ALGORITHM_STAGED; /* the fused kernel would need no scores at all */
     const size_t BH = CH_B * CH_H, nq = BH * CH_L * CH_D, nk = BH * CH_S * CH_D,
                  nv = BH * CH_S * CH_DV, no = BH * CH_L * CH_DV, nl = BH * CH_L, nm = CH_L * CH_S;
@@ -319,7 +325,7 @@ START_TEST(test_sdpa_many_heads)
 
     /* streaming fp64 reference while the device works */
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl), *row = tu_dalloc(CH_S);
-    const double scale = ref_scale(0.0f, CH_D);
+    const double scale = ref_scale(d.scale, CH_D);
     for (size_t bh = 0; bh < BH; bh++) {
         size_t b = bh / CH_H;
         for (size_t i = 0; i < CH_L; i++) {
@@ -327,7 +333,7 @@ START_TEST(test_sdpa_many_heads)
             const float *qi = q + (bh * CH_L + i) * CH_D;
             for (size_t j = 0; j < CH_S; j++) {
                 double sc = -INFINITY;
-                if (!ref_key_masked(&d.masks, CH_L, CH_S, b, i, j)) {
+                if (!ref_key_masked(d.masks, CH_L, CH_S, b, i, j)) {
                     const float *kj = k + (bh * CH_S + j) * CH_D;
                     double dot = 0.0;
                     for (size_t t = 0; t < CH_D; t++)

@@ -72,21 +72,21 @@ typedef struct {
 } score_case;
 
 static const score_case score_cases[] = {
-    {1, 1, 1, 1, 1, 0.0f, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
+    {1, 1, 1, 1, 1, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
     {2, 3, 7, 61, 8, 0.5f, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_NONE, 0, 999},
-    {1, 1, 61, 61, 21, 0.0f, CLATTN_CAUSAL_TOP_LEFT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
-    {2, 1, 61, 7, 7, 0.0f, CLATTN_CAUSAL_TOP_LEFT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 3},
-    {1, 3, 7, 61, 8, 0.0f, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
-    {2, 1, 127, 64, 21, 0.0f, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
-    {2, 3, 61, 64, 7, 0.0f, CLATTN_CAUSAL_NONE, TU_KL_VARIED, CLATTN_MASK_NONE, 0, 0},
+    {1, 1, 61, 61, 21, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_TOP_LEFT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
+    {2, 1, 61, 7, 7, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_TOP_LEFT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 3},
+    {1, 3, 7, 61, 8, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
+    {2, 1, 127, 64, 21, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_NONE, CLATTN_MASK_NONE, 0, 0},
+    {2, 3, 61, 64, 7, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_NONE, TU_KL_VARIED, CLATTN_MASK_NONE, 0, 0},
     {2, 1, 7, 7, 8, -0.7f, CLATTN_CAUSAL_NONE, TU_KL_ZERO, CLATTN_MASK_NONE, 0, 0},
-    {1, 3, 61, 127, 64, 0.0f, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_L_S, TU_MASKF_INF, 0},
-    {2, 3, 7, 61, 72, 0.0f, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_B_H_L_S,
+    {1, 3, 61, 127, 64, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_L_S, TU_MASKF_INF, 0},
+    {2, 3, 7, 61, 72, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_NONE, TU_KL_NONE, CLATTN_MASK_B_H_L_S,
      TU_MASKF_INF | TU_MASKF_ROWINF, 0},
     {2, 3, 64, 61, 8, 0.25f, CLATTN_CAUSAL_TOP_LEFT, TU_KL_VARIED, CLATTN_MASK_L_S, TU_MASKF_INF,
      0},
-    {1, 1, 267, 267, 1, 0.0f, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_NONE, CLATTN_MASK_B_H_L_S, 0, 0},
-    {2, 1, 2, 267, 64, 0.0f, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_ZERO, CLATTN_MASK_L_S,
+    {1, 1, 267, 267, 1, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_NONE, CLATTN_MASK_B_H_L_S, 0, 0},
+    {2, 1, 2, 267, 64, CLATTN_SCALE_DEFAULT, CLATTN_CAUSAL_BOTTOM_RIGHT, TU_KL_ZERO, CLATTN_MASK_L_S,
      TU_MASKF_INF, 0},
 };
 #define N_SCORE (sizeof score_cases / sizeof score_cases[0])
@@ -102,9 +102,11 @@ START_TEST(test_score)
     size_t kl[2];
     clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->v_dim);
     d.scale = c->scale;
-    d.masks.causal = c->causal;
-    d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
-    d.masks.additive = c->add;
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = c->causal;
+    masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
+    masks.additive = c->add;
+    d.masks = &masks;
 
     size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->H * c->S * c->D;
     size_t ns = c->B * c->H * c->L * c->S, nm = 0;
@@ -300,9 +302,11 @@ START_TEST(test_stages_compose)
     clattn_context *ctx = tu_ctx[_i];
     tu_set_label("stages composed into sdpa on %s", tu_dev_spec[_i]);
     size_t kl[2];
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, 2, 64, kl);
     clattn_sdpa_desc d = tu_sdpa_desc(2, 3, 61, 64, 21, 7);
-    d.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
-    d.masks.key_lengths = tu_make_key_lengths(TU_KL_ZERO, 2, 64, kl);
+    d.masks = &masks;
     size_t nq = 2 * 3 * 61 * 21, nk = 2 * 3 * 64 * 21, nv = 2 * 3 * 64 * 7, np = 2 * 3 * 61 * 64,
            no = 2 * 3 * 61 * 7, nl = 2 * 3 * 61;
     float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv);

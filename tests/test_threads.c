@@ -117,7 +117,7 @@ static float *rand_mask(size_t n, tu_rng *r)
 /* Random masks for B batches of S keys: causal kind, key lengths (0 allowed), additive layout. */
 static void rand_masks(tu_rng *r, size_t B, size_t S, size_t *kl, clattn_masks *m)
 {
-    memset(m, 0, sizeof *m);
+    *m = (clattn_masks)CLATTN_MASKS_INIT;
     m->causal = (clattn_causal)pick(r, 0, 2);
     if (pick(r, 0, 2) == 0) {
         for (size_t b = 0; b < B; b++)
@@ -137,8 +137,8 @@ static void sdpa_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, con
                       size_t call)
 {
     size_t kl[2];
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
+    clattn_masks masks;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = pick(r, 1, 2);
     d.heads = pick(r, 1, 3);
     d.q_len = pick(r, 1, 20);
@@ -146,8 +146,9 @@ static void sdpa_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, con
     static const size_t dims[4] = {4, 8, 13, 16};
     d.qk_dim = dims[pick(r, 0, 3)];
     d.v_dim = pick(r, 0, 1) ? 5 : 0;
-    d.scale = pick(r, 0, 3) == 0 ? 0.3f : 0.0f;
-    rand_masks(r, d.batch, d.kv_len, kl, &d.masks);
+    d.scale = pick(r, 0, 3) == 0 ? 0.3f : CLATTN_SCALE_DEFAULT;
+    rand_masks(r, d.batch, d.kv_len, kl, &masks);
+    d.masks = &masks;
     int want_w = kind == 1 || (kind == 2 && pick(r, 0, 1));
     d.algorithm = kind == 0 ? CLATTN_ALGORITHM_FUSED
                   : kind == 1 ? CLATTN_ALGORITHM_STAGED
@@ -157,8 +158,8 @@ static void sdpa_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, con
            Dv = d.v_dim ? d.v_dim : D;
     size_t nq = BH * L * D, nk = BH * S * D, nv = BH * S * Dv, no = BH * L * Dv, np = BH * L * S,
            nl = BH * L;
-    size_t nm = d.masks.additive == CLATTN_MASK_L_S ? L * S
-                : d.masks.additive == CLATTN_MASK_B_H_L_S ? np
+    size_t nm = masks.additive == CLATTN_MASK_L_S ? L * S
+                : masks.additive == CLATTN_MASK_B_H_L_S ? np
                                                           : 0;
     float *q = rand_floats(nq, 1.0f, r), *k = rand_floats(nk, 1.0f, r), *v = rand_floats(nv, 1.0f, r);
     float *mask = nm ? rand_mask(nm, r) : NULL;
@@ -171,7 +172,7 @@ static void sdpa_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, con
              "additive %d weights %d)",
              who, call, kind == 2 ? " cl_mem" : "_host",
              kind == 0 ? "fused" : kind == 1 ? "staged" : "auto", d.batch, d.heads, L, S, D, Dv,
-             (int)d.masks.causal, d.masks.key_lengths ? "yes" : "no", (int)d.masks.additive, want_w);
+             (int)masks.causal, masks.key_lengths ? "yes" : "no", (int)masks.additive, want_w);
 
     clattn_status st = CLATTN_SUCCESS;
     if (kind < 2) {
@@ -231,8 +232,8 @@ static void mha_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, cons
                      size_t call)
 {
     size_t kl[2];
-    clattn_mha_desc d;
-    memset(&d, 0, sizeof d);
+    clattn_masks masks;
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
     d.batch = pick(r, 1, 2);
     d.q_len = pick(r, 1, 12);
     int cross = (int)pick(r, 0, 1);
@@ -244,7 +245,8 @@ static void mha_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, cons
     d.v_dim = pick(r, 0, 1) ? 3 : 0;
     d.out_dim = kind == 3 && pick(r, 0, 1) ? 5 : 0;
     size_t S = cross ? d.kv_len : d.q_len, dkv = cross ? 6 : 8, H = d.heads, Dv = d.v_dim ? 3 : 4;
-    rand_masks(r, d.batch, S, kl, &d.masks);
+    rand_masks(r, d.batch, S, kl, &masks);
+    d.masks = &masks;
     int want_w = kind == 4 && pick(r, 0, 1);
     d.algorithm = kind == 3 ? (pick(r, 0, 1) ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED)
                   : want_w  ? CLATTN_ALGORITHM_STAGED
@@ -252,8 +254,8 @@ static void mha_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, cons
     size_t od = d.out_dim ? d.out_dim : 8, ycols = kind == 3 ? od : H * Dv;
     size_t nx = d.batch * d.q_len * 8, nkv = cross ? d.batch * S * dkv : 0;
     size_t ny = d.batch * d.q_len * ycols, nw = d.batch * H * d.q_len * S;
-    size_t nm = d.masks.additive == CLATTN_MASK_L_S ? d.q_len * S
-                : d.masks.additive == CLATTN_MASK_B_H_L_S ? nw
+    size_t nm = masks.additive == CLATTN_MASK_L_S ? d.q_len * S
+                : masks.additive == CLATTN_MASK_B_H_L_S ? nw
                                                           : 0;
 
     float *x = rand_floats(nx, 1.0f, r), *kv = cross ? rand_floats(nkv, 1.0f, r) : NULL;
@@ -263,7 +265,15 @@ static void mha_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, cons
     float *wo = kind == 3 ? rand_floats(H * Dv * od, 0.4f, r) : NULL;
     float *bo = kind == 3 && pick(r, 0, 1) ? rand_floats(od, 0.5f, r) : NULL;
     float *mask = nm ? rand_mask(nm, r) : NULL;
-    clattn_mha_host_weights hw = {wq, bq, wk, bk, wv, bv, wo, bo};
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    hw.w_q = wq;
+    hw.b_q = bq;
+    hw.w_k = wk;
+    hw.b_k = bk;
+    hw.w_v = wv;
+    hw.b_v = bv;
+    hw.w_o = wo;
+    hw.b_o = bo;
     float *y = xmalloc(ny * sizeof *y), *w = xmalloc(nw * sizeof *w);
     double *ry = xmalloc(ny * sizeof *ry), *rw = xmalloc(nw * sizeof *rw);
 
@@ -274,7 +284,7 @@ static void mha_call(clattn_context *ctx, int kind, tu_rng *r, record *rec, cons
              who, call, d.algorithm == CLATTN_ALGORITHM_FUSED ? "fused"
                         : d.algorithm == CLATTN_ALGORITHM_STAGED ? "staged" : "auto",
              d.batch, d.q_len, cross ? "cross" : "self", S, H, Dv, wo != NULL, bo != NULL,
-             (int)d.masks.causal, d.masks.key_lengths ? "yes" : "no", (int)d.masks.additive, want_w);
+             (int)masks.causal, masks.key_lengths ? "yes" : "no", (int)masks.additive, want_w);
     clattn_status st = clattn_mha_host(ctx, &d, x, kv, &hw, mask, y, want_w ? w : NULL);
     if (st != CLATTN_SUCCESS) {
         note_fail(rec, "%s: %s: %s", name, clattn_status_string(st), clattn_last_error(ctx));
@@ -545,8 +555,10 @@ static void *thread_sdpa(void *arg)
         size_t kl[2];
         clattn_sdpa_desc d =
             tu_sdpa_desc(2, 3, 7 + (size_t)(it * 11), 61, 8, (size_t)(job->seed % 2 ? 21 : 7));
-        d.masks.causal = (clattn_causal)(it % 3);
-        d.masks.key_lengths = tu_make_key_lengths(it % 2 ? TU_KL_ZERO : TU_KL_VARIED, 2, 61, kl);
+        clattn_masks masks = CLATTN_MASKS_INIT;
+        masks.causal = (clattn_causal)(it % 3);
+        masks.key_lengths = tu_make_key_lengths(it % 2 ? TU_KL_ZERO : TU_KL_VARIED, 2, 61, kl);
+        d.masks = &masks;
         size_t nq = 2 * 3 * d.q_len * 8, nk = 2 * 3 * 61 * 8, nv = 2 * 3 * 61 * d.v_dim,
                no = 2 * 3 * d.q_len * d.v_dim;
         float *q = malloc(nq * sizeof *q), *k = malloc(nk * sizeof *k), *v = malloc(nv * sizeof *v),

@@ -39,6 +39,7 @@
 #define KL0 TU_KL_NONE
 #define KLV TU_KL_VARIED
 #define KLZ TU_KL_ZERO
+#define SD CLATTN_SCALE_DEFAULT
 
 typedef struct {
     int group; /* 1: padded head sizes 32/16; 2: 80/80 */
@@ -52,19 +53,19 @@ typedef struct {
 
 static const shape shapes[] = {
     /* ragged everything: bottom-right causal (L < S), a batch with key length 0, (L,S) mask with −inf */
-    {1, 2, 3, 61, 127, 21, 7, 0.0f, BR, KLZ, MLS, INF},
+    {1, 2, 3, 61, 127, 21, 7, SD, BR, KLZ, MLS, INF},
     /* one query row over many keys; head sizes exactly the padded ones */
-    {1, 1, 1, 1, 267, 32, 16, 0.0f, NONE, KL0, M0, 0},
+    {1, 1, 1, 1, 267, 32, 16, SD, NONE, KL0, M0, 0},
     /* few keys, many rows, top-left causal: rows i < S see i+1 keys, the rest all S (or their key
      * length); (B,H,L,S) mask with −inf and whole −inf rows */
-    {1, 2, 2, 130, 5, 17, 9, 0.0f, TL, KLV, MBH, INF | ROWINF},
+    {1, 2, 2, 130, 5, 17, 9, SD, TL, KLV, MBH, INF | ROWINF},
     /* many key tiles, key lengths ending mid-tile, a custom scale */
     {1, 3, 1, 97, 300, 20, 16, 0.3f, NONE, KLV, M0, 0},
     /* bottom-right causal with S < L: the first L−S rows see no key at all */
-    {1, 1, 2, 45, 19, 25, 3, 0.0f, BR, KL0, MLS, 0},
+    {1, 1, 2, 45, 19, 25, 3, SD, BR, KL0, MLS, 0},
     /* group 2: larger heads */
-    {2, 1, 1, 1, 267, 72, 72, 0.0f, NONE, KL0, M0, 0},
-    {2, 2, 2, 45, 70, 72, 65, 0.0f, BR, KLV, MLS, INF},
+    {2, 1, 1, 1, 267, 72, 72, SD, NONE, KL0, M0, 0},
+    {2, 2, 2, 45, 70, 72, 65, SD, BR, KLV, MLS, INF},
 };
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -262,9 +263,11 @@ static void run_shape(clattn_context *ctx, size_t si, const char *tile, size_t d
     clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
     size_t kl[8];
     d.scale = c->scale;
-    d.masks.causal = c->causal;
-    d.masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
-    d.masks.additive = c->add;
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = c->causal;
+    masks.key_lengths = tu_make_key_lengths(c->kl, c->B, c->S, kl);
+    masks.additive = c->add;
+    d.masks = &masks;
     d.algorithm = CLATTN_ALGORITHM_FUSED;
     const size_t BH = c->B * c->H, nq = BH * c->L * c->D, nk = BH * c->S * c->D, nv = BH * c->S * c->Dv,
                  no = BH * c->L * c->Dv, nl = BH * c->L;

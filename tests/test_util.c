@@ -289,8 +289,7 @@ size_t tu_sdpa_dv(const clattn_sdpa_desc *d) { return ref_v_dim(d); }
 
 clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk, size_t Dv)
 {
-    clattn_sdpa_desc d;
-    memset(&d, 0, sizeof d);
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = B;
     d.heads = H;
     d.q_len = L;

@@ -224,7 +224,8 @@ void tu_finish(clattn_context *ctx);
 
 #include "reference.h"
 
-/* An SDPA descriptor with these sizes and everything else zero (no masks, default scale, AUTO). */
+/* An SDPA descriptor with these sizes and everything else as CLATTN_SDPA_DESC_INIT sets it (no masks,
+ * default scale, AUTO). */
 clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk, size_t Dv);
 
 /* Key lengths for batch B: TU_KL_NONE → NULL; FULL: all S; VARIED: even batches (S+1)/2, odd S;

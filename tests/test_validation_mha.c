@@ -48,8 +48,8 @@ enum mha_mut {
     H_KEYLEN_GT_S,
     H_MASK_NO_LAYOUT,
     H_CAUSAL_7,
-    H_SCALE_NAN,
     H_SCALE_INF,
+    H_SCALE_NINF,
     H_EXCEEDS,
 };
 
@@ -91,8 +91,8 @@ static const bad_case mha_bad[] = {
     {H_KEYLEN_GT_S, IM, 0, "key length S+1"},
     {H_MASK_NO_LAYOUT, IM, 0, "mask given with layout NONE"},
     {H_CAUSAL_7, IV, 0, "causal = 7"},
-    {H_SCALE_NAN, IV, 0, "scale NaN"},
     {H_SCALE_INF, IV, 0, "scale +inf"},
+    {H_SCALE_NINF, IV, 0, "scale -inf"},
 };
 #define N_MHA_BAD (sizeof mha_bad / sizeof mha_bad[0])
 
@@ -119,8 +119,8 @@ static const bad_case mha_host_bad[] = {
     {H_KEYLEN_GT_S, IM, 0, "key length S+1"},
     {H_MASK_NO_LAYOUT, IM, 0, "mask given with layout NONE"},
     {H_CAUSAL_7, IV, 0, "causal = 7"},
-    {H_SCALE_NAN, IV, 0, "scale NaN"},
     {H_SCALE_INF, IV, 0, "scale +inf"},
+    {H_SCALE_NINF, IV, 0, "scale -inf"},
     {H_EXCEEDS, XL, 0, "B=H=64, L=2^20 self-attention with weights: larger than the device limit"},
 };
 #define N_MHA_HOST_BAD (sizeof mha_host_bad / sizeof mha_host_bad[0])
@@ -139,6 +139,7 @@ static const size_t mha_n[T_COUNT] = {
 
 typedef struct {
     clattn_mha_desc d;
+    clattn_masks masks; /* d.masks points here */
     size_t kl[MB];
     float *h[T_COUNT];  /* host data (inputs) or sentinel outputs (host API) */
     cl_mem m[T_COUNT];  /* device buffers (cl_mem API) */
@@ -149,6 +150,10 @@ typedef struct {
 static void mha_fx_init(mha_fx *f, clattn_context *ctx, int host)
 {
     memset(f, 0, sizeof *f);
+    f->d = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
+    f->masks = (clattn_masks)CLATTN_MASKS_INIT;
+    f->mw = (clattn_mha_weights)CLATTN_MHA_WEIGHTS_INIT;
+    f->hw = (clattn_mha_host_weights)CLATTN_MHA_HOST_WEIGHTS_INIT;
     f->d.batch = MB;
     f->d.q_len = ML;
     f->d.kv_len = MS;
@@ -160,8 +165,9 @@ static void mha_fx_init(mha_fx *f, clattn_context *ctx, int host)
     f->d.out_dim = MOD;
     f->kl[0] = 5;
     f->kl[1] = 2;
-    f->d.masks.key_lengths = f->kl;
-    f->d.masks.additive = CLATTN_MASK_L_S;
+    f->masks.key_lengths = f->kl;
+    f->masks.additive = CLATTN_MASK_L_S;
+    f->d.masks = &f->masks;
     for (int t = 0; t < T_COUNT; t++) {
         if (t == T_OUT || t == T_AW) {
             f->h[t] = tu_host_alloc(mha_n[t], NULL);
@@ -212,8 +218,8 @@ static void run_mha_bad(int host, const bad_case *bc, size_t dev)
     case H_B0: case H_L0: case H_DM0: case H_H0: case H_DQK0: case H_S0_CROSS:
     case H_OVF_B: case H_OVF_H: case H_SELF_KVLEN: case H_EXCEEDS:
     case H_OUTDIM_MISMATCH: case H_VDIM_MISMATCH:
-        f.d.masks.key_lengths = NULL;
-        f.d.masks.additive = CLATTN_MASK_NONE;
+        f.masks.key_lengths = NULL;
+        f.masks.additive = CLATTN_MASK_NONE;
         f.h[T_MASK] = NULL;
         f.m[T_MASK] = NULL;
         break;
@@ -262,10 +268,10 @@ static void run_mha_bad(int host, const bad_case *bc, size_t dev)
         f.d.kv_len = ML + 2;
         break;
     case H_KEYLEN_GT_S: f.kl[1] = MS + 1; break;
-    case H_MASK_NO_LAYOUT: f.d.masks.additive = CLATTN_MASK_NONE; break;
-    case H_CAUSAL_7: f.d.masks.causal = (clattn_causal)7; break;
-    case H_SCALE_NAN: f.d.scale = NAN; break;
+    case H_MASK_NO_LAYOUT: f.masks.additive = CLATTN_MASK_NONE; break;
+    case H_CAUSAL_7: f.masks.causal = (clattn_causal)7; break;
     case H_SCALE_INF: f.d.scale = INFINITY; break;
+    case H_SCALE_NINF: f.d.scale = -INFINITY; break;
     case H_EXCEEDS:
         /* self-attention B 64, L 2^20, H 64, d 1: (B,H,L,L) weights are 2^54 bytes */
         f.d.batch = 64;
@@ -335,8 +341,10 @@ START_TEST(test_mha_good)
     double *ry = tu_dalloc(mha_n[T_OUT]), *rw = tu_dalloc(mha_n[T_AW]);
     ref_mha(&f.d, f.h[T_X], f.h[T_KV], &f.hw, f.h[T_MASK], ry, rw);
 
+    clattn_masks bad_masks = f.masks;
+    bad_masks.causal = (clattn_causal)7;
     clattn_mha_desc bad = f.d;
-    bad.masks.causal = (clattn_causal)7;
+    bad.masks = &bad_masks;
     ck_assert(clattn_mha(ctx, &bad, f.m[T_X], f.m[T_KV], &f.mw, f.m[T_MASK], f.m[T_OUT],
                          f.m[T_AW]) != CLATTN_SUCCESS);
 

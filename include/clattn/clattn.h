@@ -22,6 +22,17 @@
  *    When several arguments are wrong, which one is reported is not specified. A call with ctx == NULL
  *    records its detail where clattn_last_error(NULL) finds it.
  *
+ * Extensible structs: every struct the caller passes in (descriptors, masks, layer weights, context
+ * options) starts with `size_t struct_size` and has an INIT macro that sets it to the struct's size in
+ * the header the program was compiled with, plus every default:
+ *      clattn_sdpa_desc desc = CLATTN_SDPA_DESC_INIT;
+ *      desc.batch = 2; ...
+ * New fields are only ever appended, and 0 is always a new field's default. So a newer library reads
+ * an older program's struct (the fields it lacks count as 0), and an older library accepts a newer
+ * program's struct as long as every field it does not know is 0; otherwise it returns
+ * CLATTN_ERROR_INVALID_VALUE and says which byte. A struct not started from its INIT macro
+ * (struct_size 0) is CLATTN_ERROR_INVALID_VALUE too.
+ *
  * Thread safety: a context may be used by one thread at a time. Distinct contexts are independent and
  * may be used concurrently from different threads (their CLBlast calls take turns internally, since
  * CLBlast's process-wide caches are not thread-safe).
@@ -29,10 +40,10 @@
 #ifndef CLATTN_CLATTN_H
 #define CLATTN_CLATTN_H
 
-#ifndef CL_TARGET_OPENCL_VERSION
-#define CL_TARGET_OPENCL_VERSION 120
-#endif
+/* No CL_TARGET_OPENCL_VERSION is forced here: an application that includes this header first still
+ * sees the OpenCL version it chose (or its headers' default). The library itself is built for 1.2. */
 #include <CL/cl.h>
+#include <math.h> /* NAN, for CLATTN_SCALE_DEFAULT */
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -80,7 +91,12 @@ typedef enum clattn_status {
     CLATTN_ERROR_BUILD_FAILED = -3012,     /* the OpenCL C compiler rejected the kernels: see build log */
     CLATTN_ERROR_BLAS = -3013,             /* CLBlast returned an error (its code is in the detail) */
     CLATTN_ERROR_OUT_OF_HOST_MEMORY = -3014, /* malloc failed on the host */
-    CLATTN_ERROR_UNSUPPORTED_DEVICE = -3015  /* the device lacks something clattn needs */
+    CLATTN_ERROR_UNSUPPORTED_DEVICE = -3015, /* the device lacks something clattn needs */
+
+    /* Not statuses: they make every 32-bit value part of the enum's range, so that any OpenCL or
+     * extension code (CL_PLATFORM_NOT_FOUND_KHR is -1001) is a valid clattn_status in C and C++. */
+    CLATTN_STATUS_RANGE_MIN_ = -2147483647 - 1,
+    CLATTN_STATUS_RANGE_MAX_ = 2147483647
 } clattn_status;
 
 /* Short name of any status, clattn's or OpenCL's ("CLATTN_ERROR_ZERO_SIZE", "CL_OUT_OF_RESOURCES").
@@ -180,6 +196,8 @@ CLATTN_API clattn_status clattn_context_create_from_cl(clattn_context **ctx, cl_
 /* Free a context and everything it owns. Accepts NULL. */
 CLATTN_API void clattn_context_free(clattn_context *ctx);
 
+/* The context's OpenCL objects (NULL for a NULL ctx), for an application's own work on the same queue,
+ * and its device's name ("" for a NULL ctx). They belong to the context: do not release them. */
 CLATTN_API cl_context clattn_context_cl_context(const clattn_context *ctx);
 CLATTN_API cl_device_id clattn_context_device(const clattn_context *ctx);
 CLATTN_API cl_command_queue clattn_context_queue(const clattn_context *ctx);
@@ -239,8 +257,9 @@ typedef enum clattn_mask_layout {
     CLATTN_MASK_B_H_L_S = 2 /* additive float mask (B, H, L, S), one per batch and head */
 } clattn_mask_layout;
 
-/* The masks of one attention call. Zero-initialise for "no mask". */
+/* The masks of one attention call; start from CLATTN_MASKS_INIT (no mask). */
 typedef struct clattn_masks {
+    size_t struct_size; /* sizeof(clattn_masks), set by CLATTN_MASKS_INIT */
     clattn_causal causal;
     /* Key-padding: NULL, or `batch` lengths on the host; in batch b keys j ≥ key_lengths[b] are
      * masked. Each length must be ≤ S; 0 masks every key of that batch. */
@@ -250,21 +269,31 @@ typedef struct clattn_masks {
     clattn_mask_layout additive;
 } clattn_masks;
 
-/* Shape and options of scaled dot-product attention. */
+#define CLATTN_MASKS_INIT { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE }
+
+/* The scale's "not given" value (what the INIT macros set): 1/√Dqk is used. Every finite value,
+ * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */
+#define CLATTN_SCALE_DEFAULT NAN
+
+/* Shape and options of scaled dot-product attention; start from CLATTN_SDPA_DESC_INIT. */
 typedef struct clattn_sdpa_desc {
+    size_t struct_size; /* sizeof(clattn_sdpa_desc), set by CLATTN_SDPA_DESC_INIT */
     size_t batch;    /* B */
     size_t heads;    /* H */
     size_t q_len;    /* L */
     size_t kv_len;   /* S */
     size_t qk_dim;   /* Dqk: head size of Q and K */
     size_t v_dim;    /* Dv: head size of V and O; 0 means "same as qk_dim" */
-    float scale;     /* multiplies Q·Kᵀ; 0 means 1/√Dqk. Must be finite. */
-    clattn_masks masks;
-    clattn_algorithm algorithm; /* 0: CLATTN_ALGORITHM_AUTO */
+    float scale;     /* multiplies Q·Kᵀ; CLATTN_SCALE_DEFAULT means 1/√Dqk */
+    const clattn_masks *masks;  /* NULL: no masks */
+    clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
 } clattn_sdpa_desc;
 
+#define CLATTN_SDPA_DESC_INIT \
+    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO }
+
 /* O = softmax(Q·Kᵀ·scale + masks)·V.
- * mask: the additive mask buffer when desc->masks.additive is not NONE, else NULL.
+ * mask: the additive mask buffer when desc->masks->additive is not NONE, else NULL.
  * weights (B,H,L,S) and lse (B,H,L) are optional outputs (NULL to skip). */
 CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
                                      cl_mem k, cl_mem v, cl_mem mask, cl_mem out, cl_mem weights,
@@ -275,11 +304,12 @@ CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa
                                           const float *q, const float *k, const float *v,
                                           const float *mask, float *out, float *weights, float *lse);
 
-/* Shape and options of a multi-head attention layer:
+/* Shape and options of a multi-head attention layer (start from CLATTN_MHA_DESC_INIT):
  *   Q = X·W_Q + b_Q,  K = KV·W_K + b_K,  V = KV·W_V + b_V            (KV = X for self-attention)
  *   O_h = sdpa(Q_h, K_h, V_h) for each head h, concatenated to (B, L, H·Dv)
  *   Y = concat·W_O + b_O   when W_O is given, else Y = concat. */
 typedef struct clattn_mha_desc {
+    size_t struct_size; /* sizeof(clattn_mha_desc), set by CLATTN_MHA_DESC_INIT */
     size_t batch;     /* B */
     size_t q_len;     /* L: rows of X per batch */
     size_t kv_len;    /* S: rows of KV per batch; for self-attention 0 or L */
@@ -290,26 +320,37 @@ typedef struct clattn_mha_desc {
     size_t qk_dim;    /* Dqk per head */
     size_t v_dim;     /* Dv per head; 0 means qk_dim */
     size_t out_dim;   /* columns of W_O; 0 means model_dim. Ignored without W_O. */
-    float scale;      /* 0 means 1/√Dqk */
-    clattn_masks masks;
-    clattn_algorithm algorithm; /* 0: CLATTN_ALGORITHM_AUTO */
+    float scale;      /* CLATTN_SCALE_DEFAULT means 1/√Dqk */
+    const clattn_masks *masks;  /* NULL: no masks */
+    clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
 } clattn_mha_desc;
 
-/* The weights of a layer as device buffers. Biases and W_O/b_O may be NULL; b_O without W_O is
- * CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */
+#define CLATTN_MHA_DESC_INIT \
+    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO }
+
+/* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
+ * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */
 typedef struct clattn_mha_weights {
+    size_t struct_size; /* sizeof(clattn_mha_weights), set by CLATTN_MHA_WEIGHTS_INIT */
     cl_mem w_q, b_q; /* (model_dim, H·Dqk), (H·Dqk) */
     cl_mem w_k, b_k; /* (kv_dim, H·Dqk),    (H·Dqk) */
     cl_mem w_v, b_v; /* (kv_dim, H·Dv),     (H·Dv)  */
     cl_mem w_o, b_o; /* (H·Dv, out_dim),    (out_dim) */
 } clattn_mha_weights;
 
+#define CLATTN_MHA_WEIGHTS_INIT { sizeof(clattn_mha_weights), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+
+/* The same in host memory; start from CLATTN_MHA_HOST_WEIGHTS_INIT. */
 typedef struct clattn_mha_host_weights {
+    size_t struct_size; /* sizeof(clattn_mha_host_weights), set by CLATTN_MHA_HOST_WEIGHTS_INIT */
     const float *w_q, *b_q;
     const float *w_k, *b_k;
     const float *w_v, *b_v;
     const float *w_o, *b_o;
 } clattn_mha_host_weights;
+
+#define CLATTN_MHA_HOST_WEIGHTS_INIT \
+    { sizeof(clattn_mha_host_weights), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
 /* x (B,L,model_dim); kv (B,S,kv_dim) or NULL for self-attention; mask as for clattn_sdpa;
  * out (B,L,out_dim) with W_O, else (B,L,H·Dv); weights (B,H,L,S) optional. */
@@ -317,6 +358,7 @@ CLATTN_API clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *
                                     cl_mem kv, const clattn_mha_weights *weights, cl_mem mask,
                                     cl_mem out, cl_mem attn_weights);
 
+/* Host-memory variant of clattn_mha: same shapes, host pointers, blocking; all or nothing. */
 CLATTN_API clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc,
                                          const float *x, const float *kv,
                                          const clattn_mha_host_weights *weights, const float *mask,

@@ -125,10 +125,10 @@ int cmd_sdpa(int argc, char **argv)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
                         !q_path ? "q" : !k_path ? "k" : !v_path ? "v" : "out");
     sdpa_call c = {0};
+    c.desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
+    /* --scale 0 is legitimate: every score 0, uniform weights over the visible keys. */
     if (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK)
         return rc;
-    if (scale_text && c.desc.scale == 0.0f)
-        return cli_fail(CLI_USAGE_ERROR, cmd, "--scale: 0 would zero every score; omit it for 1/sqrt(D)");
 
     cli_tensor q = {0}, k = {0}, v = {0};
     clattn_context *ctx = NULL;
@@ -165,7 +165,7 @@ int cmd_sdpa(int argc, char **argv)
     c.desc.kv_len = S;
     c.desc.qk_dim = D;
     c.desc.v_dim = Dv;
-    c.desc.masks = m.masks;
+    c.desc.masks = &m.masks;
     c.q = q.data;
     c.k = k.data;
     c.v = v.data;
@@ -274,12 +274,11 @@ int cmd_mha(int argc, char **argv)
     if (path[BO] && !path[WO])
         return cli_fail(CLI_USAGE_ERROR, cmd, "--bo needs --wo");
     mha_call c = {0};
+    c.desc = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     size_t H;
     if ((rc = cli_parse_size(cmd, "heads", heads_text, &H)) != CLI_OK ||
         (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK))
         return rc;
-    if (scale_text && c.desc.scale == 0.0f)
-        return cli_fail(CLI_USAGE_ERROR, cmd, "--scale: 0 would zero every score; omit it for 1/sqrt(d_k)");
 
     cli_tensor t[NT] = {{0}};
     clattn_context *ctx = NULL;
@@ -319,13 +318,20 @@ int cmd_mha(int argc, char **argv)
         goto done;
 
     c.ctx = ctx;
-    c.desc = (clattn_mha_desc){.batch = B, .q_len = L, .kv_len = S, .model_dim = d_model, .kv_dim = d_kv,
-                               .heads = H, .qk_dim = dk, .v_dim = dv, .out_dim = d_out, .scale = c.desc.scale,
-                               .masks = m.masks};
+    c.desc.batch = B;
+    c.desc.q_len = L;
+    c.desc.kv_len = S;
+    c.desc.model_dim = d_model;
+    c.desc.kv_dim = d_kv;
+    c.desc.heads = H;
+    c.desc.qk_dim = dk;
+    c.desc.v_dim = dv;
+    c.desc.out_dim = d_out;
+    c.desc.masks = &m.masks;
     c.x = t[X].data;
     c.kv = path[KV] ? t[KV].data : NULL;
     c.mask = m.mask;
-    c.w = (clattn_mha_host_weights){t[WQ].data, t[BQ].data, t[WK].data, t[BK].data,
+    c.w = (clattn_mha_host_weights){sizeof c.w,  t[WQ].data, t[BQ].data, t[WK].data, t[BK].data,
                                     t[WV].data, t[BV].data, t[WO].data, t[BO].data};
     c.out = cli_alloc_floats(B, L, d_out);
     if (o.weights || o.heatmap)

@@ -113,7 +113,7 @@ static int load_lengths(const char *command, cli_masks *m, size_t B, size_t S)
 
 int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t L, size_t S)
 {
-    memset(&m->masks, 0, sizeof m->masks);
+    m->masks = (clattn_masks)CLATTN_MASKS_INIT;
     if (m->causal && m->causal_bottom_right)
         return cli_fail(CLI_USAGE_ERROR, command, "--causal and --causal-bottom-right exclude each other");
     m->masks.causal = m->causal ? CLATTN_CAUSAL_TOP_LEFT

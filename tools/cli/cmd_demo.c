@@ -77,7 +77,10 @@ static clattn_status run_demo(clattn_context *ctx, demo_tensors *t, const char *
         st = (clattn_status)err;
         goto done;
     }
-    clattn_sdpa_desc desc = {.batch = 1, .heads = 1, .q_len = N, .kv_len = N, .qk_dim = DK};
+    clattn_sdpa_desc desc = CLATTN_SDPA_DESC_INIT;
+    desc.batch = desc.heads = 1;
+    desc.q_len = desc.kv_len = N;
+    desc.qk_dim = DK;
     *what = "projection";
     if ((st = clattn_projection(ctx, N, DM, DK, buf[X], buf[WQ], NULL, buf[Q])) != CLATTN_SUCCESS ||
         (st = clattn_projection(ctx, N, DM, DK, buf[X], buf[WK], NULL, buf[K])) != CLATTN_SUCCESS ||

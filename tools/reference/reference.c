@@ -1,6 +1,7 @@
 /* The float64 host reference every result is checked against: scaled dot-product attention with
  * every mask kind, its stages, and the multi-head layer. Written for clarity, not speed: plain loops
- * over the definitions, in double precision. Used by the test suites and `clattn devices --check`. */
+ * over the definitions, in double precision. A library of its own (tools/meson.build), used by the test
+ * suites and `clattn devices --check`. */
 #include "reference.h"
 
 #include <math.h>
@@ -11,11 +12,16 @@ size_t ref_v_dim(const clattn_sdpa_desc *d) { return d->v_dim ? d->v_dim : d->qk
 
 double ref_scale(float scale, size_t qk_dim)
 {
-    return scale == 0.0f ? 1.0 / sqrt((double)qk_dim) : (double)scale;
+    return isnan(scale) ? 1.0 / sqrt((double)qk_dim) : (double)scale;
 }
+
+static const clattn_masks no_masks = CLATTN_MASKS_INIT;
+
+const clattn_masks *ref_masks(const clattn_masks *m) { return m ? m : &no_masks; }
 
 int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j)
 {
+    m = ref_masks(m);
     long long li = (long long)i, lj = (long long)j, lL = (long long)L, lS = (long long)S;
     if (m->causal == CLATTN_CAUSAL_TOP_LEFT && lj > li)
         return 1;
@@ -39,16 +45,16 @@ static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double
             for (size_t i = 0; i < L; i++)
                 for (size_t j = 0; j < S; j++) {
                     double s;
-                    if (ref_key_masked(&d->masks, L, S, b, i, j)) {
+                    if (ref_key_masked(d->masks, L, S, b, i, j)) {
                         s = -INFINITY;
                     } else {
                         double dot = 0.0;
                         for (size_t t = 0; t < D; t++)
                             dot += qq[i * D + t] * kk[j * D + t];
                         s = dot * scale;
-                        if (d->masks.additive == CLATTN_MASK_L_S)
+                        if (ref_masks(d->masks)->additive == CLATTN_MASK_L_S)
                             s += (double)mask[i * S + j];
-                        else if (d->masks.additive == CLATTN_MASK_B_H_L_S)
+                        else if (ref_masks(d->masks)->additive == CLATTN_MASK_B_H_L_S)
                             s += (double)mask[(bh * L + i) * S + j];
                     }
                     ss[i * S + j] = s;
@@ -223,8 +229,7 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
             }
         }
 
-    clattn_sdpa_desc sd;
-    memset(&sd, 0, sizeof sd);
+    clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
     sd.batch = B;
     sd.heads = H;
     sd.q_len = L;

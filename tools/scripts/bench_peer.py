@@ -2,7 +2,7 @@
 """Peers for `clattn bench`: the same cases with numpy (and PyTorch when installed) on the same CPU,
 timed in the same run, and the ratio peer-time / clattn-time per case.
 
-Usage:  python3 tools/bench_peer.py [--clattn build/tools/clattn] [--skip-long] [--quick] [--device SPEC]
+Usage:  python3 tools/scripts/bench_peer.py [--clattn build/tools/clattn] [--skip-long] [--quick] [--device SPEC]
 
 numpy runs the tutorials' formula, softmax stabilised by the row maximum:
     s = q @ k.T * scale (+ causal mask) ; p = exp(s - max) / sum ; o = p @ v
@@ -10,7 +10,7 @@ It must be linked to an optimised, multi-threaded BLAS: the script prints which 
 it uses and refuses to report ratios against the reference BLAS (Debian's numpy falls back to it unless
 libopenblas0-pthread is installed). Some machines set OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for old
 OpenBLAS builds; they slow a current one, so benchmark with
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 tools/bench_peer.py
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 tools/scripts/bench_peer.py
 """
 import argparse
 import json

@@ -1,7 +1,7 @@
 /* `clattn bench`: a fixed set of attention cases timed on one device — milliseconds (median of several
  * runs after a warm-up), GFLOP/s, the library's peak extra device memory, and where the time goes
  * (device time between two profiling markers vs. host overhead). SDPA cases run both the fused kernel
- * and the staged path, so their ratio comes from the same run. tools/bench_peer.py compares with numpy. */
+ * and the staged path, so their ratio comes from the same run. tools/scripts/bench_peer.py compares with numpy. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "commands.h"
@@ -111,6 +111,7 @@ static void buffers_free(case_buffers *b)
 static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffers *b)
 {
     memset(b, 0, sizeof *b);
+    b->w = (clattn_mha_weights)CLATTN_MHA_WEIGHTS_INIT;
     uint64_t seed = 1234;
     cl_int err = CL_SUCCESS;
     const size_t bh = c->B * c->H;
@@ -137,13 +138,27 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
 static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
                               size_t l_override)
 {
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = c->causal;
     if (c->kind == BENCH_SDPA) {
-        clattn_sdpa_desc d = {c->B, c->H, l_override ? l_override : c->L, l_override ? l_override : c->S, c->D,
-                              0, 0.0f, {c->causal, NULL, CLATTN_MASK_NONE}, algo};
+        clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+        d.batch = c->B;
+        d.heads = c->H;
+        d.q_len = l_override ? l_override : c->L;
+        d.kv_len = l_override ? l_override : c->S;
+        d.qk_dim = c->D;
+        d.masks = &masks;
+        d.algorithm = algo;
         return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, NULL);
     }
-    clattn_mha_desc d = {.batch = c->B, .q_len = c->L, .model_dim = c->model_dim, .heads = c->H, .qk_dim = c->D,
-                         .masks = {c->causal, NULL, CLATTN_MASK_NONE}, .algorithm = algo};
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = c->B;
+    d.q_len = c->L;
+    d.model_dim = c->model_dim;
+    d.heads = c->H;
+    d.qk_dim = c->D;
+    d.masks = &masks;
+    d.algorithm = algo;
     return clattn_mha(ctx, &d, b->x, NULL, &b->w, NULL, b->out, NULL);
 }
 
@@ -219,7 +234,7 @@ static const char bench_help[] =
     "the fused kernel and the staged path.\n"
     "  --quick      small shapes (seconds; a smoke test)\n"
     "  --skip-long  leave out the L=65536 case (minutes on a CPU)\n"
-    "  --json       one JSON document instead of the table (read by tools/bench_peer.py)\n"
+    "  --json       one JSON document instead of the table (read by tools/scripts/bench_peer.py)\n"
     "  --device     P:D, cpu, gpu, accelerator or part of a name\n";
 
 static void print_bytes(char *buf, size_t size, size_t bytes)

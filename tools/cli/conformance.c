@@ -64,8 +64,16 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
     size_t lengths[8];
     for (size_t b = 0; b < c->B; b++)
         lengths[b] = b == 0 ? c->S / 2 : c->S - b; /* ragged lengths */
-    clattn_sdpa_desc d = {c->B, c->H, c->L, c->S, c->D, c->Dv, 0.0f,
-                          {c->causal, c->key_lengths ? lengths : NULL, c->additive}, CLATTN_ALGORITHM_STAGED};
+    clattn_masks masks = {sizeof masks, c->causal, c->key_lengths ? lengths : NULL, c->additive};
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = c->B;
+    d.heads = c->H;
+    d.q_len = c->L;
+    d.kv_len = c->S;
+    d.qk_dim = c->D;
+    d.v_dim = c->Dv;
+    d.masks = &masks;
+    d.algorithm = CLATTN_ALGORITHM_STAGED;
     const size_t bh = c->B * c->H, nq = bh * c->L * c->D, nk = bh * c->S * c->D, nv = bh * c->S * c->Dv;
     const size_t no = bh * c->L * c->Dv, nw = bh * c->L * c->S, nl = bh * c->L;
     const size_t nm = c->additive == CLATTN_MASK_L_S ? c->L * c->S : c->additive == CLATTN_MASK_B_H_L_S ? nw : 0;

@@ -1,4 +1,4 @@
-/* The float64 host reference (tests/reference.c). Inputs are float, as the library's are; every sum
+/* The float64 host reference (tools/reference/reference.c). Inputs are float, as the library's are; every sum
  * and product is done in double. Tensors use the layouts of clattn.h. */
 #ifndef CLATTN_REFERENCE_H
 #define CLATTN_REFERENCE_H
@@ -9,14 +9,17 @@
 /* Dv of an sdpa desc (v_dim, or qk_dim when 0). */
 size_t ref_v_dim(const clattn_sdpa_desc *d);
 
-/* 1 if key j of query i in batch b is masked by the causal and key-length masks of m. */
+/* m, or the empty masks when m is NULL. */
+const clattn_masks *ref_masks(const clattn_masks *m);
+
+/* 1 if key j of query i in batch b is masked by the causal and key-length masks of m (may be NULL). */
 int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j);
 
-/* The scale actually used: desc scale, or 1/sqrt(Dqk) when 0. */
+/* The scale actually used: desc scale, or 1/sqrt(Dqk) when CLATTN_SCALE_DEFAULT (NaN). */
 double ref_scale(float scale, size_t qk_dim);
 
 /* Scaled, masked scores (B,H,L,S): masked entries −inf, additive mask added. mask may be NULL when
- * d->masks.additive is NONE. */
+ * d->masks is NULL or its additive is NONE. */
 void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const float *mask,
                double *scores);
 
