@@ -13,7 +13,7 @@
 _Static_assert(offsetof(struct clattn_context_s, errors) == 0,
                "error.c finds a context's error state at the start of the context");
 
-/* The first published layout of clattn_context_options (0.2.0): up to and including `tile`. */
+/* The first published layout of clattn_context_options (0.2.0) ends with `tile`. */
 #define OPTIONS_SIZE_0_2 (offsetof(clattn_context_options, tile) + sizeof(const char *))
 
 static clattn_context *context_alloc(void)
@@ -26,7 +26,8 @@ static clattn_context *context_alloc(void)
 
 /* The application's queue must be in order and belong to its context and device: every stage relies
  * on commands running in the order they were enqueued. */
-static clattn_status check_app_queue(cl_context context, cl_device_id device, cl_command_queue queue)
+static clattn_status check_app_queue(const char *caller, cl_context context, cl_device_id device,
+                                     cl_command_queue queue)
 {
     cl_context queue_context;
     cl_device_id queue_device;
@@ -39,10 +40,10 @@ static clattn_status check_app_queue(cl_context context, cl_device_id device, cl
     if (err != CL_SUCCESS)
         return cl_error(NULL, err, "clGetCommandQueueInfo");
     if (queue_context != context || queue_device != device)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "clattn_context_create_from_cl: the queue belongs to another %s",
-                         queue_context != context ? "context" : "device");
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "%s: the queue belongs to another %s",
+                         caller, queue_context != context ? "context" : "device");
     if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "clattn_context_create_from_cl: the queue must be in-order");
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "%s: the queue must be in-order", caller);
     return CLATTN_SUCCESS;
 }
 
@@ -90,28 +91,29 @@ static clattn_status create_own_objects(clattn_context *ctx, const char *spec, c
     return CLATTN_SUCCESS;
 }
 
-/* Every way of creating a context ends here; `device_source` names where a device spec came from in
- * the error when it matches nothing. */
-static clattn_status context_create(clattn_context **out, const clattn_context_options *options,
+/* Every way of creating a context ends here. `caller` names the public function in errors, and
+ * `device_source` where a device spec came from when it matches nothing. */
+static clattn_status context_create(clattn_context **out, const clattn_context_options *options, const char *caller,
                                     const char *device_source)
 {
     *out = NULL;
     clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
     clattn_status st;
-    if (options && (st = versioned_copy(NULL, options, sizeof opts, OPTIONS_SIZE_0_2, "clattn_context_options",
-                                        "CLATTN_CONTEXT_OPTIONS_INIT", &opts)) != CLATTN_SUCCESS)
+    if (options && (st = versioned_copy(NULL, options, sizeof opts, sizeof opts, OPTIONS_SIZE_0_2,
+                                        "clattn_context_options", "CLATTN_CONTEXT_OPTIONS_INIT", &opts)) != CLATTN_SUCCESS)
         return st;
-    const int app_objects = (opts.cl_context != NULL) + (opts.cl_device != NULL) + (opts.cl_queue != NULL);
+    const int app_objects = (opts.opencl_context != NULL) + (opts.opencl_device != NULL) + (opts.opencl_queue != NULL);
     if (app_objects != 0 && app_objects != 3)
-        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_context_create_from_cl: %s is NULL",
-                         !opts.cl_context ? "context" : !opts.cl_device ? "device" : "queue");
-    if (app_objects == 3 && (st = check_app_queue(opts.cl_context, opts.cl_device, opts.cl_queue)) != CLATTN_SUCCESS)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "%s: options.opencl_%s is NULL (give all three or none)",
+                         caller, !opts.opencl_context ? "context" : !opts.opencl_device ? "device" : "queue");
+    if (app_objects == 3 &&
+        (st = check_app_queue(caller, opts.opencl_context, opts.opencl_device, opts.opencl_queue)) != CLATTN_SUCCESS)
         return st;
 
     clattn_context *ctx = context_alloc();
     if (!ctx)
         return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
-    st = app_objects == 3 ? adopt_app_objects(ctx, opts.cl_context, opts.cl_device, opts.cl_queue)
+    st = app_objects == 3 ? adopt_app_objects(ctx, opts.opencl_context, opts.opencl_device, opts.opencl_queue)
                           : create_own_objects(ctx, opts.device, device_source);
     if (st == CLATTN_SUCCESS)
         st = device_caps_query(ctx->device, &ctx->caps);
@@ -130,7 +132,7 @@ clattn_status clattn_context_create_with_options(clattn_context **out, const cla
 {
     if (!out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_context_create_with_options: ctx is NULL");
-    return context_create(out, options, "options.device");
+    return context_create(out, options, "clattn_context_create_with_options", "options.device");
 }
 
 clattn_status clattn_context_create(clattn_context **out, const char *spec)
@@ -139,7 +141,7 @@ clattn_status clattn_context_create(clattn_context **out, const char *spec)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_context_create: ctx is NULL");
     clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
     opts.device = spec;
-    return context_create(out, &opts, "argument");
+    return context_create(out, &opts, "clattn_context_create", "argument");
 }
 
 clattn_status clattn_context_create_from_cl(clattn_context **out, cl_context context, cl_device_id device,
@@ -153,10 +155,10 @@ clattn_status clattn_context_create_from_cl(clattn_context **out, cl_context con
                          !context ? "context" : !device ? "device" : "queue");
     }
     clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
-    opts.cl_context = context;
-    opts.cl_device = device;
-    opts.cl_queue = queue;
-    return context_create(out, &opts, "argument");
+    opts.opencl_context = context;
+    opts.opencl_device = device;
+    opts.opencl_queue = queue;
+    return context_create(out, &opts, "clattn_context_create_from_cl", "argument");
 }
 
 void clattn_context_free(clattn_context *ctx)

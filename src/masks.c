@@ -10,15 +10,16 @@
 
 #include <stdlib.h>
 
-/* The first published layout (0.2.0) ends with `additive`. */
-#define MASKS_SIZE_0_2 (offsetof(clattn_masks, additive) + sizeof(clattn_mask_layout))
+/* The first published layout (0.2.0) ends with `reserved`. */
+#define MASKS_SIZE_0_2 (offsetof(clattn_masks, reserved) + sizeof(unsigned))
 
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool mask_given, sdpa_shape *s)
 {
     clattn_masks copy = CLATTN_MASKS_INIT;
     const clattn_masks *masks = &copy;
     clattn_status st;
-    if (given && (st = versioned_copy(ctx, given, sizeof copy, MASKS_SIZE_0_2, "clattn_masks", "CLATTN_MASKS_INIT",
+    if (given && (st = versioned_copy(ctx, given, sizeof copy, offsetof(clattn_masks, reserved), MASKS_SIZE_0_2, "clattn_masks",
+                                      "CLATTN_MASKS_INIT",
                                       &copy)) != CLATTN_SUCCESS)
         return st;
     if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&

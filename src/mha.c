@@ -8,12 +8,13 @@
 #include "projection.h"
 #include "scratch.h"
 #include "sdpa.h"
+#include "staged.h"
 #include "versioned.h"
 
 #include <string.h>
 
-/* The first published layouts (0.2.0) end with `algorithm` and `b_o`. */
-#define MHA_DESC_SIZE_0_2 (offsetof(clattn_mha_desc, algorithm) + sizeof(clattn_algorithm))
+/* The first published layouts (0.2.0) end with `reserved` and `b_o`. */
+#define MHA_DESC_SIZE_0_2 (offsetof(clattn_mha_desc, reserved) + sizeof(unsigned))
 #define MHA_WEIGHTS_SIZE_0_2 (offsetof(clattn_mha_weights, b_o) + sizeof(cl_mem))
 #define MHA_HOST_WEIGHTS_SIZE_0_2 (offsetof(clattn_mha_host_weights, b_o) + sizeof(const float *))
 
@@ -21,7 +22,7 @@ clattn_status mha_weights_read(clattn_context *ctx, const clattn_mha_weights *w,
 {
     if (!w)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
-    return versioned_copy(ctx, w, sizeof *out, MHA_WEIGHTS_SIZE_0_2, "clattn_mha_weights", "CLATTN_MHA_WEIGHTS_INIT",
+    return versioned_copy(ctx, w, sizeof *out, sizeof *out, MHA_WEIGHTS_SIZE_0_2, "clattn_mha_weights", "CLATTN_MHA_WEIGHTS_INIT",
                           out);
 }
 
@@ -30,7 +31,7 @@ clattn_status mha_host_weights_read(clattn_context *ctx, const clattn_mha_host_w
 {
     if (!w)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the weights struct is NULL");
-    return versioned_copy(ctx, w, sizeof *out, MHA_HOST_WEIGHTS_SIZE_0_2, "clattn_mha_host_weights",
+    return versioned_copy(ctx, w, sizeof *out, sizeof *out, MHA_HOST_WEIGHTS_SIZE_0_2, "clattn_mha_host_weights",
                           "CLATTN_MHA_HOST_WEIGHTS_INIT", out);
 }
 
@@ -96,7 +97,8 @@ clattn_status mha_check(clattn_context *ctx, const clattn_mha_desc *desc, bool k
     if (!desc)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
     clattn_mha_desc d;
-    clattn_status st = versioned_copy(ctx, desc, sizeof d, MHA_DESC_SIZE_0_2, "clattn_mha_desc", "CLATTN_MHA_DESC_INIT",
+    clattn_status st = versioned_copy(ctx, desc, sizeof d, offsetof(clattn_mha_desc, reserved), MHA_DESC_SIZE_0_2,
+                                      "clattn_mha_desc", "CLATTN_MHA_DESC_INIT",
                                       &d);
     if (st == CLATTN_SUCCESS)
         st = mha_shape_resolve(ctx, &d, kv_given, has_w_o, m);
@@ -116,7 +118,7 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
         (st = scratch_get(ctx, SCRATCH_V, s->v_elems * sizeof(float), &v_all)) != CLATTN_SUCCESS ||
         (m->has_out_proj &&
          (st = scratch_get(ctx, SCRATCH_CONCAT, s->out_elems * sizeof(float), &concat)) != CLATTN_SUCCESS) ||
-        (st = projection_prepare(ctx)) != CLATTN_SUCCESS)
+        (st = projection_prepare(ctx)) != CLATTN_SUCCESS || (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
 
     cl_mem kv_in = kv ? kv : x;

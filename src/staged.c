@@ -22,8 +22,7 @@ struct staged_state {
     cl_kernel kernels[KERNEL_COUNT];
 };
 
-/* Build the staged kernels of ctx if they are not built yet. */
-static clattn_status staged_prepare(clattn_context *ctx)
+clattn_status staged_prepare(clattn_context *ctx)
 {
     if (ctx->staged)
         return CLATTN_SUCCESS;

@@ -74,14 +74,15 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
     return CLATTN_SUCCESS;
 }
 
-/* The first published layout (0.2.0) ends with `algorithm`. */
-#define SDPA_DESC_SIZE_0_2 (offsetof(clattn_sdpa_desc, algorithm) + sizeof(clattn_algorithm))
+/* The first published layout (0.2.0) ends with `reserved`. */
+#define SDPA_DESC_SIZE_0_2 (offsetof(clattn_sdpa_desc, reserved) + sizeof(unsigned))
 
 clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, clattn_sdpa_desc *out)
 {
     if (!desc)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
-    return versioned_copy(ctx, desc, sizeof *out, SDPA_DESC_SIZE_0_2, "clattn_sdpa_desc", "CLATTN_SDPA_DESC_INIT", out);
+    return versioned_copy(ctx, desc, sizeof *out, offsetof(clattn_sdpa_desc, reserved), SDPA_DESC_SIZE_0_2,
+                          "clattn_sdpa_desc", "CLATTN_SDPA_DESC_INIT", out);
 }
 
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */

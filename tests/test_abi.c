@@ -71,6 +71,14 @@ START_TEST(test_sdpa_desc_struct_size)
     d.struct_size = sizeof(size_t) + 1; /* smaller than any published layout */
     expect_rejected(ctx, clattn_sdpa_host(ctx, &d, io.q, io.k, io.v, NULL, io.out, NULL, NULL),
                     CLATTN_ERROR_INVALID_VALUE, "struct_size", &io);
+    d.struct_size = (size_t)1 << 40; /* garbage: refused without reading the bytes it names */
+    expect_rejected(ctx, clattn_sdpa_host(ctx, &d, io.q, io.k, io.v, NULL, io.out, NULL, NULL),
+                    CLATTN_ERROR_INVALID_VALUE, "struct_size", &io);
+    d.struct_size = sizeof d;
+    d.reserved = 1; /* reserved members must stay 0 */
+    expect_rejected(ctx, clattn_sdpa_host(ctx, &d, io.q, io.k, io.v, NULL, io.out, NULL, NULL),
+                    CLATTN_ERROR_INVALID_VALUE, "reserved", &io);
+    d.reserved = 0;
 
     /* A program built against a newer header: a bigger struct whose extra fields are zero works;
      * one that sets an extra field is refused, naming the byte. */
@@ -106,6 +114,10 @@ START_TEST(test_masks_and_weights_struct_size)
     m.struct_size = 0;
     expect_rejected(ctx, clattn_sdpa_host(ctx, &d, io.q, io.k, io.v, NULL, io.out, NULL, NULL),
                     CLATTN_ERROR_INVALID_VALUE, "CLATTN_MASKS_INIT", &io);
+    m.struct_size = sizeof m;
+    m.reserved = 7;
+    expect_rejected(ctx, clattn_sdpa_host(ctx, &d, io.q, io.k, io.v, NULL, io.out, NULL, NULL),
+                    CLATTN_ERROR_INVALID_VALUE, "reserved", &io);
 
     /* The layer: descriptor and both weight structs. */
     enum { DM = 6 };
@@ -345,17 +357,19 @@ END_TEST
 
 START_TEST(test_options_app_objects)
 {
-    tu_set_label("options.cl_* on %s", tu_dev_spec[_i]);
+    tu_set_label("options.opencl_* on %s", tu_dev_spec[_i]);
     clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
-    opts.cl_context = clattn_context_cl_context(tu_ctx[_i]);
+    opts.opencl_context = clattn_context_cl_context(tu_ctx[_i]);
     clattn_context *ctx = NULL;
     ck_assert_int_eq(clattn_context_create_with_options(&ctx, &opts), CLATTN_ERROR_NULL_ARGUMENT);
     ck_assert_ptr_null(ctx);
-    opts.cl_device = clattn_context_device(tu_ctx[_i]);
-    opts.cl_queue = clattn_context_queue(tu_ctx[_i]);
+    ck_assert_msg(strstr(clattn_last_error(NULL), "options.opencl_device") != NULL, "detail: %s",
+                  clattn_last_error(NULL));
+    opts.opencl_device = clattn_context_device(tu_ctx[_i]);
+    opts.opencl_queue = clattn_context_queue(tu_ctx[_i]);
     ctx = create_with(&opts);
-    ck_assert_ptr_eq(clattn_context_cl_context(ctx), opts.cl_context);
-    ck_assert_ptr_eq(clattn_context_queue(ctx), opts.cl_queue);
+    ck_assert_ptr_eq(clattn_context_cl_context(ctx), opts.opencl_context);
+    ck_assert_ptr_eq(clattn_context_queue(ctx), opts.opencl_queue);
     run_small(ctx);
     clattn_context_free(ctx);
     ctx = create_with(NULL); /* every default */

@@ -31,7 +31,9 @@
  * an older program's struct (the fields it lacks count as 0), and an older library accepts a newer
  * program's struct as long as every field it does not know is 0; otherwise it returns
  * CLATTN_ERROR_INVALID_VALUE and says which byte. A struct not started from its INIT macro
- * (struct_size 0) is CLATTN_ERROR_INVALID_VALUE too.
+ * (struct_size 0, or a size no version of the struct ever had) is CLATTN_ERROR_INVALID_VALUE too.
+ * Members named `reserved` must stay 0: they fill what would be tail padding, so that no later
+ * field can land in bytes an older program left uninitialised.
  *
  * Thread safety: a context may be used by one thread at a time. Distinct contexts are independent and
  * may be used concurrently from different threads (their CLBlast calls take turns internally, since
@@ -57,10 +59,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 1
+#define CLATTN_VERSION_MINOR 2
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.1.0"
+#define CLATTN_VERSION_STRING "0.2.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -82,7 +84,8 @@ typedef enum clattn_status {
     CLATTN_ERROR_BUFFER_TOO_SMALL = -3003, /* a cl_mem is smaller than its tensor's shape needs */
     CLATTN_ERROR_SHAPE_MISMATCH = -3004,   /* dimensions that must agree do not (e.g. head sizes) */
     CLATTN_ERROR_INVALID_MASK = -3005,     /* mask buffer without a layout, or a key length > S */
-    CLATTN_ERROR_INVALID_VALUE = -3006,    /* a parameter outside its domain (NaN scale, unknown enum) */
+    CLATTN_ERROR_INVALID_VALUE = -3006,    /* a parameter outside its domain (infinite scale,
+                                               unknown enum, bad struct_size or reserved field) */
     CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT = -3007, /* a buffer larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE */
     CLATTN_ERROR_NO_PLATFORM = -3008,      /* no OpenCL platform is installed */
     CLATTN_ERROR_NO_DEVICE = -3009,        /* platforms exist but expose no device */
@@ -153,12 +156,12 @@ typedef enum clattn_cache_mode {
 typedef struct clattn_context_options {
     size_t struct_size; /* sizeof(clattn_context_options), set by CLATTN_CONTEXT_OPTIONS_INIT */
     /* Device spec (see clattn_device_select); NULL or "": CLATTN_DEVICE, else the first GPU, else the
-     * first device. Ignored when cl_context is set. */
+     * first device. Ignored when opencl_context is set. */
     const char *device;
     /* An application's own OpenCL objects, all three or none (see clattn_context_create_from_cl). */
-    cl_context cl_context;
-    cl_device_id cl_device;
-    cl_command_queue cl_queue;
+    cl_context opencl_context;
+    cl_device_id opencl_device;
+    cl_command_queue opencl_queue;
     /* The on-disk cache of compiled programs, keyed by kernel source, build options, platform, device,
      * driver and library version; a damaged or mismatched entry is rebuilt from source. */
     clattn_cache_mode cache;
@@ -267,9 +270,10 @@ typedef struct clattn_masks {
     /* Layout of the additive mask passed beside the descriptor (−inf allowed, added to the scaled
      * scores). */
     clattn_mask_layout additive;
+    unsigned reserved; /* must be 0 (keeps the struct free of tail padding a later field could use) */
 } clattn_masks;
 
-#define CLATTN_MASKS_INIT { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE }
+#define CLATTN_MASKS_INIT { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0 }
 
 /* The scale's "not given" value (what the INIT macros set): 1/√Dqk is used. Every finite value,
  * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */
@@ -287,10 +291,11 @@ typedef struct clattn_sdpa_desc {
     float scale;     /* multiplies Q·Kᵀ; CLATTN_SCALE_DEFAULT means 1/√Dqk */
     const clattn_masks *masks;  /* NULL: no masks */
     clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
+    unsigned reserved;          /* must be 0 */
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT \
-    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO }
+    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0 }
 
 /* O = softmax(Q·Kᵀ·scale + masks)·V.
  * mask: the additive mask buffer when desc->masks->additive is not NONE, else NULL.
@@ -323,10 +328,11 @@ typedef struct clattn_mha_desc {
     float scale;      /* CLATTN_SCALE_DEFAULT means 1/√Dqk */
     const clattn_masks *masks;  /* NULL: no masks */
     clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
+    unsigned reserved;          /* must be 0 */
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT \
-    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO }
+    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0 }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

@@ -64,7 +64,10 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
     size_t lengths[8];
     for (size_t b = 0; b < c->B; b++)
         lengths[b] = b == 0 ? c->S / 2 : c->S - b; /* ragged lengths */
-    clattn_masks masks = {sizeof masks, c->causal, c->key_lengths ? lengths : NULL, c->additive};
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = c->causal;
+    masks.key_lengths = c->key_lengths ? lengths : NULL;
+    masks.additive = c->additive;
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = c->B;
     d.heads = c->H;
