@@ -1820,9 +1820,9 @@ int main(void)
         return 1;
     }
     if (R.status == EXIT_NO_PLATFORM) {
-        printf("test_cli: no OpenCL device (clattn devices exited 3): skipping\n%s", R.err);
+        printf("test_cli: `clattn devices` exited 3\n%s", R.err);
         tu_scratch_remove_all();
-        return 77;
+        return tu_no_device_exit("clattn devices found none");
     }
 
     struct timespec t0, t1;

@@ -67,9 +67,9 @@ int tu_main(Suite *(*make_suite)(void))
     size_t count = 0;
     clattn_status st = clattn_device_count(&count);
     if (st != CLATTN_SUCCESS || count == 0) {
-        printf("SKIP: no OpenCL device (%s): %s\n", clattn_status_string(st),
-               clattn_last_error(NULL));
-        return 77;
+        char why[2200];
+        snprintf(why, sizeof why, "%s: %s", clattn_status_string(st), clattn_last_error(NULL));
+        return tu_no_device_exit(why);
     }
     for (size_t i = 0; i < count && tu_ndev < TU_MAX_DEVICES; i++) {
         clattn_device_info info;
@@ -99,10 +99,8 @@ int tu_main(Suite *(*make_suite)(void))
         memcpy(tu_dev_spec[tu_ndev], spec, sizeof spec);
         tu_ndev++;
     }
-    if (tu_ndev == 0) {
-        printf("SKIP: no OpenCL device usable by clattn\n");
-        return 77;
-    }
+    if (tu_ndev == 0)
+        return tu_no_device_exit("none usable by clattn");
 
     Suite *s = make_suite();
     SRunner *sr = srunner_create(s);

@@ -123,6 +123,11 @@ void tu_copy_file(const char *from, const char *to, const char *append);
 /* Fixture                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* The exit status of a suite that finds no OpenCL device: 77 (meson's SKIP) on a developer's machine,
+ * but 1 (a failure) in CI (CI=true) or when CLATTN_REQUIRE_DEVICE=1 asks for a device — a missing
+ * device must never pass for green there. Prints why. */
+int tu_no_device_exit(const char *why);
+
 /* Frees the tracked host allocations, removes the scratch folders and restores the saved
  * environment. tu_tcase's teardown does this (and more); OpenCL-free suites add it themselves. */
 void tu_sys_teardown(void);

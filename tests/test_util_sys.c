@@ -311,3 +311,15 @@ void tu_sys_teardown(void)
     tu_scratch_remove_all();
     tu_env_restore();
 }
+
+int tu_no_device_exit(const char *why)
+{
+    const char *ci = getenv("CI"), *require = getenv("CLATTN_REQUIRE_DEVICE");
+    const int required = (ci && (strcmp(ci, "true") == 0 || strcmp(ci, "1") == 0)) ||
+                         (require && strcmp(require, "1") == 0);
+    printf("%s: no OpenCL device: %s\n", required ? "FAIL" : "SKIP", why);
+    if (required)
+        printf("(CI=true or CLATTN_REQUIRE_DEVICE=1: a device is required; on Debian apt-get install "
+               "pocl-opencl-icd)\n");
+    return required ? 1 : 77;
+}
