@@ -20,6 +20,7 @@ struct projection_state {
     cl_program program;
     cl_kernel kernels[KERNEL_COUNT];
     bool blas_unusable; /* CLBlast failed to launch here once: projections use the matmul kernel */
+    bool blas_used;     /* CLBlast holds programs built for this context in its process-wide cache */
 };
 
 /* CLBlast keeps process-wide caches (its tuning database, compiled programs) that are not safe to fill
@@ -55,6 +56,16 @@ void projection_release(clattn_context *ctx)
 {
     if (!ctx->projection)
         return;
+    if (ctx->projection->blas_used) {
+        /* CLBlast's cache keeps a reference to every cl_context it built programs for: without this a
+         * freed context stays alive (megabytes per create/project/free cycle, and a crash in CLBlast's
+         * exit-time destructor under some runtimes). Its C API can only clear the whole cache, so
+         * other live contexts rebuild their GEMM programs on next use (from the OpenCL runtime's own
+         * binary cache where it has one). */
+        pthread_mutex_lock(&blas_lock);
+        CLBlastClearCache();
+        pthread_mutex_unlock(&blas_lock);
+    }
     program_release(&ctx->projection->program, ctx->projection->kernels, KERNEL_COUNT);
     free(ctx->projection);
     ctx->projection = NULL;
@@ -107,6 +118,7 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
     CLBlastStatusCode code = (CLBlastStatusCode)INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     if (code == CLBlastSuccess) {
         pthread_mutex_lock(&blas_lock);
+        p->blas_used = true;
         code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, rows, out_dim, in_dim,
                             1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0, out_dim, &ctx->queue, NULL);
         pthread_mutex_unlock(&blas_lock);
