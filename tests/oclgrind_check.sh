@@ -1,0 +1,48 @@
+#!/bin/sh
+# tests/oclgrind_check.sh CLATTN_EXE OCLGRIND_ICD_LIBRARY: every kernel of every path on a second OpenCL
+# implementation, oclgrind's simulated device, with its checks on (memory accesses out of bounds,
+# data races, API misuse). Any message oclgrind logs fails the test, as does a wrong result.
+#   1. `clattn devices --check`: staged and fused paths on odd shapes with causal, key-length and
+#      additive masks, against the fp64 reference;
+#   2. `clattn demo` with work groups limited to 8 items: clattn's own matmul (CLBlast cannot launch
+#      there), the bias kernel, the staged and fused kernels on tiny work groups.
+set -eu
+[ $# -eq 2 ] || { echo "usage: $0 CLATTN_EXE OCLGRIND_ICD_LIBRARY" >&2; exit 2; }
+exe=$1
+[ -f "$2" ] || { echo "oclgrind: $2 not found: install Debian's oclgrind package (tools/setup.sh does)" >&2; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/clattn-oclgrind.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+mkdir "$tmp/vendors"
+echo "$2" >"$tmp/vendors/oclgrind.icd"
+# Only oclgrind's platform (a vendor folder holding its one ICD file), with its checks on; clattn's
+# program cache off, so that oclgrind builds every kernel itself.
+export OCL_ICD_VENDORS="$tmp/vendors"
+export OCLGRIND_DATA_RACES=1 OCLGRIND_CHECK_API=1 CLATTN_CACHE=0
+
+fail=0
+run() { # name, then the command's extra environment and arguments
+    name=$1
+    shift
+    log="$tmp/$name.log"
+    if ! env OCLGRIND_LOG="$log" "$@" >"$tmp/$name.out" 2>&1; then
+        echo "oclgrind: $name: FAILED (exit status)"; cat "$tmp/$name.out"; fail=1
+    fi
+    if ! grep -q "Oclgrind Simulator" "$tmp/$name.out"; then
+        echo "oclgrind: $name: did not run on the Oclgrind Simulator"; cat "$tmp/$name.out"; fail=1
+    fi
+    if [ -s "$log" ]; then
+        echo "oclgrind: $name: oclgrind reported:"; cat "$log"; fail=1
+    else
+        echo "oclgrind: $name: no error reported"
+    fi
+}
+
+run devices-check "$exe" devices --check
+grep -q "^PASS" "$tmp/devices-check.out" || { echo "oclgrind: devices --check did not pass"; fail=1; }
+grep "^PASS\|^FAIL" "$tmp/devices-check.out" || true
+run demo-small-work-groups OCLGRIND_MAX_WGSIZE=8 "$exe" demo
+# The tutorial's printed weights, to all four decimals (rows 我 and 智能).
+for row in "0.2480  0.2509  0.2499  0.2512" "0.2479  0.2516  0.2485  0.2520"; do
+    grep -q "$row" "$tmp/demo-small-work-groups.out" || { echo "oclgrind: demo: weights row $row missing"; fail=1; }
+done
+exit "$fail"
