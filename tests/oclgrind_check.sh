@@ -4,8 +4,9 @@
 # data races, API misuse). Any message oclgrind logs fails the test, as does a wrong result.
 #   1. `clattn devices --check`: staged and fused paths on odd shapes with causal, key-length and
 #      additive masks, against the fp64 reference;
-#   2. `clattn demo` with work groups limited to 8 items: clattn's own matmul (CLBlast cannot launch
-#      there), the bias kernel, the staged and fused kernels on tiny work groups.
+#   2. the same with work groups limited to 8 items (the fused kernel's tiles shrink to fit);
+#   3. `clattn demo` there too: clattn's own matmul (CLBlast cannot launch on such a device) and the
+#      staged kernels on tiny work groups, against the tutorial's printed weights.
 set -eu
 [ $# -eq 2 ] || { echo "usage: $0 CLATTN_EXE OCLGRIND_ICD_LIBRARY" >&2; exit 2; }
 exe=$1
@@ -40,6 +41,8 @@ run() { # name, then the command's extra environment and arguments
 run devices-check "$exe" devices --check
 grep -q "^PASS" "$tmp/devices-check.out" || { echo "oclgrind: devices --check did not pass"; fail=1; }
 grep "^PASS\|^FAIL" "$tmp/devices-check.out" || true
+run devices-check-small-work-groups OCLGRIND_MAX_WGSIZE=8 "$exe" devices --check
+grep -q "^PASS" "$tmp/devices-check-small-work-groups.out" || { echo "oclgrind: devices --check (8) did not pass"; fail=1; }
 run demo-small-work-groups OCLGRIND_MAX_WGSIZE=8 "$exe" demo
 # The tutorial's printed weights, to all four decimals (rows 我 and 智能).
 for row in "0.2480  0.2509  0.2499  0.2512" "0.2479  0.2516  0.2485  0.2520"; do
