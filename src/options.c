@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 const char *options_env(const char *name)
 {
@@ -73,6 +74,28 @@ static clattn_status resolve_tile(clattn_context *ctx, const char *api_tile, con
     return CLATTN_SUCCESS;
 }
 
+static bool equals_any(const char *value, const char *const *words, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcasecmp(value, words[i]) == 0)
+            return true;
+    return false;
+}
+
+/* CLATTN_CACHE: 0/off/false/no turn the cache off; unset, empty, 1/on/true/yes leave it on; anything
+ * else leaves it on with a warning (a typo must not pass unnoticed). */
+static bool env_cache_enabled(clattn_context *ctx)
+{
+    static const char *const off[] = {"0", "off", "false", "no"}, *const on[] = {"1", "on", "true", "yes"};
+    const char *env = options_env("CLATTN_CACHE");
+    if (!env || !*env || equals_any(env, on, 4))
+        return true;
+    if (equals_any(env, off, 4))
+        return false;
+    set_warning(ctx, "CLATTN_CACHE=\"%.32s\" is not one of 0/off/false/no or 1/on/true/yes; the cache stays on", env);
+    return true;
+}
+
 /* $XDG_CACHE_HOME/clattn, else $HOME/.cache/clattn; NULL (and no error) when neither is set. */
 static clattn_status default_cache_dir(clattn_context *ctx, char **out)
 {
@@ -110,8 +133,7 @@ clattn_status options_resolve(clattn_context *ctx, const clattn_context_options 
     if (api->cache != CLATTN_CACHE_DEFAULT && api->cache != CLATTN_CACHE_ON && api->cache != CLATTN_CACHE_OFF)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.cache has the unknown value %d", (int)api->cache);
     if (api->cache == CLATTN_CACHE_DEFAULT) {
-        const char *env = options_env("CLATTN_CACHE");
-        out->cache_enabled = !(env && strcmp(env, "0") == 0);
+        out->cache_enabled = env_cache_enabled(ctx);
     } else {
         out->cache_enabled = api->cache == CLATTN_CACHE_ON;
     }

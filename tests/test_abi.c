@@ -293,6 +293,23 @@ START_TEST(test_options_cache)
     clattn_context_free(ctx);
     ck_assert_msg(tu_dir_count(off_dir) == 0, "%s: CLATTN_CACHE_OFF wrote a cache entry", tu_label());
 
+    /* CLATTN_CACHE takes 0/off/false/no (and 1/on/true/yes); anything else warns and leaves it on. */
+    const char *words_dir = tu_scratch_dir("clattn-abi-words");
+    setenv("XDG_CACHE_HOME", words_dir, 1);
+    clattn_context_options env_only = CLATTN_CONTEXT_OPTIONS_INIT;
+    env_only.device = tu_dev_spec[_i];
+    setenv("CLATTN_CACHE", "Off", 1);
+    ctx = create_with(&env_only);
+    run_small(ctx);
+    clattn_context_free(ctx);
+    ck_assert_msg(tu_dir_count(words_dir) == 0, "%s: CLATTN_CACHE=Off wrote a cache entry", tu_label());
+    setenv("CLATTN_CACHE", "maybe", 1);
+    ctx = create_with(&env_only);
+    ck_assert_msg(strstr(clattn_last_warning(ctx), "CLATTN_CACHE") != NULL, "warning: %s", clattn_last_warning(ctx));
+    run_small(ctx);
+    clattn_context_free(ctx);
+    ck_assert_msg(tu_dir_count(words_dir) > 0, "%s: CLATTN_CACHE=maybe turned the cache off", tu_label());
+
     /* Bad values are refused with the thread's detail, and no context. */
     opts.cache = (clattn_cache_mode)7;
     ctx = (clattn_context *)&opts; /* must be reset to NULL */

@@ -1759,6 +1759,28 @@ START_TEST(test_heatmap_mha)
 }
 END_TEST
 
+/* The library's warnings reach the user on stderr, once, and change nothing else. */
+START_TEST(test_warnings_reach_user)
+{
+    rng.state = 330;
+    const char *q = f32_file("q.npy", 3, (size_t[]){2, 3, 4}), *k = f32_file("k.npy", 3, (size_t[]){2, 5, 4});
+    const char *v = f32_file("v.npy", 3, (size_t[]){2, 5, 4});
+    const char *const bad_tile[] = {"CLATTN_TILE=8by8", NULL};
+    clattn_env(bad_tile, "sdpa", "--q", q, "--k", k, "--v", v, "--out", P("o.npy"), (const char *)NULL);
+    expect_status(EXIT_OK);
+    expect_in("stderr", R.err, "clattn sdpa: warning: CLATTN_TILE=\"8by8\"");
+    ck_assert_msg(strstr(strstr(R.err, "warning:") + 1, "warning:") == NULL, "the warning was printed twice:\n%s",
+                  R.err);
+    const char *const bad_cache[] = {"CLATTN_CACHE=maybe", NULL};
+    clattn_env(bad_cache, "demo", (const char *)NULL);
+    expect_status(EXIT_OK);
+    expect_in("stderr", R.err, "clattn demo: warning: CLATTN_CACHE=\"maybe\"");
+    CLATTN("sdpa", "--q", q, "--k", k, "--v", v, "--out", P("o.npy"));
+    expect_status(EXIT_OK);
+    ck_assert_msg(strstr(R.err, "warning") == NULL, "a warning without cause:\n%s", R.err);
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *cli_suite(void)
@@ -1777,6 +1799,7 @@ static Suite *cli_suite(void)
                   test_sdpa_f8_input}},
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
         {"demo", {test_demo_table, test_demo_save}},
+        {"warnings", {test_warnings_reach_user}},
         {"heatmap", {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
         {"regressions", {test_regression_scale_beyond_float, test_regression_mask_dtype_message, test_regression_demo_partial_outputs,
                              test_regression_failed_run_deletes_existing_output}},

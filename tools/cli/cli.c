@@ -101,11 +101,22 @@ int cli_fail_status(const char *command, const clattn_context *ctx, clattn_statu
     return CLI_RUNTIME_ERROR;
 }
 
+void cli_report_warning(const char *command, const clattn_context *ctx)
+{
+    static char last[1024]; /* a warning stays until the next one: print each once */
+    const char *w = clattn_last_warning(ctx);
+    if (!w[0] || strncmp(w, last, sizeof last - 1) == 0)
+        return;
+    snprintf(last, sizeof last, "%s", w);
+    fprintf(stderr, "clattn %s: warning: %s\n", command, w);
+}
+
 int cli_open_context(const char *command, const char *spec, clattn_context **ctx)
 {
     clattn_status st = clattn_context_create(ctx, spec);
     if (st != CLATTN_SUCCESS)
         return cli_fail_status(command, NULL, st, "opening a device");
+    cli_report_warning(command, *ctx);
     return CLI_OK;
 }
 

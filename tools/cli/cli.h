@@ -42,8 +42,12 @@ int cli_fail(int status, const char *command, const char *fmt, ...)
  * build log. Returns CLI_NO_PLATFORM or CLI_RUNTIME_ERROR. */
 int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what);
 
-/* Creates a context for --device SPEC (NULL: the default device). On failure reports and returns
- * the exit status. */
+/* Prints the library's last warning on ctx to stderr ("clattn CMD: warning: ..."), once: the fused
+ * kernel fell back to the staged path, CLBlast to clattn's matmul, a malformed CLATTN_TILE, ... */
+void cli_report_warning(const char *command, const clattn_context *ctx);
+
+/* Creates a context for --device SPEC (NULL: the default device), reporting its warnings. On failure
+ * reports and returns the exit status. */
 int cli_open_context(const char *command, const char *spec, clattn_context **ctx);
 
 /* A float32 tensor read from a .npy file (f4 or f8 on disk). */

@@ -182,6 +182,7 @@ int cmd_sdpa(int argc, char **argv)
     cli_progress *progress = cli_progress_start("clattn sdpa: running");
     clattn_status st = clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out, c.weights, c.lse);
     cli_progress_stop(progress);
+    cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
         rc = cli_fail_status(cmd, ctx, st, "attention");
         goto done;
@@ -343,6 +344,7 @@ int cmd_mha(int argc, char **argv)
     cli_progress *progress = cli_progress_start("clattn mha: running");
     clattn_status st = clattn_mha_host(ctx, &c.desc, c.x, c.kv, &c.w, c.mask, c.out, c.weights);
     cli_progress_stop(progress);
+    cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
         rc = cli_fail_status(cmd, ctx, st, "attention layer");
         goto done;

@@ -168,6 +168,7 @@ int cmd_demo(int argc, char **argv)
         return rc;
     const char *what;
     clattn_status st = run_demo(ctx, &t, &what);
+    cli_report_warning("demo", ctx);
     if (st != CLATTN_SUCCESS) {
         rc = cli_fail_status("demo", ctx, st, what);
         clattn_context_free(ctx);
