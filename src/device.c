@@ -205,7 +205,19 @@ static bool parse_index_pair(const char *spec, unsigned long *p, unsigned long *
     return *end == '\0';
 }
 
-/* Index of the device `spec` names in list, or -1. */
+enum { SPEC_NO_MATCH = -1, SPEC_AMBIGUOUS = -2, SPEC_BARE_NUMBER = -3 };
+
+static bool all_digits(const char *s)
+{
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return false;
+    return true;
+}
+
+/* Index of the device `spec` names in list, or a SPEC_* reason why none. A bare number is refused
+ * rather than matched against names ("1" is in "avx512"); a name part that fits several devices is
+ * ambiguous rather than the first of them. Types (cpu, gpu, accelerator) take the first of the type. */
 static long match_spec(const device_list *list, const char *spec)
 {
     unsigned long p, d;
@@ -213,17 +225,25 @@ static long match_spec(const device_list *list, const char *spec)
         for (size_t i = 0; i < list->count; i++)
             if (list->items[i].platform_index == p && list->items[i].device_index == d)
                 return (long)i;
-        return -1;
+        return SPEC_NO_MATCH;
     }
+    if (all_digits(spec))
+        return SPEC_BARE_NUMBER;
     cl_device_type want = 0;
     if (equals_ignore_case(spec, "cpu")) want = CL_DEVICE_TYPE_CPU;
     else if (equals_ignore_case(spec, "gpu")) want = CL_DEVICE_TYPE_GPU;
     else if (equals_ignore_case(spec, "accelerator")) want = CL_DEVICE_TYPE_ACCELERATOR;
+    long found = SPEC_NO_MATCH;
     for (size_t i = 0; i < list->count; i++) {
-        if (want ? (list->items[i].type & want) != 0 : contains_ignore_case(list->items[i].name, spec))
-            return (long)i;
+        if (want ? (list->items[i].type & want) != 0 : contains_ignore_case(list->items[i].name, spec)) {
+            if (want)
+                return (long)i;
+            if (found >= 0)
+                return SPEC_AMBIGUOUS;
+            found = (long)i;
+        }
     }
-    return -1;
+    return found;
 }
 
 clattn_status device_select_from(const char *spec, const char *source, clattn_device_info *info)
@@ -240,12 +260,14 @@ clattn_status device_select_from(const char *spec, const char *source, clattn_de
     if (spec && *spec) {
         found = match_spec(&list, spec);
         if (found < 0) {
+            static const char *const why[] = {"matches no device", "matches several device names",
+                                              "is a bare number (write P:D, e.g. 0:1)"};
             char devices[CLATTN_ERROR_MAX - 200];
             device_list_describe(&list, devices, sizeof devices);
             st = set_error(NULL, CLATTN_ERROR_DEVICE_NOT_FOUND,
-                           "device spec \"%.64s\" (%s) matches no device; use P:D, cpu, gpu, "
-                           "accelerator or part of a name. Devices: %s",
-                           spec, source, devices);
+                           "device spec \"%.64s\" (%s) %s; use P:D, cpu, gpu, accelerator or part of one "
+                           "device's name. Devices: %s",
+                           spec, source, why[-found - 1], devices);
         }
     } else {
         found = match_spec(&list, "gpu");

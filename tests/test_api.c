@@ -217,13 +217,27 @@ START_TEST(test_device_select_specs)
         i = nm[j] ? j + 1 : j;
     }
     if (sub[0] && strcmp(sub, "CPU") != 0 && strcmp(sub, "GPU") != 0) {
+        size_t holders = 0; /* devices whose name holds the substring */
+        for (size_t i = 0; i < tu_ndev; i++)
+            holders += ci_contains(tu_dev[i].name, sub) != 0;
         memset(&info, 0, sizeof info);
         st = clattn_device_select(sub, &info);
-        ck_assert_msg(st == CLATTN_SUCCESS, "%s: substring \"%s\": %s", tu_label(), sub,
-                      clattn_last_error(NULL));
-        ck_assert_msg(ci_contains(info.name, sub), "%s: substring \"%s\" picked \"%s\"", tu_label(),
-                      sub, info.name);
+        if (holders == 1) {
+            ck_assert_msg(st == CLATTN_SUCCESS, "%s: substring \"%s\": %s", tu_label(), sub,
+                          clattn_last_error(NULL));
+            ck_assert_msg(ci_contains(info.name, sub), "%s: substring \"%s\" picked \"%s\"", tu_label(),
+                          sub, info.name);
+        } else { /* several devices fit: ambiguous, never the first of them */
+            ck_assert_msg(st == CLATTN_ERROR_DEVICE_NOT_FOUND && strstr(clattn_last_error(NULL), "several"),
+                          "%s: substring \"%s\" of %zu devices' names: %s: %s", tu_label(), sub, holders,
+                          clattn_status_string(st), clattn_last_error(NULL));
+        }
     }
+
+    /* A bare number is not a name part ("1" is in "avx512"): refused with a hint to write P:D. */
+    st = clattn_device_select("1", &info);
+    ck_assert_msg(st == CLATTN_ERROR_DEVICE_NOT_FOUND && strstr(clattn_last_error(NULL), "bare number"),
+                  "%s: spec \"1\": %s: %s", tu_label(), clattn_status_string(st), clattn_last_error(NULL));
 
     /* type keywords */
     const char *kw = NULL;
