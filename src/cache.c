@@ -1,13 +1,21 @@
 /* On-disk cache of compiled program binaries, so that a fresh process skips the (slow) OpenCL C
- * compile. An entry is keyed by everything that can change the binary — kernel source, build options,
- * platform and its version, device, driver and library version — and carries that key and a checksum
- * of the binary, both checked on load: a stale, truncated or damaged entry is rebuilt from source,
- * never trusted. Entries are written under a temporary name and renamed, so a concurrent process never
- * reads half a file. Every failure here only means "no cache". */
+ * compile. An entry is keyed by everything that can change the binary — kernel source (by SHA-256),
+ * build options, platform and its version, device, driver and library version — and carries that key
+ * and a checksum of the binary, both checked on load: a stale, truncated or damaged entry is rebuilt
+ * from source, never trusted. Entries are written under a temporary name and renamed, so a concurrent
+ * process never reads half a file. Every failure here only means "no cache".
+ *
+ * What is trusted: a cached binary is code the device runs, so only files that no other user can
+ * have written are loaded. The folder must be a real folder (not a symbolic link) owned by this user
+ * and writable by nobody else (made 0700 when clattn creates it); an entry must be a regular file (not
+ * followed through a link) owned by this user, writable by nobody else, and exactly as long as its
+ * header says. Anything else is ignored, and an unsafe folder is not used at all (with a warning). */
 #define _POSIX_C_SOURCE 200809L
 #include "cache.h"
 
 #include "context.h"
+#include "error.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,29 +41,49 @@ static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-/* The folder of entries, or NULL when the cache is off or no folder is known (context options). */
-static const char *cache_dir(const clattn_context *ctx)
+/* Written by this user only: owned by it and writable by neither group nor others. */
+static bool owned_and_private(const struct stat *st)
 {
-    return ctx->options.cache_enabled ? ctx->options.cache_dir : NULL;
+    return st->st_uid == geteuid() && (st->st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+/* The folder of entries, or NULL when the cache is off, no folder is known (context options) or the
+ * folder is not safe to load code from (then with a warning). A folder that does not exist yet is
+ * fine: cache_store creates it privately. */
+static const char *cache_dir(clattn_context *ctx)
+{
+    const char *dir = ctx->options.cache_enabled ? ctx->options.cache_dir : NULL;
+    struct stat st;
+    if (!dir || lstat(dir, &st) != 0)
+        return dir;
+    if (S_ISDIR(st.st_mode) && owned_and_private(&st))
+        return dir;
+    set_warning(ctx, "the program cache folder %.1024s is %s; the cache is not used", dir,
+                S_ISLNK(st.st_mode)   ? "a symbolic link"
+                : !S_ISDIR(st.st_mode) ? "not a folder"
+                : st.st_uid != geteuid() ? "owned by another user"
+                                        : "writable by other users");
+    return NULL;
 }
 
 /* The key text names everything the binary depends on; its hash names the file. */
 static char *make_key(clattn_context *ctx, const char *source, const char *options)
 {
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, source, strlen(source));
+    char digest[65];
+    sha256_hex(source, strlen(source), digest);
     const device_caps *c = &ctx->caps;
     size_t size = strlen(options) + strlen(c->name) + strlen(c->platform) + strlen(c->platform_version) +
                   strlen(c->driver) + 256;
     char *key = malloc(size);
     if (key)
         snprintf(key, size,
-                 "clattn %s\nplatform %s\nplatform-version %s\ndevice %s\ndriver %s\noptions %s\nsource %016llx %zu\n",
-                 CLATTN_VERSION_STRING, c->platform, c->platform_version, c->name, c->driver, options,
-                 (unsigned long long)h, strlen(source));
+                 "clattn %s\nplatform %s\nplatform-version %s\ndevice %s\ndriver %s\noptions %s\nsource sha256 %s %zu\n",
+                 CLATTN_VERSION_STRING, c->platform, c->platform_version, c->name, c->driver, options, digest,
+                 strlen(source));
     return key;
 }
 
-static bool entry_path(const clattn_context *ctx, const char *key, char *out, size_t size)
+static bool entry_path(clattn_context *ctx, const char *key, char *out, size_t size)
 {
     const char *dir = cache_dir(ctx);
     if (!dir)
@@ -77,7 +105,13 @@ cl_program cache_load(clattn_context *ctx, const char *source, const char *optio
         free(key);
         return NULL;
     }
-    FILE *f = fopen(path, "rb");
+    /* Not through a symbolic link; only a private regular file of this user. */
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    FILE *f = NULL;
+    if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !owned_and_private(&st) ||
+                    (f = fdopen(fd, "rb")) == NULL))
+        close(fd);
     unsigned char *binary = NULL;
     cl_program program = NULL;
     char magic[8];
@@ -90,8 +124,8 @@ cl_program cache_load(clattn_context *ctx, const char *source, const char *optio
     stored_key = malloc(key_len);
     if (!stored_key || !read_exact(f, stored_key, key_len) || memcmp(stored_key, key, key_len) != 0 ||
         !read_exact(f, &binary_len, 8) || !read_exact(f, &checksum, 8) || binary_len == 0 ||
-        binary_len > CACHE_MAX_BINARY)
-        goto done;
+        binary_len > CACHE_MAX_BINARY || (uint64_t)st.st_size != 8 + 4 + 4 + (uint64_t)key_len + 8 + 8 + binary_len)
+        goto done; /* the file's size is checked before anything is allocated for the binary */
     binary = malloc((size_t)binary_len);
     if (!binary || !read_exact(f, binary, (size_t)binary_len) || fgetc(f) != EOF ||
         fnv1a(0xcbf29ce484222325ull, binary, (size_t)binary_len) != checksum)
@@ -119,7 +153,7 @@ done:
     return program;
 }
 
-/* mkdir -p for the cache folder. */
+/* mkdir -p for the cache folder; the folders it creates are private (0700). */
 static bool make_dirs(const char *path)
 {
     char buf[4096];
@@ -131,7 +165,7 @@ static bool make_dirs(const char *path)
         if (buf[i] == '/' || buf[i] == '\0') {
             char c = buf[i];
             buf[i] = '\0';
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST)
                 return false;
             buf[i] = c;
         }
@@ -157,7 +191,7 @@ void cache_store(clattn_context *ctx, const char *source, const char *options, c
      * each write their own temporary; the last rename wins, and every rename installs a whole file. */
     static atomic_uint counter;
     snprintf(tmp, sizeof tmp, "%s.%ld.%u.tmp", path, (long)getpid(), atomic_fetch_add(&counter, 1u));
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!f) {
         if (fd >= 0)

@@ -99,7 +99,10 @@ static bool env_cache_enabled(clattn_context *ctx)
 /* $XDG_CACHE_HOME/clattn, else $HOME/.cache/clattn; NULL (and no error) when neither is set. */
 static clattn_status default_cache_dir(clattn_context *ctx, char **out)
 {
+    /* A relative XDG_CACHE_HOME is invalid (the XDG base-directory specification says to ignore it). */
     const char *xdg = options_env("XDG_CACHE_HOME"), *home = options_env("HOME");
+    if (xdg && xdg[0] != '/')
+        xdg = NULL;
     const char *base = xdg && *xdg ? xdg : home && *home ? home : NULL;
     *out = NULL;
     if (!base)

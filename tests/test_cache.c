@@ -836,6 +836,88 @@ START_TEST(test_home)
 }
 END_TEST
 
+/* What the cache trusts: a private folder and private regular files of this user, nothing else. */
+START_TEST(test_trust)
+{
+    size_t dev = (size_t)_i;
+    prepare_problem();
+    char folder[PATH_MAX];
+    scan sc;
+    struct stat st;
+
+    /* The folder clattn creates is private. */
+    tu_set_label("cache trust on %s: a new folder", tu_dev_spec[dev]);
+    const char *root = fresh_cache_env();
+    fresh_run(dev, NULL, NULL);
+    cache_folder(folder, root, 0);
+    check_folder(folder, PROGRAMS, &sc);
+    ck_assert_int_eq(stat(folder, &st), 0);
+    ck_assert_msg((st.st_mode & 0777) == 0700, "%s: the folder has mode %o, not 0700", tu_label(),
+                  (unsigned)(st.st_mode & 0777));
+
+    /* An entry that is not private, or not ours, or a link, is not loaded: it is rebuilt and replaced
+     * by a private file of ours (a trusted entry would be loaded and left as it is). */
+    static const char *const tampering[] = {"group-writable", "world-writable", "a symbolic link", "another owner"};
+    for (size_t t = 0; t < sizeof tampering / sizeof tampering[0]; t++) {
+        tu_set_label("cache trust on %s: an entry that is %s", tu_dev_spec[dev], tampering[t]);
+        scan_dir(folder, &sc);
+        const char *victim = sc.bin[0];
+        if (t == 0 || t == 1) {
+            ck_assert_int_eq(chmod(victim, t == 0 ? 0660 : 0606), 0);
+        } else if (t == 2) {
+            char elsewhere[PATH_MAX];
+            snprintf(elsewhere, sizeof elsewhere, "%s/moved.bin", make_tmp_dir());
+            ck_assert_int_eq(rename(victim, elsewhere), 0);
+            ck_assert_int_eq(symlink(elsewhere, victim), 0);
+        } else {
+            if (geteuid() != 0) {
+                printf("  %s: not root, cannot give the entry another owner: not checked\n", tu_label());
+                continue;
+            }
+            ck_assert_int_eq(chown(victim, 12345, (gid_t)-1), 0);
+        }
+        fresh_run(dev, NULL, NULL);
+        ck_assert_int_eq(lstat(victim, &st), 0);
+        ck_assert_msg(S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 0077) == 0,
+                      "%s: the entry was used instead of rebuilt (mode %o, owner %u)", tu_label(),
+                      (unsigned)st.st_mode, (unsigned)st.st_uid);
+        check_folder(folder, PROGRAMS, &sc);
+    }
+
+    /* A folder others can write, or a link, is not used at all, with a warning. */
+    static const char *const folders[] = {"writable by other users", "a symbolic link"};
+    for (size_t t = 0; t < 2; t++) {
+        tu_set_label("cache trust on %s: a folder that is %s", tu_dev_spec[dev], folders[t]);
+        root = fresh_cache_env();
+        cache_folder(folder, root, 0);
+        const char *target = make_tmp_dir(); /* private, but reached through a link */
+        if (t == 0) {
+            ck_assert_int_eq(mkdir(folder, 0700), 0);
+            ck_assert_int_eq(chmod(folder, 0777), 0);
+        } else {
+            ck_assert_int_eq(symlink(target, folder), 0);
+        }
+        clattn_context *ctx = new_ctx(dev);
+        run_checked(ctx, NULL, NULL);
+        ck_assert_msg(strstr(clattn_last_warning(ctx), folders[t]) != NULL, "%s: warning \"%s\"", tu_label(),
+                      clattn_last_warning(ctx));
+        free_ctx(ctx);
+        scan_dir(t == 0 ? folder : target, &sc);
+        ck_assert_msg(sc.n_bin == 0 && sc.n_tmp == 0, "%s: %zu entries were written there", tu_label(), sc.n_bin);
+    }
+
+    /* A relative XDG_CACHE_HOME is ignored (XDG base-directory specification): $HOME/.cache is used. */
+    tu_set_label("cache trust on %s: a relative XDG_CACHE_HOME", tu_dev_spec[dev]);
+    const char *home = make_tmp_dir();
+    ck_assert(setenv("HOME", home, 1) == 0);
+    ck_assert(setenv("XDG_CACHE_HOME", "clattn-relative-cache", 1) == 0);
+    fresh_run(dev, NULL, NULL);
+    cache_folder(folder, home, 1);
+    check_folder(folder, PROGRAMS, &sc);
+    ck_assert_msg(access("clattn-relative-cache", F_OK) != 0, "%s: a relative folder was created", tu_label());
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("cache");
@@ -859,6 +941,9 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tc = cache_tcase("home");
     tcase_add_loop_test(tc, test_home, 0, (int)tu_ndev);
+    suite_add_tcase(s, tc);
+    tc = cache_tcase("trust");
+    tcase_add_loop_test(tc, test_trust, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     return s;
 }

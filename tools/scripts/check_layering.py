@@ -33,6 +33,7 @@ ORDER = [
     "validate.h", "validate.c",        # overflow-safe sizes, buffer and shape checks
     "scratch.c",                       # reused temporaries
     "launch.h", "launch.c",            # tensor views, kernel arguments, launches
+    "sha256.h", "sha256.c",            # SHA-256, for the cache's keys
     "cache.h", "cache.c",              # on-disk program binaries
     "program.h", "program.c",          # kernel sources, builds, build logs
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
