@@ -105,8 +105,31 @@ static const char *list_dir(const char *path)
 static struct {
     int status;
     char *out, *err;
+    char warn[4096]; /* the lines "clattn CMD: warning: ..." taken out of err */
     char cmd[4096];
 } R;
+
+/* The library's warnings (printed by the tool as "clattn CMD: warning: ...") depend on the device —
+ * a device limited to small work groups warns that CLBlast cannot run there — so they are moved from
+ * R.err to R.warn, and every check of stderr sees the same text on every device. */
+static void split_warnings(void)
+{
+    R.warn[0] = '\0';
+    char *read = R.err, *write = R.err;
+    while (*read) {
+        const size_t len = strcspn(read, "\n") + (read[strcspn(read, "\n")] == '\n');
+        const char *colon = strstr(read, ": warning: ");
+        if (strncmp(read, "clattn ", 7) == 0 && colon && colon < read + len) {
+            const size_t room = sizeof R.warn - strlen(R.warn) - 1;
+            strncat(R.warn, read, len < room ? len : room);
+        } else {
+            memmove(write, read, len);
+            write += len;
+        }
+        read += len;
+    }
+    *write = '\0';
+}
 
 /* Spawns argv (argv[0] looked up in PATH unless it has a '/'), stdin from stdin_path (or /dev/null),
  * stdout and stderr captured into R. env_extra: "NAME=value" entries set and "NAME" entries removed
@@ -203,6 +226,7 @@ static int run(const char *const *argv, const char *const *env_extra, const char
 {
     char why[1024];
     ck_assert_msg(spawn_capture(argv, env_extra, stdin_path, why, sizeof why) == 0, "%s", why);
+    split_warnings();
     return R.status;
 }
 
@@ -1768,16 +1792,16 @@ START_TEST(test_warnings_reach_user)
     const char *const bad_tile[] = {"CLATTN_TILE=8by8", NULL};
     clattn_env(bad_tile, "sdpa", "--q", q, "--k", k, "--v", v, "--out", P("o.npy"), (const char *)NULL);
     expect_status(EXIT_OK);
-    expect_in("stderr", R.err, "clattn sdpa: warning: CLATTN_TILE=\"8by8\"");
-    ck_assert_msg(strstr(strstr(R.err, "warning:") + 1, "warning:") == NULL, "the warning was printed twice:\n%s",
-                  R.err);
+    expect_in("stderr's warnings", R.warn, "clattn sdpa: warning: CLATTN_TILE=\"8by8\"");
+    ck_assert_msg(strstr(strstr(R.warn, "CLATTN_TILE") + 1, "CLATTN_TILE") == NULL, "the warning was printed twice:\n%s",
+                  R.warn);
     const char *const bad_cache[] = {"CLATTN_CACHE=maybe", NULL};
     clattn_env(bad_cache, "demo", (const char *)NULL);
     expect_status(EXIT_OK);
-    expect_in("stderr", R.err, "clattn demo: warning: CLATTN_CACHE=\"maybe\"");
+    expect_in("stderr's warnings", R.warn, "clattn demo: warning: CLATTN_CACHE=\"maybe\"");
     CLATTN("sdpa", "--q", q, "--k", k, "--v", v, "--out", P("o.npy"));
     expect_status(EXIT_OK);
-    ck_assert_msg(strstr(R.err, "warning") == NULL, "a warning without cause:\n%s", R.err);
+    ck_assert_msg(strstr(R.warn, "CLATTN_") == NULL, "a warning without cause:\n%s", R.warn);
 }
 END_TEST
 

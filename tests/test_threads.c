@@ -600,8 +600,10 @@ static void *thread_sdpa(void *arg)
 START_TEST(test_threads_contexts)
 {
     size_t dev = (size_t)_i;
-    tu_set_label("two contexts on %s used from two threads at once", tu_dev_spec[dev]);
-    clattn_context *second = tu_context_new(tu_dev_spec[dev]);
+    /* With several devices the second context is on the next one: two devices at work at once. */
+    const size_t other = (dev + 1) % tu_ndev;
+    tu_set_label("two contexts on %s and %s used from two threads at once", tu_dev_spec[dev], tu_dev_spec[other]);
+    clattn_context *second = tu_context_new(tu_dev_spec[other]);
     thread_job jobs[2] = {{tu_ctx[dev], 1, 0, ""}, {second, 2, 0, ""}};
     pthread_t th[2];
     int started[2] = {0, 0};
