@@ -1409,7 +1409,37 @@ static const char *e_heatmap_dir_missing(argl *a)
     return P("nonexistent/h.svg");
 }
 
+/* Outputs, option values and numbers (the tool refuses what it would otherwise misread). */
+static const char *e_same_output(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    a->v[11] = P("o/out.npy"); /* --weights (a->v[10]) now names --out's file */
+    return "--out and --weights name the same file";
+}
+static const char *e_same_output_spelled(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o/x.npy"), "--lse",
+        fmt("%s/o/../o/x.npy", dir), NULL);
+    return "--out and --lse name the same file";
+}
+static const char *e_value_is_option(argl *a)
+{
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", "--causal", NULL);
+    return "needs a value, not the option '--causal'";
+}
+static const char *e_repeated(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "1", "--scale", "2", NULL); return "given twice"; }
+static const char *e_scale_blank(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", " 1", NULL); return "' 1'"; }
+static const char *e_scale_plus(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "+1", NULL); return "'+1'"; }
+static const char *e_heads_blank(argl *a) { mha_args(a, " 2"); return "' 2'"; }
+
 static const err_case err_cases[] = {
+    {"--out and --weights the same file", e_same_output, false, NULL},
+    {"--out and --lse the same file, spelled differently", e_same_output_spelled, false, NULL},
+    {"--out followed by an option", e_value_is_option, true, NULL},
+    {"--scale twice", e_repeated, true, NULL},
+    {"--scale with a leading blank", e_scale_blank, false, NULL},
+    {"--scale with a plus sign", e_scale_plus, false, NULL},
+    {"--heads with a leading blank", e_heads_blank, false, NULL},
     {"unknown flag", e_unknown_flag, true, NULL},
     {"flag missing its value", e_missing_value, true, NULL},
     {"flag given a value", e_flag_with_value, true, NULL},
@@ -1805,6 +1835,39 @@ START_TEST(test_warnings_reach_user)
 }
 END_TEST
 
+/* Outputs: an existing file keeps its permissions; a symbolic link is written through (the link
+ * stays, its target gets the result); a link to nothing is refused and left alone. */
+START_TEST(test_outputs_links_and_modes)
+{
+    valid_inputs();
+    struct stat st;
+    const char *kept = P("kept.npy");
+    tu_write_file(kept, "x", 1);
+    ck_assert_int_eq(chmod(kept, 0640), 0);
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", kept);
+    ck_assert_int_eq(stat(kept, &st), 0);
+    ck_assert_msg((st.st_mode & 0777) == 0640 && st.st_size > 1, "kept.npy: mode %o, %lld bytes", (unsigned)st.st_mode,
+                  (long long)st.st_size);
+
+    const char *target = P("target.npy"), *link = P("link.npy");
+    tu_write_file(target, "x", 1);
+    ck_assert_int_eq(symlink(target, link), 0);
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", link);
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert_msg(S_ISLNK(st.st_mode), "the link was replaced by a file");
+    ck_assert_int_eq(stat(target, &st), 0);
+    ck_assert_msg(st.st_size > 1, "the link's target was not written");
+
+    const char *dangling = P("dangling.npy");
+    ck_assert_int_eq(symlink(P("nowhere/x.npy"), dangling), 0);
+    CLATTN("sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", dangling);
+    ck_assert_msg(R.status != EXIT_OK, "a link to nothing was written through:\n%s", R.err);
+    expect_in("stderr", R.err, "symbolic link to a missing file");
+    ck_assert_int_eq(lstat(dangling, &st), 0);
+    ck_assert_msg(S_ISLNK(st.st_mode), "the dangling link was replaced");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *cli_suite(void)
@@ -1824,6 +1887,7 @@ static Suite *cli_suite(void)
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
         {"demo", {test_demo_table, test_demo_save}},
         {"warnings", {test_warnings_reach_user}},
+        {"outputs", {test_outputs_links_and_modes}},
         {"heatmap", {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
         {"regressions", {test_regression_scale_beyond_float, test_regression_mask_dtype_message, test_regression_demo_partial_outputs,
                              test_regression_failed_run_deletes_existing_output}},

@@ -1,8 +1,9 @@
 /* Option parsing, error reporting, contexts, .npy tensors and progress for the clattn tool. */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include "cli.h"
 #include "npy.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdint.h>
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +31,9 @@ int cli_parse(const char *command, int argc, char **argv, int first, const cli_o
               bool *help)
 {
     *help = false;
+    bool seen[64] = {false}; /* options given so far: a repeated one is an error, not "the last wins" */
+    if (nopts > sizeof seen / sizeof seen[0])
+        return cli_fail(CLI_USAGE_ERROR, command, "internal: too many options");
     for (int i = first; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -46,6 +51,9 @@ int cli_parse(const char *command, int argc, char **argv, int first, const cli_o
                 opt = &opts[k];
         if (!opt)
             return cli_fail(CLI_USAGE_ERROR, command, "unknown option '--%.*s' (see --help)", (int)name_len, name);
+        if (seen[opt - opts])
+            return cli_fail(CLI_USAGE_ERROR, command, "option '--%s' is given twice", opt->name);
+        seen[opt - opts] = true;
         if (opt->flag) {
             if (eq)
                 return cli_fail(CLI_USAGE_ERROR, command, "option '--%s' takes no value", opt->name);
@@ -53,6 +61,11 @@ int cli_parse(const char *command, int argc, char **argv, int first, const cli_o
         } else if (eq) {
             *opt->value = eq + 1;
         } else if (i + 1 < argc) {
+            /* "--out --causal" is a forgotten value, not a file named --causal (--out=--causal is). */
+            if (strncmp(argv[i + 1], "--", 2) == 0)
+                return cli_fail(CLI_USAGE_ERROR, command,
+                                "option '--%s' needs a value, not the option '%s' (write --%s=%s for such a value)",
+                                opt->name, argv[i + 1], opt->name, argv[i + 1]);
             *opt->value = argv[++i];
         } else {
             return cli_fail(CLI_USAGE_ERROR, command, "option '--%s' needs a value", opt->name);
@@ -66,7 +79,9 @@ int cli_parse_float(const char *command, const char *flag, const char *text, flo
     char *end;
     errno = 0;
     double v = strtod(text, &end);
-    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v) || !isfinite((float)v))
+    /* strtod skips blanks and takes '+': a number here is written plainly ('-' for negatives). */
+    if (end == text || *end != '\0' || errno == ERANGE || !isfinite(v) || !isfinite((float)v) ||
+        isspace((unsigned char)text[0]) || text[0] == '+')
         return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a finite float32 number", flag, text);
     *out = (float)v;
     return CLI_OK;
@@ -77,11 +92,54 @@ int cli_parse_size(const char *command, const char *flag, const char *text, size
     char *end;
     errno = 0;
     unsigned long long v = strtoull(text, &end, 10);
-    if (end == text || *end != '\0' || errno == ERANGE || text[0] == '-' || text[0] == '+' || v == 0 ||
+    if (end == text || *end != '\0' || errno == ERANGE || text[0] == '-' || text[0] == '+' ||
+        isspace((unsigned char)text[0]) || v == 0 ||
         v > (unsigned long long)SIZE_MAX)
         return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a positive whole number", flag, text);
     *out = (size_t)v;
     return CLI_OK;
+}
+
+/* The file a path names: the real path of the file when it exists, else of its folder plus its name
+ * (so that "o.npy", "./o.npy" and a link to it are one file). NULL when the folder does not exist. */
+static char *canonical_output(const char *path)
+{
+    char *real = realpath(path, NULL);
+    if (real)
+        return real;
+    const char *slash = strrchr(path, '/');
+    char *dir = slash ? strndup(path, (size_t)(slash - path) + (slash == path)) : strdup(".");
+    char *real_dir = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!real_dir)
+        return NULL;
+    const char *base = slash ? slash + 1 : path;
+    char *joined = malloc(strlen(real_dir) + strlen(base) + 2);
+    if (joined)
+        sprintf(joined, "%s/%s", real_dir, base);
+    free(real_dir);
+    return joined;
+}
+
+int cli_check_distinct_outputs(const char *command, const char *const *flags, const char *const *paths, size_t n)
+{
+    char *canon[8] = {0};
+    int rc = CLI_OK;
+    if (n > sizeof canon / sizeof canon[0])
+        return cli_fail(CLI_USAGE_ERROR, command, "internal: too many outputs");
+    for (size_t i = 0; i < n && rc == CLI_OK; i++) {
+        if (!paths[i])
+            continue;
+        canon[i] = canonical_output(paths[i]);
+        for (size_t j = 0; j < i && rc == CLI_OK; j++)
+            if (paths[j] && (strcmp(paths[i], paths[j]) == 0 ||
+                             (canon[i] && canon[j] && strcmp(canon[i], canon[j]) == 0)))
+                rc = cli_fail(CLI_USAGE_ERROR, command, "--%s and --%s name the same file (%s)", flags[j], flags[i],
+                              paths[i]);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(canon[i]);
+    return rc;
 }
 
 int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what)
@@ -164,15 +222,21 @@ const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *
 {
     if (out->count == CLI_OUTPUTS_MAX)
         return NULL;
-    size_t n = strlen(path) + 40;
+    struct stat st;
+    const bool link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+    char *target = link ? realpath(path, NULL) : strdup(path); /* NULL for a link to nothing */
+    const char *beside = target ? target : path;
+    size_t n = strlen(beside) + 40;
     char *tmp = malloc(n), *copy = strdup(note ? note : "");
-    if (!tmp || !copy) {
+    if (!tmp || !copy || (!link && !target)) {
         free(tmp);
         free(copy);
+        free(target);
         return NULL;
     }
-    snprintf(tmp, n, "%s.clattn-%ld.tmp", path, (long)getpid());
+    snprintf(tmp, n, "%s.clattn-%ld.tmp", beside, (long)getpid());
     out->final_path[out->count] = path;
+    out->target[out->count] = target;
     out->tmp_path[out->count] = tmp;
     out->note[out->count] = copy;
     out->count++;
@@ -198,8 +262,17 @@ int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, con
 
 int cli_outputs_commit(const char *command, cli_outputs *out)
 {
+    /* Everything that can be refused is refused before the first rename. */
     for (size_t i = 0; i < out->count; i++) {
-        if (rename(out->tmp_path[i], out->final_path[i]) != 0)
+        struct stat st;
+        if (!out->target[i])
+            return cli_fail(CLI_USAGE_ERROR, command, "%s: is a symbolic link to a missing file", out->final_path[i]);
+        if (stat(out->target[i], &st) == 0 && S_ISREG(st.st_mode) && chmod(out->tmp_path[i], st.st_mode & 07777) != 0)
+            return cli_fail(CLI_USAGE_ERROR, command, "%s: cannot keep the existing file's permissions: %s",
+                            out->final_path[i], strerror(errno));
+    }
+    for (size_t i = 0; i < out->count; i++) {
+        if (rename(out->tmp_path[i], out->target[i]) != 0)
             return cli_fail(CLI_USAGE_ERROR, command, "%s: cannot move the finished file into place: %s",
                             out->final_path[i], strerror(errno));
         free(out->tmp_path[i]);
@@ -215,6 +288,7 @@ void cli_outputs_discard(cli_outputs *out)
         if (out->tmp_path[i])
             remove(out->tmp_path[i]);
         free(out->tmp_path[i]);
+        free(out->target[i]);
         free(out->note[i]);
     }
     memset(out, 0, sizeof *out);

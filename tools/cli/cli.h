@@ -42,6 +42,10 @@ int cli_fail(int status, const char *command, const char *fmt, ...)
  * build log. Returns CLI_NO_PLATFORM or CLI_RUNTIME_ERROR. */
 int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what);
 
+/* Outputs given twice under any name ("--out o.npy --weights ./o.npy") are a usage error, reported
+ * before anything runs. flags[i] names the option of paths[i]; NULL paths are skipped. */
+int cli_check_distinct_outputs(const char *command, const char *const *flags, const char *const *paths, size_t n);
+
 /* Prints the library's last warning on ctx to stderr ("clattn CMD: warning: ..."), once: the fused
  * kernel fell back to the staged path, CLBlast to clattn's matmul, a malformed CLATTN_TILE, ... */
 void cli_report_warning(const char *command, const clattn_context *ctx);
@@ -69,11 +73,15 @@ float *cli_alloc_floats(size_t a, size_t b, size_t c);
 
 /* The output files of one run, all or nothing: each is first written complete under a temporary name
  * beside its final path; only when every one is written are they renamed into place. A run that fails
- * part-way removes its temporaries and leaves any earlier file at those paths as it was. */
+ * part-way removes its temporaries and leaves any earlier file at those paths as it was. A path that is
+ * a symbolic link is written through (the link stays, the file it names is replaced); a link to
+ * nothing is refused; a file that exists keeps its permissions. */
 #define CLI_OUTPUTS_MAX 16
 typedef struct cli_outputs {
     size_t count;
-    const char *final_path[CLI_OUTPUTS_MAX];
+    const char *final_path[CLI_OUTPUTS_MAX]; /* as given, for messages */
+    char *target[CLI_OUTPUTS_MAX];           /* the file replaced: final_path, or a link's target; NULL for a
+                                                link to nothing */
     char *tmp_path[CLI_OUTPUTS_MAX];
     char *note[CLI_OUTPUTS_MAX]; /* "(2, 4, 6, 64) float32", printed on commit */
 } cli_outputs;

@@ -124,6 +124,10 @@ int cmd_sdpa(int argc, char **argv)
     if (!q_path || !k_path || !v_path || !o.out)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
                         !q_path ? "q" : !k_path ? "k" : !v_path ? "v" : "out");
+    static const char *const out_flags[] = {"out", "weights", "lse", "heatmap"};
+    if ((rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){o.out, o.weights, lse_path, o.heatmap},
+                                         4)) != CLI_OK)
+        return rc;
     sdpa_call c = {0};
     c.desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
     /* --scale 0 is legitimate: every score 0, uniform weights over the visible keys. */
@@ -274,6 +278,10 @@ int cmd_mha(int argc, char **argv)
                         !path[X] ? "x" : !path[WQ] ? "wq" : !path[WK] ? "wk" : !path[WV] ? "wv" : !heads_text ? "heads" : "out");
     if (path[BO] && !path[WO])
         return cli_fail(CLI_USAGE_ERROR, cmd, "--bo needs --wo");
+    static const char *const out_flags[] = {"out", "weights", "heatmap"};
+    if ((rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){o.out, o.weights, o.heatmap}, 3)) !=
+        CLI_OK)
+        return rc;
     mha_call c = {0};
     c.desc = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     size_t H;

@@ -1,10 +1,12 @@
 /* Files written under a temporary name and renamed into place, so that no reader ever sees a
  * half-written file. The temporary is created with open(O_EXCL) rather than mkstemp so that it gets
  * the usual 0666-minus-umask permissions. */
-#define _POSIX_C_SOURCE 200809L /* open, fdopen, fileno, fsync, getpid */
+#define _XOPEN_SOURCE 700 /* open, fdopen, fileno, fsync, getpid, realpath, lstat, fchmod */
 #include "atomic_file.h"
 
 #include <errno.h>
+#include <stdbool.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -24,6 +26,17 @@ static int fail(char *err, size_t err_size, const char *fmt, ...)
 int atomic_open(atomic_file *t, const char *path, char *err, size_t err_size)
 {
     t->fp = NULL;
+    t->tmp_path = NULL;
+    /* Through a symbolic link to the file it names, so that the link is kept and its target written. */
+    struct stat st;
+    const bool exists = lstat(path, &st) == 0;
+    t->final_path = exists && S_ISLNK(st.st_mode) ? realpath(path, NULL) : strdup(path);
+    if (!t->final_path && exists && S_ISLNK(st.st_mode))
+        return fail(err, err_size, "is a symbolic link to a missing file: %s", strerror(errno));
+    if (!t->final_path)
+        return fail(err, err_size, "out of memory");
+    path = t->final_path;
+    const bool keep_mode = stat(path, &st) == 0 && S_ISREG(st.st_mode);
     const size_t cap = strlen(path) + 48;
     t->tmp_path = malloc(cap);
     if (!t->tmp_path)
@@ -38,17 +51,20 @@ int atomic_open(atomic_file *t, const char *path, char *err, size_t err_size)
     if (fd < 0) {
         const int e = errno;
         fail(err, err_size, "cannot create a temporary file in its folder: %s", strerror(e));
-        free(t->tmp_path);
-        t->tmp_path = NULL;
+        atomic_abort(t);
         return -1;
+    }
+    if (keep_mode && fchmod(fd, st.st_mode & 07777) != 0) {
+        const int e = errno;
+        close(fd);
+        atomic_abort(t);
+        return fail(err, err_size, "cannot keep the existing file's permissions: %s", strerror(e));
     }
     t->fp = fdopen(fd, "wb");
     if (!t->fp) {
         const int e = errno;
         close(fd);
-        remove(t->tmp_path);
-        free(t->tmp_path);
-        t->tmp_path = NULL;
+        atomic_abort(t);
         return fail(err, err_size, "cannot write: %s", strerror(e));
     }
     return 0;
@@ -61,8 +77,10 @@ void atomic_abort(atomic_file *t)
     if (t->tmp_path)
         remove(t->tmp_path);
     free(t->tmp_path);
+    free(t->final_path);
     t->fp = NULL;
     t->tmp_path = NULL;
+    t->final_path = NULL;
 }
 
 /* Flush, sync (so a crash cannot leave an empty file under the final name) and rename into place. */
@@ -80,7 +98,8 @@ int atomic_commit(atomic_file *t, const char *path, char *err, size_t err_size)
         if (fclose(fp) != 0)
             e = errno;
     }
-    if (!e && rename(t->tmp_path, path) != 0) {
+    (void)path; /* the file atomic_open resolved (through a link) */
+    if (!e && rename(t->tmp_path, t->final_path) != 0) {
         e = errno;
         what = "cannot rename the finished file into place";
     }
@@ -89,7 +108,9 @@ int atomic_commit(atomic_file *t, const char *path, char *err, size_t err_size)
         return fail(err, err_size, "%s: %s", what, strerror(e));
     }
     free(t->tmp_path);
+    free(t->final_path);
     t->tmp_path = NULL;
+    t->final_path = NULL;
     return 0;
 }
 
