@@ -3,6 +3,7 @@
 #include "npy.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,7 +62,15 @@ static int load_mask(const char *command, cli_masks *m, size_t B, size_t H, size
         m->mask = values; /* already (L,S): no copy */
         goto done;
     }
-    m->mask = malloc(mats * L * S * sizeof *m->mask);
+    /* Every product checked (mats, L, S ≥ 1): a crafted shape must not wrap the expanded mask's size. */
+    if (L > SIZE_MAX / mats || S > SIZE_MAX / sizeof *m->mask / (mats * L)) {
+        free(values);
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: the mask expanded to (%zu, %zu, %zu) is too large for memory",
+                      m->mask_path, mats, L, S);
+        goto done;
+    }
+    const size_t count = mats * L * S;
+    m->mask = malloc(count * sizeof *m->mask);
     if (!m->mask) {
         free(values);
         rc = cli_fail(CLI_RUNTIME_ERROR, command, "out of memory expanding the mask");
