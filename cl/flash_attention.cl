@@ -25,6 +25,7 @@ typedef float16 vec_t;
 #define HMAX(x) hmax8(fmax((x).lo, (x).hi))
 #define HSUM(x) hsum8((x).lo + (x).hi)
 #define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 8
 typedef float8 vec_t;
 #define VLOAD(p) vload8(0, (p))
@@ -32,6 +33,7 @@ typedef float8 vec_t;
 #define HMAX(x) hmax8(x)
 #define HSUM(x) hsum8(x)
 #define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 4
 typedef float4 vec_t;
 #define VLOAD(p) vload4(0, (p))
@@ -39,6 +41,7 @@ typedef float4 vec_t;
 #define HMAX(x) hmax4(x)
 #define HSUM(x) hsum4(x)
 #define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 2
 typedef float2 vec_t;
 #define VLOAD(p) vload2(0, (p))
@@ -46,6 +49,7 @@ typedef float2 vec_t;
 #define HMAX(x) fmax((x).s0, (x).s1)
 #define HSUM(x) ((x).s0 + (x).s1)
 #define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 1
 typedef float vec_t;
 #define VLOAD(p) (*(p))
@@ -53,6 +57,7 @@ typedef float vec_t;
 #define HMAX(x) (x)
 #define HSUM(x) (x)
 #define ANY_NAN(x) isnan(x) /* the scalar isnan is 1, not −1: any() would miss it */
+#define ANY_ZERO(x) ((x) == 0.0f)
 #else
 #error "VEC must be 1, 2, 4, 8 or 16"
 #endif
@@ -158,6 +163,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                         s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
             float pj[ROWS][STEP];
+            bool zero_weight = false;
             UNROLL for (int r = 0; r < ROWS; r++) {
                 if (j + STEP > row_end[r] || mask_layout != MASK_NONE) {
                     float lane[STEP];
@@ -182,8 +188,10 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                 if (!(block_max <= m[r])) { /* rescale only when the running maximum grows (or is NaN) */
                     const float alpha = exp(m[r] - block_max);
                     l[r] *= alpha;
+                    /* A factor that underflowed to 0 drops what came before, as the staged path drops
+                     * a weight of 0: an inf value added so far must not turn into 0·inf = NaN. */
                     UNROLL for (int c = 0; c < DV / VEC; c++)
-                        acc[r][c] *= alpha;
+                        acc[r][c] = alpha == 0.0f ? (vec_t)0.0f : acc[r][c] * alpha;
                     m[r] = block_max;
                 }
                 /* While every key so far is masked (m = −inf) the row has nothing to add. */
@@ -191,13 +199,15 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                 UNROLL for (int u = 0; u < KV; u++) {
                     const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r][u] - m[r]);
                     sum += HSUM(p);
+                    zero_weight |= ANY_ZERO(p);
                     VSTORE(p, pj[r] + u * VEC);
                 }
                 l[r] += sum;
             }
-            /* Where some key of the step is masked for some row: a key masked for every row adds
-             * nothing, not even an inf or NaN value (0·inf would be NaN). */
-            const bool partial = j + STEP > row_end[0] || mask_layout != MASK_NONE;
+            /* Where some key of the step has weight 0 for some row — masked, or so far below the row
+             * maximum that exp underflowed — the rows skip it one by one: its value, even inf or
+             * NaN, adds nothing (0·inf would be NaN), as on the staged path. */
+            const bool partial = zero_weight || j + STEP > row_end[0] || mask_layout != MASK_NONE;
             for (int x = 0; x < STEP; x++) {
                 __local const float *vrow = vt + (sub + x) * DV;
                 if (partial) {

@@ -6,7 +6,8 @@
  *  1. fully masked rows (key length 0, bottom-right causal with S < L, an additive row of −inf):
  *     exactly zero output and weights, lse −inf, no NaN anywhere (clattn.h promises this).
  *  2. finite, very negative additive masks (−FLT_MAX, −1e30), masking rows fully or in part.
- *  3. ±inf and NaN in Q, K or V reach only the rows that read them.
+ *  3. ±inf and NaN in Q, K or V reach only the rows that read them; a weight that underflows to 0
+ *     adds nothing, not even an inf value.
  *  4. scores far outside exp's range (|scores| ~ 1e9), and dot products that overflow float.
  *  5. degenerate sizes: S = 1, D = 1, L = 1 decode, B·H large with L = S = Dv = 1.
  *  6. head sizes around the fused kernel's limit of 256 on AUTO and FUSED.
@@ -741,6 +742,41 @@ START_TEST(test_inf_nan)
 }
 END_TEST
 
+/* A key whose score lies ~200 below the row maximum has weight exp(−200) = 0 in float, on both paths
+ * (the staged softmax rounds it to 0; the fused kernel's running factor does). Its value is ±inf:
+ * a weight of exactly 0 adds nothing, so every row is finite and equals the reference computed with
+ * that value replaced by 0. S ≥ 64 so that the key sits in a fully visible step of the fused walk;
+ * key 0 also makes the first running maximum the one that is later scaled away (factor 0). */
+START_TEST(test_underflowed_weight)
+{
+    static const size_t keys[] = {0, 1, 47, 95};
+    const size_t dev = TU_DEVICE(_i);
+    const size_t jz = keys[TU_CASE(_i)];
+    prob p;
+    prob_init(&p, 1, 2, 7, 96, 8, 0, 1.0f, 900 + jz);
+    for (size_t t = 0; t < p.nq; t++)
+        p.q[t] = 0.5f + 0.5f * fabsf(p.q[t]); /* positive queries: k = −100 gives scores ≤ −140 */
+    for (size_t bh = 0; bh < p.BH; bh++)
+        for (size_t d = 0; d < p.D; d++) {
+            p.k[(bh * p.S + jz) * p.D + d] = -100.0f;
+            p.v[(bh * p.S + jz) * p.Dv + d] = 0.0f;
+        }
+    reference ref;
+    ref_of(&p, &ref);
+    for (size_t bh = 0; bh < p.BH; bh++)
+        for (size_t d = 0; d < p.Dv; d++)
+            p.v[(bh * p.S + jz) * p.Dv + d] = d % 2 ? -INFINITY : INFINITY;
+    for (int a = 0; a < 2; a++) {
+        tu_set_label("weight exp(-200) = 0 on key %zu whose value is +-inf [%s] on %s", jz,
+                     alg_name(paths[a]), tu_dev_spec[dev]);
+        result g;
+        run_path(tu_ctx[dev], &p, paths[a], &g);
+        check_finite_out(&p, &g);
+        check_all(&p, &g, &ref);
+    }
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 /* 4. Scores near the float range                                                                  */
 /* ---------------------------------------------------------------------------------------------- */
@@ -1001,6 +1037,9 @@ static Suite *make_suite(void)
     }
     TCase *tc = tu_tcase("inf_nan");
     tcase_add_loop_test(tc, test_inf_nan, 0, (int)(N_POISON * 2 * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("underflowed_weight");
+    tcase_add_loop_test(tc, test_underflowed_weight, 0, (int)(4 * tu_ndev));
     suite_add_tcase(s, tc);
     return s;
 }
