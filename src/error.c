@@ -29,6 +29,8 @@ clattn_status cl_error(clattn_context *ctx, cl_int err, const char *what)
 
 void clear_error(clattn_context *ctx) { error_slot(ctx)[0] = '\0'; }
 
+void clear_warning(clattn_context *ctx) { state_of(ctx)->last_warning[0] = '\0'; }
+
 void set_warning(clattn_context *ctx, const char *fmt, ...)
 {
     va_list ap;

@@ -34,6 +34,7 @@ void clear_error(clattn_context *ctx);
 
 /* Warnings never change a call's status; ctx must not be NULL. */
 void set_warning(clattn_context *ctx, const char *fmt, ...) CLATTN_PRINTF(2, 3);
+void clear_warning(clattn_context *ctx);
 
 /* Keep `log` (malloc'ed, or NULL) as ctx's build log, freeing the previous one. */
 void error_set_build_log(clattn_context *ctx, char *log);

@@ -1,14 +1,16 @@
-/* Test-only failure injection (fault.c, built with -Dfault_injection=true, never in a release). */
+/* Test-only failure injection and OpenCL object counting (fault.c, built with -Dfault_injection=true,
+ * never in a release). */
 #ifndef CLATTN_FAULT_H
 #define CLATTN_FAULT_H
 
 #include <stdbool.h>
 
-/* INJECT_FAULT(code): CL_SUCCESS, or `code` at the point a test armed. Placed before every OpenCL
- * allocation and enqueue, so that a test can make each of them fail in turn. */
+/* INJECT_FAULT(code): CL_SUCCESS, or an error at the point a test armed — `code`, the failure typical
+ * of that point, unless the test chose another code. Placed before every OpenCL allocation and
+ * enqueue, so that a test can make each of them fail in turn. */
 #ifdef CLATTN_FAULT_INJECTION
-bool fault_point_fails(void);
-#define INJECT_FAULT(code) (fault_point_fails() ? (code) : CL_SUCCESS)
+int fault_point_result(int code);
+#define INJECT_FAULT(code) fault_point_result(code)
 #else
 #define INJECT_FAULT(code) CL_SUCCESS
 #endif

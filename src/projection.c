@@ -19,7 +19,8 @@ enum { KERNEL_ADD_BIAS, KERNEL_MATMUL, KERNEL_COUNT };
 struct projection_state {
     cl_program program;
     cl_kernel kernels[KERNEL_COUNT];
-    bool blas_unusable; /* CLBlast failed to launch here once: projections use the matmul kernel */
+    bool blas_unusable; /* CLBlast cannot launch here: projections use the matmul kernel from now on */
+    unsigned blas_transient_failures; /* CLBlast calls in a row that ran out of resources */
     bool blas_used;     /* CLBlast holds programs built for this context in its process-wide cache */
 };
 
@@ -84,9 +85,13 @@ static clattn_status blas_status(clattn_context *ctx, CLBlastStatusCode code, co
 static bool blas_cannot_launch(clattn_status st)
 {
     return st == (clattn_status)CL_INVALID_WORK_ITEM_SIZE || st == (clattn_status)CL_INVALID_WORK_GROUP_SIZE ||
-           st == (clattn_status)CL_OUT_OF_RESOURCES || st == (clattn_status)CL_BUILD_PROGRAM_FAILURE ||
-           st == CLATTN_ERROR_BLAS;
+           st == (clattn_status)CL_BUILD_PROGRAM_FAILURE || st == CLATTN_ERROR_BLAS;
 }
+
+/* CL_OUT_OF_RESOURCES may pass (another program held the device) or may be how a device says that
+ * CLBlast's kernels never fit: each such call falls back on its own, and only this many in a row
+ * switch the context to the matmul kernel for good. */
+#define BLAS_TRANSIENT_LIMIT 3
 
 /* Y = X·W (+ bias) with clattn's own kernel, for devices CLBlast cannot serve. */
 static clattn_status matmul_kernel(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
@@ -124,7 +129,15 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
         pthread_mutex_unlock(&blas_lock);
     }
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
-    if (blas_cannot_launch(st)) {
+    const bool transient = st == (clattn_status)CL_OUT_OF_RESOURCES;
+    p->blas_transient_failures = transient ? p->blas_transient_failures + 1 : 0;
+    if (transient && p->blas_transient_failures < BLAS_TRANSIENT_LIMIT) {
+        set_warning(ctx, "CLBlast ran out of resources on %s (%s); this projection uses clattn's own matmul kernel",
+                    ctx->caps.name, clattn_last_error(ctx));
+        clear_error(ctx);
+        return matmul_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+    }
+    if (transient || blas_cannot_launch(st)) {
         set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's own matmul kernel", ctx->caps.name,
                     clattn_last_error(ctx));
         clear_error(ctx);

@@ -40,7 +40,9 @@ clattn_status check_context(clattn_context *ctx)
 {
     if (!ctx)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the context is NULL");
+    /* A call's error and warning are its own: nothing of an earlier call is read as this one's. */
     clear_error(ctx);
+    clear_warning(ctx);
     return CLATTN_SUCCESS;
 }
 

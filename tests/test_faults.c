@@ -13,7 +13,35 @@
 
 /* Test-only hooks of the library (src/fault.c). */
 void clattn__fault_arm(unsigned long n);
+void clattn__fault_arm_code(unsigned long n, int code);
 unsigned long clattn__fault_points(void);
+long clattn__fault_live_objects(int kind);
+
+/* The OpenCL objects the library holds, per kind (src/fault.c counts its creates and releases). */
+enum { OBJ_KINDS = 5 };
+static const char *const object_kinds[OBJ_KINDS] = {"cl_mem", "cl_program", "cl_kernel", "cl_context",
+                                                    "cl_command_queue"};
+typedef struct live_objects {
+    long n[OBJ_KINDS];
+} live_objects;
+
+static live_objects live_now(void)
+{
+    live_objects l;
+    for (int k = 0; k < OBJ_KINDS; k++)
+        l.n[k] = clattn__fault_live_objects(k);
+    return l;
+}
+
+/* Every kind back at `base` after `when`: a failed or a successful call keeps nothing it made, beyond
+ * what the context caches (its programs, kernels and, until released, scratch buffers). */
+static void check_live(const live_objects *base, const char *when)
+{
+    const live_objects now = live_now();
+    for (int k = 0; k < OBJ_KINDS; k++)
+        ck_assert_msg(now.n[k] == base->n[k], "%s: %s: %ld live %s objects of the library, %ld before", tu_label(),
+                      when, now.n[k], object_kinds[k], base->n[k]);
+}
 
 typedef enum { SC_SDPA_FUSED, SC_SDPA_STAGED_WEIGHTS, SC_SDPA_MEM_STAGED, SC_MHA_WEIGHTS, SC_MHA_FUSED, SC_COUNT } scenario;
 static const char *const scenario_names[SC_COUNT] = {
@@ -148,6 +176,31 @@ static void check_success(clattn_context *ctx, scenario sc, const char *when)
         check_close_named("lse", lse, fx.ref_lse, B * H * L, NULL);
 }
 
+/* Builds every program a call may reach — fused, staged (the fused path's fallback), projections — so
+ * that a failure walk compares live objects with a context that has compiled all it ever will. */
+static void warm_all_paths(clattn_context *ctx)
+{
+    enum { WB = 1, WH = 1, WL = 3, WD = 4, WM = 4 };
+    float q[WB * WH * WL * WD], o[WB * WH * WL * WD], p[WB * WH * WL * WL], x[WL * WM], y[WL * WM], w[WM * WM];
+    tu_fill_uniform(q, sizeof q / sizeof q[0], 1.0f, 31);
+    tu_fill_uniform(x, sizeof x / sizeof x[0], 1.0f, 32);
+    tu_fill_uniform(w, sizeof w / sizeof w[0], 1.0f, 33);
+    clattn_sdpa_desc d = tu_sdpa_desc(WB, WH, WL, WL, WD, 0);
+    d.algorithm = CLATTN_ALGORITHM_FUSED;
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, q, q, NULL, o, NULL, NULL), ctx, "warm-up: fused");
+    d.algorithm = CLATTN_ALGORITHM_STAGED;
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, q, q, NULL, o, p, NULL), ctx, "warm-up: staged");
+    clattn_mha_desc md = CLATTN_MHA_DESC_INIT;
+    md.batch = 1;
+    md.q_len = WL;
+    md.model_dim = WM;
+    md.heads = 1;
+    md.qk_dim = WM;
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    hw.w_q = hw.w_k = hw.w_v = hw.w_o = hw.b_q = w;
+    TU_ASSERT_OK(clattn_mha_host(ctx, &md, x, NULL, &hw, NULL, y, NULL), ctx, "warm-up: layer");
+}
+
 START_TEST(test_fault_walk)
 {
     const scenario sc = (scenario)TU_CASE(_i);
@@ -156,11 +209,18 @@ START_TEST(test_fault_walk)
     fixture_prepare(sc);
     tu_set_label("%s on %s", scenario_names[sc], tu_dev_spec[dev]);
 
-    /* Unarmed: builds the kernels and counts this call's failure points. */
+    /* Unarmed: builds the kernels and counts this call's failure points. The objects the context
+     * keeps after it (programs, kernels; no scratch once released) are the baseline of every call. */
     clattn__fault_arm(0);
     check_success(ctx, sc, "unarmed");
     const unsigned long points = clattn__fault_points();
     ck_assert_msg(points > 0, "%s: no failure points were passed", tu_label());
+    warm_all_paths(ctx);
+    clattn_context_release_temporaries(ctx);
+    const live_objects base = live_now();
+    check_success(ctx, sc, "unarmed, again");
+    clattn_context_release_temporaries(ctx);
+    check_live(&base, "after a successful call");
 
     for (unsigned long n = 1; n <= points; n++) {
         tu_set_label("%s, failure at point %lu of %lu, on %s", scenario_names[sc], n, points, tu_dev_spec[dev]);
@@ -183,9 +243,115 @@ START_TEST(test_fault_walk)
             /* recovered (the fused kernel fell back to the staged path): the answer must be right */
             check_close_named("out (recovered)", out, fx.ref_out, out_count(sc), NULL);
         }
+        clattn_context_release_temporaries(ctx);
+        check_live(&base, "after the failed call");
         check_success(ctx, sc, "the call after a failure");
+        clattn_context_release_temporaries(ctx);
+        check_live(&base, "after the call after a failure");
         points_walked++;
     }
+}
+END_TEST
+
+/* A whole context's life — create, every scenario, free — leaves no object of the library alive: the
+ * context, its queue, programs, kernels and buffers are all released (CLBlast's cache included, which
+ * holds programs, and through them the cl_context, of every context that ran a projection). */
+START_TEST(test_context_lifetime)
+{
+    const size_t dev = TU_DEVICE(_i);
+    tu_set_label("create, run every scenario, free on %s", tu_dev_spec[dev]);
+    const live_objects base = live_now();
+    for (int cycle = 0; cycle < 2; cycle++) {
+        clattn_context *ctx = NULL;
+        TU_ASSERT_OK(clattn_context_create(&ctx, tu_dev_spec[dev]), NULL, "clattn_context_create");
+        for (int sc = 0; sc < SC_COUNT; sc++) {
+            fixture_prepare((scenario)sc);
+            check_success(ctx, (scenario)sc, scenario_names[sc]);
+        }
+        clattn_context_free(ctx);
+        check_live(&base, "after clattn_context_free");
+    }
+}
+END_TEST
+
+/* Y = X·W through clattn_projection (one CLBlast GEMM: failure point 1), against the host product. */
+enum { PR = 37, PI = 29, PO = 19 };
+static void check_projection(clattn_context *ctx, cl_mem x, cl_mem w, cl_mem y, const float *hx, const float *hw,
+                             const char *when)
+{
+    clattn_status st = clattn_projection(ctx, PR, PI, PO, x, w, NULL, y);
+    TU_ASSERT_OK(st, ctx, when);
+    float got[PR * PO];
+    double want[PR * PO];
+    TU_ASSERT_OK((clattn_status)clEnqueueReadBuffer(clattn_context_queue(ctx), y, CL_TRUE, 0, sizeof got, got, 0,
+                                                    NULL, NULL),
+                 ctx, "reading Y");
+    for (size_t r = 0; r < PR; r++)
+        for (size_t o = 0; o < PO; o++) {
+            double acc = 0;
+            for (size_t i = 0; i < PI; i++)
+                acc += (double)hx[r * PI + i] * hw[i * PO + o];
+            want[r * PO + o] = acc;
+        }
+    check_close_named(when, got, want, PR * PO, NULL);
+}
+
+static bool warned(clattn_context *ctx, const char *what) { return strstr(clattn_last_warning(ctx), what) != NULL; }
+
+/* CL_OUT_OF_RESOURCES from CLBlast may pass: the call falls back to clattn's matmul with a warning,
+ * and the next call uses CLBlast again; only BLAS_TRANSIENT_LIMIT (3) such failures in a row switch
+ * the context to the matmul for good. Whether CLBlast or the matmul ran is seen by failing point 1
+ * again: it is CLBlast's (the call recovers) until the switch, the matmul's launch after it (the call
+ * fails). Needs a device CLBlast can launch on (work groups of 64). */
+START_TEST(test_blas_transient)
+{
+    const size_t dev = TU_DEVICE(_i);
+    tu_set_label("CLBlast out of resources, on %s", tu_dev_spec[dev]);
+    clattn_context *ctx = NULL;
+    TU_ASSERT_OK(clattn_context_create(&ctx, tu_dev_spec[dev]), NULL, "clattn_context_create");
+    size_t max_wg = 0;
+    clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
+    static float hx[PR * PI], hw[PI * PO];
+    tu_fill_uniform(hx, PR * PI, 1.0f, 21);
+    tu_fill_uniform(hw, PI * PO, 1.0f, 22);
+    cl_int err;
+    cl_context cl = clattn_context_cl_context(ctx);
+    cl_mem x = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof hx, hx, &err);
+    cl_mem w = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof hw, hw, &err);
+    cl_mem y = clCreateBuffer(cl, CL_MEM_READ_WRITE, PR * PO * sizeof(float), NULL, &err);
+    ck_assert(x && w && y);
+
+    clattn__fault_arm(0);
+    check_projection(ctx, x, w, y, hx, hw, "unarmed");
+    ck_assert_msg(clattn__fault_points() == 1, "%s: %lu failure points in one projection, expected 1", tu_label(),
+                  clattn__fault_points());
+    /* With work groups under 64 items CLBlast is never called: only the matmul, from the start. */
+    for (int call = 1; call <= 4 && max_wg >= 64; call++) {
+        clattn__fault_arm_code(1, CL_OUT_OF_RESOURCES);
+        check_projection(ctx, x, w, y, hx, hw, "CLBlast out of resources");
+        clattn__fault_arm(0);
+        /* calls 2, 3 and 4 fail in a row: the third of them switches to the matmul for good */
+        const char *expected = call < 4 ? "ran out of resources" : "cannot run";
+        ck_assert_msg(warned(ctx, expected), "%s: call %d: no warning \"%s\": \"%s\"", tu_label(), call, expected,
+                      clattn_last_warning(ctx));
+        if (call == 1) {
+            /* a success in between: the next failure counts from one again, and no stale warning */
+            check_projection(ctx, x, w, y, hx, hw, "unarmed after a transient failure");
+            ck_assert_msg(clattn_last_warning(ctx)[0] == '\0', "%s: a stale warning after a good call: \"%s\"",
+                          tu_label(), clattn_last_warning(ctx));
+        }
+    }
+    clattn__fault_arm_code(1, CL_OUT_OF_RESOURCES);
+    clattn_status st = clattn_projection(ctx, PR, PI, PO, x, w, NULL, y);
+    clattn__fault_arm(0);
+    ck_assert_msg(st == (clattn_status)CL_OUT_OF_RESOURCES,
+                  "%s: after the switch, point 1 should be the matmul's launch (error), got %s", tu_label(),
+                  clattn_status_string(st));
+    check_projection(ctx, x, w, y, hx, hw, "the matmul after the switch");
+    clReleaseMemObject(x);
+    clReleaseMemObject(w);
+    clReleaseMemObject(y);
+    clattn_context_free(ctx);
 }
 END_TEST
 
@@ -194,6 +360,12 @@ static Suite *make_suite(void)
     Suite *s = suite_create("faults");
     TCase *tc = tu_tcase("walk");
     tcase_add_loop_test(tc, test_fault_walk, 0, (int)(SC_COUNT * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("context_lifetime");
+    tcase_add_loop_test(tc, test_context_lifetime, 0, (int)tu_ndev);
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("blas_transient");
+    tcase_add_loop_test(tc, test_blas_transient, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     return s;
 }

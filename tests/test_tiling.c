@@ -360,8 +360,14 @@ START_TEST(test_invalid)
     char first_failure[1024] = "";
     for (size_t i = 0; i < N_INVALID; i++) {
         ctx = context_with_tile(dev, invalid_tiles[i]);
+        /* The environment is read when the context is made: its warning is there until the first call. */
+        char w[1024];
+        snprintf(w, sizeof w, "%s", clattn_last_warning(ctx));
         run_shape(ctx, si, invalid_tiles[i], dev); /* succeeds, correct results */
-        const char *w = clattn_last_warning(ctx);
+        /* ... and only until then: the call's own warnings start empty (a warning is not stale news). */
+        ck_assert_msg(strstr(clattn_last_warning(ctx), "CLATTN_TILE") == NULL,
+                      "CLATTN_TILE=\"%s\": the context's warning outlived the next call: \"%s\"", invalid_tiles[i],
+                      clattn_last_warning(ctx));
         /* The defaults ran: the cache still holds the one variant the defaults compiled. */
         built b[MAX_BUILT];
         const int n = read_built(b, MAX_BUILT);

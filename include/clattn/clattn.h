@@ -222,8 +222,11 @@ CLATTN_API clattn_status clattn_finish(clattn_context *ctx);
  * (device queries, clattn_context_create). Never NULL; "" when there is nothing to say. */
 CLATTN_API const char *clattn_last_error(const clattn_context *ctx);
 
-/* The last warning of this context ("" if none): e.g. that the fused kernel did not build on this
- * device and the staged path ran instead. Warnings do not change a call's status. */
+/* The warning of the last call on this context ("" if none): e.g. that the fused kernel did not build
+ * on this device and the staged path ran instead, or that CLBlast could not run a projection. Every
+ * call on a context clears it first, as it clears the last error, so a warning never outlives the
+ * call that raised it (those of clattn_context_create stay until the first call). Warnings do not
+ * change a call's status. */
 CLATTN_API const char *clattn_last_warning(const clattn_context *ctx);
 
 /* The OpenCL C compiler's full log from the last kernel build in this context ("" if none). After

@@ -161,7 +161,7 @@ int cli_fail_status(const char *command, const clattn_context *ctx, clattn_statu
 
 void cli_report_warning(const char *command, const clattn_context *ctx)
 {
-    static char last[1024]; /* a warning stays until the next one: print each once */
+    static char last[1024]; /* calls that raise the same warning again (a fallback) print it once */
     const char *w = clattn_last_warning(ctx);
     if (!w[0] || strncmp(w, last, sizeof last - 1) == 0)
         return;
