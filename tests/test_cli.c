@@ -1207,6 +1207,12 @@ static const char *e_not_npy(argl *a)
     sdpa_args(a, 0, 0, P("text.npy"));
     return P("text.npy");
 }
+/* /dev/zero never ends: it is refused after its first bytes, not read to an end. */
+static const char *e_dev_zero(argl *a)
+{
+    sdpa_args(a, "/dev/zero", 0, 0);
+    return "/dev/zero: not a .npy file";
+}
 static const char *e_v2_huge_header(argl *a)
 {
     static const unsigned char img[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xF0, 0xFF, 0xFF, 0xFF};
@@ -1465,6 +1471,7 @@ static const err_case err_cases[] = {
     {"integer tensor <i4", e_dtype_int_tensor, false, NULL},
     {"bad magic", e_bad_magic, false, NULL},
     {"text file", e_not_npy, false, NULL},
+    {"/dev/zero", e_dev_zero, false, NULL},
     {"v2 header length 0xFFFFFFF0", e_v2_huge_header, false, NULL},
     {"shape product overflows", e_shape_overflow, false, NULL},
     {"1-D Q", e_rank_1, false, NULL},

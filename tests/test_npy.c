@@ -1,12 +1,14 @@
 /* Tests of the .npy reader and writer (tools/npy.c): round trips, hand-made images of every header
  * version and spelling, conversions, every rejection with its message, and the temp-and-rename rule. */
-#define _POSIX_C_SOURCE 200809L /* stat, umask */
+#define _POSIX_C_SOURCE 200809L /* stat, umask, mkfifo, fork, alarm */
 
 #define TU_NO_OPENCL /* the OpenCL-free part of the test utility */
 #include "test_util.h"
 #include "npy.h"
 
 #include <check.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -558,6 +561,162 @@ START_TEST(test_save_bad_arguments)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Streams: FIFOs and devices, read only as far as the header says                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Under the tcase's timeout: reading these to their end (the reader before streams were bounded) never
+ * finishes, as /dev/zero and a FIFO whose writer stays open have none. */
+#define STREAM_TIMEOUT_S 30
+
+static const char six_floats_header[] = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n";
+
+static void make_fifo(char *path, size_t cap)
+{
+    tmp_path(path, cap, "fifo");
+    ck_assert_msg(mkfifo(path, 0600) == 0, "mkfifo %s: %s", path, strerror(errno));
+}
+
+/* Load path while a child writes len bytes into it and then closes it, so the reader sees the end of the
+ * stream. The bytes fit the pipe at once (one write of at most PIPE_BUF bytes), so the child is done
+ * before the reader could close early. The alarm ends the child should no reader come. */
+static int load_from_writer(const char *path, const void *bytes, size_t len, npy_array *a, char *err,
+                            size_t err_size)
+{
+    ck_assert_uint_le(len, 512);
+    const pid_t pid = fork();
+    ck_assert_int_ne(pid, -1);
+    if (pid == 0) {
+        alarm(STREAM_TIMEOUT_S);
+        const int fd = open(path, O_WRONLY); /* waits for the reader */
+        _exit(fd >= 0 && write(fd, bytes, len) == (ssize_t)len ? 0 : 1);
+    }
+    const int rc = npy_load(path, a, err, err_size);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the writer failed (status 0x%x)", status);
+    return rc;
+}
+
+/* /dev/zero never ends; its first bytes are not a .npy preamble, so it is refused after them. */
+START_TEST(test_stream_dev_zero)
+{
+    npy_array a;
+    char err[256] = "";
+    ck_assert_int_ne(npy_load("/dev/zero", &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "not a .npy file (it does not start with \"\\x93NUMPY\")");
+    ck_assert_ptr_null(a.data);
+    ck_assert_int_ne(npy_load("/dev/null", &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "file is 0 bytes, too short to be a .npy file");
+}
+END_TEST
+
+/* A FIFO whose writer (this process) keeps its end open after the image and more bytes: the load must
+ * return the array without waiting for an end that never comes, and leave the bytes after the data
+ * unread in the FIFO. */
+static const struct {
+    unsigned major;
+    const char *header;
+    size_t data_len, count;
+} stream_images[] = {
+    {1, six_floats_header, sizeof six_floats, 6},
+    {2, six_floats_header, sizeof six_floats, 6},
+    {3, "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 3), }\n", 0, 0},
+    {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }\n", 4, 1},
+};
+
+START_TEST(test_stream_reads_what_the_header_states)
+{
+    static const char after[] = "bytes after the data";
+    size_t len;
+    unsigned char *img = make_image(stream_images[_i].major, stream_images[_i].header, six_floats,
+                                    stream_images[_i].data_len, &len);
+    char path[128], err[256] = "";
+    make_fifo(path, sizeof path);
+    /* Open both ends here: a reader first, so that opening the writing end does not wait. */
+    const int rd = open(path, O_RDONLY | O_NONBLOCK), wr = open(path, O_WRONLY);
+    ck_assert_int_ge(rd, 0);
+    ck_assert_int_ge(wr, 0);
+    ck_assert_int_eq(write(wr, img, len), (ssize_t)len);
+    ck_assert_int_eq(write(wr, after, sizeof after), (ssize_t)sizeof after);
+    free(img);
+
+    npy_array a;
+    ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "%s", err);
+    ck_assert_uint_eq(a.count, stream_images[_i].count);
+    ck_assert_mem_eq(a.data, six_floats, stream_images[_i].data_len);
+    npy_free(&a);
+
+    char rest[64];
+    ck_assert_int_eq(read(rd, rest, sizeof rest), (ssize_t)sizeof after);
+    ck_assert_str_eq(rest, after);
+    close(wr);
+    close(rd);
+}
+END_TEST
+
+/* Every cut of a valid image, through a FIFO whose writer then closes it, gets npy_parse's answer for
+ * the same bytes: the same message, or (the whole image) the same array. */
+START_TEST(test_stream_cuts)
+{
+    char path[128];
+    make_fifo(path, sizeof path);
+    for (unsigned major = 1; major <= 2; major++) {
+        size_t len;
+        unsigned char *img = make_image(major, six_floats_header, six_floats, sizeof six_floats, &len);
+        for (size_t cut = 0; cut <= len; cut++) {
+            npy_array want, got;
+            char want_err[256] = "", got_err[256] = "";
+            const int want_rc = npy_parse(img, cut, &want, want_err, sizeof want_err);
+            const int got_rc = load_from_writer(path, img, cut, &got, got_err, sizeof got_err);
+            ck_assert_msg(got_rc == want_rc && strcmp(got_err, want_err) == 0,
+                          "v%u cut at %zu of %zu: FIFO gave %d \"%s\", npy_parse %d \"%s\"", major, cut, len, got_rc,
+                          got_err, want_rc, want_err);
+            if (want_rc == 0) {
+                check_six_floats(&got);
+                npy_free(&got);
+                npy_free(&want);
+            } else {
+                ck_assert_ptr_null(got.data);
+            }
+        }
+        free(img);
+    }
+
+    /* The messages named: the data cut short, the header cut short. */
+    size_t len;
+    unsigned char *img = make_image(1, six_floats_header, six_floats, sizeof six_floats, &len);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_int_ne(load_from_writer(path, img, len - 4, &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "truncated: shape (2, 3) needs 24 bytes of data, file has 20");
+    ck_assert_int_ne(load_from_writer(path, img, 40, &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "header length 60 exceeds file size 40");
+    free(img);
+}
+END_TEST
+
+/* A stream's header is believed only within the limits a file's size is held to: a header promising more
+ * data than the reader takes, or too long a header, is refused before anything more is read. */
+START_TEST(test_stream_absurd_promises)
+{
+    char path[128];
+    make_fifo(path, sizeof path);
+    size_t len;
+    unsigned char *img =
+        make_image(1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776,), }\n", six_floats, 8, &len);
+    npy_array a;
+    char err[256] = "";
+    ck_assert_int_ne(load_from_writer(path, img, len, &a, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "the header describes 4398046511104 bytes of data, beyond the") != NULL, "%s", err);
+    free(img);
+
+    const unsigned char huge_header[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', 2, 0, 0xF0, 0xFF, 0xFF, 0xFF};
+    ck_assert_int_ne(load_from_writer(path, huge_header, sizeof huge_header, &a, err, sizeof err), 0);
+    ck_assert_str_eq(err, "header length 4294967280 is beyond the 1048576-byte limit; not a numpy header");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
 
 static Suite *npy_suite(void)
 {
@@ -596,6 +755,16 @@ static Suite *npy_suite(void)
     tcase_add_test(tc, test_save_into_missing_folder);
     tcase_add_test(tc, test_save_replaces_whole);
     tcase_add_test(tc, test_save_bad_arguments);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("streams");
+    tcase_add_checked_fixture(tc, make_tmp_dir, tu_sys_teardown);
+    tcase_set_timeout(tc, STREAM_TIMEOUT_S);
+    tcase_add_test(tc, test_stream_dev_zero);
+    tcase_add_loop_test(tc, test_stream_reads_what_the_header_states, 0,
+                        (int)(sizeof stream_images / sizeof stream_images[0]));
+    tcase_add_test(tc, test_stream_cuts);
+    tcase_add_test(tc, test_stream_absurd_promises);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -381,12 +381,18 @@ static int parse_header(const unsigned char *text, size_t len, header *h, char *
 /* Reading                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* Check the whole image and describe it: everything but the data in *meta, plus where the data starts
- * and how long it is. Reads nothing outside buf[0, len). */
-static int parse_image(const unsigned char *buf, size_t len, npy_array *meta, size_t *data_offset,
-                       size_t *data_bytes, char *err, size_t err_size)
+/* The preamble before the header dict: the magic, the version, and the header's length, 2 bytes in
+ * version 1.0 and 4 in 2.0 and 3.0 (both little-endian). v3 differs from v2 only in allowing UTF-8 in
+ * the header, which matters only for structured dtypes, not supported here. */
+#define NPY_PREAMBLE_MIN 10 /* enough to know the version, hence the preamble's full length */
+static size_t preamble_len(unsigned major) { return major == 2 || major == 3 ? 12 : 10; }
+
+/* Check the preamble in buf[0, len) (len may be short of it when the input ends early) and return the
+ * preamble's length and the header's. */
+static int parse_preamble(const unsigned char *buf, size_t len, size_t *prefix, uint32_t *header_len,
+                          char *err, size_t err_size)
 {
-    if (len < 10)
+    if (len < NPY_PREAMBLE_MIN)
         return fail(err, err_size, "file is %zu bytes, too short to be a .npy file", len);
     if (memcmp(buf, npy_magic, sizeof npy_magic) != 0)
         return fail(err, err_size, "not a .npy file (it does not start with \"\\x93NUMPY\")");
@@ -394,24 +400,34 @@ static int parse_image(const unsigned char *buf, size_t len, npy_array *meta, si
     if (major < 1 || major > 3 || minor != 0)
         return fail(err, err_size, "unsupported .npy format version %u.%u (supported: 1.0, 2.0, 3.0)", major,
                     minor);
-
-    /* v1 has a 2-byte header length, v2 and v3 a 4-byte one; both little-endian. v3 differs from v2 only
-     * in allowing UTF-8 in the header, which matters only for structured dtypes, not supported here. */
-    const size_t prefix = major == 1 ? 10 : 12;
-    if (len < prefix)
+    *prefix = preamble_len(major);
+    if (len < *prefix)
         return fail(err, err_size, "file is %zu bytes, too short for a version %u.0 .npy header", len, major);
-    uint32_t header_len = (uint32_t)buf[8] | (uint32_t)buf[9] << 8;
+    *header_len = (uint32_t)buf[8] | (uint32_t)buf[9] << 8;
     if (major > 1)
-        header_len |= (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+        *header_len |= (uint32_t)buf[10] << 16 | (uint32_t)buf[11] << 24;
+    return 0;
+}
+
+/* The header must lie inside the input, len bytes long (SIZE_MAX while a stream's length is still
+ * unknown), and be of a length a numpy header could have. */
+static int check_header_len(uint32_t header_len, size_t prefix, size_t len, char *err, size_t err_size)
+{
     if (header_len > len - prefix)
         return fail(err, err_size, "header length %lu exceeds file size %zu", (unsigned long)header_len, len);
     if (header_len > NPY_MAX_HEADER_LEN)
         return fail(err, err_size, "header length %lu is beyond the %u-byte limit; not a numpy header",
                     (unsigned long)header_len, NPY_MAX_HEADER_LEN);
+    return 0;
+}
 
+/* Parse the header dict and describe the array: everything but the data in *meta, and the data's size. */
+static int parse_meta(const unsigned char *text, size_t header_len, npy_array *meta, size_t *data_bytes,
+                      char *err, size_t err_size)
+{
     header h;
     memset(&h, 0, sizeof h);
-    if (parse_header(buf + prefix, header_len, &h, err, err_size))
+    if (parse_header(text, header_len, &h, err, err_size))
         return -1;
 
     char shape_text[NPY_MAX_DIMS * 22 + 4];
@@ -422,16 +438,39 @@ static int parse_image(const unsigned char *buf, size_t len, npy_array *meta, si
             return fail(err, err_size, "shape %s has more elements than fit in memory", shape_text);
     if (!mul_size(count, npy_dtype_size(h.dtype), &bytes))
         return fail(err, err_size, "shape %s has more bytes of data than fit in memory", shape_text);
-    const size_t available = len - prefix - header_len; /* extra bytes after the data are ignored */
-    if (bytes > available)
-        return fail(err, err_size, "truncated: shape %s needs %zu bytes of data, file has %zu", shape_text,
-                    bytes, available);
 
     memset(meta, 0, sizeof *meta);
     meta->dtype = h.dtype;
     meta->ndim = h.ndim;
     memcpy(meta->shape, h.shape, sizeof h.shape);
     meta->count = count;
+    *data_bytes = bytes;
+    return 0;
+}
+
+/* The data ends after `available` of its `bytes` bytes. */
+static int truncated(const npy_array *meta, size_t bytes, size_t available, char *err, size_t err_size)
+{
+    char shape_text[NPY_MAX_DIMS * 22 + 4];
+    format_shape(shape_text, sizeof shape_text, meta->ndim, meta->shape);
+    return fail(err, err_size, "truncated: shape %s needs %zu bytes of data, file has %zu", shape_text, bytes,
+                available);
+}
+
+/* Check the whole image and describe it: everything but the data in *meta, plus where the data starts
+ * and how long it is. Reads nothing outside buf[0, len). */
+static int parse_image(const unsigned char *buf, size_t len, npy_array *meta, size_t *data_offset,
+                       size_t *data_bytes, char *err, size_t err_size)
+{
+    size_t prefix, bytes;
+    uint32_t header_len;
+    if (parse_preamble(buf, len, &prefix, &header_len, err, err_size) ||
+        check_header_len(header_len, prefix, len, err, err_size) ||
+        parse_meta(buf + prefix, header_len, meta, &bytes, err, err_size))
+        return -1;
+    const size_t available = len - prefix - header_len; /* extra bytes after the data are ignored */
+    if (bytes > available)
+        return truncated(meta, bytes, available, err, err_size);
     *data_offset = prefix + header_len;
     *data_bytes = bytes;
     return 0;
@@ -486,76 +525,49 @@ static size_t max_file_bytes(void)
     return (uint64_t)(SIZE_MAX / 2) < cap ? SIZE_MAX / 2 : (size_t)cap;
 }
 
-/* Read to the end of the stream. The size of a regular file sizes the first allocation and is checked
- * against the limit before anything is allocated; pipes and other streams grow the buffer as they go. */
-static int read_stream(FILE *f, unsigned char **out, size_t *out_len, char *err, size_t err_size)
+/* Read up to n bytes; *got is fewer only at the end of the input. */
+static int read_upto(FILE *f, void *buf, size_t n, size_t *got, char *err, size_t err_size)
 {
-    const size_t limit = max_file_bytes();
-    size_t cap = 1 << 16;
-    struct stat st;
-    if (fstat(fileno(f), &st) == 0) {
-        if (S_ISDIR(st.st_mode))
-            return fail(err, err_size, "cannot read: %s", strerror(EISDIR));
-        if (S_ISREG(st.st_mode) && st.st_size >= 0) {
-            if ((uint64_t)st.st_size >= limit)
-                return fail(err, err_size, "the file is %jd bytes, beyond the %zu-byte limit", (intmax_t)st.st_size,
-                            limit);
-            cap = (size_t)st.st_size + 1; /* +1: the short read that finds the end needs no second allocation */
-        }
-    }
-
-    unsigned char *buf = malloc(cap);
-    size_t len = 0;
-    if (!buf)
-        return fail(err, err_size, "out of memory reading the file (%zu bytes)", cap);
-    for (;;) {
-        if (len == cap) {
-            if (cap >= limit) {
-                free(buf);
-                return fail(err, err_size, "the file is beyond the %zu-byte limit", limit);
-            }
-            const size_t new_cap = cap > limit / 2 ? limit : cap * 2;
-            unsigned char *grown = realloc(buf, new_cap);
-            if (!grown) {
-                free(buf);
-                return fail(err, err_size, "out of memory reading the file (%zu bytes)", new_cap);
-            }
-            buf = grown;
-            cap = new_cap;
-        }
-        const size_t want = cap - len, got = fread(buf + len, 1, want, f);
-        len += got;
-        if (got < want) {
-            if (ferror(f)) {
-                const int e = errno;
-                free(buf);
-                return fail(err, err_size, "cannot read: %s", strerror(e));
-            }
-            break; /* end of file */
-        }
-    }
-    *out = buf;
-    *out_len = len;
+    *got = n > 0 ? fread(buf, 1, n, f) : 0;
+    if (*got < n && ferror(f))
+        return fail(err, err_size, "cannot read: %s", strerror(errno));
     return 0;
 }
 
-int npy_load(const char *path, npy_array *out, char *err, size_t err_size)
+/* A regular file is read whole. Its size is checked against the limit before anything is allocated
+ * and sizes the first allocation; the buffer still grows should the file grow meanwhile, or report no
+ * size (files under /proc say 0). */
+static int load_file(FILE *f, off_t size, npy_array *out, char *err, size_t err_size)
 {
-    if (!out)
-        return fail(err, err_size, "npy_load: out is NULL");
-    memset(out, 0, sizeof *out);
-    if (!path)
-        return fail(err, err_size, "npy_load: path is NULL");
-
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return fail(err, err_size, "cannot open: %s", strerror(errno));
-    unsigned char *buf = NULL;
-    size_t len = 0;
-    const int rc = read_stream(f, &buf, &len, err, err_size);
-    fclose(f);
-    if (rc)
-        return -1;
+    const size_t limit = max_file_bytes();
+    if ((uint64_t)size >= limit)
+        return fail(err, err_size, "the file is %jd bytes, beyond the %zu-byte limit", (intmax_t)size, limit);
+    size_t cap = (size_t)size + 1; /* +1: the short read that finds the end needs no second allocation */
+    unsigned char *buf = malloc(cap);
+    size_t len = 0, got;
+    if (!buf)
+        return fail(err, err_size, "out of memory reading the file (%zu bytes)", cap);
+    for (;;) {
+        if (read_upto(f, buf + len, cap - len, &got, err, err_size)) {
+            free(buf);
+            return -1;
+        }
+        len += got;
+        if (len < cap)
+            break; /* end of file */
+        if (cap >= limit) {
+            free(buf);
+            return fail(err, err_size, "the file is beyond the %zu-byte limit", limit);
+        }
+        const size_t new_cap = cap > limit / 2 ? limit : cap * 2;
+        unsigned char *grown = realloc(buf, new_cap);
+        if (!grown) {
+            free(buf);
+            return fail(err, err_size, "out of memory reading the file (%zu bytes)", new_cap);
+        }
+        buf = grown;
+        cap = new_cap;
+    }
 
     npy_array meta;
     size_t data_offset, data_bytes;
@@ -570,6 +582,98 @@ int npy_load(const char *path, npy_array *out, char *err, size_t err_size)
     to_host_order(&meta);
     *out = meta;
     return 0;
+}
+
+/* A pipe, FIFO, socket or device has no size to check first and may never end (/dev/zero, a writer
+ * that keeps its end open), so it is read only as far as its own header says: the preamble, the header
+ * it announces, then exactly the data that header describes. What follows is left unread, and input
+ * that is not a .npy file is refused after its preamble (at most 12 bytes). The checks and messages are
+ * npy_parse's for the bytes that arrived, except that limits are applied before reading, not after. */
+static int load_stream(FILE *f, npy_array *out, char *err, size_t err_size)
+{
+    setvbuf(f, NULL, _IONBF, 0); /* no read-ahead: stdio takes nothing beyond what is asked for */
+
+    unsigned char pre[12];
+    size_t len, more = 0, prefix, got;
+    uint32_t header_len;
+    if (read_upto(f, pre, NPY_PREAMBLE_MIN, &len, err, err_size) ||
+        (len == NPY_PREAMBLE_MIN && read_upto(f, pre + len, preamble_len(pre[6]) - len, &more, err, err_size)) ||
+        parse_preamble(pre, len + more, &prefix, &header_len, err, err_size) ||
+        check_header_len(header_len, prefix, SIZE_MAX, err, err_size)) /* the length limit only */
+        return -1;
+
+    unsigned char *text = malloc(header_len > 0 ? header_len : 1); /* at most NPY_MAX_HEADER_LEN */
+    if (!text)
+        return fail(err, err_size, "out of memory reading the header (%lu bytes)", (unsigned long)header_len);
+    npy_array meta;
+    size_t bytes;
+    const bool bad = read_upto(f, text, header_len, &got, err, err_size) ||
+                     check_header_len(header_len, prefix, prefix + got, err, err_size) ||
+                     parse_meta(text, header_len, &meta, &bytes, err, err_size);
+    free(text);
+    if (bad)
+        return -1;
+    const size_t limit = max_file_bytes();
+    if (bytes > limit - prefix - header_len)
+        return fail(err, err_size, "the header describes %zu bytes of data, beyond the %zu-byte limit", bytes,
+                    limit);
+
+    /* The buffer grows with the bytes that arrive, not to the size the header claims at once: a header
+     * that promises more than the stream holds costs no more memory than the stream does. */
+    size_t cap = bytes < (size_t)1 << 16 ? bytes : (size_t)1 << 16, have = 0;
+    unsigned char *data = malloc(cap > 0 ? cap : 1);
+    if (!data)
+        return fail(err, err_size, "out of memory reading the data (%zu bytes)", cap);
+    for (;;) {
+        if (read_upto(f, data + have, cap - have, &got, err, err_size)) {
+            free(data);
+            return -1;
+        }
+        have += got;
+        if (have < cap) {
+            free(data);
+            return truncated(&meta, bytes, have, err, err_size);
+        }
+        if (have == bytes)
+            break;
+        const size_t new_cap = cap > bytes / 2 ? bytes : cap * 2;
+        unsigned char *grown = realloc(data, new_cap);
+        if (!grown) {
+            free(data);
+            return fail(err, err_size, "out of memory reading the data (%zu bytes)", new_cap);
+        }
+        data = grown;
+        cap = new_cap;
+    }
+    meta.data = data;
+    to_host_order(&meta);
+    *out = meta;
+    return 0;
+}
+
+int npy_load(const char *path, npy_array *out, char *err, size_t err_size)
+{
+    if (!out)
+        return fail(err, err_size, "npy_load: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (!path)
+        return fail(err, err_size, "npy_load: path is NULL");
+
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return fail(err, err_size, "cannot open: %s", strerror(errno));
+    struct stat st;
+    int rc;
+    if (fstat(fileno(f), &st) != 0)
+        rc = fail(err, err_size, "cannot read: %s", strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        rc = fail(err, err_size, "cannot read: %s", strerror(EISDIR));
+    else if (S_ISREG(st.st_mode))
+        rc = load_file(f, st.st_size, out, err, err_size);
+    else
+        rc = load_stream(f, out, err, err_size);
+    fclose(f);
+    return rc;
 }
 
 void npy_free(npy_array *a)

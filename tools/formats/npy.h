@@ -32,8 +32,11 @@ typedef struct npy_array {
  * allocates more than the data size, which is checked against len before allocating. */
 int npy_parse(const unsigned char *buf, size_t len, npy_array *out, char *err, size_t err_size);
 
-/* Read the file at path and parse it as npy_parse does. The data is moved into place inside the file
- * buffer, so peak memory is about one file size. */
+/* Read the file at path and parse it as npy_parse does. A regular file is read whole and its data
+ * moved into place inside the file buffer, so peak memory is about one file size. Anything else (a pipe,
+ * FIFO, socket or device such as /dev/stdin or /dev/zero) is read only as far as its header says: the
+ * preamble, the header, then exactly the data it describes, leaving what follows unread; a stream that
+ * does not start as a .npy file is refused after at most 12 bytes. */
 int npy_load(const char *path, npy_array *out, char *err, size_t err_size);
 
 /* Release the data of a loaded array and clear it; safe on a cleared or already freed array. */
