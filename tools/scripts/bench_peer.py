@@ -1,16 +1,29 @@
 #!/usr/bin/env python3
-"""Peers for `clattn bench`: the same cases with numpy (and PyTorch when installed) on the same CPU,
-timed in the same run, and the ratio peer-time / clattn-time per case.
+"""Peers for `clattn bench`: the same cases with numpy and PyTorch on the same CPU, and the ratio
+peer-time / clattn-fused-time per case.
 
-Usage:  python3 tools/scripts/bench_peer.py [--clattn build/tools/clattn] [--skip-long] [--quick] [--device SPEC]
+Usage:  .venv-bench/bin/python tools/scripts/bench_peer.py [--clattn build/tools/clattn] [--skip-long]
+                                                           [--quick] [--device SPEC]
 
+The peers need numpy, threadpoolctl and PyTorch 2.x from pip in a virtual environment (Debian's
+python3-torch is 1.13, which is refused, and Debian's numpy may use the reference BLAS):
+    python3 -m venv .venv-bench
+    .venv-bench/bin/pip install numpy threadpoolctl torch --index-url https://download.pytorch.org/whl/cpu \\
+        --extra-index-url https://pypi.org/simple
+or, where that index cannot be reached, `.venv-bench/bin/pip install numpy threadpoolctl torch` (PyPI's
+torch brings CUDA libraries along, several GiB, and runs on the CPU all the same).
+
+Fairness: each peer times each case in a process of its own (this script run with --peer), so no other
+library's threads spin beside it; both use every core; set-up (inputs, weights, masks) is not timed;
+a warm-up run, then the median of several runs.
 numpy runs the tutorials' formula, softmax stabilised by the row maximum:
-    s = q @ k.T * scale (+ causal mask) ; p = exp(s - max) / sum ; o = p @ v
-It must be linked to an optimised, multi-threaded BLAS: the script prints which BLAS and how many threads
-it uses and refuses to report ratios against the reference BLAS (Debian's numpy falls back to it unless
-libopenblas0-pthread is installed). Some machines set OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for old
-OpenBLAS builds; they slow a current one, so benchmark with
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python3 tools/scripts/bench_peer.py
+    s = q @ k.T * scale (+ causal -inf bias) ; p = exp(s - max) / sum ; o = p @ v
+It must be linked to an optimised, multi-threaded BLAS: the script refuses to report ratios against the
+reference BLAS. Some machines set OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE for old OpenBLAS builds; they
+slow a current one, so benchmark with
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv-bench/bin/python tools/scripts/bench_peer.py
+PyTorch runs torch.nn.functional.scaled_dot_product_attention for SDPA cases and, for layers,
+torch.nn.MultiheadAttention (no bias, like clattn's layer) under torch.inference_mode().
 """
 import argparse
 import json
@@ -21,28 +34,11 @@ import sys
 import tempfile
 import time
 
-import numpy as np
+MEMORY_LIMIT = 8 << 30  # bytes of L×S scores a peer may materialise
 
 
-def blas_info():
-    """(name, threads, detail) of the BLAS numpy calls, or exits when it cannot be identified."""
-    try:
-        from threadpoolctl import threadpool_info
-        for pool in threadpool_info():
-            if pool.get("user_api") == "blas":
-                detail = "%s %s (%s), core type %s" % (pool.get("internal_api"), pool.get("version"),
-                                                       os.path.basename(pool.get("filepath", "?")),
-                                                       pool.get("architecture", "?"))
-                return pool.get("internal_api", "?"), pool.get("num_threads", 0), detail
-    except ImportError:
-        pass
-    try:
-        cfg = np.show_config(mode="dicts")
-        blas = cfg["Build Dependencies"]["blas"]
-        threads = int(os.environ.get("OPENBLAS_NUM_THREADS", os.cpu_count() or 1))
-        return blas.get("name", "?"), threads, "%s %s (from numpy's build config)" % (blas.get("name"), blas.get("version"))
-    except Exception:  # noqa: BLE001 - old numpy without mode="dicts"
-        return "unknown", 0, "could not identify numpy's BLAS (pip install threadpoolctl)"
+class Skip(Exception):
+    """A peer cannot run (this case); the message says why."""
 
 
 def timed(fn, min_runs=3, budget=2.0, max_runs=7):
@@ -57,53 +53,178 @@ def timed(fn, min_runs=3, budget=2.0, max_runs=7):
     return statistics.median(times)
 
 
-def sdpa_numpy(q, k, v, causal):
+def score_bytes(case):
+    return case["B"] * case["H"] * case["L"] * case["S"] * 4
+
+
+# ---- numpy peer (runs in its own process) ----
+
+def numpy_info():
+    """numpy's version and the BLAS it calls; Skip when that BLAS is missing or the reference one."""
+    import numpy as np
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        raise Skip("cannot identify numpy's BLAS: pip install threadpoolctl")
+    for pool in threadpool_info():
+        if pool.get("user_api") == "blas":
+            blas = "%s %s (%s), core type %s" % (pool.get("internal_api"), pool.get("version"),
+                                                 os.path.basename(pool.get("filepath", "?")),
+                                                 pool.get("architecture", "?"))
+            if pool.get("internal_api") not in ("openblas", "mkl", "blis"):
+                raise Skip("numpy's BLAS is %s, not an optimised one (install numpy's wheel)" % blas)
+            return {"version": np.__version__, "blas": blas, "threads": pool.get("num_threads", 0)}
+    raise Skip("numpy calls no BLAS that threadpoolctl knows")
+
+
+def sdpa_numpy(q, k, v, bias):
+    import numpy as np
     scale = np.float32(1.0 / np.sqrt(q.shape[-1]))
     s = np.matmul(q, k.swapaxes(-1, -2))
     s *= scale
-    if causal:
-        L, S = s.shape[-2:]
-        s[..., np.triu(np.ones((L, S), dtype=bool), 1)] = -np.inf
+    if bias is not None:
+        s += bias  # 0 / -inf, broadcast over batch and heads: cheaper than boolean indexing
     s -= s.max(axis=-1, keepdims=True)
     np.exp(s, out=s)
     s /= s.sum(axis=-1, keepdims=True)
     return np.matmul(s, v)
 
 
-def numpy_case(case, rng):
-    B, H, L, S, D = (case[x] for x in ("B", "H", "L", "S", "D"))
+def numpy_case(case):
+    """The function that numpy times for the case, its inputs made here, outside the timing."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    noise = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
+    if case["kind"] == "matmul":
+        a, b = noise(case["N"], case["N"]), noise(case["N"], case["N"])
+        return lambda: a @ b
+    if score_bytes(case) > MEMORY_LIMIT:
+        raise Skip("numpy needs the %.0f GiB L×S scores" % (score_bytes(case) / 2**30))
+    B, H, L, S, D = (case[x] for x in "BHLSD")
+    bias = None
+    if case["causal"]:  # top-left: query i sees keys 0..i
+        bias = np.where(np.triu(np.ones((L, S), dtype=bool), 1), np.float32(-np.inf), np.float32(0))
     if case["kind"] == "sdpa":
-        q = rng.standard_normal((B, H, L, D), dtype=np.float32)
-        k = rng.standard_normal((B, H, S, D), dtype=np.float32)
-        v = rng.standard_normal((B, H, S, D), dtype=np.float32)
-        return lambda: sdpa_numpy(q, k, v, case["causal"])
+        q, k, v = noise(B, H, L, D), noise(B, H, S, D), noise(B, H, S, D)
+        return lambda: sdpa_numpy(q, k, v, bias)
     d = case["model_dim"]
-    x = rng.standard_normal((B, L, d), dtype=np.float32)
-    wq, wk, wv = (rng.standard_normal((d, H * D), dtype=np.float32) for _ in range(3))
-    wo = rng.standard_normal((H * D, d), dtype=np.float32)
+    x = noise(B, L, d)
+    wq, wk, wv, wo = noise(d, H * D), noise(d, H * D), noise(d, H * D), noise(H * D, d)
+    heads = lambda t: t.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # noqa: E731
 
     def layer():
-        heads = lambda t: t.reshape(B, L, H, D).transpose(0, 2, 1, 3)  # noqa: E731
-        o = sdpa_numpy(heads(x @ wq), heads(x @ wk), heads(x @ wv), case["causal"])
+        o = sdpa_numpy(heads(x @ wq), heads(x @ wk), heads(x @ wv), bias)
         return o.transpose(0, 2, 1, 3).reshape(B, L, H * D) @ wo
     return layer
 
 
-def torch_case(case):
+# ---- PyTorch peer (runs in its own process) ----
+
+def torch_module():
+    """torch, 2.x only, set to use every core."""
     try:
         import torch
     except ImportError:
-        return None
-    B, H, L, S, D = (case[x] for x in ("B", "H", "L", "S", "D"))
-    if case["kind"] != "sdpa":
-        return None
-    q, k, v = torch.randn(B, H, L, D), torch.randn(B, H, S, D), torch.randn(B, H, S, D)
-    f = torch.nn.functional.scaled_dot_product_attention
-    return lambda: f(q, k, v, is_causal=case["causal"])
+        raise Skip("PyTorch is not installed in %s (see the top of this script)" % sys.executable)
+    if int(torch.__version__.split(".")[0]) < 2:
+        raise Skip("PyTorch %s is too old: install 2.x with pip (see the top of this script)" % torch.__version__)
+    torch.set_num_threads(os.cpu_count() or 1)
+    return torch
+
+
+def torch_info():
+    torch = torch_module()
+    return {"version": torch.__version__, "threads": torch.get_num_threads()}
+
+
+def torch_case(case):
+    torch = torch_module()
+    if case["kind"] == "matmul":
+        raise Skip("numpy only")
+    torch.manual_seed(0)
+    B, H, L, S, D = (case[x] for x in "BHLSD")
+    F = torch.nn.functional
+    if case["kind"] == "sdpa":
+        q, k, v = torch.randn(B, H, L, D), torch.randn(B, H, S, D), torch.randn(B, H, S, D)
+        call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"])  # noqa: E731
+        if score_bytes(case) > MEMORY_LIMIT:
+            # Only the flash kernel avoids L×S memory: an error from it beats torch's math fallback swapping.
+            from torch.nn.attention import SDPBackend, sdpa_kernel
+
+            def flash_only():
+                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+                    return call()
+            return flash_only
+        return call
+    d = case["model_dim"]
+    x = torch.randn(B, L, d)
+    note = ""
+    if H * D == d:
+        mha = torch.nn.MultiheadAttention(d, H, bias=False, batch_first=True).eval()
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(L) if case["causal"] else None
+        # need_weights=False: no averaged attention weights, the SDPA path
+        layer = lambda: mha(x, x, x, need_weights=False, attn_mask=mask, is_causal=case["causal"])[0]  # noqa: E731
+    else:  # MultiheadAttention's heads split d_model; clattn's may be narrower: the same steps, spelled out
+        note = "torch: linear + SDPA, as MultiheadAttention needs H·D = d_model"
+        wq, wk, wv, wo = torch.randn(H * D, d), torch.randn(H * D, d), torch.randn(H * D, d), torch.randn(d, H * D)
+        heads = lambda t: t.view(B, L, H, D).transpose(1, 2)  # noqa: E731
+
+        def layer():
+            o = F.scaled_dot_product_attention(heads(F.linear(x, wq)), heads(F.linear(x, wk)), heads(F.linear(x, wv)),
+                                               is_causal=case["causal"])
+            return F.linear(o.transpose(1, 2).reshape(B, L, H * D), wo)
+
+    def run():
+        with torch.inference_mode():
+            return layer()
+    run.note = note  # shown beside the time
+    return run
+
+
+PEERS = {"numpy": (numpy_info, numpy_case), "torch": (torch_info, torch_case)}
+
+
+def peer_main(name, case_json):
+    """--peer mode: one JSON line, the peer's info or the case's median ms, or why it was skipped."""
+    info, setup = PEERS[name]
+    try:
+        if case_json is None:
+            result = info()
+        else:
+            fn = setup(json.loads(case_json))
+            result = {"ms": 1e3 * timed(fn), "note": getattr(fn, "note", "")}
+    except Skip as e:
+        result = {"skip": str(e)}
+    print(json.dumps(result))
+
+
+# ---- the driver ----
+
+def run_peer(name, case=None):
+    """Runs the peer in a fresh process (so no other library's threads share the cores) and reads its line."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--peer", name]
+    if case is not None:
+        cmd += ["--case-json", json.dumps(case)]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        return {"skip": "%s peer failed (exit status %d)" % (name, p.returncode)}
+    return json.loads(p.stdout.splitlines()[-1])
+
+
+def cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
 
 
 def first_call_seconds(clattn, device):
     """Wall time of a fresh `clattn sdpa` process on the tutorial-sized 4-token case (caches warm)."""
+    import numpy as np
     with tempfile.TemporaryDirectory() as tmp:
         rng = np.random.default_rng(0)
         for name in "qkv":
@@ -121,50 +242,55 @@ def first_call_seconds(clattn, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--clattn", default=os.path.join(os.path.dirname(__file__), "..", "build", "tools", "clattn"))
+    ap.add_argument("--clattn", default=os.path.join(os.path.dirname(__file__), "..", "..", "build", "tools", "clattn"))
     ap.add_argument("--skip-long", action="store_true", help="leave out the L=65536 case")
     ap.add_argument("--quick", action="store_true", help="the small smoke-test cases")
     ap.add_argument("--device", help="device spec for clattn")
+    ap.add_argument("--peer", choices=sorted(PEERS), help=argparse.SUPPRESS)  # internal: one peer, one case
+    ap.add_argument("--case-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.peer:
+        return peer_main(args.peer, args.case_json)
 
-    name, threads, detail = blas_info()
-    print("numpy %s, BLAS: %s, %s thread(s); CPU cores: %d" % (np.__version__, detail, threads, os.cpu_count()))
-    if name in ("unknown", "blas", "reference") or "netlib" in detail.lower() or "libblas" in detail.lower():
-        sys.exit("refusing to compare: numpy is not linked to an optimised BLAS (install libopenblas0-pthread "
-                 "or numpy's wheel, and threadpoolctl to identify it)")
+    print("CPU: %s, %d cores" % (cpu_model(), os.cpu_count()))
+    np_info = run_peer("numpy")
+    if "skip" in np_info:
+        sys.exit("refusing to compare: " + np_info["skip"])
+    print("numpy %(version)s, BLAS: %(blas)s, %(threads)d thread(s)" % np_info)
+    torch_info = run_peer("torch")
+    use_torch = "skip" not in torch_info
+    print("PyTorch %(version)s, %(threads)d thread(s)" % torch_info if use_torch else
+          "PyTorch left out: " + torch_info["skip"])
 
     cmd = [args.clattn, "bench", "--json"] + (["--skip-long"] if args.skip_long else []) + \
           (["--quick"] if args.quick else []) + (["--device", args.device] if args.device else [])
     print("running:", " ".join(cmd), flush=True)
     bench = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
 
-    rng = np.random.default_rng(0)
-    a, b = (rng.standard_normal((2048, 2048), dtype=np.float32) for _ in range(2))
-    mm_gflops = 2 * 2048 ** 3 / timed(lambda: a @ b) / 1e9
-
-    cases = {}
+    cases = {}  # name -> {"case": row, "fused": row, "staged": row}; rows may carry more fields than read here
     for row in bench["cases"]:
         cases.setdefault(row["name"], {"case": row})[row["path"]] = row
-    print("\nclattn on %s vs. numpy on the same CPU, %s (fp32; ratio = peer time / clattn fused time)"
-          % (bench["device"], bench["date"]))
-    header = "%-46s %11s %11s %11s %8s %11s %8s" % ("case", "fused ms", "staged ms", "numpy ms", "numpy/",
-                                                     "torch ms", "torch/")
-    print(header)
+    print("\nclattn on %s vs. peers on the CPU, %s (fp32; ms = wall median; fused dev = its device time;"
+          " ratio = peer ms / fused ms)" % (bench["device"], bench["date"]))
+    print("%-46s %10s %10s %10s %10s %8s %10s %8s" % ("case", "fused ms", "fused dev", "staged ms", "numpy ms",
+                                                      "numpy/", "torch ms", "torch/"))
+    fmt = lambda x: "%10.3f" % x if x else "%10s" % "-"  # noqa: E731
     best_gflops = 0.0
     for title, entry in cases.items():
-        case, fused, staged = entry["case"], entry.get("fused"), entry.get("staged")
-        best_gflops = max(best_gflops, fused["gflops"] if fused and case["kind"] == "sdpa" else 0)
-        L, S = case["L"], case["S"]
-        if case["B"] * case["H"] * L * S * 4 > 8 << 30:
-            np_ms, np_note = None, "n/a: numpy needs the %.0f GiB L×S scores" % (case["B"] * case["H"] * L * S * 4 / 2**30)
-        else:
-            np_ms, np_note = 1e3 * timed(numpy_case(case, rng)), ""
-        tc = torch_case(case) if np_ms is not None else None
-        torch_ms = 1e3 * timed(tc) if tc else None
-        fmt = lambda x: "%11.3f" % x if x is not None else "%11s" % "-"  # noqa: E731
-        ratio = lambda x: "%7.2fx" % (x / fused["ms"]) if x is not None else "%8s" % "-"  # noqa: E731
-        print("%-46s %s %s %s %s %s %s %s" % (title, fmt(fused["ms"]), fmt(staged["ms"] if staged else None),
-                                              fmt(np_ms), ratio(np_ms), fmt(torch_ms), ratio(torch_ms), np_note))
+        case, fused, staged = entry["case"], entry["fused"], entry.get("staged")
+        if case["kind"] == "sdpa":
+            best_gflops = max(best_gflops, fused["gflops"])
+        results = [run_peer("numpy", case)] + ([run_peer("torch", case)] if use_torch else [{"skip": ""}])
+        cells, notes = [], []
+        for r in results:
+            ms = r.get("ms")
+            cells += [fmt(ms), "%7.2fx" % (ms / fused["ms"]) if ms else "%8s" % "-"]
+            notes += [r[k] for k in ("skip", "note") if r.get(k)]
+        line = "%-46s %s %s %s %s  %s" % (title, fmt(fused["ms"]), fmt(fused.get("device_ms")),
+                                          fmt(staged["ms"] if staged else None), " ".join(cells), "; ".join(notes))
+        print(line.rstrip(), flush=True)
+    mm = run_peer("numpy", {"kind": "matmul", "N": 2048})
+    mm_gflops = 2 * 2048 ** 3 / (mm["ms"] * 1e-3) / 1e9
     print("\nnumpy a @ b (2048×2048 float32): %.1f GFLOP/s; clattn's best fused SDPA: %.1f GFLOP/s = %.0f%% of it"
           % (mm_gflops, best_gflops, 100 * best_gflops / mm_gflops))
     print("fresh process, first SDPA call on 4 tokens incl. context creation (caches warm): %.3f s"
