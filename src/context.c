@@ -27,7 +27,7 @@ static clattn_context *context_alloc(void)
 /* The application's queue must be in order and belong to its context and device: every stage relies
  * on commands running in the order they were enqueued. */
 static clattn_status check_app_queue(const char *caller, cl_context context, cl_device_id device,
-                                     cl_command_queue queue)
+                                     cl_command_queue queue, bool profile)
 {
     cl_context queue_context;
     cl_device_id queue_device;
@@ -44,6 +44,9 @@ static clattn_status check_app_queue(const char *caller, cl_context context, cl_
                          caller, queue_context != context ? "context" : "device");
     if (props & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "%s: the queue must be in-order", caller);
+    if (profile && !(props & CL_QUEUE_PROFILING_ENABLE))
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "%s: options.profile needs a queue made with CL_QUEUE_PROFILING_ENABLE", caller);
     return CLATTN_SUCCESS;
 }
 
@@ -65,7 +68,7 @@ static clattn_status adopt_app_objects(clattn_context *ctx, cl_context context, 
 }
 
 /* A context and queue of our own on the device the spec selects. */
-static clattn_status create_own_objects(clattn_context *ctx, const char *spec, const char *source)
+static clattn_status create_own_objects(clattn_context *ctx, const char *spec, const char *source, bool profile)
 {
     clattn_device_info info;
     clattn_status st = device_select_from(spec, source, &info);
@@ -83,7 +86,7 @@ static clattn_status create_own_objects(clattn_context *ctx, const char *spec, c
     if ((err = clRetainDevice(info.device)) != CL_SUCCESS)
         return cl_error(NULL, err, "clRetainDevice");
     ctx->device = info.device;
-    ctx->queue = clCreateCommandQueue(ctx->context, info.device, 0, &err);
+    ctx->queue = clCreateCommandQueue(ctx->context, info.device, profile ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
     if (err != CL_SUCCESS) {
         ctx->queue = NULL;
         return cl_error(NULL, err, "clCreateCommandQueue");
@@ -99,7 +102,8 @@ static clattn_status context_create(clattn_context **out, const clattn_context_o
     *out = NULL;
     clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
     clattn_status st;
-    if (options && (st = versioned_copy(NULL, options, sizeof opts, sizeof opts, OPTIONS_SIZE_0_2,
+    if (options && (st = versioned_copy(NULL, options, sizeof opts, offsetof(clattn_context_options, reserved),
+                                        OPTIONS_SIZE_0_2,
                                         "clattn_context_options", "CLATTN_CONTEXT_OPTIONS_INIT", &opts)) != CLATTN_SUCCESS)
         return st;
     const int app_objects = (opts.opencl_context != NULL) + (opts.opencl_device != NULL) + (opts.opencl_queue != NULL);
@@ -107,14 +111,16 @@ static clattn_status context_create(clattn_context **out, const clattn_context_o
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "%s: options.opencl_%s is NULL (give all three or none)",
                          caller, !opts.opencl_context ? "context" : !opts.opencl_device ? "device" : "queue");
     if (app_objects == 3 &&
-        (st = check_app_queue(caller, opts.opencl_context, opts.opencl_device, opts.opencl_queue)) != CLATTN_SUCCESS)
+        (st = check_app_queue(caller, opts.opencl_context, opts.opencl_device, opts.opencl_queue, opts.profile != 0)) !=
+            CLATTN_SUCCESS)
         return st;
 
     clattn_context *ctx = context_alloc();
     if (!ctx)
         return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
     st = app_objects == 3 ? adopt_app_objects(ctx, opts.opencl_context, opts.opencl_device, opts.opencl_queue)
-                          : create_own_objects(ctx, opts.device, device_source);
+                          : create_own_objects(ctx, opts.device, device_source, opts.profile != 0);
+    ctx->profile.enabled = opts.profile != 0;
     if (st == CLATTN_SUCCESS)
         st = device_caps_query(ctx->device, &ctx->caps);
     if (st == CLATTN_SUCCESS && (st = options_resolve(ctx, &opts, &ctx->options)) != CLATTN_SUCCESS)
@@ -168,6 +174,7 @@ void clattn_context_free(clattn_context *ctx)
     if (ctx->queue)
         clFinish(ctx->queue); /* temporaries may still be in use by enqueued work */
     scratch_release(&ctx->scratch);
+    profile_release(&ctx->profile);
     projection_release(ctx);
     staged_release(ctx);
     fused_release(ctx);

@@ -7,6 +7,7 @@
 #include "device.h"
 #include "error.h"
 #include "options.h"
+#include "profile.h"
 #include "scratch.h"
 
 struct projection_state; /* projection.c */
@@ -21,6 +22,7 @@ struct clattn_context_s {
     device_caps caps;
     context_options options;
     scratch_pool scratch;
+    profile_log profile; /* kernels' device time, when options.profile */
     struct projection_state *projection;
     struct staged_state *staged;
     struct fused_state *fused;

@@ -5,6 +5,7 @@
 #include "context.h"
 #include "error.h"
 #include "fault.h"
+#include "profile.h"
 
 tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols)
 {
@@ -53,12 +54,16 @@ clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const cha
     if (a->err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)a->err, "clSetKernelArg(%s, argument %u) failed: %s", name,
                          a->failed_at, clattn_status_string((clattn_status)a->err));
+    cl_event event;
     cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
     if (err == CL_SUCCESS)
-        err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, dims, NULL, global, local, 0, NULL, NULL);
+        err = clEnqueueNDRangeKernel(ctx->queue, a->kernel, dims, NULL, global, local, 0, NULL,
+                                     profile_event_slot(ctx, &event));
     if (err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)err, "enqueueing the %s kernel failed: %s", name,
                          clattn_status_string((clattn_status)err));
+    if (event)
+        profile_record(ctx, event, name);
     return CLATTN_SUCCESS;
 }
 

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "fault.h"
 #include "launch.h"
+#include "profile.h"
 #include "program.h"
 #include "validate.h"
 
@@ -120,14 +121,20 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
     }
     if (p->blas_unusable)
         return matmul_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+    cl_event event = NULL;
     CLBlastStatusCode code = (CLBlastStatusCode)INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     if (code == CLBlastSuccess) {
         pthread_mutex_lock(&blas_lock);
         p->blas_used = true;
         code = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeNo, rows, out_dim, in_dim,
-                            1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0, out_dim, &ctx->queue, NULL);
+                            1.0f, x, 0, in_dim, w, 0, out_dim, 0.0f, y, 0, out_dim, &ctx->queue,
+                            profile_event_slot(ctx, &event));
         pthread_mutex_unlock(&blas_lock);
     }
+    if (code == CLBlastSuccess && event)
+        profile_record(ctx, event, "projection GEMM (CLBlast)");
+    else if (event)
+        clReleaseEvent(event);
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
     const bool transient = st == (clattn_status)CL_OUT_OF_RESOURCES;
     p->blas_transient_failures = transient ? p->blas_transient_failures + 1 : 0;

@@ -394,6 +394,32 @@ START_TEST(test_options_app_objects)
 }
 END_TEST
 
+/* clattn_context_options of 0.2.0 ended with `tile`: such a struct is read with profile off; the
+ * reserved member that 0.2.1 added after `profile` must be 0. */
+START_TEST(test_options_layouts)
+{
+    tu_set_label("clattn_context_options layouts on %s", tu_dev_spec[_i]);
+    clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
+    opts.device = tu_dev_spec[_i];
+    opts.profile = 1;
+    opts.struct_size = offsetof(clattn_context_options, tile) + sizeof(const char *); /* 0.2.0 */
+    clattn_context *ctx = create_with(&opts);
+    size_t count = 0;
+    ck_assert_msg(clattn_profile_read(ctx, NULL, 0, &count) == CLATTN_ERROR_INVALID_VALUE,
+                  "%s: a 0.2.0 options struct turned profiling on (its size excludes `profile`)", tu_label());
+    clattn_context_free(ctx);
+    opts.struct_size = sizeof opts;
+    opts.reserved = 1;
+    ctx = NULL;
+    ck_assert_int_eq(clattn_context_create_with_options(&ctx, &opts), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_ptr_null(ctx);
+    opts.reserved = 0;
+    ctx = create_with(&opts);
+    TU_ASSERT_OK(clattn_profile_read(ctx, NULL, 0, &count), ctx, "clattn_profile_read on a profiling context");
+    clattn_context_free(ctx);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("abi");
@@ -405,6 +431,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "options_cache", test_options_cache, tu_ndev);
     tu_add_loop(s, "options_kernel_dir_and_tile", test_options_kernel_dir_and_tile, tu_ndev);
     tu_add_loop(s, "options_app_objects", test_options_app_objects, tu_ndev);
+    tu_add_loop(s, "options_layouts", test_options_layouts, tu_ndev);
     return s;
 }
 

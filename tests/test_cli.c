@@ -1875,6 +1875,37 @@ START_TEST(test_outputs_links_and_modes)
 }
 END_TEST
 
+/* `clattn bench --quick --json`: every case on both paths, and each run's device time is its kernels'
+ * own (the per-kernel times add up to it, and it fits inside the wall time of the same run). */
+START_TEST(test_bench_quick_json)
+{
+    EXPECT(EXIT_OK, "bench", "--quick", "--json");
+    const char *json = P("bench.json");
+    tu_write_file(json, R.out, strlen(R.out));
+    python_check(
+        "import json, sys\n"
+        "d = json.load(sys.stdin)\n"
+        "rows = d['cases']\n"
+        "assert len(rows) == 8, len(rows)\n"
+        "staged = {'score', 'softmax', 'weighted-sum'}\n"
+        "for r in rows:\n"
+        "    k = r['kernels']\n"
+        "    assert r['runs'] >= 3 and r['ms'] > 0 and r['gflops'] >= 0, r\n"
+        "    assert 0 < r['device_ms'] <= r['ms'] * 1.001 + 1e-3, ('device time beyond the run', r)\n"
+        "    assert abs(sum(k.values()) - r['device_ms']) <= 1e-3 + 1e-3 * r['device_ms'], ('kernels', r)\n"
+        "    if r['path'] == 'fused':\n"
+        "        assert 'fused attention' in k and not staged & set(k), r\n"
+        "    else:\n"
+        "        assert staged <= set(k) and 'fused attention' not in k, r\n"
+        "    if r['kind'] == 'mha':\n"
+        "        assert any(n.startswith('projection') for n in k), r\n",
+        json, NULL);
+    EXPECT(EXIT_OK, "bench", "--quick");
+    expect_in("stdout", R.out, "device ms");
+    expect_in("stdout", R.out, "staged/fused time");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *cli_suite(void)
@@ -1893,6 +1924,7 @@ static Suite *cli_suite(void)
                   test_sdpa_f8_input}},
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
         {"demo", {test_demo_table, test_demo_save}},
+        {"bench", {test_bench_quick_json}},
         {"warnings", {test_warnings_reach_user}},
         {"outputs", {test_outputs_links_and_modes}},
         {"heatmap", {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},

@@ -60,9 +60,9 @@ extern "C" {
 
 #define CLATTN_VERSION_MAJOR 0
 #define CLATTN_VERSION_MINOR 2
-#define CLATTN_VERSION_PATCH 0
+#define CLATTN_VERSION_PATCH 1
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.2.0"
+#define CLATTN_VERSION_STRING "0.2.1"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -177,10 +177,15 @@ typedef struct clattn_context_options {
      * (a malformed value there is ignored with a warning); "": the device's defaults. A malformed value
      * here is CLATTN_ERROR_INVALID_VALUE. */
     const char *tile;
+    /* Non-zero: record the device time of every kernel clattn enqueues, read with clattn_profile_read.
+     * clattn's own queue is then made with CL_QUEUE_PROFILING_ENABLE; an application's queue
+     * (opencl_queue) must have it. (Since 0.2.1.) */
+    int profile;
+    int reserved; /* 0 */
 } clattn_context_options;
 
 #define CLATTN_CONTEXT_OPTIONS_INIT \
-    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL }
+    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL, 0, 0 }
 
 /* Create a context as `options` say (NULL: every default). Kernels are compiled on the first call that
  * needs them and reused for the life of the context. */
@@ -212,6 +217,27 @@ CLATTN_API size_t clattn_context_temp_peak_bytes(const clattn_context *ctx);
 
 /* Free the temporaries the context keeps for reuse (after a large call, say) and reset the peak. */
 CLATTN_API void clattn_context_release_temporaries(clattn_context *ctx);
+
+/* Device time of one kind of kernel, from the kernels' own profiling events (START to END): time the
+ * device spent running them, without the host's time between commands. */
+typedef struct clattn_profile_entry {
+    /* "fused attention", "score", "softmax", "weighted-sum", "projection GEMM (CLBlast)" (CLBlast
+     * reports its last kernel only: a GEMM that pads or transposes first counts only the GEMM),
+     * "projection bias", "projection (fallback matmul)"; static strings. */
+    const char *name;
+    cl_ulong launches;  /* kernels of this kind that ran */
+    cl_ulong device_ns; /* their device time, summed, in nanoseconds */
+} clattn_profile_entry;
+
+/* More kinds of kernel than clattn has: an array this long always suffices. */
+#define CLATTN_PROFILE_MAX_ENTRIES 16
+
+/* Waits for the kernels enqueued since the last read and gives their device time per kind, in the
+ * order each kind first ran; *count says how many entries were written. Then starts afresh. Needs a
+ * context made with options.profile (else CLATTN_ERROR_INVALID_VALUE). When more kinds ran than
+ * `capacity` holds: CLATTN_ERROR_BUFFER_TOO_SMALL, *count the number needed, nothing reset. */
+CLATTN_API clattn_status clattn_profile_read(clattn_context *ctx, clattn_profile_entry *entries, size_t capacity,
+                                             size_t *count);
 
 /* Block until all work clattn enqueued on the context's queue has finished. */
 CLATTN_API clattn_status clattn_finish(clattn_context *ctx);

@@ -1,7 +1,9 @@
 /* `clattn bench`: a fixed set of attention cases timed on one device — milliseconds (median of several
- * runs after a warm-up), GFLOP/s, the library's peak extra device memory, and where the time goes
- * (device time between two profiling markers vs. host overhead). SDPA cases run both the fused kernel
- * and the staged path, so their ratio comes from the same run. tools/scripts/bench_peer.py compares with numpy. */
+ * runs after a warm-up), GFLOP/s, the library's peak extra device memory, and where the time goes: the
+ * kernels' own device time (their profiling events, read through clattn_profile_read) against the wall
+ * time of the same run, so the rest is host overhead. SDPA cases run both the fused kernel and the
+ * staged path, so their ratio comes from the same run. tools/scripts/bench_peer.py adds numpy and
+ * PyTorch. */
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "commands.h"
@@ -162,62 +164,71 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
     return clattn_mha(ctx, &d, b->x, NULL, &b->w, NULL, b->out, NULL);
 }
 
+/* One timed run: its wall time and, from the same run, the kernels' device time per kind. */
+typedef struct bench_run {
+    double seconds;
+    size_t kinds;
+    clattn_profile_entry kernels[CLATTN_PROFILE_MAX_ENTRIES];
+} bench_run;
+
+static double run_device_ms(const bench_run *r)
+{
+    double ns = 0;
+    for (size_t k = 0; k < r->kinds; k++)
+        ns += (double)r->kernels[k].device_ns;
+    return ns * 1e-6;
+}
+
+static int compare_runs(const void *a, const void *b)
+{
+    return compare_doubles(&((const bench_run *)a)->seconds, &((const bench_run *)b)->seconds);
+}
+
 typedef struct bench_result {
     double ms, device_ms, gflops;
     size_t runs, peak_bytes;
+    bench_run median; /* the run of median wall time, whose device time is reported beside it */
 } bench_result;
-
-/* Device time of the work between two markers, from profiling events (0 when unavailable). */
-static double marker_span_ms(cl_event before, cl_event after)
-{
-    cl_ulong start = 0, end = 0;
-    if (clGetEventProfilingInfo(before, CL_PROFILING_COMMAND_END, sizeof start, &start, NULL) != CL_SUCCESS ||
-        clGetEventProfilingInfo(after, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) != CL_SUCCESS || end < start)
-        return 0.0;
-    return (double)(end - start) * 1e-6;
-}
 
 static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
                                bench_result *r)
 {
-    cl_command_queue queue = clattn_context_queue(ctx);
     /* Warm-up: compiles the kernels (on a short sequence for the long-context case, which shares them). */
     clattn_status st = run_once(ctx, c, b, algo, c->long_context ? 256 : 0);
     if (st == CLATTN_SUCCESS)
         st = clattn_finish(ctx);
+    size_t kinds;
+    clattn_profile_entry warm_up[CLATTN_PROFILE_MAX_ENTRIES];
+    if (st == CLATTN_SUCCESS) /* the warm-up's kernels belong to no timed run */
+        st = clattn_profile_read(ctx, warm_up, CLATTN_PROFILE_MAX_ENTRIES, &kinds);
     if (st != CLATTN_SUCCESS)
         return st;
     clattn_context_release_temporaries(ctx);
-    double times[16], spans[16], total = 0;
+    static bench_run runs[16];
+    double total = 0;
     size_t n = 0;
     while (n < 16 && (n < 3 || (total < 2.0 && n < 7))) {
-        cl_event before = NULL, after = NULL;
-        clEnqueueMarkerWithWaitList(queue, 0, NULL, &before);
+        bench_run *run = &runs[n];
         double t0 = now_seconds();
         st = run_once(ctx, c, b, algo, 0);
-        if (st == CLATTN_SUCCESS) {
-            clEnqueueMarkerWithWaitList(queue, 0, NULL, &after);
+        if (st == CLATTN_SUCCESS)
             st = clattn_finish(ctx);
-        }
-        double t = now_seconds() - t0;
-        spans[n] = before && after ? marker_span_ms(before, after) : 0.0;
-        if (before)
-            clReleaseEvent(before);
-        if (after)
-            clReleaseEvent(after);
+        run->seconds = now_seconds() - t0;
+        if (st == CLATTN_SUCCESS)
+            st = clattn_profile_read(ctx, run->kernels, CLATTN_PROFILE_MAX_ENTRIES, &run->kinds);
         if (st != CLATTN_SUCCESS)
             return st;
-        times[n++] = t;
-        total += t;
-        if (t > 20.0) /* one long-context run says enough */
+        total += runs[n++].seconds;
+        if (run->seconds > 20.0) /* one long-context run says enough */
             break;
     }
-    qsort(times, n, sizeof times[0], compare_doubles);
-    qsort(spans, n, sizeof spans[0], compare_doubles);
+    /* Wall and device time of the same run: their difference is that run's host overhead. */
+    qsort(runs, n, sizeof runs[0], compare_runs);
+    r->median = runs[n / 2];
     r->runs = n;
-    r->ms = 1e3 * times[n / 2];
-    r->device_ms = spans[n / 2];
-    r->gflops = case_flops(c) / (times[n / 2] * 1e9);
+    r->ms = 1e3 * r->median.seconds;
+    r->device_ms = run_device_ms(&r->median);
+    r->gflops = case_flops(c) / (r->median.seconds * 1e9);
     r->peak_bytes = clattn_context_temp_peak_bytes(ctx);
     return CLATTN_SUCCESS;
 }
@@ -230,8 +241,8 @@ static const char bench_help[] =
     "projections and W_O); decode (L=1, S=8192, H=32, D=128); the tutorial's 4-token example.\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
     "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
-    "time between profiling markers (the rest of the wall time is host overhead). SDPA cases run both\n"
-    "the fused kernel and the staged path.\n"
+    "time of the same run from the kernels' own profiling events (the rest of its wall time is host\n"
+    "overhead; --json adds it per kernel). SDPA cases run both the fused kernel and the staged path.\n"
     "  --quick      small shapes (seconds; a smoke test)\n"
     "  --skip-long  leave out the L=65536 case (minutes on a CPU)\n"
     "  --json       one JSON document instead of the table (read by tools/scripts/bench_peer.py)\n"
@@ -258,23 +269,16 @@ int cmd_bench(int argc, char **argv)
         fputs(bench_help, help && rc == CLI_OK ? stdout : stderr);
         return rc;
     }
-    /* Our own context and a profiling queue, wrapped: the markers around each call time the device. */
-    clattn_device_info info;
-    clattn_status st = clattn_device_select(device, &info);
-    if (st != CLATTN_SUCCESS)
-        return cli_fail_status("bench", NULL, st, "choosing a device");
-    cl_int err;
-    cl_context clctx = clCreateContext(NULL, 1, &info.device, NULL, NULL, &err);
-    cl_command_queue queue = err == CL_SUCCESS ? clCreateCommandQueue(clctx, info.device, CL_QUEUE_PROFILING_ENABLE, &err)
-                                               : NULL;
+    /* A profiling context: every kernel's own events give the device time of each run. */
+    clattn_context_options options = CLATTN_CONTEXT_OPTIONS_INIT;
+    options.device = device;
+    options.profile = 1;
     clattn_context *ctx = NULL;
-    st = err == CL_SUCCESS ? clattn_context_create_from_cl(&ctx, clctx, info.device, queue) : (clattn_status)err;
-    if (queue)
-        clReleaseCommandQueue(queue);
-    if (clctx)
-        clReleaseContext(clctx);
+    clattn_status st = clattn_context_create_with_options(&ctx, &options);
     if (st != CLATTN_SUCCESS)
         return cli_fail_status("bench", NULL, st, "opening the device");
+    cli_report_warning("bench", ctx);
+    cl_int err;
 
     const bench_case *cases = quick ? quick_cases : full_cases;
     const size_t ncases = quick ? sizeof quick_cases / sizeof quick_cases[0] : sizeof full_cases / sizeof full_cases[0];
@@ -312,10 +316,14 @@ int cmd_bench(int argc, char **argv)
             if (json) {
                 printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
                        "\"D\": %zu, \"causal\": %s, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
-                       "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu}",
+                       "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu, \"kernels\": {",
                        first ? "" : ",", c->name, c->kind == BENCH_SDPA ? "sdpa" : "mha", c->B, c->H, c->L, c->S, c->D,
                        c->causal ? "true" : "false", c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
                        res[a].runs, res[a].peak_bytes);
+                for (size_t k = 0; k < res[a].median.kinds; k++) /* the median run's device ms per kernel */
+                    printf("%s\"%s\": %.4f", k ? ", " : "", res[a].median.kernels[k].name,
+                           (double)res[a].median.kernels[k].device_ns * 1e-6);
+                printf("}}");
                 first = false;
             } else {
                 char mem[32];

@@ -29,9 +29,11 @@ ORDER = [
     "options.h", "options.c",          # context options; the only reader of the environment
     "device.h", "device.c",            # platforms, devices, the device-spec grammar, device facts
     "scratch.h",                       # the reused temporaries' types
+    "profile.h",                       # the kernel-time log's types
     "context.h",                       # the context's fields
     "validate.h", "validate.c",        # overflow-safe sizes, buffer and shape checks
     "scratch.c",                       # reused temporaries
+    "profile.c",                       # kernels' device time from their profiling events
     "launch.h", "launch.c",            # tensor views, kernel arguments, launches
     "sha256.h", "sha256.c",            # SHA-256, for the cache's keys
     "cache.h", "cache.c",              # on-disk program binaries
