@@ -327,6 +327,15 @@ static void python_check(const char *script, const char *stdin_path, const char 
     ck_assert_msg(R.status == 0, "python check failed (exit %d):\n%.3000s", R.status, R.err);
 }
 
+/* Saves the last command's stdout as `name` in the test's folder and runs python3 -c script on it
+ * (its stdin); it must exit 0. */
+static void python_check_stdout(const char *name, const char *script)
+{
+    const char *path = P(name);
+    tu_write_file(path, R.out, strlen(R.out));
+    python_check(script, path, NULL);
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* .npy files, data, comparisons                                                                   */
 /* ---------------------------------------------------------------------------------------------- */
@@ -745,9 +754,8 @@ START_TEST(test_devices_json)
     clattn_env(no_env_device, "devices", "--json", (const char *)NULL);
     expect_status(EXIT_OK);
     ck_assert_str_eq(R.err, "");
-    const char *json = P("devices.json");
-    tu_write_file(json, R.out, strlen(R.out));
-    python_check(
+    python_check_stdout(
+        "devices.json",
         "import json, sys\n"
         "d = json.load(sys.stdin)\n"
         "assert d['devices'] and 'name' in d['devices'][0], d\n"
@@ -765,8 +773,7 @@ START_TEST(test_devices_json)
         "    assert p.isdigit() and i.isdigit(), dev['spec']\n"
         "assert d['devices'][0]['spec'] == '0:0', d['devices'][0]['spec']\n"
         "assert sum(dev['default'] for dev in d['devices']) == 1, 'exactly one default'\n"
-        "assert len({dev['spec'] for dev in d['devices']}) == len(d['devices']), 'specs are unique'\n",
-        json, NULL);
+        "assert len({dev['spec'] for dev in d['devices']}) == len(d['devices']), 'specs are unique'\n");
 }
 END_TEST
 
@@ -1880,9 +1887,8 @@ END_TEST
 START_TEST(test_bench_quick_json)
 {
     EXPECT(EXIT_OK, "bench", "--quick", "--json");
-    const char *json = P("bench.json");
-    tu_write_file(json, R.out, strlen(R.out));
-    python_check(
+    python_check_stdout(
+        "bench.json",
         "import json, sys\n"
         "d = json.load(sys.stdin)\n"
         "rows = d['cases']\n"
@@ -1898,8 +1904,7 @@ START_TEST(test_bench_quick_json)
         "    else:\n"
         "        assert staged <= set(k) and 'fused attention' not in k, r\n"
         "    if r['kind'] == 'mha':\n"
-        "        assert any(n.startswith('projection') for n in k), r\n",
-        json, NULL);
+        "        assert any(n.startswith('projection') for n in k), r\n");
     EXPECT(EXIT_OK, "bench", "--quick");
     expect_in("stdout", R.out, "device ms");
     expect_in("stdout", R.out, "staged/fused time");

@@ -358,15 +358,9 @@ END_TEST
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("faults");
-    TCase *tc = tu_tcase("walk");
-    tcase_add_loop_test(tc, test_fault_walk, 0, (int)(SC_COUNT * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("context_lifetime");
-    tcase_add_loop_test(tc, test_context_lifetime, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("blas_transient");
-    tcase_add_loop_test(tc, test_blas_transient, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
+    tu_add_loop(s, "walk", test_fault_walk, SC_COUNT * tu_ndev);
+    tu_add_loop(s, "context_lifetime", test_context_lifetime, tu_ndev);
+    tu_add_loop(s, "blas_transient", test_blas_transient, tu_ndev);
     return s;
 }
 

@@ -534,6 +534,22 @@ static int read_upto(FILE *f, void *buf, size_t n, size_t *got, char *err, size_
     return 0;
 }
 
+/* Double *buf's capacity, up to `limit` (which the caller has not reached yet). On failure *buf is
+ * freed and set to NULL. */
+static int grow(unsigned char **buf, size_t *cap, size_t limit, const char *what, char *err, size_t err_size)
+{
+    const size_t new_cap = *cap > limit / 2 ? limit : *cap * 2;
+    unsigned char *grown = realloc(*buf, new_cap);
+    if (!grown) {
+        free(*buf);
+        *buf = NULL;
+        return fail(err, err_size, "out of memory reading %s (%zu bytes)", what, new_cap);
+    }
+    *buf = grown;
+    *cap = new_cap;
+    return 0;
+}
+
 /* A regular file is read whole. Its size is checked against the limit before anything is allocated
  * and sizes the first allocation; the buffer still grows should the file grow meanwhile, or report no
  * size (files under /proc say 0). */
@@ -559,14 +575,8 @@ static int load_file(FILE *f, off_t size, npy_array *out, char *err, size_t err_
             free(buf);
             return fail(err, err_size, "the file is beyond the %zu-byte limit", limit);
         }
-        const size_t new_cap = cap > limit / 2 ? limit : cap * 2;
-        unsigned char *grown = realloc(buf, new_cap);
-        if (!grown) {
-            free(buf);
-            return fail(err, err_size, "out of memory reading the file (%zu bytes)", new_cap);
-        }
-        buf = grown;
-        cap = new_cap;
+        if (grow(&buf, &cap, limit, "the file", err, err_size))
+            return -1;
     }
 
     npy_array meta;
@@ -636,14 +646,8 @@ static int load_stream(FILE *f, npy_array *out, char *err, size_t err_size)
         }
         if (have == bytes)
             break;
-        const size_t new_cap = cap > bytes / 2 ? bytes : cap * 2;
-        unsigned char *grown = realloc(data, new_cap);
-        if (!grown) {
-            free(data);
-            return fail(err, err_size, "out of memory reading the data (%zu bytes)", new_cap);
-        }
-        data = grown;
-        cap = new_cap;
+        if (grow(&data, &cap, bytes, "the data", err, err_size))
+            return -1;
     }
     meta.data = data;
     to_host_order(&meta);
