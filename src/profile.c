@@ -37,9 +37,12 @@ static clattn_status fold_pending(clattn_context *ctx)
     profile_log *log = &ctx->profile;
     cl_int err = log->pending_count ? clWaitForEvents((cl_uint)log->pending_count, log->pending) : CL_SUCCESS;
     for (size_t i = 0; i < log->pending_count; i++) {
+        cl_event since = log->pending_since[i];
         cl_ulong start = 0, end = 0;
         if (err == CL_SUCCESS)
-            err = clGetEventProfilingInfo(log->pending[i], CL_PROFILING_COMMAND_START, sizeof start, &start, NULL);
+            err = since ? clGetEventProfilingInfo(since, CL_PROFILING_COMMAND_END, sizeof start, &start, NULL)
+                        : clGetEventProfilingInfo(log->pending[i], CL_PROFILING_COMMAND_START, sizeof start, &start,
+                                                  NULL);
         if (err == CL_SUCCESS)
             err = clGetEventProfilingInfo(log->pending[i], CL_PROFILING_COMMAND_END, sizeof end, &end, NULL);
         clattn_profile_entry *e = err == CL_SUCCESS ? entry_of(log, log->pending_name[i]) : NULL;
@@ -48,24 +51,35 @@ static clattn_status fold_pending(clattn_context *ctx)
             e->device_ns += end > start ? end - start : 0;
         }
         clReleaseEvent(log->pending[i]);
+        if (since)
+            clReleaseEvent(since);
     }
     log->pending_count = 0;
     return err == CL_SUCCESS ? CLATTN_SUCCESS : cl_error(ctx, err, "reading the kernels' profiling events");
 }
 
-void profile_record(clattn_context *ctx, cl_event event, const char *name)
+void profile_record_span(clattn_context *ctx, cl_event since, cl_event last, const char *name)
 {
     profile_log *log = &ctx->profile;
     if (log->pending_count == PROFILE_PENDING_MAX)
         (void)fold_pending(ctx); /* a failure here shows again, as an error, in clattn_profile_read */
-    log->pending[log->pending_count] = event;
+    log->pending[log->pending_count] = last;
+    log->pending_since[log->pending_count] = since;
     log->pending_name[log->pending_count++] = name;
+}
+
+void profile_record(clattn_context *ctx, cl_event event, const char *name)
+{
+    profile_record_span(ctx, NULL, event, name);
 }
 
 void profile_release(profile_log *log)
 {
-    for (size_t i = 0; i < log->pending_count; i++)
+    for (size_t i = 0; i < log->pending_count; i++) {
         clReleaseEvent(log->pending[i]);
+        if (log->pending_since[i])
+            clReleaseEvent(log->pending_since[i]);
+    }
     log->pending_count = 0;
 }
 

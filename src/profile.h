@@ -15,6 +15,7 @@ typedef struct profile_log {
     bool enabled;
     size_t pending_count;
     cl_event pending[PROFILE_PENDING_MAX];
+    cl_event pending_since[PROFILE_PENDING_MAX];   /* NULL, or a marker whose end starts the span */
     const char *pending_name[PROFILE_PENDING_MAX]; /* string literals: the kernels' names */
     size_t entry_count;
     clattn_profile_entry entries[CLATTN_PROFILE_MAX_ENTRIES];
@@ -25,6 +26,10 @@ cl_event *profile_event_slot(clattn_context *ctx, cl_event *slot);
 
 /* Keep `event` (from a successful enqueue through profile_event_slot) as one run of kernel `name`. */
 void profile_record(clattn_context *ctx, cl_event event, const char *name);
+
+/* The same for work that enqueues several kernels but hands back the event of its last one only
+ * (CLBlast): `since`, a marker enqueued just before that work, starts the span at its end. */
+void profile_record_span(clattn_context *ctx, cl_event since, cl_event last, const char *name);
 
 /* Release the events still held (the queue is finished); called when the context is freed. */
 void profile_release(profile_log *log);

@@ -121,8 +121,12 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
     }
     if (p->blas_unusable)
         return matmul_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
-    cl_event event = NULL;
+    /* CLBlast hands back the event of its last kernel only (a GEMM may pad and transpose first): a
+     * marker before it starts the profiled span. */
+    cl_event since = NULL, event = NULL;
     CLBlastStatusCode code = (CLBlastStatusCode)INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    if (code == CLBlastSuccess && ctx->profile.enabled)
+        code = (CLBlastStatusCode)clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &since);
     if (code == CLBlastSuccess) {
         pthread_mutex_lock(&blas_lock);
         p->blas_used = true;
@@ -131,10 +135,14 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
                             profile_event_slot(ctx, &event));
         pthread_mutex_unlock(&blas_lock);
     }
-    if (code == CLBlastSuccess && event)
-        profile_record(ctx, event, "projection GEMM (CLBlast)");
-    else if (event)
-        clReleaseEvent(event);
+    if (code == CLBlastSuccess && event) {
+        profile_record_span(ctx, since, event, "projection GEMM (CLBlast)");
+    } else {
+        if (event)
+            clReleaseEvent(event);
+        if (since)
+            clReleaseEvent(since);
+    }
     clattn_status st = blas_status(ctx, code, "projection GEMM (CLBlastSgemm)");
     const bool transient = st == (clattn_status)CL_OUT_OF_RESOURCES;
     p->blas_transient_failures = transient ? p->blas_transient_failures + 1 : 0;

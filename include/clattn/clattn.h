@@ -221,9 +221,11 @@ CLATTN_API void clattn_context_release_temporaries(clattn_context *ctx);
 /* Device time of one kind of kernel, from the kernels' own profiling events (START to END): time the
  * device spent running them, without the host's time between commands. */
 typedef struct clattn_profile_entry {
-    /* "fused attention", "score", "softmax", "weighted-sum", "projection GEMM (CLBlast)" (CLBlast
-     * reports its last kernel only: a GEMM that pads or transposes first counts only the GEMM),
-     * "projection bias", "projection (fallback matmul)"; static strings. */
+    /* "fused attention", "score", "softmax", "weighted-sum", "projection GEMM (CLBlast)" (one
+     * entry per GEMM call, however many kernels CLBlast runs for it: timed from a marker enqueued
+     * just before the call to the end of its last kernel, so on an idle queue CLBlast's own
+     * launch time is counted too), "projection bias", "projection (fallback matmul)"; static
+     * strings. */
     const char *name;
     cl_ulong launches;  /* kernels of this kind that ran */
     cl_ulong device_ns; /* their device time, summed, in nanoseconds */
