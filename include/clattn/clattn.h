@@ -291,7 +291,18 @@ typedef enum clattn_mask_layout {
     CLATTN_MASK_B_H_L_S = 2 /* additive float mask (B, H, L, S), one per batch and head */
 } clattn_mask_layout;
 
-/* The masks of one attention call; start from CLATTN_MASKS_INIT (no mask). */
+/* A sliding window around each query's absolute position p: key j is visible iff
+ * p − left ≤ j ≤ p + right; −1 leaves that side unbounded. It combines with every other mask. */
+typedef struct clattn_window {
+    long long left;
+    long long right;
+} clattn_window;
+
+/* The masks of one attention call; start from CLATTN_MASKS_INIT (no mask).
+ *
+ * Positions: query i of batch b sits at absolute key position p = query_offsets[b] + i when
+ * query_offsets is given, else p = i + S − L under CLATTN_CAUSAL_BOTTOM_RIGHT, else p = i. The causal
+ * masks show key j iff j ≤ p; windows and ALiBi (clattn_sdpa_desc) measure from p too. */
 typedef struct clattn_masks {
     size_t struct_size; /* sizeof(clattn_masks), set by CLATTN_MASKS_INIT */
     clattn_causal causal;
@@ -301,10 +312,17 @@ typedef struct clattn_masks {
     /* Layout of the additive mask passed beside the descriptor (−inf allowed, added to the scaled
      * scores). */
     clattn_mask_layout additive;
-    unsigned reserved; /* must be 0 (keeps the struct free of tail padding a later field could use) */
+    unsigned reserved; /* must be 0 */
+    /* Since 0.3. NULL, or `batch` absolute positions of each batch's first query on the host (may be
+     * negative: a query before every key sees none under a causal mask). With a causal mask of either
+     * kind, key j is visible iff j ≤ query_offsets[b] + i — a KV cache whose batch b holds len[b]
+     * valid keys passes len[b] − L (ONNX's nonpad_kv_seqlen, together with key_lengths = len). */
+    const long long *query_offsets;
+    /* Since 0.3. NULL, or a sliding window (left, right ≥ −1). */
+    const clattn_window *window;
 } clattn_masks;
 
-#define CLATTN_MASKS_INIT { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0 }
+#define CLATTN_MASKS_INIT { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0, NULL, NULL }
 
 /* The scale's "not given" value (what the INIT macros set): 1/√Dqk is used. Every finite value,
  * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */
@@ -322,13 +340,29 @@ typedef struct clattn_sdpa_desc {
     float scale;     /* multiplies Q·Kᵀ; CLATTN_SCALE_DEFAULT means 1/√Dqk */
     const clattn_masks *masks;  /* NULL: no masks */
     clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
-    unsigned reserved;          /* must be 0 */
+    /* Logit soft-capping (Gemma 2, ONNX's softcap): when > 0, every score s = Q·Kᵀ·scale becomes
+     * softcap·tanh(s / softcap) before ALiBi and the masks are added (a masked key stays masked).
+     * 0: off. Since 0.3; this was `reserved` (which had to be 0) before. */
+    float softcap;
+    /* Since 0.3. Grouped-query / multi-query attention: K and V carry kv_heads heads, Q and O `heads`,
+     * heads % kv_heads == 0, and query head h reads K/V head h / (heads / kv_heads) (ONNX's and
+     * PyTorch's enable_gqa order). 0: kv_heads = heads. */
+    size_t kv_heads;
+    /* Since 0.3. NULL, or `heads` attention-sink logits on the host (gpt-oss): one extra logit per query
+     * head that joins every row's softmax denominator without a value. Weights then sum to less than
+     * 1, and the log-sum-exp includes it. */
+    const float *sinks;
+    /* Since 0.3. NULL, or `heads` ALiBi slopes on the host: slope[h]·(j − p) is added to the score of
+     * key j for the query at position p (after soft-capping, with the masks). */
+    const float *alibi_slopes;
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT \
-    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0 }
+    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL }
 
-/* O = softmax(Q·Kᵀ·scale + masks)·V.
+/* O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
+ * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
+ * Q and O are (B,H,L,·), K and V (B,kv_heads,S,·).
  * mask: the additive mask buffer when desc->masks->additive is not NONE, else NULL.
  * weights (B,H,L,S) and lse (B,H,L) are optional outputs (NULL to skip). */
 CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
