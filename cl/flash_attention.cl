@@ -79,9 +79,10 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                             __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
                             __global const float *v, ulong v_bs, ulong v_hs, ulong v_rs,
                             __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
-                            ulong heads, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
+                            ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
                             int causal, __global const ulong *key_lengths, __global const float *mask,
-                            int mask_layout)
+                            int mask_layout, __global const long *offsets, long win_left, long win_right,
+                            float softcap, __global const float *alibi, __global const float *sinks)
 {
     __local float kt[DK * BLOCK_N];
     __local float vt[BLOCK_N * DV];
@@ -92,14 +93,19 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
     const ulong bh = get_global_id(1);
     const ulong b = bh / heads, h = bh % heads;
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    const float slope = alibi ? alibi[h] : 0.0f;
+    /* Softcap and ALiBi change every score: such calls take the per-key path of each step. */
+    const bool score_terms = softcap > 0.0f || alibi;
 
-    __global const float *k_head = k + clattn_view_offset(b, h, 0, k_bs, k_hs, k_rs);
-    __global const float *v_head = v + clattn_view_offset(b, h, 0, v_bs, v_hs, v_rs);
+    /* Grouped-query attention: query head h reads K/V head h / group. */
+    __global const float *k_head = k + clattn_view_offset(b, h / group, 0, k_bs, k_hs, k_rs);
+    __global const float *v_head = v + clattn_view_offset(b, h / group, 0, v_bs, v_hs, v_rs);
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
     float m[ROWS], l[ROWS];
-    ulong row_end[ROWS]; /* keys [0, row_end) are visible to the row; 0 for rows past q_len */
+    long pos[ROWS];                     /* the rows' absolute positions */
+    ulong row_begin[ROWS], row_end[ROWS]; /* keys [row_begin, row_end) are visible; none past q_len */
     for (int r = 0; r < ROWS; r++) {
         const ulong i = first + r;
         const bool active = i < q_len;
@@ -109,16 +115,27 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
         l[r] = 0.0f;
-        row_end[r] = active ? clattn_visible_end(causal, i, q_len, kv_len, key_len) : 0;
+        pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+        clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
+        if (!active)
+            row_begin[r] = row_end[r] = 0;
     }
-    /* Visibility only grows with i: the last row decides how far the work-item and the group walk. */
-    ulong item_end = 0;
+    /* Both bounds only grow with i: the first and last rows decide where the work-item and the group
+     * walk (so a window costs work in proportion to the keys it shows, not to S). */
+    ulong item_begin = ULONG_MAX, item_end = 0;
     for (int r = 0; r < ROWS; r++)
-        item_end = max(item_end, row_end[r]);
+        if (row_end[r] > row_begin[r]) {
+            item_begin = min(item_begin, row_begin[r]);
+            item_end = max(item_end, row_end[r]);
+        }
     const ulong group_last = min(group_first + BLOCK_M * ROWS, q_len) - 1;
-    const ulong group_end = clattn_visible_end(causal, group_last, q_len, kv_len, key_len);
+    ulong group_begin, group_end, unused;
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_first, q_len, kv_len), key_len,
+                         win_left, win_right, &group_begin, &unused);
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_last, q_len, kv_len), key_len,
+                         win_left, win_right, &unused, &group_end);
 
-    for (ulong j0 = 0; j0 < group_end; j0 += BLOCK_N) {
+    for (ulong j0 = group_begin / BLOCK_N * BLOCK_N; j0 < group_end; j0 += BLOCK_N) {
 #if VEC > 1
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
@@ -144,9 +161,9 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
 
         for (int sub = 0; sub < BLOCK_N; sub += STEP) {
             const ulong j = j0 + sub;
-            /* None of this work-item's rows sees the keys left in the tile. (`continue`, not `break`:
-             * PoCL 3.1 miscompiles an early exit from this loop between barriers.) */
-            if (j >= item_end)
+            /* None of this work-item's rows sees these keys. (`continue`, not `break`: PoCL 3.1
+             * miscompiles an early exit from this loop between barriers.) */
+            if (j >= item_end || j + STEP <= item_begin)
                 continue;
             /* Scores of ROWS rows × STEP keys: per d, KV vector loads and ROWS broadcasts feed
              * ROWS·KV multiply-adds, the register blocking of a GEMM micro-kernel. */
@@ -165,14 +182,16 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             float pj[ROWS][STEP];
             bool zero_weight = false;
             UNROLL for (int r = 0; r < ROWS; r++) {
-                if (j + STEP > row_end[r] || mask_layout != MASK_NONE) {
+                if (j + STEP > row_end[r] || j < row_begin[r] || mask_layout != MASK_NONE || score_terms) {
                     float lane[STEP];
                     UNROLL for (int u = 0; u < KV; u++)
                         VSTORE(s[r][u], lane + u * VEC);
                     for (int x = 0; x < STEP; x++)
-                        lane[x] = j + x < row_end[r] ? lane[x] + clattn_additive_mask(mask, mask_layout, bh, first + r,
-                                                                                    j + x, q_len, kv_len)
-                                                     : -INFINITY;
+                        lane[x] = j + x >= row_begin[r] && j + x < row_end[r]
+                                      ? clattn_score_terms(lane[x], softcap, slope, (long)(j + x), pos[r],
+                                                           clattn_additive_mask(mask, mask_layout, bh, first + r,
+                                                                                j + x, q_len, kv_len))
+                                      : -INFINITY;
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = VLOAD(lane + u * VEC);
                 }
@@ -204,10 +223,10 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                 }
                 l[r] += sum;
             }
-            /* Where some key of the step has weight 0 for some row — masked, or so far below the row
-             * maximum that exp underflowed — the rows skip it one by one: its value, even inf or
-             * NaN, adds nothing (0·inf would be NaN), as on the staged path. */
-            const bool partial = zero_weight || j + STEP > row_end[0] || mask_layout != MASK_NONE;
+            /* Where some key of the step has weight 0 for some row — masked (its score is −inf), or so
+             * far below the row maximum that exp underflowed — the rows skip it one by one: its value,
+             * even inf or NaN, adds nothing (0·inf would be NaN), as on the staged path. */
+            const bool partial = zero_weight;
             for (int x = 0; x < STEP; x++) {
                 __local const float *vrow = vt + (sub + x) * DV;
                 if (partial) {
@@ -236,12 +255,22 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
+    /* A sink joins the denominator as one more logit without a value (rescaled when it is the larger). */
+    const float sink = sinks ? sinks[h] : -INFINITY;
     for (int r = 0; r < ROWS; r++) {
         const ulong i = first + r;
         if (i >= q_len)
             break;
         const bool empty = l[r] == 0.0f; /* every key masked: the row is zero (NaN l propagates) */
-        const float inv = empty ? 0.0f : 1.0f / l[r];
+        float top = m[r], sum = l[r], factor = 1.0f;
+        if (sink > top) {
+            factor = exp(top - sink);
+            sum = sum * factor + 1.0f;
+            top = sink;
+        } else if (sink != -INFINITY) {
+            sum += exp(sink - top);
+        }
+        const float inv = empty ? 0.0f : factor / sum;
         __global float *out = o + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
@@ -250,6 +279,6 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             if ((ulong)d < dv)
                 out[d] = row[d];
         if (lse)
-            lse[clattn_matrix_offset(bh, 0, i, 1, q_len)] = empty ? -INFINITY : m[r] + log(l[r]);
+            lse[clattn_matrix_offset(bh, 0, i, 1, q_len)] = empty ? sink : top + log(sum);
     }
 }

@@ -1,7 +1,8 @@
-/* Every mask kind, and the one rule of which keys a query row may see: used by the staged kernels and
- * the fused one alike. To add a mask kind: its constant here and its part of clattn_visible_end (for
- * masks that hide a range of keys) or clattn_additive_mask (for values added to the scores), its
- * arguments in src/masks.c (masks_kernel_args), and its checks and upload beside them. */
+/* Every mask kind, and the one rule of which keys a query row may see and what its scores become: used
+ * by the staged kernels and the fused one alike. To add a mask kind: its constant here and its part of
+ * clattn_visible_range (for masks that hide a range of keys) or clattn_score_terms /
+ * clattn_additive_mask (for values added to the scores), its arguments in src/masks.c
+ * (masks_kernel_args), and its checks and upload beside them. */
 
 /* Mask kinds, as in clattn.h's clattn_causal and clattn_mask_layout. */
 #define CAUSAL_NONE 0
@@ -11,23 +12,45 @@
 #define MASK_L_S 1
 #define MASK_B_H_L_S 2
 
-/* Keys [0, end) are visible to query row i; keys from `end` on are hidden by the causal rule or the
- * batch's key length. Visibility only grows with i, which lets the fused kernel bound a whole group's
- * walk by its last row. */
-inline ulong clattn_visible_end(int causal, ulong i, ulong q_len, ulong kv_len, ulong key_len)
+/* The absolute key position of query row i of batch b: the caller's offset plus i when offsets are
+ * given, else i + S − L for a bottom-right causal mask, else i. Causal masks, windows and ALiBi all
+ * measure from it. */
+inline long clattn_query_position(int causal, __global const long *offsets, ulong b, ulong i, ulong q_len,
+                                  ulong kv_len)
 {
-    ulong end = key_len;
-    if (causal == CAUSAL_TOP_LEFT)
-        end = min(end, i + 1);
-    else if (causal == CAUSAL_BOTTOM_RIGHT) /* key j visible iff j <= i + S - L, without going negative */
-        end = i + kv_len + 1 > q_len ? min(end, i + kv_len + 1 - q_len) : 0;
-    return end;
+    if (offsets)
+        return offsets[b] + (long)i;
+    if (causal == CAUSAL_BOTTOM_RIGHT)
+        return (long)i + (long)kv_len - (long)q_len;
+    return (long)i;
 }
 
-/* True when key j is hidden from query row i. */
-inline bool clattn_key_masked(int causal, ulong i, ulong j, ulong q_len, ulong kv_len, ulong key_len)
+/* Keys [*begin, *end) are visible to the query at position p: below the batch's key length, at most p
+ * under a causal mask, within [p − left, p + right] under a window (−1: that side unbounded). Both
+ * bounds only grow with p, which lets the fused kernel bound a whole group's walk by its first and
+ * last rows. (Host checks keep |offsets| and window sizes under 2^61: no sum here overflows.) */
+inline void clattn_visible_range(int causal, long p, ulong key_len, long win_left, long win_right, ulong *begin,
+                                 ulong *end)
 {
-    return j >= clattn_visible_end(causal, i, q_len, kv_len, key_len);
+    long lo = 0, hi = (long)key_len; /* [lo, hi) */
+    if (causal != CAUSAL_NONE)
+        hi = min(hi, p + 1);
+    if (win_right >= 0)
+        hi = min(hi, p + win_right + 1);
+    if (win_left >= 0)
+        lo = max(lo, p - win_left);
+    hi = max(hi, (long)0);
+    *begin = (ulong)min(lo, hi);
+    *end = (ulong)hi;
+}
+
+/* The score of one visible key as the softmax takes it, in ONNX's order: the scaled dot product
+ * soft-capped (softcap > 0), then ALiBi's slope·(j − p) and the additive mask entry added. */
+inline float clattn_score_terms(float scaled, float softcap, float alibi_slope, long j, long p, float mask)
+{
+    if (softcap > 0.0f)
+        scaled = softcap * tanh(scaled / softcap);
+    return scaled + alibi_slope * (float)(j - p) + mask;
 }
 
 /* The additive mask entry for (batch-head bh, query i, key j), 0 without a mask. */

@@ -1,11 +1,15 @@
-/* Score stage: S = Q·Kᵀ·scale with the masks applied, for heads [bh_begin, bh_begin + gsize(2)).
- * One work-item per score. Q and K are read through (batch, head, row) strides so that both SDPA's
- * (B,H,L,D) and the layer's (B,L,H·D) layouts work without a transpose; scores are (chunk, L, S). */
+/* Score stage: the scores of heads [bh_begin, bh_begin + gsize(2)) as the softmax takes them
+ * (Q·Kᵀ·scale, soft-capped, plus ALiBi and the masks; hidden keys −inf). One work-item per score. Q and
+ * K are read through (batch, head, row) strides so that both SDPA's (B,H,L,D) and the layer's (B,L,H·D)
+ * layouts work without a transpose; query head h reads K head h / group (grouped-query attention).
+ * Scores are (chunk, L, S). */
 __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
                            __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
-                           __global float *scores, ulong heads, ulong q_len, ulong kv_len, ulong dim,
+                           __global float *scores, ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dim,
                            float scale, int causal, __global const ulong *key_lengths,
-                           __global const float *mask, int mask_layout, ulong bh_begin)
+                           __global const float *mask, int mask_layout, __global const long *offsets,
+                           long win_left, long win_right, float softcap, __global const float *alibi,
+                           ulong bh_begin)
 {
     const ulong j = get_global_id(0);
     const ulong i = get_global_id(1);
@@ -15,16 +19,20 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     const ulong bh = bh_begin + local_bh;
     const ulong b = bh / heads, h = bh % heads;
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+    ulong begin, end;
+    clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
     float value;
-    if (clattn_key_masked(causal, i, j, q_len, kv_len, key_len)) {
+    if (j < begin || j >= end) {
         value = -INFINITY;
     } else {
         __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
-        __global const float *krow = k + clattn_view_offset(b, h, j, k_bs, k_hs, k_rs);
+        __global const float *krow = k + clattn_view_offset(b, h / group, j, k_bs, k_hs, k_rs);
         float acc = 0.0f;
         for (ulong d = 0; d < dim; d++)
             acc = fma(qrow[d], krow[d], acc);
-        value = acc * scale + clattn_additive_mask(mask, mask_layout, bh, i, j, q_len, kv_len);
+        value = clattn_score_terms(acc * scale, softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
+                                   clattn_additive_mask(mask, mask_layout, bh, i, j, q_len, kv_len));
     }
     scores[clattn_matrix_offset(local_bh, i, j, q_len, kv_len)] = value;
 }

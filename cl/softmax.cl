@@ -1,14 +1,19 @@
 /* Row softmax, one work-item per row, stabilised by the row maximum. A row that is all −inf (every
  * key masked) gives zeros and a log-sum-exp of −inf instead of the 0/0 = NaN of the naive formula.
+ * With sinks, row r of the chunk (head (row_base + r) / L mod heads) has one more logit in its
+ * denominator, without a weight of its own: the weights then sum to less than 1 and the log-sum-exp
+ * includes it (a row with no visible key but a sink: zero weights, log-sum-exp = the sink).
  * `in` and `out` may be the same buffer. */
 __kernel void clattn_softmax(__global const float *in, __global float *out, __global float *lse,
-                             ulong lse_offset, ulong rows, ulong cols)
+                             ulong row_base, ulong rows, ulong cols, __global const float *sinks, ulong heads,
+                             ulong q_len)
 {
     const ulong r = get_global_id(0);
     if (r >= rows)
         return;
     __global const float *x = in + clattn_matrix_offset(0, r, 0, rows, cols);
     __global float *y = out + clattn_matrix_offset(0, r, 0, rows, cols);
+    const float sink = sinks ? sinks[(row_base + r) / q_len % heads] : -INFINITY;
     /* The row maximum, NaN as soon as one score is NaN (fmax would skip it, and a row whose only
      * visible score is NaN would pass for fully masked). */
     float m = -INFINITY;
@@ -18,15 +23,16 @@ __kernel void clattn_softmax(__global const float *in, __global float *out, __gl
         for (ulong j = 0; j < cols; j++)
             y[j] = 0.0f;
         if (lse)
-            lse[lse_offset + r] = -INFINITY;
+            lse[row_base + r] = sink;
         return;
     }
-    float sum = 0.0f;
+    m = isnan(m) ? m : fmax(m, sink);
+    float sum = sink == -INFINITY ? 0.0f : exp(sink - m);
     for (ulong j = 0; j < cols; j++)
         sum += exp(x[j] - m);
     const float inv = 1.0f / sum;
     for (ulong j = 0; j < cols; j++)
         y[j] = exp(x[j] - m) * inv;
     if (lse)
-        lse[lse_offset + r] = m + log(sum);
+        lse[row_base + r] = m + log(sum);
 }

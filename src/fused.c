@@ -181,12 +181,14 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     karg_view(&a, out);
     karg_mem(&a, lse);
     karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->group);
     karg_ulong(&a, s->q_len);
     karg_ulong(&a, s->kv_len);
     karg_ulong(&a, s->qk_dim);
     karg_ulong(&a, s->v_dim);
     karg_float(&a, s->scale);
     masks_kernel_args(&a, &masks);
+    karg_mem(&a, masks.sinks);
     const size_t rows_per_group = (size_t)fv->block_m * fv->rows;
     const size_t local[2] = {fv->block_m, 1};
     const size_t global[2] = {(s->q_len + rows_per_group - 1) / rows_per_group * fv->block_m, s->batch * s->heads};

@@ -13,14 +13,39 @@
 /* The first published layout (0.2.0) ends with `reserved`. */
 #define MASKS_SIZE_0_2 (offsetof(clattn_masks, reserved) + sizeof(unsigned))
 
+/* Query offsets and window sizes are kept within ±2^61, so that no position sum in cl/masks.cl (an
+ * offset plus a row plus a window) overflows a long. */
+#define POSITION_LIMIT ((long long)1 << 61)
+
+static clattn_status check_positions(clattn_context *ctx, const clattn_masks *m, size_t batch)
+{
+    for (size_t b = 0; m->query_offsets && b < batch; b++)
+        if (m->query_offsets[b] > POSITION_LIMIT || m->query_offsets[b] < -POSITION_LIMIT)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.query_offsets[%zu] = %lld is beyond +-2^61", b,
+                             m->query_offsets[b]);
+    if (m->window) {
+        const long long sides[2] = {m->window->left, m->window->right};
+        for (int i = 0; i < 2; i++)
+            if (sides[i] < -1 || sides[i] > POSITION_LIMIT)
+                return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                                 "masks.window->%s = %lld: a window side is -1 (unbounded) or 0..2^61",
+                                 i ? "right" : "left", sides[i]);
+    }
+    return CLATTN_SUCCESS;
+}
+
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool mask_given, sdpa_shape *s)
 {
     clattn_masks copy = CLATTN_MASKS_INIT;
     const clattn_masks *masks = &copy;
     clattn_status st;
-    if (given && (st = versioned_copy(ctx, given, sizeof copy, offsetof(clattn_masks, reserved), MASKS_SIZE_0_2, "clattn_masks",
-                                      "CLATTN_MASKS_INIT",
-                                      &copy)) != CLATTN_SUCCESS)
+    if (given && (st = versioned_copy(ctx, given, sizeof copy, sizeof copy, MASKS_SIZE_0_2, "clattn_masks",
+                                      "CLATTN_MASKS_INIT", &copy)) != CLATTN_SUCCESS)
+        return st;
+    if (copy.reserved != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.reserved is %u, not 0 (start from CLATTN_MASKS_INIT)",
+                         copy.reserved);
+    if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS)
         return st;
     if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&
         masks->causal != CLATTN_CAUSAL_BOTTOM_RIGHT)
@@ -46,39 +71,57 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     return CLATTN_SUCCESS;
 }
 
-static clattn_status upload_key_lengths(clattn_context *ctx, const sdpa_shape *s, cl_mem *out)
+/* `bytes` of `data` into a reused temporary, blocking (so the caller's array, and ours, can go as soon
+ * as this returns). */
+static clattn_status upload(clattn_context *ctx, scratch_slot slot, const void *data, size_t bytes, const char *what,
+                            cl_mem *out)
 {
-    *out = NULL;
-    if (!s->masks.key_lengths)
-        return CLATTN_SUCCESS;
-    cl_ulong *lengths = malloc(s->batch * sizeof *lengths);
-    if (!lengths)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying %zu key lengths", s->batch);
-    for (size_t b = 0; b < s->batch; b++)
-        lengths[b] = s->masks.key_lengths[b];
     cl_mem buf;
-    clattn_status st = scratch_get(ctx, SCRATCH_KEY_LENGTHS, s->batch * sizeof *lengths, &buf);
-    if (st == CLATTN_SUCCESS) {
-        /* Blocking, so the caller's array (and ours) can go as soon as this returns. */
-        cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
-        if (err == CL_SUCCESS)
-            err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, s->batch * sizeof *lengths, lengths, 0, NULL,
-                                       NULL);
-        if (err != CL_SUCCESS)
-            st = cl_error(ctx, err, "clEnqueueWriteBuffer(key lengths)");
-        else
-            *out = buf;
-    }
-    free(lengths);
+    clattn_status st = scratch_get(ctx, slot, bytes, &buf);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "clEnqueueWriteBuffer(%s) failed: %s", what,
+                         clattn_status_string((clattn_status)err));
+    *out = buf;
+    return CLATTN_SUCCESS;
+}
+
+/* The caller's `n` integers (size_t key lengths or long long offsets), as the 64-bit integers the
+ * kernels read. */
+static clattn_status upload_integers(clattn_context *ctx, scratch_slot slot, const size_t *lengths,
+                                     const long long *offsets, size_t n, const char *what, cl_mem *out)
+{
+    cl_long *values = malloc(n * sizeof *values);
+    if (!values)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying %zu %s", n, what);
+    for (size_t i = 0; i < n; i++)
+        values[i] = lengths ? (cl_long)lengths[i] : (cl_long)offsets[i];
+    clattn_status st = upload(ctx, slot, values, n * sizeof *values, what, out);
+    free(values);
     return st;
 }
 
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out)
 {
-    out->causal = (cl_int)s->masks.causal;
-    out->additive = additive;
-    out->layout = additive ? (cl_int)s->masks.additive : CLATTN_MASK_NONE;
-    return upload_key_lengths(ctx, s, &out->key_lengths);
+    const clattn_masks *m = &s->masks;
+    *out = (device_masks){(cl_int)m->causal, NULL, additive, additive ? (cl_int)m->additive : CLATTN_MASK_NONE,
+                          NULL, m->window ? m->window->left : -1, m->window ? m->window->right : -1, s->softcap,
+                          NULL, NULL};
+    clattn_status st = CLATTN_SUCCESS;
+    if (m->key_lengths)
+        st = upload_integers(ctx, SCRATCH_KEY_LENGTHS, m->key_lengths, NULL, s->batch, "key lengths", &out->key_lengths);
+    if (st == CLATTN_SUCCESS && m->query_offsets)
+        st = upload_integers(ctx, SCRATCH_QUERY_OFFSETS, NULL, m->query_offsets, s->batch, "query offsets",
+                             &out->query_offsets);
+    if (st == CLATTN_SUCCESS && s->alibi_slopes)
+        st = upload(ctx, SCRATCH_ALIBI, s->alibi_slopes, s->heads * sizeof(float), "ALiBi slopes", &out->alibi);
+    if (st == CLATTN_SUCCESS && s->sinks)
+        st = upload(ctx, SCRATCH_SINKS, s->sinks, s->heads * sizeof(float), "sinks", &out->sinks);
+    return st;
 }
 
 void masks_kernel_args(kernel_args *a, const device_masks *m)
@@ -87,4 +130,9 @@ void masks_kernel_args(kernel_args *a, const device_masks *m)
     karg_mem(a, m->key_lengths);
     karg_mem(a, m->additive);
     karg(a, sizeof m->layout, &m->layout);
+    karg_mem(a, m->query_offsets);
+    karg(a, sizeof m->win_left, &m->win_left);
+    karg(a, sizeof m->win_right, &m->win_right);
+    karg_float(a, m->softcap);
+    karg_mem(a, m->alibi);
 }

@@ -13,20 +13,26 @@
  * the additive mask's element count in s->mask_elems. */
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool mask_given, sdpa_shape *s);
 
-/* The masks of one call as the kernels take them. */
+/* The masks and score terms of one call as the kernels take them. */
 typedef struct device_masks {
     cl_int causal;
-    cl_mem key_lengths; /* (B) ulong, or NULL */
-    cl_mem additive;    /* the caller's additive mask, or NULL */
+    cl_mem key_lengths;   /* (B) ulong, or NULL */
+    cl_mem additive;      /* the caller's additive mask, or NULL */
     cl_int layout;
+    cl_mem query_offsets; /* (B) long, or NULL */
+    cl_long win_left, win_right; /* −1: unbounded */
+    cl_float softcap;     /* 0: off */
+    cl_mem alibi;         /* (H) float slopes, or NULL */
+    cl_mem sinks;         /* (H) float logits, or NULL: the softmax's, not a score term */
 } device_masks;
 
-/* Upload what the kernels need (key lengths go to a reused temporary; the copy blocks, so the caller's
- * array may go as soon as this returns). */
+/* Upload what the kernels need (key lengths, query offsets, ALiBi slopes and sinks go to reused
+ * temporaries; the copies block, so the caller's arrays may go as soon as this returns). */
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out);
 
-/* The mask arguments of every attention kernel, in their order: causal, key lengths, additive mask,
- * its layout. */
+/* The mask and score-term arguments of every attention kernel that makes scores, in their order:
+ * causal, key lengths, additive mask, its layout, query offsets, window left and right, softcap, ALiBi
+ * slopes. (Sinks are passed by the kernels that take the softmax.) */
 void masks_kernel_args(kernel_args *a, const device_masks *m);
 
 #endif

@@ -14,6 +14,9 @@ typedef enum scratch_slot {
     SCRATCH_V,
     SCRATCH_CONCAT,
     SCRATCH_KEY_LENGTHS,
+    SCRATCH_QUERY_OFFSETS,
+    SCRATCH_SINKS,
+    SCRATCH_ALIBI,
     SCRATCH_COUNT
 } scratch_slot;
 

@@ -55,8 +55,8 @@ clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, 
 clattn_status sdpa_run_dense(clattn_context *ctx, const sdpa_shape *s, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
                              cl_mem out, cl_mem weights, cl_mem lse)
 {
-    return sdpa_run(ctx, s, view_bhld(q, s->heads, s->q_len, s->qk_dim), view_bhld(k, s->heads, s->kv_len, s->qk_dim),
-                    view_bhld(v, s->heads, s->kv_len, s->v_dim), mask, view_bhld(out, s->heads, s->q_len, s->v_dim),
+    return sdpa_run(ctx, s, view_bhld(q, s->heads, s->q_len, s->qk_dim), view_bhld(k, s->kv_heads, s->kv_len, s->qk_dim),
+                    view_bhld(v, s->kv_heads, s->kv_len, s->v_dim), mask, view_bhld(out, s->heads, s->q_len, s->v_dim),
                     weights, lse);
 }
 

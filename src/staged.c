@@ -60,6 +60,7 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     karg_view(&a, k);
     karg_mem(&a, scores);
     karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->group);
     karg_ulong(&a, s->q_len);
     karg_ulong(&a, s->kv_len);
     karg_ulong(&a, s->qk_dim);
@@ -70,16 +71,21 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
+/* Softmax of `rows` rows of `cols` scores; the rows are rows row_base.. of the (B·H·L) whole, whose
+ * log-sum-exps go to lse[row_base..]. sinks: NULL, or one logit per head of `heads` heads of q_len rows. */
 static clattn_status softmax_launch(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
-                                    cl_mem lse, size_t lse_offset)
+                                    cl_mem lse, size_t row_base, cl_mem sinks, size_t heads, size_t q_len)
 {
     kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_SOFTMAX]);
     karg_mem(&a, scores);
     karg_mem(&a, weights);
     karg_mem(&a, lse);
-    karg_ulong(&a, lse_offset);
+    karg_ulong(&a, row_base);
     karg_ulong(&a, rows);
     karg_ulong(&a, cols);
+    karg_mem(&a, sinks);
+    karg_ulong(&a, heads);
+    karg_ulong(&a, q_len);
     const size_t global[1] = {rows};
     return kernel_launch_auto(ctx, &a, "softmax", 1, global);
 }
@@ -92,6 +98,7 @@ static clattn_status weighted_sum_launch(clattn_context *ctx, const sdpa_shape *
     karg_view(&a, v);
     karg_view(&a, out);
     karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->group);
     karg_ulong(&a, s->q_len);
     karg_ulong(&a, s->kv_len);
     karg_ulong(&a, s->v_dim);
@@ -132,7 +139,8 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
         size_t count = bh_total - begin < chunk ? bh_total - begin : chunk;
         st = score_launch(ctx, s, q, k, &masks, begin, count, scores);
         if (st == CLATTN_SUCCESS)
-            st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len);
+            st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len, masks.sinks,
+                                s->heads, s->q_len);
         if (st == CLATTN_SUCCESS)
             st = weighted_sum_launch(ctx, s, scores, v, out, begin, count);
     }
@@ -157,7 +165,7 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
         (st = check_buffer(ctx, scores, s.weight_elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
-    return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), view_bhld(k, s.heads, s.kv_len, s.qk_dim),
+    return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim),
                         &masks, 0, s.batch * s.heads, scores);
 }
 
@@ -176,7 +184,7 @@ clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_m
         (lse && (st = check_buffer(ctx, lse, rows, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
-    return softmax_launch(ctx, rows, cols, scores, weights, lse, 0);
+    return softmax_launch(ctx, rows, cols, scores, weights, lse, 0, NULL, 1, rows);
 }
 
 clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem weights, cl_mem v,
@@ -198,6 +206,6 @@ clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *d
         (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
-    return weighted_sum_launch(ctx, &s, weights, view_bhld(v, s.heads, s.kv_len, s.v_dim),
+    return weighted_sum_launch(ctx, &s, weights, view_bhld(v, s.kv_heads, s.kv_len, s.v_dim),
                                view_bhld(out, s.heads, s.q_len, s.v_dim), 0, s.batch * s.heads);
 }

@@ -76,15 +76,25 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
     return CLATTN_SUCCESS;
 }
 
-/* The first published layout (0.2.0) ends with `reserved`. */
-#define SDPA_DESC_SIZE_0_2 (offsetof(clattn_sdpa_desc, reserved) + sizeof(unsigned))
+/* The first published layout (0.2.0) ends with `softcap`, then called `reserved` (and 0). */
+#define SDPA_DESC_SIZE_0_2 (offsetof(clattn_sdpa_desc, softcap) + sizeof(float))
 
 clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, clattn_sdpa_desc *out)
 {
     if (!desc)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
-    return versioned_copy(ctx, desc, sizeof *out, offsetof(clattn_sdpa_desc, reserved), SDPA_DESC_SIZE_0_2,
-                          "clattn_sdpa_desc", "CLATTN_SDPA_DESC_INIT", out);
+    return versioned_copy(ctx, desc, sizeof *out, sizeof *out, SDPA_DESC_SIZE_0_2, "clattn_sdpa_desc",
+                          "CLATTN_SDPA_DESC_INIT", out);
+}
+
+/* `heads` finite values of a per-head host array (sinks, ALiBi slopes), when given. */
+static clattn_status check_per_head(clattn_context *ctx, const float *values, size_t heads, const char *name)
+{
+    for (size_t h = 0; values && h < heads; h++)
+        if (!isfinite(values[h]))
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s[%zu] = %g is not finite", name, h,
+                             (double)values[h]);
+    return CLATTN_SUCCESS;
 }
 
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */
@@ -106,6 +116,19 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
         desc->algorithm != CLATTN_ALGORITHM_STAGED)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.algorithm has the unknown value %d",
                          (int)desc->algorithm);
+    const size_t kv_heads = desc->kv_heads ? desc->kv_heads : desc->heads;
+    if (kv_heads > desc->heads || desc->heads % kv_heads != 0)
+        return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
+                         "desc.kv_heads = %zu must divide desc.heads = %zu (each K/V head serves a group of query heads)",
+                         kv_heads, desc->heads);
+    if (!(desc->softcap >= 0.0f) || isinf(desc->softcap))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.softcap = %g must be finite and >= 0 (0: off)",
+                         (double)desc->softcap);
+    clattn_status st = check_per_head(ctx, desc->sinks, desc->heads, "sinks");
+    if (st == CLATTN_SUCCESS)
+        st = check_per_head(ctx, desc->alibi_slopes, desc->heads, "alibi_slopes");
+    if (st != CLATTN_SUCCESS)
+        return st;
 
     s->batch = desc->batch;
     s->heads = desc->heads;
@@ -113,16 +136,21 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->kv_len = desc->kv_len;
     s->qk_dim = desc->qk_dim;
     s->v_dim = desc->v_dim ? desc->v_dim : desc->qk_dim;
+    s->kv_heads = kv_heads;
+    s->group = desc->heads / kv_heads;
     s->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
+    s->softcap = desc->softcap;
+    s->sinks = desc->sinks;
+    s->alibi_slopes = desc->alibi_slopes;
     s->algorithm = desc->algorithm;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;
 
-    size_t bh;
-    bool ok = size_mul(s->batch, s->heads, &bh) &&
+    size_t bh, bkv;
+    bool ok = size_mul(s->batch, s->heads, &bh) && size_mul(s->batch, s->kv_heads, &bkv) &&
               size_product(&s->q_elems, 3, bh, s->q_len, s->qk_dim) &&
-              size_product(&s->k_elems, 3, bh, s->kv_len, s->qk_dim) &&
-              size_product(&s->v_elems, 3, bh, s->kv_len, s->v_dim) &&
+              size_product(&s->k_elems, 3, bkv, s->kv_len, s->qk_dim) &&
+              size_product(&s->v_elems, 3, bkv, s->kv_len, s->v_dim) &&
               size_product(&s->out_elems, 3, bh, s->q_len, s->v_dim) &&
               size_product(&s->weight_elems, 3, bh, s->q_len, s->kv_len) &&
               size_mul(bh, s->q_len, &s->lse_elems);

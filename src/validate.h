@@ -23,7 +23,10 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name);
  * the additive mask's size are filled in by masks_resolve (masks.h). */
 typedef struct sdpa_shape {
     size_t batch, heads, q_len, kv_len, qk_dim, v_dim;
+    size_t kv_heads, group; /* K/V heads; query head h reads K/V head h / group */
     float scale;
+    float softcap;                     /* 0: off */
+    const float *sinks, *alibi_slopes; /* the caller's host arrays of `heads` floats, or NULL */
     clattn_algorithm algorithm;
     size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems;
     clattn_masks masks;
@@ -33,7 +36,8 @@ typedef struct sdpa_shape {
 /* The caller's descriptor (NULL is an error) copied by the struct_size rule (versioned.h) into `out`. */
 clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, clattn_sdpa_desc *out);
 
-/* Dimensions ≥ 1, a scale that is finite or CLATTN_SCALE_DEFAULT, a known algorithm, and every tensor
+/* Dimensions ≥ 1, heads a multiple of kv_heads, a scale that is finite or CLATTN_SCALE_DEFAULT, a
+ * softcap that is finite and ≥ 0, finite sinks and ALiBi slopes, a known algorithm, and every tensor
  * size within size_t, for a descriptor already read by sdpa_desc_read. The masks are left empty. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
 
