@@ -1,8 +1,9 @@
 /* The float64 host reference every result is checked against: scaled dot-product attention with
  * every mask kind and every variant of clattn_sdpa_desc (grouped-query K/V heads, soft-capping, ALiBi,
- * attention sinks, query offsets, sliding windows), its stages, and the multi-head layer. Written for clarity, not speed: plain loops
- * over the definitions, in double precision. A library of its own (tools/meson.build), used by the test
- * suites and `clattn devices --check`. */
+ * attention sinks, query offsets, sliding windows), its stages, and the multi-head layer. Written for
+ * clarity, not speed: plain loops over the definitions, in double precision. A library of its own
+ * (tools/meson.build), used by the test suites and `clattn devices --check`. Cross-checked against
+ * ONNX's reference Attention by tools/scripts/check_reference_onnx.py. */
 #include "reference.h"
 
 #include <math.h>
