@@ -1,7 +1,9 @@
 /* The float64 host reference every result is checked against: scaled dot-product attention with
- * every mask kind, its stages, and the multi-head layer. Written for clarity, not speed: plain loops
- * over the definitions, in double precision. A library of its own (tools/meson.build), used by the test
- * suites and `clattn devices --check`. */
+ * every mask kind and every variant of clattn_sdpa_desc (grouped-query K/V heads, soft-capping, ALiBi,
+ * attention sinks, query offsets, sliding windows), its stages, and the multi-head layer. Written for
+ * clarity, not speed: plain loops over the definitions, in double precision. A library of its own
+ * (tools/meson.build), used by the test suites and `clattn devices --check`. Cross-checked against
+ * ONNX's reference Attention by tools/scripts/check_reference_onnx.py. */
 #include "reference.h"
 
 #include <math.h>
@@ -19,42 +21,71 @@ static const clattn_masks no_masks = CLATTN_MASKS_INIT;
 
 const clattn_masks *ref_masks(const clattn_masks *m) { return m ? m : &no_masks; }
 
-int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j)
+size_t ref_kv_heads(const clattn_sdpa_desc *d) { return d->kv_heads ? d->kv_heads : d->heads; }
+
+size_t ref_kv_head(const clattn_sdpa_desc *d, size_t h) { return h / (d->heads / ref_kv_heads(d)); }
+
+long long ref_query_pos(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i)
 {
     m = ref_masks(m);
-    long long li = (long long)i, lj = (long long)j, lL = (long long)L, lS = (long long)S;
-    if (m->causal == CLATTN_CAUSAL_TOP_LEFT && lj > li)
-        return 1;
-    if (m->causal == CLATTN_CAUSAL_BOTTOM_RIGHT && lj > li + lS - lL)
-        return 1;
-    if (m->key_lengths && j >= m->key_lengths[b])
-        return 1;
-    return 0;
+    if (m->query_offsets)
+        return m->query_offsets[b] + (long long)i;
+    if (m->causal == CLATTN_CAUSAL_BOTTOM_RIGHT)
+        return (long long)i + (long long)S - (long long)L;
+    return (long long)i;
 }
 
+int ref_key_visible(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j)
+{
+    m = ref_masks(m);
+    long long p = ref_query_pos(m, L, S, b, i), lj = (long long)j;
+    if (m->causal != CLATTN_CAUSAL_NONE && lj > p)
+        return 0;
+    if (m->window && m->window->left >= 0 && lj < p - m->window->left)
+        return 0;
+    if (m->window && m->window->right >= 0 && lj > p + m->window->right)
+        return 0;
+    if (m->key_lengths && j >= m->key_lengths[b])
+        return 0;
+    return 1;
+}
+
+int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j)
+{
+    return !ref_key_visible(m, L, S, b, i, j);
+}
+
+/* Scores as ref_score describes them, from double Q and K. */
 static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double *k,
                         const float *mask, double *scores)
 {
-    size_t B = d->batch, H = d->heads, L = d->q_len, S = d->kv_len, D = d->qk_dim;
-    double scale = ref_scale(d->scale, D);
+    size_t B = d->batch, H = d->heads, KVH = ref_kv_heads(d), L = d->q_len, S = d->kv_len,
+           D = d->qk_dim;
+    const clattn_masks *m = ref_masks(d->masks);
+    double scale = ref_scale(d->scale, D), cap = (double)d->softcap;
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++) {
             size_t bh = b * H + h;
-            const double *qq = q + bh * L * D, *kk = k + bh * S * D;
+            const double *qq = q + bh * L * D, *kk = k + (b * KVH + ref_kv_head(d, h)) * S * D;
             double *ss = scores + bh * L * S;
             for (size_t i = 0; i < L; i++)
                 for (size_t j = 0; j < S; j++) {
                     double s;
-                    if (ref_key_masked(d->masks, L, S, b, i, j)) {
+                    if (!ref_key_visible(m, L, S, b, i, j)) {
                         s = -INFINITY;
                     } else {
                         double dot = 0.0;
                         for (size_t t = 0; t < D; t++)
                             dot += qq[i * D + t] * kk[j * D + t];
                         s = dot * scale;
-                        if (ref_masks(d->masks)->additive == CLATTN_MASK_L_S)
+                        if (cap > 0.0)
+                            s = cap * tanh(s / cap);
+                        if (d->alibi_slopes)
+                            s += (double)d->alibi_slopes[h] *
+                                 (double)((long long)j - ref_query_pos(m, L, S, b, i));
+                        if (m->additive == CLATTN_MASK_L_S)
                             s += (double)mask[i * S + j];
-                        else if (ref_masks(d->masks)->additive == CLATTN_MASK_B_H_L_S)
+                        else if (m->additive == CLATTN_MASK_B_H_L_S)
                             s += (double)mask[(bh * L + i) * S + j];
                     }
                     ss[i * S + j] = s;
@@ -76,37 +107,52 @@ void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const 
                double *scores)
 {
     size_t nq = d->batch * d->heads * d->q_len * d->qk_dim;
-    size_t nk = d->batch * d->heads * d->kv_len * d->qk_dim;
+    size_t nk = d->batch * ref_kv_heads(d) * d->kv_len * d->qk_dim;
     double *qd = to_double(q, nq), *kd = to_double(k, nk);
     ref_score_d(d, qd, kd, mask, scores);
     free(qd);
     free(kd);
 }
 
-void ref_softmax_d(size_t rows, size_t cols, const double *s, double *p, double *lse)
+void ref_softmax_row(size_t cols, const double *s, double sink, double *p, double *lse)
 {
-    for (size_t r = 0; r < rows; r++) {
-        const double *row = s + r * cols;
-        double mx = -INFINITY;
-        for (size_t c = 0; c < cols; c++)
-            if (row[c] > mx)
-                mx = row[c];
-        if (mx == -INFINITY) {
-            if (p)
-                for (size_t c = 0; c < cols; c++)
-                    p[r * cols + c] = 0.0;
-            if (lse)
-                lse[r] = -INFINITY;
-            continue;
-        }
-        double sum = 0.0;
-        for (size_t c = 0; c < cols; c++)
-            sum += exp(row[c] - mx);
+    double mx = -INFINITY; /* the row maximum, sink included (a NaN score is skipped here, and
+                              makes the sum NaN below) */
+    for (size_t c = 0; c < cols; c++)
+        if (s[c] > mx)
+            mx = s[c];
+    if (sink > mx)
+        mx = sink;
+    if (mx == -INFINITY && !isnan(sink)) { /* every key masked, no sink */
         if (p)
             for (size_t c = 0; c < cols; c++)
-                p[r * cols + c] = exp(row[c] - mx) / sum;
+                p[c] = 0.0;
         if (lse)
-            lse[r] = mx + log(sum);
+            *lse = -INFINITY;
+        return;
+    }
+    double sum = exp(sink - mx); /* 0 without a sink */
+    for (size_t c = 0; c < cols; c++)
+        sum += exp(s[c] - mx);
+    if (p)
+        for (size_t c = 0; c < cols; c++)
+            p[c] = exp(s[c] - mx) / sum;
+    if (lse)
+        *lse = mx + log(sum);
+}
+
+void ref_softmax_d(size_t rows, size_t cols, const double *s, double *p, double *lse)
+{
+    for (size_t r = 0; r < rows; r++)
+        ref_softmax_row(cols, s + r * cols, -INFINITY, p ? p + r * cols : NULL, lse ? lse + r : NULL);
+}
+
+void ref_sdpa_softmax(const clattn_sdpa_desc *d, const double *scores, double *p, double *lse)
+{
+    size_t H = d->heads, L = d->q_len, S = d->kv_len, rows = d->batch * H * L;
+    for (size_t r = 0; r < rows; r++) {
+        double sink = d->sinks ? (double)d->sinks[(r / L) % H] : -INFINITY;
+        ref_softmax_row(S, scores + r * S, sink, p ? p + r * S : NULL, lse ? lse + r : NULL);
     }
 }
 
@@ -117,24 +163,30 @@ void ref_softmax(size_t rows, size_t cols, const float *s, double *p, double *ls
     free(sd);
 }
 
-static void ref_weighted_sum_d(size_t BH, size_t L, size_t S, size_t Dv, const double *p,
-                               const double *v, double *o)
+/* O = P·V from double P and V; query head h reads V head ref_kv_head(d, h). */
+static void ref_weighted_sum_d(const clattn_sdpa_desc *d, const double *p, const double *v,
+                               double *o)
 {
-    for (size_t bh = 0; bh < BH; bh++)
-        for (size_t i = 0; i < L; i++)
-            for (size_t t = 0; t < Dv; t++) {
-                double acc = 0.0;
-                for (size_t j = 0; j < S; j++)
-                    acc += p[(bh * L + i) * S + j] * v[(bh * S + j) * Dv + t];
-                o[(bh * L + i) * Dv + t] = acc;
-            }
+    size_t H = d->heads, KVH = ref_kv_heads(d), L = d->q_len, S = d->kv_len, Dv = ref_v_dim(d);
+    for (size_t b = 0; b < d->batch; b++)
+        for (size_t h = 0; h < H; h++) {
+            size_t bh = b * H + h;
+            const double *vv = v + (b * KVH + ref_kv_head(d, h)) * S * Dv;
+            for (size_t i = 0; i < L; i++)
+                for (size_t t = 0; t < Dv; t++) {
+                    double acc = 0.0;
+                    for (size_t j = 0; j < S; j++)
+                        acc += p[(bh * L + i) * S + j] * vv[j * Dv + t];
+                    o[(bh * L + i) * Dv + t] = acc;
+                }
+        }
 }
 
 void ref_weighted_sum(const clattn_sdpa_desc *d, const float *p, const float *v, double *o)
 {
     size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, Dv = ref_v_dim(d);
-    double *pd = to_double(p, BH * L * S), *vd = to_double(v, BH * S * Dv);
-    ref_weighted_sum_d(BH, L, S, Dv, pd, vd, o);
+    double *pd = to_double(p, BH * L * S), *vd = to_double(v, d->batch * ref_kv_heads(d) * S * Dv);
+    ref_weighted_sum_d(d, pd, vd, o);
     free(pd);
     free(vd);
 }
@@ -142,14 +194,14 @@ void ref_weighted_sum(const clattn_sdpa_desc *d, const float *p, const float *v,
 void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
                 const float *mask, double *out, double *weights, double *lse)
 {
-    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, Dv = ref_v_dim(d);
+    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len;
     double *sc = malloc(BH * L * S * sizeof *sc);
     double *pw = malloc(BH * L * S * sizeof *pw);
     if (!sc || !pw)
         abort();
     ref_score_d(d, q, k, mask, sc);
-    ref_softmax_d(BH * L, S, sc, pw, lse);
-    ref_weighted_sum_d(BH, L, S, Dv, pw, v, out);
+    ref_sdpa_softmax(d, sc, pw, lse);
+    ref_weighted_sum_d(d, pw, v, out);
     if (weights)
         memcpy(weights, pw, BH * L * S * sizeof *pw);
     free(sc);
@@ -159,10 +211,10 @@ void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, con
 void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
               const float *mask, double *out, double *weights, double *lse)
 {
-    size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len, D = d->qk_dim,
-           Dv = ref_v_dim(d);
-    double *qd = to_double(q, BH * L * D), *kd = to_double(k, BH * S * D),
-           *vd = to_double(v, BH * S * Dv);
+    size_t BH = d->batch * d->heads, BKV = d->batch * ref_kv_heads(d), L = d->q_len,
+           S = d->kv_len, D = d->qk_dim, Dv = ref_v_dim(d);
+    double *qd = to_double(q, BH * L * D), *kd = to_double(k, BKV * S * D),
+           *vd = to_double(v, BKV * S * Dv);
     ref_sdpa_d(d, qd, kd, vd, mask, out, weights, lse);
     free(qd);
     free(kd);
@@ -262,7 +314,3 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
     free(oh);
     free(cat);
 }
-
-/* ---------------------------------------------------------------------------------------------- */
-/* Mask helpers                                                                                    */
-/* ---------------------------------------------------------------------------------------------- */

@@ -1,5 +1,12 @@
 /* The float64 host reference (tools/reference/reference.c). Inputs are float, as the library's are; every sum
- * and product is done in double. Tensors use the layouts of clattn.h. */
+ * and product is done in double. Tensors use the layouts of clattn.h: Q and O (B,H,L,·), K and V
+ * (B,kv_heads,S,·), scores and weights (B,H,L,S), lse (B,H,L).
+ *
+ * Every field of clattn_sdpa_desc and clattn_masks is honoured, in ONNX Attention's order:
+ *   s = scale·(q·k) → softcap·tanh(s/softcap) when softcap > 0 → + slope[h]·(j − p) (ALiBi)
+ *     + additive mask, and −inf where the key is not visible (causal, window, key length)
+ *   → softmax with the head's sink logit in the denominator → weights·V.
+ * A row with no visible key gets zero weights and output and lse −inf, or lse = sink with sinks. */
 #ifndef CLATTN_REFERENCE_H
 #define CLATTN_REFERENCE_H
 
@@ -12,14 +19,30 @@ size_t ref_v_dim(const clattn_sdpa_desc *d);
 /* m, or the empty masks when m is NULL. */
 const clattn_masks *ref_masks(const clattn_masks *m);
 
-/* 1 if key j of query i in batch b is masked by the causal and key-length masks of m (may be NULL). */
+/* K/V heads: d->kv_heads, or d->heads when 0. */
+size_t ref_kv_heads(const clattn_sdpa_desc *d);
+/* The K/V head that query head h reads: h / (heads / kv_heads). */
+size_t ref_kv_head(const clattn_sdpa_desc *d, size_t h);
+
+/* Absolute key position p of query i in batch b (m may be NULL): m->query_offsets[b] + i when
+ * query_offsets is given, else i + S − L under CLATTN_CAUSAL_BOTTOM_RIGHT, else i. Causal masks,
+ * windows and ALiBi all measure from p. */
+long long ref_query_pos(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i);
+
+/* 1 if key j is visible to query i of batch b under m (may be NULL): not hidden by a causal mask of
+ * either kind (j ≤ p), the window (p − left ≤ j ≤ p + right, −1 unbounded) or the key length
+ * (j < key_lengths[b]). The additive mask is not looked at (it is added, not tested). */
+int ref_key_visible(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j);
+/* !ref_key_visible (kept for the callers that ask the question this way round). */
 int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i, size_t j);
 
 /* The scale actually used: desc scale, or 1/sqrt(Dqk) when CLATTN_SCALE_DEFAULT (NaN). */
 double ref_scale(float scale, size_t qk_dim);
 
-/* Scaled, masked scores (B,H,L,S): masked entries −inf, additive mask added. mask may be NULL when
- * d->masks is NULL or its additive is NONE. */
+/* The scores that go into the softmax (B,H,L,S): scale·(q·k) soft-capped (d->softcap > 0), plus
+ * ALiBi (d->alibi_slopes) and the additive mask; −inf where ref_key_visible says the key is hidden.
+ * K is (B,kv_heads,S,Dqk). mask may be NULL when d->masks is NULL or its additive is NONE. The sinks
+ * are not part of the scores (see ref_sdpa_softmax). */
 void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const float *mask,
                double *scores);
 
@@ -28,10 +51,21 @@ void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const 
 void ref_softmax(size_t rows, size_t cols, const float *s, double *p, double *lse);
 void ref_softmax_d(size_t rows, size_t cols, const double *s, double *p, double *lse);
 
-/* O = P·V for each (b,h): P (B,H,L,S), V (B,H,S,Dv), O (B,H,L,Dv). Dv from d->v_dim (0 → qk_dim). */
+/* Softmax of one row of cols scores with a sink logit in the denominator (−INFINITY: no sink):
+ * lse = log(Σ_j exp(s_j) + exp(sink)), p_j = exp(s_j − lse). p (cols) and lse may be NULL. A row of
+ * −inf gives zeros and lse = sink (−inf without a sink). */
+void ref_softmax_row(size_t cols, const double *s, double sink, double *p, double *lse);
+
+/* The softmax of ref_sdpa over d's scores (B,H,L,S, as ref_score gives them): row (b,h,i) with
+ * d->sinks[h] in its denominator when d->sinks is set. p (B,H,L,S) and lse (B,H,L) may be NULL. */
+void ref_sdpa_softmax(const clattn_sdpa_desc *d, const double *scores, double *p, double *lse);
+
+/* O = P·V for each (b,h): P (B,H,L,S), V (B,kv_heads,S,Dv) (head h reads ref_kv_head(d, h)),
+ * O (B,H,L,Dv). Dv from d->v_dim (0 → qk_dim). */
 void ref_weighted_sum(const clattn_sdpa_desc *d, const float *p, const float *v, double *o);
 
-/* Full scaled dot-product attention. out (B,H,L,Dv) required; weights and lse may be NULL. */
+/* Full scaled dot-product attention: ref_score, ref_sdpa_softmax, then P·V. out (B,H,L,Dv)
+ * required; weights (B,H,L,S) and lse (B,H,L) may be NULL. */
 void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
               const float *mask, double *out, double *weights, double *lse);
 void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
