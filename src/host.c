@@ -164,12 +164,12 @@ clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, 
     const sdpa_shape *s = &m.sdpa;
     if ((st = sdpa_check_algorithm(ctx, s, attn_weights != NULL)) != CLATTN_SUCCESS)
         return st;
-    const size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim;
+    const size_t hk = s->heads * s->qk_dim;
     host_tensor t[] = {
         {x, NULL, m.x_elems, "x", NULL},          {kv, NULL, m.kv_elems, "kv", NULL},
         {w->w_q, NULL, m.wq_elems, "w_q", NULL},  {w->b_q, NULL, hk, "b_q", NULL},
-        {w->w_k, NULL, m.wk_elems, "w_k", NULL},  {w->b_k, NULL, hk, "b_k", NULL},
-        {w->w_v, NULL, m.wv_elems, "w_v", NULL},  {w->b_v, NULL, hv, "b_v", NULL},
+        {w->w_k, NULL, m.wk_elems, "w_k", NULL},  {w->b_k, NULL, m.kv_k_width, "b_k", NULL},
+        {w->w_v, NULL, m.wv_elems, "w_v", NULL},  {w->b_v, NULL, m.kv_v_width, "b_v", NULL},
         {w->w_o, NULL, m.wo_elems, "w_o", NULL},  {w->b_o, NULL, m.out_dim, "b_o", NULL},
         {mask, NULL, s->mask_elems, "mask", NULL}, {NULL, out, m.result_elems, "out", NULL},
         {NULL, attn_weights, s->weight_elems, "attn_weights", NULL},

@@ -13,8 +13,8 @@
 
 #include <string.h>
 
-/* The first published layouts (0.2.0) end with `reserved` and `b_o`. */
-#define MHA_DESC_SIZE_0_2 (offsetof(clattn_mha_desc, reserved) + sizeof(unsigned))
+/* The first published layouts (0.2.0) end with `softcap` (then `reserved`, 0) and `b_o`. */
+#define MHA_DESC_SIZE_0_2 (offsetof(clattn_mha_desc, softcap) + sizeof(float))
 #define MHA_WEIGHTS_SIZE_0_2 (offsetof(clattn_mha_weights, b_o) + sizeof(cl_mem))
 #define MHA_HOST_WEIGHTS_SIZE_0_2 (offsetof(clattn_mha_host_weights, b_o) + sizeof(const float *))
 
@@ -69,15 +69,22 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     sd.v_dim = desc->v_dim;
     sd.scale = desc->scale;
     sd.algorithm = desc->algorithm;
+    sd.softcap = desc->softcap;
+    sd.kv_heads = desc->kv_heads;
+    sd.sinks = desc->sinks;
+    sd.alibi_slopes = desc->alibi_slopes;
     clattn_status st = sdpa_shape_resolve(ctx, &sd, &m->sdpa);
     if (st != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &m->sdpa;
-    size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim; /* fit: q_elems and v_elems did */
+    /* (They fit: q_elems and v_elems did.) */
+    const size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim;
+    m->kv_k_width = s->kv_heads * s->qk_dim;
+    m->kv_v_width = s->kv_heads * s->v_dim;
     bool ok = size_product(&m->x_elems, 3, s->batch, s->q_len, m->model_dim) &&
               size_product(&m->kv_elems, 3, s->batch, s->kv_len, m->kv_dim) &&
-              size_mul(m->model_dim, hk, &m->wq_elems) && size_mul(m->kv_dim, hk, &m->wk_elems) &&
-              size_mul(m->kv_dim, hv, &m->wv_elems) && size_mul(hv, m->out_dim, &m->wo_elems) &&
+              size_mul(m->model_dim, hk, &m->wq_elems) && size_mul(m->kv_dim, m->kv_k_width, &m->wk_elems) &&
+              size_mul(m->kv_dim, m->kv_v_width, &m->wv_elems) && size_mul(hv, m->out_dim, &m->wo_elems) &&
               size_product(&m->result_elems, 3, s->batch, s->q_len, out_proj ? m->out_dim : hv);
     size_t bytes;
     ok = ok && size_mul(m->x_elems, sizeof(float), &bytes) && size_mul(m->kv_elems, sizeof(float), &bytes) &&
@@ -97,9 +104,8 @@ clattn_status mha_check(clattn_context *ctx, const clattn_mha_desc *desc, bool k
     if (!desc)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
     clattn_mha_desc d;
-    clattn_status st = versioned_copy(ctx, desc, sizeof d, offsetof(clattn_mha_desc, reserved), MHA_DESC_SIZE_0_2,
-                                      "clattn_mha_desc", "CLATTN_MHA_DESC_INIT",
-                                      &d);
+    clattn_status st = versioned_copy(ctx, desc, sizeof d, sizeof d, MHA_DESC_SIZE_0_2, "clattn_mha_desc",
+                                      "CLATTN_MHA_DESC_INIT", &d);
     if (st == CLATTN_SUCCESS)
         st = mha_shape_resolve(ctx, &d, kv_given, has_w_o, m);
     return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, d.masks, mask_given, &m->sdpa);
@@ -124,12 +130,13 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
     cl_mem kv_in = kv ? kv : x;
     const size_t q_rows = s->batch * s->q_len, kv_rows = s->batch * s->kv_len;
     if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all)) != CLATTN_SUCCESS ||
-        (st = projection_run(ctx, kv_rows, m->kv_dim, hk, kv_in, w->w_k, w->b_k, k_all)) != CLATTN_SUCCESS ||
-        (st = projection_run(ctx, kv_rows, m->kv_dim, hv, kv_in, w->w_v, w->b_v, v_all)) != CLATTN_SUCCESS)
+        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_k_width, kv_in, w->w_k, w->b_k, k_all)) != CLATTN_SUCCESS ||
+        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_v_width, kv_in, w->w_v, w->b_v, v_all)) != CLATTN_SUCCESS)
         return st;
     /* Heads are read from and written to the (B, L, H·D) layouts in place: no transposes. */
     st = sdpa_run(ctx, s, view_blhd(q_all, s->heads, s->q_len, s->qk_dim),
-                  view_blhd(k_all, s->heads, s->kv_len, s->qk_dim), view_blhd(v_all, s->heads, s->kv_len, s->v_dim),
+                  view_blhd(k_all, s->kv_heads, s->kv_len, s->qk_dim),
+                  view_blhd(v_all, s->kv_heads, s->kv_len, s->v_dim),
                   mask, view_blhd(concat, s->heads, s->q_len, s->v_dim), attn_weights, NULL);
     if (st == CLATTN_SUCCESS && m->has_out_proj)
         st = projection_run(ctx, q_rows, hv, m->out_dim, concat, w->w_o, w->b_o, out);
@@ -148,15 +155,15 @@ clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_me
     if ((st = mha_check(ctx, desc, kv != NULL, w->w_o != NULL, w->b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &m.sdpa;
-    const size_t hk = s->heads * s->qk_dim, hv = s->heads * s->v_dim;
+    const size_t hk = s->heads * s->qk_dim;
     if ((st = check_buffer(ctx, x, m.x_elems, sizeof(float), "x")) != CLATTN_SUCCESS ||
         (kv && (st = check_buffer(ctx, kv, m.kv_elems, sizeof(float), "kv")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, w->w_q, m.wq_elems, sizeof(float), "w_q")) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, w->w_k, m.wk_elems, sizeof(float), "w_k")) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, w->w_v, m.wv_elems, sizeof(float), "w_v")) != CLATTN_SUCCESS ||
         (w->b_q && (st = check_buffer(ctx, w->b_q, hk, sizeof(float), "b_q")) != CLATTN_SUCCESS) ||
-        (w->b_k && (st = check_buffer(ctx, w->b_k, hk, sizeof(float), "b_k")) != CLATTN_SUCCESS) ||
-        (w->b_v && (st = check_buffer(ctx, w->b_v, hv, sizeof(float), "b_v")) != CLATTN_SUCCESS) ||
+        (w->b_k && (st = check_buffer(ctx, w->b_k, m.kv_k_width, sizeof(float), "b_k")) != CLATTN_SUCCESS) ||
+        (w->b_v && (st = check_buffer(ctx, w->b_v, m.kv_v_width, sizeof(float), "b_v")) != CLATTN_SUCCESS) ||
         (w->w_o && (st = check_buffer(ctx, w->w_o, m.wo_elems, sizeof(float), "w_o")) != CLATTN_SUCCESS) ||
         (w->b_o && (st = check_buffer(ctx, w->b_o, m.out_dim, sizeof(float), "b_o")) != CLATTN_SUCCESS) ||
         (mask && (st = check_buffer(ctx, mask, s->mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||

@@ -10,6 +10,7 @@
 typedef struct mha_shape {
     sdpa_shape sdpa;
     size_t model_dim, kv_dim, out_dim;
+    size_t kv_k_width, kv_v_width; /* columns of W_K and W_V: kv_heads·Dqk, kv_heads·Dv */
     bool self_attention, has_out_proj;
     size_t x_elems, kv_elems, wq_elems, wk_elems, wv_elems, wo_elems, result_elems;
 } mha_shape;

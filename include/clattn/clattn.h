@@ -393,11 +393,17 @@ typedef struct clattn_mha_desc {
     float scale;      /* CLATTN_SCALE_DEFAULT means 1/√Dqk */
     const clattn_masks *masks;  /* NULL: no masks */
     clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
-    unsigned reserved;          /* must be 0 */
+    /* As in clattn_sdpa_desc (since 0.3; `softcap` was `reserved`, which had to be 0). With kv_heads,
+     * W_K and W_V are (kv_dim, kv_heads·Dqk) and (kv_dim, kv_heads·Dv), b_K and b_V likewise: the
+     * layer projects K and V once per K/V head, never repeated. */
+    float softcap;
+    size_t kv_heads;
+    const float *sinks;
+    const float *alibi_slopes;
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT \
-    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0 }
+    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

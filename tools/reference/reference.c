@@ -248,38 +248,40 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
     size_t B = d->batch, L = d->q_len, S = kv ? d->kv_len : d->q_len;
     size_t dm = d->model_dim, dkv = kv ? (d->kv_dim ? d->kv_dim : dm) : dm;
     size_t H = d->heads, Dqk = d->qk_dim, Dv = d->v_dim ? d->v_dim : d->qk_dim;
+    size_t Hkv = d->kv_heads ? d->kv_heads : H; /* K/V heads (grouped-query attention) */
     size_t od = d->out_dim ? d->out_dim : dm;
     const float *src = kv ? kv : x;
 
     double *xq = to_double(x, B * L * dm), *xkv = to_double(src, B * S * dkv);
     double *qp = malloc(B * L * H * Dqk * sizeof(double));
-    double *kp = malloc(B * S * H * Dqk * sizeof(double));
-    double *vp = malloc(B * S * H * Dv * sizeof(double));
+    double *kp = malloc(B * S * Hkv * Dqk * sizeof(double));
+    double *vp = malloc(B * S * Hkv * Dv * sizeof(double));
     double *qh = malloc(B * L * H * Dqk * sizeof(double));
-    double *kh = malloc(B * S * H * Dqk * sizeof(double));
-    double *vh = malloc(B * S * H * Dv * sizeof(double));
+    double *kh = malloc(B * S * Hkv * Dqk * sizeof(double));
+    double *vh = malloc(B * S * Hkv * Dv * sizeof(double));
     double *oh = malloc(B * H * L * Dv * sizeof(double));
     double *cat = malloc(B * L * H * Dv * sizeof(double));
     if (!qp || !kp || !vp || !qh || !kh || !vh || !oh || !cat)
         abort();
 
     ref_matmul_d(B * L, dm, H * Dqk, xq, w->w_q, w->b_q, qp);
-    ref_matmul_d(B * S, dkv, H * Dqk, xkv, w->w_k, w->b_k, kp);
-    ref_matmul_d(B * S, dkv, H * Dv, xkv, w->w_v, w->b_v, vp);
+    ref_matmul_d(B * S, dkv, Hkv * Dqk, xkv, w->w_k, w->b_k, kp);
+    ref_matmul_d(B * S, dkv, Hkv * Dv, xkv, w->w_v, w->b_v, vp);
 
     /* (B, rows, H·D) → (B, H, rows, D) */
-    for (size_t b = 0; b < B; b++)
-        for (size_t h = 0; h < H; h++) {
+    for (size_t b = 0; b < B; b++) {
+        for (size_t h = 0; h < H; h++)
             for (size_t i = 0; i < L; i++)
                 for (size_t t = 0; t < Dqk; t++)
                     qh[((b * H + h) * L + i) * Dqk + t] = qp[(b * L + i) * H * Dqk + h * Dqk + t];
+        for (size_t h = 0; h < Hkv; h++)
             for (size_t j = 0; j < S; j++) {
                 for (size_t t = 0; t < Dqk; t++)
-                    kh[((b * H + h) * S + j) * Dqk + t] = kp[(b * S + j) * H * Dqk + h * Dqk + t];
+                    kh[((b * Hkv + h) * S + j) * Dqk + t] = kp[(b * S + j) * Hkv * Dqk + h * Dqk + t];
                 for (size_t t = 0; t < Dv; t++)
-                    vh[((b * H + h) * S + j) * Dv + t] = vp[(b * S + j) * H * Dv + h * Dv + t];
+                    vh[((b * Hkv + h) * S + j) * Dv + t] = vp[(b * S + j) * Hkv * Dv + h * Dv + t];
             }
-        }
+    }
 
     clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
     sd.batch = B;
@@ -290,6 +292,10 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
     sd.v_dim = Dv;
     sd.scale = d->scale;
     sd.masks = d->masks;
+    sd.softcap = d->softcap;
+    sd.kv_heads = Hkv;
+    sd.sinks = d->sinks;
+    sd.alibi_slopes = d->alibi_slopes;
     ref_sdpa_d(&sd, qh, kh, vh, mask, oh, attn_weights, NULL);
 
     for (size_t b = 0; b < B; b++)
