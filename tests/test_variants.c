@@ -589,6 +589,98 @@ START_TEST(test_kv_buffers)
 }
 END_TEST
 
+/* Layers with the variants: W_K and W_V of kv_heads·D columns (and their biases), soft-capping,
+ * sinks, ALiBi, a window and query offsets under a causal mask; cross-attention too; both paths
+ * (staged with the attention weights) against ref_mha. */
+typedef struct {
+    const char *name;
+    size_t B, L, S, dm, H, Hkv, hd;
+    int cross, with_wo;
+    float softcap;
+    int sinks, alibi;
+    clattn_causal causal;
+    clattn_window window; /* used when window_on */
+    int window_on, offsets;
+} layer_case;
+
+static const layer_case layer_cases[] = {
+    {"GQA 6/2, W_O, softcap, sinks", 2, 11, 0, 24, 6, 2, 5, 0, 1, 20.0f, 1, 0, CLATTN_CAUSAL_NONE, {0, 0}, 0, 0},
+    {"MQA 4/1, ALiBi, causal, window (3,-1)", 2, 13, 0, 16, 4, 1, 7, 0, 0, 0.0f, 0, 1, CLATTN_CAUSAL_TOP_LEFT,
+     {3, -1}, 1, 0},
+    {"cross-attention GQA 6/3, offsets, bottom-right, every term", 2, 7, 19, 12, 6, 3, 4, 1, 1, 5.0f, 1, 1,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, {4, 2}, 1, 1},
+};
+#define N_LAYER_CASES (sizeof layer_cases / sizeof layer_cases[0])
+
+START_TEST(test_layers)
+{
+    const layer_case *c = &layer_cases[TU_CASE(_i)];
+    const size_t dev = TU_DEVICE(_i);
+    const size_t S = c->cross ? c->S : c->L, kvd = c->dm, cols = c->H * c->hd, kv_cols = c->Hkv * c->hd;
+    const size_t ycols = c->with_wo ? c->dm : cols;
+    float *x = tu_falloc(c->B * c->L * c->dm), *kv = c->cross ? tu_falloc(c->B * S * kvd) : NULL;
+    tu_fill_uniform(x, c->B * c->L * c->dm, 1.0f, 700 + TU_CASE(_i));
+    if (kv)
+        tu_fill_uniform(kv, c->B * S * kvd, 1.0f, 710);
+    float *wq = tu_falloc(c->dm * cols), *wk = tu_falloc(kvd * kv_cols), *wv = tu_falloc(kvd * kv_cols),
+          *wo = tu_falloc(cols * c->dm), *bq = tu_falloc(cols), *bk = tu_falloc(kv_cols), *bv = tu_falloc(kv_cols);
+    tu_fill_uniform(wq, c->dm * cols, 0.4f, 720);
+    tu_fill_uniform(wk, kvd * kv_cols, 0.4f, 721);
+    tu_fill_uniform(wv, kvd * kv_cols, 0.4f, 722);
+    tu_fill_uniform(wo, cols * c->dm, 0.4f, 723);
+    tu_fill_uniform(bq, cols, 0.3f, 724);
+    tu_fill_uniform(bk, kv_cols, 0.3f, 725);
+    tu_fill_uniform(bv, kv_cols, 0.3f, 726);
+    float *sinks = tu_falloc(c->H), *slopes = tu_falloc(c->H);
+    tu_fill_uniform(sinks, c->H, 1.5f, 727);
+    for (size_t h = 0; h < c->H; h++)
+        slopes[h] = 0.25f / (float)(h + 1);
+
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = c->causal;
+    m.window = c->window_on ? &c->window : NULL;
+    long long offsets[2] = {(long long)S - (long long)c->L, 2};
+    m.query_offsets = c->offsets ? offsets : NULL;
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = c->B;
+    d.q_len = c->L;
+    d.kv_len = c->cross ? S : 0;
+    d.model_dim = c->dm;
+    d.heads = c->H;
+    d.kv_heads = c->Hkv;
+    d.qk_dim = c->hd;
+    d.softcap = c->softcap;
+    d.sinks = c->sinks ? sinks : NULL;
+    d.alibi_slopes = c->alibi ? slopes : NULL;
+    d.masks = &m;
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = wq;
+    w.b_q = bq;
+    w.w_k = wk;
+    w.b_k = bk;
+    w.w_v = wv;
+    w.b_v = bv;
+    w.w_o = c->with_wo ? wo : NULL;
+
+    const size_t ny = c->B * c->L * ycols, nw = c->B * c->H * c->L * S;
+    double *ry = tu_dalloc(ny), *rw = tu_dalloc(nw);
+    ref_mha(&d, x, kv, &w, NULL, ry, rw);
+    for (int a = 0; a < 2; a++) {
+        tu_set_label("layer %s [%s] on %s", c->name, alg_name(paths[a]), tu_dev_spec[dev]);
+        d.algorithm = paths[a];
+        float *y = tu_host_alloc(ny, NULL), *aw = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_host_alloc(nw, NULL) : NULL;
+        clattn_status st = clattn_mha_host(tu_ctx[dev], &d, x, kv, &w, NULL, y, aw);
+        TU_ASSERT_OK(st, tu_ctx[dev], "clattn_mha_host");
+        tu_host_check_guard(y, ny, "out");
+        check_close_named("out", y, ry, ny, NULL);
+        if (aw) {
+            tu_host_check_guard(aw, nw, "attn_weights");
+            check_close_named("attn_weights", aw, rw, nw, NULL);
+        }
+    }
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("variants");
@@ -600,6 +692,9 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tc = tu_tcase("bad_variants");
     tcase_add_loop_test(tc, test_bad_variants, 0, (int)(N_BAD * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("layers");
+    tcase_add_loop_test(tc, test_layers, 0, (int)(N_LAYER_CASES * tu_ndev));
     suite_add_tcase(s, tc);
     tc = tu_tcase("kv_buffers");
     tcase_add_loop_test(tc, test_kv_buffers, 0, (int)tu_ndev);

@@ -24,23 +24,27 @@ typedef struct bench_case {
     clattn_causal causal;
     size_t model_dim; /* MHA: d_model (and out_dim with W_O) */
     bool long_context; /* fused only: the staged path would need L×S memory */
+    long long window;  /* > 0: a sliding window of this many keys to the left (with causal) */
 } bench_case;
 
 static const bench_case full_cases[] = {
-    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false},
-    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false},
+    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0},
+    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0},
     {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
-     true},
-    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false},
-    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false},
+     true, 0},
+    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0},
+    {"sdpa causal L=S=16384 H=8 D=64 window 512", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true,
+     512},
+    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0},
+    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0},
 };
 
 static const bench_case quick_cases[] = {
-    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false},
-    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false},
-    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false},
+    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0},
+    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0},
+    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0},
 };
 
 /* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
@@ -49,8 +53,11 @@ static double visible_pairs(const bench_case *c)
     if (c->causal != CLATTN_CAUSAL_TOP_LEFT)
         return (double)c->L * (double)c->S;
     double pairs = 0;
-    for (size_t i = 0; i < c->L; i++)
-        pairs += (double)(i + 1 < c->S ? i + 1 : c->S);
+    for (size_t i = 0; i < c->L; i++) {
+        const size_t end = i + 1 < c->S ? i + 1 : c->S; /* keys [begin, end) */
+        const size_t begin = c->window > 0 && i > (size_t)c->window ? i - (size_t)c->window : 0;
+        pairs += (double)(end - begin);
+    }
     return pairs;
 }
 
@@ -142,6 +149,9 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
 {
     clattn_masks masks = CLATTN_MASKS_INIT;
     masks.causal = c->causal;
+    const clattn_window window = {c->window, -1};
+    if (c->window > 0)
+        masks.window = &window;
     if (c->kind == BENCH_SDPA) {
         clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
         d.batch = c->B;
@@ -237,7 +247,8 @@ static const char bench_help[] =
     "usage: clattn bench [--quick] [--skip-long] [--json] [--device SPEC]\n"
     "\n"
     "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
-    "causal L=S=65536 (long context, fused only); a BERT-base layer (L=512, d_model=768, H=12, with\n"
+    "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
+    "512 keys (fused only); a BERT-base layer (L=512, d_model=768, H=12, with\n"
     "projections and W_O); decode (L=1, S=8192, H=32, D=128); the tutorial's 4-token example.\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
     "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
@@ -291,9 +302,10 @@ int cmd_bench(int argc, char **argv)
         printf("clattn bench on %s, %s (fp32)\n%-46s %-7s %10s %9s %12s %10s %10s\n", clattn_context_device_name(ctx),
                date, "case", "path", "ms", "GFLOP/s", "extra mem", "device ms", "host ms");
     bool first = true;
+    double previous_fused_ms = 0;
     for (size_t i = 0; i < ncases && rc == CLI_OK; i++) {
         const bench_case *c = &cases[i];
-        if (skip_long && c->long_context)
+        if (skip_long && c->L >= 65536)
             continue;
         case_buffers b;
         if ((err = buffers_make(ctx, c, &b)) != CL_SUCCESS) {
@@ -315,10 +327,10 @@ int cmd_bench(int argc, char **argv)
             const char *path = algos[a] == CLATTN_ALGORITHM_FUSED ? "fused" : "staged";
             if (json) {
                 printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
-                       "\"D\": %zu, \"causal\": %s, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
+                       "\"D\": %zu, \"causal\": %s, \"window\": %lld, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
                        "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu, \"kernels\": {",
                        first ? "" : ",", c->name, c->kind == BENCH_SDPA ? "sdpa" : "mha", c->B, c->H, c->L, c->S, c->D,
-                       c->causal ? "true" : "false", c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
+                       c->causal ? "true" : "false", c->window, c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
                        res[a].runs, res[a].peak_bytes);
                 for (size_t k = 0; k < res[a].median.kinds; k++) /* the median run's device ms per kernel */
                     printf("%s\"%s\": %.4f", k ? ", " : "", res[a].median.kernels[k].name,
@@ -334,6 +346,10 @@ int cmd_bench(int argc, char **argv)
         }
         if (!json && rc == CLI_OK && nalgos == 2)
             printf("%-46s staged/fused time: %.2fx\n", "", res[1].ms / res[0].ms);
+        /* A windowed case follows the same case without a window: the time a window saves. */
+        if (!json && rc == CLI_OK && c->window > 0 && previous_fused_ms > 0)
+            printf("%-46s without/with window time: %.2fx\n", "", previous_fused_ms / res[0].ms);
+        previous_fused_ms = res[0].ms;
         fflush(stdout);
     }
     if (json)
