@@ -87,40 +87,46 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
     __local float kt[DK * BLOCK_N];
     __local float vt[BLOCK_N * DV];
 
+    /* Grouped-query attention: a work-group serves one K/V head, and its rows are those of the
+     * `group` query heads that share it, packed query by query — packed row ρ is query ρ / group of
+     * query head kv_head·group + ρ % group — so each K/V tile in local memory serves every query head
+     * of the group, and visibility still only grows with ρ. Without grouping, ρ is the query. */
     const ulong lid = get_local_id(0);
+    const ulong packed_rows = q_len * group;
     const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
-    const ulong first = group_first + lid * ROWS; /* this work-item's rows: first .. first+ROWS-1 */
-    const ulong bh = get_global_id(1);
-    const ulong b = bh / heads, h = bh % heads;
+    const ulong first = group_first + lid * ROWS; /* this work-item's packed rows: first .. first+ROWS-1 */
+    const ulong bkv = get_global_id(1);
+    const ulong kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
-    const float slope = alibi ? alibi[h] : 0.0f;
     /* Softcap and ALiBi change every score: such calls take the per-key path of each step. */
     const bool score_terms = softcap > 0.0f || alibi;
 
-    /* Grouped-query attention: query head h reads K/V head h / group. */
-    __global const float *k_head = k + clattn_view_offset(b, h / group, 0, k_bs, k_hs, k_rs);
-    __global const float *v_head = v + clattn_view_offset(b, h / group, 0, v_bs, v_hs, v_rs);
+    __global const float *k_head = k + clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
+    __global const float *v_head = v + clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
-    float m[ROWS], l[ROWS];
-    long pos[ROWS];                     /* the rows' absolute positions */
-    ulong row_begin[ROWS], row_end[ROWS]; /* keys [row_begin, row_end) are visible; none past q_len */
+    float m[ROWS], l[ROWS], slope[ROWS];
+    ulong row_i[ROWS], row_h[ROWS];      /* each packed row's query and query head */
+    long pos[ROWS];                       /* the rows' absolute positions */
+    ulong row_begin[ROWS], row_end[ROWS]; /* keys [row_begin, row_end) are visible; none past the rows */
     for (int r = 0; r < ROWS; r++) {
-        const ulong i = first + r;
-        const bool active = i < q_len;
+        const ulong rho = first + r;
+        const bool active = rho < packed_rows;
+        const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
         for (int d = 0; d < DK; d++)
             q_row[r][d] = (active && (ulong)d < dk) ? q[clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d] * scale : 0.0f;
         for (int c = 0; c < DV / VEC; c++)
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
         l[r] = 0.0f;
+        slope[r] = alibi && active ? alibi[h] : 0.0f;
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
         if (!active)
             row_begin[r] = row_end[r] = 0;
     }
-    /* Both bounds only grow with i: the first and last rows decide where the work-item and the group
+    /* Both bounds only grow with ρ: the first and last rows decide where the work-item and the group
      * walk (so a window costs work in proportion to the keys it shows, not to S). */
     ulong item_begin = ULONG_MAX, item_end = 0;
     for (int r = 0; r < ROWS; r++)
@@ -128,12 +134,12 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             item_begin = min(item_begin, row_begin[r]);
             item_end = max(item_end, row_end[r]);
         }
-    const ulong group_last = min(group_first + BLOCK_M * ROWS, q_len) - 1;
+    const ulong group_last = min(group_first + BLOCK_M * ROWS, packed_rows) - 1;
     ulong group_begin, group_end, unused;
-    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_first, q_len, kv_len), key_len,
-                         win_left, win_right, &group_begin, &unused);
-    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_last, q_len, kv_len), key_len,
-                         win_left, win_right, &unused, &group_end);
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_first / group, q_len, kv_len),
+                         key_len, win_left, win_right, &group_begin, &unused);
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_last / group, q_len, kv_len),
+                         key_len, win_left, win_right, &unused, &group_end);
 
     for (ulong j0 = group_begin / BLOCK_N * BLOCK_N; j0 < group_end; j0 += BLOCK_N) {
 #if VEC > 1
@@ -188,8 +194,9 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                         VSTORE(s[r][u], lane + u * VEC);
                     for (int x = 0; x < STEP; x++)
                         lane[x] = j + x >= row_begin[r] && j + x < row_end[r]
-                                      ? clattn_score_terms(lane[x], softcap, slope, (long)(j + x), pos[r],
-                                                           clattn_additive_mask(mask, mask_layout, bh, first + r,
+                                      ? clattn_score_terms(lane[x], softcap, slope[r], (long)(j + x), pos[r],
+                                                           clattn_additive_mask(mask, mask_layout,
+                                                                                b * heads + row_h[r], row_i[r],
                                                                                 j + x, q_len, kv_len))
                                       : -INFINITY;
                     UNROLL for (int u = 0; u < KV; u++)
@@ -255,12 +262,12 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 
-    /* A sink joins the denominator as one more logit without a value (rescaled when it is the larger). */
-    const float sink = sinks ? sinks[h] : -INFINITY;
     for (int r = 0; r < ROWS; r++) {
-        const ulong i = first + r;
-        if (i >= q_len)
+        if (first + r >= packed_rows)
             break;
+        const ulong i = row_i[r], h = row_h[r];
+        /* A sink joins the denominator as one more logit without a value (rescaled when it is the larger). */
+        const float sink = sinks ? sinks[h] : -INFINITY;
         const bool empty = l[r] == 0.0f; /* every key masked: the row is zero (NaN l propagates) */
         float top = m[r], sum = l[r], factor = 1.0f;
         if (sink > top) {
@@ -279,6 +286,6 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             if ((ulong)d < dv)
                 out[d] = row[d];
         if (lse)
-            lse[clattn_matrix_offset(bh, 0, i, 1, q_len)] = empty ? sink : top + log(sum);
+            lse[clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = empty ? sink : top + log(sum);
     }
 }

@@ -189,8 +189,11 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     karg_float(&a, s->scale);
     masks_kernel_args(&a, &masks);
     karg_mem(&a, masks.sinks);
-    const size_t rows_per_group = (size_t)fv->block_m * fv->rows;
+    /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
+     * see cl/flash_attention.cl) and per (batch, K/V head). */
+    const size_t rows_per_group = (size_t)fv->block_m * fv->rows, packed_rows = s->q_len * s->group;
     const size_t local[2] = {fv->block_m, 1};
-    const size_t global[2] = {(s->q_len + rows_per_group - 1) / rows_per_group * fv->block_m, s->batch * s->heads};
+    const size_t global[2] = {(packed_rows + rows_per_group - 1) / rows_per_group * fv->block_m,
+                              s->batch * s->kv_heads};
     return kernel_launch(ctx, &a, "fused attention", 2, global, local);
 }
