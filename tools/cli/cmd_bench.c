@@ -25,26 +25,28 @@ typedef struct bench_case {
     size_t model_dim; /* MHA: d_model (and out_dim with W_O) */
     bool long_context; /* fused only: the staged path would need L×S memory */
     long long window;  /* > 0: a sliding window of this many keys to the left (with causal) */
+    size_t kv_heads;   /* SDPA: K/V heads (grouped-query attention); 0: H */
 } bench_case;
 
 static const bench_case full_cases[] = {
-    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0},
-    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0},
+    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0},
+    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0},
     {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
-     true, 0},
-    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0},
+     true, 0, 0},
+    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0},
     {"sdpa causal L=S=16384 H=8 D=64 window 512", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true,
-     512},
-    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0},
-    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0},
+     512, 0},
+    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0, 0},
+    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0},
+    {"decode GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0},
 };
 
 static const bench_case quick_cases[] = {
-    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0},
-    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0},
-    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0},
+    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0},
+    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0},
+    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0},
 };
 
 /* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
@@ -123,11 +125,11 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
     b->w = (clattn_mha_weights)CLATTN_MHA_WEIGHTS_INIT;
     uint64_t seed = 1234;
     cl_int err = CL_SUCCESS;
-    const size_t bh = c->B * c->H;
+    const size_t bh = c->B * c->H, bkv = c->B * (c->kv_heads ? c->kv_heads : c->H);
     if (c->kind == BENCH_SDPA) {
         b->q = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->k = noise_buffer(ctx, bh * c->S * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->v = noise_buffer(ctx, bh * c->S * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->k = noise_buffer(ctx, bkv * c->S * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->v = noise_buffer(ctx, bkv * c->S * c->D, &seed, &err);
         if (err == CL_SUCCESS) b->out = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
         if (err == CL_SUCCESS) b->lse = noise_buffer(ctx, bh * c->L, &seed, &err);
     } else {
@@ -156,6 +158,7 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
         d.batch = c->B;
         d.heads = c->H;
+        d.kv_heads = c->kv_heads;
         d.q_len = l_override ? l_override : c->L;
         d.kv_len = l_override ? l_override : c->S;
         d.qk_dim = c->D;
@@ -249,7 +252,8 @@ static const char bench_help[] =
     "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
     "512 keys (fused only); a BERT-base layer (L=512, d_model=768, H=12, with\n"
-    "projections and W_O); decode (L=1, S=8192, H=32, D=128); the tutorial's 4-token example.\n"
+    "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query);\n"
+    "the tutorial's 4-token example.\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
     "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
     "time of the same run from the kernels' own profiling events (the rest of its wall time is host\n"
@@ -327,10 +331,10 @@ int cmd_bench(int argc, char **argv)
             const char *path = algos[a] == CLATTN_ALGORITHM_FUSED ? "fused" : "staged";
             if (json) {
                 printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
-                       "\"D\": %zu, \"causal\": %s, \"window\": %lld, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
+                       "\"D\": %zu, \"causal\": %s, \"window\": %lld, \"kv_heads\": %zu, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
                        "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu, \"kernels\": {",
                        first ? "" : ",", c->name, c->kind == BENCH_SDPA ? "sdpa" : "mha", c->B, c->H, c->L, c->S, c->D,
-                       c->causal ? "true" : "false", c->window, c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
+                       c->causal ? "true" : "false", c->window, c->kv_heads ? c->kv_heads : c->H, c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
                        res[a].runs, res[a].peak_bytes);
                 for (size_t k = 0; k < res[a].median.kinds; k++) /* the median run's device ms per kernel */
                     printf("%s\"%s\": %.4f", k ? ", " : "", res[a].median.kernels[k].name,

@@ -107,7 +107,10 @@ def numpy_case(case):
     if case["causal"]:  # top-left: query i sees keys 0..i
         bias = np.where(np.triu(np.ones((L, S), dtype=bool), 1), np.float32(-np.inf), np.float32(0))
     if case["kind"] == "sdpa":
-        q, k, v = noise(B, H, L, D), noise(B, H, S, D), noise(B, H, S, D)
+        # numpy has no grouped-query attention: K/V repeated per query head, before the timing.
+        kv, rep = case.get("kv_heads", H), H // case.get("kv_heads", H)
+        q = noise(B, H, L, D)
+        k, v = (np.repeat(noise(B, kv, S, D), rep, axis=1) for _ in range(2))
         return lambda: sdpa_numpy(q, k, v, bias)
     d = case["model_dim"]
     x = noise(B, L, d)
@@ -149,8 +152,10 @@ def torch_case(case):
     B, H, L, S, D = (case[x] for x in "BHLSD")
     F = torch.nn.functional
     if case["kind"] == "sdpa":
-        q, k, v = torch.randn(B, H, L, D), torch.randn(B, H, S, D), torch.randn(B, H, S, D)
-        call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"])  # noqa: E731
+        kv = case.get("kv_heads", H)
+        q, k, v = torch.randn(B, H, L, D), torch.randn(B, kv, S, D), torch.randn(B, kv, S, D)
+        gqa = {"enable_gqa": True} if kv != H else {}  # PyTorch >= 2.5
+        call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"], **gqa)  # noqa: E731
         if score_bytes(case) >= MEMORY_LIMIT:
             # Only the flash kernel avoids L×S memory: an error from it beats torch's math fallback swapping.
             from torch.nn.attention import SDPBackend, sdpa_kernel
