@@ -80,8 +80,9 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                             __global const float *v, ulong v_bs, ulong v_hs, ulong v_rs,
                             __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
                             ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
-                            int causal, __global const ulong *key_lengths, __global const float *mask,
-                            int mask_layout, __global const long *offsets, long win_left, long win_right,
+                            int causal, __global const ulong *key_lengths, __global const uchar *mask,
+                            int mask_layout, int mask_type, ulong mask_cols, __global const long *offsets,
+                            long win_left, long win_right,
                             float softcap, __global const float *alibi, __global const float *sinks)
 {
     __local float kt[DK * BLOCK_N];
@@ -195,9 +196,9 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                     for (int x = 0; x < STEP; x++)
                         lane[x] = j + x >= row_begin[r] && j + x < row_end[r]
                                       ? clattn_score_terms(lane[x], softcap, slope[r], (long)(j + x), pos[r],
-                                                           clattn_additive_mask(mask, mask_layout,
-                                                                                b * heads + row_h[r], row_i[r],
-                                                                                j + x, q_len, kv_len))
+                                                           clattn_additive_mask(mask, mask_type, mask_layout, b,
+                                                                                row_h[r], heads, row_i[r],
+                                                                                j + x, q_len, mask_cols))
                                       : -INFINITY;
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = VLOAD(lane + u * VEC);

@@ -11,6 +11,11 @@
 #define MASK_NONE 0
 #define MASK_L_S 1
 #define MASK_B_H_L_S 2
+#define MASK_B_1_L_S 3
+#define MASK_1_H_L_S 4
+#define MASK_B_1_1_S 5
+#define MASK_FLOAT 0
+#define MASK_BOOL 1
 
 /* The absolute key position of query row i of batch b: the caller's offset plus i when offsets are
  * given, else i + S − L for a bottom-right causal mask, else i. Causal masks, windows and ALiBi all
@@ -53,13 +58,27 @@ inline float clattn_score_terms(float scaled, float softcap, float alibi_slope, 
     return scaled + alibi_slope * (float)(j - p) + mask;
 }
 
-/* The additive mask entry for (batch-head bh, query i, key j), 0 without a mask. */
-inline float clattn_additive_mask(__global const float *mask, int layout, ulong bh, ulong i, ulong j,
-                                  ulong q_len, ulong kv_len)
+/* What the mask adds to the score of (batch b, head h, query i, key j): its float entry, or 0 / −inf
+ * for a bool entry that allows / forbids; 0 without a mask. The mask is read where it lies, in its
+ * own broadcast shape with `cols` keys per row; keys from `cols` on are masked. */
+inline float clattn_additive_mask(__global const uchar *mask, int type, int layout, ulong b, ulong h, ulong heads,
+                                  ulong i, ulong j, ulong q_len, ulong cols)
 {
-    if (layout == MASK_L_S)
-        return mask[clattn_matrix_offset(0, i, j, q_len, kv_len)];
+    if (layout == MASK_NONE)
+        return 0.0f;
+    if (j >= cols)
+        return -INFINITY;
+    ulong matrix = 0, rows = q_len; /* which (rows, cols) matrix of the mask, and its rows */
     if (layout == MASK_B_H_L_S)
-        return mask[clattn_matrix_offset(bh, i, j, q_len, kv_len)];
-    return 0.0f;
+        matrix = b * heads + h;
+    else if (layout == MASK_B_1_L_S)
+        matrix = b;
+    else if (layout == MASK_1_H_L_S)
+        matrix = h;
+    else if (layout == MASK_B_1_1_S)
+        matrix = b, rows = 1, i = 0;
+    const ulong at = clattn_matrix_offset(matrix, i, j, rows, cols);
+    if (type == MASK_BOOL)
+        return mask[at] ? 0.0f : -INFINITY;
+    return ((__global const float *)mask)[at];
 }

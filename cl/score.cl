@@ -7,7 +7,8 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
                            __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
                            __global float *scores, ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dim,
                            float scale, int causal, __global const ulong *key_lengths,
-                           __global const float *mask, int mask_layout, __global const long *offsets,
+                           __global const uchar *mask, int mask_layout, int mask_type, ulong mask_cols,
+                           __global const long *offsets,
                            long win_left, long win_right, float softcap, __global const float *alibi,
                            ulong bh_begin)
 {
@@ -32,7 +33,8 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
         for (ulong d = 0; d < dim; d++)
             acc = fma(qrow[d], krow[d], acc);
         value = clattn_score_terms(acc * scale, softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
-                                   clattn_additive_mask(mask, mask_layout, bh, i, j, q_len, kv_len));
+                                   clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len,
+                                                        mask_cols));
     }
     scores[clattn_matrix_offset(local_bh, i, j, q_len, kv_len)] = value;
 }

@@ -13,24 +13,28 @@
 #include <string.h>
 
 /* One tensor of a host call: copied in from `in` and/or read back into `out` (either may be NULL;
- * both NULL means the tensor is not part of this call). */
+ * both NULL means the tensor is not part of this call). Outputs are float; an input's entries are
+ * elem_size bytes (0 means a float; a bool mask's are bytes). */
 typedef struct host_tensor {
-    const float *in;
+    const void *in;
     float *out;
     size_t elems;
     const char *name;
     cl_mem mem;
+    size_t elem_size;
 } host_tensor;
 
-static clattn_status buffer_from_host(clattn_context *ctx, const float *host, size_t elems, const char *name, cl_mem *out)
+static size_t tensor_bytes(const host_tensor *t) { return t->elems * (t->elem_size ? t->elem_size : sizeof(float)); }
+
+static clattn_status buffer_from_host(clattn_context *ctx, const void *host, size_t bytes, const char *name, cl_mem *out)
 {
     cl_mem_flags flags = CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0);
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
-    *out = err == CL_SUCCESS ? clCreateBuffer(ctx->context, flags, elems * sizeof(float), (void *)host, &err) : NULL;
+    *out = err == CL_SUCCESS ? clCreateBuffer(ctx->context, flags, bytes, (void *)host, &err) : NULL;
     if (err != CL_SUCCESS) {
         *out = NULL;
-        return set_error(ctx, (clattn_status)err, "clCreateBuffer(%s, %zu bytes) failed: %s", name,
-                         elems * sizeof(float), clattn_status_string((clattn_status)err));
+        return set_error(ctx, (clattn_status)err, "clCreateBuffer(%s, %zu bytes) failed: %s", name, bytes,
+                         clattn_status_string((clattn_status)err));
     }
     return CLATTN_SUCCESS;
 }
@@ -54,10 +58,10 @@ static clattn_status host_tensors_check(clattn_context *ctx, const host_tensor *
     for (size_t i = 0; i < n; i++) {
         if (!t[i].in && !t[i].out)
             continue;
-        clattn_status st = check_alloc(ctx, t[i].elems, t[i].name);
+        const size_t bytes = tensor_bytes(&t[i]); /* no larger than the floats sdpa_shape_resolve checked */
+        clattn_status st = check_alloc(ctx, (bytes + sizeof(float) - 1) / sizeof(float), t[i].name);
         if (st != CLATTN_SUCCESS)
             return st;
-        const size_t bytes = t[i].elems * sizeof(float); /* check_alloc proved this fits */
         total = total > SIZE_MAX - bytes ? SIZE_MAX : total + bytes;
     }
     if (total > ctx->caps.global_mem)
@@ -72,7 +76,7 @@ static clattn_status host_tensors_create(clattn_context *ctx, host_tensor *t, si
     for (size_t i = 0; i < n; i++) {
         if (!t[i].in && !t[i].out)
             continue;
-        clattn_status st = buffer_from_host(ctx, t[i].in, t[i].elems, t[i].name, &t[i].mem);
+        clattn_status st = buffer_from_host(ctx, t[i].in, tensor_bytes(&t[i]), t[i].name, &t[i].mem);
         if (st != CLATTN_SUCCESS)
             return st;
     }
@@ -121,7 +125,7 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
 }
 
 clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q, const float *k,
-                               const float *v, const float *mask, float *out, float *weights, float *lse)
+                               const float *v, const void *mask, float *out, float *weights, float *lse)
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
@@ -133,10 +137,10 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
     if ((st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
         return st;
     host_tensor t[] = {
-        {q, NULL, s.q_elems, "q", NULL},         {k, NULL, s.k_elems, "k", NULL},
-        {v, NULL, s.v_elems, "v", NULL},         {mask, NULL, s.mask_elems, "mask", NULL},
-        {NULL, out, s.out_elems, "out", NULL},   {NULL, weights, s.weight_elems, "weights", NULL},
-        {NULL, lse, s.lse_elems, "lse", NULL},
+        {q, NULL, s.q_elems, "q", NULL, 0},         {k, NULL, s.k_elems, "k", NULL, 0},
+        {v, NULL, s.v_elems, "v", NULL, 0},         {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
+        {NULL, out, s.out_elems, "out", NULL, 0},   {NULL, weights, s.weight_elems, "weights", NULL, 0},
+        {NULL, lse, s.lse_elems, "lse", NULL, 0},
     };
     const size_t n = sizeof t / sizeof t[0];
     if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
@@ -147,7 +151,7 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 }
 
 clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x, const float *kv,
-                              const clattn_mha_host_weights *weights, const float *mask, float *out,
+                              const clattn_mha_host_weights *weights, const void *mask, float *out,
                               float *attn_weights)
 {
     clattn_mha_host_weights copy;
@@ -166,13 +170,13 @@ clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, 
         return st;
     const size_t hk = s->heads * s->qk_dim;
     host_tensor t[] = {
-        {x, NULL, m.x_elems, "x", NULL},          {kv, NULL, m.kv_elems, "kv", NULL},
-        {w->w_q, NULL, m.wq_elems, "w_q", NULL},  {w->b_q, NULL, hk, "b_q", NULL},
-        {w->w_k, NULL, m.wk_elems, "w_k", NULL},  {w->b_k, NULL, m.kv_k_width, "b_k", NULL},
-        {w->w_v, NULL, m.wv_elems, "w_v", NULL},  {w->b_v, NULL, m.kv_v_width, "b_v", NULL},
-        {w->w_o, NULL, m.wo_elems, "w_o", NULL},  {w->b_o, NULL, m.out_dim, "b_o", NULL},
-        {mask, NULL, s->mask_elems, "mask", NULL}, {NULL, out, m.result_elems, "out", NULL},
-        {NULL, attn_weights, s->weight_elems, "attn_weights", NULL},
+        {x, NULL, m.x_elems, "x", NULL, 0},          {kv, NULL, m.kv_elems, "kv", NULL, 0},
+        {w->w_q, NULL, m.wq_elems, "w_q", NULL, 0},  {w->b_q, NULL, hk, "b_q", NULL, 0},
+        {w->w_k, NULL, m.wk_elems, "w_k", NULL, 0},  {w->b_k, NULL, m.kv_k_width, "b_k", NULL, 0},
+        {w->w_v, NULL, m.wv_elems, "w_v", NULL, 0},  {w->b_v, NULL, m.kv_v_width, "b_v", NULL, 0},
+        {w->w_o, NULL, m.wo_elems, "w_o", NULL, 0},  {w->b_o, NULL, m.out_dim, "b_o", NULL, 0},
+        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size}, {NULL, out, m.result_elems, "out", NULL, 0},
+        {NULL, attn_weights, s->weight_elems, "attn_weights", NULL, 0},
     };
     const size_t n = sizeof t / sizeof t[0];
     if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)

@@ -42,18 +42,23 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     if (given && (st = versioned_copy(ctx, given, sizeof copy, sizeof copy, MASKS_SIZE_0_2, "clattn_masks",
                                       "CLATTN_MASKS_INIT", &copy)) != CLATTN_SUCCESS)
         return st;
-    if (copy.reserved != 0)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.reserved is %u, not 0 (start from CLATTN_MASKS_INIT)",
-                         copy.reserved);
+    if (copy.reserved != 0 || copy.mask_reserved != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.%s is %u, not 0 (start from CLATTN_MASKS_INIT)",
+                         copy.reserved ? "reserved" : "mask_reserved", copy.reserved ? copy.reserved : copy.mask_reserved);
     if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS)
         return st;
     if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&
         masks->causal != CLATTN_CAUSAL_BOTTOM_RIGHT)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.causal has the unknown value %d", (int)masks->causal);
-    if (masks->additive != CLATTN_MASK_NONE && masks->additive != CLATTN_MASK_L_S &&
-        masks->additive != CLATTN_MASK_B_H_L_S)
+    if ((unsigned)masks->additive > CLATTN_MASK_B_1_1_S)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.additive has the unknown value %d",
                          (int)masks->additive);
+    if (masks->mask_type != CLATTN_MASK_FLOAT && masks->mask_type != CLATTN_MASK_BOOL)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.mask_type has the unknown value %d",
+                         (int)masks->mask_type);
+    if (masks->mask_kv_len > s->kv_len)
+        return set_error(ctx, CLATTN_ERROR_INVALID_MASK, "masks.mask_kv_len = %zu is wider than the key count %zu",
+                         masks->mask_kv_len, s->kv_len);
     if (masks->additive == CLATTN_MASK_NONE && mask_given)
         return set_error(ctx, CLATTN_ERROR_INVALID_MASK, "a mask buffer was given but masks.additive is CLATTN_MASK_NONE");
     if (masks->additive != CLATTN_MASK_NONE && !mask_given)
@@ -63,11 +68,19 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
             if (masks->key_lengths[b] > s->kv_len)
                 return set_error(ctx, CLATTN_ERROR_INVALID_MASK, "masks.key_lengths[%zu] = %zu exceeds the key count %zu",
                                  b, masks->key_lengths[b], s->kv_len);
-    /* (L, S) and (B, H, L, S) are no larger than the weights, whose size sdpa_shape_resolve checked. */
     s->masks = *masks;
-    s->mask_elems = masks->additive == CLATTN_MASK_L_S      ? s->q_len * s->kv_len
-                    : masks->additive == CLATTN_MASK_B_H_L_S ? s->weight_elems
-                                                              : 0;
+    s->mask_cols = masks->mask_kv_len ? masks->mask_kv_len : s->kv_len;
+    s->mask_elem_size = masks->mask_type == CLATTN_MASK_BOOL ? 1 : sizeof(float);
+    /* Every layout is no larger than the (B, H, L, S) weights, whose size sdpa_shape_resolve checked. */
+    const size_t matrix = s->q_len * s->mask_cols;
+    switch (masks->additive) {
+    case CLATTN_MASK_L_S: s->mask_elems = matrix; break;
+    case CLATTN_MASK_B_H_L_S: s->mask_elems = s->batch * s->heads * matrix; break;
+    case CLATTN_MASK_B_1_L_S: s->mask_elems = s->batch * matrix; break;
+    case CLATTN_MASK_1_H_L_S: s->mask_elems = s->heads * matrix; break;
+    case CLATTN_MASK_B_1_1_S: s->mask_elems = s->batch * s->mask_cols; break;
+    default: s->mask_elems = 0; break;
+    }
     return CLATTN_SUCCESS;
 }
 
@@ -109,8 +122,8 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
 {
     const clattn_masks *m = &s->masks;
     *out = (device_masks){(cl_int)m->causal, NULL, additive, additive ? (cl_int)m->additive : CLATTN_MASK_NONE,
-                          NULL, m->window ? m->window->left : -1, m->window ? m->window->right : -1, s->softcap,
-                          NULL, NULL};
+                          (cl_int)m->mask_type, s->mask_cols, NULL, m->window ? m->window->left : -1,
+                          m->window ? m->window->right : -1, s->softcap, NULL, NULL};
     clattn_status st = CLATTN_SUCCESS;
     if (m->key_lengths)
         st = upload_integers(ctx, SCRATCH_KEY_LENGTHS, m->key_lengths, NULL, s->batch, "key lengths", &out->key_lengths);
@@ -130,6 +143,8 @@ void masks_kernel_args(kernel_args *a, const device_masks *m)
     karg_mem(a, m->key_lengths);
     karg_mem(a, m->additive);
     karg(a, sizeof m->layout, &m->layout);
+    karg(a, sizeof m->type, &m->type);
+    karg_ulong(a, m->cols);
     karg_mem(a, m->query_offsets);
     karg(a, sizeof m->win_left, &m->win_left);
     karg(a, sizeof m->win_right, &m->win_right);

@@ -17,8 +17,10 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool
 typedef struct device_masks {
     cl_int causal;
     cl_mem key_lengths;   /* (B) ulong, or NULL */
-    cl_mem additive;      /* the caller's additive mask, or NULL */
+    cl_mem additive;      /* the caller's mask, or NULL */
     cl_int layout;
+    cl_int type;          /* float or bool entries */
+    size_t cols;          /* the mask's keys per row */
     cl_mem query_offsets; /* (B) long, or NULL */
     cl_long win_left, win_right; /* −1: unbounded */
     cl_float softcap;     /* 0: off */
@@ -31,8 +33,8 @@ typedef struct device_masks {
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out);
 
 /* The mask and score-term arguments of every attention kernel that makes scores, in their order:
- * causal, key lengths, additive mask, its layout, query offsets, window left and right, softcap, ALiBi
- * slopes. (Sinks are passed by the kernels that take the softmax.) */
+ * causal, key lengths, mask, its layout, type and keys per row, query offsets, window left and right,
+ * softcap, ALiBi slopes. (Sinks are passed by the kernels that take the softmax.) */
 void masks_kernel_args(kernel_args *a, const device_masks *m);
 
 #endif

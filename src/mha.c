@@ -166,7 +166,7 @@ clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_me
         (w->b_v && (st = check_buffer(ctx, w->b_v, m.kv_v_width, sizeof(float), "b_v")) != CLATTN_SUCCESS) ||
         (w->w_o && (st = check_buffer(ctx, w->w_o, m.wo_elems, sizeof(float), "w_o")) != CLATTN_SUCCESS) ||
         (w->b_o && (st = check_buffer(ctx, w->b_o, m.out_dim, sizeof(float), "b_o")) != CLATTN_SUCCESS) ||
-        (mask && (st = check_buffer(ctx, mask, s->mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
+        (mask && (st = check_buffer(ctx, mask, s->mask_elems, s->mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, out, m.result_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
         (attn_weights &&
          (st = check_buffer(ctx, attn_weights, s->weight_elems, sizeof(float), "attn_weights")) != CLATTN_SUCCESS) ||

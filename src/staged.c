@@ -161,7 +161,7 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, k, s.k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
-        (mask && (st = check_buffer(ctx, mask, s.mask_elems, sizeof(float), "mask")) != CLATTN_SUCCESS) ||
+        (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, scores, s.weight_elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
         return st;

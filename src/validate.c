@@ -145,6 +145,8 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->algorithm = desc->algorithm;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;
+    s->mask_elem_size = sizeof(float);
+    s->mask_cols = s->kv_len;
 
     size_t bh, bkv;
     bool ok = size_mul(s->batch, s->heads, &bh) && size_mul(s->batch, s->kv_heads, &bkv) &&

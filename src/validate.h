@@ -30,7 +30,7 @@ typedef struct sdpa_shape {
     clattn_algorithm algorithm;
     size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems;
     clattn_masks masks;
-    size_t mask_elems;
+    size_t mask_elems, mask_elem_size, mask_cols; /* the mask's entries, their size, its keys per row */
 } sdpa_shape;
 
 /* The caller's descriptor (NULL is an error) copied by the struct_size rule (versioned.h) into `out`. */

@@ -681,6 +681,167 @@ START_TEST(test_layers)
 }
 END_TEST
 
+/* Masks read in place: every broadcast layout, float and bool entries, and masks narrower than S
+ * (the keys past them masked), on both paths and through clattn_sdpa (cl_mem) as well, against the
+ * reference given the same mask expanded on the host to a float (B, H, L, S) mask. */
+typedef struct {
+    clattn_mask_layout layout;
+    clattn_mask_type type;
+    size_t cols; /* mask_kv_len; 0: S */
+    const char *name;
+} compact_case;
+
+static const compact_case compact_cases[] = {
+    {CLATTN_MASK_L_S, CLATTN_MASK_BOOL, 0, "(L,S) bool"},
+    {CLATTN_MASK_B_H_L_S, CLATTN_MASK_BOOL, 0, "(B,H,L,S) bool"},
+    {CLATTN_MASK_B_1_L_S, CLATTN_MASK_FLOAT, 0, "(B,1,L,S) float"},
+    {CLATTN_MASK_B_1_L_S, CLATTN_MASK_BOOL, 0, "(B,1,L,S) bool"},
+    {CLATTN_MASK_1_H_L_S, CLATTN_MASK_FLOAT, 0, "(1,H,L,S) float"},
+    {CLATTN_MASK_1_H_L_S, CLATTN_MASK_BOOL, 0, "(1,H,L,S) bool"},
+    {CLATTN_MASK_B_1_1_S, CLATTN_MASK_FLOAT, 0, "(B,1,1,S) float"},
+    {CLATTN_MASK_B_1_1_S, CLATTN_MASK_BOOL, 0, "(B,1,1,S) bool"},
+    {CLATTN_MASK_L_S, CLATTN_MASK_FLOAT, 19, "(L,19) float, narrower than S"},
+    {CLATTN_MASK_B_1_L_S, CLATTN_MASK_BOOL, 5, "(B,1,L,5) bool, narrower than S"},
+    {CLATTN_MASK_B_1_1_S, CLATTN_MASK_BOOL, 1, "(B,1,1,1) bool"},
+};
+#define N_COMPACT (sizeof compact_cases / sizeof compact_cases[0])
+
+START_TEST(test_compact_masks)
+{
+    const compact_case *c = &compact_cases[TU_CASE(_i)];
+    const size_t dev = TU_DEVICE(_i);
+    enum { B = 2, H = 3, L = 13, S = 29, D = 9 };
+    const size_t cols = c->cols ? c->cols : S;
+    const size_t mats = c->layout == CLATTN_MASK_B_H_L_S ? B * H
+                        : c->layout == CLATTN_MASK_B_1_L_S || c->layout == CLATTN_MASK_B_1_1_S ? B
+                        : c->layout == CLATTN_MASK_1_H_L_S ? H : 1;
+    const size_t rows = c->layout == CLATTN_MASK_B_1_1_S ? 1 : L, n = mats * rows * cols;
+    /* The compact mask: bools allow about 3 keys in 4 (some rows none), floats are noise with −inf. */
+    unsigned char *bools = (unsigned char *)tu_falloc(n);
+    float *floats = tu_falloc(n);
+    tu_fill_uniform(floats, n, 1.0f, 800 + TU_CASE(_i));
+    for (size_t t = 0; t < n; t++) {
+        bools[t] = (unsigned char)((t * 7 + t / cols) % 4 != 0) * (unsigned char)(1 + t % 3);
+        if (t % 11 == 5)
+            floats[t] = -INFINITY;
+    }
+    if (rows > 1) /* a row that allows nothing: fully masked (bool) or all −inf (float) */
+        for (size_t j = 0; j < cols; j++) {
+            bools[2 * cols + j] = 0;
+            floats[2 * cols + j] = -INFINITY;
+        }
+    /* The same mask as the reference takes it: float, (B, H, L, S), keys past `cols` masked. */
+    float *full = tu_falloc((size_t)B * H * L * S);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L; i++)
+                for (size_t j = 0; j < S; j++) {
+                    const size_t m = c->layout == CLATTN_MASK_B_H_L_S ? b * H + h
+                                     : c->layout == CLATTN_MASK_B_1_L_S || c->layout == CLATTN_MASK_B_1_1_S ? b
+                                     : c->layout == CLATTN_MASK_1_H_L_S ? h : 0;
+                    const size_t at = (m * rows + (rows == 1 ? 0 : i)) * cols + j;
+                    float value = -INFINITY;
+                    if (j < cols)
+                        value = c->type == CLATTN_MASK_BOOL ? (bools[at] ? 0.0f : -INFINITY) : floats[at];
+                    full[((b * H + h) * L + i) * S + j] = value;
+                }
+    float *q = tu_falloc(B * H * L * D), *k = tu_falloc(B * H * S * D), *v = tu_falloc(B * H * S * D);
+    tu_fill_uniform(q, B * H * L * D, 1.0f, 810);
+    tu_fill_uniform(k, B * H * S * D, 1.0f, 811);
+    tu_fill_uniform(v, B * H * S * D, 1.0f, 812);
+
+    clattn_masks full_masks = CLATTN_MASKS_INIT;
+    full_masks.additive = CLATTN_MASK_B_H_L_S;
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, 0);
+    d.masks = &full_masks;
+    double *ro = tu_dalloc(B * H * L * D), *rw = tu_dalloc((size_t)B * H * L * S), *rl = tu_dalloc(B * H * L);
+    ref_sdpa(&d, q, k, v, full, ro, rw, rl);
+
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.additive = c->layout;
+    m.mask_type = c->type;
+    m.mask_kv_len = c->cols;
+    d.masks = &m;
+    const void *mask = c->type == CLATTN_MASK_BOOL ? (const void *)bools : (const void *)floats;
+    for (int a = 0; a < 2; a++) {
+        tu_set_label("mask %s [%s] on %s", c->name, alg_name(paths[a]), tu_dev_spec[dev]);
+        d.algorithm = paths[a];
+        float *o = tu_host_alloc(B * H * L * D, NULL), *l = tu_host_alloc(B * H * L, NULL);
+        float *w = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_host_alloc((size_t)B * H * L * S, NULL) : NULL;
+        TU_ASSERT_OK(clattn_sdpa_host(tu_ctx[dev], &d, q, k, v, mask, o, w, l), tu_ctx[dev], "clattn_sdpa_host");
+        check_close_named("out", o, ro, B * H * L * D, NULL);
+        check_close_named("lse", l, rl, B * H * L, NULL);
+        if (w)
+            check_close_named("weights", w, rw, (size_t)B * H * L * S, NULL);
+    }
+    /* cl_mem: a buffer of exactly the compact mask's bytes is enough; one byte less is too small. */
+    tu_set_label("mask %s [cl_mem, auto] on %s", c->name, tu_dev_spec[dev]);
+    d.algorithm = CLATTN_ALGORITHM_AUTO;
+    const size_t bytes = n * (c->type == CLATTN_MASK_BOOL ? 1 : sizeof(float));
+    cl_context cl = clattn_context_cl_context(tu_ctx[dev]);
+    cl_int err;
+    cl_mem bq = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, B * H * L * D * sizeof(float), q, &err);
+    cl_mem bk = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, B * H * S * D * sizeof(float), k, &err);
+    cl_mem bv = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, B * H * S * D * sizeof(float), v, &err);
+    cl_mem bm = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, bytes, (void *)mask, &err);
+    cl_mem small = bytes > 1 ? clCreateBuffer(cl, CL_MEM_READ_ONLY, bytes - 1, NULL, &err) : NULL;
+    cl_mem bo = clCreateBuffer(cl, CL_MEM_READ_WRITE, B * H * L * D * sizeof(float), NULL, &err);
+    ck_assert(bq && bk && bv && bm && bo);
+    TU_ASSERT_OK(clattn_sdpa(tu_ctx[dev], &d, bq, bk, bv, bm, bo, NULL, NULL), tu_ctx[dev], "clattn_sdpa");
+    float *o = tu_host_alloc(B * H * L * D, NULL);
+    ck_assert_int_eq(clEnqueueReadBuffer(clattn_context_queue(tu_ctx[dev]), bo, CL_TRUE, 0,
+                                         B * H * L * D * sizeof(float), o, 0, NULL, NULL),
+                     CL_SUCCESS);
+    check_close_named("out (cl_mem)", o, ro, B * H * L * D, NULL);
+    if (small)
+        ck_assert_int_eq(clattn_sdpa(tu_ctx[dev], &d, bq, bk, bv, small, bo, NULL, NULL),
+                         CLATTN_ERROR_BUFFER_TOO_SMALL);
+    cl_mem all[] = {bq, bk, bv, bm, small, bo};
+    for (size_t t = 0; t < sizeof all / sizeof all[0]; t++)
+        if (all[t])
+            clReleaseMemObject(all[t]);
+}
+END_TEST
+
+/* A mask wider than S, an unknown type or layout, a non-zero mask_reserved. */
+START_TEST(test_compact_mask_errors)
+{
+    const size_t dev = _i;
+    tu_set_label("mask errors on %s", tu_dev_spec[dev]);
+    float q[2 * 3 * 4], mask[64];
+    tu_fill_uniform(q, 24, 1.0f, 820);
+    memset(mask, 0, sizeof mask);
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.additive = CLATTN_MASK_L_S;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 3, 3, 4, 0);
+    d.masks = &m;
+    const struct {
+        size_t kv_len;
+        int type, layout;
+        unsigned reserved;
+        clattn_status want;
+        const char *field;
+    } bad[] = {
+        {4, CLATTN_MASK_FLOAT, CLATTN_MASK_L_S, 0, CLATTN_ERROR_INVALID_MASK, "mask_kv_len"},
+        {0, 7, CLATTN_MASK_L_S, 0, CLATTN_ERROR_INVALID_VALUE, "mask_type"},
+        {0, CLATTN_MASK_FLOAT, 6, 0, CLATTN_ERROR_INVALID_VALUE, "additive"},
+        {0, CLATTN_MASK_FLOAT, CLATTN_MASK_L_S, 1, CLATTN_ERROR_INVALID_VALUE, "mask_reserved"},
+    };
+    for (size_t t = 0; t < sizeof bad / sizeof bad[0]; t++) {
+        m.mask_kv_len = bad[t].kv_len;
+        m.mask_type = (clattn_mask_type)bad[t].type;
+        m.additive = (clattn_mask_layout)bad[t].layout;
+        m.mask_reserved = bad[t].reserved;
+        float *out = tu_host_alloc(24, NULL);
+        clattn_status st = clattn_sdpa_host(tu_ctx[dev], &d, q, q, q, mask, out, NULL, NULL);
+        ck_assert_msg(st == bad[t].want, "%s: %s: got %s", tu_label(), bad[t].field, clattn_status_string(st));
+        ck_assert_msg(strstr(clattn_last_error(tu_ctx[dev]), bad[t].field) != NULL, "%s: detail \"%s\" names no %s",
+                      tu_label(), clattn_last_error(tu_ctx[dev]), bad[t].field);
+        ck_assert_msg(tu_host_all_sentinel(out, 24), "%s: %s: out written", tu_label(), bad[t].field);
+    }
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("variants");
@@ -695,6 +856,12 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tc = tu_tcase("layers");
     tcase_add_loop_test(tc, test_layers, 0, (int)(N_LAYER_CASES * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("compact_masks");
+    tcase_add_loop_test(tc, test_compact_masks, 0, (int)(N_COMPACT * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("compact_mask_errors");
+    tcase_add_loop_test(tc, test_compact_mask_errors, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     tc = tu_tcase("kv_buffers");
     tcase_add_loop_test(tc, test_kv_buffers, 0, (int)tu_ndev);

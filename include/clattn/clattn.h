@@ -285,11 +285,22 @@ typedef enum clattn_algorithm {
     CLATTN_ALGORITHM_STAGED = 2
 } clattn_algorithm;
 
+/* The shape of the mask passed beside a descriptor, broadcast over the dimensions it lacks (ONNX and
+ * PyTorch broadcasting). Its last dimension is masks.mask_kv_len (default S). */
 typedef enum clattn_mask_layout {
     CLATTN_MASK_NONE = 0,
-    CLATTN_MASK_L_S = 1,    /* additive float mask (L, S), broadcast over batch and heads */
-    CLATTN_MASK_B_H_L_S = 2 /* additive float mask (B, H, L, S), one per batch and head */
+    CLATTN_MASK_L_S = 1,     /* (L, S), also (1, 1, L, S): one for every batch and head */
+    CLATTN_MASK_B_H_L_S = 2, /* (B, H, L, S): one per batch and head */
+    CLATTN_MASK_B_1_L_S = 3, /* (B, 1, L, S): one per batch, shared by its heads (since 0.3) */
+    CLATTN_MASK_1_H_L_S = 4, /* (1, H, L, S): one per head, shared by the batches (since 0.3) */
+    CLATTN_MASK_B_1_1_S = 5  /* (B, 1, 1, S): one row per batch, a padding mask (since 0.3) */
 } clattn_mask_layout;
+
+/* What the mask's entries are. */
+typedef enum clattn_mask_type {
+    CLATTN_MASK_FLOAT = 0, /* float, added to the scores (−inf allowed) */
+    CLATTN_MASK_BOOL = 1   /* one byte per entry, nonzero = may attend, 0 = masked (as PyTorch's bool) */
+} clattn_mask_type;
 
 /* A sliding window around each query's absolute position p: key j is visible iff
  * p − left ≤ j ≤ p + right; −1 leaves that side unbounded. It combines with every other mask. */
@@ -320,9 +331,17 @@ typedef struct clattn_masks {
     const long long *query_offsets;
     /* Since 0.3. NULL, or a sliding window (left, right ≥ −1). */
     const clattn_window *window;
+    /* Since 0.3. The mask's last dimension: 0 means S. A narrower mask (as ONNX allows) leaves the
+     * keys from mask_kv_len on masked (−inf, False); wider than S is an error. */
+    size_t mask_kv_len;
+    /* Since 0.3. Float (added) or bool (bytes) entries; the mask is read in place by the kernels,
+     * never expanded or converted on the host. */
+    clattn_mask_type mask_type;
+    unsigned mask_reserved; /* must be 0 */
 } clattn_masks;
 
-#define CLATTN_MASKS_INIT { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0, NULL, NULL }
+#define CLATTN_MASKS_INIT \
+    { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0, NULL, NULL, 0, CLATTN_MASK_FLOAT, 0 }
 
 /* The scale's "not given" value (what the INIT macros set): 1/√Dqk is used. Every finite value,
  * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */
@@ -372,7 +391,7 @@ CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc
 /* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. */
 CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                           const float *q, const float *k, const float *v,
-                                          const float *mask, float *out, float *weights, float *lse);
+                                          const void *mask, float *out, float *weights, float *lse);
 
 /* Shape and options of a multi-head attention layer (start from CLATTN_MHA_DESC_INIT):
  *   Q = X·W_Q + b_Q,  K = KV·W_K + b_K,  V = KV·W_V + b_V            (KV = X for self-attention)
@@ -438,7 +457,7 @@ CLATTN_API clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *
 /* Host-memory variant of clattn_mha: same shapes, host pointers, blocking; all or nothing. */
 CLATTN_API clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc,
                                          const float *x, const float *kv,
-                                         const clattn_mha_host_weights *weights, const float *mask,
+                                         const clattn_mha_host_weights *weights, const void *mask,
                                          float *out, float *attn_weights);
 
 /* ---------------------------------------------------------------------------------------------- */
