@@ -16,6 +16,10 @@
 #define MASK_B_1_1_S 5
 #define MASK_FLOAT 0
 #define MASK_BOOL 1
+/* clattn_weights_output: which scores the staged path's extra output holds. */
+#define WEIGHTS_QK 1
+#define WEIGHTS_SOFTCAPPED 2
+#define WEIGHTS_MASKED 3
 
 /* The absolute key position of query row i of batch b: the caller's offset plus i when offsets are
  * given, else i + S − L for a bottom-right causal mask, else i. Causal masks, windows and ALiBi all

@@ -2,7 +2,9 @@
  * (Q·Kᵀ·scale, soft-capped, plus ALiBi and the masks; hidden keys −inf). One work-item per score. Q and
  * K are read through (batch, head, row) strides so that both SDPA's (B,H,L,D) and the layer's (B,L,H·D)
  * layouts work without a transpose; query head h reads K head h / group (grouped-query attention).
- * Scores are (chunk, L, S). */
+ * Scores are (chunk, L, S). When `extra` is given it also receives, at (B, H, L, S), the scores at the
+ * point `extra_mode` names (clattn_weights_output: Q·Kᵀ·scale of every key, after soft-capping, or
+ * what the softmax takes). */
 __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
                            __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
                            __global float *scores, ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dim,
@@ -10,7 +12,7 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
                            __global const uchar *mask, int mask_layout, int mask_type, ulong mask_cols,
                            __global const long *offsets,
                            long win_left, long win_right, float softcap, __global const float *alibi,
-                           ulong bh_begin)
+                           ulong bh_begin, __global float *extra, int extra_mode)
 {
     const ulong j = get_global_id(0);
     const ulong i = get_global_id(1);
@@ -23,18 +25,25 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
     ulong begin, end;
     clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
-    float value;
-    if (j < begin || j >= end) {
-        value = -INFINITY;
-    } else {
+    const bool visible = j >= begin && j < end;
+    /* The raw scores (extra modes 1, 2) are wanted for masked keys too. */
+    float dot = -INFINITY;
+    if (visible || (extra && extra_mode != WEIGHTS_MASKED)) {
         __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
         __global const float *krow = k + clattn_view_offset(b, h / group, j, k_bs, k_hs, k_rs);
         float acc = 0.0f;
         for (ulong d = 0; d < dim; d++)
             acc = fma(qrow[d], krow[d], acc);
-        value = clattn_score_terms(acc * scale, softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
-                                   clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len,
-                                                        mask_cols));
+        dot = acc * scale;
     }
+    const float value = visible ? clattn_score_terms(dot, softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
+                                                     clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads,
+                                                                          i, j, q_len, mask_cols))
+                                : -INFINITY;
     scores[clattn_matrix_offset(local_bh, i, j, q_len, kv_len)] = value;
+    if (extra)
+        extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
+            extra_mode == WEIGHTS_QK ? dot
+            : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_score_terms(dot, softcap, 0.0f, 0, 0, 0.0f)
+                                               : value;
 }

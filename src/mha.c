@@ -73,6 +73,8 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     sd.kv_heads = desc->kv_heads;
     sd.sinks = desc->sinks;
     sd.alibi_slopes = desc->alibi_slopes;
+    sd.weights_output = desc->weights_output;
+    sd.weights_reserved = desc->weights_reserved;
     clattn_status st = sdpa_shape_resolve(ctx, &sd, &m->sdpa);
     if (st != CLATTN_SUCCESS)
         return st;

@@ -53,7 +53,8 @@ void staged_release(clattn_context *ctx)
 /* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into `scores`,
  * which holds just those heads. */
 static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
-                                  const device_masks *masks, size_t bh_begin, size_t bh_count, cl_mem scores)
+                                  const device_masks *masks, size_t bh_begin, size_t bh_count, cl_mem scores,
+                                  cl_mem extra)
 {
     kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_SCORE]);
     karg_view(&a, q);
@@ -67,6 +68,8 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     karg_float(&a, s->scale);
     masks_kernel_args(&a, masks);
     karg_ulong(&a, bh_begin);
+    karg_mem(&a, extra);
+    karg_int(&a, (int)s->weights_output);
     const size_t global[3] = {s->kv_len, s->q_len, bh_count};
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
@@ -113,7 +116,10 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
     const size_t bh_total = s->batch * s->heads;
     const size_t head_bytes = s->q_len * s->kv_len * sizeof(float);
     size_t chunk = bh_total;
-    cl_mem scores = weights;
+    /* Scores at an earlier point than the softmax go to the weights output on the side; the softmax
+     * then works in a temporary, as when no weights are wanted. */
+    cl_mem extra = s->weights_output != CLATTN_WEIGHTS_SOFTMAX ? weights : NULL;
+    cl_mem scores = extra ? NULL : weights;
     clattn_status st = staged_prepare(ctx);
     if (st != CLATTN_SUCCESS)
         return st;
@@ -137,7 +143,7 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
         return st;
     for (size_t begin = 0; begin < bh_total && st == CLATTN_SUCCESS; begin += chunk) {
         size_t count = bh_total - begin < chunk ? bh_total - begin : chunk;
-        st = score_launch(ctx, s, q, k, &masks, begin, count, scores);
+        st = score_launch(ctx, s, q, k, &masks, begin, count, scores, extra);
         if (st == CLATTN_SUCCESS)
             st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len, masks.sinks,
                                 s->heads, s->q_len);
@@ -166,7 +172,7 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
     return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim),
-                        &masks, 0, s.batch * s.heads, scores);
+                        &masks, 0, s.batch * s.heads, scores, NULL);
 }
 
 clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights, cl_mem lse)

@@ -124,6 +124,10 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     if (!(desc->softcap >= 0.0f) || isinf(desc->softcap))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.softcap = %g must be finite and >= 0 (0: off)",
                          (double)desc->softcap);
+    if ((unsigned)desc->weights_output > CLATTN_WEIGHTS_MASKED || desc->weights_reserved != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u",
+                         desc->weights_reserved ? "weights_reserved" : "weights_output",
+                         desc->weights_reserved ? desc->weights_reserved : (unsigned)desc->weights_output);
     clattn_status st = check_per_head(ctx, desc->sinks, desc->heads, "sinks");
     if (st == CLATTN_SUCCESS)
         st = check_per_head(ctx, desc->alibi_slopes, desc->heads, "alibi_slopes");
@@ -142,6 +146,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->softcap = desc->softcap;
     s->sinks = desc->sinks;
     s->alibi_slopes = desc->alibi_slopes;
+    s->weights_output = desc->weights_output;
     s->algorithm = desc->algorithm;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;

@@ -842,6 +842,63 @@ START_TEST(test_compact_mask_errors)
 }
 END_TEST
 
+/* The weights output at each of ONNX's qk_matmul_output_mode points, on the staged path (which AUTO
+ * picks when the weights are wanted) and through a layer: Q·Kᵀ·scale and its soft-capped form for
+ * every key, masked or not; what the softmax takes (ALiBi, masks, −inf where hidden); the softmax.
+ * The output and lse are the same in every mode. */
+START_TEST(test_weights_output)
+{
+    const clattn_weights_output mode = (clattn_weights_output)TU_CASE(_i);
+    const size_t dev = TU_DEVICE(_i);
+    static const char *const names[] = {"softmax", "QK", "softcapped", "masked"};
+    enum { B = 2, H = 4, KVH = 2, L = 9, S = 14, D = 6 };
+    float *q = tu_falloc(B * H * L * D), *k = tu_falloc(B * KVH * S * D), *v = tu_falloc(B * KVH * S * D);
+    float *mask = tu_falloc(L * S), slopes[H] = {0.5f, 0.25f, 0.125f, 0.0625f};
+    tu_fill_uniform(q, B * H * L * D, 2.0f, 830);
+    tu_fill_uniform(k, B * KVH * S * D, 2.0f, 831);
+    tu_fill_uniform(v, B * KVH * S * D, 1.0f, 832);
+    tu_fill_uniform(mask, L * S, 1.0f, 833);
+    mask[3 * S + 4] = -INFINITY;
+    const clattn_window window = {4, -1};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    m.window = &window;
+    m.additive = CLATTN_MASK_L_S;
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, 0);
+    d.kv_heads = KVH;
+    d.softcap = 1.5f;
+    d.alibi_slopes = slopes;
+    d.masks = &m;
+    const size_t nw = (size_t)B * H * L * S;
+    double *ro = tu_dalloc(B * H * L * D), *rw = tu_dalloc(nw), *rl = tu_dalloc(B * H * L), *want = tu_dalloc(nw);
+    ref_sdpa(&d, q, k, v, mask, ro, rw, rl);
+    if (mode == CLATTN_WEIGHTS_MASKED)
+        ref_score(&d, q, k, mask, want);
+    for (size_t bh = 0; bh < (size_t)B * H && (mode == CLATTN_WEIGHTS_QK || mode == CLATTN_WEIGHTS_SOFTCAPPED); bh++)
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < S; j++) {
+                const size_t b = bh / H, hk = bh % H / (H / KVH);
+                double dot = 0;
+                for (size_t t = 0; t < D; t++)
+                    dot += (double)q[(bh * L + i) * D + t] * k[((b * KVH + hk) * S + j) * D + t];
+                dot /= sqrt((double)D);
+                want[(bh * L + i) * S + j] = mode == CLATTN_WEIGHTS_QK ? dot : 1.5 * tanh(dot / 1.5);
+            }
+    if (mode == CLATTN_WEIGHTS_SOFTMAX)
+        memcpy(want, rw, nw * sizeof *want);
+    d.weights_output = mode;
+    tu_set_label("weights output %s [sdpa, auto] on %s", names[mode], tu_dev_spec[dev]);
+    float *o = tu_host_alloc(B * H * L * D, NULL), *w = tu_host_alloc(nw, NULL), *l = tu_host_alloc(B * H * L, NULL);
+    TU_ASSERT_OK(clattn_sdpa_host(tu_ctx[dev], &d, q, k, v, mask, o, w, l), tu_ctx[dev], "clattn_sdpa_host");
+    check_close_named("weights output", w, want, nw, NULL);
+    check_close_named("out", o, ro, B * H * L * D, NULL);
+    check_close_named("lse", l, rl, B * H * L, NULL);
+    /* FUSED cannot give any of them. */
+    d.algorithm = CLATTN_ALGORITHM_FUSED;
+    ck_assert_int_eq(clattn_sdpa_host(tu_ctx[dev], &d, q, k, v, mask, o, w, l), CLATTN_ERROR_INVALID_VALUE);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("variants");
@@ -862,6 +919,9 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tc = tu_tcase("compact_mask_errors");
     tcase_add_loop_test(tc, test_compact_mask_errors, 0, (int)tu_ndev);
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("weights_output");
+    tcase_add_loop_test(tc, test_weights_output, 0, (int)(4 * tu_ndev));
     suite_add_tcase(s, tc);
     tc = tu_tcase("kv_buffers");
     tcase_add_loop_test(tc, test_kv_buffers, 0, (int)tu_ndev);

@@ -347,6 +347,16 @@ typedef struct clattn_masks {
  * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */
 #define CLATTN_SCALE_DEFAULT NAN
 
+/* What the `weights` output of clattn_sdpa and clattn_mha holds: by default the attention weights,
+ * or one of the earlier points of ONNX's qk_matmul_output_mode (since 0.3). Any of them selects the
+ * staged path, the one that materialises the (B, H, L, S) matrix. */
+typedef enum clattn_weights_output {
+    CLATTN_WEIGHTS_SOFTMAX = 0,    /* the attention weights, after the softmax (ONNX mode 3) */
+    CLATTN_WEIGHTS_QK = 1,         /* Q·Kᵀ·scale of every key, masked or not (ONNX mode 0) */
+    CLATTN_WEIGHTS_SOFTCAPPED = 2, /* the same after soft-capping (ONNX mode 1) */
+    CLATTN_WEIGHTS_MASKED = 3      /* after ALiBi and the masks, what the softmax takes (ONNX mode 2) */
+} clattn_weights_output;
+
 /* Shape and options of scaled dot-product attention; start from CLATTN_SDPA_DESC_INIT. */
 typedef struct clattn_sdpa_desc {
     size_t struct_size; /* sizeof(clattn_sdpa_desc), set by CLATTN_SDPA_DESC_INIT */
@@ -374,10 +384,14 @@ typedef struct clattn_sdpa_desc {
     /* Since 0.3. NULL, or `heads` ALiBi slopes on the host: slope[h]·(j − p) is added to the score of
      * key j for the query at position p (after soft-capping, with the masks). */
     const float *alibi_slopes;
+    /* Since 0.3. What the weights output holds (see clattn_weights_output). */
+    clattn_weights_output weights_output;
+    unsigned weights_reserved; /* must be 0 */
 } clattn_sdpa_desc;
 
-#define CLATTN_SDPA_DESC_INIT \
-    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL }
+#define CLATTN_SDPA_DESC_INIT                                                                               \
+    { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
+      CLATTN_WEIGHTS_SOFTMAX, 0 }
 
 /* O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
@@ -419,10 +433,13 @@ typedef struct clattn_mha_desc {
     size_t kv_heads;
     const float *sinks;
     const float *alibi_slopes;
+    clattn_weights_output weights_output; /* what attn_weights holds */
+    unsigned weights_reserved;            /* must be 0 */
 } clattn_mha_desc;
 
-#define CLATTN_MHA_DESC_INIT \
-    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL }
+#define CLATTN_MHA_DESC_INIT                                                                                \
+    { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
+      NULL, CLATTN_WEIGHTS_SOFTMAX, 0 }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */
