@@ -435,10 +435,10 @@ int cmd_mha(int argc, char **argv)
     const size_t dk = t[WQ].shape[1] / H, dv = t[WV].shape[1] / N;
     size_t d_out = path[WO] ? t[WO].shape[1] : H * dv;
     const bool gqa = var.kv_heads != 0;
-    if ((rc = check_shape(cmd, path[WK], &t[WK], d_kv, N * dk, gqa ? "W_K (d_kv, N·d_k)" : "W_K (d_kv, H·d_k)")) !=
-            CLI_OK ||
-        (rc = check_shape(cmd, path[WV], &t[WV], d_kv, N * dv, gqa ? "W_V (d_kv, N·d_v)" : "W_V (d_kv, H·d_v)")) !=
-            CLI_OK ||
+    const char *wk_what = gqa ? "W_K (d_kv, N·d_k)" : "W_K (d_kv, H·d_k), or see --kv-heads";
+    const char *wv_what = gqa ? "W_V (d_kv, N·d_v)" : "W_V (d_kv, H·d_v)";
+    if ((rc = check_shape(cmd, path[WK], &t[WK], d_kv, N * dk, wk_what)) != CLI_OK ||
+        (rc = check_shape(cmd, path[WV], &t[WV], d_kv, N * dv, wv_what)) != CLI_OK ||
         (path[WO] && (rc = check_shape(cmd, path[WO], &t[WO], H * dv, d_out, "W_O (H·d_v, d_out)")) != CLI_OK) ||
         (path[BQ] && (rc = check_shape(cmd, path[BQ], &t[BQ], H * dk, 0, "b_Q")) != CLI_OK) ||
         (path[BK] && (rc = check_shape(cmd, path[BK], &t[BK], N * dk, 0, "b_K")) != CLI_OK) ||
