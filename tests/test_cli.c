@@ -482,14 +482,33 @@ typedef struct sdpa_spec {
     const size_t *key_lengths; /* likewise (B entries) */
     const float *mask;         /* likewise: the additive mask expanded to (B,H,L,S) */
     bool f8;                   /* Q and V written as '<f8' */
-    const char *const *extra;  /* the mask flags */
+    size_t kv_heads;           /* K and V have this many heads, passed as --kv-heads (0: H, no flag) */
+    bool heads_layout;         /* rank 3 as (B,L,H·D), passed with --heads H (else (H,L,D)) */
+    float softcap;             /* what the flags in extra ask for, for the reference: */
+    const float *sinks;        /* H values */
+    const float *alibi;        /* H values */
+    const long long *offsets;  /* B values */
+    const clattn_window *window;
+    const char *const *extra;  /* the mask and variant flags */
     uint64_t seed;
 } sdpa_spec;
 
-/* Shape of a tensor of rank `rank` whose last two dimensions are (a, b), or (a) when b = 0. */
-static size_t tensor_shape(size_t rank, size_t B, size_t H, size_t a, size_t b, size_t *shape)
+/* What a check read back from the tool's files, in their layout. */
+typedef struct sdpa_result {
+    const float *out, *w, *lse;
+} sdpa_result;
+
+/* Shape of a tensor of rank `rank` whose last two dimensions are (a, b), or (a) when b = 0. With
+ * heads_layout (rank 3 as (B,L,H·D)): (B, a, H·b). */
+static size_t tensor_shape(size_t rank, bool heads_layout, size_t B, size_t H, size_t a, size_t b, size_t *shape)
 {
     size_t n = 0;
+    if (heads_layout) {
+        shape[n++] = B;
+        shape[n++] = a;
+        shape[n++] = H * b;
+        return n;
+    }
     if (rank == 4)
         shape[n++] = B;
     if (rank >= 3)
@@ -498,6 +517,48 @@ static size_t tensor_shape(size_t rank, size_t B, size_t H, size_t a, size_t b, 
     if (b)
         shape[n++] = b;
     return n;
+}
+
+/* (A,X,Y,Z) → (A,Y,X,Z) of elements of `size` bytes: (B,H,L,D) to (B,L,H,D) and back. */
+static void *swap_middle(const void *in, size_t size, size_t A, size_t X, size_t Y, size_t Z)
+{
+    const char *src = in;
+    char *out = xmalloc(A * X * Y * Z * size);
+    for (size_t a = 0; a < A; a++)
+        for (size_t x = 0; x < X; x++)
+            for (size_t y = 0; y < Y; y++)
+                memcpy(out + ((a * Y + y) * X + x) * Z * size, src + ((a * X + x) * Y + y) * Z * size, Z * size);
+    return out;
+}
+
+/* The ALiBi slopes of Press et al. for n heads, as their reference code get_slopes computes them:
+ *   def get_slopes_power_of_2(n): start = 2**(-2**-(math.log2(n)-3)); return [start*start**i for i in range(n)]
+ *   closest = 2**floor(log2(n)); get_slopes_power_of_2(closest) + get_slopes(2*closest)[0::2][:n-closest]. */
+static void alibi_get_slopes(size_t n, double *slopes)
+{
+    if ((n & (n - 1)) == 0) {
+        const double start = pow(2.0, -pow(2.0, -(log2((double)n) - 3.0)));
+        for (size_t i = 0; i < n; i++)
+            slopes[i] = start * pow(start, (double)i);
+        return;
+    }
+    const size_t closest = (size_t)1 << (size_t)floor(log2((double)n));
+    double *twice = xmalloc(2 * closest * sizeof *twice);
+    alibi_get_slopes(closest, slopes);
+    alibi_get_slopes(2 * closest, twice);
+    for (size_t i = 0; i < n - closest; i++)
+        slopes[closest + i] = twice[2 * i];
+}
+
+/* alibi_get_slopes rounded to float, as `--alibi auto` must give them. */
+static const float *alibi_auto(size_t n)
+{
+    double *d = xmalloc(n * sizeof *d);
+    float *f = xmalloc(n * sizeof *f);
+    alibi_get_slopes(n, d);
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)d[i];
+    return f;
 }
 
 static const char *save_input(const char *name, const float *f, size_t ndim, const size_t *shape, bool f8,
@@ -515,28 +576,37 @@ static const char *save_input(const char *name, const float *f, size_t ndim, con
     return save_raw(name, 1, "<f8", "False", shape_text(ndim, shape), d, n * sizeof *d);
 }
 
-static void sdpa_check(const sdpa_spec *s)
+static sdpa_result sdpa_check(const sdpa_spec *s)
 {
-    ck_assert(s->rank == 4 || (s->B == 1 && (s->rank == 3 || s->H == 1)));
+    ck_assert(s->rank == 4 || (s->rank == 3 && s->heads_layout) || (s->B == 1 && (s->rank == 3 || s->H == 1)));
+    ck_assert(!(s->heads_layout && (s->rank != 3 || s->f8)));
     rng.state = s->seed;
-    const size_t B = s->B, H = s->H, L = s->L, S = s->S, D = s->D, Dv = s->Dv;
-    float *q = rand_floats(B * H * L * D, 1.5f), *k = rand_floats(B * H * S * D, 1.5f);
-    float *v = rand_floats(B * H * S * Dv, 1.0f);
+    const size_t B = s->B, H = s->H, L = s->L, S = s->S, D = s->D, Dv = s->Dv, N = s->kv_heads ? s->kv_heads : H;
+    const bool hl = s->heads_layout;
+    float *q = rand_floats(B * H * L * D, 1.5f), *k = rand_floats(B * N * S * D, 1.5f);
+    float *v = rand_floats(B * N * S * Dv, 1.0f);
     size_t qs[4], ks[4], vs[4], os[4], ws[4], ls[4];
-    const size_t r = tensor_shape(s->rank, B, H, L, D, qs);
-    tensor_shape(s->rank, B, H, S, D, ks);
-    tensor_shape(s->rank, B, H, S, Dv, vs);
-    tensor_shape(s->rank, B, H, L, Dv, os);
-    tensor_shape(s->rank, B, H, L, S, ws);
-    const size_t lr = tensor_shape(s->rank, B, H, L, 0, ls);
+    const size_t r = tensor_shape(s->rank, hl, B, H, L, D, qs);
+    tensor_shape(s->rank, hl, B, N, S, D, ks);
+    tensor_shape(s->rank, hl, B, N, S, Dv, vs);
+    tensor_shape(s->rank, hl, B, H, L, Dv, os);
+    const size_t wr = tensor_shape(hl ? 4 : s->rank, false, B, H, L, S, ws);
+    const size_t lr = tensor_shape(hl ? 4 : s->rank, false, B, H, L, 0, ls);
 
     double *qd = NULL, *vd = NULL;
-    const char *qp = save_input("q.npy", q, r, qs, s->f8, &qd);
-    const char *kp = save_f32("k.npy", k, r, ks);
-    const char *vp = save_input("v.npy", v, r, vs, s->f8, &vd);
+    const char *qp, *kp, *vp;
+    if (hl) { /* the heads side by side in each row: (B,L,H·D) */
+        qp = save_f32("q.npy", swap_middle(q, sizeof *q, B, H, L, D), r, qs);
+        kp = save_f32("k.npy", swap_middle(k, sizeof *k, B, N, S, D), r, ks);
+        vp = save_f32("v.npy", swap_middle(v, sizeof *v, B, N, S, Dv), r, vs);
+    } else {
+        qp = save_input("q.npy", q, r, qs, s->f8, &qd);
+        kp = save_f32("k.npy", k, r, ks);
+        vp = save_input("v.npy", v, r, vs, s->f8, &vd);
+    }
     for (size_t i = 0; qd && i < B * H * L * D; i++)
         q[i] = (float)qd[i];
-    for (size_t i = 0; vd && i < B * H * S * Dv; i++)
+    for (size_t i = 0; vd && i < B * N * S * Dv; i++)
         v[i] = (float)vd[i];
 
     argl a = {{0}, 0};
@@ -547,39 +617,54 @@ static void sdpa_check(const sdpa_spec *s)
         add(&a, fmt("--scale=%.9g", s->scale), NULL);
     else if (pass_scale)
         add(&a, "--scale", fmt("%.9g", s->scale), NULL);
+    if (hl)
+        add(&a, "--heads", fmt("%zu", H), NULL);
+    if (s->kv_heads)
+        add(&a, "--kv-heads", fmt("%zu", N), NULL);
     add_list(&a, s->extra);
     run_args(&a, NULL);
     expect_status(EXIT_OK);
 
-    const float *out = load_f32(P("out.npy"), r, os), *w = load_f32(P("w.npy"), r, ws);
-    const float *lse = load_f32(P("lse.npy"), lr, ls);
+    sdpa_result got = {load_f32(P("out.npy"), r, os), load_f32(P("w.npy"), wr, ws), load_f32(P("lse.npy"), lr, ls)};
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = s->causal;
     m.key_lengths = s->key_lengths;
     m.additive = s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE;
+    m.query_offsets = s->offsets;
+    m.window = s->window;
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = B;
     d.heads = H;
+    d.kv_heads = N;
     d.q_len = L;
     d.kv_len = S;
     d.qk_dim = D;
     d.v_dim = Dv;
     d.scale = pass_scale ? s->scale : CLATTN_SCALE_DEFAULT;
     d.masks = &m;
+    d.softcap = s->softcap;
+    d.sinks = s->sinks;
+    d.alibi_slopes = s->alibi;
     double *ro = xmalloc(B * H * L * Dv * sizeof *ro), *rw = xmalloc(B * H * L * S * sizeof *rw);
     double *rl = xmalloc(B * H * L * sizeof *rl);
     ref_sdpa(&d, q, k, v, s->mask, ro, rw, rl);
-    expect_close("out", out, ro, B * H * L * Dv);
-    expect_close("weights", w, rw, B * H * L * S);
-    expect_close("lse", lse, rl, B * H * L);
+    expect_close("out", got.out, hl ? swap_middle(ro, sizeof *ro, B, H, L, Dv) : ro, B * H * L * Dv);
+    expect_close("weights", got.w, rw, B * H * L * S);
+    expect_close("lse", got.lse, rl, B * H * L);
+    return got;
 }
 
 typedef struct mha_spec {
     size_t rank, B, L, S, d_model, d_kv, H, dk, dv, d_out;
     bool cross, biases, wo, bo;
     float scale;
+    size_t kv_heads;           /* W_K and W_V of this many heads, passed as --kv-heads (0: H, no flag) */
     clattn_causal causal;      /* what the flags in extra ask for */
     const size_t *key_lengths;
+    float softcap;
+    const float *sinks, *alibi;
+    const long long *offsets;
+    const clattn_window *window;
     const char *const *extra;
     uint64_t seed;
 } mha_spec;
@@ -590,15 +675,16 @@ static void mha_check(const mha_spec *s)
     rng.state = s->seed;
     const size_t B = s->B, L = s->L, S = s->cross ? s->S : s->L, dm = s->d_model, dkv = s->cross ? s->d_kv : dm;
     const size_t H = s->H, hk = H * s->dk, hv = H * s->dv, d_out = s->wo ? s->d_out : hv;
+    const size_t N = s->kv_heads ? s->kv_heads : H, nk = N * s->dk, nv = N * s->dv; /* K/V heads, widths */
     const float *x = rand_floats(B * L * dm, 1.0f), *kv = s->cross ? rand_floats(B * S * dkv, 1.0f) : NULL;
     /* drawn in this order: w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o */
     clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
     w.w_q = rand_floats(dm * hk, 0.6f);
     w.b_q = s->biases ? rand_floats(hk, 0.3f) : NULL;
-    w.w_k = rand_floats(dkv * hk, 0.6f);
-    w.b_k = s->biases ? rand_floats(hk, 0.3f) : NULL;
-    w.w_v = rand_floats(dkv * hv, 0.6f);
-    w.b_v = s->biases ? rand_floats(hv, 0.3f) : NULL;
+    w.w_k = rand_floats(dkv * nk, 0.6f);
+    w.b_k = s->biases ? rand_floats(nk, 0.3f) : NULL;
+    w.w_v = rand_floats(dkv * nv, 0.6f);
+    w.b_v = s->biases ? rand_floats(nv, 0.3f) : NULL;
     w.w_o = s->wo ? rand_floats(hv * d_out, 0.5f) : NULL;
     w.b_o = s->bo ? rand_floats(d_out, 0.3f) : NULL;
     argl a = {{0}, 0};
@@ -613,11 +699,13 @@ static void mha_check(const mha_spec *s)
             add(&a, "--kv", save_f32("kv.npy", kv, 2, (size_t[]){S, dkv}), NULL);
     }
     add(&a, "--wq", save_f32("wq.npy", w.w_q, 2, (size_t[]){dm, hk}), "--wk",
-        save_f32("wk.npy", w.w_k, 2, (size_t[]){dkv, hk}), "--wv", save_f32("wv.npy", w.w_v, 2, (size_t[]){dkv, hv}),
+        save_f32("wk.npy", w.w_k, 2, (size_t[]){dkv, nk}), "--wv", save_f32("wv.npy", w.w_v, 2, (size_t[]){dkv, nv}),
         NULL);
     if (s->biases)
-        add(&a, "--bq", save_f32("bq.npy", w.b_q, 1, &hk), "--bk", save_f32("bk.npy", w.b_k, 1, &hk), "--bv",
-            save_f32("bv.npy", w.b_v, 1, &hv), NULL);
+        add(&a, "--bq", save_f32("bq.npy", w.b_q, 1, &hk), "--bk", save_f32("bk.npy", w.b_k, 1, &nk), "--bv",
+            save_f32("bv.npy", w.b_v, 1, &nv), NULL);
+    if (s->kv_heads)
+        add(&a, "--kv-heads", fmt("%zu", N), NULL);
     if (s->wo)
         add(&a, "--wo", save_f32("wo.npy", w.w_o, 2, (size_t[]){hv, d_out}), NULL);
     if (s->bo)
@@ -639,6 +727,8 @@ static void mha_check(const mha_spec *s)
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = s->causal;
     m.key_lengths = s->key_lengths;
+    m.query_offsets = s->offsets;
+    m.window = s->window;
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
     d.batch = B;
     d.q_len = L;
@@ -646,11 +736,15 @@ static void mha_check(const mha_spec *s)
     d.model_dim = dm;
     d.kv_dim = dkv;
     d.heads = H;
+    d.kv_heads = N;
     d.qk_dim = s->dk;
     d.v_dim = s->dv;
     d.out_dim = d_out;
     d.scale = s->scale != 0.0f ? s->scale : CLATTN_SCALE_DEFAULT;
     d.masks = &m;
+    d.softcap = s->softcap;
+    d.sinks = s->sinks;
+    d.alibi_slopes = s->alibi;
     double *ry = xmalloc(B * L * d_out * sizeof *ry), *rp = xmalloc(B * H * L * S * sizeof *rp);
     ref_mha(&d, x, kv, &w, NULL, ry, rp);
     expect_close("out", y, ry, B * L * d_out);
@@ -679,14 +773,16 @@ START_TEST(test_version_and_help)
 
     static const struct {
         const char *command;
-        const char *flags[24];
+        const char *flags[32];
     } commands[] = {
         {"devices", {"--json", "--check"}},
         {"sdpa", {"--q", "--k", "--v", "--out", "--weights", "--lse", "--scale", "--causal", "--causal-bottom-right",
-                  "--mask", "--key-lengths", "--heatmap", "--tokens", "--key-tokens", "--device"}},
+                  "--mask", "--key-lengths", "--heatmap", "--tokens", "--key-tokens", "--device", "--heads",
+                  "--kv-heads", "--offset", "--offsets", "--window", "--softcap", "--sinks", "--alibi", "auto"}},
         {"mha", {"--x", "--kv", "--wq", "--wk", "--wv", "--bq", "--bk", "--bv", "--wo", "--bo", "--heads", "--out",
                  "--weights", "--scale", "--causal", "--causal-bottom-right", "--mask", "--key-lengths", "--heatmap",
-                 "--tokens", "--key-tokens", "--device"}},
+                 "--tokens", "--key-tokens", "--device", "--kv-heads", "--offset", "--offsets", "--window",
+                 "--softcap", "--sinks", "--alibi", "auto"}},
         {"demo", {"--save", "--heatmap", "--device"}},
     };
     for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
@@ -1042,6 +1138,157 @@ START_TEST(test_sdpa_f8_input)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
+/* 3b. sdpa: the 0.3 variants                                                                      */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* --kv-heads: grouped-query (6 query heads on 2 K/V heads) and multi-query (1) attention. */
+START_TEST(test_sdpa_kv_heads)
+{
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 6, .L = 5, .S = 9, .D = 4, .Dv = 3, .kv_heads = 2, .seed = 40});
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 4, .L = 3, .S = 7, .D = 8, .Dv = 8, .kv_heads = 1, .seed = 41});
+}
+END_TEST
+
+/* --offset N puts query i at key position N + i in every batch (negative: a causal mask hides every
+ * key from the first rows); --offsets OFF.npy gives one per batch, '<i8' or '<i4'. */
+START_TEST(test_sdpa_offsets)
+{
+    static const long long minus2[] = {-2, -2};
+    const char *const one[] = {"--causal", "--offset", "-2", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 5, .S = 8, .D = 4, .Dv = 4,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = minus2, .extra = one, .seed = 42});
+    static const long long per_batch[] = {3, 0, 6};
+    const char *const i8[] = {"--causal-bottom-right", "--offsets", save_i64("off.npy", per_batch, 3), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 3, .H = 2, .L = 4, .S = 9, .D = 4, .Dv = 3,
+                            .causal = CLATTN_CAUSAL_BOTTOM_RIGHT, .offsets = per_batch, .extra = i8, .seed = 43});
+    static const long long small[] = {-1, 2};
+    const char *const i4[] = {"--causal", "--offsets", save_i32("off4.npy", small, 2), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 5, .D = 8, .Dv = 2,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = small, .extra = i4, .seed = 44});
+}
+END_TEST
+
+/* --window L,R: keys p-L..p+R; -1 leaves a side unbounded. */
+START_TEST(test_sdpa_window)
+{
+    static const clattn_window w21 = {2, 1}, left_open = {-1, 0}, right_open = {1, -1};
+    const char *const both[] = {"--window", "2,1", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 6, .S = 8, .D = 4, .Dv = 4, .window = &w21,
+                            .extra = both, .seed = 45});
+    const char *const left[] = {"--window=-1,0", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 5, .S = 5, .D = 4, .Dv = 3, .window = &left_open,
+                            .extra = left, .seed = 46});
+    static const long long two[] = {2};
+    const char *const right[] = {"--window", "1,-1", "--offset", "2", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 4, .S = 9, .D = 4, .Dv = 4, .window = &right_open,
+                            .offsets = two, .extra = right, .seed = 47});
+}
+END_TEST
+
+/* --softcap C: C·tanh(s/C) on the scaled scores (a large scale, so that the cap matters); 0 is off. */
+START_TEST(test_sdpa_softcap)
+{
+    const char *const cap[] = {"--softcap", "1.5", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 4, .S = 7, .D = 4, .Dv = 4, .scale = 2.0f,
+                            .softcap = 1.5f, .extra = cap, .seed = 48});
+    const char *const off[] = {"--softcap=0", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 7, .D = 4, .Dv = 4, .extra = off, .seed = 49});
+}
+END_TEST
+
+/* --sinks SINKS.npy: one logit per head in each row's denominator; a row whose keys are all masked
+ * (key length 0) keeps zero weights, with the sink as its log-sum-exp. */
+START_TEST(test_sdpa_sinks)
+{
+    const size_t H = 3;
+    rng.state = 500;
+    float *sinks = rand_floats(H, 2.0f);
+    sinks[1] = 4.0f; /* a sink that takes most of the weight */
+    static const long long len[] = {6, 0};
+    static const size_t len_z[] = {6, 0};
+    const char *const extra[] = {"--sinks", save_f32("sinks.npy", sinks, 1, &H), "--key-lengths",
+                                 save_i64("len.npy", len, 2), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = H, .L = 4, .S = 6, .D = 4, .Dv = 3, .sinks = sinks,
+                            .key_lengths = len_z, .extra = extra, .seed = 50});
+}
+END_TEST
+
+/* --alibi SLOPES.npy: slope[h]·(j − p) added to the scores. */
+START_TEST(test_sdpa_alibi_file)
+{
+    const size_t H = 3;
+    rng.state = 510;
+    const float *slopes = rand_floats(H, 0.8f);
+    const char *const extra[] = {"--alibi", save_f32("slopes.npy", slopes, 1, &H), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = H, .L = 5, .S = 9, .D = 4, .Dv = 4, .alibi = slopes,
+                            .extra = extra, .seed = 51});
+}
+END_TEST
+
+/* --alibi auto: Press et al.'s slopes, for H a power of two (8) and not (6, 12). */
+START_TEST(test_sdpa_alibi_auto)
+{
+    /* The test's own get_slopes against values worked by hand: 2^(-8(h+1)/H) for H = 8; for H = 6 the
+     * four of H = 4, then 2^-1 and 2^-3, every other one of H = 8. */
+    double s8[8], s6[6];
+    alibi_get_slopes(8, s8);
+    alibi_get_slopes(6, s6);
+    static const double want6[6] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+    for (size_t h = 0; h < 8; h++)
+        ck_assert_msg(fabs(s8[h] - ldexp(1.0, -(int)h - 1)) < 1e-15, "slope %zu of 8: %.17g", h, s8[h]);
+    for (size_t h = 0; h < 6; h++)
+        ck_assert_msg(fabs(s6[h] - want6[h]) < 1e-15, "slope %zu of 6: %.17g", h, s6[h]);
+
+    const char *const extra[] = {"--alibi", "auto", NULL};
+    static const size_t heads[] = {8, 6, 12};
+    for (size_t c = 0; c < 3; c++)
+        sdpa_check(&(sdpa_spec){.rank = 4, .B = 1, .H = heads[c], .L = 4, .S = 9, .D = 4, .Dv = 2,
+                                .alibi = alibi_auto(heads[c]), .extra = extra, .seed = 52 + c});
+}
+END_TEST
+
+/* Everything at once: grouped K/V heads, a window, soft-capping, sinks, ALiBi auto, per-batch offsets
+ * and a causal mask, with an explicit scale. */
+START_TEST(test_sdpa_variants_combined)
+{
+    const size_t H = 6;
+    rng.state = 560;
+    float *sinks = rand_floats(H, 1.0f);
+    static const long long off[] = {5, -1};
+    static const clattn_window win = {4, 1};
+    const char *const extra[] = {"--window", "4,1", "--softcap", "3", "--sinks", save_f32("sinks.npy", sinks, 1, &H),
+                                 "--alibi", "auto", "--offsets", save_i64("off.npy", off, 2), "--causal", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = H, .L = 5, .S = 11, .D = 8, .Dv = 4, .scale = 1.3f,
+                            .kv_heads = 3, .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = off, .window = &win,
+                            .softcap = 3.0f, .sinks = sinks, .alibi = alibi_auto(H), .extra = extra, .seed = 56});
+}
+END_TEST
+
+/* --heads H: 3-D arrays (B,L,H·D), as ONNX and PyTorch layers hold them, give the numbers of the 4-D
+ * (B,H,L,D) run on the same data; O is written back as (B,L,H·Dv), the weights (B,H,L,S) and the
+ * log-sum-exp (B,H,L) keep their heads. */
+START_TEST(test_sdpa_heads_layout)
+{
+    const size_t B = 2, H = 4, L = 5, S = 7, Dv = 3;
+    const char *const causal[] = {"--causal", NULL};
+    sdpa_spec s = {.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 6, .Dv = Dv, .kv_heads = 2,
+                   .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = causal, .seed = 57};
+    const sdpa_result four = sdpa_check(&s);
+    s.rank = 3;
+    s.heads_layout = true;
+    const sdpa_result three = sdpa_check(&s);
+    const float *rows = swap_middle(four.out, sizeof *four.out, B, H, L, Dv);
+    ck_assert_msg(memcmp(three.out, rows, B * L * H * Dv * sizeof *rows) == 0,
+                  "O of the (B,L,H·D) run is not the 4-D run's O as (B,L,H·Dv)");
+    ck_assert_msg(memcmp(three.w, four.w, B * H * L * S * sizeof *four.w) == 0, "the weights differ from the 4-D run's");
+    ck_assert_msg(memcmp(three.lse, four.lse, B * H * L * sizeof *four.lse) == 0, "the lse differs from the 4-D run's");
+    /* Without --kv-heads, K and V hold the H heads too. */
+    sdpa_check(&(sdpa_spec){.rank = 3, .heads_layout = true, .B = 3, .H = 2, .L = 4, .S = 4, .D = 5, .Dv = 5,
+                            .seed = 58});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
 /* 4. mha                                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
@@ -1072,6 +1319,93 @@ START_TEST(test_mha_cross)
                           .cross = true, .scale = 0.25f, .key_lengths = len_z, .extra = extra, .seed = 24});
     mha_check(&(mha_spec){.rank = 2, .B = 1, .L = 3, .S = 7, .d_model = 4, .d_kv = 5, .H = 3, .dk = 2, .dv = 1,
                           .d_out = 2, .cross = true, .biases = true, .wo = true, .bo = true, .seed = 25});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* 4b. mha: the 0.3 variants                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* --kv-heads N: W_K and W_V (and b_K, b_V) of N heads' columns. */
+START_TEST(test_mha_kv_heads)
+{
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 5, .d_model = 8, .H = 4, .kv_heads = 2, .dk = 3, .dv = 2,
+                          .d_out = 5, .biases = true, .wo = true, .bo = true, .seed = 60});
+    mha_check(&(mha_spec){.rank = 2, .B = 1, .L = 3, .S = 6, .d_model = 4, .d_kv = 5, .H = 3, .kv_heads = 1, .dk = 2,
+                          .dv = 3, .cross = true, .seed = 61});
+}
+END_TEST
+
+START_TEST(test_mha_offsets)
+{
+    static const long long one[] = {2, 2};
+    const char *const same[] = {"--causal", "--offset", "2", NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 5, .d_model = 6, .H = 2, .dk = 3, .dv = 3,
+                          .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = one, .extra = same, .seed = 62});
+    static const long long per_batch[] = {-1, 4};
+    const char *const file[] = {"--causal", "--offsets", save_i64("off.npy", per_batch, 2), NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 3, .S = 7, .d_model = 4, .d_kv = 6, .H = 2, .dk = 2, .dv = 2,
+                          .cross = true, .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = per_batch, .extra = file,
+                          .seed = 63});
+}
+END_TEST
+
+START_TEST(test_mha_window)
+{
+    static const clattn_window w = {1, 2};
+    const char *const extra[] = {"--window", "1,2", NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 6, .d_model = 8, .H = 2, .dk = 4, .dv = 4, .window = &w,
+                          .extra = extra, .seed = 64});
+}
+END_TEST
+
+START_TEST(test_mha_softcap)
+{
+    const char *const extra[] = {"--softcap", "0.75", NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 1, .L = 5, .d_model = 8, .H = 2, .dk = 4, .dv = 4, .scale = 1.5f,
+                          .softcap = 0.75f, .extra = extra, .seed = 65});
+}
+END_TEST
+
+START_TEST(test_mha_sinks)
+{
+    const size_t H = 3;
+    rng.state = 660;
+    const float *sinks = rand_floats(H, 2.0f);
+    const char *const extra[] = {"--sinks", save_f32("sinks.npy", sinks, 1, &H), NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 4, .d_model = 6, .H = H, .dk = 2, .dv = 2, .sinks = sinks,
+                          .extra = extra, .seed = 66});
+}
+END_TEST
+
+START_TEST(test_mha_alibi)
+{
+    const size_t H = 2;
+    rng.state = 670;
+    const float *slopes = rand_floats(H, 0.8f);
+    const char *const file[] = {"--alibi", save_f32("slopes.npy", slopes, 1, &H), NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 6, .d_model = 4, .H = H, .dk = 2, .dv = 2, .alibi = slopes,
+                          .extra = file, .seed = 67});
+    const char *const auto_[] = {"--alibi", "auto", "--causal", NULL};
+    mha_check(&(mha_spec){.rank = 2, .B = 1, .L = 7, .d_model = 10, .H = 5, .dk = 2, .dv = 2, .alibi = alibi_auto(5),
+                          .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = auto_, .seed = 68});
+}
+END_TEST
+
+START_TEST(test_mha_variants_combined)
+{
+    const size_t H = 4;
+    rng.state = 690;
+    const float *sinks = rand_floats(H, 1.0f);
+    static const long long off[] = {3, 0};
+    static const clattn_window win = {2, 0};
+    const char *const extra[] = {"--window", "2,0", "--softcap", "2.5", "--sinks",
+                                 save_f32("sinks.npy", sinks, 1, &H), "--alibi", "auto", "--offsets",
+                                 save_i64("off.npy", off, 2), "--causal", NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 4, .S = 8, .d_model = 8, .d_kv = 6, .H = H, .dk = 3, .dv = 2,
+                          .d_out = 5, .cross = true, .biases = true, .wo = true, .kv_heads = 2,
+                          .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = off, .window = &win, .softcap = 2.5f,
+                          .sinks = sinks, .alibi = alibi_auto(H), .extra = extra, .seed = 69});
 }
 END_TEST
 
@@ -1445,6 +1779,105 @@ static const char *e_scale_blank(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--sca
 static const char *e_scale_plus(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scale", "+1", NULL); return "'+1'"; }
 static const char *e_heads_blank(argl *a) { mha_args(a, " 2"); return "' 2'"; }
 
+/* The 0.3 variants' flags. valid_inputs has H = 3 (sdpa) and W_Q of width 6 (mha). */
+static const char *e_kv_heads_zero(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--kv-heads", "0", NULL); return "--kv-heads"; }
+/* K and V of as many heads as --kv-heads says, which does not divide Q's 3. */
+static const char *e_kv_heads_not_dividing(argl *a, const char *n)
+{
+    const size_t heads = strtoul(n, NULL, 10);
+    sdpa_args(a, 0, f32_file(fmt("k%zuh.npy", heads), 4, (size_t[]){2, heads, 6, 8}),
+              f32_file(fmt("v%zuh.npy", heads), 4, (size_t[]){2, heads, 6, 5}));
+    add(a, "--kv-heads", n, NULL);
+    return "--kv-heads";
+}
+static const char *e_kv_heads_divide(argl *a) { return e_kv_heads_not_dividing(a, "2"); }
+static const char *e_kv_heads_above(argl *a) { return e_kv_heads_not_dividing(a, "6"); }
+static const char *e_kv_heads_divide_mha(argl *a) { mha_args(a, "3"); add(a, "--kv-heads", "2", NULL); return "--kv-heads"; }
+static const char *e_kv_heads_k_differs(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--kv-heads", "1", NULL); return "--kv-heads"; }
+static const char *e_k_heads_without_flag(argl *a)
+{
+    sdpa_args(a, 0, f32_file("k1h.npy", 4, (size_t[]){2, 1, 6, 8}), f32_file("v1h.npy", 4, (size_t[]){2, 1, 6, 5}));
+    return "--kv-heads";
+}
+static const char *e_window_one(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--window", "3", NULL); return "--window"; }
+static const char *e_window_below(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--window", "1,-2", NULL); return "--window"; }
+static const char *e_window_three(argl *a) { mha_args(a, "2"); add(a, "--window", "1,2,3", NULL); return "--window"; }
+static const char *e_window_text(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--window", "1,x", NULL); return "--window"; }
+static const char *e_softcap_negative(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--softcap", "-1", NULL); return "--softcap"; }
+static const char *e_softcap_nan(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--softcap", "nan", NULL); return "--softcap"; }
+static const char *e_softcap_inf(argl *a) { mha_args(a, "2"); add(a, "--softcap", "inf", NULL); return "--softcap"; }
+static const char *e_sinks_length(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--sinks", f32_file("sinks2.npy", 1, (size_t[]){2}), NULL);
+    return "--sinks";
+}
+static const char *e_sinks_not_finite(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--sinks", save_f32("sinksinf.npy", (const float[]){0, INFINITY, 1}, 1, (size_t[]){3}), NULL);
+    return "--sinks";
+}
+static const char *e_sinks_length_mha(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--sinks", f32_file("sinks3.npy", 1, (size_t[]){3}), NULL);
+    return "--sinks";
+}
+static const char *e_alibi_length(argl *a)
+{
+    mha_args(a, "3");
+    add(a, "--alibi", f32_file("alibi2.npy", 1, (size_t[]){2}), NULL);
+    return "--alibi";
+}
+static const char *e_alibi_rank(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--alibi", f32_file("alibi31.npy", 2, (size_t[]){3, 1}), NULL);
+    return "--alibi";
+}
+static const char *e_offsets_length(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--offsets", save_i64("off3.npy", (const long long[]){1, 2, 3}, 3), NULL);
+    return "--offsets";
+}
+static const char *e_offsets_length_mha(argl *a)
+{
+    mha_args(a, "2");
+    add(a, "--offsets", save_i32("off1.npy", (const long long[]){1}, 1), NULL);
+    return "--offsets";
+}
+static const char *e_offset_and_offsets(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--offset", "1", "--offsets", save_i64("off2.npy", (const long long[]){1, 2}, 2), NULL);
+    return "--offset and --offsets";
+}
+static const char *e_offset_text(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--offset", "2.5", NULL); return "--offset"; }
+/* Beyond what the library takes (±2^61): its refusal of a user's value is a usage error too. */
+static const char *e_offset_beyond(argl *a)
+{
+    sdpa_args(a, 0, 0, 0);
+    add(a, "--offset", "4000000000000000000", NULL);
+    return "query_offsets";
+}
+static const char *e_heads_on_4d(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--heads", "3", NULL); return "--heads"; }
+static const char *e_heads_layout_width(argl *a)
+{
+    sdpa_args(a, f32_file("q3.npy", 3, (size_t[]){2, 4, 8}), f32_file("k3.npy", 3, (size_t[]){2, 6, 8}),
+              f32_file("v3.npy", 3, (size_t[]){2, 6, 6}));
+    add(a, "--heads", "3", NULL);
+    return P("q3.npy");
+}
+static const char *e_heads_layout_k_width(argl *a)
+{
+    sdpa_args(a, f32_file("q3.npy", 3, (size_t[]){2, 4, 8}), f32_file("k3.npy", 3, (size_t[]){2, 6, 6}),
+              f32_file("v3.npy", 3, (size_t[]){2, 6, 6}));
+    add(a, "--heads", "2", NULL);
+    return P("k3.npy");
+}
+
 static const err_case err_cases[] = {
     {"--out and --weights the same file", e_same_output, false, NULL},
     {"--out and --lse the same file, spelled differently", e_same_output_spelled, false, NULL},
@@ -1514,6 +1947,32 @@ static const err_case err_cases[] = {
     {"--out in a missing folder after --heatmap", e_out_dir_missing_heatmap, false, NULL},
     {"mha --weights in a missing folder", e_mha_weights_dir_missing, false, NULL},
     {"--heatmap in a missing folder", e_heatmap_dir_missing, false, NULL},
+    {"--kv-heads 0", e_kv_heads_zero, false, NULL},
+    {"--kv-heads not dividing H", e_kv_heads_divide, false, NULL},
+    {"--kv-heads above H", e_kv_heads_above, false, NULL},
+    {"mha --kv-heads not dividing H", e_kv_heads_divide_mha, false, NULL},
+    {"--kv-heads other than K's heads", e_kv_heads_k_differs, false, NULL},
+    {"K of fewer heads without --kv-heads", e_k_heads_without_flag, false, NULL},
+    {"--window with one number", e_window_one, false, NULL},
+    {"--window side below -1", e_window_below, false, NULL},
+    {"mha --window with three numbers", e_window_three, false, NULL},
+    {"--window not a number", e_window_text, false, NULL},
+    {"--softcap negative", e_softcap_negative, false, NULL},
+    {"--softcap nan", e_softcap_nan, false, NULL},
+    {"mha --softcap inf", e_softcap_inf, false, NULL},
+    {"--sinks of the wrong length", e_sinks_length, false, NULL},
+    {"--sinks not finite", e_sinks_not_finite, false, NULL},
+    {"mha --sinks of the wrong length", e_sinks_length_mha, false, NULL},
+    {"mha --alibi of the wrong length", e_alibi_length, false, NULL},
+    {"--alibi of rank 2", e_alibi_rank, false, NULL},
+    {"--offsets of the wrong length", e_offsets_length, false, NULL},
+    {"mha --offsets of the wrong length", e_offsets_length_mha, false, NULL},
+    {"--offset with --offsets", e_offset_and_offsets, false, NULL},
+    {"--offset 2.5", e_offset_text, false, NULL},
+    {"--offset beyond the library's range", e_offset_beyond, false, NULL},
+    {"--heads with 4-D inputs", e_heads_on_4d, false, NULL},
+    {"--heads not dividing Q's width", e_heads_layout_width, false, NULL},
+    {"--heads: K's width not kv_heads·D", e_heads_layout_k_width, false, NULL},
 };
 #define N_ERR_CASES (sizeof err_cases / sizeof err_cases[0])
 
@@ -1928,6 +2387,11 @@ static Suite *cli_suite(void)
                   test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
                   test_sdpa_f8_input}},
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
+        {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_offsets, test_sdpa_window, test_sdpa_softcap,
+                           test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto, test_sdpa_variants_combined,
+                           test_sdpa_heads_layout}},
+        {"mha-variants", {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,
+                          test_mha_alibi, test_mha_variants_combined}},
         {"demo", {test_demo_table, test_demo_save}},
         {"bench", {test_bench_quick_json}},
         {"warnings", {test_warnings_reach_user}},

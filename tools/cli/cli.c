@@ -100,6 +100,24 @@ int cli_parse_size(const char *command, const char *flag, const char *text, size
     return CLI_OK;
 }
 
+bool cli_integer(const char *text, long long *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || errno == ERANGE || text[0] == '+' || isspace((unsigned char)text[0]))
+        return false;
+    *out = v;
+    return true;
+}
+
+int cli_parse_integer(const char *command, const char *flag, const char *text, long long *out)
+{
+    if (!cli_integer(text, out))
+        return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a whole number", flag, text);
+    return CLI_OK;
+}
+
 /* The file a path names: the real path of the file when it exists, else of its folder plus its name
  * (so that "o.npy", "./o.npy" and a link to it are one file). NULL when the folder does not exist. */
 static char *canonical_output(const char *path)

@@ -30,6 +30,11 @@ int cli_parse(const char *command, int argc, char **argv, int first, const cli_o
 /* Numbers given on the command line: the whole text must be the number. */
 int cli_parse_float(const char *command, const char *flag, const char *text, float *out);
 int cli_parse_size(const char *command, const char *flag, const char *text, size_t *out);
+/* A whole signed decimal integer ('-' allowed, no '+', no blanks) that fits a long long: true and *out,
+ * or false (nothing reported). */
+bool cli_integer(const char *text, long long *out);
+/* cli_integer, reporting "--FLAG: 'TEXT' is not a whole number" (exit status CLI_USAGE_ERROR). */
+int cli_parse_integer(const char *command, const char *flag, const char *text, long long *out);
 
 /* "clattn CMD: message" on stderr; returns status. */
 int cli_fail(int status, const char *command, const char *fmt, ...)

@@ -1,4 +1,5 @@
-/* Loads the mask flags of `clattn sdpa` and `clattn mha` into a clattn_masks. */
+/* Loads the mask flags of `clattn sdpa` and `clattn mha` into a clattn_masks, and their variant flags
+ * (--kv-heads, --softcap, --sinks, --alibi). */
 #include "cli_masks.h"
 #include "npy.h"
 
@@ -90,36 +91,77 @@ done:
     return rc;
 }
 
-static int load_lengths(const char *command, cli_masks *m, size_t B, size_t S)
+/* An integer array (B,) of --FLAG's file, as numpy writes them ('<i8', also '<i4'), into *values
+ * (malloc'd, B entries). */
+static int load_batch_integers(const char *command, const char *flag, const char *path, size_t B,
+                               long long **values)
 {
     npy_array a;
     char err[512];
-    if (npy_load(m->lengths_path, &a, err, sizeof err) != 0)
-        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", m->lengths_path, err);
-    long long *values = NULL;
+    if (npy_load(path, &a, err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     int rc = CLI_OK;
-    if (a.ndim != 1 || a.shape[0] != B) {
-        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: key lengths must have shape (%zu,), one per batch",
-                      m->lengths_path, B);
-    } else if (npy_to_int64(&a, &values, err, sizeof err) != 0) {
-        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", m->lengths_path, err);
-    } else if (!(m->lengths = malloc(B * sizeof *m->lengths))) {
-        rc = cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
-    } else {
-        for (size_t b = 0; b < B && rc == CLI_OK; b++) {
-            if (values[b] < 0 || (unsigned long long)values[b] > S)
-                rc = cli_fail(CLI_USAGE_ERROR, command, "%s: key length %lld of batch %zu is outside 0..%zu",
-                              m->lengths_path, values[b], b, S);
-            else
-                m->lengths[b] = (size_t)values[b];
-        }
-        m->masks.key_lengths = m->lengths;
-    }
-    free(values);
+    if (a.ndim != 1 || a.shape[0] != B)
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: --%s needs shape (%zu,), one integer per batch", path, flag, B);
+    else if (npy_to_int64(&a, values, err, sizeof err) != 0)
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     npy_free(&a);
     return rc;
 }
 
+static int load_lengths(const char *command, cli_masks *m, size_t B, size_t S)
+{
+    long long *values = NULL;
+    int rc = load_batch_integers(command, "key-lengths", m->lengths_path, B, &values);
+    if (rc == CLI_OK && !(m->lengths = malloc(B * sizeof *m->lengths)))
+        rc = cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
+    for (size_t b = 0; b < B && rc == CLI_OK; b++) {
+        if (values[b] < 0 || (unsigned long long)values[b] > S)
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: key length %lld of batch %zu is outside 0..%zu",
+                          m->lengths_path, values[b], b, S);
+        else
+            m->lengths[b] = (size_t)values[b];
+    }
+    m->masks.key_lengths = m->lengths;
+    free(values);
+    return rc;
+}
+
+/* --offset N (the same for every batch) or --offsets OFF.npy (one per batch). */
+static int load_offsets(const char *command, cli_masks *m, size_t B)
+{
+    if (m->offset_text && m->offsets_path)
+        return cli_fail(CLI_USAGE_ERROR, command, "--offset and --offsets exclude each other");
+    int rc;
+    if (m->offsets_path) {
+        rc = load_batch_integers(command, "offsets", m->offsets_path, B, &m->offsets);
+    } else {
+        long long offset;
+        if ((rc = cli_parse_integer(command, "offset", m->offset_text, &offset)) != CLI_OK)
+            return rc;
+        if (!(m->offsets = malloc(B * sizeof *m->offsets)))
+            return cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
+        for (size_t b = 0; b < B; b++)
+            m->offsets[b] = offset;
+    }
+    m->masks.query_offsets = m->offsets;
+    return rc;
+}
+
+/* --window L,R: two whole numbers, each -1 (unbounded) or more. */
+static int parse_window(const char *command, cli_masks *m)
+{
+    const char *text = m->window_text, *comma = strchr(text, ',');
+    char left[32] = "";
+    if (comma && (size_t)(comma - text) < sizeof left)
+        memcpy(left, text, (size_t)(comma - text));
+    if (!comma || !cli_integer(left, &m->window.left) || !cli_integer(comma + 1, &m->window.right) ||
+        m->window.left < -1 || m->window.right < -1)
+        return cli_fail(CLI_USAGE_ERROR, command,
+                        "--window: '%s' is not L,R: two whole numbers, each -1 (unbounded) or more", text);
+    m->masks.window = &m->window;
+    return CLI_OK;
+}
 int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t L, size_t S)
 {
     m->masks = (clattn_masks)CLATTN_MASKS_INIT;
@@ -132,6 +174,10 @@ int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t
         rc = load_mask(command, m, B, H, L, S);
     if (rc == CLI_OK && m->lengths_path)
         rc = load_lengths(command, m, B, S);
+    if (rc == CLI_OK && (m->offset_text || m->offsets_path))
+        rc = load_offsets(command, m, B);
+    if (rc == CLI_OK && m->window_text)
+        rc = parse_window(command, m);
     return rc;
 }
 
@@ -139,6 +185,84 @@ void cli_masks_free(cli_masks *m)
 {
     free(m->mask);
     free(m->lengths);
+    free(m->offsets);
     m->mask = NULL;
     m->lengths = NULL;
+    m->offsets = NULL;
+}
+
+/* ---- variants ---- */
+
+int cli_variants_parse(const char *command, cli_variants *v)
+{
+    int rc = CLI_OK;
+    if (v->kv_heads_text && (rc = cli_parse_size(command, "kv-heads", v->kv_heads_text, &v->kv_heads)) != CLI_OK)
+        return rc;
+    if (v->softcap_text && (rc = cli_parse_float(command, "softcap", v->softcap_text, &v->softcap)) != CLI_OK)
+        return rc;
+    if (v->softcap < 0.0f)
+        return cli_fail(CLI_USAGE_ERROR, command, "--softcap: '%s' is negative (C >= 0; 0: off)", v->softcap_text);
+    return CLI_OK;
+}
+
+/* Press et al.'s get_slopes: for n a power of two, slope_h = 2^(-8(h+1)/n); otherwise the slopes of
+ * the power of two n0 below n, then every other slope of 2·n0 heads, 2^(-8(2k+1)/(2·n0)), for the
+ * remaining n - n0 heads. */
+static void alibi_slopes(size_t H, float *slopes)
+{
+    size_t n0 = 1;
+    while (n0 * 2 <= H)
+        n0 *= 2;
+    for (size_t h = 0; h < H; h++)
+        slopes[h] = h < n0 ? (float)exp2(-8.0 * (double)(h + 1) / (double)n0)
+                           : (float)exp2(-8.0 * (double)(2 * (h - n0) + 1) / (double)(2 * n0));
+}
+
+/* --FLAG's file: H finite floats. */
+static int load_per_head(const char *command, const char *flag, const char *path, size_t H, float **values)
+{
+    cli_tensor t;
+    int rc = cli_load_tensor(command, path, 0, NPY_MAX_DIMS, &t);
+    if (rc != CLI_OK)
+        return rc;
+    if (t.ndim != 1 || t.shape[0] != H) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: --%s needs shape (%zu,), one value per head", path, flag, H);
+    } else {
+        for (size_t h = 0; h < H && rc == CLI_OK; h++)
+            if (!isfinite(t.data[h]))
+                rc = cli_fail(CLI_USAGE_ERROR, command, "%s: --%s value %zu is %g, not a finite number", path, flag,
+                              h, (double)t.data[h]);
+    }
+    if (rc == CLI_OK) {
+        *values = t.data;
+        t.data = NULL;
+    }
+    cli_tensor_free(&t);
+    return rc;
+}
+
+int cli_variants_load(const char *command, cli_variants *v, size_t H)
+{
+    if (v->kv_heads && H % v->kv_heads != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "--kv-heads: %zu does not divide the %zu query heads", v->kv_heads,
+                        H);
+    int rc = CLI_OK;
+    if (v->sinks_path)
+        rc = load_per_head(command, "sinks", v->sinks_path, H, &v->sinks);
+    if (rc != CLI_OK || !v->alibi_text)
+        return rc;
+    if (strcmp(v->alibi_text, "auto") != 0)
+        return load_per_head(command, "alibi", v->alibi_text, H, &v->alibi);
+    if (!(v->alibi = malloc(H * sizeof *v->alibi)))
+        return cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
+    alibi_slopes(H, v->alibi);
+    return CLI_OK;
+}
+
+void cli_variants_free(cli_variants *v)
+{
+    free(v->sinks);
+    free(v->alibi);
+    v->sinks = NULL;
+    v->alibi = NULL;
 }

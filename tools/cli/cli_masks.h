@@ -1,5 +1,8 @@
-/* The mask flags shared by `clattn sdpa` and `clattn mha`: --causal, --causal-bottom-right,
- * --mask M.npy (float additive, or bool where True = may attend) and --key-lengths LEN.npy. */
+/* The attention flags shared by `clattn sdpa` and `clattn mha`.
+ *
+ * Masks: --causal, --causal-bottom-right, --mask M.npy (float additive, or bool where True = may
+ * attend), --key-lengths LEN.npy, --offset N / --offsets OFF.npy (query positions) and --window L,R.
+ * Variants: --kv-heads N, --softcap C, --sinks SINKS.npy and --alibi SLOPES.npy|auto. */
 #ifndef CLATTN_CLI_MASKS_H
 #define CLATTN_CLI_MASKS_H
 
@@ -7,16 +10,20 @@
 
 typedef struct cli_masks {
     bool causal, causal_bottom_right;
-    const char *mask_path, *lengths_path;
+    const char *mask_path, *lengths_path, *offset_text, *offsets_path, *window_text;
     /* Filled by cli_masks_load: */
-    clattn_masks masks;
-    float *mask;     /* (L,S) or (B,H,L,S) as masks.additive says; NULL without --mask */
-    size_t *lengths; /* B entries; NULL without --key-lengths */
+    clattn_masks masks;     /* points into this struct (window), so the struct must not move */
+    float *mask;            /* (L,S) or (B,H,L,S) as masks.additive says; NULL without --mask */
+    size_t *lengths;        /* B entries; NULL without --key-lengths */
+    long long *offsets;     /* B entries; NULL without --offset or --offsets */
+    clattn_window window;   /* masks.window points here with --window */
 } cli_masks;
 
 #define CLI_MASK_OPTIONS(m)                                                                                  \
     {"causal", &(m)->causal, NULL}, {"causal-bottom-right", &(m)->causal_bottom_right, NULL},               \
-        {"mask", NULL, &(m)->mask_path}, {"key-lengths", NULL, &(m)->lengths_path}
+        {"mask", NULL, &(m)->mask_path}, {"key-lengths", NULL, &(m)->lengths_path},                         \
+        {"offset", NULL, &(m)->offset_text}, {"offsets", NULL, &(m)->offsets_path},                         \
+        {"window", NULL, &(m)->window_text}
 
 #define CLI_MASK_HELP                                                                                        \
     "  --causal               query i sees keys 0..i (PyTorch's is_causal)\n"                                \
@@ -25,11 +32,46 @@ typedef struct cli_masks {
     "                         'may attend' (as PyTorch's scaled_dot_product_attention; note that\n"         \
     "                         nn.MultiheadAttention's masks use the opposite meaning). Shape (L,S),\n"      \
     "                         (H,L,S) or (B,H,L,S); dimensions of 1 broadcast.\n"                           \
-    "  --key-lengths LEN.npy  integer array (B,): keys j >= LEN[b] are masked in batch b\n"
+    "  --key-lengths LEN.npy  integer array (B,): keys j >= LEN[b] are masked in batch b\n"                  \
+    "  --offset N             query i sits at key position p = N + i in every batch (may be negative);\n"   \
+    "                         causal masks show keys j <= p, --window and --alibi measure from p.\n"        \
+    "                         Default: p = i, or i + S - L with --causal-bottom-right\n"                    \
+    "  --offsets OFF.npy      integer array (B,): one such offset per batch (instead of --offset)\n"       \
+    "  --window L,R           sliding window: query at p sees keys p-L..p+R; -1 leaves a side unbounded\n"
 
-/* Reads the mask files for shape (B,H,L,S) and fills m->masks. Reports and returns CLI_USAGE_ERROR
- * on a bad file or shape. */
+/* Reads the mask files and values for shape (B,H,L,S) and fills m->masks. Reports and returns
+ * CLI_USAGE_ERROR on a bad file, value or shape. */
 int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t L, size_t S);
 void cli_masks_free(cli_masks *m);
+
+typedef struct cli_variants {
+    const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text;
+    /* Filled by cli_variants_parse: */
+    size_t kv_heads; /* 0 without --kv-heads (then K/V have the query heads) */
+    float softcap;   /* 0: off */
+    /* Filled by cli_variants_load: H entries each, or NULL without the flag. */
+    float *sinks, *alibi;
+} cli_variants;
+
+#define CLI_VARIANT_OPTIONS(v)                                                                               \
+    {"kv-heads", NULL, &(v)->kv_heads_text}, {"softcap", NULL, &(v)->softcap_text},                         \
+        {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}
+
+#define CLI_VARIANT_HELP                                                                                     \
+    "  --softcap C            soft-cap the scaled scores: C·tanh(s/C) (Gemma 2; C >= 0, 0: off)\n"          \
+    "  --sinks SINKS.npy      float array (H,): one attention-sink logit per head, in each row's\n"          \
+    "                         softmax denominator without a value (gpt-oss): weights sum to < 1\n"           \
+    "  --alibi SLOPES.npy     float array (H,): ALiBi slopes; slope[h]·(j - p) is added to the score of\n"   \
+    "                         key j for the query at position p\n"                                          \
+    "  --alibi auto           the standard slopes of Press et al. for H heads: 2^(-8(h+1)/H) when H is a\n" \
+    "                         power of two; else those of the power of two n below H, then every other\n" \
+    "                         slope of 2n heads (2^(-4(2k+1)/n)) for the remaining H - n (write ./auto\n" \
+    "                         for a file named auto)\n"
+
+/* Parses --kv-heads and --softcap (before any file is read). Reports and returns CLI_USAGE_ERROR. */
+int cli_variants_parse(const char *command, cli_variants *v);
+/* Checks --kv-heads against H query heads and reads --sinks and --alibi (H values each). */
+int cli_variants_load(const char *command, cli_variants *v, size_t H);
+void cli_variants_free(cli_variants *v);
 
 #endif

@@ -77,20 +77,60 @@ static size_t output_shape(size_t rank_lead, const size_t *lead, size_t a, size_
     return n;
 }
 
-/* ---- sdpa ---- */
+/* A library call refused its arguments: every value the tool passes comes from the user's flags and
+ * files (the tool checks what it can first, naming the flag), so that is a usage error too. */
+static int attention_failed(const char *cmd, const clattn_context *ctx, clattn_status st, const char *what)
+{
+    const int rc = cli_fail_status(cmd, ctx, st, what);
+    return st == CLATTN_ERROR_INVALID_VALUE || st == CLATTN_ERROR_SHAPE_MISMATCH || st == CLATTN_ERROR_INVALID_MASK
+               ? CLI_USAGE_ERROR
+               : rc;
+}
+
+/* (A,X,Y,Z) → (A,Y,X,Z), in a new buffer (NULL when memory is short): (B,L,H,D) to (B,H,L,D) and
+ * back. The product is that of a tensor already in memory. */
+static float *swap_middle(const float *in, size_t A, size_t X, size_t Y, size_t Z)
+{
+    float *out = malloc(A * X * Y * Z * sizeof *out + 1);
+    if (!out)
+        return NULL;
+    for (size_t a = 0; a < A; a++)
+        for (size_t x = 0; x < X; x++)
+            for (size_t y = 0; y < Y; y++)
+                memcpy(out + ((a * Y + y) * X + x) * Z, in + ((a * X + x) * Y + y) * Z, Z * sizeof *out);
+    return out;
+}
+
+/* Replaces t's data (B,L,heads·D) with (B,heads,L,D). */
+static int heads_first(const char *cmd, cli_tensor *t, size_t heads)
+{
+    float *moved = swap_middle(t->data, t->shape[0], t->shape[1], heads, t->shape[2] / heads);
+    if (!moved)
+        return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory");
+    free(t->data);
+    t->data = moved;
+    return CLI_OK;
+}
 
 static const char sdpa_help[] =
     "usage: clattn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
     "\n"
-    "Scaled dot-product attention O = softmax(Q·Kᵀ·scale + masks)·V.\n"
-    "Q (B,H,L,D), K (B,H,S,D), V (B,H,S,Dv); 3-D (H,L,D) and 2-D (L,D) arrays are taken as B=1 (and H=1).\n"
+    "Scaled dot-product attention O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in ONNX Attention's\n"
+    "order, with the sinks in the softmax's denominator.\n"
+    "Q (B,H,L,D), K (B,N,S,D), V (B,N,S,Dv), where N = H unless --kv-heads says otherwise; 3-D (H,L,D)\n"
+    "and 2-D (L,D) arrays are taken as B=1 (and H=1). With --heads H, 3-D arrays are (B,L,H·D) instead,\n"
+    "as ONNX and PyTorch layers produce them: Q (B,L,H·D), K (B,S,N·D), V (B,S,N·Dv).\n"
     "Arrays may be float32 or float64 ('<f4', '<f8'); float64 is rounded to float32 on load.\n"
-    "Outputs have the inputs' rank and are written as float32.\n"
+    "Outputs have the inputs' rank (but with --heads: O (B,L,H·Dv), weights (B,H,L,S), lse (B,H,L))\n"
+    "and are written as float32.\n"
     "\n"
-    "  --out O.npy            output (B,H,L,Dv)\n"
+    "  --out O.npy            output (B,H,L,Dv), or (B,L,H·Dv) with --heads\n"
     "  --weights P.npy        also write the attention weights (B,H,L,S)\n"
     "  --lse LSE.npy          also write the log-sum-exp of each query row (B,H,L)\n"
-    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n" CLI_MASK_HELP
+    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n"
+    "  --heads H              3-D inputs are (B,L,H·D): their last dimension holds H heads\n"
+    "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
+    "                         attention; 1: multi-query); N divides H\n" CLI_VARIANT_HELP CLI_MASK_HELP
     "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
     "  --tokens a,b,c         query labels for the heatmap (and key labels when L = S)\n"
     "  --key-tokens a,b,c     key labels for the heatmap\n"
@@ -103,76 +143,130 @@ typedef struct sdpa_call {
     float *out, *weights, *lse;
 } sdpa_call;
 
+/* Q (B,H,L,D), K (B,N,S,D) and V (B,N,S,Dv) as the arrays give them. */
+typedef struct sdpa_dims {
+    bool packed; /* --heads: 3-D arrays (B,L,H·D) */
+    size_t B, H, N, L, S, D, Dv;
+} sdpa_dims;
+
+/* The dimensions of t[] = Q, K, V: 4-D, 3-D (H,L,D), 2-D (L,D), or with heads (--heads) 3-D (B,L,H·D).
+ * Once H is known, checks --kv-heads and reads --sinks and --alibi. */
+static int sdpa_dims_of(const char *cmd, const char *const *path, const cli_tensor *t, size_t heads, cli_variants *var,
+                        sdpa_dims *d)
+{
+    const cli_tensor *q = &t[0], *k = &t[1], *v = &t[2];
+    const size_t r = q->ndim;
+    if (k->ndim != r || v->ndim != r)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "Q, K and V must have the same rank (%zu, %zu, %zu)", r, k->ndim,
+                        v->ndim);
+    if (heads && r != 3)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--heads: takes 3-D inputs (B,L,H·D), but %s has %zu dimensions",
+                        path[0], r);
+    d->packed = heads != 0;
+    d->B = d->packed || r == 4 ? q->shape[0] : 1;
+    d->H = d->packed ? heads : r >= 3 ? q->shape[r - 3] : 1;
+    d->L = q->shape[r - 2];
+    d->S = k->shape[r - 2];
+    if (d->packed && q->shape[2] % heads != 0)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu heads do not divide its width %zu", path[0], heads, q->shape[2]);
+    d->D = q->shape[r - 1] / (d->packed ? heads : 1);
+    int rc = cli_variants_load(cmd, var, d->H);
+    if (rc != CLI_OK)
+        return rc;
+    d->N = var->kv_heads ? var->kv_heads : d->H;
+    const size_t per_row = d->packed ? d->N : 1; /* K/V heads side by side in a row */
+
+    for (size_t i = 1; i < 3; i++)
+        if ((d->packed || r == 4) && t[i].shape[0] != d->B)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: batch dimension %zu differs from %s's %zu", path[i],
+                            t[i].shape[0], path[0], d->B);
+    for (size_t i = 1; i < 3; i++)
+        if (!d->packed && r >= 3 && t[i].shape[r - 3] != d->N)
+            return cli_fail(CLI_USAGE_ERROR, cmd, var->kv_heads ? "%s: has %zu heads, but --kv-heads is %zu"
+                                                                : "%s: has %zu heads, but Q has %zu (see --kv-heads)",
+                            path[i], t[i].shape[r - 3], d->N);
+    if (k->shape[r - 1] != per_row * d->D)
+        return d->packed ? cli_fail(CLI_USAGE_ERROR, cmd, "%s: width %zu is not %zu K/V heads of Q's head size %zu",
+                                    path[1], k->shape[r - 1], d->N, d->D)
+                         : cli_fail(CLI_USAGE_ERROR, cmd, "%s: head size %zu differs from Q's %zu", path[1],
+                                    k->shape[r - 1], d->D);
+    if (v->shape[r - 2] != d->S)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu keys, but K has %zu (K and V disagree)", path[2],
+                        v->shape[r - 2], d->S);
+    if (v->shape[r - 1] % per_row != 0)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu K/V heads do not divide its width %zu", path[2], per_row,
+                        v->shape[r - 1]);
+    d->Dv = v->shape[r - 1] / per_row;
+    return CLI_OK;
+}
+
 int cmd_sdpa(int argc, char **argv)
 {
     const char *cmd = "sdpa";
-    const char *q_path = NULL, *k_path = NULL, *v_path = NULL, *lse_path = NULL, *scale_text = NULL, *device = NULL;
+    const char *path[3] = {NULL}; /* Q, K, V */
+    const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL;
     output_opts o = {0};
     cli_masks m = {0};
+    cli_variants var = {0};
     bool help = false;
     const cli_option opts[] = {
-        {"q", NULL, &q_path},           {"k", NULL, &k_path},         {"v", NULL, &v_path},
+        {"q", NULL, &path[0]},          {"k", NULL, &path[1]},         {"v", NULL, &path[2]},
         {"out", NULL, &o.out},          {"weights", NULL, &o.weights}, {"lse", NULL, &lse_path},
-        {"scale", NULL, &scale_text},   {"heatmap", NULL, &o.heatmap}, {"tokens", NULL, &o.tokens},
-        {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device}, CLI_MASK_OPTIONS(&m),
+        {"scale", NULL, &scale_text},   {"heads", NULL, &heads_text},  {"heatmap", NULL, &o.heatmap},
+        {"tokens", NULL, &o.tokens},    {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device},
+        CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
     };
     int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
         fputs(sdpa_help, help && rc == CLI_OK ? stdout : stderr);
         return rc;
     }
-    if (!q_path || !k_path || !v_path || !o.out)
+    if (!path[0] || !path[1] || !path[2] || !o.out)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
-                        !q_path ? "q" : !k_path ? "k" : !v_path ? "v" : "out");
+                        !path[0] ? "q" : !path[1] ? "k" : !path[2] ? "v" : "out");
     static const char *const out_flags[] = {"out", "weights", "lse", "heatmap"};
     if ((rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){o.out, o.weights, lse_path, o.heatmap},
                                          4)) != CLI_OK)
         return rc;
     sdpa_call c = {0};
     c.desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
+    size_t heads = 0; /* --heads: 3-D inputs are (B,L,H·D) */
     /* --scale 0 is legitimate: every score 0, uniform weights over the visible keys. */
-    if (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK)
+    if ((scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK) ||
+        (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK) ||
+        (rc = cli_variants_parse(cmd, &var)) != CLI_OK)
         return rc;
 
-    cli_tensor q = {0}, k = {0}, v = {0};
+    cli_tensor t[3] = {{0}};
     clattn_context *ctx = NULL;
-    if ((rc = cli_load_tensor(cmd, q_path, 2, 4, &q)) != CLI_OK || (rc = cli_load_tensor(cmd, k_path, 2, 4, &k)) != CLI_OK ||
-        (rc = cli_load_tensor(cmd, v_path, 2, 4, &v)) != CLI_OK)
+    sdpa_dims d = {0};
+    for (size_t i = 0; i < 3 && rc == CLI_OK; i++)
+        rc = cli_load_tensor(cmd, path[i], 2, 4, &t[i]);
+    if (rc != CLI_OK || (rc = sdpa_dims_of(cmd, path, t, heads, &var, &d)) != CLI_OK)
         goto done;
-    if (k.ndim != q.ndim || v.ndim != q.ndim) {
-        rc = cli_fail(CLI_USAGE_ERROR, cmd, "Q, K and V must have the same rank (%zu, %zu, %zu)", q.ndim, k.ndim, v.ndim);
+    const size_t B = d.B, H = d.H, L = d.L, S = d.S, Dv = d.Dv;
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK)
         goto done;
-    }
-    const size_t r = q.ndim, lead = r - 2;
-    size_t B = r == 4 ? q.shape[0] : 1, H = r >= 3 ? q.shape[r - 3] : 1;
-    size_t L = q.shape[r - 2], D = q.shape[r - 1], S = k.shape[r - 2], Dv = v.shape[r - 1];
-    for (size_t d = 0; d < lead; d++)
-        if (k.shape[d] != q.shape[d] || v.shape[d] != q.shape[d]) {
-            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: batch/head dimensions differ from %s's", k.shape[d] != q.shape[d] ? k_path : v_path, q_path);
-            goto done;
-        }
-    if (k.shape[r - 1] != D) {
-        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: head size %zu differs from Q's %zu", k_path, k.shape[r - 1], D);
-        goto done;
-    }
-    if (v.shape[r - 2] != S) {
-        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu keys, but K has %zu (K and V disagree)", v_path, v.shape[r - 2], S);
-        goto done;
-    }
-    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
+    for (size_t i = 0; i < 3 && d.packed && rc == CLI_OK; i++)
+        rc = heads_first(cmd, &t[i], i == 0 ? H : d.N);
+    if (rc != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
         goto done;
 
     c.ctx = ctx;
     c.desc.batch = B;
     c.desc.heads = H;
+    c.desc.kv_heads = d.N;
     c.desc.q_len = L;
     c.desc.kv_len = S;
-    c.desc.qk_dim = D;
+    c.desc.qk_dim = d.D;
     c.desc.v_dim = Dv;
     c.desc.masks = &m.masks;
-    c.q = q.data;
-    c.k = k.data;
-    c.v = v.data;
+    c.desc.softcap = var.softcap;
+    c.desc.sinks = var.sinks;
+    c.desc.alibi_slopes = var.alibi;
+    c.q = t[0].data;
+    c.k = t[1].data;
+    c.v = t[2].data;
     c.mask = m.mask;
     c.out = cli_alloc_floats(B * H, L, Dv);
     if (o.weights || o.heatmap)
@@ -188,15 +282,31 @@ int cmd_sdpa(int argc, char **argv)
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
-        rc = cli_fail_status(cmd, ctx, st, "attention");
+        rc = attention_failed(cmd, ctx, st, "attention");
         goto done;
     }
     const char *paths[3] = {o.out, o.weights, lse_path};
-    float *data[3] = {c.out, c.weights, c.lse};
     size_t ndims[3], shapes[3][4];
-    ndims[0] = output_shape(lead, q.shape, L, Dv, shapes[0]);
-    ndims[1] = output_shape(lead, q.shape, L, S, shapes[1]);
-    ndims[2] = output_shape(lead, q.shape, L, 0, shapes[2]);
+    if (d.packed) {
+        /* O back to (B,L,H·Dv); the weights and log-sum-exp keep their heads: (B,H,L,S), (B,H,L). */
+        float *rows = swap_middle(c.out, B, H, L, Dv);
+        if (!rows) {
+            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
+            goto done;
+        }
+        free(c.out);
+        c.out = rows;
+        const size_t lead[2] = {B, H};
+        ndims[0] = output_shape(1, lead, L, H * Dv, shapes[0]);
+        ndims[1] = output_shape(2, lead, L, S, shapes[1]);
+        ndims[2] = output_shape(2, lead, L, 0, shapes[2]);
+    } else {
+        const size_t lead = t[0].ndim - 2;
+        ndims[0] = output_shape(lead, t[0].shape, L, Dv, shapes[0]);
+        ndims[1] = output_shape(lead, t[0].shape, L, S, shapes[1]);
+        ndims[2] = output_shape(lead, t[0].shape, L, 0, shapes[2]);
+    }
+    float *data[3] = {c.out, c.weights, c.lse};
     rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 3, &o, c.weights, B, H, L, S);
 done:
     free(c.out);
@@ -204,9 +314,9 @@ done:
     free(c.lse);
     clattn_context_free(ctx);
     cli_masks_free(&m);
-    cli_tensor_free(&q);
-    cli_tensor_free(&k);
-    cli_tensor_free(&v);
+    cli_variants_free(&var);
+    for (size_t i = 0; i < 3; i++)
+        cli_tensor_free(&t[i]);
     return rc;
 }
 
@@ -220,13 +330,16 @@ static const char mha_help[] =
     "Arrays may be float32 or float64; float64 is rounded to float32 on load.\n"
     "\n"
     "  --kv KV.npy            keys/values input (B,S,d_kv) for cross-attention (default: X)\n"
-    "  --wq/--wk/--wv W.npy   projection weights (d_model|d_kv, H·d_k|H·d_v)\n"
-    "  --bq/--bk/--bv B.npy   optional projection biases (H·d_k|H·d_v,)\n"
+    "  --wq/--wk/--wv W.npy   projection weights (d_model, H·d_k), (d_kv, N·d_k), (d_kv, N·d_v), where\n"
+    "                         N = H, or N = --kv-heads\n"
+    "  --bq/--bk/--bv B.npy   optional projection biases (H·d_k,), (N·d_k,), (N·d_v,)\n"
     "  --wo WO.npy            optional output projection (H·d_v, d_out); --bo its bias (d_out,)\n"
-    "  --heads H              number of heads; must divide the widths of W_Q and W_V\n"
+    "  --heads H              number of heads; must divide the width of W_Q\n"
+    "  --kv-heads N           K and V have N heads, each read by H/N query heads in order (grouped-query\n"
+    "                         attention; 1: multi-query): W_K and W_V have N heads' columns; N divides H\n"
     "  --out O.npy            output (B,L,d_out), or the concatenated heads (B,L,H·d_v) without --wo\n"
     "  --weights P.npy        also write the attention weights (B,H,L,S) ((H,L,S) for 2-D X)\n"
-    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(d_k))\n" CLI_MASK_HELP
+    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(d_k))\n" CLI_VARIANT_HELP CLI_MASK_HELP
     "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
     "  --tokens a,b,c         query labels for the heatmap (and key labels for self-attention)\n"
     "  --key-tokens a,b,c     key labels for the heatmap\n"
@@ -259,6 +372,7 @@ int cmd_mha(int argc, char **argv)
     const char *heads_text = NULL, *scale_text = NULL, *device = NULL;
     output_opts o = {0};
     cli_masks m = {0};
+    cli_variants var = {0};
     bool help = false;
     const cli_option opts[] = {
         {"x", NULL, &path[X]},   {"kv", NULL, &path[KV]}, {"wq", NULL, &path[WQ]}, {"wk", NULL, &path[WK]},
@@ -266,7 +380,7 @@ int cmd_mha(int argc, char **argv)
         {"bv", NULL, &path[BV]}, {"bo", NULL, &path[BO]}, {"heads", NULL, &heads_text},
         {"out", NULL, &o.out},   {"weights", NULL, &o.weights}, {"scale", NULL, &scale_text},
         {"heatmap", NULL, &o.heatmap}, {"tokens", NULL, &o.tokens}, {"key-tokens", NULL, &o.key_tokens},
-        {"device", NULL, &device}, CLI_MASK_OPTIONS(&m),
+        {"device", NULL, &device}, CLI_VARIANT_OPTIONS(&var), CLI_MASK_OPTIONS(&m),
     };
     int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
@@ -286,7 +400,8 @@ int cmd_mha(int argc, char **argv)
     c.desc = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     size_t H;
     if ((rc = cli_parse_size(cmd, "heads", heads_text, &H)) != CLI_OK ||
-        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK))
+        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK) ||
+        (rc = cli_variants_parse(cmd, &var)) != CLI_OK)
         return rc;
 
     cli_tensor t[NT] = {{0}};
@@ -308,19 +423,26 @@ int cmd_mha(int argc, char **argv)
         rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: has %zu rows but X has d_model = %zu", path[WQ], t[WQ].shape[0], d_model);
         goto done;
     }
-    if (t[WQ].shape[1] % H != 0 || t[WV].shape[1] % H != 0) {
-        int bad = t[WQ].shape[1] % H != 0 ? WQ : WV;
-        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu heads do not divide its width %zu", path[bad], H, t[bad].shape[1]);
+    if ((rc = cli_variants_load(cmd, &var, H)) != CLI_OK)
+        goto done;
+    const size_t N = var.kv_heads ? var.kv_heads : H; /* K/V heads */
+    if (t[WQ].shape[1] % H != 0 || t[WV].shape[1] % N != 0) {
+        const int bad = t[WQ].shape[1] % H != 0 ? WQ : WV;
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu heads do not divide its width %zu", path[bad], bad == WQ ? H : N,
+                      t[bad].shape[1]);
         goto done;
     }
-    const size_t dk = t[WQ].shape[1] / H, dv = t[WV].shape[1] / H;
+    const size_t dk = t[WQ].shape[1] / H, dv = t[WV].shape[1] / N;
     size_t d_out = path[WO] ? t[WO].shape[1] : H * dv;
-    if ((rc = check_shape(cmd, path[WK], &t[WK], d_kv, H * dk, "W_K (d_kv, H·d_k)")) != CLI_OK ||
-        (rc = check_shape(cmd, path[WV], &t[WV], d_kv, H * dv, "W_V (d_kv, H·d_v)")) != CLI_OK ||
+    const bool gqa = var.kv_heads != 0;
+    const char *wk_what = gqa ? "W_K (d_kv, N·d_k)" : "W_K (d_kv, H·d_k), or see --kv-heads";
+    const char *wv_what = gqa ? "W_V (d_kv, N·d_v)" : "W_V (d_kv, H·d_v)";
+    if ((rc = check_shape(cmd, path[WK], &t[WK], d_kv, N * dk, wk_what)) != CLI_OK ||
+        (rc = check_shape(cmd, path[WV], &t[WV], d_kv, N * dv, wv_what)) != CLI_OK ||
         (path[WO] && (rc = check_shape(cmd, path[WO], &t[WO], H * dv, d_out, "W_O (H·d_v, d_out)")) != CLI_OK) ||
         (path[BQ] && (rc = check_shape(cmd, path[BQ], &t[BQ], H * dk, 0, "b_Q")) != CLI_OK) ||
-        (path[BK] && (rc = check_shape(cmd, path[BK], &t[BK], H * dk, 0, "b_K")) != CLI_OK) ||
-        (path[BV] && (rc = check_shape(cmd, path[BV], &t[BV], H * dv, 0, "b_V")) != CLI_OK) ||
+        (path[BK] && (rc = check_shape(cmd, path[BK], &t[BK], N * dk, 0, "b_K")) != CLI_OK) ||
+        (path[BV] && (rc = check_shape(cmd, path[BV], &t[BV], N * dv, 0, "b_V")) != CLI_OK) ||
         (path[BO] && (rc = check_shape(cmd, path[BO], &t[BO], d_out, 0, "b_O")) != CLI_OK))
         goto done;
     if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
@@ -333,10 +455,14 @@ int cmd_mha(int argc, char **argv)
     c.desc.model_dim = d_model;
     c.desc.kv_dim = d_kv;
     c.desc.heads = H;
+    c.desc.kv_heads = N;
     c.desc.qk_dim = dk;
     c.desc.v_dim = dv;
     c.desc.out_dim = d_out;
     c.desc.masks = &m.masks;
+    c.desc.softcap = var.softcap;
+    c.desc.sinks = var.sinks;
+    c.desc.alibi_slopes = var.alibi;
     c.x = t[X].data;
     c.kv = path[KV] ? t[KV].data : NULL;
     c.mask = m.mask;
@@ -354,7 +480,7 @@ int cmd_mha(int argc, char **argv)
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
-        rc = cli_fail_status(cmd, ctx, st, "attention layer");
+        rc = attention_failed(cmd, ctx, st, "attention layer");
         goto done;
     }
     /* Outputs keep X's rank: (B,L,d_out) and (B,H,L,S), or (L,d_out) and (H,L,S) for 2-D X. */
@@ -373,6 +499,7 @@ done:
     free(c.weights);
     clattn_context_free(ctx);
     cli_masks_free(&m);
+    cli_variants_free(&var);
     for (int i = 0; i < NT; i++)
         cli_tensor_free(&t[i]);
     return rc;
