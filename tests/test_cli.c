@@ -1249,6 +1249,53 @@ END_TEST
 
 /* Everything at once: grouped K/V heads, a window, soft-capping, sinks, ALiBi auto, per-batch offsets
  * and a causal mask, with an explicit scale. */
+/* --scores MODE:FILE: the (B,H,L,S) scores at each of ONNX's qk_matmul_output_mode points, against the
+ * reference: Q·Kᵀ·scale of every key (qk), soft-capped, with the masks (−inf where hidden). */
+START_TEST(test_sdpa_scores)
+{
+    enum { B = 1, H = 2, L = 4, S = 6, D = 3 };
+    rng.state = 560;
+    const size_t qs[4] = {B, H, L, D}, ks[4] = {B, H, S, D}, ws[4] = {B, H, L, S};
+    float *q = rand_floats(B * H * L * D, 2.0f), *k = rand_floats(B * H * S * D, 2.0f),
+          *v = rand_floats(B * H * S * D, 1.0f);
+    save_f32("q.npy", q, 4, qs);
+    save_f32("k.npy", k, 4, ks);
+    save_f32("v.npy", v, 4, ks);
+    static const char *const modes[] = {"qk", "softcapped", "masked", "softmax"};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = D;
+    d.softcap = 1.25f;
+    d.masks = &m;
+    double *want = xmalloc(B * H * L * S * sizeof *want), *o = xmalloc(B * H * L * D * sizeof *o);
+    for (int mode = 0; mode < 4; mode++) {
+        const char *arg = fmt("%s:%s", modes[mode], P("s.npy"));
+        EXPECT(EXIT_OK, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o.npy"),
+               "--softcap", "1.25", "--causal", "--scores", arg);
+        if (mode == 2)
+            ref_score(&d, q, k, NULL, want);
+        else if (mode == 3)
+            ref_sdpa(&d, q, k, v, NULL, o, want, NULL);
+        else
+            for (size_t bh = 0; bh < B * H; bh++)
+                for (size_t i = 0; i < L; i++)
+                    for (size_t j = 0; j < S; j++) {
+                        double dot = 0;
+                        for (size_t t = 0; t < D; t++)
+                            dot += (double)q[(bh * L + i) * D + t] * k[(bh * S + j) * D + t];
+                        dot /= sqrt((double)D);
+                        want[(bh * L + i) * S + j] = mode == 0 ? dot : 1.25 * tanh(dot / 1.25);
+                    }
+        expect_close(modes[mode], load_f32(P("s.npy"), 4, ws), want, B * H * L * S);
+    }
+}
+END_TEST
+
 START_TEST(test_sdpa_variants_combined)
 {
     const size_t H = 6;
@@ -1803,6 +1850,13 @@ static const char *e_window_one(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--wind
 static const char *e_window_below(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--window", "1,-2", NULL); return "--window"; }
 static const char *e_window_three(argl *a) { mha_args(a, "2"); add(a, "--window", "1,2,3", NULL); return "--window"; }
 static const char *e_window_text(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--window", "1,x", NULL); return "--window"; }
+static const char *e_scores_mode(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--scores", "raw:s.npy", NULL); return "--scores"; }
+static const char *e_scores_and_weights(argl *a)
+{
+    sdpa_args(a, 0, 0, 0); /* which gives --weights */
+    add(a, "--scores", fmt("qk:%s", P("s.npy")), NULL);
+    return "--scores";
+}
 static const char *e_softcap_negative(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--softcap", "-1", NULL); return "--softcap"; }
 static const char *e_softcap_nan(argl *a) { sdpa_args(a, 0, 0, 0); add(a, "--softcap", "nan", NULL); return "--softcap"; }
 static const char *e_softcap_inf(argl *a) { mha_args(a, "2"); add(a, "--softcap", "inf", NULL); return "--softcap"; }
@@ -1957,6 +2011,8 @@ static const err_case err_cases[] = {
     {"--window side below -1", e_window_below, false, NULL},
     {"mha --window with three numbers", e_window_three, false, NULL},
     {"--window not a number", e_window_text, false, NULL},
+    {"--scores with an unknown mode", e_scores_mode, false, NULL},
+    {"--scores with --weights", e_scores_and_weights, false, NULL},
     {"--softcap negative", e_softcap_negative, false, NULL},
     {"--softcap nan", e_softcap_nan, false, NULL},
     {"mha --softcap inf", e_softcap_inf, false, NULL},
@@ -2389,7 +2445,7 @@ static Suite *cli_suite(void)
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
         {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_offsets, test_sdpa_window, test_sdpa_softcap,
                            test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto, test_sdpa_variants_combined,
-                           test_sdpa_heads_layout}},
+                           test_sdpa_heads_layout, test_sdpa_scores}},
         {"mha-variants", {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,
                           test_mha_alibi, test_mha_variants_combined}},
         {"demo", {test_demo_table, test_demo_save}},

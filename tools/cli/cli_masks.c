@@ -202,6 +202,25 @@ int cli_variants_parse(const char *command, cli_variants *v)
         return rc;
     if (v->softcap < 0.0f)
         return cli_fail(CLI_USAGE_ERROR, command, "--softcap: '%s' is negative (C >= 0; 0: off)", v->softcap_text);
+    if (v->scores_text) {
+        static const struct {
+            const char *name;
+            clattn_weights_output mode;
+        } modes[] = {{"qk", CLATTN_WEIGHTS_QK},
+                     {"softcapped", CLATTN_WEIGHTS_SOFTCAPPED},
+                     {"masked", CLATTN_WEIGHTS_MASKED},
+                     {"softmax", CLATTN_WEIGHTS_SOFTMAX}};
+        const char *colon = strchr(v->scores_text, ':');
+        for (size_t i = 0; colon && i < sizeof modes / sizeof modes[0]; i++)
+            if (strlen(modes[i].name) == (size_t)(colon - v->scores_text) &&
+                strncmp(v->scores_text, modes[i].name, strlen(modes[i].name)) == 0 && colon[1]) {
+                v->scores_mode = modes[i].mode;
+                v->scores_path = colon + 1;
+                return CLI_OK;
+            }
+        return cli_fail(CLI_USAGE_ERROR, command,
+                        "--scores: '%s' is not MODE:FILE with MODE qk, softcapped, masked or softmax", v->scores_text);
+    }
     return CLI_OK;
 }
 

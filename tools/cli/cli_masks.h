@@ -45,17 +45,19 @@ int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t
 void cli_masks_free(cli_masks *m);
 
 typedef struct cli_variants {
-    const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text;
+    const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text;
     /* Filled by cli_variants_parse: */
     size_t kv_heads; /* 0 without --kv-heads (then K/V have the query heads) */
     float softcap;   /* 0: off */
+    clattn_weights_output scores_mode; /* --scores MODE:FILE: which scores FILE gets */
+    const char *scores_path;           /* its FILE, or NULL */
     /* Filled by cli_variants_load: H entries each, or NULL without the flag. */
     float *sinks, *alibi;
 } cli_variants;
 
 #define CLI_VARIANT_OPTIONS(v)                                                                               \
     {"kv-heads", NULL, &(v)->kv_heads_text}, {"softcap", NULL, &(v)->softcap_text},                         \
-        {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}
+        {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}, {"scores", NULL, &(v)->scores_text}
 
 #define CLI_VARIANT_HELP                                                                                     \
     "  --softcap C            soft-cap the scaled scores: C·tanh(s/C) (Gemma 2; C >= 0, 0: off)\n"          \
@@ -66,7 +68,11 @@ typedef struct cli_variants {
     "  --alibi auto           the standard slopes of Press et al. for H heads: 2^(-8(h+1)/H) when H is a\n" \
     "                         power of two; else those of the power of two n below H, then every other\n" \
     "                         slope of 2n heads (2^(-4(2k+1)/n)) for the remaining H - n (write ./auto\n" \
-    "                         for a file named auto)\n"
+    "                         for a file named auto)\n"                                                  \
+    "  --scores MODE:FILE     write the scores (B,H,L,S) at one of ONNX's qk_matmul_output_mode points:\n" \
+    "                         qk (Q·Kᵀ·scale, every key), softcapped, masked (with ALiBi and the masks,\n" \
+    "                         -inf where hidden: what the softmax takes) or softmax (the weights);\n"     \
+    "                         instead of --weights, without --heatmap\n"
 
 /* Parses --kv-heads and --softcap (before any file is read). Reports and returns CLI_USAGE_ERROR. */
 int cli_variants_parse(const char *command, cli_variants *v);

@@ -200,6 +200,19 @@ static int sdpa_dims_of(const char *cmd, const char *const *path, const cli_tens
     return CLI_OK;
 }
 
+/* --scores MODE:FILE writes the weights output at an earlier point: it takes --weights' place. */
+static int take_scores(const char *cmd, const cli_variants *var, output_opts *o)
+{
+    if (!var->scores_path)
+        return CLI_OK;
+    if (o->weights)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--scores and --weights both write the (B,H,L,S) output: give one");
+    if (o->heatmap)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--heatmap draws the attention weights: it does not go with --scores");
+    o->weights = var->scores_path;
+    return CLI_OK;
+}
+
 int cmd_sdpa(int argc, char **argv)
 {
     const char *cmd = "sdpa";
@@ -224,6 +237,8 @@ int cmd_sdpa(int argc, char **argv)
     if (!path[0] || !path[1] || !path[2] || !o.out)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
                         !path[0] ? "q" : !path[1] ? "k" : !path[2] ? "v" : "out");
+    if ((rc = cli_variants_parse(cmd, &var)) != CLI_OK || (rc = take_scores(cmd, &var, &o)) != CLI_OK)
+        return rc;
     static const char *const out_flags[] = {"out", "weights", "lse", "heatmap"};
     if ((rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){o.out, o.weights, lse_path, o.heatmap},
                                          4)) != CLI_OK)
@@ -233,8 +248,7 @@ int cmd_sdpa(int argc, char **argv)
     size_t heads = 0; /* --heads: 3-D inputs are (B,L,H·D) */
     /* --scale 0 is legitimate: every score 0, uniform weights over the visible keys. */
     if ((scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK) ||
-        (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK) ||
-        (rc = cli_variants_parse(cmd, &var)) != CLI_OK)
+        (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK))
         return rc;
 
     cli_tensor t[3] = {{0}};
@@ -264,6 +278,7 @@ int cmd_sdpa(int argc, char **argv)
     c.desc.softcap = var.softcap;
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
+    c.desc.weights_output = var.scores_mode;
     c.q = t[0].data;
     c.k = t[1].data;
     c.v = t[2].data;
@@ -392,6 +407,8 @@ int cmd_mha(int argc, char **argv)
                         !path[X] ? "x" : !path[WQ] ? "wq" : !path[WK] ? "wk" : !path[WV] ? "wv" : !heads_text ? "heads" : "out");
     if (path[BO] && !path[WO])
         return cli_fail(CLI_USAGE_ERROR, cmd, "--bo needs --wo");
+    if ((rc = cli_variants_parse(cmd, &var)) != CLI_OK || (rc = take_scores(cmd, &var, &o)) != CLI_OK)
+        return rc;
     static const char *const out_flags[] = {"out", "weights", "heatmap"};
     if ((rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){o.out, o.weights, o.heatmap}, 3)) !=
         CLI_OK)
@@ -400,8 +417,7 @@ int cmd_mha(int argc, char **argv)
     c.desc = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     size_t H;
     if ((rc = cli_parse_size(cmd, "heads", heads_text, &H)) != CLI_OK ||
-        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK) ||
-        (rc = cli_variants_parse(cmd, &var)) != CLI_OK)
+        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK))
         return rc;
 
     cli_tensor t[NT] = {{0}};
@@ -463,6 +479,7 @@ int cmd_mha(int argc, char **argv)
     c.desc.softcap = var.softcap;
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
+    c.desc.weights_output = var.scores_mode;
     c.x = t[X].data;
     c.kv = path[KV] ? t[KV].data : NULL;
     c.mask = m.mask;
