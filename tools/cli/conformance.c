@@ -1,5 +1,6 @@
-/* `clattn devices --check`: a few SDPA cases per device, compared with the fp64 reference of the test
- * suite (tests/reference.c) under the suite's tolerance |out − ref| ≤ 2e-5 + 1e-4·|ref|. */
+/* `clattn devices --check`: a few SDPA cases per device — every mask kind and every variant (grouped-query
+ * heads, windows, offsets, soft-capping, sinks, ALiBi) on both paths — compared with the fp64 reference
+ * of the test suite (tools/reference) under the suite's tolerance |out − ref| ≤ 2e-5 + 1e-4·|ref|. */
 #include "conformance.h"
 #include "reference.h"
 
@@ -15,14 +16,28 @@ typedef struct check_case {
     clattn_causal causal;
     bool key_lengths;
     clattn_mask_layout additive;
+    /* The variants: K/V heads (0: H), softcap, a window when window_on, query offsets, sinks, ALiBi. */
+    size_t kv_heads;
+    float softcap;
+    bool window_on;
+    clattn_window window;
+    bool offsets, sinks, alibi;
 } check_case;
 
 static const check_case cases[] = {
-    {1, 1, 4, 4, 4, 4, CLATTN_CAUSAL_NONE, false, CLATTN_MASK_NONE},
-    {2, 3, 7, 61, 21, 8, CLATTN_CAUSAL_TOP_LEFT, false, CLATTN_MASK_NONE},
-    {2, 2, 64, 127, 64, 64, CLATTN_CAUSAL_NONE, true, CLATTN_MASK_L_S},
-    {2, 1, 61, 7, 8, 7, CLATTN_CAUSAL_BOTTOM_RIGHT, false, CLATTN_MASK_NONE}, /* S < L: fully masked rows */
-    {1, 3, 127, 127, 72, 72, CLATTN_CAUSAL_TOP_LEFT, true, CLATTN_MASK_B_H_L_S},
+    {1, 1, 4, 4, 4, 4, CLATTN_CAUSAL_NONE, false, CLATTN_MASK_NONE, 0, 0.0f, false, {0, 0}, false, false, false},
+    {2, 3, 7, 61, 21, 8, CLATTN_CAUSAL_TOP_LEFT, false, CLATTN_MASK_NONE, 0, 0.0f, false, {0, 0}, false, false, false},
+    {2, 2, 64, 127, 64, 64, CLATTN_CAUSAL_NONE, true, CLATTN_MASK_L_S, 0, 0.0f, false, {0, 0}, false, false, false},
+    /* S < L: fully masked rows */
+    {2, 1, 61, 7, 8, 7, CLATTN_CAUSAL_BOTTOM_RIGHT, false, CLATTN_MASK_NONE, 0, 0.0f, false, {0, 0}, false, false,
+     false},
+    {1, 3, 127, 127, 72, 72, CLATTN_CAUSAL_TOP_LEFT, true, CLATTN_MASK_B_H_L_S, 0, 0.0f, false, {0, 0}, false, false,
+     false},
+    /* Grouped-query attention with every other variant. */
+    {2, 6, 13, 29, 21, 7, CLATTN_CAUSAL_TOP_LEFT, true, CLATTN_MASK_NONE, 2, 5.0f, true, {4, 2}, true, true, true},
+    /* Multi-query, a window over a longer row, ALiBi and an additive mask. */
+    {1, 4, 64, 96, 64, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, false, CLATTN_MASK_L_S, 1, 0.0f, true, {16, -1}, false, false,
+     true},
 };
 
 static uint64_t next_random(uint64_t *state)
@@ -64,10 +79,20 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
     size_t lengths[8];
     for (size_t b = 0; b < c->B; b++)
         lengths[b] = b == 0 ? c->S / 2 : c->S - b; /* ragged lengths */
+    long long offsets[8];
+    for (size_t b = 0; b < c->B; b++)
+        offsets[b] = (long long)(c->S / 2) - (long long)(3 * b); /* one batch further along than the other */
+    float per_head[2][16];
+    for (size_t h = 0; h < c->H; h++) {
+        per_head[0][h] = (float)h * 0.5f - 1.0f;    /* sinks */
+        per_head[1][h] = 0.5f / (float)(1u << h); /* ALiBi slopes */
+    }
     clattn_masks masks = CLATTN_MASKS_INIT;
     masks.causal = c->causal;
     masks.key_lengths = c->key_lengths ? lengths : NULL;
     masks.additive = c->additive;
+    masks.window = c->window_on ? &c->window : NULL;
+    masks.query_offsets = c->offsets ? offsets : NULL;
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = c->B;
     d.heads = c->H;
@@ -77,7 +102,12 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
     d.v_dim = c->Dv;
     d.masks = &masks;
     d.algorithm = CLATTN_ALGORITHM_STAGED;
-    const size_t bh = c->B * c->H, nq = bh * c->L * c->D, nk = bh * c->S * c->D, nv = bh * c->S * c->Dv;
+    d.kv_heads = c->kv_heads;
+    d.softcap = c->softcap;
+    d.sinks = c->sinks ? per_head[0] : NULL;
+    d.alibi_slopes = c->alibi ? per_head[1] : NULL;
+    const size_t bkv = c->B * (c->kv_heads ? c->kv_heads : c->H);
+    const size_t bh = c->B * c->H, nq = bh * c->L * c->D, nk = bkv * c->S * c->D, nv = bkv * c->S * c->Dv;
     const size_t no = bh * c->L * c->Dv, nw = bh * c->L * c->S, nl = bh * c->L;
     const size_t nm = c->additive == CLATTN_MASK_L_S ? c->L * c->S : c->additive == CLATTN_MASK_B_H_L_S ? nw : 0;
     float *f = malloc((nq + nk + nv + nm + no + nw + nl + 1) * sizeof *f);
