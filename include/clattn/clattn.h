@@ -59,10 +59,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 2
-#define CLATTN_VERSION_PATCH 1
+#define CLATTN_VERSION_MINOR 3
+#define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.2.1"
+#define CLATTN_VERSION_STRING "0.3.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
