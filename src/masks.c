@@ -8,6 +8,7 @@
 #include "scratch.h"
 #include "versioned.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 /* The first published layout (0.2.0) ends with `reserved`. */
@@ -34,6 +35,30 @@ static clattn_status check_positions(clattn_context *ctx, const clattn_masks *m,
     return CLATTN_SUCCESS;
 }
 
+/* ALiBi's slope·(j − p) is computed in float: over every (query, key) pair of the call the distance
+ * |j − p|, at most S + L + the largest |offset|, must be an exact float (below 2^24: beyond it
+ * neighbouring keys would get the same bias), and the bias must stay far from float's range. */
+static clattn_status check_alibi_reach(clattn_context *ctx, const clattn_masks *m, const sdpa_shape *s)
+{
+    if (!s->alibi_slopes)
+        return CLATTN_SUCCESS;
+    double reach = (double)s->kv_len + (double)s->q_len, largest = 0;
+    for (size_t b = 0; m->query_offsets && b < s->batch; b++)
+        largest = fmax(largest, fabs((double)m->query_offsets[b]));
+    reach += largest;
+    if (reach > (double)(1 << 24))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.alibi_slopes with query positions up to %.0f keys away: ALiBi needs distances below "
+                         "2^24 (float's exact integers)", reach);
+    for (size_t h = 0; h < s->heads; h++)
+        if (fabs((double)s->alibi_slopes[h]) * reach > 1e30)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "desc.alibi_slopes[%zu] = %g times a distance of up to %.0f keys passes 1e30: the bias "
+                             "would overflow float",
+                             h, (double)s->alibi_slopes[h], reach);
+    return CLATTN_SUCCESS;
+}
+
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool mask_given, sdpa_shape *s)
 {
     clattn_masks copy = CLATTN_MASKS_INIT;
@@ -45,7 +70,8 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     if (copy.reserved != 0 || copy.mask_reserved != 0)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.%s is %u, not 0 (start from CLATTN_MASKS_INIT)",
                          copy.reserved ? "reserved" : "mask_reserved", copy.reserved ? copy.reserved : copy.mask_reserved);
-    if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS)
+    if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS ||
+        (st = check_alibi_reach(ctx, &copy, s)) != CLATTN_SUCCESS)
         return st;
     if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&
         masks->causal != CLATTN_CAUSAL_BOTTOM_RIGHT)

@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 
@@ -121,9 +122,9 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
         return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
                          "desc.kv_heads = %zu must divide desc.heads = %zu (each K/V head serves a group of query heads)",
                          kv_heads, desc->heads);
-    if (!(desc->softcap >= 0.0f) || isinf(desc->softcap))
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.softcap = %g must be finite and >= 0 (0: off)",
-                         (double)desc->softcap);
+    if (!(desc->softcap >= 0.0f) || isinf(desc->softcap) || (desc->softcap > 0.0f && desc->softcap < FLT_MIN))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.softcap = %g must be 0 (off) or a finite value >= FLT_MIN", (double)desc->softcap);
     if ((unsigned)desc->weights_output > CLATTN_WEIGHTS_MASKED || desc->weights_reserved != 0)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u",
                          desc->weights_reserved ? "weights_reserved" : "weights_output",

@@ -899,6 +899,42 @@ START_TEST(test_weights_output)
 }
 END_TEST
 
+/* Values the kernels could not compute with: a subnormal softcap (a flushed-zero divisor) and an ALiBi
+ * slope whose bias passes 1e30 over the call's positions (offsets included) are refused, naming them. */
+START_TEST(test_value_limits)
+{
+    const size_t dev = _i;
+    tu_set_label("value limits on %s", tu_dev_spec[dev]);
+    float q[1 * 2 * 3 * 4], slopes[2] = {0.5f, 0.5f};
+    tu_fill_uniform(q, 24, 1.0f, 840);
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 3, 3, 4, 0);
+    float *out = tu_host_alloc(24, NULL);
+    d.softcap = 1e-40f; /* subnormal */
+    ck_assert_int_eq(clattn_sdpa_host(tu_ctx[dev], &d, q, q, q, NULL, out, NULL, NULL), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_msg(strstr(clattn_last_error(tu_ctx[dev]), "softcap") != NULL, "%s", clattn_last_error(tu_ctx[dev]));
+    d.softcap = FLT_MIN; /* the smallest normal cap works */
+    TU_ASSERT_OK(clattn_sdpa_host(tu_ctx[dev], &d, q, q, q, NULL, out, NULL, NULL), tu_ctx[dev], "softcap FLT_MIN");
+    d.softcap = 0.0f;
+    d.alibi_slopes = slopes;
+    slopes[1] = 2e29f; /* times up to 6 keys: beyond 1e30 */
+    out = tu_host_alloc(24, NULL);
+    ck_assert_int_eq(clattn_sdpa_host(tu_ctx[dev], &d, q, q, q, NULL, out, NULL, NULL), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_msg(strstr(clattn_last_error(tu_ctx[dev]), "alibi_slopes[1]") != NULL, "%s",
+                  clattn_last_error(tu_ctx[dev]));
+    ck_assert_msg(tu_host_all_sentinel(out, 24), "%s: out written", tu_label());
+    /* distances of 2^24 keys and more are not exact in float: refused whatever the slope */
+    slopes[1] = 0.5f;
+    long long offsets[1] = {(long long)1 << 60};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.query_offsets = offsets;
+    d.masks = &m;
+    ck_assert_int_eq(clattn_sdpa_host(tu_ctx[dev], &d, q, q, q, NULL, out, NULL, NULL), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_msg(strstr(clattn_last_error(tu_ctx[dev]), "2^24") != NULL, "%s", clattn_last_error(tu_ctx[dev]));
+    offsets[0] = 5;
+    TU_ASSERT_OK(clattn_sdpa_host(tu_ctx[dev], &d, q, q, q, NULL, out, NULL, NULL), tu_ctx[dev], "offset 5, slope 0.5");
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("variants");
@@ -922,6 +958,9 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tc = tu_tcase("weights_output");
     tcase_add_loop_test(tc, test_weights_output, 0, (int)(4 * tu_ndev));
+    suite_add_tcase(s, tc);
+    tc = tu_tcase("value_limits");
+    tcase_add_loop_test(tc, test_value_limits, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     tc = tu_tcase("kv_buffers");
     tcase_add_loop_test(tc, test_kv_buffers, 0, (int)tu_ndev);

@@ -320,8 +320,8 @@ typedef struct clattn_masks {
     /* Key-padding: NULL, or `batch` lengths on the host; in batch b keys j ≥ key_lengths[b] are
      * masked. Each length must be ≤ S; 0 masks every key of that batch. */
     const size_t *key_lengths;
-    /* Layout of the additive mask passed beside the descriptor (−inf allowed, added to the scaled
-     * scores). */
+    /* Layout of the mask passed beside the descriptor (see clattn_mask_type: float entries are added
+     * to the scores after soft-capping, with ALiBi; −inf allowed). */
     clattn_mask_layout additive;
     unsigned reserved; /* must be 0 */
     /* Since 0.3. NULL, or `batch` absolute positions of each batch's first query on the host (may be
@@ -347,9 +347,10 @@ typedef struct clattn_masks {
  * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */
 #define CLATTN_SCALE_DEFAULT NAN
 
-/* What the `weights` output of clattn_sdpa and clattn_mha holds: by default the attention weights,
- * or one of the earlier points of ONNX's qk_matmul_output_mode (since 0.3). Any of them selects the
- * staged path, the one that materialises the (B, H, L, S) matrix. */
+/* What the `weights` output of clattn_sdpa and clattn_mha holds, when it is asked for: by default the
+ * attention weights, or one of the earlier points of ONNX's qk_matmul_output_mode (since 0.3). Asking
+ * for the weights selects the staged path, the one that materialises the (B, H, L, S) matrix;
+ * without a weights output the mode has no effect. */
 typedef enum clattn_weights_output {
     CLATTN_WEIGHTS_SOFTMAX = 0,    /* the attention weights, after the softmax (ONNX mode 3) */
     CLATTN_WEIGHTS_QK = 1,         /* Q·Kᵀ·scale of every key, masked or not (ONNX mode 0) */
@@ -371,7 +372,8 @@ typedef struct clattn_sdpa_desc {
     clattn_algorithm algorithm; /* default CLATTN_ALGORITHM_AUTO */
     /* Logit soft-capping (Gemma 2, ONNX's softcap): when > 0, every score s = Q·Kᵀ·scale becomes
      * softcap·tanh(s / softcap) before ALiBi and the masks are added (a masked key stays masked).
-     * 0: off. Since 0.3; this was `reserved` (which had to be 0) before. */
+     * 0: off; otherwise at least FLT_MIN (a subnormal cap would divide by a flushed zero). Since 0.3;
+     * this was `reserved` (which had to be 0) before. */
     float softcap;
     /* Since 0.3. Grouped-query / multi-query attention: K and V carry kv_heads heads, Q and O `heads`,
      * heads % kv_heads == 0, and query head h reads K/V head h / (heads / kv_heads) (ONNX's and
@@ -382,7 +384,9 @@ typedef struct clattn_sdpa_desc {
      * 1, and the log-sum-exp includes it. */
     const float *sinks;
     /* Since 0.3. NULL, or `heads` ALiBi slopes on the host: slope[h]·(j − p) is added to the score of
-     * key j for the query at position p (after soft-capping, with the masks). */
+     * key j for the query at position p (after soft-capping, with the masks), in float: distances
+     * |j − p| must stay below 2^24 and |slope·(j − p)| below 1e30 over the call's positions, else
+     * CLATTN_ERROR_INVALID_VALUE. */
     const float *alibi_slopes;
     /* Since 0.3. What the weights output holds (see clattn_weights_output). */
     clattn_weights_output weights_output;
@@ -487,8 +491,10 @@ CLATTN_API clattn_status clattn_projection(clattn_context *ctx, size_t rows, siz
                                            size_t out_dim, cl_mem x, cl_mem w, cl_mem bias,
                                            cl_mem y);
 
-/* Score: S = Q·Kᵀ·scale with desc's masks applied (masked entries become −inf, the additive mask is
- * added). Q (B,H,L,Dqk), K (B,H,S,Dqk), scores (B,H,L,S). desc->v_dim is not used. */
+/* Score: the scores as clattn_sdpa's softmax takes them: Q·Kᵀ·scale, soft-capped, plus ALiBi and the
+ * masks (hidden keys −inf; offsets and windows apply). Q (B,H,L,Dqk), K (B,kv_heads,S,Dqk), scores
+ * (B,H,L,S). desc->v_dim is not used; the sinks belong to the softmax and weights_output to
+ * clattn_sdpa, so both are ignored here (clattn_softmax has no sinks: with sinks, use clattn_sdpa). */
 CLATTN_API clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
                                       cl_mem k, cl_mem mask, cl_mem scores);
 
@@ -498,8 +504,8 @@ CLATTN_API clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_des
 CLATTN_API clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores,
                                         cl_mem weights, cl_mem lse);
 
-/* Weighted sum: O = P·V. P (B,H,L,S), V (B,H,S,Dv), O (B,H,L,Dv). Uses desc's batch, heads, q_len,
- * kv_len and v_dim. */
+/* Weighted sum: O = P·V. P (B,H,L,S), V (B,kv_heads,S,Dv), O (B,H,L,Dv). Uses desc's batch, heads,
+ * kv_heads, q_len, kv_len and v_dim. */
 CLATTN_API clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                              cl_mem weights, cl_mem v, cl_mem out);
 
