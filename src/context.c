@@ -3,6 +3,7 @@
 #include "context.h"
 
 #include "fused.h"
+#include "merge.h"
 #include "projection.h"
 #include "staged.h"
 #include "validate.h"
@@ -177,6 +178,7 @@ void clattn_context_free(clattn_context *ctx)
     profile_release(&ctx->profile);
     projection_release(ctx);
     staged_release(ctx);
+    merge_release(ctx);
     fused_release(ctx);
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);

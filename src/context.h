@@ -13,6 +13,7 @@
 struct projection_state; /* projection.c */
 struct staged_state;     /* staged.c */
 struct fused_state;      /* fused.c */
+struct merge_state;      /* merge.c */
 
 struct clattn_context_s {
     error_state errors; /* first: error.c reaches it from the handle (see error.h) */
@@ -26,6 +27,7 @@ struct clattn_context_s {
     struct projection_state *projection;
     struct staged_state *staged;
     struct fused_state *fused;
+    struct merge_state *merge;
 };
 
 #endif

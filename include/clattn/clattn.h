@@ -406,6 +406,19 @@ CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc
                                      cl_mem k, cl_mem v, cl_mem mask, cl_mem out, cl_mem weights,
                                      cl_mem lse);
 
+/* Merge partial attention results computed over disjoint sets of keys into the exact result over
+ * their union (since 0.3): parts[p] is an output outs[p] (B,H,L,Dv) with its log-sum-exp lses[p]
+ * (B,H,L), as clattn_sdpa returns them for one slice of the keys (a slice that saw no key has lse −inf
+ * and adds nothing, whatever its output holds). out and lse receive
+ *     lse = log Σ_p exp(lses[p]) (+ exp(sink)),   out = Σ_p exp(lses[p] − lse)·outs[p].
+ * The building block for split-K decoding (slices of one cache on several work-groups), several
+ * devices or machines (each holding part of the keys), and cascade attention (a shared prefix computed
+ * once, merged with each sequence's own suffix). desc gives batch, heads, q_len and v_dim (0: qk_dim);
+ * desc->sinks, if given, are counted once here (compute the parts without them); the other fields are
+ * not used. out and lse may be the buffers of part 0 (in place), never those of a later part. */
+CLATTN_API clattn_status clattn_merge(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t parts,
+                                      const cl_mem *outs, const cl_mem *lses, cl_mem out, cl_mem lse);
+
 /* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. */
 CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                           const float *q, const float *k, const float *v,

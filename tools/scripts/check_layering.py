@@ -44,6 +44,7 @@ ORDER = [
     "fused.h", "fused.c",              # the fused flash kernel
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "mha.h", "mha.c",                  # clattn_mha
+    "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
     "host.c",                          # the *_host variants
     "context.c",                       # the owner
 ]

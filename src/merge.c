@@ -1,0 +1,133 @@
+/* clattn_merge: combine partial results (outputs and log-sum-exps over disjoint key sets) into the result
+ * over their union, by a chain of two-way merges on the device (cl/merge.cl), the sinks in the last. */
+#include "merge.h"
+
+#include "context.h"
+#include "error.h"
+#include "fault.h"
+#include "launch.h"
+#include "program.h"
+#include "validate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+struct merge_state {
+    cl_program program;
+    cl_kernel kernel;
+};
+
+static clattn_status merge_prepare(clattn_context *ctx)
+{
+    if (ctx->merge)
+        return CLATTN_SUCCESS;
+    struct merge_state *m = calloc(1, sizeof *m);
+    if (!m)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the merge state");
+    static const char *const files[] = {"merge.cl"};
+    static const char *const names[] = {"clattn_merge"};
+    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &m->program, &m->kernel);
+    if (st != CLATTN_SUCCESS) {
+        free(m);
+        return st;
+    }
+    ctx->merge = m;
+    return CLATTN_SUCCESS;
+}
+
+void merge_release(clattn_context *ctx)
+{
+    if (!ctx->merge)
+        return;
+    program_release(&ctx->merge->program, &ctx->merge->kernel, 1);
+    free(ctx->merge);
+    ctx->merge = NULL;
+}
+
+static clattn_status merge_launch(clattn_context *ctx, const sdpa_shape *s, cl_mem out_a, cl_mem lse_a, cl_mem out_b,
+                                  cl_mem lse_b, cl_mem sinks, cl_mem out, cl_mem lse)
+{
+    kernel_args a = kernel_args_begin(ctx->merge->kernel);
+    karg_mem(&a, out_a);
+    karg_mem(&a, lse_a);
+    karg_mem(&a, out_b);
+    karg_mem(&a, lse_b);
+    karg_mem(&a, sinks);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->lse_elems);
+    karg_ulong(&a, s->v_dim);
+    karg_mem(&a, out);
+    karg_mem(&a, lse);
+    const size_t global[1] = {s->lse_elems};
+    return kernel_launch_auto(ctx, &a, "merge", 1, global);
+}
+
+/* The sinks, uploaded to a temporary buffer of this call (a few bytes; released when the call's work is
+ * done by the runtime's reference counting). */
+static clattn_status upload_sinks(clattn_context *ctx, const sdpa_shape *s, cl_mem *out)
+{
+    *out = NULL;
+    if (!s->sinks)
+        return CLATTN_SUCCESS;
+    cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
+    if (err == CL_SUCCESS)
+        *out = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, s->heads * sizeof(float),
+                              (void *)s->sinks, &err);
+    if (err == CL_SUCCESS)
+        return CLATTN_SUCCESS;
+    *out = NULL;
+    return cl_error(ctx, err, "clCreateBuffer(sinks)");
+}
+
+clattn_status clattn_merge(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t parts, const cl_mem *outs,
+                           const cl_mem *lses, cl_mem out, cl_mem lse)
+{
+    clattn_status st = check_context(ctx);
+    clattn_sdpa_desc d;
+    sdpa_shape s;
+    if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS)
+        return st;
+    /* Only the shape of the outputs matters: no Q or K here, so v_dim stands in for an unset qk_dim. */
+    if (d.qk_dim == 0)
+        d.qk_dim = d.v_dim;
+    if (d.kv_len == 0)
+        d.kv_len = 1;
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS)
+        return st;
+    if (parts == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_merge: parts is 0");
+    if (!outs || !lses)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_merge: %s is NULL", !outs ? "outs" : "lses");
+    for (size_t p = 0; p < parts; p++) {
+        char name[2][32];
+        snprintf(name[0], sizeof name[0], "outs[%zu]", p);
+        snprintf(name[1], sizeof name[1], "lses[%zu]", p);
+        if ((st = check_buffer(ctx, outs[p], s.out_elems, sizeof(float), name[0])) != CLATTN_SUCCESS ||
+            (st = check_buffer(ctx, lses[p], s.lse_elems, sizeof(float), name[1])) != CLATTN_SUCCESS)
+            return st;
+        /* Later parts are read after the first pass has written out and lse. */
+        if (p > 0 && (outs[p] == out || lses[p] == lse || lses[p] == out || outs[p] == lse))
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "clattn_merge: out and lse may be the buffers of part 0 only, not of part %zu", p);
+    }
+    if ((st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS)
+        return st;
+    if (out == lse)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_merge: out and lse are the same buffer");
+    cl_mem sinks;
+    if ((st = merge_prepare(ctx)) != CLATTN_SUCCESS || (st = upload_sinks(ctx, &s, &sinks)) != CLATTN_SUCCESS)
+        return st;
+    /* out, lse = part 0 ⊕ part 1; then out, lse ⊕= part p; the sinks join the last pass only. */
+    for (size_t p = 1; p <= parts - 1 || p == 1; p++) {
+        const bool first = p == 1, last = p >= parts - 1;
+        st = merge_launch(ctx, &s, first ? outs[0] : out, first ? lses[0] : lse, p < parts ? outs[p] : NULL,
+                          p < parts ? lses[p] : NULL, last ? sinks : NULL, out, lse);
+        if (st != CLATTN_SUCCESS)
+            break;
+    }
+    if (sinks)
+        clReleaseMemObject(sinks);
+    return st;
+}
