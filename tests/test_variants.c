@@ -938,33 +938,17 @@ END_TEST
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("variants");
-    TCase *tc = tu_tcase("table");
+    TCase *tc = tu_tcase("table"); /* the reference's own check, once */
     tcase_add_test(tc, test_table);
     suite_add_tcase(s, tc);
-    tc = tu_tcase("variants");
-    tcase_add_loop_test(tc, test_variants, 0, (int)(N_CASES * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("bad_variants");
-    tcase_add_loop_test(tc, test_bad_variants, 0, (int)(N_BAD * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("layers");
-    tcase_add_loop_test(tc, test_layers, 0, (int)(N_LAYER_CASES * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("compact_masks");
-    tcase_add_loop_test(tc, test_compact_masks, 0, (int)(N_COMPACT * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("compact_mask_errors");
-    tcase_add_loop_test(tc, test_compact_mask_errors, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("weights_output");
-    tcase_add_loop_test(tc, test_weights_output, 0, (int)(4 * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("value_limits");
-    tcase_add_loop_test(tc, test_value_limits, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = tu_tcase("kv_buffers");
-    tcase_add_loop_test(tc, test_kv_buffers, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
+    tu_add_loop(s, "variants", test_variants, N_CASES * tu_ndev);
+    tu_add_loop(s, "bad_variants", test_bad_variants, N_BAD * tu_ndev);
+    tu_add_loop(s, "layers", test_layers, N_LAYER_CASES * tu_ndev);
+    tu_add_loop(s, "compact_masks", test_compact_masks, N_COMPACT * tu_ndev);
+    tu_add_loop(s, "compact_mask_errors", test_compact_mask_errors, tu_ndev);
+    tu_add_loop(s, "weights_output", test_weights_output, 4 * tu_ndev);
+    tu_add_loop(s, "value_limits", test_value_limits, tu_ndev);
+    tu_add_loop(s, "kv_buffers", test_kv_buffers, tu_ndev);
     return s;
 }
 
