@@ -419,6 +419,19 @@ CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc
 CLATTN_API clattn_status clattn_merge(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t parts,
                                       const cl_mem *outs, const cl_mem *lses, cl_mem out, cl_mem lse);
 
+/* A KV cache the application owns (since 0.3): K (B, kv_heads, capacity, Dqk) and V (B, kv_heads,
+ * capacity, Dv) buffers, described by desc (batch, heads and kv_heads, kv_len = the capacity, qk_dim,
+ * v_dim; q_len is not used), and per-sequence lengths on the host. clattn_kv_append writes new_len new
+ * rows per sequence — k_new (B, kv_heads, new_len, Dqk), v_new (B, kv_heads, new_len, Dv) — at rows
+ * lengths[b] … lengths[b] + new_len − 1 of each K/V head, and touches nothing else of the cache. A
+ * length plus new_len beyond the capacity is CLATTN_ERROR_INVALID_VALUE before anything is written.
+ * The caller keeps the lengths (lengths[b] += new_len afterwards) and attends over the valid prefix with
+ * clattn_sdpa on the whole cache: masks.key_lengths = the new lengths, masks.query_offsets = the old
+ * ones, a causal mask (each new query sees the cache and the new rows up to itself). */
+CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc, const size_t *lengths,
+                                          size_t new_len, cl_mem k_new, cl_mem v_new, cl_mem k_cache,
+                                          cl_mem v_cache);
+
 /* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. */
 CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                           const float *q, const float *k, const float *v,
