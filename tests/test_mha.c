@@ -9,13 +9,6 @@
 #include <math.h>
 #include <string.h>
 
-#define NONE CLATTN_CAUSAL_NONE
-#define TL CLATTN_CAUSAL_TOP_LEFT
-#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
-#define M0 CLATTN_MASK_NONE
-#define MLS CLATTN_MASK_L_S
-#define MBH CLATTN_MASK_B_H_L_S
-#define SD CLATTN_SCALE_DEFAULT
 
 enum { WO_NONE = 0, WO_ONLY, WO_BIAS }; /* no W_O; W_O without b_O; W_O and b_O */
 

@@ -661,8 +661,6 @@ static void check_poison(clattn_context *ctx, prob *p, const poison *ps, clattn_
     target[at] = 0.0f;
 }
 
-#define TL CLATTN_CAUSAL_TOP_LEFT
-#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
 #define NOC CLATTN_CAUSAL_NONE
 
 typedef struct {

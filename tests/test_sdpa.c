@@ -11,19 +11,12 @@
 
 enum { DATA_UNIFORM = 0, DATA_LARGE };
 
-#define NONE CLATTN_CAUSAL_NONE
-#define TL CLATTN_CAUSAL_TOP_LEFT
-#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
-#define M0 CLATTN_MASK_NONE
-#define MLS CLATTN_MASK_L_S
-#define MBH CLATTN_MASK_B_H_L_S
 #define INF TU_MASKF_INF
 #define ROWINF TU_MASKF_ROWINF
 #define KL0 TU_KL_NONE
 #define KLF TU_KL_FULL
 #define KLV TU_KL_VARIED
 #define KLZ TU_KL_ZERO
-#define SD CLATTN_SCALE_DEFAULT
 /* 2^-20: exact scaling of the integer-valued DATA_LARGE inputs */
 #define SCALE_LARGE 9.5367431640625e-07f
 

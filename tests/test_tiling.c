@@ -28,18 +28,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#define NONE CLATTN_CAUSAL_NONE
-#define TL CLATTN_CAUSAL_TOP_LEFT
-#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
-#define M0 CLATTN_MASK_NONE
-#define MLS CLATTN_MASK_L_S
-#define MBH CLATTN_MASK_B_H_L_S
 #define INF TU_MASKF_INF
 #define ROWINF TU_MASKF_ROWINF
 #define KL0 TU_KL_NONE
 #define KLV TU_KL_VARIED
 #define KLZ TU_KL_ZERO
-#define SD CLATTN_SCALE_DEFAULT
 
 typedef struct {
     int group; /* 1: padded head sizes 32/16; 2: 80/80 */

@@ -140,6 +140,15 @@ void tu_sys_teardown(void);
 
 #include <clattn/clattn.h>
 
+/* Short names for the cells of the test tables (causal kinds, mask layouts, the default scale). */
+#define NONE CLATTN_CAUSAL_NONE
+#define TL CLATTN_CAUSAL_TOP_LEFT
+#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
+#define M0 CLATTN_MASK_NONE
+#define MLS CLATTN_MASK_L_S
+#define MBH CLATTN_MASK_B_H_L_S
+#define SD CLATTN_SCALE_DEFAULT
+
 /* ---------------------------------------------------------------------------------------------- */
 /* Devices and contexts                                                                            */
 /* ---------------------------------------------------------------------------------------------- */

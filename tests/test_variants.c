@@ -37,13 +37,6 @@ static const char *alg_name(clattn_algorithm a)
 /* The table                                                                                       */
 /* ---------------------------------------------------------------------------------------------- */
 
-#define NONE CLATTN_CAUSAL_NONE
-#define TL CLATTN_CAUSAL_TOP_LEFT
-#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
-#define M0 CLATTN_MASK_NONE
-#define MLS CLATTN_MASK_L_S
-#define MBH CLATTN_MASK_B_H_L_S
-#define SD CLATTN_SCALE_DEFAULT
 
 /* Key lengths: none, tu's VARIED ((S+1)/2 and S), tu's ZERO (batch 0 gets 0). */
 enum { K0 = TU_KL_NONE, KV = TU_KL_VARIED, KZ = TU_KL_ZERO };
