@@ -18,3 +18,23 @@ inline ulong clattn_matrix_offset(ulong m, ulong i, ulong j, ulong rows, ulong c
 {
     return (m * rows + i) * cols + j;
 }
+
+/* The end of one softmax row whose running maximum is m and whose sum of exp(score − m) over the visible
+ * keys is l, with a sink logit (−inf: none) joining the denominator without a value: returns the factor
+ * that turns the row's accumulated Σ exp(score − m)·v into its output, and sets *lse. A row that saw no
+ * key (l = 0) has factor 0 and lse = the sink (−inf without one); a NaN in m or l propagates. Shared by
+ * the fused and decode kernels, so that they end their rows alike. */
+inline float clattn_row_finish(float m, float l, float sink, float *lse)
+{
+    const bool empty = l == 0.0f;
+    float top = m, sum = l, factor = 1.0f;
+    if (sink > top) {
+        factor = exp(top - sink);
+        sum = sum * factor + 1.0f;
+        top = sink;
+    } else if (sink != -INFINITY) {
+        sum += exp(sink - top);
+    }
+    *lse = empty ? sink : top + log(sum);
+    return empty ? 0.0f : factor / sum;
+}

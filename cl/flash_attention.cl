@@ -18,61 +18,12 @@
  * end the work-item's walk at its last row's limit, and tiles no row of the group can see are never
  * loaded. */
 
-#if VEC == 16
-typedef float16 vec_t;
-#define VLOAD(p) vload16(0, (p))
-#define VSTORE(v, p) vstore16((v), 0, (p))
-#define HMAX(x) hmax8(fmax((x).lo, (x).hi))
-#define HSUM(x) hsum8((x).lo + (x).hi)
-#define ANY_NAN(x) any(isnan(x))
-#define ANY_ZERO(x) any((x) == 0.0f)
-#elif VEC == 8
-typedef float8 vec_t;
-#define VLOAD(p) vload8(0, (p))
-#define VSTORE(v, p) vstore8((v), 0, (p))
-#define HMAX(x) hmax8(x)
-#define HSUM(x) hsum8(x)
-#define ANY_NAN(x) any(isnan(x))
-#define ANY_ZERO(x) any((x) == 0.0f)
-#elif VEC == 4
-typedef float4 vec_t;
-#define VLOAD(p) vload4(0, (p))
-#define VSTORE(v, p) vstore4((v), 0, (p))
-#define HMAX(x) hmax4(x)
-#define HSUM(x) hsum4(x)
-#define ANY_NAN(x) any(isnan(x))
-#define ANY_ZERO(x) any((x) == 0.0f)
-#elif VEC == 2
-typedef float2 vec_t;
-#define VLOAD(p) vload2(0, (p))
-#define VSTORE(v, p) vstore2((v), 0, (p))
-#define HMAX(x) fmax((x).s0, (x).s1)
-#define HSUM(x) ((x).s0 + (x).s1)
-#define ANY_NAN(x) any(isnan(x))
-#define ANY_ZERO(x) any((x) == 0.0f)
-#elif VEC == 1
-typedef float vec_t;
-#define VLOAD(p) (*(p))
-#define VSTORE(v, p) (*(p) = (v))
-#define HMAX(x) (x)
-#define HSUM(x) (x)
-#define ANY_NAN(x) isnan(x) /* the scalar isnan is 1, not −1: any() would miss it */
-#define ANY_ZERO(x) ((x) == 0.0f)
-#else
-#error "VEC must be 1, 2, 4, 8 or 16"
-#endif
-
 /* Loops over rows and vector columns are short and fixed: unrolled, their accumulators stay in
  * registers instead of memory. */
 #define UNROLL _Pragma("unroll")
 
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
-
-inline float hmax4(float4 x) { return fmax(fmax(x.s0, x.s1), fmax(x.s2, x.s3)); }
-inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
-inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
-inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
 
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
 void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
@@ -267,18 +218,9 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         if (first + r >= packed_rows)
             break;
         const ulong i = row_i[r], h = row_h[r];
-        /* A sink joins the denominator as one more logit without a value (rescaled when it is the larger). */
-        const float sink = sinks ? sinks[h] : -INFINITY;
-        const bool empty = l[r] == 0.0f; /* every key masked: the row is zero (NaN l propagates) */
-        float top = m[r], sum = l[r], factor = 1.0f;
-        if (sink > top) {
-            factor = exp(top - sink);
-            sum = sum * factor + 1.0f;
-            top = sink;
-        } else if (sink != -INFINITY) {
-            sum += exp(sink - top);
-        }
-        const float inv = empty ? 0.0f : factor / sum;
+        /* A sink joins the denominator as one more logit without a value. */
+        float row_lse;
+        const float inv = clattn_row_finish(m[r], l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
         __global float *out = o + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
@@ -287,6 +229,6 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             if ((ulong)d < dv)
                 out[d] = row[d];
         if (lse)
-            lse[clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = empty ? sink : top + log(sum);
+            lse[clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
     }
 }

@@ -2,6 +2,7 @@
  * options once, and frees every part (each path's state through that path's release function). */
 #include "context.h"
 
+#include "decode.h"
 #include "fused.h"
 #include "merge.h"
 #include "projection.h"
@@ -180,6 +181,7 @@ void clattn_context_free(clattn_context *ctx)
     staged_release(ctx);
     merge_release(ctx);
     fused_release(ctx);
+    decode_release(ctx);
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->device)

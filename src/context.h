@@ -13,6 +13,7 @@
 struct projection_state; /* projection.c */
 struct staged_state;     /* staged.c */
 struct fused_state;      /* fused.c */
+struct decode_state;     /* decode.c */
 struct merge_state;      /* merge.c */
 
 struct clattn_context_s {
@@ -27,6 +28,7 @@ struct clattn_context_s {
     struct projection_state *projection;
     struct staged_state *staged;
     struct fused_state *fused;
+    struct decode_state *decode;
     struct merge_state *merge;
 };
 

@@ -303,6 +303,8 @@ clattn_status device_caps_query(cl_device_id device, device_caps *c)
                                NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(device, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof c->native_float_width,
                                &c->native_float_width, NULL)) != CL_SUCCESS ||
+        (err = clGetDeviceInfo(device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units, &c->compute_units,
+                               NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(device, CL_DRIVER_VERSION, sizeof c->driver, c->driver, NULL)) != CL_SUCCESS ||
         (err = clGetDeviceInfo(device, CL_DEVICE_PLATFORM, sizeof platform, &platform, NULL)) != CL_SUCCESS ||
         (err = clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof c->platform, c->platform, NULL)) != CL_SUCCESS ||

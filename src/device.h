@@ -15,6 +15,7 @@ typedef struct device_caps {
     cl_ulong global_mem;         /* CL_DEVICE_GLOBAL_MEM_SIZE */
     size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_uint native_float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
+    cl_uint compute_units;       /* CL_DEVICE_MAX_COMPUTE_UNITS */
     char platform[256], platform_version[256], driver[256];
 } device_caps;
 

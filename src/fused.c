@@ -99,11 +99,11 @@ void fused_release(clattn_context *ctx)
 
 static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 {
-    static const char *const files[] = {"masks.cl", "flash_attention.cl"};
+    static const char *const files[] = {"masks.cl", "vec.cl", "flash_attention.cl"};
     char options[160];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u",
              v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv);
-    clattn_status st = program_build(ctx, files, 2, options, &v->program);
+    clattn_status st = program_build(ctx, files, 3, options, &v->program);
     if (st == CLATTN_SUCCESS)
         st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
     if (st != CLATTN_SUCCESS)

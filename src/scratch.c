@@ -22,8 +22,9 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
     /* Releasing a buffer that enqueued commands still use is safe: OpenCL frees it after them. */
     mems_release(&pool->mem[slot], 1);
     pool->bytes[slot] = 0;
-    static const char *const slot_names[SCRATCH_COUNT] = {"scores", "projected Q", "projected K", "projected V",
-                                                          "concatenated heads", "key lengths"};
+    static const char *const slot_names[SCRATCH_COUNT] = {
+        "scores", "projected Q", "projected K", "projected V", "concatenated heads", "key lengths", "query offsets",
+        "sinks", "ALiBi slopes", "partial outputs", "partial log-sum-exps"};
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     cl_mem mem = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err) : NULL;
     if (err != CL_SUCCESS)

@@ -17,6 +17,8 @@ typedef enum scratch_slot {
     SCRATCH_QUERY_OFFSETS,
     SCRATCH_SINKS,
     SCRATCH_ALIBI,
+    SCRATCH_PARTIAL_OUT, /* the decode path's per-split outputs and log-sum-exps */
+    SCRATCH_PARTIAL_LSE,
     SCRATCH_COUNT
 } scratch_slot;
 

@@ -2,12 +2,13 @@
 #include "sdpa.h"
 
 #include "context.h"
+#include "decode.h"
 #include "error.h"
 #include "fused.h"
 #include "masks.h"
 #include "staged.h"
 
-/* Failures of the fused kernel that the staged path can work around: it did not build, or the
+/* Failures of the fused or decode kernels that the staged path can work around: it did not build, or the
  * device cannot run it. */
 static bool fused_can_fall_back(clattn_status st)
 {
@@ -26,27 +27,43 @@ clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool
 
 clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted)
 {
-    if (s->algorithm == CLATTN_ALGORITHM_FUSED && weights_wanted)
+    const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED, decode = s->algorithm == CLATTN_ALGORITHM_DECODE;
+    const char *name = fused ? "CLATTN_ALGORITHM_FUSED" : "CLATTN_ALGORITHM_DECODE";
+    if ((fused || decode) && weights_wanted)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "CLATTN_ALGORITHM_FUSED never materialises the weights; ask for AUTO or STAGED to get them");
-    if (s->algorithm == CLATTN_ALGORITHM_FUSED && (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD))
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "CLATTN_ALGORITHM_FUSED supports head sizes up to %d",
-                         FUSED_MAX_HEAD);
+                         "%s never materialises the weights; ask for AUTO or STAGED to get them", name);
+    const size_t most = fused ? FUSED_MAX_HEAD : DECODE_MAX_HEAD;
+    if ((fused || decode) && (s->qk_dim > most || s->v_dim > most))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s supports head sizes up to %zu", name, most);
     return CLATTN_SUCCESS;
+}
+
+/* The path AUTO takes without a weights output: decode for few query rows, else fused, when the head
+ * sizes allow; staged otherwise. */
+static clattn_algorithm auto_algorithm(const sdpa_shape *s, bool weights_wanted)
+{
+    if (weights_wanted)
+        return CLATTN_ALGORITHM_STAGED;
+    if (s->q_len <= DECODE_AUTO_MAX_ROWS && s->qk_dim <= DECODE_MAX_HEAD && s->v_dim <= DECODE_MAX_HEAD)
+        return CLATTN_ALGORITHM_DECODE;
+    if (s->qk_dim <= FUSED_MAX_HEAD && s->v_dim <= FUSED_MAX_HEAD)
+        return CLATTN_ALGORITHM_FUSED;
+    return CLATTN_ALGORITHM_STAGED;
 }
 
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                        cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
 {
-    const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED ||
-                       (s->algorithm == CLATTN_ALGORITHM_AUTO && !weights && s->qk_dim <= FUSED_MAX_HEAD &&
-                        s->v_dim <= FUSED_MAX_HEAD);
-    if (fused) {
-        clattn_status st = fused_run(ctx, s, q, k, v, mask, out, lse);
-        if (st == CLATTN_SUCCESS || s->algorithm == CLATTN_ALGORITHM_FUSED || !fused_can_fall_back(st))
+    const clattn_algorithm path = s->algorithm == CLATTN_ALGORITHM_AUTO ? auto_algorithm(s, weights != NULL)
+                                                                         : s->algorithm;
+    if (path == CLATTN_ALGORITHM_FUSED || path == CLATTN_ALGORITHM_DECODE) {
+        clattn_status st = path == CLATTN_ALGORITHM_FUSED ? fused_run(ctx, s, q, k, v, mask, out, lse)
+                                                          : decode_run(ctx, s, q, k, v, mask, out, lse);
+        if (st == CLATTN_SUCCESS || s->algorithm != CLATTN_ALGORITHM_AUTO || !fused_can_fall_back(st))
             return st;
-        set_warning(ctx, "the fused kernel is not available on %s (%s: %.1500s); the staged path ran instead",
-                    ctx->caps.name, clattn_status_string(st), clattn_last_error(ctx));
+        set_warning(ctx, "the %s kernel is not available on %s (%s: %.1500s); the staged path ran instead",
+                    path == CLATTN_ALGORITHM_FUSED ? "fused" : "decode", ctx->caps.name, clattn_status_string(st),
+                    clattn_last_error(ctx));
         clear_error(ctx);
     }
     return staged_run(ctx, s, q, k, v, mask, out, weights, lse);

@@ -114,7 +114,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                          "desc.scale is infinite (CLATTN_SCALE_DEFAULT, a NaN, asks for 1/sqrt(qk_dim))");
     if (desc->algorithm != CLATTN_ALGORITHM_AUTO && desc->algorithm != CLATTN_ALGORITHM_FUSED &&
-        desc->algorithm != CLATTN_ALGORITHM_STAGED)
+        desc->algorithm != CLATTN_ALGORITHM_STAGED && desc->algorithm != CLATTN_ALGORITHM_DECODE)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.algorithm has the unknown value %d",
                          (int)desc->algorithm);
     const size_t kv_heads = desc->kv_heads ? desc->kv_heads : desc->heads;

@@ -38,11 +38,16 @@ typedef struct {
     float *o, *w, *l; /* w is NULL for the fused path */
 } result;
 
-static const clattn_algorithm paths[2] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED};
+#define NPATHS 3
+static const clattn_algorithm paths[NPATHS] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
+                                              CLATTN_ALGORITHM_DECODE};
 
 static const char *alg_name(clattn_algorithm a)
 {
-    return a == CLATTN_ALGORITHM_FUSED ? "fused" : a == CLATTN_ALGORITHM_STAGED ? "staged" : "auto";
+    return a == CLATTN_ALGORITHM_FUSED    ? "fused"
+           : a == CLATTN_ALGORITHM_STAGED ? "staged"
+           : a == CLATTN_ALGORITHM_DECODE ? "decode"
+                                          : "auto";
 }
 
 /* Q, K, V uniform in [-a, a]; no masks; default scale. */
@@ -224,7 +229,7 @@ static size_t check_masked_problem(clattn_context *ctx, const prob *p, const cha
     size_t masked = 0;
     for (size_t r = 0; r < p->nl; r++)
         masked += (size_t)row_fully_masked(p, r);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("%s [%s] on %s", name, alg_name(paths[a]), spec);
         result g;
         run_path(ctx, p, paths[a], &g);
@@ -320,7 +325,7 @@ static void check_mha_problem(clattn_context *ctx, const mprob *p, const char *n
     double *ry = tu_dalloc(p->ny), *rw = tu_dalloc(p->nw);
     ref_mha(&p->d, p->x, p->kv, &p->hw, p->mask, ry, rw);
     size_t L = p->d.q_len, H = p->d.heads;
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("%s [mha %s] on %s", name, alg_name(paths[a]), spec);
         clattn_mha_desc d = p->d;
         d.algorithm = paths[a];
@@ -402,7 +407,7 @@ START_TEST(test_fully_masked)
     ref_of(&p, &ref);
     cl_mem mq = tu_dev_alloc(ctx, p.nq, p.q), mk = tu_dev_alloc(ctx, p.nk, p.k),
            mv = tu_dev_alloc(ctx, p.nv, p.v), mm = tu_dev_alloc(ctx, p.nm, p.mask);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("all masks combined [cl_mem %s] on %s", alg_name(paths[a]), spec);
         clattn_sdpa_desc d = p.d;
         d.algorithm = paths[a];
@@ -507,7 +512,7 @@ START_TEST(test_negative_masks)
                 ck_assert(fabs(ref.w[(bh * p.L + 3) * p.S + j] - expect3) < 1e-12);
             }
         snprintf(name, sizeof name, "additive (L,S) rows of %g", (double)big);
-        for (int a = 0; a < 2; a++) {
+        for (int a = 0; a < NPATHS; a++) {
             tu_set_label("%s [%s] on %s", name, alg_name(paths[a]), spec);
             result g;
             run_path(ctx, &p, paths[a], &g);
@@ -723,8 +728,8 @@ static const poison_case poison_cases[] = {
 /* One iteration per case × path × device, so that every case reports on both paths. */
 START_TEST(test_inf_nan)
 {
-    size_t ci = TU_CASE(_i) / 2, dev = TU_DEVICE(_i);
-    clattn_algorithm alg = paths[TU_CASE(_i) % 2];
+    size_t ci = TU_CASE(_i) / NPATHS, dev = TU_DEVICE(_i);
+    clattn_algorithm alg = paths[TU_CASE(_i) % NPATHS];
     const poison_case *c = &poison_cases[ci];
     prob p;
     prob_init(&p, c->B, c->H, c->L, c->S, 8, 0, 1.0f, 300 + ci);
@@ -764,7 +769,7 @@ START_TEST(test_underflowed_weight)
     for (size_t bh = 0; bh < p.BH; bh++)
         for (size_t d = 0; d < p.Dv; d++)
             p.v[(bh * p.S + jz) * p.Dv + d] = d % 2 ? -INFINITY : INFINITY;
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("weight exp(-200) = 0 on key %zu whose value is +-inf [%s] on %s", jz,
                      alg_name(paths[a]), tu_dev_spec[dev]);
         result g;
@@ -812,7 +817,7 @@ START_TEST(test_large_scores)
         prob_masks(&p)->causal = causals[c];
         reference ref;
         ref_of(&p, &ref);
-        for (int a = 0; a < 2; a++) {
+        for (int a = 0; a < NPATHS; a++) {
             tu_set_label("scores ~1e8·D, scale 1, causal %d [%s] on %s", (int)causals[c],
                          alg_name(paths[a]), spec);
             result g;
@@ -845,7 +850,7 @@ START_TEST(test_large_scores)
         reference ref;
         ref_of(&p, &ref);
         size_t half_o = p.no / 2, half_l = p.nl / 2, half_w = p.np / 2;
-        for (int a = 0; a < 2; a++) {
+        for (int a = 0; a < NPATHS; a++) {
             tu_set_label("dot products overflowing float (%s, scale 1) [%s] on %s", kinds[kind],
                          alg_name(paths[a]), spec);
             result g;
@@ -883,7 +888,7 @@ static void check_plain(clattn_context *ctx, const prob *p, const char *name, co
 {
     reference ref;
     ref_of(p, &ref);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("%s [%s] on %s", name, alg_name(paths[a]), spec);
         result g;
         run_path(ctx, p, paths[a], &g);
@@ -1034,7 +1039,7 @@ static Suite *make_suite(void)
         suite_add_tcase(s, tc);
     }
     TCase *tc = tu_tcase("inf_nan");
-    tcase_add_loop_test(tc, test_inf_nan, 0, (int)(N_POISON * 2 * tu_ndev));
+    tcase_add_loop_test(tc, test_inf_nan, 0, (int)(N_POISON * NPATHS * tu_ndev));
     suite_add_tcase(s, tc);
     tc = tu_tcase("underflowed_weight");
     tcase_add_loop_test(tc, test_underflowed_weight, 0, (int)(4 * tu_ndev));

@@ -26,11 +26,16 @@
 #define MAXB 3
 #define MAXH 12
 
-static const clattn_algorithm paths[2] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED};
+#define NPATHS 3
+static const clattn_algorithm paths[NPATHS] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
+                                              CLATTN_ALGORITHM_DECODE};
 
 static const char *alg_name(clattn_algorithm a)
 {
-    return a == CLATTN_ALGORITHM_FUSED ? "fused" : a == CLATTN_ALGORITHM_STAGED ? "staged" : "auto";
+    return a == CLATTN_ALGORITHM_FUSED    ? "fused"
+           : a == CLATTN_ALGORITHM_STAGED ? "staged"
+           : a == CLATTN_ALGORITHM_DECODE ? "decode"
+                                          : "auto";
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -343,7 +348,7 @@ START_TEST(test_variants)
     size_t ci = TU_CASE(_i), dev = TU_DEVICE(_i);
     prob p;
     prepare(&cases[ci], 1000 + 10 * ci, &p);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         label(ci, alg_name(paths[a]), dev);
         result g;
         run_host(tu_ctx[dev], &p, paths[a], &g);
@@ -543,7 +548,7 @@ START_TEST(test_kv_buffers)
     /* K and V exactly as large as kv_heads needs: a quarter of what `heads` heads would take */
     cl_mem mq = tu_dev_alloc(ctx, p.nq, p.q), mk = tu_dev_alloc_exact(ctx, p.nk, p.k),
            mv = tu_dev_alloc_exact(ctx, p.nv, p.v), mm = tu_dev_alloc(ctx, p.nm, p.mask);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("cl_mem K %zu and V %zu floats (kv_heads %zu of heads %zu) [%s] on %s", p.nk, p.nv, p.KVH,
                      p.H, alg_name(paths[a]), tu_dev_spec[dev]);
         clattn_sdpa_desc d = p.d;
@@ -658,7 +663,7 @@ START_TEST(test_layers)
     const size_t ny = c->B * c->L * ycols, nw = c->B * c->H * c->L * S;
     double *ry = tu_dalloc(ny), *rw = tu_dalloc(nw);
     ref_mha(&d, x, kv, &w, NULL, ry, rw);
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("layer %s [%s] on %s", c->name, alg_name(paths[a]), tu_dev_spec[dev]);
         d.algorithm = paths[a];
         float *y = tu_host_alloc(ny, NULL), *aw = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_host_alloc(nw, NULL) : NULL;
@@ -756,7 +761,7 @@ START_TEST(test_compact_masks)
     m.mask_kv_len = c->cols;
     d.masks = &m;
     const void *mask = c->type == CLATTN_MASK_BOOL ? (const void *)bools : (const void *)floats;
-    for (int a = 0; a < 2; a++) {
+    for (int a = 0; a < NPATHS; a++) {
         tu_set_label("mask %s [%s] on %s", c->name, alg_name(paths[a]), tu_dev_spec[dev]);
         d.algorithm = paths[a];
         float *o = tu_host_alloc(B * H * L * D, NULL), *l = tu_host_alloc(B * H * L, NULL);

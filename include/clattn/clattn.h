@@ -273,16 +273,23 @@ typedef enum clattn_causal {
 
 /* Which implementation runs attention. */
 typedef enum clattn_algorithm {
-    /* The fused kernel when the caller does not ask for the weights and the head sizes are at most
-     * 256; otherwise, or if the fused kernel does not build on this device, the staged path (a
-     * fallback that is recorded in clattn_last_warning). */
+    /* Without a weights output and with head sizes up to 256: the decode kernels for 1 to 8 query rows
+     * (since 0.3), the fused kernel for more; otherwise, or if the chosen kernel does not build on this
+     * device, the staged path (a fallback that is recorded in clattn_last_warning). */
     CLATTN_ALGORITHM_AUTO = 0,
     /* One fused "flash" kernel with an online softmax: memory O(L·D), never L×S. Cannot return the
      * weights (asking for them is CLATTN_ERROR_INVALID_VALUE). */
     CLATTN_ALGORITHM_FUSED = 1,
     /* Score, softmax and weighted-sum as separate launches through an L×S score matrix (worked
      * through in chunks of heads when the weights are not wanted). */
-    CLATTN_ALGORITHM_STAGED = 2
+    CLATTN_ALGORITHM_STAGED = 2,
+    /* Since 0.3. Decoding ("flash-decoding", split-K): for few query rows against many keys, as when a
+     * model generates one token at a time from a KV cache. The keys are split over work-groups (more
+     * splits on devices with more compute units, at least 256 keys each), every group computes a
+     * partial output and log-sum-exp over its slice for all query heads that share a K/V head, and a
+     * second pass merges them (as clattn_merge does). Any q_len works; AUTO picks it up to 8 rows.
+     * Cannot return the weights. */
+    CLATTN_ALGORITHM_DECODE = 3
 } clattn_algorithm;
 
 /* The shape of the mask passed beside a descriptor, broadcast over the dimensions it lacks (ONNX and

@@ -42,6 +42,7 @@ ORDER = [
     "projection.h", "projection.c",    # GEMM (CLBlast or clattn's kernel) + bias
     "staged.h", "staged.c",            # score / softmax / weighted-sum path, the public stage calls
     "fused.h", "fused.c",              # the fused flash kernel
+    "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "mha.h", "mha.c",                  # clattn_mha
     "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined

@@ -1,0 +1,224 @@
+/* Decode attention ("flash-decoding", split-K): a few query rows per sequence — the new token, or a
+ * handful under speculative verification — against a long cache. The work is reading K and V once,
+ * so the keys are split over work-groups as well as the heads:
+ *
+ *   clattn_decode_partial  work-group (split, row group, batch·K/V head): the packed query rows of all
+ *                          the query heads that share the K/V head (grouped-query attention reads each
+ *                          K/V row once for the whole group), over keys [split·slice, (split+1)·slice).
+ *                          With one split it writes the final rows (sinks included); with several, a
+ *                          partial output and log-sum-exp per split, for:
+ *   clattn_decode_combine  one work-item per output element: the exact result over all splits (the
+ *                          merge of clattn_merge, over a dense stack of parts), sinks counted once.
+ *
+ * Inside a work-group the keys go in tiles of TILE: the WG work-items share the tile's scores (each
+ * computes whole dot products for some keys, all rows), every work-item follows each row's running
+ * maximum and sum, and each owns some VEC-wide columns of every row's output accumulator. On CPUs WG is
+ * 1 and VEC the SIMD width (one work-item streams its slice, vectorised over the head dimension); on
+ * GPUs WG spreads the columns over lanes and VEC is 1. Packed row ρ is query ρ / group of query head
+ * kv_head·group + ρ % group, as in the fused kernel; R_MAX rows per work-group, more rows take more
+ * row groups. Build options: DK and DV (head sizes rounded up to 16), WG, VEC, TILE, R_MAX. */
+
+#define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
+
+/* q (local, scaled) · k (global) over n elements: VEC lanes at a time, then the rest one by one. */
+inline float clattn_decode_dot(__local const float *q, __global const float *k, ulong n)
+{
+    vec_t s = (vec_t)0.0f;
+    ulong d = 0;
+    for (; d + VEC <= n; d += VEC)
+        s = fma(VLOAD(q + d), VLOAD(k + d), s);
+    float t = HSUM(s);
+    for (; d < n; d++)
+        t = fma(q[d], k[d], t);
+    return t;
+}
+
+/* The n < VEC elements of a row's last, partial vector column (zeros beyond). */
+inline vec_t clattn_decode_load_tail(__global const float *p, ulong n)
+{
+    float t[VEC];
+    for (int x = 0; x < VEC; x++)
+        t[x] = (ulong)x < n ? p[x] : 0.0f;
+    return VLOAD(t);
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
+void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
+                           __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
+                           __global const float *v, ulong v_bs, ulong v_hs, ulong v_rs,
+                           __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, ulong o_split_stride,
+                           __global float *lse, ulong lse_split_stride,
+                           ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
+                           ulong slice,
+                           int causal, __global const ulong *key_lengths, __global const uchar *mask,
+                           int mask_layout, int mask_type, ulong mask_cols, __global const long *offsets,
+                           long win_left, long win_right,
+                           float softcap, __global const float *alibi, __global const float *sinks)
+{
+    __local float q_tile[R_MAX * DK];
+    __local float s_tile[R_MAX * TILE]; /* scores of the tile's keys, per row */
+    __local float p_tile[R_MAX * TILE]; /* their weights exp(s − m) */
+
+    const ulong lid = get_local_id(0);
+    const ulong packed_rows = q_len * group, row_groups = (packed_rows + R_MAX - 1) / R_MAX;
+    const ulong row_group = get_group_id(0) % row_groups, split = get_group_id(0) / row_groups;
+    const ulong first = row_group * R_MAX;
+    const int rows = (int)min((ulong)R_MAX, packed_rows - first);
+    const ulong bkv = get_global_id(1), kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    const bool score_terms = softcap > 0.0f || alibi || mask_layout != MASK_NONE;
+    __global const float *k_head = k + clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
+    __global const float *v_head = v + clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
+
+    ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
+    long pos[R_MAX];
+    float m[R_MAX], l[R_MAX], slope[R_MAX], alpha[R_MAX];
+    vec_t acc[R_MAX][COLS_PER_ITEM];
+    /* The walk: this split's keys that some row can see (each row's range only grows with ρ). */
+    ulong walk_begin = split * slice, walk_end = min(walk_begin + slice, kv_len);
+    ulong seen_begin = ULONG_MAX, seen_end = 0;
+    for (int r = 0; r < rows; r++) {
+        const ulong rho = first + r;
+        row_i[r] = rho / group;
+        row_h[r] = kv_head * group + rho % group;
+        pos[r] = clattn_query_position(causal, offsets, b, row_i[r], q_len, kv_len);
+        clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
+        if (row_end[r] > row_begin[r]) {
+            seen_begin = min(seen_begin, row_begin[r]);
+            seen_end = max(seen_end, row_end[r]);
+        }
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        slope[r] = alibi ? alibi[row_h[r]] : 0.0f;
+        for (int c = 0; c < COLS_PER_ITEM; c++)
+            acc[r][c] = (vec_t)0.0f;
+    }
+    walk_begin = max(walk_begin, seen_begin);
+    walk_end = min(walk_end, seen_end);
+    for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
+        const int r = (int)(t / DK);
+        const ulong d = t % DK;
+        q_tile[t] = d < dk ? q[clattn_view_offset(b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d] * scale : 0.0f;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
+        for (ulong jj = lid; jj < TILE; jj += WG) {
+            const ulong j = j0 + jj;
+            for (int r = 0; r < rows; r++) {
+                float s = -INFINITY;
+                if (j < walk_end && j >= row_begin[r] && j < row_end[r]) {
+                    s = clattn_decode_dot(q_tile + r * DK, k_head + j * k_rs, dk);
+                    if (score_terms)
+                        s = clattn_score_terms(s, softcap, slope[r], (long)j, pos[r],
+                                               clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r], heads,
+                                                                    row_i[r], j, q_len, mask_cols));
+                }
+                s_tile[r * TILE + jj] = s;
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        /* Each work-item follows every row's maximum (the same values in all of them); a NaN score
+         * makes the row NaN, as on the other paths. */
+        for (int r = 0; r < rows; r++) {
+            float top = -INFINITY;
+            bool nan_score = false;
+            for (int jj = 0; jj < TILE; jj++) {
+                const float s = s_tile[r * TILE + jj];
+                top = fmax(top, s);
+                nan_score |= isnan(s);
+            }
+            if (nan_score)
+                top = NAN;
+            alpha[r] = 1.0f;
+            if (!(top <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
+                alpha[r] = exp(m[r] - top);
+                m[r] = top;
+            }
+            for (ulong jj = lid; jj < TILE; jj += WG)
+                p_tile[r * TILE + jj] = m[r] == -INFINITY ? 0.0f : exp(s_tile[r * TILE + jj] - m[r]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int r = 0; r < rows; r++) {
+            float sum = 0.0f;
+            for (int jj = 0; jj < TILE; jj++)
+                sum += p_tile[r * TILE + jj];
+            l[r] = l[r] * alpha[r] + sum;
+            /* A factor that underflowed to 0 drops what came before (never 0·inf). */
+            if (alpha[r] != 1.0f)
+                for (int c = 0; c < COLS_PER_ITEM; c++)
+                    acc[r][c] = alpha[r] == 0.0f ? (vec_t)0.0f : acc[r][c] * alpha[r];
+            for (int jj = 0; jj < TILE; jj++) {
+                const float p = p_tile[r * TILE + jj];
+                if (p == 0.0f) /* masked or underflowed: its value adds nothing, not even an inf */
+                    continue;
+                __global const float *v_row = v_head + (j0 + jj) * v_rs;
+                for (int c = 0; c < COLS_PER_ITEM; c++) {
+                    const ulong col = (lid + (ulong)c * WG) * VEC;
+                    if (col + VEC <= dv)
+                        acc[r][c] = fma((vec_t)p, VLOAD(v_row + col), acc[r][c]);
+                    else if (col < dv)
+                        acc[r][c] = fma((vec_t)p, clattn_decode_load_tail(v_row + col, dv - col), acc[r][c]);
+                }
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    for (int r = 0; r < rows; r++) {
+        const ulong i = row_i[r], h = row_h[r];
+        float row_lse;
+        const float inv = clattn_row_finish(m[r], l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
+        __global float *out = o + split * o_split_stride + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
+        for (int c = 0; c < COLS_PER_ITEM; c++) {
+            const ulong col = (lid + (ulong)c * WG) * VEC;
+            float part[VEC];
+            VSTORE(acc[r][c] * inv, part);
+            for (int x = 0; x < VEC; x++)
+                if (col + x < dv)
+                    out[col + x] = part[x];
+        }
+        if (lse && lid == 0)
+            lse[split * lse_split_stride + clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
+    }
+}
+
+/* The splits' partial rows — outputs (parts, rows, dv) and log-sum-exps (parts, rows), rows = B·H·L —
+ * merged into the output view and lse (NULL: not wanted): lse = log Σ_p exp(lse_p) (+ exp(sink)),
+ * out = Σ_p exp(lse_p − lse)·out_p. A part that saw no key (lse −inf) adds nothing; a NaN part
+ * poisons the row; a row no part saw is zero with lse = the sink (−inf without one). */
+__kernel void clattn_decode_combine(__global const float *part_out, __global const float *part_lse, ulong parts,
+                                    ulong rows, ulong dv, ulong heads, ulong q_len, __global const float *sinks,
+                                    __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse)
+{
+    const ulong d = get_global_id(0), r = get_global_id(1);
+    if (d >= dv || r >= rows)
+        return;
+    const ulong i = r % q_len, h = r / q_len % heads, b = r / q_len / heads;
+    const float sink = sinks ? sinks[h] : -INFINITY;
+    float top = sink;
+    bool nan_part = false;
+    for (ulong p = 0; p < parts; p++) {
+        const float x = part_lse[p * rows + r];
+        top = fmax(top, x);
+        nan_part |= isnan(x);
+    }
+    if (nan_part)
+        top = NAN;
+    float value = 0.0f, sum = 0.0f;
+    if (top != -INFINITY) {
+        for (ulong p = 0; p < parts; p++) {
+            const float x = part_lse[p * rows + r];
+            if (x == -INFINITY)
+                continue;
+            const float w = exp(x - top);
+            sum += w;
+            value = fma(w, part_out[(p * rows + r) * dv + d], value);
+        }
+        if (sink != -INFINITY)
+            sum += exp(sink - top);
+    }
+    o[clattn_view_offset(b, h, i, o_bs, o_hs, o_rs) + d] = top == -INFINITY ? 0.0f : value / sum;
+    if (lse && d == 0)
+        lse[r] = top == -INFINITY ? -INFINITY : top + log(sum);
+}

@@ -1,0 +1,53 @@
+/* Float vectors of VEC lanes (a build option: 1, 2, 4, 8 or 16) and their horizontal reductions, for
+ * kernels that vectorise inside a work-item: on CPUs VEC is the native SIMD width (PoCL runs a
+ * work-item's vector code as written), on GPUs 1 (their lanes are the work-items). Used by the fused
+ * and the decode kernels. */
+
+#if VEC == 16
+typedef float16 vec_t;
+#define VLOAD(p) vload16(0, (p))
+#define VSTORE(v, p) vstore16((v), 0, (p))
+#define HMAX(x) hmax8(fmax((x).lo, (x).hi))
+#define HSUM(x) hsum8((x).lo + (x).hi)
+#define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
+#elif VEC == 8
+typedef float8 vec_t;
+#define VLOAD(p) vload8(0, (p))
+#define VSTORE(v, p) vstore8((v), 0, (p))
+#define HMAX(x) hmax8(x)
+#define HSUM(x) hsum8(x)
+#define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
+#elif VEC == 4
+typedef float4 vec_t;
+#define VLOAD(p) vload4(0, (p))
+#define VSTORE(v, p) vstore4((v), 0, (p))
+#define HMAX(x) hmax4(x)
+#define HSUM(x) hsum4(x)
+#define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
+#elif VEC == 2
+typedef float2 vec_t;
+#define VLOAD(p) vload2(0, (p))
+#define VSTORE(v, p) vstore2((v), 0, (p))
+#define HMAX(x) fmax((x).s0, (x).s1)
+#define HSUM(x) ((x).s0 + (x).s1)
+#define ANY_NAN(x) any(isnan(x))
+#define ANY_ZERO(x) any((x) == 0.0f)
+#elif VEC == 1
+typedef float vec_t;
+#define VLOAD(p) (*(p))
+#define VSTORE(v, p) (*(p) = (v))
+#define HMAX(x) (x)
+#define HSUM(x) (x)
+#define ANY_NAN(x) isnan(x) /* the scalar isnan is 1, not −1: any() would miss it */
+#define ANY_ZERO(x) ((x) == 0.0f)
+#else
+#error "VEC must be 1, 2, 4, 8 or 16"
+#endif
+
+inline float hmax4(float4 x) { return fmax(fmax(x.s0, x.s1), fmax(x.s2, x.s3)); }
+inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
+inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
+inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }

@@ -1,0 +1,244 @@
+/* The decode path (cl/decode.cl): which compiled variant serves a head size, how the keys are split
+ * over work-groups on this device, and the two launches (partial results per split, then their merge). */
+#include "decode.h"
+
+#include "context.h"
+#include "error.h"
+#include "masks.h"
+#include "program.h"
+#include "scratch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* One compiled variant: head sizes and the work-group's shape are build options. */
+typedef struct decode_variant {
+    unsigned dk, dv;   /* padded head sizes */
+    unsigned wg;       /* work-items per group */
+    unsigned vec;      /* float vector width inside a work-item */
+    unsigned tile;     /* keys per tile */
+    unsigned r_max;    /* packed query rows per group */
+    cl_program program;
+    cl_kernel kernels[2]; /* partial, combine */
+    clattn_status failure; /* a variant that did not build on this device is not tried again */
+} decode_variant;
+
+#define DECODE_VARIANTS_MAX 16
+/* Fewest keys per split: below this a split's fixed cost (its queries, its partial row) dominates. */
+#define DECODE_MIN_SLICE 256
+#define DECODE_MAX_SPLITS 64
+
+struct decode_state {
+    decode_variant variants[DECODE_VARIANTS_MAX];
+    size_t count;
+};
+
+static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
+
+/* CPUs: one work-item per group streams its keys, vectorised over the head dimension at the native
+ * SIMD width (PoCL runs a work-item's vector code as written). GPUs: 64 work-items share a tile's
+ * scores and spread the output columns over their lanes. Rows per group shrink if local memory is
+ * short. */
+static void choose_shape(const clattn_context *ctx, decode_variant *v)
+{
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    v->vec = 1;
+    if (cpu)
+        while (v->vec < 16 && v->vec * 2 <= ctx->caps.native_float_width)
+            v->vec *= 2;
+    v->wg = cpu ? 1 : 64;
+    while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
+        v->wg /= 2;
+    v->tile = cpu ? 32 : 64;
+    v->r_max = 16;
+    while (v->r_max > 1 && (cl_ulong)v->r_max * (v->dk + 2 * v->tile) * sizeof(float) > ctx->caps.local_mem)
+        v->r_max /= 2;
+}
+
+static void variants_release(struct decode_state *d)
+{
+    for (size_t i = 0; i < d->count; i++)
+        program_release(&d->variants[i].program, d->variants[i].kernels, 2);
+    d->count = 0;
+}
+
+void decode_release(clattn_context *ctx)
+{
+    if (!ctx->decode)
+        return;
+    variants_release(ctx->decode);
+    free(ctx->decode);
+    ctx->decode = NULL;
+}
+
+static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
+{
+    static const char *const files[] = {"masks.cl", "vec.cl", "decode.cl"};
+    static const char *const names[] = {"clattn_decode_partial", "clattn_decode_combine"};
+    char options[160];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DTILE=%u -DR_MAX=%u", v->dk,
+             v->dv, v->wg, v->vec, v->tile, v->r_max);
+    return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
+}
+
+/* The kernels for head sizes (dk, dv), built on first use; a group size the device cannot launch
+ * with this kernel (CL_KERNEL_WORK_GROUP_SIZE) makes it rebuild with a smaller one. */
+static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t dv, decode_variant **out)
+{
+    const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
+    if (!ctx->decode && !(ctx->decode = calloc(1, sizeof *ctx->decode)))
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the decode path's state");
+    struct decode_state *d = ctx->decode;
+    for (size_t i = 0; i < d->count; i++)
+        if (d->variants[i].dk == pdk && d->variants[i].dv == pdv) {
+            *out = &d->variants[i];
+            if (d->variants[i].failure != CLATTN_SUCCESS)
+                return set_error(ctx, d->variants[i].failure,
+                                 "the decode kernels for head sizes %u/%u did not build on this device earlier", pdk,
+                                 pdv);
+            return CLATTN_SUCCESS;
+        }
+    if (d->count == DECODE_VARIANTS_MAX) { /* many head sizes in one context: start over */
+        clFinish(ctx->queue);
+        variants_release(d);
+    }
+    decode_variant v = {pdk, pdv, 0, 0, 0, 0, NULL, {NULL, NULL}, CLATTN_SUCCESS};
+    choose_shape(ctx, &v);
+    for (;;) {
+        clattn_status st = variant_build(ctx, &v);
+        if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
+            v.failure = st;
+            d->variants[d->count++] = v;
+        }
+        if (st != CLATTN_SUCCESS)
+            return st;
+        size_t launchable = 0;
+        cl_int err = clGetKernelWorkGroupInfo(v.kernels[0], ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
+                                              sizeof launchable, &launchable, NULL);
+        if (err != CL_SUCCESS) {
+            program_release(&v.program, v.kernels, 2);
+            return cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+        }
+        if (launchable >= v.wg)
+            break;
+        program_release(&v.program, v.kernels, 2);
+        if (launchable == 0)
+            return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the decode kernel cannot launch on %s",
+                             ctx->caps.name);
+        while (v.wg > launchable)
+            v.wg /= 2;
+    }
+    d->variants[d->count] = v;
+    *out = &d->variants[d->count++];
+    return CLATTN_SUCCESS;
+}
+
+/* Splits of the keys: enough work-groups to keep every compute unit busy (four per unit, so uneven
+ * slices even out), but at least DECODE_MIN_SLICE keys each. The keys are those any batch can see:
+ * up to the longest key length when lengths are given (a cache's capacity beyond it is never read). */
+static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const decode_variant *v, size_t *splits,
+                        size_t *slice)
+{
+    size_t keys = s->kv_len;
+    if (s->masks.key_lengths) {
+        keys = 0;
+        for (size_t b = 0; b < s->batch; b++)
+            if (s->masks.key_lengths[b] > keys)
+                keys = s->masks.key_lengths[b];
+    }
+    const size_t row_groups = (s->q_len * s->group + v->r_max - 1) / v->r_max;
+    const size_t groups = s->batch * s->kv_heads * row_groups;
+    const size_t target = 4 * (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1);
+    size_t n = (target + groups - 1) / groups;
+    const size_t most = keys / DECODE_MIN_SLICE;
+    if (n > most)
+        n = most;
+    if (n > DECODE_MAX_SPLITS)
+        n = DECODE_MAX_SPLITS;
+    /* Every split holds a copy of the output: together they must fit in one allocation (one does). */
+    while (n > 1 && n * s->out_elems > ctx->caps.max_alloc / sizeof(float))
+        n--;
+    if (n < 1)
+        n = 1;
+    /* Whole tiles per split; the last split takes what is left. */
+    const size_t per = (keys + n - 1) / n;
+    *slice = n == 1 ? s->kv_len : (per + v->tile - 1) / v->tile * v->tile;
+    *splits = n == 1 ? 1 : (keys + *slice - 1) / *slice;
+}
+
+static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, const decode_variant *dv,
+                                    const device_masks *masks, tensor_view q, tensor_view k, tensor_view v,
+                                    tensor_view out, size_t out_split_stride, cl_mem lse, size_t lse_split_stride,
+                                    cl_mem sinks, size_t splits, size_t slice)
+{
+    kernel_args a = kernel_args_begin(dv->kernels[0]);
+    karg_view(&a, q);
+    karg_view(&a, k);
+    karg_view(&a, v);
+    karg_view(&a, out);
+    karg_ulong(&a, out_split_stride);
+    karg_mem(&a, lse);
+    karg_ulong(&a, lse_split_stride);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->group);
+    karg_ulong(&a, s->q_len);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->qk_dim);
+    karg_ulong(&a, s->v_dim);
+    karg_float(&a, s->scale);
+    karg_ulong(&a, slice);
+    masks_kernel_args(&a, masks);
+    karg_mem(&a, sinks);
+    const size_t row_groups = (s->q_len * s->group + dv->r_max - 1) / dv->r_max;
+    const size_t local[2] = {dv->wg, 1};
+    const size_t global[2] = {splits * row_groups * dv->wg, s->batch * s->kv_heads};
+    return kernel_launch(ctx, &a, "decode partial", 2, global, local);
+}
+
+static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, const decode_variant *dv,
+                                    cl_mem part_out, cl_mem part_lse, size_t splits, cl_mem sinks, tensor_view out,
+                                    cl_mem lse)
+{
+    kernel_args a = kernel_args_begin(dv->kernels[1]);
+    karg_mem(&a, part_out);
+    karg_mem(&a, part_lse);
+    karg_ulong(&a, splits);
+    karg_ulong(&a, s->lse_elems);
+    karg_ulong(&a, s->v_dim);
+    karg_ulong(&a, s->heads);
+    karg_ulong(&a, s->q_len);
+    karg_mem(&a, sinks);
+    karg_view(&a, out);
+    karg_mem(&a, lse);
+    const size_t global[2] = {s->v_dim, s->lse_elems};
+    return kernel_launch_auto(ctx, &a, "decode combine", 2, global);
+}
+
+clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                         cl_mem mask, tensor_view out, cl_mem lse)
+{
+    if (s->qk_dim > DECODE_MAX_HEAD || s->v_dim > DECODE_MAX_HEAD)
+        return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE,
+                         "the decode kernels support head sizes up to %d, not %zu", DECODE_MAX_HEAD,
+                         s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
+    decode_variant *dv = NULL;
+    device_masks masks;
+    clattn_status st = decode_variant_get(ctx, s->qk_dim, s->v_dim, &dv);
+    if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
+        return st;
+    size_t splits, slice;
+    plan_splits(ctx, s, dv, &splits, &slice);
+    if (splits == 1) /* one pass writes the final rows */
+        return launch_partial(ctx, s, dv, &masks, q, k, v, out, 0, lse, 0, masks.sinks, 1, slice);
+    /* Partial rows per split in temporaries (plan_splits kept them within one allocation), then their
+     * merge. */
+    cl_mem part_out, part_lse;
+    if ((st = scratch_get(ctx, SCRATCH_PARTIAL_OUT, splits * s->out_elems * sizeof(float), &part_out)) !=
+            CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_PARTIAL_LSE, splits * s->lse_elems * sizeof(float), &part_lse)) !=
+            CLATTN_SUCCESS)
+        return st;
+    st = launch_partial(ctx, s, dv, &masks, q, k, v, view_bhld(part_out, s->heads, s->q_len, s->v_dim),
+                        s->out_elems, part_lse, s->lse_elems, NULL, splits, slice);
+    return st != CLATTN_SUCCESS ? st : launch_combine(ctx, s, dv, part_out, part_lse, splits, masks.sinks, out, lse);
+}

@@ -1,0 +1,22 @@
+/* The decode path: few query rows against many keys, the keys split over work-groups and merged
+ * (cl/decode.cl). */
+#ifndef CLATTN_DECODE_H
+#define CLATTN_DECODE_H
+
+#include "launch.h"
+#include "validate.h"
+
+#include <stdbool.h>
+
+/* Query rows per sequence up to which CLATTN_ALGORITHM_AUTO takes the decode path. */
+#define DECODE_AUTO_MAX_ROWS 8
+/* Largest head size the decode kernels compile for. */
+#define DECODE_MAX_HEAD 256
+
+/* SDPA on a validated shape and views, as fused_run; lse (B,H,L) may be NULL. */
+clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                         cl_mem mask, tensor_view out, cl_mem lse);
+
+void decode_release(clattn_context *ctx);
+
+#endif
