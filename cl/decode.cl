@@ -16,21 +16,30 @@
  * 1 and VEC the SIMD width (one work-item streams its slice, vectorised over the head dimension); on
  * GPUs WG spreads the columns over lanes and VEC is 1. Packed row ρ is query ρ / group of query head
  * kv_head·group + ρ % group, as in the fused kernel; R_MAX rows per work-group, more rows take more
- * row groups. Build options: DK and DV (head sizes rounded up to 16), WG, VEC, TILE, R_MAX. */
+ * row groups. Build options: DK and DV (head sizes rounded up to 16), WG, VEC, KQ (keys per step of a
+ * work-item's scores), TILE (a multiple of VEC·KQ·WG), R_MAX. */
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
-/* q (local, scaled) · k (global) over n elements: VEC lanes at a time, then the rest one by one. */
-inline float clattn_decode_dot(__local const float *q, __global const float *k, ulong n)
+/* KQ dot products q · k_x (x < KQ; key rows k_rs apart) over n elements, q in local memory (scaled):
+ * VEC lanes at a time, KQ independent chains that share each load of q, then the rest one by one. */
+inline void clattn_decode_dots(__local const float *q, __global const float *k, ulong k_rs, ulong n, float *s)
 {
-    vec_t s = (vec_t)0.0f;
+    vec_t sum[KQ];
+    for (int x = 0; x < KQ; x++)
+        sum[x] = (vec_t)0.0f;
     ulong d = 0;
-    for (; d + VEC <= n; d += VEC)
-        s = fma(VLOAD(q + d), VLOAD(k + d), s);
-    float t = HSUM(s);
-    for (; d < n; d++)
-        t = fma(q[d], k[d], t);
-    return t;
+    for (; d + VEC <= n; d += VEC) {
+        const vec_t qv = VLOAD(q + d);
+        for (int x = 0; x < KQ; x++)
+            sum[x] = fma(qv, VLOAD(k + x * k_rs + d), sum[x]);
+    }
+    for (int x = 0; x < KQ; x++) {
+        float t = HSUM(sum[x]);
+        for (ulong e = d; e < n; e++)
+            t = fma(q[e], k[x * k_rs + e], t);
+        s[x] = t;
+    }
 }
 
 /* The n < VEC elements of a row's last, partial vector column (zeros beyond). */
@@ -69,12 +78,19 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     const bool score_terms = softcap > 0.0f || alibi || mask_layout != MASK_NONE;
     __global const float *k_head = k + clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
     __global const float *v_head = v + clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
+    /* This work-item's output columns are VEC-wide chunks lid, lid + WG, …: the first `full` of them
+     * lie wholly below dv, the next may hold the last tail < VEC columns. */
+    int full = 0;
+    while (full < COLS_PER_ITEM && (lid + (ulong)full * WG) * VEC + VEC <= dv)
+        full++;
+    const ulong tail_col = (lid + (ulong)full * WG) * VEC;
+    const bool tail = full < COLS_PER_ITEM && tail_col < dv;
 
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
     long pos[R_MAX];
     float m[R_MAX], l[R_MAX], slope[R_MAX], alpha[R_MAX];
     vec_t acc[R_MAX][COLS_PER_ITEM];
-    /* The walk: this split's keys that some row can see (each row's range only grows with ρ). */
+    /* The walk: this split's keys that some row can see. */
     ulong walk_begin = split * slice, walk_end = min(walk_begin + slice, kv_len);
     ulong seen_begin = ULONG_MAX, seen_end = 0;
     for (int r = 0; r < rows; r++) {
@@ -103,64 +119,87 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
-        for (ulong jj = lid; jj < TILE; jj += WG) {
-            const ulong j = j0 + jj;
+        /* Scores: KQ keys at a time per work-item; keys a row cannot see are −inf (never read). */
+        for (ulong g = lid * KQ; g < TILE; g += WG * KQ) {
+            const ulong j = j0 + g;
             for (int r = 0; r < rows; r++) {
-                float s = -INFINITY;
-                if (j < walk_end && j >= row_begin[r] && j < row_end[r]) {
-                    s = clattn_decode_dot(q_tile + r * DK, k_head + j * k_rs, dk);
-                    if (score_terms)
-                        s = clattn_score_terms(s, softcap, slope[r], (long)j, pos[r],
-                                               clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r], heads,
-                                                                    row_i[r], j, q_len, mask_cols));
+                float s[KQ];
+                if (j >= row_begin[r] && j + KQ <= row_end[r] && j + KQ <= walk_end) {
+                    clattn_decode_dots(q_tile + r * DK, k_head + j * k_rs, k_rs, dk, s);
+                } else {
+                    for (int x = 0; x < KQ; x++) {
+                        const ulong jx = j + x;
+                        s[x] = -INFINITY;
+                        if (jx < walk_end && jx >= row_begin[r] && jx < row_end[r]) {
+                            float one[KQ];
+                            clattn_decode_dots(q_tile + r * DK, k_head + jx * k_rs, 0, dk, one);
+                            s[x] = one[0];
+                        }
+                    }
                 }
-                s_tile[r * TILE + jj] = s;
+                for (int x = 0; x < KQ; x++) {
+                    const ulong jx = j + x;
+                    if (score_terms && s[x] != -INFINITY)
+                        s[x] = clattn_score_terms(s[x], softcap, slope[r], (long)jx, pos[r],
+                                                  clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r],
+                                                                       heads, row_i[r], jx, q_len, mask_cols));
+                    s_tile[r * TILE + g + x] = s[x];
+                }
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         /* Each work-item follows every row's maximum (the same values in all of them); a NaN score
-         * makes the row NaN, as on the other paths. */
+         * makes the row NaN, as on the other paths. The weights are computed VEC keys at a time. */
         for (int r = 0; r < rows; r++) {
-            float top = -INFINITY;
+            vec_t top = (vec_t)-INFINITY;
             bool nan_score = false;
-            for (int jj = 0; jj < TILE; jj++) {
-                const float s = s_tile[r * TILE + jj];
-                top = fmax(top, s);
-                nan_score |= isnan(s);
+            for (int x = 0; x < TILE; x += VEC) {
+                const vec_t sv = VLOAD(s_tile + r * TILE + x);
+                top = fmax(top, sv);
+                nan_score |= ANY_NAN(sv);
             }
-            if (nan_score)
-                top = NAN;
+            const float tile_max = nan_score ? NAN : HMAX(top);
             alpha[r] = 1.0f;
-            if (!(top <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
-                alpha[r] = exp(m[r] - top);
-                m[r] = top;
+            if (!(tile_max <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
+                alpha[r] = exp(m[r] - tile_max);
+                m[r] = tile_max;
             }
-            for (ulong jj = lid; jj < TILE; jj += WG)
-                p_tile[r * TILE + jj] = m[r] == -INFINITY ? 0.0f : exp(s_tile[r * TILE + jj] - m[r]);
+            for (ulong x = lid * VEC; x < TILE; x += WG * VEC) {
+                const vec_t sv = VLOAD(s_tile + r * TILE + x);
+                VSTORE(ZERO_WHERE_MASKED(exp(sv - (vec_t)m[r]), sv), p_tile + r * TILE + x);
+            }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int r = 0; r < rows; r++) {
-            float sum = 0.0f;
-            for (int jj = 0; jj < TILE; jj++)
-                sum += p_tile[r * TILE + jj];
-            l[r] = l[r] * alpha[r] + sum;
-            /* A factor that underflowed to 0 drops what came before (never 0·inf). */
-            if (alpha[r] != 1.0f)
-                for (int c = 0; c < COLS_PER_ITEM; c++)
-                    acc[r][c] = alpha[r] == 0.0f ? (vec_t)0.0f : acc[r][c] * alpha[r];
-            for (int jj = 0; jj < TILE; jj++) {
-                const float p = p_tile[r * TILE + jj];
+            __local const float *p_row = p_tile + r * TILE;
+            vec_t sum = (vec_t)0.0f;
+            for (int x = 0; x < TILE; x += VEC)
+                sum += VLOAD(p_row + x);
+            l[r] = l[r] * alpha[r] + HSUM(sum);
+            /* The row's accumulators in registers for the tile; a factor that underflowed to 0 drops
+             * what came before (never 0·inf). */
+            vec_t a[COLS_PER_ITEM];
+            for (int c = 0; c < COLS_PER_ITEM; c++)
+                a[c] = alpha[r] == 0.0f ? (vec_t)0.0f : alpha[r] == 1.0f ? acc[r][c] : acc[r][c] * alpha[r];
+            const ulong tile_end = min((ulong)TILE, walk_end - j0);
+            for (ulong jj = 0; jj < tile_end; jj++) {
+                const float p = p_row[jj];
                 if (p == 0.0f) /* masked or underflowed: its value adds nothing, not even an inf */
                     continue;
-                __global const float *v_row = v_head + (j0 + jj) * v_rs;
-                for (int c = 0; c < COLS_PER_ITEM; c++) {
-                    const ulong col = (lid + (ulong)c * WG) * VEC;
-                    if (col + VEC <= dv)
-                        acc[r][c] = fma((vec_t)p, VLOAD(v_row + col), acc[r][c]);
-                    else if (col < dv)
-                        acc[r][c] = fma((vec_t)p, clattn_decode_load_tail(v_row + col, dv - col), acc[r][c]);
+                __global const float *v_row = v_head + (j0 + jj) * v_rs + lid * VEC;
+                if (full == COLS_PER_ITEM) {
+                    for (int c = 0; c < COLS_PER_ITEM; c++)
+                        a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+                } else {
+                    for (int c = 0; c < full; c++)
+                        a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+                    if (tail)
+                        a[full] = fma((vec_t)p, clattn_decode_load_tail(v_row + full * WG * VEC, dv - tail_col),
+                                      a[full]);
                 }
             }
+            for (int c = 0; c < COLS_PER_ITEM; c++)
+                acc[r][c] = a[c];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }

@@ -51,3 +51,11 @@ inline float hmax4(float4 x) { return fmax(fmax(x.s0, x.s1), fmax(x.s2, x.s3)); 
 inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
 inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
 inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
+
+/* p where the score s is −inf (a masked key), 0 there, lane by lane: a masked key's weight is exactly 0
+ * even when the row's maximum is NaN (exp(−inf − NaN) would be NaN). */
+#if VEC == 1
+#define ZERO_WHERE_MASKED(p, s) ((s) == -INFINITY ? 0.0f : (p))
+#else
+#define ZERO_WHERE_MASKED(p, s) select((p), (vec_t)0.0f, (s) == (vec_t)-INFINITY)
+#endif

@@ -16,6 +16,7 @@ typedef struct decode_variant {
     unsigned dk, dv;   /* padded head sizes */
     unsigned wg;       /* work-items per group */
     unsigned vec;      /* float vector width inside a work-item */
+    unsigned kq;       /* keys per step of a work-item's scores */
     unsigned tile;     /* keys per tile */
     unsigned r_max;    /* packed query rows per group */
     cl_program program;
@@ -49,6 +50,7 @@ static void choose_shape(const clattn_context *ctx, decode_variant *v)
     v->wg = cpu ? 1 : 64;
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
+    v->kq = cpu ? 4 : 1;
     v->tile = cpu ? 32 : 64;
     v->r_max = 16;
     while (v->r_max > 1 && (cl_ulong)v->r_max * (v->dk + 2 * v->tile) * sizeof(float) > ctx->caps.local_mem)
@@ -76,8 +78,8 @@ static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
     static const char *const files[] = {"masks.cl", "vec.cl", "decode.cl"};
     static const char *const names[] = {"clattn_decode_partial", "clattn_decode_combine"};
     char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DTILE=%u -DR_MAX=%u", v->dk,
-             v->dv, v->wg, v->vec, v->tile, v->r_max);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DTILE=%u -DR_MAX=%u",
+             v->dk, v->dv, v->wg, v->vec, v->kq, v->tile, v->r_max);
     return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
 }
 
@@ -102,7 +104,7 @@ static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t d
         clFinish(ctx->queue);
         variants_release(d);
     }
-    decode_variant v = {pdk, pdv, 0, 0, 0, 0, NULL, {NULL, NULL}, CLATTN_SUCCESS};
+    decode_variant v = {pdk, pdv, 0, 0, 0, 0, 0, NULL, {NULL, NULL}, CLATTN_SUCCESS};
     choose_shape(ctx, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);

@@ -5,6 +5,7 @@
  * staged path, so their ratio comes from the same run. tools/scripts/bench_peer.py adds numpy and
  * PyTorch. */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_stream.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -247,7 +248,7 @@ static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_bu
 }
 
 static const char bench_help[] =
-    "usage: clattn bench [--quick] [--skip-long] [--json] [--device SPEC]\n"
+    "usage: clattn bench [--quick] [--skip-long] [--only TEXT] [--json] [--device SPEC]\n"
     "\n"
     "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
@@ -260,6 +261,7 @@ static const char bench_help[] =
     "overhead; --json adds it per kernel). SDPA cases run both the fused kernel and the staged path.\n"
     "  --quick      small shapes (seconds; a smoke test)\n"
     "  --skip-long  leave out the L=65536 case (minutes on a CPU)\n"
+    "  --only TEXT  only the cases whose name contains TEXT (e.g. decode)\n"
     "  --json       one JSON document instead of the table (read by tools/scripts/bench_peer.py)\n"
     "  --device     P:D, cpu, gpu, accelerator or part of a name\n";
 
@@ -276,9 +278,9 @@ static void print_bytes(char *buf, size_t size, size_t bytes)
 int cmd_bench(int argc, char **argv)
 {
     bool quick = false, skip_long = false, json = false, help = false;
-    const char *device = NULL;
+    const char *device = NULL, *only = NULL;
     const cli_option opts[] = {{"quick", &quick, NULL}, {"skip-long", &skip_long, NULL}, {"json", &json, NULL},
-                               {"device", NULL, &device}};
+                               {"device", NULL, &device}, {"only", NULL, &only}};
     int rc = cli_parse("bench", argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
         fputs(bench_help, help && rc == CLI_OK ? stdout : stderr);
@@ -306,17 +308,20 @@ int cmd_bench(int argc, char **argv)
         printf("clattn bench on %s, %s (fp32)\n%-46s %-7s %10s %9s %12s %10s %10s\n", clattn_context_device_name(ctx),
                date, "case", "path", "ms", "GFLOP/s", "extra mem", "device ms", "host ms");
     bool first = true;
-    double previous_fused_ms = 0;
+    double previous_fused_ms = 0, stream_bytes = 0, stream_gbps = 0;
     for (size_t i = 0; i < ncases && rc == CLI_OK; i++) {
         const bench_case *c = &cases[i];
-        if (skip_long && c->L >= 65536)
+        if ((skip_long && c->L >= 65536) || (only && !strstr(c->name, only)))
             continue;
         case_buffers b;
         if ((err = buffers_make(ctx, c, &b)) != CL_SUCCESS) {
             rc = cli_fail_status("bench", ctx, (clattn_status)err, c->name);
             break;
         }
-        const clattn_algorithm algos[2] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED};
+        /* Decode cases (few query rows) set the decode path against the fused kernel. */
+        const bool decode = c->kind == BENCH_SDPA && c->L <= 8;
+        const clattn_algorithm algos[2] = {decode ? CLATTN_ALGORITHM_DECODE : CLATTN_ALGORITHM_FUSED,
+                                           decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
         const size_t nalgos = c->long_context ? 1 : 2;
         bench_result res[2] = {{0}};
         cli_progress *progress = cli_progress_start(c->name);
@@ -328,7 +333,9 @@ int cmd_bench(int argc, char **argv)
         cli_progress_stop(progress);
         buffers_free(&b);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
-            const char *path = algos[a] == CLATTN_ALGORITHM_FUSED ? "fused" : "staged";
+            const char *path = algos[a] == CLATTN_ALGORITHM_FUSED    ? "fused"
+                               : algos[a] == CLATTN_ALGORITHM_DECODE ? "decode"
+                                                                     : "staged";
             if (json) {
                 printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
                        "\"D\": %zu, \"causal\": %s, \"window\": %lld, \"kv_heads\": %zu, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
@@ -349,10 +356,26 @@ int cmd_bench(int argc, char **argv)
             }
         }
         if (!json && rc == CLI_OK && nalgos == 2)
-            printf("%-46s staged/fused time: %.2fx\n", "", res[1].ms / res[0].ms);
+            printf("%-46s %s time: %.2fx\n", "", decode ? "fused/decode" : "staged/fused", res[1].ms / res[0].ms);
         /* A windowed case follows the same case without a window: the time a window saves. */
         if (!json && rc == CLI_OK && c->window > 0 && previous_fused_ms > 0)
             printf("%-46s without/with window time: %.2fx\n", "", previous_fused_ms / res[0].ms);
+        /* Decode reads its K/V once: its bandwidth against a plain read of as many bytes. */
+        if (decode && rc == CLI_OK) {
+            const double kv_bytes = 2.0 * c->B * (c->kv_heads ? c->kv_heads : c->H) * c->S * c->D * sizeof(float);
+            if (kv_bytes != stream_bytes) {
+                stream_bytes = kv_bytes;
+                if ((err = bench_stream_gbps(ctx, (size_t)kv_bytes, &stream_gbps)) != CL_SUCCESS)
+                    stream_gbps = 0;
+            }
+            const double kv_gbps = kv_bytes / (res[0].ms * 1e6);
+            if (json)
+                printf(", {\"name\": \"%s\", \"kind\": \"bandwidth\", \"kv_bytes\": %.0f, \"kv_gbps\": %.3f, "
+                       "\"stream_gbps\": %.3f}", c->name, kv_bytes, kv_gbps, stream_gbps);
+            else
+                printf("%-46s K/V read %.1f GB/s = %.0f%% of streaming (read-and-sum of as many bytes: %.1f GB/s)\n", "",
+                       kv_gbps, stream_gbps > 0 ? 100.0 * kv_gbps / stream_gbps : 0.0, stream_gbps);
+        }
         previous_fused_ms = res[0].ms;
         fflush(stdout);
     }

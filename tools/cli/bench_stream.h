@@ -1,0 +1,12 @@
+/* The device's streaming-read bandwidth, measured by a plain read-and-sum kernel: the ceiling of every
+ * bandwidth-bound case (decode reads its K/V cache once), reported by `clattn bench` beside them. */
+#ifndef CLATTN_BENCH_STREAM_H
+#define CLATTN_BENCH_STREAM_H
+
+#include "clattn/clattn.h"
+
+/* Read-and-sum over a buffer of `bytes` (rounded down to 64-byte vectors) on ctx's device and queue:
+ * GB/s of the median of several runs after a warm-up. An OpenCL error code on failure. */
+cl_int bench_stream_gbps(clattn_context *ctx, size_t bytes, double *gbps);
+
+#endif
