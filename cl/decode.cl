@@ -21,20 +21,21 @@
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
-/* KQ dot products q · k_x (x < KQ; key rows k_rs apart) over n elements, q in local memory (scaled):
+/* KQ dot products q · k_x (x < KQ; key rows k_rs apart) over n elements, q in local memory (scaled),
+ * inlined (a call would return the sums through the stack):
  * VEC lanes at a time, KQ independent chains that share each load of q, then the rest one by one. */
-inline void clattn_decode_dots(__local const float *q, __global const float *k, ulong k_rs, ulong n, float *s)
+__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, __global const float *k, ulong k_rs, ulong n, float *s)
 {
     vec_t sum[KQ];
-    for (int x = 0; x < KQ; x++)
+    UNROLL for (int x = 0; x < KQ; x++)
         sum[x] = (vec_t)0.0f;
     ulong d = 0;
     for (; d + VEC <= n; d += VEC) {
         const vec_t qv = VLOAD(q + d);
-        for (int x = 0; x < KQ; x++)
+        UNROLL for (int x = 0; x < KQ; x++)
             sum[x] = fma(qv, VLOAD(k + x * k_rs + d), sum[x]);
     }
-    for (int x = 0; x < KQ; x++) {
+    UNROLL for (int x = 0; x < KQ; x++) {
         float t = HSUM(sum[x]);
         for (ulong e = d; e < n; e++)
             t = fma(q[e], k[x * k_rs + e], t);
@@ -179,7 +180,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             /* The row's accumulators in registers for the tile; a factor that underflowed to 0 drops
              * what came before (never 0·inf). */
             vec_t a[COLS_PER_ITEM];
-            for (int c = 0; c < COLS_PER_ITEM; c++)
+            UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 a[c] = alpha[r] == 0.0f ? (vec_t)0.0f : alpha[r] == 1.0f ? acc[r][c] : acc[r][c] * alpha[r];
             const ulong tile_end = min((ulong)TILE, walk_end - j0);
             for (ulong jj = 0; jj < tile_end; jj++) {
@@ -188,17 +189,18 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                     continue;
                 __global const float *v_row = v_head + (j0 + jj) * v_rs + lid * VEC;
                 if (full == COLS_PER_ITEM) {
-                    for (int c = 0; c < COLS_PER_ITEM; c++)
+                    UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                         a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
-                } else {
-                    for (int c = 0; c < full; c++)
-                        a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
-                    if (tail)
-                        a[full] = fma((vec_t)p, clattn_decode_load_tail(v_row + full * WG * VEC, dv - tail_col),
-                                      a[full]);
+                } else { /* (constant indices only: a[] stays in registers) */
+                    UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
+                        if (c < full)
+                            a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+                        else if (c == full && tail)
+                            a[c] = fma((vec_t)p, clattn_decode_load_tail(v_row + c * WG * VEC, dv - tail_col), a[c]);
+                    }
                 }
             }
-            for (int c = 0; c < COLS_PER_ITEM; c++)
+            UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 acc[r][c] = a[c];
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -18,10 +18,6 @@
  * end the work-item's walk at its last row's limit, and tiles no row of the group can see are never
  * loaded. */
 
-/* Loops over rows and vector columns are short and fixed: unrolled, their accumulators stay in
- * registers instead of memory. */
-#define UNROLL _Pragma("unroll")
-
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
 

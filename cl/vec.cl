@@ -3,6 +3,11 @@
  * work-item's vector code as written), on GPUs 1 (their lanes are the work-items). Used by the fused
  * and the decode kernels. */
 
+/* Loops over rows and vector columns are short and fixed: unrolled, their accumulators stay in
+ * registers instead of memory (PoCL's compiler leaves such loops rolled, and the arrays on the stack,
+ * unless asked). */
+#define UNROLL _Pragma("unroll")
+
 #if VEC == 16
 typedef float16 vec_t;
 #define VLOAD(p) vload16(0, (p))
