@@ -10,21 +10,33 @@
  *   clattn_decode_combine  one work-item per output element: the exact result over all splits (the
  *                          merge of clattn_merge, over a dense stack of parts), sinks counted once.
  *
- * Inside a work-group the keys go in tiles of TILE: the WG work-items share the tile's scores (each
- * computes whole dot products for some keys, all rows), every work-item follows each row's running
- * maximum and sum, and each owns some VEC-wide columns of every row's output accumulator. On CPUs WG is
- * 1 and VEC the SIMD width (one work-item streams its slice, vectorised over the head dimension); on
- * GPUs WG spreads the columns over lanes and VEC is 1. Packed row ρ is query ρ / group of query head
+ * Inside a work-group the keys go in tiles of TILE, copied to local memory first (a plain streaming copy
+ * runs at the memory's bandwidth, where reading rows in the middle of the arithmetic left the cores
+ * waiting for each one). The WG work-items share the tile's scores (each computes whole dot products
+ * for some keys, RB rows × KQ keys at a time), every work-item follows each row's running maximum and
+ * sum, and each owns some VEC-wide columns of every row's output accumulator. On CPUs WG is 1 and VEC
+ * the SIMD width (one work-item streams its slice, vectorised over the head dimension); on GPUs WG
+ * spreads the columns over lanes and VEC is 1. Packed row ρ is query ρ / group of query head
  * kv_head·group + ρ % group, as in the fused kernel; R_MAX rows per work-group, more rows take more
  * row groups. Build options: DK and DV (head sizes rounded up to 16), WG, VEC, KQ (keys per step of a
- * work-item's scores), TILE (a multiple of VEC·KQ·WG), R_MAX. */
+ * work-item's scores), RB (rows per step; 1: no blocking), TILE, R_MAX. */
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
-/* KQ dot products q · k_x (x < KQ; key rows k_rs apart) over n elements, q in local memory (scaled),
- * inlined (a call would return the sums through the stack):
- * VEC lanes at a time, KQ independent chains that share each load of q, then the rest one by one. */
-__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, __global const float *k, ulong k_rs, ulong n, float *s)
+/* Where the kernels read a tile's K and V rows: staged in local memory (STAGE 1: GPUs, where the group
+ * copies them with coalesced reads), or in place in global memory (CPUs: a copy would cost a pass of its
+ * own, and the rows are prefetched a tile ahead instead). */
+#if STAGE
+#define TILE_AS __local
+#else
+#define TILE_AS __global
+#endif
+
+/* KQ dot products q · k_x over n elements, key rows k_rs apart (q scaled, in local memory): VEC
+ * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
+ * a call would return the sums through the stack. */
+__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, TILE_AS const float *k,
+                                                              ulong k_rs, ulong n, float *s)
 {
     vec_t sum[KQ];
     UNROLL for (int x = 0; x < KQ; x++)
@@ -43,14 +55,130 @@ __attribute__((always_inline)) inline void clattn_decode_dots(__local const floa
     }
 }
 
+#if RB > 1
+/* RB rows × KQ keys of dot products: each vector of K serves RB rows, each of q KQ keys (the register
+ * blocking of a GEMM micro-kernel). */
+__attribute__((always_inline)) inline void clattn_decode_dots_block(__local const float *q, TILE_AS const float *k,
+                                                                    ulong k_rs, ulong n, float s[RB][KQ])
+{
+    vec_t sum[RB][KQ];
+    UNROLL for (int y = 0; y < RB; y++)
+        UNROLL for (int x = 0; x < KQ; x++)
+            sum[y][x] = (vec_t)0.0f;
+    ulong d = 0;
+    for (; d + VEC <= n; d += VEC) {
+        vec_t kv[KQ];
+        UNROLL for (int x = 0; x < KQ; x++)
+            kv[x] = VLOAD(k + x * k_rs + d);
+        UNROLL for (int y = 0; y < RB; y++) {
+            const vec_t qv = VLOAD(q + y * DK + d);
+            UNROLL for (int x = 0; x < KQ; x++)
+                sum[y][x] = fma(qv, kv[x], sum[y][x]);
+        }
+    }
+    UNROLL for (int y = 0; y < RB; y++)
+        UNROLL for (int x = 0; x < KQ; x++) {
+            float t = HSUM(sum[y][x]);
+            for (ulong e = d; e < n; e++)
+                t = fma(q[y * DK + e], k[x * k_rs + e], t);
+            s[y][x] = t;
+        }
+}
+#endif
+
+/* One row's scores of the tile's keys g … g+KQ−1 (tile rows k_rs apart): −inf where the row cannot see
+ * the key (absolute index j0 + g + x outside [begin, end)) or it lies past the tile's `keys`. */
+__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, TILE_AS const float *k_tile,
+                                                                    ulong k_rs, ulong dk, ulong j0, ulong g,
+                                                                    ulong keys, ulong begin, ulong end, float *s)
+{
+    const ulong j = j0 + g;
+    if (j >= begin && j + KQ <= end && g + KQ <= keys) {
+        clattn_decode_dots(q, k_tile + g * k_rs, k_rs, dk, s);
+        return;
+    }
+    for (int x = 0; x < KQ; x++) {
+        s[x] = -INFINITY;
+        if (g + x < keys && j + x >= begin && j + x < end) {
+            float one[KQ];
+            clattn_decode_dots(q, k_tile + (g + x) * k_rs, 0, dk, one);
+            s[x] = one[0];
+        }
+    }
+}
+
+/* A visible key's score with the soft-cap, ALiBi and the additive mask applied (−inf stays −inf). */
+inline float clattn_decode_terms(float s, float softcap, float slope, ulong j, long pos, __global const uchar *mask,
+                                 int mask_type, int mask_layout, ulong b, ulong h, ulong heads, ulong i, ulong q_len,
+                                 ulong mask_cols)
+{
+    if (s == -INFINITY)
+        return s;
+    return clattn_score_terms(s, softcap, slope, (long)j, pos,
+                              clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols));
+}
+
+/* A row's accumulators for a new tile: rescaled by alpha, or zero when alpha underflowed. */
+__attribute__((always_inline)) inline void clattn_decode_rescale(const vec_t *acc, float alpha, vec_t *a)
+{
+    UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
+        a[c] = alpha == 0.0f ? (vec_t)0.0f : alpha == 1.0f ? acc[c] : acc[c] * alpha;
+}
+
 /* The n < VEC elements of a row's last, partial vector column (zeros beyond). */
-inline vec_t clattn_decode_load_tail(__global const float *p, ulong n)
+inline vec_t clattn_decode_load_tail(TILE_AS const float *p, ulong n)
 {
     float t[VEC];
     for (int x = 0; x < VEC; x++)
         t[x] = (ulong)x < n ? p[x] : 0.0f;
     return VLOAD(t);
 }
+
+/* a += p · this work-item's columns of a V row of the tile (starting at its first column): `full`
+ * whole vectors, then, if `tail`, a last vector of tail_n < VEC columns; nothing for p = 0. */
+__attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, TILE_AS const float *v_row, int full,
+                                                             bool tail, ulong tail_n)
+{
+    if (p == 0.0f)
+        return;
+    if (full == COLS_PER_ITEM) {
+        UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
+            a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+        return;
+    }
+    UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) { /* (constant indices only: a[] stays in registers) */
+        if (c < full)
+            a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+        else if (c == full && tail)
+            a[c] = fma((vec_t)p, clattn_decode_load_tail(v_row + c * WG * VEC, tail_n), a[c]);
+    }
+}
+
+#if STAGE
+/* Rows [0, keys) of a (rows, n) block of global memory, `rs` apart, into local memory DK' = ld apart,
+ * zero-filled from n to the next multiple of VEC (so that whole vectors can be read). */
+__attribute__((always_inline)) inline void clattn_decode_stage(__local float *dst, ulong ld,
+                                                               __global const float *src, ulong rs, ulong keys,
+                                                               ulong n, ulong lid)
+{
+    const ulong whole = n / VEC, padded = (n + VEC - 1) / VEC;
+#if WG == 1
+    for (ulong jj = 0; jj < keys; jj++) {
+        __global const float *from = src + jj * rs;
+        __local float *to = dst + jj * ld;
+        for (ulong c = 0; c < whole; c++)
+            VSTORE(VLOAD(from + c * VEC), to + c * VEC);
+        for (ulong e = whole * VEC; e < padded * VEC; e++)
+            to[e] = e < n ? from[e] : 0.0f;
+    }
+#else
+    for (ulong t = lid; t < keys * padded * VEC; t += WG) { /* neighbouring items, neighbouring floats */
+        const ulong jj = t / (padded * VEC), e = t % (padded * VEC);
+        dst[jj * ld + e] = e < n ? src[jj * rs + e] : 0.0f;
+    }
+#endif
+}
+#endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
@@ -66,6 +194,10 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                            float softcap, __global const float *alibi, __global const float *sinks)
 {
     __local float q_tile[R_MAX * DK];
+#if STAGE
+    __local float k_stage[TILE * DK];
+    __local float v_stage[TILE * DV];
+#endif
     __local float s_tile[R_MAX * TILE]; /* scores of the tile's keys, per row */
     __local float p_tile[R_MAX * TILE]; /* their weights exp(s − m) */
 
@@ -79,13 +211,19 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     const bool score_terms = softcap > 0.0f || alibi || mask_layout != MASK_NONE;
     __global const float *k_head = k + clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
     __global const float *v_head = v + clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
-    /* This work-item's output columns are VEC-wide chunks lid, lid + WG, …: the first `full` of them
-     * lie wholly below dv, the next may hold the last tail < VEC columns. */
+    /* This work-item's output columns are VEC-wide chunks lid, lid + WG, …: the first `full` of them lie
+     * wholly below dv; the next may hold a tail of fewer than VEC (staged rows are zero past dv: whole). */
     int full = 0;
-    while (full < COLS_PER_ITEM && (lid + (ulong)full * WG) * VEC + VEC <= dv)
+    while (full < COLS_PER_ITEM && (lid + (ulong)full * WG) * VEC + (STAGE ? 1 : VEC) <= dv)
         full++;
     const ulong tail_col = (lid + (ulong)full * WG) * VEC;
     const bool tail = full < COLS_PER_ITEM && tail_col < dv;
+    const ulong tail_n = tail ? dv - tail_col : 0;
+#if STAGE
+    const ulong kt_rs = DK, vt_rs = DV;
+#else
+    const ulong kt_rs = k_rs, vt_rs = v_rs;
+#endif
 
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
     long pos[R_MAX];
@@ -120,32 +258,63 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
-        /* Scores: KQ keys at a time per work-item; keys a row cannot see are −inf (never read). */
+        const ulong keys = min((ulong)TILE, walk_end - j0);
+#if STAGE
+        clattn_decode_stage(k_stage, DK, k_head + j0 * k_rs, k_rs, keys, dk, lid);
+        clattn_decode_stage(v_stage, DV, v_head + j0 * v_rs, v_rs, keys, dv, lid);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        __local const float *k_tile = k_stage, *v_tile = v_stage;
+#else
+        __global const float *k_tile = k_head + j0 * k_rs, *v_tile = v_head + j0 * v_rs;
+#endif
+        /* Scores: KQ keys at a time per work-item, RB rows at a time where every row of the block sees
+         * all of them; keys a row cannot see are −inf. */
         for (ulong g = lid * KQ; g < TILE; g += WG * KQ) {
             const ulong j = j0 + g;
-            for (int r = 0; r < rows; r++) {
+#if PREFETCH
+            /* The same keys of the next tile are asked for now, a few lines at a time between the
+             * arithmetic, so that they arrive while this tile computes (in one burst, the requests
+             * would wait for each other). */
+            UNROLL for (int x = 0; x < KQ; x++)
+                if (j + TILE + x < walk_end) {
+                    __global const float *kn = k_head + (j + TILE + x) * k_rs, *vn = v_head + (j + TILE + x) * v_rs;
+                    for (ulong e = 0; e < dk; e += 16)
+                        __builtin_prefetch(kn + e);
+                    for (ulong e = 0; e < dv; e += 16)
+                        __builtin_prefetch(vn + e);
+                }
+#endif
+            int r = 0;
+#if RB > 1
+            for (; r + RB <= rows; r += RB) {
+                bool whole = g + KQ <= keys;
+                UNROLL for (int y = 0; y < RB; y++)
+                    whole = whole && j >= row_begin[r + y] && j + KQ <= row_end[r + y];
+                float s[RB][KQ];
+                if (whole)
+                    clattn_decode_dots_block(q_tile + r * DK, k_tile + g * kt_rs, kt_rs, dk, s);
+                UNROLL for (int y = 0; y < RB; y++) {
+                    if (!whole)
+                        clattn_decode_row_scores(q_tile + (r + y) * DK, k_tile, kt_rs, dk, j0, g, keys,
+                                                 row_begin[r + y], row_end[r + y], s[y]);
+                    for (int x = 0; x < KQ; x++)
+                        s_tile[(r + y) * TILE + g + x] =
+                            score_terms ? clattn_decode_terms(s[y][x], softcap, slope[r + y], j + x, pos[r + y], mask,
+                                                              mask_type, mask_layout, b, row_h[r + y], heads,
+                                                              row_i[r + y], q_len, mask_cols)
+                                        : s[y][x];
+                }
+            }
+#endif
+            for (; r < rows; r++) {
                 float s[KQ];
-                if (j >= row_begin[r] && j + KQ <= row_end[r] && j + KQ <= walk_end) {
-                    clattn_decode_dots(q_tile + r * DK, k_head + j * k_rs, k_rs, dk, s);
-                } else {
-                    for (int x = 0; x < KQ; x++) {
-                        const ulong jx = j + x;
-                        s[x] = -INFINITY;
-                        if (jx < walk_end && jx >= row_begin[r] && jx < row_end[r]) {
-                            float one[KQ];
-                            clattn_decode_dots(q_tile + r * DK, k_head + jx * k_rs, 0, dk, one);
-                            s[x] = one[0];
-                        }
-                    }
-                }
-                for (int x = 0; x < KQ; x++) {
-                    const ulong jx = j + x;
-                    if (score_terms && s[x] != -INFINITY)
-                        s[x] = clattn_score_terms(s[x], softcap, slope[r], (long)jx, pos[r],
-                                                  clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r],
-                                                                       heads, row_i[r], jx, q_len, mask_cols));
-                    s_tile[r * TILE + g + x] = s[x];
-                }
+                clattn_decode_row_scores(q_tile + r * DK, k_tile, kt_rs, dk, j0, g, keys, row_begin[r], row_end[r],
+                                         s);
+                for (int x = 0; x < KQ; x++)
+                    s_tile[r * TILE + g + x] =
+                        score_terms ? clattn_decode_terms(s[x], softcap, slope[r], j + x, pos[r], mask, mask_type,
+                                                          mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
+                                    : s[x];
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -171,37 +340,49 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int r = 0; r < rows; r++) {
-            __local const float *p_row = p_tile + r * TILE;
-            vec_t sum = (vec_t)0.0f;
-            for (int x = 0; x < TILE; x += VEC)
-                sum += VLOAD(p_row + x);
-            l[r] = l[r] * alpha[r] + HSUM(sum);
-            /* The row's accumulators in registers for the tile; a factor that underflowed to 0 drops
-             * what came before (never 0·inf). */
-            vec_t a[COLS_PER_ITEM];
-            UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
-                a[c] = alpha[r] == 0.0f ? (vec_t)0.0f : alpha[r] == 1.0f ? acc[r][c] : acc[r][c] * alpha[r];
-            const ulong tile_end = min((ulong)TILE, walk_end - j0);
-            for (ulong jj = 0; jj < tile_end; jj++) {
-                const float p = p_row[jj];
-                if (p == 0.0f) /* masked or underflowed: its value adds nothing, not even an inf */
-                    continue;
-                __global const float *v_row = v_head + (j0 + jj) * v_rs + lid * VEC;
-                if (full == COLS_PER_ITEM) {
-                    UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
-                        a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
-                } else { /* (constant indices only: a[] stays in registers) */
+        /* Weighted sums, the accumulators in registers for the tile: two rows at a time where both
+         * weigh a key (each load of V then serves both), else row by row. A weight of 0 — a masked or
+         * underflowed key — adds nothing, not even an inf value; a factor that underflowed to 0 drops
+         * what came before (never 0·inf). */
+        TILE_AS const float *v_cols = v_tile + lid * VEC;
+        int r = 0;
+#if RB > 1
+        for (; r + 2 <= rows; r += 2) {
+            vec_t a0[COLS_PER_ITEM], a1[COLS_PER_ITEM];
+            clattn_decode_rescale(acc[r], alpha[r], a0);
+            clattn_decode_rescale(acc[r + 1], alpha[r + 1], a1);
+            for (ulong jj = 0; jj < keys; jj++) {
+                const float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
+                if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
                     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
-                        if (c < full)
-                            a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
-                        else if (c == full && tail)
-                            a[c] = fma((vec_t)p, clattn_decode_load_tail(v_row + c * WG * VEC, dv - tail_col), a[c]);
+                        const vec_t vv = VLOAD(v_cols + jj * vt_rs + c * WG * VEC);
+                        a0[c] = fma((vec_t)p0, vv, a0[c]);
+                        a1[c] = fma((vec_t)p1, vv, a1[c]);
                     }
+                } else {
+                    clattn_decode_add(a0, p0, v_cols + jj * vt_rs, full, tail, tail_n);
+                    clattn_decode_add(a1, p1, v_cols + jj * vt_rs, full, tail, tail_n);
                 }
             }
+            UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
+                acc[r][c] = a0[c];
+                acc[r + 1][c] = a1[c];
+            }
+        }
+#endif
+        for (; r < rows; r++) {
+            vec_t a[COLS_PER_ITEM];
+            clattn_decode_rescale(acc[r], alpha[r], a);
+            for (ulong jj = 0; jj < keys; jj++)
+                clattn_decode_add(a, p_tile[r * TILE + jj], v_cols + jj * vt_rs, full, tail, tail_n);
             UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 acc[r][c] = a[c];
+        }
+        for (int y = 0; y < rows; y++) {
+            vec_t sum = (vec_t)0.0f;
+            for (int x = 0; x < TILE; x += VEC)
+                sum += VLOAD(p_tile + y * TILE + x);
+            l[y] = l[y] * alpha[y] + HSUM(sum);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
