@@ -1,7 +1,8 @@
 /*
  * Kernel sources that cannot be read or do not compile, under CLATTN_KERNEL_DIR: a build failure of
- * every program (the call fails with the build log available), of the fused kernel only (AUTO falls
- * back to the staged path with a warning, explicit FUSED fails), and a folder without kernel files.
+ * every program (the call fails with the build log available), of the fused or the decode kernels only
+ * (AUTO falls back to the staged path with a warning, the explicit algorithm fails), and a folder
+ * without kernel files.
  * Each case saves CLATTN_KERNEL_DIR and makes a scratch folder; tu_tcase's fixture restores both.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -31,21 +32,26 @@ static void set_kernel_dir(const char *dir)
     ck_assert(setenv("CLATTN_KERNEL_DIR", dir, 1) == 0);
 }
 
-/* A good small SDPA on a fresh context: returns its status; out stays sentinel on failure; `algorithm` picks the path (AUTO runs the fused kernel: no weights
- * are asked for). */
+/* Query rows of fresh_sdpa_with: 3 (AUTO takes the decode kernels), or more than 8 (the fused one). */
+static size_t fresh_q_len = 3;
+
+/* A good small SDPA on a fresh context: returns its status; out stays sentinel on failure; `algorithm` picks
+ * the path (AUTO: the decode or fused kernel by fresh_q_len, as no weights are asked for). */
 static clattn_status fresh_sdpa_with(clattn_context *ctx, clattn_algorithm algorithm, float **out_host, size_t *no,
                                      double *ref)
 {
-    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 3, 4, 2, 0);
+    enum { MAX_L = 12 };
+    ck_assert(fresh_q_len <= MAX_L);
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, fresh_q_len, 4, 2, 0);
     d.algorithm = algorithm;
-    float q[6], k[8], v[8];
-    tu_fill_uniform(q, 6, 1.0f, 1);
+    float q[2 * MAX_L], k[8], v[8];
+    tu_fill_uniform(q, 2 * fresh_q_len, 1.0f, 1);
     tu_fill_uniform(k, 8, 1.0f, 2);
     tu_fill_uniform(v, 8, 1.0f, 3);
     if (ref)
         ref_sdpa(&d, q, k, v, NULL, ref, NULL, NULL);
-    *no = 6;
-    *out_host = tu_host_alloc(6, NULL);
+    *no = 2 * fresh_q_len;
+    *out_host = tu_host_alloc(*no, NULL);
     return clattn_sdpa_host(ctx, &d, q, k, v, NULL, *out_host, NULL, NULL);
 }
 
@@ -132,31 +138,39 @@ START_TEST(test_kernel_build_failure)
 }
 END_TEST
 
-/* Only the fused kernel fails to build: AUTO falls back to the staged path with a warning and the
- * right answer; asking for FUSED explicitly is an error. */
-START_TEST(test_fused_build_failure_falls_back)
+/* Only the fused kernel, or only the decode kernels, fail to build: AUTO falls back to the staged path
+ * with a warning and the right answer; asking for that kernel explicitly is an error. */
+static const struct {
+    const char *file;
+    clattn_algorithm algorithm;
+    size_t q_len; /* what makes AUTO choose it */
+} kernels[] = {{"flash_attention.cl", CLATTN_ALGORITHM_FUSED, 11}, {"decode.cl", CLATTN_ALGORITHM_DECODE, 3}};
+
+START_TEST(test_path_build_failure_falls_back)
 {
-    size_t dev = (size_t)_i;
-    tu_set_label("fused kernel build failure on %s", tu_dev_spec[dev]);
-    const char *dir = make_broken_kernel_dir("flash_attention.cl");
+    const size_t dev = TU_DEVICE(_i), which = TU_CASE(_i);
+    tu_set_label("%s build failure on %s", kernels[which].file, tu_dev_spec[dev]);
+    const char *dir = make_broken_kernel_dir(kernels[which].file);
     set_kernel_dir(dir);
+    fresh_q_len = kernels[which].q_len;
     clattn_context *ctx = tu_context_new(tu_dev_spec[dev]);
     float *out, *out2;
     size_t no;
-    double ref[6];
+    double ref[24];
     clattn_status auto_st = quietly(fresh_sdpa_with, ctx, CLATTN_ALGORITHM_AUTO, &out, &no, ref);
     char warning[512];
     snprintf(warning, sizeof warning, "%s", clattn_last_warning(ctx));
-    clattn_status fused_st = quietly(fresh_sdpa_with, ctx, CLATTN_ALGORITHM_FUSED, &out2, &no, NULL);
+    clattn_status path_st = quietly(fresh_sdpa_with, ctx, kernels[which].algorithm, &out2, &no, NULL);
     tu_env_restore(); /* CLATTN_KERNEL_DIR as it was */
+    fresh_q_len = 3;
     int untouched = tu_host_all_sentinel(out2, no);
     clattn_context_free(ctx);
     ck_assert_msg(auto_st == CLATTN_SUCCESS, "%s: AUTO should fall back to the staged path, got %s", tu_label(),
                   clattn_status_string(auto_st));
     ck_assert_msg(warning[0] != '\0', "%s: the fallback left no warning", tu_label());
     check_close_named("out (staged fallback)", out, ref, no, NULL);
-    ck_assert_msg(fused_st == CLATTN_ERROR_BUILD_FAILED, "%s: explicit FUSED: expected BUILD_FAILED, got %s",
-                  tu_label(), clattn_status_string(fused_st));
+    ck_assert_msg(path_st == CLATTN_ERROR_BUILD_FAILED, "%s: explicit algorithm: expected BUILD_FAILED, got %s",
+                  tu_label(), clattn_status_string(path_st));
     ck_assert_msg(untouched, "%s: out written by a failing call", tu_label());
 }
 END_TEST
@@ -199,7 +213,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("kernel_build");
     TCase *tc = tu_tcase("kernel_sources");
     tcase_add_loop_test(tc, test_kernel_build_failure, 0, (int)tu_ndev);
-    tcase_add_loop_test(tc, test_fused_build_failure_falls_back, 0, (int)tu_ndev);
+    tcase_add_loop_test(tc, test_path_build_failure_falls_back, 0, (int)(2 * tu_ndev));
     tcase_add_loop_test(tc, test_kernel_source_missing, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     return s;
