@@ -54,7 +54,9 @@ static cl_ulong local_bytes(const decode_variant *v)
  * output columns over their lanes. Tiles, then rows per group, shrink until local memory holds them. */
 static void choose_shape(const clattn_context *ctx, decode_variant *v)
 {
-    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    /* (A device that says it is every type, as oclgrind does, takes the GPU shape: the one with barriers
+     * and shared local memory to check.) */
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0 && (ctx->caps.type & CL_DEVICE_TYPE_GPU) == 0;
     v->vec = 1;
     if (cpu)
         while (v->vec < 16 && v->vec * 2 <= ctx->caps.native_float_width)
@@ -126,7 +128,8 @@ static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t d
     choose_shape(ctx, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);
-        if (st == CLATTN_ERROR_BUILD_FAILED && v.prefetch) { /* a compiler without Clang's builtin */
+        if (st != CLATTN_SUCCESS && st != CLATTN_ERROR_OUT_OF_HOST_MEMORY && v.prefetch) {
+            /* a compiler, or a runtime, without Clang's builtin: build it without */
             clear_error(ctx);
             v.prefetch = false;
             continue;

@@ -3,6 +3,7 @@
 #include "context.h"
 #include "error.h"
 #include "fault.h"
+#include "kvcache.h"
 #include "mha.h"
 #include "scratch.h"
 #include "sdpa.h"
@@ -147,6 +148,50 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
         return st;
     if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS)
         st = sdpa_run_dense(ctx, &s, t[0].mem, t[1].mem, t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem);
+    return host_tensors_finish(ctx, t, n, st);
+}
+
+clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t past_len,
+                                         const float *past_k, const float *past_v, const float *q, const float *k,
+                                         const float *v, const void *mask, float *present_k, float *present_v,
+                                         float *out, float *weights, float *lse)
+{
+    clattn_status st = check_context(ctx);
+    past_shape p;
+    if (st != CLATTN_SUCCESS || (st = past_check(ctx, desc, past_len, mask != NULL, &p)) != CLATTN_SUCCESS)
+        return st;
+    const sdpa_shape *s = &p.s;
+    if ((past_len > 0 && (!past_k || !past_v)) || !q || !k || !v || !out)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         past_len > 0 && !past_k ? "past_k" : past_len > 0 && !past_v ? "past_v" : !q ? "q" : !k ? "k"
+                         : !v ? "v" : "out");
+    if ((st = sdpa_check_algorithm(ctx, s, weights != NULL)) != CLATTN_SUCCESS)
+        return st;
+    /* The present is always made on the device: in the caller's arrays' buffers, or in temporaries. */
+    host_tensor t[] = {
+        {past_len ? past_k : NULL, NULL, p.past_k_elems, "past_k", NULL, 0},
+        {past_len ? past_v : NULL, NULL, p.past_v_elems, "past_v", NULL, 0},
+        {q, NULL, s->q_elems, "q", NULL, 0},
+        {k, NULL, p.new_k_elems, "k", NULL, 0},
+        {v, NULL, p.new_v_elems, "v", NULL, 0},
+        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size},
+        {NULL, present_k, s->k_elems, "present_k", NULL, 0},
+        {NULL, present_v, s->v_elems, "present_v", NULL, 0},
+        {NULL, out, s->out_elems, "out", NULL, 0},
+        {NULL, weights, s->weight_elems, "weights", NULL, 0},
+        {NULL, lse, s->lse_elems, "lse", NULL, 0},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
+        return st;
+    cl_mem pk = NULL, pv = NULL;
+    if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS && !(pk = t[6].mem))
+        st = scratch_get(ctx, SCRATCH_K, s->k_elems * sizeof(float), &pk);
+    if (st == CLATTN_SUCCESS && !(pv = t[7].mem))
+        st = scratch_get(ctx, SCRATCH_V, s->v_elems * sizeof(float), &pv);
+    if (st == CLATTN_SUCCESS)
+        st = past_run(ctx, &p, t[0].mem, t[1].mem, t[2].mem, t[3].mem, t[4].mem, t[5].mem, pk, pv, t[8].mem,
+                      t[9].mem, t[10].mem);
     return host_tensors_finish(ctx, t, n, st);
 }
 

@@ -1,10 +1,17 @@
-/* clattn_kv_append: the KV cache the application owns, (B, kv_heads, capacity, D) for K and likewise for
- * V, grows in place: each sequence's new rows are copied to rows lengths[b].. of every K/V head, by one
- * rectangular copy per sequence and tensor (no kernel; the rest of the cache is not touched). */
+/* KV caches the application owns, grown by rectangular copies (no kernel):
+ *  - clattn_kv_append: a cache (B, kv_heads, capacity, D) grows in place, each sequence's new rows
+ *    copied to rows lengths[b].. of every K/V head; the rest of the cache is not touched;
+ *  - clattn_sdpa_with_past: ONNX's present = concat(past, new) along the sequence, then attention. */
+#include "kvcache.h"
+
 #include "context.h"
 #include "error.h"
 #include "fault.h"
+#include "masks.h"
+#include "sdpa.h"
 #include "validate.h"
+
+#include <stdint.h>
 
 /* Rows [length, length + rows) of every head of sequence b, from `src` (B, heads, rows, dim) into
  * `cache` (B, heads, capacity, dim). */
@@ -65,4 +72,90 @@ clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc
                            "appending V rows (clEnqueueCopyBufferRect)");
     }
     return st;
+}
+
+clattn_status past_check(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t past_len, bool mask_given,
+                         past_shape *p)
+{
+    clattn_sdpa_desc d;
+    clattn_status st = sdpa_desc_read(ctx, desc, &d);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (d.kv_len == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.kv_len (the new rows) is 0");
+    if (past_len > SIZE_MAX - d.kv_len)
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "past_len %zu plus desc.kv_len %zu overflows", past_len,
+                         d.kv_len);
+    p->past_len = past_len;
+    p->new_len = d.kv_len;
+    d.kv_len += past_len;
+    sdpa_shape *s = &p->s;
+    if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS ||
+        (st = masks_resolve(ctx, d.masks, mask_given, s)) != CLATTN_SUCCESS)
+        return st;
+    /* Parts of the present's sizes, which sdpa_shape_resolve checked: no overflow. */
+    p->past_k_elems = s->batch * s->kv_heads * past_len * s->qk_dim;
+    p->past_v_elems = s->batch * s->kv_heads * past_len * s->v_dim;
+    p->new_k_elems = s->k_elems - p->past_k_elems;
+    p->new_v_elems = s->v_elems - p->past_v_elems;
+    return CLATTN_SUCCESS;
+}
+
+clattn_status past_run(clattn_context *ctx, const past_shape *p, cl_mem past_k, cl_mem past_v, cl_mem q, cl_mem k,
+                       cl_mem v, cl_mem mask, cl_mem present_k, cl_mem present_v, cl_mem out, cl_mem weights,
+                       cl_mem lse)
+{
+    const sdpa_shape *s = &p->s;
+    clattn_status st = CLATTN_SUCCESS;
+    for (size_t b = 0; b < s->batch && st == CLATTN_SUCCESS; b++) {
+        if (p->past_len > 0) {
+            st = copy_rows(ctx, past_k, present_k, b, s->kv_heads, p->past_len, s->kv_len, s->qk_dim, 0,
+                           "copying past K rows (clEnqueueCopyBufferRect)");
+            if (st == CLATTN_SUCCESS)
+                st = copy_rows(ctx, past_v, present_v, b, s->kv_heads, p->past_len, s->kv_len, s->v_dim, 0,
+                               "copying past V rows (clEnqueueCopyBufferRect)");
+        }
+        if (st == CLATTN_SUCCESS)
+            st = copy_rows(ctx, k, present_k, b, s->kv_heads, p->new_len, s->kv_len, s->qk_dim, p->past_len,
+                           "copying new K rows (clEnqueueCopyBufferRect)");
+        if (st == CLATTN_SUCCESS)
+            st = copy_rows(ctx, v, present_v, b, s->kv_heads, p->new_len, s->kv_len, s->v_dim, p->past_len,
+                           "copying new V rows (clEnqueueCopyBufferRect)");
+    }
+    return st != CLATTN_SUCCESS ? st : sdpa_run_dense(ctx, s, q, present_k, present_v, mask, out, weights, lse);
+}
+
+clattn_status clattn_sdpa_with_past(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t past_len,
+                                    cl_mem past_k, cl_mem past_v, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
+                                    cl_mem present_k, cl_mem present_v, cl_mem out, cl_mem weights, cl_mem lse)
+{
+    clattn_status st = check_context(ctx);
+    past_shape p;
+    if (st != CLATTN_SUCCESS || (st = past_check(ctx, desc, past_len, mask != NULL, &p)) != CLATTN_SUCCESS)
+        return st;
+    const sdpa_shape *s = &p.s;
+    if ((past_len > 0 && (st = check_buffer(ctx, past_k, p.past_k_elems, sizeof(float), "past_k")) != CLATTN_SUCCESS) ||
+        (past_len > 0 && (st = check_buffer(ctx, past_v, p.past_v_elems, sizeof(float), "past_v")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, q, s->q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, k, p.new_k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, v, p.new_v_elems, sizeof(float), "v")) != CLATTN_SUCCESS ||
+        (mask && (st = check_buffer(ctx, mask, s->mask_elems, s->mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, present_k, s->k_elems, sizeof(float), "present_k")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, present_v, s->v_elems, sizeof(float), "present_v")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, out, s->out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (weights && (st = check_buffer(ctx, weights, s->weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS) ||
+        (lse && (st = check_buffer(ctx, lse, s->lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
+        (st = sdpa_check_algorithm(ctx, s, weights != NULL)) != CLATTN_SUCCESS)
+        return st;
+    /* The present is written while the past and new rows are read: they must not be the same buffers. */
+    const cl_mem inputs[] = {past_len > 0 ? past_k : NULL, past_len > 0 ? past_v : NULL, k, v, q};
+    for (size_t i = 0; i < sizeof inputs / sizeof inputs[0]; i++)
+        if (inputs[i] && (inputs[i] == present_k || inputs[i] == present_v))
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "clattn_sdpa_with_past: present_k and present_v must be buffers of their own, not the "
+                             "past, the new rows or q");
+    if (present_k == present_v)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "clattn_sdpa_with_past: present_k and present_v are the same buffer");
+    return past_run(ctx, &p, past_k, past_v, q, k, v, mask, present_k, present_v, out, weights, lse);
 }

@@ -439,6 +439,28 @@ CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa
                                           size_t new_len, cl_mem k_new, cl_mem v_new, cl_mem k_cache,
                                           cl_mem v_cache);
 
+/* ONNX Attention's past and present K/V (since 0.3), in one call: the present K/V are the past ones with
+ * the new rows appended along the sequence,
+ *     present_k = concat(past_k, k),  present_v = concat(past_v, v)   (per batch and K/V head),
+ * and attention runs over the present. past_k (B, kv_heads, past_len, Dqk) and past_v (…, Dv) hold
+ * past_len rows (0: no past, past_k and past_v may be NULL); k and v hold the desc->kv_len new rows;
+ * present_k and present_v receive past_len + kv_len rows and must be buffers of their own (not the
+ * past, the new rows or each other). Everything else is as in clattn_sdpa over kv_len' = past_len +
+ * kv_len keys: the masks, the mask's last dimension, key lengths and offsets refer to the present
+ * (ONNX pads a shorter mask with −inf: masks.mask_kv_len). Nothing is written when a check fails. */
+CLATTN_API clattn_status clattn_sdpa_with_past(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t past_len,
+                                               cl_mem past_k, cl_mem past_v, cl_mem q, cl_mem k, cl_mem v,
+                                               cl_mem mask, cl_mem present_k, cl_mem present_v, cl_mem out,
+                                               cl_mem weights, cl_mem lse);
+
+/* Host-memory variant of clattn_sdpa_with_past: same shapes, host pointers, blocking; present_k and
+ * present_v may be NULL when the caller does not want them back. */
+CLATTN_API clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                                    size_t past_len, const float *past_k, const float *past_v,
+                                                    const float *q, const float *k, const float *v,
+                                                    const void *mask, float *present_k, float *present_v,
+                                                    float *out, float *weights, float *lse);
+
 /* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. */
 CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                           const float *q, const float *k, const float *v,

@@ -46,7 +46,7 @@ ORDER = [
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "mha.h", "mha.c",                  # clattn_mha
     "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
-    "kvcache.c",                       # clattn_kv_append: new K/V rows into the application's cache
+    "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
     "host.c",                          # the *_host variants
     "context.c",                       # the owner
 ]
