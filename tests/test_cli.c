@@ -778,7 +778,8 @@ START_TEST(test_version_and_help)
         {"devices", {"--json", "--check"}},
         {"sdpa", {"--q", "--k", "--v", "--out", "--weights", "--lse", "--scale", "--causal", "--causal-bottom-right",
                   "--mask", "--key-lengths", "--heatmap", "--tokens", "--key-tokens", "--device", "--heads",
-                  "--kv-heads", "--offset", "--offsets", "--window", "--softcap", "--sinks", "--alibi", "auto"}},
+                  "--kv-heads", "--offset", "--offsets", "--window", "--softcap", "--sinks", "--alibi", "auto",
+                  "--past-k", "--past-v", "--present-k", "--present-v"}},
         {"mha", {"--x", "--kv", "--wq", "--wk", "--wv", "--bq", "--bk", "--bv", "--wo", "--bo", "--heads", "--out",
                  "--weights", "--scale", "--causal", "--causal-bottom-right", "--mask", "--key-lengths", "--heatmap",
                  "--tokens", "--key-tokens", "--device", "--kv-heads", "--offset", "--offsets", "--window",
@@ -1146,6 +1147,80 @@ START_TEST(test_sdpa_kv_heads)
 {
     sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 6, .L = 5, .S = 9, .D = 4, .Dv = 3, .kv_heads = 2, .seed = 40});
     sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 4, .L = 3, .S = 7, .D = 8, .Dv = 8, .kv_heads = 1, .seed = 41});
+}
+END_TEST
+
+/* --past-k/--past-v/--present-k/--present-v (ONNX's past and present): the present files hold exactly
+ * concat(past, new) along the sequence, in K's layout (4-D, and (B,S,N·D) with --heads), and the
+ * output is attention over it; misuse is a usage error naming the flag. */
+START_TEST(test_sdpa_past_present)
+{
+    enum { B = 2, H = 4, N = 2, L = 2, S = 2, PAST = 7, T = PAST + S, D = 8, DV = 4 };
+    rng.state = 60;
+    float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * S * D, 1.0f);
+    float *v = rand_floats(B * N * S * DV, 1.0f), *pk = rand_floats(B * N * PAST * D, 1.0f);
+    float *pv = rand_floats(B * N * PAST * DV, 1.0f);
+    float *kk = xmalloc(B * N * T * D * sizeof *kk), *vv = xmalloc(B * N * T * DV * sizeof *vv);
+    for (size_t bh = 0; bh < B * N; bh++) { /* the concatenation the files must hold */
+        memcpy(kk + bh * T * D, pk + bh * PAST * D, PAST * D * sizeof *kk);
+        memcpy(kk + (bh * T + PAST) * D, k + bh * S * D, S * D * sizeof *kk);
+        memcpy(vv + bh * T * DV, pv + bh * PAST * DV, PAST * DV * sizeof *vv);
+        memcpy(vv + (bh * T + PAST) * DV, v + bh * S * DV, S * DV * sizeof *vv);
+    }
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.kv_heads = N;
+    d.q_len = L;
+    d.kv_len = T;
+    d.qk_dim = D;
+    d.v_dim = DV;
+    d.masks = &m;
+    double *ro = xmalloc(B * H * L * DV * sizeof *ro), *rl = xmalloc(B * H * L * sizeof *rl);
+    ref_sdpa(&d, q, kk, vv, NULL, ro, NULL, rl);
+    for (int packed = 0; packed < 2; packed++) {
+        const size_t r = packed ? 3 : 4;
+        size_t qs[4], ks[4], vs[4], pks[4], pvs[4], prk[4], prv[4], os[4], ls[4];
+        tensor_shape(r, packed, B, H, L, D, qs);
+        tensor_shape(r, packed, B, N, S, D, ks);
+        tensor_shape(r, packed, B, N, S, DV, vs);
+        tensor_shape(r, packed, B, N, PAST, D, pks);
+        tensor_shape(r, packed, B, N, PAST, DV, pvs);
+        tensor_shape(r, packed, B, N, T, D, prk);
+        tensor_shape(r, packed, B, N, T, DV, prv);
+        tensor_shape(r, packed, B, H, L, DV, os);
+        const size_t lr = tensor_shape(4, false, B, H, L, 0, ls);
+#define LAYOUT(x, X, Y, Z) (packed ? swap_middle((x), sizeof(float), B, (X), (Y), (Z)) : (void *)(x))
+        argl a = {{0}, 0};
+        add(&a, "sdpa", "--q", save_f32("q.npy", LAYOUT(q, H, L, D), r, qs), "--k",
+            save_f32("k.npy", LAYOUT(k, N, S, D), r, ks), "--v", save_f32("v.npy", LAYOUT(v, N, S, DV), r, vs),
+            "--past-k", save_f32("pk.npy", LAYOUT(pk, N, PAST, D), r, pks), "--past-v",
+            save_f32("pv.npy", LAYOUT(pv, N, PAST, DV), r, pvs), "--present-k", P("prk.npy"), "--present-v",
+            P("prv.npy"), "--out", P("out.npy"), "--lse", P("lse.npy"), "--kv-heads", "2", "--causal-bottom-right",
+            NULL);
+        if (packed)
+            add(&a, "--heads", "4", NULL);
+        run_args(&a, NULL);
+        expect_status(EXIT_OK);
+        const float *got_k = load_f32(P("prk.npy"), r, prk), *got_v = load_f32(P("prv.npy"), r, prv);
+        const float *want_k = LAYOUT(kk, N, T, D), *want_v = LAYOUT(vv, N, T, DV);
+        ck_assert_msg(memcmp(got_k, want_k, B * N * T * D * sizeof *kk) == 0, "`%s`: present_k is not concat(past_k, k)",
+                      R.cmd);
+        ck_assert_msg(memcmp(got_v, want_v, B * N * T * DV * sizeof *vv) == 0, "`%s`: present_v is not concat(past_v, v)",
+                      R.cmd);
+        expect_close("out", load_f32(P("out.npy"), r, os), packed ? swap_middle(ro, sizeof *ro, B, H, L, DV) : ro,
+                     B * H * L * DV);
+        expect_close("lse", load_f32(P("lse.npy"), lr, ls), rl, B * H * L);
+#undef LAYOUT
+    }
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--past-k", P("pk.npy"),
+           "--out", P("o2.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "--past-v");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--past-k", P("pk.npy"),
+           "--past-v", P("v.npy"), "--out", P("o2.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "rows");
 }
 END_TEST
 
@@ -2443,7 +2518,7 @@ static Suite *cli_suite(void)
                   test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
                   test_sdpa_f8_input}},
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
-        {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_offsets, test_sdpa_window, test_sdpa_softcap,
+        {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window, test_sdpa_softcap,
                            test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto, test_sdpa_variants_combined,
                            test_sdpa_heads_layout, test_sdpa_scores}},
         {"mha-variants", {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,

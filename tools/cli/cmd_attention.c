@@ -127,6 +127,11 @@ static const char sdpa_help[] =
     "  --out O.npy            output (B,H,L,Dv), or (B,L,H·Dv) with --heads\n"
     "  --weights P.npy        also write the attention weights (B,H,L,S)\n"
     "  --lse LSE.npy          also write the log-sum-exp of each query row (B,H,L)\n"
+    "  --past-k PK.npy        a KV cache's earlier keys, K's layout with P rows (ONNX's past_key): the\n"
+    "  --past-v PV.npy        keys and values attended over are concat(past, K/V), P + S of them, and\n"
+    "                         every mask, --key-lengths and the weights (B,H,L,P+S) count them all\n"
+    "  --present-k PK.npy     write concat(past_k, K) (ONNX's present_key), K's layout with P + S rows\n"
+    "  --present-v PV.npy     write concat(past_v, V) (ONNX's present_value)\n"
     "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n"
     "  --heads H              3-D inputs are (B,L,H·D): their last dimension holds H heads\n"
     "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
@@ -200,6 +205,32 @@ static int sdpa_dims_of(const char *cmd, const char *const *path, const cli_tens
     return CLI_OK;
 }
 
+/* --past-k/--past-v: K's and V's layout (after --heads, (B,N,P,·)) with P rows; *past_len gets P. */
+static int past_check(const char *cmd, const char *const *past_path, const cli_tensor *past, const cli_tensor *kv,
+                      bool packed, size_t *past_len)
+{
+    *past_len = 0;
+    if (!past_path[0] != !past_path[1])
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--past-k and --past-v go together");
+    if (!past_path[0])
+        return CLI_OK;
+    const size_t r = kv[0].ndim, seq = packed ? 1 : r - 2; /* the sequence dimension */
+    *past_len = past[0].shape[seq];
+    for (size_t i = 0; i < 2; i++) {
+        if (past[i].ndim != r)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: has %zu dimensions, K and V have %zu", past_path[i],
+                            past[i].ndim, r);
+        for (size_t a = 0; a < r; a++)
+            if (a != seq && past[i].shape[a] != kv[i].shape[a])
+                return cli_fail(CLI_USAGE_ERROR, cmd, "%s: dimension %zu is %zu, but %s's is %zu", past_path[i], a,
+                                past[i].shape[a], i ? "V" : "K", kv[i].shape[a]);
+        if (past[i].shape[seq] != *past_len)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu rows, but %s has %zu", past_path[1], past[1].shape[seq],
+                            past_path[0], *past_len);
+    }
+    return CLI_OK;
+}
+
 /* --scores MODE:FILE writes the weights output at an earlier point: it takes --weights' place. */
 static int take_scores(const char *cmd, const cli_variants *var, output_opts *o)
 {
@@ -217,6 +248,7 @@ int cmd_sdpa(int argc, char **argv)
 {
     const char *cmd = "sdpa";
     const char *path[3] = {NULL}; /* Q, K, V */
+    const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
     const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL;
     output_opts o = {0};
     cli_masks m = {0};
@@ -227,6 +259,8 @@ int cmd_sdpa(int argc, char **argv)
         {"out", NULL, &o.out},          {"weights", NULL, &o.weights}, {"lse", NULL, &lse_path},
         {"scale", NULL, &scale_text},   {"heads", NULL, &heads_text},  {"heatmap", NULL, &o.heatmap},
         {"tokens", NULL, &o.tokens},    {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device},
+        {"past-k", NULL, &past_path[0]}, {"past-v", NULL, &past_path[1]},
+        {"present-k", NULL, &present_path[0]}, {"present-v", NULL, &present_path[1]},
         CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
     };
     int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
@@ -239,9 +273,11 @@ int cmd_sdpa(int argc, char **argv)
                         !path[0] ? "q" : !path[1] ? "k" : !path[2] ? "v" : "out");
     if ((rc = cli_variants_parse(cmd, &var)) != CLI_OK || (rc = take_scores(cmd, &var, &o)) != CLI_OK)
         return rc;
-    static const char *const out_flags[] = {"out", "weights", "lse", "heatmap"};
-    if ((rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){o.out, o.weights, lse_path, o.heatmap},
-                                         4)) != CLI_OK)
+    static const char *const out_flags[] = {"out", "weights", "lse", "heatmap", "present-k", "present-v"};
+    if ((rc = cli_check_distinct_outputs(cmd, out_flags,
+                                         (const char *const[]){o.out, o.weights, lse_path, o.heatmap, present_path[0],
+                                                               present_path[1]},
+                                         6)) != CLI_OK)
         return rc;
     sdpa_call c = {0};
     c.desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
@@ -251,18 +287,28 @@ int cmd_sdpa(int argc, char **argv)
         (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK))
         return rc;
 
-    cli_tensor t[3] = {{0}};
+    cli_tensor t[3] = {{0}}, past[2] = {{0}};
+    float *present[2] = {NULL};
     clattn_context *ctx = NULL;
     sdpa_dims d = {0};
+    size_t P = 0; /* past rows */
     for (size_t i = 0; i < 3 && rc == CLI_OK; i++)
         rc = cli_load_tensor(cmd, path[i], 2, 4, &t[i]);
-    if (rc != CLI_OK || (rc = sdpa_dims_of(cmd, path, t, heads, &var, &d)) != CLI_OK)
+    for (size_t i = 0; i < 2 && rc == CLI_OK; i++)
+        if (past_path[i])
+            rc = cli_load_tensor(cmd, past_path[i], 2, 4, &past[i]);
+    if (rc != CLI_OK || (rc = sdpa_dims_of(cmd, path, t, heads, &var, &d)) != CLI_OK ||
+        (rc = past_check(cmd, past_path, past, &t[1], d.packed, &P)) != CLI_OK)
         goto done;
-    const size_t B = d.B, H = d.H, L = d.L, S = d.S, Dv = d.Dv;
-    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK)
+    /* With a past, attention runs over T = P + S keys: the masks and the weights count them all. */
+    const bool with_past = past_path[0] || present_path[0] || present_path[1];
+    const size_t B = d.B, H = d.H, L = d.L, S = d.S, Dv = d.Dv, T = P + S;
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK)
         goto done;
     for (size_t i = 0; i < 3 && d.packed && rc == CLI_OK; i++)
         rc = heads_first(cmd, &t[i], i == 0 ? H : d.N);
+    for (size_t i = 0; i < 2 && d.packed && P && rc == CLI_OK; i++)
+        rc = heads_first(cmd, &past[i], d.N);
     if (rc != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
         goto done;
 
@@ -285,26 +331,44 @@ int cmd_sdpa(int argc, char **argv)
     c.mask = m.mask;
     c.out = cli_alloc_floats(B * H, L, Dv);
     if (o.weights || o.heatmap)
-        c.weights = cli_alloc_floats(B * H, L, S);
+        c.weights = cli_alloc_floats(B * H, L, T);
     if (lse_path)
         c.lse = cli_alloc_floats(B * H, L, 1);
-    if (!c.out || ((o.weights || o.heatmap) && !c.weights) || (lse_path && !c.lse)) {
+    for (size_t i = 0; i < 2; i++)
+        if (present_path[i])
+            present[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D);
+    if (!c.out || ((o.weights || o.heatmap) && !c.weights) || (lse_path && !c.lse) ||
+        (present_path[0] && !present[0]) || (present_path[1] && !present[1])) {
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
     cli_progress *progress = cli_progress_start("clattn sdpa: running");
-    clattn_status st = clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out, c.weights, c.lse);
+    clattn_status st = with_past ? clattn_sdpa_with_past_host(ctx, &c.desc, P, past[0].data, past[1].data, c.q, c.k,
+                                                              c.v, c.mask, present[0], present[1], c.out, c.weights,
+                                                              c.lse)
+                                 : clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out, c.weights, c.lse);
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
         rc = attention_failed(cmd, ctx, st, "attention");
         goto done;
     }
-    const char *paths[3] = {o.out, o.weights, lse_path};
-    size_t ndims[3], shapes[3][4];
+    const char *paths[5] = {o.out, o.weights, lse_path, present_path[0], present_path[1]};
+    size_t ndims[5], shapes[5][4];
     if (d.packed) {
-        /* O back to (B,L,H·Dv); the weights and log-sum-exp keep their heads: (B,H,L,S), (B,H,L). */
+        /* O back to (B,L,H·Dv), the present to (B,T,N·D); the weights and log-sum-exp keep their heads:
+         * (B,H,L,T), (B,H,L). */
         float *rows = swap_middle(c.out, B, H, L, Dv);
+        for (size_t i = 0; i < 2 && rows; i++)
+            if (present[i]) {
+                float *moved = swap_middle(present[i], B, d.N, T, i ? Dv : d.D);
+                free(present[i]);
+                present[i] = moved;
+                if (!moved) {
+                    free(rows);
+                    rows = NULL;
+                }
+            }
         if (!rows) {
             rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
             goto done;
@@ -313,16 +377,20 @@ int cmd_sdpa(int argc, char **argv)
         c.out = rows;
         const size_t lead[2] = {B, H};
         ndims[0] = output_shape(1, lead, L, H * Dv, shapes[0]);
-        ndims[1] = output_shape(2, lead, L, S, shapes[1]);
+        ndims[1] = output_shape(2, lead, L, T, shapes[1]);
         ndims[2] = output_shape(2, lead, L, 0, shapes[2]);
+        ndims[3] = output_shape(1, lead, T, d.N * d.D, shapes[3]);
+        ndims[4] = output_shape(1, lead, T, d.N * Dv, shapes[4]);
     } else {
         const size_t lead = t[0].ndim - 2;
         ndims[0] = output_shape(lead, t[0].shape, L, Dv, shapes[0]);
-        ndims[1] = output_shape(lead, t[0].shape, L, S, shapes[1]);
+        ndims[1] = output_shape(lead, t[0].shape, L, T, shapes[1]);
         ndims[2] = output_shape(lead, t[0].shape, L, 0, shapes[2]);
+        ndims[3] = output_shape(lead, t[1].shape, T, d.D, shapes[3]);
+        ndims[4] = output_shape(lead, t[2].shape, T, Dv, shapes[4]);
     }
-    float *data[3] = {c.out, c.weights, c.lse};
-    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 3, &o, c.weights, B, H, L, S);
+    float *data[5] = {c.out, c.weights, c.lse, present[0], present[1]};
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 5, &o, c.weights, B, H, L, T);
 done:
     free(c.out);
     free(c.weights);
@@ -332,6 +400,10 @@ done:
     cli_variants_free(&var);
     for (size_t i = 0; i < 3; i++)
         cli_tensor_free(&t[i]);
+    for (size_t i = 0; i < 2; i++) {
+        cli_tensor_free(&past[i]);
+        free(present[i]);
+    }
     return rc;
 }
 
