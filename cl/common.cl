@@ -13,6 +13,14 @@ inline ulong clattn_view_offset(ulong b, ulong h, ulong i, ulong bs, ulong hs, u
     return b * bs + h * hs + i * rs;
 }
 
+/* The same in a view that may be ragged: with starts (a ragged batch, sequences of different lengths
+ * packed row after row), row i of sequence b is row starts[b] + i of the packed tensor, heads hs apart
+ * within a row; without, clattn_view_offset. */
+inline ulong clattn_row_offset(__global const ulong *starts, ulong b, ulong h, ulong i, ulong bs, ulong hs, ulong rs)
+{
+    return starts ? (starts[b] + i) * rs + h * hs : clattn_view_offset(b, h, i, bs, hs, rs);
+}
+
 /* Entry (i, j) of matrix m in a stack of dense (rows, cols) matrices: scores, weights, masks. */
 inline ulong clattn_matrix_offset(ulong m, ulong i, ulong j, ulong rows, ulong cols)
 {

@@ -10,9 +10,10 @@
  *   clattn_decode_combine  one work-item per output element: the exact result over all splits (the
  *                          merge of clattn_merge, over a dense stack of parts), sinks counted once.
  *
- * Inside a work-group the keys go in tiles of TILE, copied to local memory first (a plain streaming copy
- * runs at the memory's bandwidth, where reading rows in the middle of the arithmetic left the cores
- * waiting for each one). The WG work-items share the tile's scores (each computes whole dot products
+ * Inside a work-group the keys go in tiles of TILE, staged in local memory on GPUs, read in place (and
+ * prefetched a tile ahead) on CPUs. K/V rows come from a dense view, a ragged batch (cumulative row
+ * starts per sequence) or a paged pool through a block table (clattn_kv_row). The WG work-items share
+ * the tile's scores (each computes whole dot products
  * for some keys, RB rows × KQ keys at a time), every work-item follows each row's running maximum and
  * sum, and each owns some VEC-wide columns of every row's output accumulator. On CPUs WG is 1 and VEC
  * the SIMD width (one work-item streams its slice, vectorised over the head dimension); on GPUs WG
@@ -31,6 +32,17 @@
 #else
 #define TILE_AS __global
 #endif
+
+/* Row j of one K/V head whose row 0 is at `head`: rows rs apart, or, through a block table (a paged
+ * cache: `table` holds the sequence's block ids, blocks of 2^shift rows, block_stride floats apart),
+ * row j % 2^shift of block table[j >> shift]. The host checked every id the call can reach. */
+inline __global const float *clattn_kv_row(__global const float *head, ulong rs, __global const int *table,
+                                           uint shift, ulong block_stride, ulong j)
+{
+    if (!table)
+        return head + j * rs;
+    return head + (ulong)table[j >> shift] * block_stride + (j & (((ulong)1 << shift) - 1)) * rs;
+}
 
 /* KQ dot products q · k_x over n elements, key rows k_rs apart (q scaled, in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
@@ -86,22 +98,22 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
 }
 #endif
 
-/* One row's scores of the tile's keys g … g+KQ−1 (tile rows k_rs apart): −inf where the row cannot see
- * the key (absolute index j0 + g + x outside [begin, end)) or it lies past the tile's `keys`. */
-__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, TILE_AS const float *k_tile,
-                                                                    ulong k_rs, ulong dk, ulong j0, ulong g,
+/* One row's scores of the tile's keys g … g+KQ−1 (absolute j … j+KQ−1), whose rows lie k_rs apart from
+ * k_group: −inf where the row cannot see the key (outside [begin, end)) or it lies past the tile's
+ * `keys`. */
+__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, TILE_AS const float *k_group,
+                                                                    ulong k_rs, ulong dk, ulong j, ulong g,
                                                                     ulong keys, ulong begin, ulong end, float *s)
 {
-    const ulong j = j0 + g;
     if (j >= begin && j + KQ <= end && g + KQ <= keys) {
-        clattn_decode_dots(q, k_tile + g * k_rs, k_rs, dk, s);
+        clattn_decode_dots(q, k_group, k_rs, dk, s);
         return;
     }
     for (int x = 0; x < KQ; x++) {
         s[x] = -INFINITY;
         if (g + x < keys && j + x >= begin && j + x < end) {
             float one[KQ];
-            clattn_decode_dots(q, k_tile + (g + x) * k_rs, 0, dk, one);
+            clattn_decode_dots(q, k_group + x * k_rs, 0, dk, one);
             s[x] = one[0];
         }
     }
@@ -155,28 +167,19 @@ __attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, 
 }
 
 #if STAGE
-/* Rows [0, keys) of a (rows, n) block of global memory, `rs` apart, into local memory DK' = ld apart,
- * zero-filled from n to the next multiple of VEC (so that whole vectors can be read). */
-__attribute__((always_inline)) inline void clattn_decode_stage(__local float *dst, ulong ld,
-                                                               __global const float *src, ulong rs, ulong keys,
-                                                               ulong n, ulong lid)
+/* Rows j0 … j0+keys−1 of a K/V head (clattn_kv_row's arguments) into local memory, ld floats apart,
+ * zero-filled from n to the next multiple of VEC (so that whole vectors can be read); neighbouring
+ * work-items copy neighbouring floats. */
+__attribute__((always_inline)) inline void clattn_decode_stage(__local float *dst, ulong ld, __global const float *head,
+                                                               ulong rs, __global const int *table, uint shift,
+                                                               ulong block_stride, ulong j0, ulong keys, ulong n,
+                                                               ulong lid)
 {
-    const ulong whole = n / VEC, padded = (n + VEC - 1) / VEC;
-#if WG == 1
-    for (ulong jj = 0; jj < keys; jj++) {
-        __global const float *from = src + jj * rs;
-        __local float *to = dst + jj * ld;
-        for (ulong c = 0; c < whole; c++)
-            VSTORE(VLOAD(from + c * VEC), to + c * VEC);
-        for (ulong e = whole * VEC; e < padded * VEC; e++)
-            to[e] = e < n ? from[e] : 0.0f;
+    const ulong width = (n + VEC - 1) / VEC * VEC;
+    for (ulong t = lid; t < keys * width; t += WG) {
+        const ulong jj = t / width, e = t % width;
+        dst[jj * ld + e] = e < n ? clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj)[e] : 0.0f;
     }
-#else
-    for (ulong t = lid; t < keys * padded * VEC; t += WG) { /* neighbouring items, neighbouring floats */
-        const ulong jj = t / (padded * VEC), e = t % (padded * VEC);
-        dst[jj * ld + e] = e < n ? src[jj * rs + e] : 0.0f;
-    }
-#endif
 }
 #endif
 
@@ -191,7 +194,10 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                            int causal, __global const ulong *key_lengths, __global const uchar *mask,
                            int mask_layout, int mask_type, ulong mask_cols, __global const long *offsets,
                            long win_left, long win_right,
-                           float softcap, __global const float *alibi, __global const float *sinks)
+                           float softcap, __global const float *alibi, __global const float *sinks,
+                           __global const ulong *q_starts, __global const ulong *k_starts,
+                           __global const ulong *o_starts, __global const int *block_table, ulong table_cols,
+                           uint block_shift)
 {
     __local float q_tile[R_MAX * DK];
 #if STAGE
@@ -202,15 +208,26 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     __local float p_tile[R_MAX * TILE]; /* their weights exp(s − m) */
 
     const ulong lid = get_local_id(0);
-    const ulong packed_rows = q_len * group, row_groups = (packed_rows + R_MAX - 1) / R_MAX;
+    const ulong row_groups = (q_len * group + R_MAX - 1) / R_MAX;
     const ulong row_group = get_group_id(0) % row_groups, split = get_group_id(0) / row_groups;
-    const ulong first = row_group * R_MAX;
-    const int rows = (int)min((ulong)R_MAX, packed_rows - first);
     const ulong bkv = get_global_id(1), kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    /* Ragged batches (q_starts): sequence b's queries are rows q_starts[b] … q_starts[b+1]−1, and row
+     * groups past them have nothing to do. */
+    const ulong packed_rows = (q_starts ? q_starts[b + 1] - q_starts[b] : q_len) * group;
+    const ulong first = row_group * R_MAX;
+    if (first >= packed_rows)
+        return; /* (the whole group: no barrier is skipped by part of it) */
+    const int rows = (int)min((ulong)R_MAX, packed_rows - first);
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     const bool score_terms = softcap > 0.0f || alibi || mask_layout != MASK_NONE;
-    __global const float *k_head = k + clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
-    __global const float *v_head = v + clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
+    /* K/V rows: a dense view, a ragged one (rows from k_starts[b]), or a paged pool read through the
+     * sequence's block table (k_bs and v_bs are then the pool's block strides). */
+    __global const int *table = block_table ? block_table + b * table_cols : NULL;
+    const ulong k_first = block_table ? 0 : k_starts ? k_starts[b] * k_rs : b * k_bs;
+    const ulong v_first = block_table ? 0 : k_starts ? k_starts[b] * v_rs : b * v_bs;
+    __global const float *k_head = k + k_first + kv_head * k_hs, *v_head = v + v_first + kv_head * v_hs;
+#define K_ROW(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
+#define V_ROW(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
     /* This work-item's output columns are VEC-wide chunks lid, lid + WG, …: the first `full` of them lie
      * wholly below dv; the next may hold a tail of fewer than VEC (staged rows are zero past dv: whole). */
     int full = 0;
@@ -220,9 +237,9 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     const bool tail = full < COLS_PER_ITEM && tail_col < dv;
     const ulong tail_n = tail ? dv - tail_col : 0;
 #if STAGE
-    const ulong kt_rs = DK, vt_rs = DV;
+    const ulong kt_rs = DK;
 #else
-    const ulong kt_rs = k_rs, vt_rs = v_rs;
+    const ulong kt_rs = k_rs;
 #endif
 
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
@@ -250,22 +267,31 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     }
     walk_begin = max(walk_begin, seen_begin);
     walk_end = min(walk_end, seen_end);
+    /* Each row sees only this split's keys; tiles start at a multiple of KQ (so that KQ keys never
+     * straddle two blocks of a paged cache), the keys before walk_begin masked. */
+    for (int r = 0; r < rows; r++) {
+        row_begin[r] = max(row_begin[r], walk_begin);
+        row_end[r] = max(min(row_end[r], walk_end), row_begin[r]);
+    }
+    walk_begin -= walk_begin % KQ;
     for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
         const int r = (int)(t / DK);
         const ulong d = t % DK;
-        q_tile[t] = d < dk ? q[clattn_view_offset(b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d] * scale : 0.0f;
+        q_tile[t] = d < dk ? q[clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d] * scale : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
         const ulong keys = min((ulong)TILE, walk_end - j0);
 #if STAGE
-        clattn_decode_stage(k_stage, DK, k_head + j0 * k_rs, k_rs, keys, dk, lid);
-        clattn_decode_stage(v_stage, DV, v_head + j0 * v_rs, v_rs, keys, dv, lid);
+        clattn_decode_stage(k_stage, DK, k_head, k_rs, table, block_shift, k_bs, j0, keys, dk, lid);
+        clattn_decode_stage(v_stage, DV, v_head, v_rs, table, block_shift, v_bs, j0, keys, dv, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-        __local const float *k_tile = k_stage, *v_tile = v_stage;
+#define K_TILE_ROW(jj) (k_stage + (jj) * DK)
+#define V_TILE_ROW(jj) (v_stage + (jj) * DV)
 #else
-        __global const float *k_tile = k_head + j0 * k_rs, *v_tile = v_head + j0 * v_rs;
+#define K_TILE_ROW(jj) K_ROW(j0 + (jj))
+#define V_TILE_ROW(jj) V_ROW(j0 + (jj))
 #endif
         /* Scores: KQ keys at a time per work-item, RB rows at a time where every row of the block sees
          * all of them; keys a row cannot see are −inf. */
@@ -277,7 +303,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
              * would wait for each other). */
             UNROLL for (int x = 0; x < KQ; x++)
                 if (j + TILE + x < walk_end) {
-                    __global const float *kn = k_head + (j + TILE + x) * k_rs, *vn = v_head + (j + TILE + x) * v_rs;
+                    __global const float *kn = K_ROW(j + TILE + x), *vn = V_ROW(j + TILE + x);
                     for (ulong e = 0; e < dk; e += 16)
                         __builtin_prefetch(kn + e);
                     for (ulong e = 0; e < dv; e += 16)
@@ -292,10 +318,10 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                     whole = whole && j >= row_begin[r + y] && j + KQ <= row_end[r + y];
                 float s[RB][KQ];
                 if (whole)
-                    clattn_decode_dots_block(q_tile + r * DK, k_tile + g * kt_rs, kt_rs, dk, s);
+                    clattn_decode_dots_block(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, s);
                 UNROLL for (int y = 0; y < RB; y++) {
                     if (!whole)
-                        clattn_decode_row_scores(q_tile + (r + y) * DK, k_tile, kt_rs, dk, j0, g, keys,
+                        clattn_decode_row_scores(q_tile + (r + y) * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys,
                                                  row_begin[r + y], row_end[r + y], s[y]);
                     for (int x = 0; x < KQ; x++)
                         s_tile[(r + y) * TILE + g + x] =
@@ -308,7 +334,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
 #endif
             for (; r < rows; r++) {
                 float s[KQ];
-                clattn_decode_row_scores(q_tile + r * DK, k_tile, kt_rs, dk, j0, g, keys, row_begin[r], row_end[r],
+                clattn_decode_row_scores(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys, row_begin[r], row_end[r],
                                          s);
                 for (int x = 0; x < KQ; x++)
                     s_tile[r * TILE + g + x] =
@@ -344,7 +370,6 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
          * weigh a key (each load of V then serves both), else row by row. A weight of 0 — a masked or
          * underflowed key — adds nothing, not even an inf value; a factor that underflowed to 0 drops
          * what came before (never 0·inf). */
-        TILE_AS const float *v_cols = v_tile + lid * VEC;
         int r = 0;
 #if RB > 1
         for (; r + 2 <= rows; r += 2) {
@@ -353,15 +378,18 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             clattn_decode_rescale(acc[r + 1], alpha[r + 1], a1);
             for (ulong jj = 0; jj < keys; jj++) {
                 const float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
+                if (p0 == 0.0f && p1 == 0.0f)
+                    continue;
+                TILE_AS const float *v_row = V_TILE_ROW(jj) + lid * VEC;
                 if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
                     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
-                        const vec_t vv = VLOAD(v_cols + jj * vt_rs + c * WG * VEC);
+                        const vec_t vv = VLOAD(v_row + c * WG * VEC);
                         a0[c] = fma((vec_t)p0, vv, a0[c]);
                         a1[c] = fma((vec_t)p1, vv, a1[c]);
                     }
                 } else {
-                    clattn_decode_add(a0, p0, v_cols + jj * vt_rs, full, tail, tail_n);
-                    clattn_decode_add(a1, p1, v_cols + jj * vt_rs, full, tail, tail_n);
+                    clattn_decode_add(a0, p0, v_row, full, tail, tail_n);
+                    clattn_decode_add(a1, p1, v_row, full, tail, tail_n);
                 }
             }
             UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
@@ -374,7 +402,8 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             vec_t a[COLS_PER_ITEM];
             clattn_decode_rescale(acc[r], alpha[r], a);
             for (ulong jj = 0; jj < keys; jj++)
-                clattn_decode_add(a, p_tile[r * TILE + jj], v_cols + jj * vt_rs, full, tail, tail_n);
+                if (p_tile[r * TILE + jj] != 0.0f)
+                    clattn_decode_add(a, p_tile[r * TILE + jj], V_TILE_ROW(jj) + lid * VEC, full, tail, tail_n);
             UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 acc[r][c] = a[c];
         }
@@ -391,7 +420,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
         const ulong i = row_i[r], h = row_h[r];
         float row_lse;
         const float inv = clattn_row_finish(m[r], l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
-        __global float *out = o + split * o_split_stride + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
+        __global float *out = o + split * o_split_stride + clattn_row_offset(o_starts, b, h, i, o_bs, o_hs, o_rs);
         for (int c = 0; c < COLS_PER_ITEM; c++) {
             const ulong col = (lid + (ulong)c * WG) * VEC;
             float part[VEC];
@@ -400,8 +429,10 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                 if (col + x < dv)
                     out[col + x] = part[x];
         }
+        /* lse: (B,H,L), or (rows, H) for ragged batches */
         if (lse && lid == 0)
-            lse[split * lse_split_stride + clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
+            lse[split * lse_split_stride + (o_starts ? (o_starts[b] + i) * heads + h
+                                                    : clattn_matrix_offset(b * heads + h, 0, i, 1, q_len))] = row_lse;
     }
 }
 
@@ -411,12 +442,15 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
  * poisons the row; a row no part saw is zero with lse = the sink (−inf without one). */
 __kernel void clattn_decode_combine(__global const float *part_out, __global const float *part_lse, ulong parts,
                                     ulong rows, ulong dv, ulong heads, ulong q_len, __global const float *sinks,
-                                    __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse)
+                                    __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
+                                    __global const ulong *o_starts)
 {
     const ulong d = get_global_id(0), r = get_global_id(1);
     if (d >= dv || r >= rows)
         return;
     const ulong i = r % q_len, h = r / q_len % heads, b = r / q_len / heads;
+    if (o_starts && i >= o_starts[b + 1] - o_starts[b]) /* a ragged sequence's rows end before q_len */
+        return;
     const float sink = sinks ? sinks[h] : -INFINITY;
     float top = sink;
     bool nan_part = false;
@@ -440,7 +474,7 @@ __kernel void clattn_decode_combine(__global const float *part_out, __global con
         if (sink != -INFINITY)
             sum += exp(sink - top);
     }
-    o[clattn_view_offset(b, h, i, o_bs, o_hs, o_rs) + d] = top == -INFINITY ? 0.0f : value / sum;
+    o[clattn_row_offset(o_starts, b, h, i, o_bs, o_hs, o_rs) + d] = top == -INFINITY ? 0.0f : value / sum;
     if (lse && d == 0)
-        lse[r] = top == -INFINITY ? -INFINITY : top + log(sum);
+        lse[o_starts ? (o_starts[b] + i) * heads + h : r] = top == -INFINITY ? -INFINITY : top + log(sum);
 }

@@ -194,19 +194,29 @@ static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const de
     *splits = n == 1 ? 1 : (keys + *slice - 1) / *slice;
 }
 
+/* Where the partial kernel writes: the final output (with its lse and the sinks), or one split's slot
+ * of the temporaries. */
+typedef struct partial_target {
+    tensor_view out;
+    size_t out_split_stride;
+    cl_mem lse;
+    size_t lse_split_stride;
+    cl_mem sinks;
+    cl_mem o_starts; /* ragged final output: the rows of each sequence */
+} partial_target;
+
 static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, const decode_variant *dv,
-                                    const device_masks *masks, tensor_view q, tensor_view k, tensor_view v,
-                                    tensor_view out, size_t out_split_stride, cl_mem lse, size_t lse_split_stride,
-                                    cl_mem sinks, size_t splits, size_t slice)
+                                    const device_masks *masks, const decode_layout *lay, tensor_view q, tensor_view k,
+                                    tensor_view v, const partial_target *t, size_t splits, size_t slice)
 {
     kernel_args a = kernel_args_begin(dv->kernels[0]);
     karg_view(&a, q);
     karg_view(&a, k);
     karg_view(&a, v);
-    karg_view(&a, out);
-    karg_ulong(&a, out_split_stride);
-    karg_mem(&a, lse);
-    karg_ulong(&a, lse_split_stride);
+    karg_view(&a, t->out);
+    karg_ulong(&a, t->out_split_stride);
+    karg_mem(&a, t->lse);
+    karg_ulong(&a, t->lse_split_stride);
     karg_ulong(&a, s->heads);
     karg_ulong(&a, s->group);
     karg_ulong(&a, s->q_len);
@@ -216,7 +226,14 @@ static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, co
     karg_float(&a, s->scale);
     karg_ulong(&a, slice);
     masks_kernel_args(&a, masks);
-    karg_mem(&a, sinks);
+    karg_mem(&a, t->sinks);
+    karg_mem(&a, lay->q_starts);
+    karg_mem(&a, lay->k_starts);
+    karg_mem(&a, t->o_starts);
+    karg_mem(&a, lay->block_table);
+    karg_ulong(&a, lay->table_cols);
+    cl_uint shift = lay->block_shift;
+    karg(&a, sizeof shift, &shift);
     const size_t row_groups = (s->q_len * s->group + dv->r_max - 1) / dv->r_max;
     const size_t local[2] = {dv->wg, 1};
     const size_t global[2] = {splits * row_groups * dv->wg, s->batch * s->kv_heads};
@@ -225,7 +242,7 @@ static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, co
 
 static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, const decode_variant *dv,
                                     cl_mem part_out, cl_mem part_lse, size_t splits, cl_mem sinks, tensor_view out,
-                                    cl_mem lse)
+                                    cl_mem lse, cl_mem o_starts)
 {
     kernel_args a = kernel_args_begin(dv->kernels[1]);
     karg_mem(&a, part_out);
@@ -238,12 +255,13 @@ static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, co
     karg_mem(&a, sinks);
     karg_view(&a, out);
     karg_mem(&a, lse);
+    karg_mem(&a, o_starts);
     const size_t global[2] = {s->v_dim, s->lse_elems};
     return kernel_launch_auto(ctx, &a, "decode combine", 2, global);
 }
 
-clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
-                         cl_mem mask, tensor_view out, cl_mem lse)
+clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const decode_layout *lay, tensor_view q,
+                                tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
     if (s->qk_dim > DECODE_MAX_HEAD || s->v_dim > DECODE_MAX_HEAD)
         return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE,
@@ -256,17 +274,29 @@ clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
         return st;
     size_t splits, slice;
     plan_splits(ctx, s, dv, &splits, &slice);
-    if (splits == 1) /* one pass writes the final rows */
-        return launch_partial(ctx, s, dv, &masks, q, k, v, out, 0, lse, 0, masks.sinks, 1, slice);
-    /* Partial rows per split in temporaries (plan_splits kept them within one allocation), then their
-     * merge. */
+    if (splits == 1) { /* one pass writes the final rows */
+        const partial_target final = {out, 0, lse, 0, masks.sinks, lay->q_starts};
+        return launch_partial(ctx, s, dv, &masks, lay, q, k, v, &final, 1, slice);
+    }
+    /* Partial rows per split in dense temporaries (B,H,L,Dv) and (B,H,L) (plan_splits kept them within
+     * one allocation), then their merge into the output. */
     cl_mem part_out, part_lse;
     if ((st = scratch_get(ctx, SCRATCH_PARTIAL_OUT, splits * s->out_elems * sizeof(float), &part_out)) !=
             CLATTN_SUCCESS ||
         (st = scratch_get(ctx, SCRATCH_PARTIAL_LSE, splits * s->lse_elems * sizeof(float), &part_lse)) !=
             CLATTN_SUCCESS)
         return st;
-    st = launch_partial(ctx, s, dv, &masks, q, k, v, view_bhld(part_out, s->heads, s->q_len, s->v_dim),
-                        s->out_elems, part_lse, s->lse_elems, NULL, splits, slice);
-    return st != CLATTN_SUCCESS ? st : launch_combine(ctx, s, dv, part_out, part_lse, splits, masks.sinks, out, lse);
+    const partial_target parts = {view_bhld(part_out, s->heads, s->q_len, s->v_dim), s->out_elems, part_lse,
+                                  s->lse_elems, NULL, NULL};
+    st = launch_partial(ctx, s, dv, &masks, lay, q, k, v, &parts, splits, slice);
+    return st != CLATTN_SUCCESS ? st
+                                : launch_combine(ctx, s, dv, part_out, part_lse, splits, masks.sinks, out, lse,
+                                                 lay->q_starts);
+}
+
+clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
+                         cl_mem mask, tensor_view out, cl_mem lse)
+{
+    const decode_layout dense = {NULL, NULL, NULL, 0, 0};
+    return decode_run_layout(ctx, s, &dense, q, k, v, mask, out, lse);
 }
