@@ -5,6 +5,7 @@
 #include "decode.h"
 #include "fused.h"
 #include "merge.h"
+#include "paged.h"
 #include "projection.h"
 #include "staged.h"
 #include "validate.h"
@@ -182,6 +183,7 @@ void clattn_context_free(clattn_context *ctx)
     merge_release(ctx);
     fused_release(ctx);
     decode_release(ctx);
+    paged_release(ctx);
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->device)

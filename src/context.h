@@ -15,6 +15,7 @@ struct staged_state;     /* staged.c */
 struct fused_state;      /* fused.c */
 struct decode_state;     /* decode.c */
 struct merge_state;      /* merge.c */
+struct paged_state;      /* paged.c */
 
 struct clattn_context_s {
     error_state errors; /* first: error.c reaches it from the handle (see error.h) */
@@ -30,6 +31,7 @@ struct clattn_context_s {
     struct fused_state *fused;
     struct decode_state *decode;
     struct merge_state *merge;
+    struct paged_state *paged;
 };
 
 #endif

@@ -112,36 +112,19 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
 
 /* `bytes` of `data` into a reused temporary, blocking (so the caller's array, and ours, can go as soon
  * as this returns). */
-static clattn_status upload(clattn_context *ctx, scratch_slot slot, const void *data, size_t bytes, const char *what,
-                            cl_mem *out)
+clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_t *keys, const size_t *queries,
+                                 long long *offsets, const char *what)
 {
-    cl_mem buf;
-    clattn_status st = scratch_get(ctx, slot, bytes, &buf);
-    if (st != CLATTN_SUCCESS)
-        return st;
-    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
-    if (err == CL_SUCCESS)
-        err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return set_error(ctx, (clattn_status)err, "clEnqueueWriteBuffer(%s) failed: %s", what,
-                         clattn_status_string((clattn_status)err));
-    *out = buf;
+    if (s->masks.key_lengths)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.key_lengths must be NULL here: %s give each "
+                         "sequence's keys", what);
+    s->masks.key_lengths = keys;
+    if (s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT && !s->masks.query_offsets) {
+        for (size_t b = 0; b < s->batch; b++) /* both below 2^61: sizes of tensors that exist */
+            offsets[b] = (long long)keys[b] - (long long)(queries ? queries[b] : s->q_len);
+        s->masks.query_offsets = offsets;
+    }
     return CLATTN_SUCCESS;
-}
-
-/* The caller's `n` integers (size_t key lengths or long long offsets), as the 64-bit integers the
- * kernels read. */
-static clattn_status upload_integers(clattn_context *ctx, scratch_slot slot, const size_t *lengths,
-                                     const long long *offsets, size_t n, const char *what, cl_mem *out)
-{
-    cl_long *values = malloc(n * sizeof *values);
-    if (!values)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying %zu %s", n, what);
-    for (size_t i = 0; i < n; i++)
-        values[i] = lengths ? (cl_long)lengths[i] : (cl_long)offsets[i];
-    clattn_status st = upload(ctx, slot, values, n * sizeof *values, what, out);
-    free(values);
-    return st;
 }
 
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out)
@@ -152,14 +135,14 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
                           m->window ? m->window->right : -1, s->softcap, NULL, NULL};
     clattn_status st = CLATTN_SUCCESS;
     if (m->key_lengths)
-        st = upload_integers(ctx, SCRATCH_KEY_LENGTHS, m->key_lengths, NULL, s->batch, "key lengths", &out->key_lengths);
+        st = scratch_upload_integers(ctx, SCRATCH_KEY_LENGTHS, m->key_lengths, NULL, s->batch, "key lengths", &out->key_lengths);
     if (st == CLATTN_SUCCESS && m->query_offsets)
-        st = upload_integers(ctx, SCRATCH_QUERY_OFFSETS, NULL, m->query_offsets, s->batch, "query offsets",
+        st = scratch_upload_integers(ctx, SCRATCH_QUERY_OFFSETS, NULL, m->query_offsets, s->batch, "query offsets",
                              &out->query_offsets);
     if (st == CLATTN_SUCCESS && s->alibi_slopes)
-        st = upload(ctx, SCRATCH_ALIBI, s->alibi_slopes, s->heads * sizeof(float), "ALiBi slopes", &out->alibi);
+        st = scratch_upload(ctx, SCRATCH_ALIBI, s->alibi_slopes, s->heads * sizeof(float), "ALiBi slopes", &out->alibi);
     if (st == CLATTN_SUCCESS && s->sinks)
-        st = upload(ctx, SCRATCH_SINKS, s->sinks, s->heads * sizeof(float), "sinks", &out->sinks);
+        st = scratch_upload(ctx, SCRATCH_SINKS, s->sinks, s->heads * sizeof(float), "sinks", &out->sinks);
     return st;
 }
 

@@ -13,6 +13,13 @@
  * the additive mask's element count in s->mask_elems. */
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool mask_given, sdpa_shape *s);
 
+/* For the calls whose sequences have lengths of their own (ragged batches, paged caches), after
+ * masks_resolve: the caller's masks.key_lengths must be NULL (`what` names where the lengths come
+ * from); s->masks then takes key_lengths = keys and, under CLATTN_CAUSAL_BOTTOM_RIGHT without query
+ * offsets, offsets[b] = keys[b] − queries[b] (queries NULL: q_len each) in the caller's array of B. */
+clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_t *keys, const size_t *queries,
+                                 long long *offsets, const char *what);
+
 /* The masks and score terms of one call as the kernels take them. */
 typedef struct device_masks {
     cl_int causal;

@@ -6,6 +6,8 @@
 #include "error.h"
 #include "fault.h"
 
+#include <stdlib.h>
+
 clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out)
 {
     scratch_pool *pool = &ctx->scratch;
@@ -24,7 +26,8 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
     pool->bytes[slot] = 0;
     static const char *const slot_names[SCRATCH_COUNT] = {
         "scores", "projected Q", "projected K", "projected V", "concatenated heads", "key lengths", "query offsets",
-        "sinks", "ALiBi slopes", "partial outputs", "partial log-sum-exps"};
+        "sinks", "ALiBi slopes", "partial outputs", "partial log-sum-exps", "query row starts",
+        "key row starts", "paged lengths", "block-id check flag"};
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     cl_mem mem = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err) : NULL;
     if (err != CL_SUCCESS)
@@ -56,4 +59,34 @@ void mems_release(cl_mem *mems, size_t n)
             clReleaseMemObject(mems[i]);
         mems[i] = NULL;
     }
+}
+
+clattn_status scratch_upload(clattn_context *ctx, scratch_slot slot, const void *data, size_t bytes, const char *what,
+                             cl_mem *out)
+{
+    cl_mem buf;
+    clattn_status st = scratch_get(ctx, slot, bytes, &buf);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "clEnqueueWriteBuffer(%s) failed: %s", what,
+                         clattn_status_string((clattn_status)err));
+    *out = buf;
+    return CLATTN_SUCCESS;
+}
+
+clattn_status scratch_upload_integers(clattn_context *ctx, scratch_slot slot, const size_t *sizes,
+                                      const long long *offsets, size_t n, const char *what, cl_mem *out)
+{
+    cl_long *values = malloc(n * sizeof *values);
+    if (!values)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying %zu %s", n, what);
+    for (size_t i = 0; i < n; i++)
+        values[i] = sizes ? (cl_long)sizes[i] : (cl_long)offsets[i];
+    clattn_status st = scratch_upload(ctx, slot, values, n * sizeof *values, what, out);
+    free(values);
+    return st;
 }

@@ -19,6 +19,10 @@ typedef enum scratch_slot {
     SCRATCH_ALIBI,
     SCRATCH_PARTIAL_OUT, /* the decode path's per-split outputs and log-sum-exps */
     SCRATCH_PARTIAL_LSE,
+    SCRATCH_Q_STARTS,    /* a ragged batch's row starts */
+    SCRATCH_K_STARTS,
+    SCRATCH_PAGED_LENGTHS, /* a paged cache's lengths, and the flag of its block-id check */
+    SCRATCH_PAGED_FLAG,
     SCRATCH_COUNT
 } scratch_slot;
 
@@ -30,6 +34,14 @@ typedef struct scratch_pool {
 
 /* The slot's buffer, grown to at least `bytes` (a new buffer's contents are undefined). */
 clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out);
+
+/* The slot's buffer, grown to `bytes`, filled from `data` (a blocking write: the caller's array may go
+ * as soon as this returns). */
+clattn_status scratch_upload(clattn_context *ctx, scratch_slot slot, const void *data, size_t bytes, const char *what,
+                             cl_mem *out);
+/* The same for n integers as cl_long: sizes (when not NULL) or else offsets. */
+clattn_status scratch_upload_integers(clattn_context *ctx, scratch_slot slot, const size_t *sizes,
+                                      const long long *offsets, size_t n, const char *what, cl_mem *out);
 
 /* Release every slot and reset the peak; the caller makes sure no enqueued work still needs them. */
 void scratch_release(scratch_pool *pool);

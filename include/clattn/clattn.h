@@ -439,6 +439,65 @@ CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa
                                           size_t new_len, cl_mem k_new, cl_mem v_new, cl_mem k_cache,
                                           cl_mem v_cache);
 
+/* Ragged ("varlen") batches (since 0.3): B sequences of different query and key lengths in one call,
+ * packed row after row as FlashAttention's varlen interface takes them. Sequence b's queries are rows
+ * q_starts[b] … q_starts[b+1]−1 of q (rows, H, Dqk) and out (rows, H, Dv), its keys rows k_starts[b] …
+ * k_starts[b+1]−1 of k (rows, kv_heads, Dqk) and v (rows, kv_heads, Dv); lse is (rows, H). Both start
+ * arrays hold B+1 non-decreasing row indices on the host (a sequence may have no queries or no keys). */
+typedef struct clattn_ragged {
+    size_t struct_size;     /* sizeof(clattn_ragged), set by CLATTN_RAGGED_INIT */
+    const size_t *q_starts; /* B+1 */
+    const size_t *k_starts; /* B+1 */
+} clattn_ragged;
+
+#define CLATTN_RAGGED_INIT { sizeof(clattn_ragged), NULL, NULL }
+
+/* Attention over a ragged batch (since 0.3), at a cost in proportion to the rows and keys present, not to
+ * B × the longest. desc gives batch (B), the heads, head sizes, scale and variants; q_len and kv_len are
+ * 0 or at least the longest sequence's queries and keys (they set the additive mask's layout, which is
+ * read as for clattn_sdpa with those sizes). In the masks, key_lengths must be NULL (the starts give
+ * them); CLATTN_CAUSAL_BOTTOM_RIGHT aligns each sequence's last query with its last key (query i of
+ * sequence b sits at i + S_b − L_b), TOP_LEFT puts it at i, and query_offsets override both. Runs the
+ * decode kernels (split over the keys for few rows); never returns the weights. */
+CLATTN_API clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                            const clattn_ragged *ragged, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
+                                            cl_mem out, cl_mem lse);
+
+/* A paged KV cache (since 0.3), laid out as serving engines such as vLLM keep one: K and V rows in
+ * blocks of block_size rows of a shared pool, and per sequence a row of a block table listing its
+ * blocks in order (row j of sequence b is row j % block_size of block block_table[b][j / block_size]). */
+typedef struct clattn_paged_cache {
+    size_t struct_size; /* sizeof(clattn_paged_cache), set by CLATTN_PAGED_CACHE_INIT */
+    cl_mem k_pool;      /* (blocks, kv_heads, block_size, Dqk) floats */
+    cl_mem v_pool;      /* (blocks, kv_heads, block_size, Dv) floats */
+    size_t blocks;      /* blocks in the pool */
+    size_t block_size;  /* rows per block: a power of two from 8 to 256 */
+    cl_mem block_table; /* (B, max_blocks) cl_int block ids, on the device */
+    size_t max_blocks;  /* the table's columns */
+} clattn_paged_cache;
+
+#define CLATTN_PAGED_CACHE_INIT { sizeof(clattn_paged_cache), NULL, NULL, 0, 0, NULL, 0 }
+
+/* Attention over a paged cache (since 0.3): q (B,H,L,Dqk) against the lengths[b] valid rows of each
+ * sequence (lengths on the host, each at most max_blocks·block_size), out (B,H,L,Dv), lse (B,H,L) or
+ * NULL. desc.kv_len is 0 or max_blocks·block_size (the additive mask's last dimension); masks'
+ * key_lengths must be NULL; CLATTN_CAUSAL_BOTTOM_RIGHT aligns each sequence's last query with its last
+ * key (the usual decode and chunked-prefill setting). The block ids a call can reach are checked on
+ * the device before anything runs: an id outside the pool is CLATTN_ERROR_INVALID_VALUE naming the table
+ * entry, and nothing is written. Runs the decode kernels, for any L. */
+CLATTN_API clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                           const clattn_paged_cache *cache, const size_t *lengths, cl_mem q,
+                                           cl_mem mask, cl_mem out, cl_mem lse);
+
+/* Append new_len rows per sequence to a paged cache (since 0.3): k_new (B, kv_heads, new_len, Dqk) and
+ * v_new (…, Dv) go to rows lengths[b] … lengths[b] + new_len − 1 of sequence b, through its block table
+ * (the application allocates the blocks and fills the table first). desc gives batch, the heads and head
+ * sizes. A length that would pass max_blocks·block_size, or a reachable block id outside the pool, is
+ * refused before anything is written. The caller keeps the lengths (lengths[b] += new_len after). */
+CLATTN_API clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                                const clattn_paged_cache *cache, const size_t *lengths,
+                                                size_t new_len, cl_mem k_new, cl_mem v_new);
+
 /* ONNX Attention's past and present K/V (since 0.3), in one call: the present K/V are the past ones with
  * the new rows appended along the sequence,
  *     present_k = concat(past_k, k),  present_v = concat(past_v, v)   (per batch and K/V head),

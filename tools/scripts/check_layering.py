@@ -47,6 +47,8 @@ ORDER = [
     "mha.h", "mha.c",                  # clattn_mha
     "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
     "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
+    "ragged.c",                        # clattn_sdpa_ragged: sequences of different lengths packed
+    "paged.h", "paged.c",              # paged caches: block-id checks, appends and attention through a table
     "host.c",                          # the *_host variants
     "context.c",                       # the owner
 ]

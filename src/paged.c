@@ -1,0 +1,252 @@
+/* Paged KV caches: K/V rows in blocks of a shared pool, found through a per-sequence block table
+ * (clattn.h: clattn_paged_cache). Before anything reads or writes through the table, a kernel checks
+ * every block id the call can reach and the call reads its verdict back; attention then runs the decode
+ * kernels through the table, and appends copy new rows through it (cl/paged.cl). */
+#include "paged.h"
+
+#include "context.h"
+#include "decode.h"
+#include "error.h"
+#include "fault.h"
+#include "masks.h"
+#include "program.h"
+#include "validate.h"
+#include "versioned.h"
+
+#include <limits.h>
+#include <stdlib.h>
+
+struct paged_state {
+    cl_program program;
+    cl_kernel kernels[2]; /* check, append */
+};
+
+void paged_release(clattn_context *ctx)
+{
+    if (!ctx->paged)
+        return;
+    program_release(&ctx->paged->program, ctx->paged->kernels, 2);
+    free(ctx->paged);
+    ctx->paged = NULL;
+}
+
+static clattn_status paged_prepare(clattn_context *ctx)
+{
+    if (ctx->paged)
+        return CLATTN_SUCCESS;
+    struct paged_state *p = calloc(1, sizeof *p);
+    if (!p)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the paged cache's state");
+    static const char *const files[] = {"paged.cl"};
+    static const char *const names[] = {"clattn_paged_check", "clattn_paged_append"};
+    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 2, &p->program, p->kernels);
+    if (st != CLATTN_SUCCESS) {
+        free(p);
+        return st;
+    }
+    ctx->paged = p;
+    return CLATTN_SUCCESS;
+}
+
+/* A paged call's checked facts. */
+typedef struct paged_shape {
+    clattn_paged_cache cache;
+    unsigned shift;       /* log2(block_size) */
+    size_t capacity;      /* max_blocks · block_size: the rows a table row reaches */
+    size_t k_pool_elems, v_pool_elems;
+} paged_shape;
+
+/* The cache's fields against the shape s (batch, kv_heads, head sizes), without touching the device. */
+static clattn_status cache_check(clattn_context *ctx, const clattn_paged_cache *given, const sdpa_shape *s,
+                                 paged_shape *p)
+{
+    if (!given)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the paged cache is NULL");
+    p->cache = (clattn_paged_cache)CLATTN_PAGED_CACHE_INIT;
+    clattn_status st = versioned_copy(ctx, given, sizeof p->cache, sizeof p->cache, sizeof p->cache,
+                                      "clattn_paged_cache", "CLATTN_PAGED_CACHE_INIT", &p->cache);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    const clattn_paged_cache *c = &p->cache;
+    if (c->blocks == 0 || c->max_blocks == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "cache.%s is 0", c->blocks == 0 ? "blocks" : "max_blocks");
+    if (c->block_size < 8 || c->block_size > 256 || (c->block_size & (c->block_size - 1)) != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "cache.block_size = %zu is not a power of two from 8 to 256",
+                         c->block_size);
+    /* Ids are cl_int, and the check kernel names a bad entry by its index in the table. */
+    if (c->blocks > INT_MAX || s->batch > (size_t)INT_MAX / c->max_blocks)
+        return set_error(ctx, CLATTN_ERROR_EXCEEDS_DEVICE_LIMIT, "cache.%s: more than 2^31 − 1 %s",
+                         c->blocks > INT_MAX ? "blocks" : "block_table", c->blocks > INT_MAX ? "blocks" : "entries");
+    for (p->shift = 0; ((size_t)1 << p->shift) < c->block_size; p->shift++)
+        ;
+    if (!size_mul(c->max_blocks, c->block_size, &p->capacity) ||
+        !size_product(&p->k_pool_elems, 4, c->blocks, s->kv_heads, c->block_size, s->qk_dim) ||
+        !size_product(&p->v_pool_elems, 4, c->blocks, s->kv_heads, c->block_size, s->v_dim))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "the paged cache's sizes overflow");
+    if ((st = check_buffer(ctx, c->k_pool, p->k_pool_elems, sizeof(float), "cache.k_pool")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, c->v_pool, p->v_pool_elems, sizeof(float), "cache.v_pool")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, c->block_table, s->batch * c->max_blocks, sizeof(cl_int), "cache.block_table")) !=
+            CLATTN_SUCCESS)
+        return st;
+    return CLATTN_SUCCESS;
+}
+
+/* lengths[b] + extra must stay within the table's reach. */
+static clattn_status lengths_check(clattn_context *ctx, const size_t *lengths, size_t batch, size_t extra,
+                                   const paged_shape *p)
+{
+    if (!lengths)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "lengths is NULL");
+    for (size_t b = 0; b < batch; b++)
+        if (lengths[b] > p->capacity || extra > p->capacity - lengths[b])
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "lengths[%zu] = %zu%s passes the table's reach, max_blocks · block_size = %zu", b,
+                             lengths[b], extra ? " plus the new rows" : "", p->capacity);
+    return CLATTN_SUCCESS;
+}
+
+/* Upload the lengths, and check on the device every block id that rows [0, lengths[b] + extra) of each
+ * sequence reach; the verdict is read back (a blocking read) before anything else runs. */
+static clattn_status ids_check(clattn_context *ctx, const paged_shape *p, size_t batch, const size_t *lengths,
+                               size_t extra, cl_mem *lengths_buf)
+{
+    cl_mem flag;
+    const cl_int none = INT_MAX;
+    clattn_status st = paged_prepare(ctx);
+    if (st == CLATTN_SUCCESS)
+        st = scratch_upload_integers(ctx, SCRATCH_PAGED_LENGTHS, lengths, NULL, batch, "lengths", lengths_buf);
+    if (st == CLATTN_SUCCESS)
+        st = scratch_upload(ctx, SCRATCH_PAGED_FLAG, &none, sizeof none, "the block-id check's flag", &flag);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    kernel_args a = kernel_args_begin(ctx->paged->kernels[0]);
+    karg_mem(&a, p->cache.block_table);
+    karg_ulong(&a, p->cache.max_blocks);
+    karg_ulong(&a, batch);
+    karg_mem(&a, *lengths_buf);
+    karg_ulong(&a, extra);
+    const cl_uint shift = p->shift;
+    karg(&a, sizeof shift, &shift);
+    karg_ulong(&a, p->cache.blocks);
+    karg_mem(&a, flag);
+    const size_t global[2] = {p->cache.max_blocks, batch};
+    if ((st = kernel_launch_auto(ctx, &a, "paged block-id check", 2, global)) != CLATTN_SUCCESS)
+        return st;
+    cl_int bad = none, id = 0;
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, flag, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL);
+    if (err == CL_SUCCESS && bad != none) /* what the offending entry holds, for the message */
+        err = clEnqueueReadBuffer(ctx->queue, p->cache.block_table, CL_TRUE, (size_t)bad * sizeof id, sizeof id, &id,
+                                  0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return cl_error(ctx, err, "reading the block-id check back");
+    if (bad != none)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "cache.block_table[%zu][%zu] = %d is not a block of the pool (0 … %zu)",
+                         (size_t)bad / p->cache.max_blocks, (size_t)bad % p->cache.max_blocks, (int)id,
+                         p->cache.blocks - 1);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
+                                const size_t *lengths, cl_mem q, cl_mem mask, cl_mem out, cl_mem lse)
+{
+    clattn_status st = check_context(ctx);
+    clattn_sdpa_desc d;
+    sdpa_shape s;
+    paged_shape p;
+    if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS)
+        return st;
+    /* The shape before the table is known: kv_len 0 stands for the table's reach, checked below. */
+    const size_t kv_len = d.kv_len;
+    d.kv_len = 1;
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS)
+        return st;
+    if (kv_len != 0 && kv_len != p.capacity)
+        return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
+                         "desc.kv_len = %zu must be 0 or the table's reach, max_blocks · block_size = %zu", kv_len,
+                         p.capacity);
+    d.kv_len = p.capacity;
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+        (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
+        (st = lengths_check(ctx, lengths, s.batch, 0, &p)) != CLATTN_SUCCESS)
+        return st;
+    if (s.algorithm != CLATTN_ALGORITHM_AUTO && s.algorithm != CLATTN_ALGORITHM_DECODE)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_paged runs the decode kernels: desc.algorithm "
+                         "must be AUTO or DECODE");
+    if (s.qk_dim > DECODE_MAX_HEAD || s.v_dim > DECODE_MAX_HEAD)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_paged takes head sizes up to %d",
+                         DECODE_MAX_HEAD);
+    if ((st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
+        (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (lse && (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS))
+        return st;
+    long long *offsets = malloc(s.batch * sizeof *offsets);
+    if (!offsets)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "clattn_sdpa_paged: %zu sequences", s.batch);
+    cl_mem lengths_buf;
+    st = masks_per_sequence(ctx, &s, lengths, NULL, offsets, "the lengths");
+    if (st == CLATTN_SUCCESS)
+        st = ids_check(ctx, &p, s.batch, lengths, 0, &lengths_buf);
+    if (st == CLATTN_SUCCESS) {
+        /* The pool as the decode kernels read it: the "batch" stride is a block's. */
+        const size_t bs = p.cache.block_size;
+        const tensor_view kv = {p.cache.k_pool, s.kv_heads * bs * s.qk_dim, bs * s.qk_dim, s.qk_dim};
+        const tensor_view vv = {p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
+        const decode_layout lay = {NULL, NULL, p.cache.block_table, p.cache.max_blocks, p.shift};
+        st = decode_run_layout(ctx, &s, &lay, view_bhld(q, s.heads, s.q_len, s.qk_dim), kv, vv, mask,
+                               view_bhld(out, s.heads, s.q_len, s.v_dim), lse);
+    }
+    free(offsets);
+    return st;
+}
+
+static clattn_status append_launch(clattn_context *ctx, const paged_shape *p, const sdpa_shape *s, size_t new_len,
+                                   cl_mem rows, size_t dim, cl_mem pool, cl_mem lengths_buf)
+{
+    kernel_args a = kernel_args_begin(ctx->paged->kernels[1]);
+    karg_mem(&a, rows);
+    karg_ulong(&a, new_len);
+    karg_ulong(&a, s->kv_heads);
+    karg_ulong(&a, dim);
+    karg_ulong(&a, s->batch);
+    karg_mem(&a, pool);
+    karg_mem(&a, p->cache.block_table);
+    karg_ulong(&a, p->cache.max_blocks);
+    const cl_uint shift = p->shift;
+    karg(&a, sizeof shift, &shift);
+    karg_mem(&a, lengths_buf);
+    const size_t global[3] = {dim, new_len, s->batch * s->kv_heads};
+    return kernel_launch_auto(ctx, &a, "paged append", 3, global);
+}
+
+clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
+                                     const size_t *lengths, size_t new_len, cl_mem k_new, cl_mem v_new)
+{
+    clattn_status st = check_context(ctx);
+    clattn_sdpa_desc d;
+    sdpa_shape s;
+    paged_shape p;
+    if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS)
+        return st;
+    if (new_len == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_kv_append_paged: new_len is 0");
+    d.q_len = 1; /* no queries here; the new rows are the "keys" of the shape */
+    d.kv_len = new_len;
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS ||
+        (st = lengths_check(ctx, lengths, s.batch, new_len, &p)) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, k_new, s.k_elems, sizeof(float), "k_new")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, v_new, s.v_elems, sizeof(float), "v_new")) != CLATTN_SUCCESS)
+        return st;
+    if (k_new == p.cache.k_pool || k_new == p.cache.v_pool || v_new == p.cache.k_pool || v_new == p.cache.v_pool ||
+        p.cache.k_pool == p.cache.v_pool)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "clattn_kv_append_paged: the new rows and the pools must be four different buffers");
+    cl_mem lengths_buf;
+    if ((st = ids_check(ctx, &p, s.batch, lengths, new_len, &lengths_buf)) != CLATTN_SUCCESS ||
+        (st = append_launch(ctx, &p, &s, new_len, k_new, s.qk_dim, p.cache.k_pool, lengths_buf)) != CLATTN_SUCCESS)
+        return st;
+    return append_launch(ctx, &p, &s, new_len, v_new, s.v_dim, p.cache.v_pool, lengths_buf);
+}

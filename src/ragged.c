@@ -1,0 +1,115 @@
+/* clattn_sdpa_ragged: sequences of different query and key lengths packed row after row ("varlen"),
+ * run by the decode kernels with each sequence's rows found from its starts. */
+#include "context.h"
+#include "decode.h"
+#include "error.h"
+#include "masks.h"
+#include "sdpa.h"
+#include "validate.h"
+#include "versioned.h"
+
+#include <stdlib.h>
+
+/* starts (B+1) must not decrease; the longest step goes to *longest. */
+static clattn_status check_starts(clattn_context *ctx, const size_t *starts, size_t batch, const char *name,
+                                  size_t *longest)
+{
+    *longest = 0;
+    for (size_t b = 0; b < batch; b++) {
+        if (starts[b + 1] < starts[b])
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "ragged.%s decreases at %zu: %zu after %zu", name, b + 1,
+                             starts[b + 1], starts[b]);
+        if (starts[b + 1] - starts[b] > *longest)
+            *longest = starts[b + 1] - starts[b];
+    }
+    return CLATTN_SUCCESS;
+}
+
+/* desc.q_len or kv_len: 0 means the longest sequence's; else at least that. */
+static clattn_status resolve_len(clattn_context *ctx, size_t *len, size_t longest, const char *name)
+{
+    if (*len == 0)
+        *len = longest ? longest : 1;
+    else if (*len < longest)
+        return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH, "desc.%s = %zu is shorter than a sequence's %zu rows", name,
+                         *len, longest);
+    return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_ragged *ragged,
+                                 cl_mem q, cl_mem k, cl_mem v, cl_mem mask, cl_mem out, cl_mem lse)
+{
+    clattn_status st = check_context(ctx);
+    clattn_sdpa_desc d;
+    clattn_ragged r = CLATTN_RAGGED_INIT;
+    if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS)
+        return st;
+    if (!ragged)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_sdpa_ragged: ragged is NULL");
+    if ((st = versioned_copy(ctx, ragged, sizeof r, sizeof r, sizeof r, "clattn_ragged", "CLATTN_RAGGED_INIT", &r)) !=
+        CLATTN_SUCCESS)
+        return st;
+    if (!r.q_starts || !r.k_starts)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "ragged.%s is NULL", !r.q_starts ? "q_starts" : "k_starts");
+    if (d.batch == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.batch is 0");
+    size_t longest_q, longest_k;
+    if ((st = check_starts(ctx, r.q_starts, d.batch, "q_starts", &longest_q)) != CLATTN_SUCCESS ||
+        (st = check_starts(ctx, r.k_starts, d.batch, "k_starts", &longest_k)) != CLATTN_SUCCESS ||
+        (st = resolve_len(ctx, &d.q_len, longest_q, "q_len")) != CLATTN_SUCCESS ||
+        (st = resolve_len(ctx, &d.kv_len, longest_k, "kv_len")) != CLATTN_SUCCESS)
+        return st;
+    sdpa_shape s;
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+        (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS)
+        return st;
+    if (s.algorithm != CLATTN_ALGORITHM_AUTO && s.algorithm != CLATTN_ALGORITHM_DECODE)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_ragged runs the decode kernels: desc.algorithm "
+                         "must be AUTO or DECODE");
+    if (s.qk_dim > DECODE_MAX_HEAD || s.v_dim > DECODE_MAX_HEAD)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_ragged takes head sizes up to %d",
+                         DECODE_MAX_HEAD);
+    /* The packed tensors: rows × heads × head size. */
+    const size_t rows_q = r.q_starts[s.batch], rows_k = r.k_starts[s.batch];
+    size_t nq, nk, nv, no, nl;
+    if (!size_product(&nq, 3, rows_q, s.heads, s.qk_dim) || !size_product(&nk, 3, rows_k, s.kv_heads, s.qk_dim) ||
+        !size_product(&nv, 3, rows_k, s.kv_heads, s.v_dim) || !size_product(&no, 3, rows_q, s.heads, s.v_dim) ||
+        !size_product(&nl, 2, rows_q, s.heads))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "the ragged tensors of %zu query and %zu key rows overflow",
+                         rows_q, rows_k);
+    if ((st = check_buffer(ctx, q, nq, sizeof(float), "q")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, k, nk, sizeof(float), "k")) != CLATTN_SUCCESS ||
+        (st = check_buffer(ctx, v, nv, sizeof(float), "v")) != CLATTN_SUCCESS ||
+        (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
+        (st = check_buffer(ctx, out, no, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (lse && (st = check_buffer(ctx, lse, nl, sizeof(float), "lse")) != CLATTN_SUCCESS))
+        return st;
+    size_t *counts = malloc(2 * s.batch * sizeof *counts);
+    long long *offsets = malloc(s.batch * sizeof *offsets);
+    if (!counts || !offsets) {
+        free(counts);
+        free(offsets);
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "clattn_sdpa_ragged: %zu sequences", s.batch);
+    }
+    size_t *keys = counts, *queries = counts + s.batch;
+    for (size_t b = 0; b < s.batch; b++) {
+        keys[b] = r.k_starts[b + 1] - r.k_starts[b];
+        queries[b] = r.q_starts[b + 1] - r.q_starts[b];
+    }
+    decode_layout lay = {NULL, NULL, NULL, 0, 0};
+    st = masks_per_sequence(ctx, &s, keys, queries, offsets, "ragged.k_starts");
+    if (st == CLATTN_SUCCESS)
+        st = scratch_upload_integers(ctx, SCRATCH_Q_STARTS, r.q_starts, NULL, s.batch + 1, "ragged.q_starts",
+                                     &lay.q_starts);
+    if (st == CLATTN_SUCCESS)
+        st = scratch_upload_integers(ctx, SCRATCH_K_STARTS, r.k_starts, NULL, s.batch + 1, "ragged.k_starts",
+                                     &lay.k_starts);
+    /* Rows of heads side by side: (rows, heads, dim), the batch stride unused. */
+    const tensor_view qv = {q, 0, s.qk_dim, s.heads * s.qk_dim}, kv = {k, 0, s.qk_dim, s.kv_heads * s.qk_dim},
+                      vv = {v, 0, s.v_dim, s.kv_heads * s.v_dim}, ov = {out, 0, s.v_dim, s.heads * s.v_dim};
+    if (st == CLATTN_SUCCESS)
+        st = decode_run_layout(ctx, &s, &lay, qv, kv, vv, mask, ov, lse);
+    free(counts);
+    free(offsets);
+    return st;
+}
