@@ -16,7 +16,10 @@
 #include <string.h>
 #include <time.h>
 
-typedef enum { BENCH_SDPA, BENCH_MHA } bench_kind;
+/* SDPA (dense tensors), an MHA layer, a ragged batch of decode rows (clattn_sdpa_ragged: sequence b holds
+ * S_b = 256 + b·(S − 256)/(B − 1) keys), a paged cache (clattn_sdpa_paged, blocks of `block` rows). */
+typedef enum { BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED } bench_kind;
+static const char *const bench_kind_names[] = {"sdpa", "mha", "ragged", "paged"};
 
 typedef struct bench_case {
     const char *name;
@@ -27,28 +30,49 @@ typedef struct bench_case {
     bool long_context; /* fused only: the staged path would need L×S memory */
     long long window;  /* > 0: a sliding window of this many keys to the left (with causal) */
     size_t kv_heads;   /* SDPA: K/V heads (grouped-query attention); 0: H */
+    const char *versus; /* the case whose first path's time this one's is printed against, or NULL */
+    size_t block;       /* BENCH_PAGED: rows per block */
 } bench_case;
 
 static const bench_case full_cases[] = {
-    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0},
-    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0},
+    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0},
     {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
-     true, 0, 0},
-    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0},
+     true, 0, 0, NULL, 0},
+    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0, NULL, 0},
     {"sdpa causal L=S=16384 H=8 D=64 window 512", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true,
-     512, 0},
-    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0, 0},
-    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0},
-    {"decode GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0},
+     512, 0, NULL, 0},
+    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0, 0, NULL, 0},
+    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+    {"decode GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8,
+     "decode L=1 S=8192 H=32 D=128", 0},
+    {"decode L=2 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 2, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0},
+    {"decode L=4 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 4, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0},
+    {"decode L=8 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 8, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0},
+    {"decode paged blocks of 16 L=1 S=8192 H=32 D=128", BENCH_PAGED, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
+     false, 0, 0, "decode L=1 S=8192 H=32 D=128", 16},
+    {"decode one sequence L=1 S=67584 H=8 D=128", BENCH_SDPA, 1, 8, 1, 67584, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+    {"decode ragged B=16 S=256..8192 (67584 keys) H=8 D=128", BENCH_RAGGED, 16, 8, 1, 8192, 128,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, "decode one sequence L=1 S=67584 H=8 D=128", 0},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0},
 };
 
 static const bench_case quick_cases[] = {
-    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0},
-    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0},
-    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0},
+    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0},
+    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0},
+    {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+    {"decode paged blocks of 16 L=1 S=512 H=4 D=64", BENCH_PAGED, 1, 4, 1, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
+     false, 0, 0, "decode L=1 S=512 H=4 D=64", 16},
+    {"decode ragged B=4 S=256..1024 H=2 D=64", BENCH_RAGGED, 4, 2, 1, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false,
+     0, 0, NULL, 0},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0},
 };
+
+static size_t case_keys(const bench_case *c);
 
 /* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
 static double visible_pairs(const bench_case *c)
@@ -67,7 +91,8 @@ static double visible_pairs(const bench_case *c)
 /* 4·B·H·pairs·D for attention (two matrix products), plus 2·rows·in·out per projection of a layer. */
 static double case_flops(const bench_case *c)
 {
-    double f = 4.0 * c->B * c->H * visible_pairs(c) * c->D;
+    double f = c->kind == BENCH_RAGGED ? 4.0 * c->H * c->L * (double)case_keys(c) * c->D
+                                       : 4.0 * c->B * c->H * visible_pairs(c) * c->D;
     if (c->kind == BENCH_MHA) {
         double rows = (double)c->B * c->L, hd = (double)c->H * c->D;
         f += 2.0 * rows * c->model_dim * hd * 3 + 2.0 * rows * hd * c->model_dim;
@@ -90,9 +115,28 @@ static int compare_doubles(const void *a, const void *b)
 
 /* Device buffers of one case, filled with uniform noise in [-1, 1]. */
 typedef struct case_buffers {
-    cl_mem x, q, k, v, out, lse;
+    cl_mem x, q, k, v, out, lse, table;
     clattn_mha_weights w;
+    size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
+    size_t lengths[64];   /* paged: each sequence's rows */
 } case_buffers;
+
+/* Keys of sequence b of a ragged case: spread evenly from 256 to S. */
+static size_t ragged_keys(const bench_case *c, size_t b)
+{
+    return c->B > 1 ? 256 + b * (c->S - 256) / (c->B - 1) : c->S;
+}
+
+/* Keys the case reads: every sequence's. */
+static size_t case_keys(const bench_case *c)
+{
+    if (c->kind != BENCH_RAGGED)
+        return c->B * c->S;
+    size_t keys = 0;
+    for (size_t b = 0; b < c->B; b++)
+        keys += ragged_keys(c, b);
+    return keys;
+}
 
 static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int *err)
 {
@@ -113,7 +157,7 @@ static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int
 
 static void buffers_free(case_buffers *b)
 {
-    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o};
+    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
@@ -126,11 +170,13 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
     b->w = (clattn_mha_weights)CLATTN_MHA_WEIGHTS_INIT;
     uint64_t seed = 1234;
     cl_int err = CL_SUCCESS;
-    const size_t bh = c->B * c->H, bkv = c->B * (c->kv_heads ? c->kv_heads : c->H);
-    if (c->kind == BENCH_SDPA) {
+    const size_t bh = c->B * c->H;
+    if (c->kind != BENCH_MHA) {
+        /* K/V rows: B·S (a paged pool holds as many, in shuffled blocks), or the ragged sequences'. */
+        const size_t kv_rows = case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
         b->q = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->k = noise_buffer(ctx, bkv * c->S * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->v = noise_buffer(ctx, bkv * c->S * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->k = noise_buffer(ctx, kv_rows * c->D, &seed, &err);
+        if (err == CL_SUCCESS) b->v = noise_buffer(ctx, kv_rows * c->D, &seed, &err);
         if (err == CL_SUCCESS) b->out = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
         if (err == CL_SUCCESS) b->lse = noise_buffer(ctx, bh * c->L, &seed, &err);
     } else {
@@ -141,6 +187,25 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
         if (err == CL_SUCCESS) b->w.w_v = noise_buffer(ctx, d * hd, &seed, &err);
         if (err == CL_SUCCESS) b->w.w_o = noise_buffer(ctx, hd * d, &seed, &err);
         if (err == CL_SUCCESS) b->out = noise_buffer(ctx, c->B * c->L * d, &seed, &err);
+    }
+    if (err == CL_SUCCESS && c->kind == BENCH_RAGGED)
+        for (size_t i = 0; i < c->B; i++) {
+            b->starts[0][i + 1] = b->starts[0][i] + c->L;
+            b->starts[1][i + 1] = b->starts[1][i] + ragged_keys(c, i);
+        }
+    if (err == CL_SUCCESS && c->kind == BENCH_PAGED) { /* each sequence's blocks in a shuffled order */
+        const size_t per = c->S / c->block, blocks = c->B * per;
+        cl_int *table = malloc(blocks * sizeof *table);
+        if (!table)
+            err = CL_OUT_OF_HOST_MEMORY;
+        for (size_t i = 0; table && i < blocks; i++)
+            table[i] = (cl_int)((i * 7919) % blocks); /* 7919 is prime to every power of two */
+        if (table)
+            b->table = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                      blocks * sizeof *table, table, &err);
+        free(table);
+        for (size_t i = 0; i < c->B; i++)
+            b->lengths[i] = c->S;
     }
     if (err != CL_SUCCESS)
         buffers_free(b);
@@ -155,6 +220,29 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
     const clattn_window window = {c->window, -1};
     if (c->window > 0)
         masks.window = &window;
+    if (c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED) {
+        clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+        d.batch = c->B;
+        d.heads = c->H;
+        d.kv_heads = c->kv_heads;
+        d.qk_dim = c->D;
+        d.masks = &masks;
+        if (c->kind == BENCH_RAGGED) {
+            clattn_ragged r = CLATTN_RAGGED_INIT;
+            r.q_starts = b->starts[0];
+            r.k_starts = b->starts[1];
+            return clattn_sdpa_ragged(ctx, &d, &r, b->q, b->k, b->v, NULL, b->out, NULL);
+        }
+        d.q_len = c->L;
+        clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
+        cache.k_pool = b->k;
+        cache.v_pool = b->v;
+        cache.blocks = c->B * c->S / c->block;
+        cache.block_size = c->block;
+        cache.block_table = b->table;
+        cache.max_blocks = c->S / c->block;
+        return clattn_sdpa_paged(ctx, &d, &cache, b->lengths, b->q, NULL, b->out, NULL);
+    }
     if (c->kind == BENCH_SDPA) {
         clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
         d.batch = c->B;
@@ -253,7 +341,10 @@ static const char bench_help[] =
     "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
     "512 keys (fused only); a BERT-base layer (L=512, d_model=768, H=12, with\n"
-    "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query);\n"
+    "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query),\n"
+    "with L=2, 4 and 8 query rows (speculative verification) and through a paged cache of 16-row blocks,\n"
+    "each against plain decode; a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
+    "sequence of as many keys; decode cases print their K/V bandwidth against a read-and-sum kernel;\n"
     "the tutorial's 4-token example.\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
     "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
@@ -309,6 +400,11 @@ int cmd_bench(int argc, char **argv)
                date, "case", "path", "ms", "GFLOP/s", "extra mem", "device ms", "host ms");
     bool first = true;
     double previous_fused_ms = 0, stream_bytes = 0, stream_gbps = 0;
+    struct done_case {
+        const char *name;
+        double ms; /* the first path's */
+    } done[32];
+    size_t ndone = 0;
     for (size_t i = 0; i < ncases && rc == CLI_OK; i++) {
         const bench_case *c = &cases[i];
         if ((skip_long && c->L >= 65536) || (only && !strstr(c->name, only)))
@@ -318,11 +414,12 @@ int cmd_bench(int argc, char **argv)
             rc = cli_fail_status("bench", ctx, (clattn_status)err, c->name);
             break;
         }
-        /* Decode cases (few query rows) set the decode path against the fused kernel. */
-        const bool decode = c->kind == BENCH_SDPA && c->L <= 8;
+        /* Decode cases (few query rows) set the decode path against the fused kernel; ragged batches and
+         * paged caches have the decode path only. */
+        const bool decode = c->kind != BENCH_MHA && c->L <= 8, decode_only = c->kind >= BENCH_RAGGED;
         const clattn_algorithm algos[2] = {decode ? CLATTN_ALGORITHM_DECODE : CLATTN_ALGORITHM_FUSED,
                                            decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
-        const size_t nalgos = c->long_context ? 1 : 2;
+        const size_t nalgos = c->long_context || decode_only ? 1 : 2;
         bench_result res[2] = {{0}};
         cli_progress *progress = cli_progress_start(c->name);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
@@ -340,7 +437,7 @@ int cmd_bench(int argc, char **argv)
                 printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
                        "\"D\": %zu, \"causal\": %s, \"window\": %lld, \"kv_heads\": %zu, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
                        "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu, \"kernels\": {",
-                       first ? "" : ",", c->name, c->kind == BENCH_SDPA ? "sdpa" : "mha", c->B, c->H, c->L, c->S, c->D,
+                       first ? "" : ",", c->name, bench_kind_names[c->kind], c->B, c->H, c->L, c->S, c->D,
                        c->causal ? "true" : "false", c->window, c->kv_heads ? c->kv_heads : c->H, c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
                        res[a].runs, res[a].peak_bytes);
                 for (size_t k = 0; k < res[a].median.kinds; k++) /* the median run's device ms per kernel */
@@ -362,7 +459,7 @@ int cmd_bench(int argc, char **argv)
             printf("%-46s without/with window time: %.2fx\n", "", previous_fused_ms / res[0].ms);
         /* Decode reads its K/V once: its bandwidth against a plain read of as many bytes. */
         if (decode && rc == CLI_OK) {
-            const double kv_bytes = 2.0 * c->B * (c->kv_heads ? c->kv_heads : c->H) * c->S * c->D * sizeof(float);
+            const double kv_bytes = 2.0 * (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H) * c->D * sizeof(float);
             if (kv_bytes != stream_bytes) {
                 stream_bytes = kv_bytes;
                 if ((err = bench_stream_gbps(ctx, (size_t)kv_bytes, &stream_gbps)) != CL_SUCCESS)
@@ -376,6 +473,13 @@ int cmd_bench(int argc, char **argv)
                 printf("%-46s K/V read %.1f GB/s = %.0f%% of streaming (read-and-sum of as many bytes: %.1f GB/s)\n", "",
                        kv_gbps, stream_gbps > 0 ? 100.0 * kv_gbps / stream_gbps : 0.0, stream_gbps);
         }
+        /* A case set against an earlier one of the same run: decode variants against plain decode. */
+        for (size_t e = 0; c->versus && e < ndone && rc == CLI_OK; e++)
+            if (strcmp(done[e].name, c->versus) == 0 && !json)
+                printf("%-46s time against \"%s\": %.2fx (%.2fx as fast)\n", "", c->versus, res[0].ms / done[e].ms,
+                       done[e].ms / res[0].ms);
+        if (rc == CLI_OK && ndone < sizeof done / sizeof done[0])
+            done[ndone++] = (struct done_case){c->name, res[0].ms};
         previous_fused_ms = res[0].ms;
         fflush(stdout);
     }
