@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Peers for `clattn bench`: the same cases with numpy and PyTorch on the same CPU, and the ratio
-peer-time / clattn-fused-time per case.
+peer-time / clattn-time per case (clattn's first path: the fused kernel, or the decode kernels for the
+decode cases; ragged batches and paged caches have no peer and are set against clattn's own rows).
 
 Usage:  .venv-bench/bin/python tools/scripts/bench_peer.py [--clattn build/tools/clattn] [--skip-long]
-                                                           [--quick] [--device SPEC]
+                                                           [--quick] [--only TEXT] [--device SPEC]
 
 The peers need numpy, threadpoolctl and PyTorch 2.x from pip in a virtual environment (Debian's
 python3-torch is 1.13, which is refused, and Debian's numpy may use the reference BLAS):
@@ -98,14 +99,17 @@ def numpy_case(case):
     if case["kind"] == "matmul":
         a, b = noise(case["N"], case["N"]), noise(case["N"], case["N"])
         return lambda: a @ b
+    if case["kind"] in ("ragged", "paged"):
+        raise Skip("no %s peer: compare clattn with its own dense row" % case["kind"])
     if case.get("window"):
         raise Skip("no windowed peer: compare clattn with its own unwindowed row")
     if score_bytes(case) >= MEMORY_LIMIT:
         raise Skip("numpy needs the %.0f GiB L×S scores" % (score_bytes(case) / 2**30))
     B, H, L, S, D = (case[x] for x in "BHLSD")
     bias = None
-    if case["causal"]:  # top-left: query i sees keys 0..i
-        bias = np.where(np.triu(np.ones((L, S), dtype=bool), 1), np.float32(-np.inf), np.float32(0))
+    if case["causal"]:  # top-left: query i sees keys 0..i; bottom-right: keys 0..i+S-L
+        shift = S - L if case.get("bottom_right") else 0
+        bias = np.where(np.triu(np.ones((L, S), dtype=bool), 1 + shift), np.float32(-np.inf), np.float32(0))
     if case["kind"] == "sdpa":
         # numpy has no grouped-query attention: K/V repeated per query head, before the timing.
         kv, rep = case.get("kv_heads", H), H // case.get("kv_heads", H)
@@ -146,6 +150,8 @@ def torch_case(case):
     torch = torch_module()
     if case["kind"] == "matmul":
         raise Skip("numpy only")
+    if case["kind"] in ("ragged", "paged"):
+        raise Skip("no %s peer" % case["kind"])
     if case.get("window"):
         raise Skip("no windowed peer")
     torch.manual_seed(0)
@@ -155,7 +161,11 @@ def torch_case(case):
         kv = case.get("kv_heads", H)
         q, k, v = torch.randn(B, H, L, D), torch.randn(B, kv, S, D), torch.randn(B, kv, S, D)
         gqa = {"enable_gqa": True} if kv != H else {}  # PyTorch >= 2.5
-        call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"], **gqa)  # noqa: E731
+        if case["causal"] and case.get("bottom_right") and L != S:  # is_causal is top-left: a mask instead
+            mask = torch.ones(L, S, dtype=torch.bool).tril(S - L)
+            call = lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, **gqa)  # noqa: E731
+        else:
+            call = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"], **gqa)  # noqa: E731
         if score_bytes(case) >= MEMORY_LIMIT:
             # Only the flash kernel avoids L×S memory: an error from it beats torch's math fallback swapping.
             from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -255,6 +265,7 @@ def main():
     ap.add_argument("--skip-long", action="store_true", help="leave out the L=65536 case")
     ap.add_argument("--quick", action="store_true", help="the small smoke-test cases")
     ap.add_argument("--device", help="device spec for clattn")
+    ap.add_argument("--only", help="only the cases whose name contains this text (e.g. decode)")
     ap.add_argument("--peer", choices=sorted(PEERS), help=argparse.SUPPRESS)  # internal: one peer, one case
     ap.add_argument("--case-json", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -272,31 +283,43 @@ def main():
           "PyTorch left out: " + torch_info["skip"])
 
     cmd = [args.clattn, "bench", "--json"] + (["--skip-long"] if args.skip_long else []) + \
-          (["--quick"] if args.quick else []) + (["--device", args.device] if args.device else [])
+          (["--quick"] if args.quick else []) + (["--device", args.device] if args.device else []) + \
+          (["--only", args.only] if args.only else [])
     print("running:", " ".join(cmd), flush=True)
     bench = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
 
-    cases = {}  # name -> {"case": row, "fused": row, "staged": row}; rows may carry more fields than read here
+    # name -> {"case": row, path: row}; the first path of a case (decode or fused) is the one compared
+    cases, bandwidth = {}, {}
     for row in bench["cases"]:
-        cases.setdefault(row["name"], {"case": row})[row["path"]] = row
-    print("\nclattn on %s vs. peers on the CPU, %s (fp32; ms = wall median; fused dev = its device time;"
-          " ratio = peer ms / fused ms)" % (bench["device"], bench["date"]))
-    print("%-46s %10s %10s %10s %10s %8s %10s %8s" % ("case", "fused ms", "fused dev", "staged ms", "numpy ms",
-                                                      "numpy/", "torch ms", "torch/"))
+        if row["kind"] == "bandwidth":
+            bandwidth[row["name"]] = row
+            continue
+        entry = cases.setdefault(row["name"], {"case": row, "paths": []})
+        entry[row["path"]] = row
+        entry["paths"].append(row["path"])
+    print("\nclattn on %s vs. peers on the CPU, %s (fp32; ms = wall median; dev = its device time; other = the"
+          " case's second path; ratio = peer ms / clattn ms)" % (bench["device"], bench["date"]))
+    print("%-46s %-7s %10s %10s %10s %10s %8s %10s %8s" % ("case", "path", "ms", "dev", "other ms", "numpy ms",
+                                                           "numpy/", "torch ms", "torch/"))
     fmt = lambda x: "%10.3f" % x if x else "%10s" % "-"  # noqa: E731
     best_gflops = 0.0
     for title, entry in cases.items():
-        case, fused, staged = entry["case"], entry["fused"], entry.get("staged")
-        if case["kind"] == "sdpa":
-            best_gflops = max(best_gflops, fused["gflops"])
+        case, paths = entry["case"], entry["paths"]
+        main_row, other = entry[paths[0]], entry[paths[1]] if len(paths) > 1 else None
+        if case["kind"] == "sdpa" and paths[0] == "fused":
+            best_gflops = max(best_gflops, main_row["gflops"])
         results = [run_peer("numpy", case)] + ([run_peer("torch", case)] if use_torch else [{"skip": ""}])
         cells, notes = [], []
         for r in results:
             ms = r.get("ms")
-            cells += [fmt(ms), "%7.2fx" % (ms / fused["ms"]) if ms else "%8s" % "-"]
+            cells += [fmt(ms), "%7.2fx" % (ms / main_row["ms"]) if ms else "%8s" % "-"]
             notes += [r[k] for k in ("skip", "note") if r.get(k)]
-        line = "%-46s %s %s %s %s  %s" % (title, fmt(fused["ms"]), fmt(fused.get("device_ms")),
-                                          fmt(staged["ms"] if staged else None), " ".join(cells), "; ".join(notes))
+        if title in bandwidth:
+            bw = bandwidth[title]
+            notes.append("K/V %.1f GB/s = %.0f%% of a read-and-sum's %.1f GB/s" % (
+                bw["kv_gbps"], 100 * bw["kv_gbps"] / bw["stream_gbps"] if bw["stream_gbps"] else 0, bw["stream_gbps"]))
+        line = "%-46s %-7s %s %s %s %s  %s" % (title[:46], paths[0], fmt(main_row["ms"]), fmt(main_row.get("device_ms")),
+                                               fmt(other["ms"] if other else None), " ".join(cells), "; ".join(notes))
         print(line.rstrip(), flush=True)
     mm = run_peer("numpy", {"kind": "matmul", "N": 2048})
     mm_gflops = 2 * 2048 ** 3 / (mm["ms"] * 1e-3) / 1e9
