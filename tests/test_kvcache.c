@@ -1,9 +1,10 @@
 /*
  * A KV cache the application owns, grown in place by clattn_kv_append and attended over with
  * clattn_sdpa (key lengths = the new lengths, query offsets = the old ones, causal): a prefill of 3
- * rows, then single-token decode steps, for sequences that start at different lengths, with grouped
- * query heads, on the fused, staged and decode paths; checked every step against the fp64 reference over a host copy of the
- * valid rows, and the cache rows past each length must stay untouched. Appends past the capacity and
+ * rows, then 64 single-token decode steps (the README's worked loop), for sequences that start at
+ * different lengths, with grouped query heads, on the fused, staged and decode paths; checked every
+ * step against the fp64 reference over a host copy of the valid rows, and the cache rows past each
+ * length must stay untouched. Appends past the capacity and
  * other misuse are refused before anything is written.
  *
  * ONNX's past and present (clattn_sdpa_with_past and its host variant): present = concat(past, new)
@@ -17,7 +18,7 @@
 #include <stdint.h>
 #include <string.h>
 
-enum { B = 3, H = 4, KVH = 2, CAP = 40, D = 8, DV = 5, STEPS = 7 };
+enum { B = 3, H = 4, KVH = 2, CAP = 96, D = 8, DV = 5, STEPS = 64 };
 #define KC (B * KVH * CAP * D)
 #define VC (B * KVH * CAP * DV)
 
