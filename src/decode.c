@@ -98,7 +98,8 @@ static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
     static const char *const files[] = {"masks.cl", "vec.cl", "decode.cl"};
     static const char *const names[] = {"clattn_decode_partial", "clattn_decode_combine"};
     char options[192];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d",
+    snprintf(options, sizeof options,
+             "-cl-std=CL1.2 -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d",
              v->dk, v->dv, v->wg, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch);
     return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
 }
@@ -140,12 +141,10 @@ static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t d
         }
         if (st != CLATTN_SUCCESS)
             return st;
-        size_t launchable = 0;
-        cl_int err = clGetKernelWorkGroupInfo(v.kernels[0], ctx->device, CL_KERNEL_WORK_GROUP_SIZE,
-                                              sizeof launchable, &launchable, NULL);
-        if (err != CL_SUCCESS) {
+        size_t launchable;
+        if ((st = kernel_group_limit(ctx, v.kernels[0], &launchable)) != CLATTN_SUCCESS) {
             program_release(&v.program, v.kernels, 2);
-            return cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+            return st;
         }
         if (launchable >= v.wg)
             break;
@@ -217,13 +216,7 @@ static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, co
     karg_ulong(&a, t->out_split_stride);
     karg_mem(&a, t->lse);
     karg_ulong(&a, t->lse_split_stride);
-    karg_ulong(&a, s->heads);
-    karg_ulong(&a, s->group);
-    karg_ulong(&a, s->q_len);
-    karg_ulong(&a, s->kv_len);
-    karg_ulong(&a, s->qk_dim);
-    karg_ulong(&a, s->v_dim);
-    karg_float(&a, s->scale);
+    karg_sdpa_sizes(&a, s);
     karg_ulong(&a, slice);
     masks_kernel_args(&a, masks);
     karg_mem(&a, t->sinks);

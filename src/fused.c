@@ -142,12 +142,10 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         }
         if (st != CLATTN_SUCCESS)
             return st;
-        size_t launchable = 0;
-        cl_int err = clGetKernelWorkGroupInfo(v.kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof launchable,
-                                              &launchable, NULL);
-        if (err != CL_SUCCESS) {
+        size_t launchable;
+        if ((st = kernel_group_limit(ctx, v.kernel, &launchable)) != CLATTN_SUCCESS) {
             variant_release(&v);
-            return cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+            return st;
         }
         if (launchable >= v.block_m)
             break;
@@ -180,13 +178,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     karg_view(&a, v);
     karg_view(&a, out);
     karg_mem(&a, lse);
-    karg_ulong(&a, s->heads);
-    karg_ulong(&a, s->group);
-    karg_ulong(&a, s->q_len);
-    karg_ulong(&a, s->kv_len);
-    karg_ulong(&a, s->qk_dim);
-    karg_ulong(&a, s->v_dim);
-    karg_float(&a, s->scale);
+    karg_sdpa_sizes(&a, s);
     masks_kernel_args(&a, &masks);
     karg_mem(&a, masks.sinks);
     /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,

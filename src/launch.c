@@ -6,6 +6,7 @@
 #include "error.h"
 #include "fault.h"
 #include "profile.h"
+#include "validate.h"
 
 tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols)
 {
@@ -46,6 +47,17 @@ void karg_view(kernel_args *a, tensor_view t)
     karg_ulong(a, t.batch_stride);
     karg_ulong(a, t.head_stride);
     karg_ulong(a, t.row_stride);
+}
+
+void karg_sdpa_sizes(kernel_args *a, const sdpa_shape *s)
+{
+    karg_ulong(a, s->heads);
+    karg_ulong(a, s->group);
+    karg_ulong(a, s->q_len);
+    karg_ulong(a, s->kv_len);
+    karg_ulong(a, s->qk_dim);
+    karg_ulong(a, s->v_dim);
+    karg_float(a, s->scale);
 }
 
 clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,

@@ -187,3 +187,10 @@ clattn_status program_build_kernels(clattn_context *ctx, const char *const *file
         program_release(program, kernels, nkernels);
     return st;
 }
+
+clattn_status kernel_group_limit(clattn_context *ctx, cl_kernel kernel, size_t *limit)
+{
+    *limit = 0;
+    cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof *limit, limit, NULL);
+    return err == CL_SUCCESS ? CLATTN_SUCCESS : cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+}

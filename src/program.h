@@ -19,6 +19,10 @@ clattn_status program_build_kernels(clattn_context *ctx, const char *const *file
                                     const char *options, const char *const *names, size_t nkernels,
                                     cl_program *program, cl_kernel *kernels);
 
+/* The largest work-group `kernel` can be launched with on ctx's device (CL_KERNEL_WORK_GROUP_SIZE: a
+ * kernel's registers and local memory may allow less than the device's maximum). */
+clattn_status kernel_group_limit(clattn_context *ctx, cl_kernel kernel, size_t *limit);
+
 /* Release kernels (NULL entries skipped) and their program, and set them all to NULL. */
 void program_release(cl_program *program, cl_kernel *kernels, size_t nkernels);
 

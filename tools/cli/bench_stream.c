@@ -32,14 +32,14 @@ static const char stream_source[] =
     "    out[g] = (h4.x + h4.y) + (h4.z + h4.w);\n"
     "}\n";
 
-static double now_seconds(void)
+double bench_now_seconds(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int compare_doubles(const void *a, const void *b)
+int bench_compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -88,15 +88,15 @@ cl_int bench_stream_gbps(clattn_context *ctx, size_t bytes, double *gbps)
         err = clSetKernelArg(kernel, 4, sizeof out, &out);
     double times[9];
     for (int run = 0; run < 10 && err == CL_SUCCESS; run++) { /* run 0 is the warm-up */
-        const double t0 = now_seconds();
+        const double t0 = bench_now_seconds();
         err = clEnqueueNDRangeKernel(queue, kernel, 1, NULL, &items, &local, 0, NULL, NULL);
         if (err == CL_SUCCESS)
             err = clFinish(queue);
         if (run > 0)
-            times[run - 1] = now_seconds() - t0;
+            times[run - 1] = bench_now_seconds() - t0;
     }
     if (err == CL_SUCCESS) {
-        qsort(times, 9, sizeof times[0], compare_doubles);
+        qsort(times, 9, sizeof times[0], bench_compare_doubles);
         *gbps = (double)(n * 64) / times[4] * 1e-9;
     }
     if (kernel)

@@ -100,19 +100,6 @@ static double case_flops(const bench_case *c)
     return f;
 }
 
-static double now_seconds(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int compare_doubles(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Device buffers of one case, filled with uniform noise in [-1, 1]. */
 typedef struct case_buffers {
     cl_mem x, q, k, v, out, lse, table;
@@ -283,7 +270,7 @@ static double run_device_ms(const bench_run *r)
 
 static int compare_runs(const void *a, const void *b)
 {
-    return compare_doubles(&((const bench_run *)a)->seconds, &((const bench_run *)b)->seconds);
+    return bench_compare_doubles(&((const bench_run *)a)->seconds, &((const bench_run *)b)->seconds);
 }
 
 typedef struct bench_result {
@@ -311,11 +298,11 @@ static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_bu
     size_t n = 0;
     while (n < 16 && (n < 3 || (total < 2.0 && n < 7))) {
         bench_run *run = &runs[n];
-        double t0 = now_seconds();
+        double t0 = bench_now_seconds();
         st = run_once(ctx, c, b, algo, 0);
         if (st == CLATTN_SUCCESS)
             st = clattn_finish(ctx);
-        run->seconds = now_seconds() - t0;
+        run->seconds = bench_now_seconds() - t0;
         if (st == CLATTN_SUCCESS)
             st = clattn_profile_read(ctx, run->kernels, CLATTN_PROFILE_MAX_ENTRIES, &run->kinds);
         if (st != CLATTN_SUCCESS)
