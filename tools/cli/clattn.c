@@ -15,7 +15,7 @@ static const char usage[] =
     "  sdpa      attention on Q, K, V arrays from .npy files\n"
     "  mha       a multi-head attention layer on .npy inputs and weights\n"
     "  demo      the tutorial's worked example, \"我 爱 人工 智能\"\n"
-    "  bench     time a fixed set of cases (fused and staged paths) on one device\n"
+    "  bench     time a fixed set of cases (fused, decode and staged paths) on one device\n"
     "\n"
     "Run 'clattn <command> --help' for a command's options. --device SPEC (P:D, cpu, gpu, accelerator\n"
     "or part of a device name) overrides CLATTN_DEVICE. Exit status: 0 success, 1 OpenCL or library\n"

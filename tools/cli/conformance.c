@@ -120,7 +120,7 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
         fill(q, nq + nk + nv, seed, false);
         fill(mask, nm, seed, true);
         ref_sdpa(&d, q, k, v, nm ? mask : NULL, ref, ref + no, ref + no + nw);
-        /* The staged path with the weights, then the fused kernel (which has none). */
+        /* The staged path with the weights, then the fused and the decode kernels (which have none). */
         clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, w, lse);
         ok = st == CLATTN_SUCCESS && compare("staged out", out, ref, no, r) &&
              compare("weights", w, ref + no, nw, r) && compare("staged lse", lse, ref + no + nw, nl, r);
@@ -129,6 +129,12 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
             st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, NULL, lse);
             ok = st == CLATTN_SUCCESS && compare("fused out", out, ref, no, r) &&
                  compare("fused lse", lse, ref + no + nw, nl, r);
+        }
+        if (ok) {
+            d.algorithm = CLATTN_ALGORITHM_DECODE;
+            st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, NULL, lse);
+            ok = st == CLATTN_SUCCESS && compare("decode out", out, ref, no, r) &&
+                 compare("decode lse", lse, ref + no + nw, nl, r);
         }
         if (st != CLATTN_SUCCESS)
             snprintf(r->message, sizeof r->message, "case %zu: %s: %s", r->cases, clattn_status_string(st),
