@@ -8,6 +8,7 @@
 #include "validate.h"
 #include "versioned.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 /* starts (B+1) must not decrease; the longest step goes to *longest. */
@@ -49,6 +50,10 @@ clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *de
     if ((st = versioned_copy(ctx, ragged, sizeof r, sizeof r, sizeof r, "clattn_ragged", "CLATTN_RAGGED_INIT", &r)) !=
         CLATTN_SUCCESS)
         return st;
+    if ((unsigned)r.layout > CLATTN_RAGGED_HEADS_ROWS || r.reserved != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, r.reserved ? "ragged.reserved is %u, not 0"
+                                                                     : "ragged.layout has the unknown value %u",
+                         r.reserved ? r.reserved : (unsigned)r.layout);
     if (!r.q_starts || !r.k_starts)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "ragged.%s is NULL", !r.q_starts ? "q_starts" : "k_starts");
     if (d.batch == 0)
@@ -104,9 +109,12 @@ clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *de
     if (st == CLATTN_SUCCESS)
         st = scratch_upload_integers(ctx, SCRATCH_K_STARTS, r.k_starts, NULL, s.batch + 1, "ragged.k_starts",
                                      &lay.k_starts);
-    /* Rows of heads side by side: (rows, heads, dim), the batch stride unused. */
-    const tensor_view qv = {q, 0, s.qk_dim, s.heads * s.qk_dim}, kv = {k, 0, s.qk_dim, s.kv_heads * s.qk_dim},
-                      vv = {v, 0, s.v_dim, s.kv_heads * s.v_dim}, ov = {out, 0, s.v_dim, s.heads * s.v_dim};
+    /* (rows, heads, dim) or (heads, rows, dim): head and row strides; the batch stride is unused. */
+    const bool hr = r.layout == CLATTN_RAGGED_HEADS_ROWS;
+    const tensor_view qv = {q, 0, hr ? rows_q * s.qk_dim : s.qk_dim, hr ? s.qk_dim : s.heads * s.qk_dim},
+                      kv = {k, 0, hr ? rows_k * s.qk_dim : s.qk_dim, hr ? s.qk_dim : s.kv_heads * s.qk_dim},
+                      vv = {v, 0, hr ? rows_k * s.v_dim : s.v_dim, hr ? s.v_dim : s.kv_heads * s.v_dim},
+                      ov = {out, 0, hr ? rows_q * s.v_dim : s.v_dim, hr ? s.v_dim : s.heads * s.v_dim};
     if (st == CLATTN_SUCCESS)
         st = decode_run_layout(ctx, &s, &lay, qv, kv, vv, mask, ov, lse);
     free(counts);

@@ -1,7 +1,7 @@
 /*
  * Ragged ("varlen") batches (clattn_sdpa_ragged): sequences of different query and key lengths packed
  * row after row, each against the fp64 reference of its own dense attention, on every device:
- * sequences with no queries, with no keys (their rows zero, lse −inf or the sink), one long enough to
+ * in both layouts ((rows, heads, D) and (heads, rows, D)): sequences with no queries, with no keys (their rows zero, lse −inf or the sink), one long enough to
  * split its keys; grouped-query heads; no mask, top-left and bottom-right (per sequence) causal masks,
  * sinks, a window; odd head sizes. Bad input: starts that decrease, buffers short of the last start,
  * key_lengths in the masks, desc.q_len shorter than a sequence: refused before anything is written.
@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #define MAXB 6
@@ -31,12 +32,34 @@ static const rcase cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
+/* (rows, heads, dim) → (heads, rows, dim), or back (swap rows and heads). */
+static float *swap_rows_heads(const float *in, size_t rows, size_t heads, size_t dim)
+{
+    float *out = tu_falloc(rows * heads * dim + 1);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t h = 0; h < heads; h++)
+            memcpy(out + (h * rows + r) * dim, in + (r * heads + h) * dim, dim * sizeof(float));
+    return out;
+}
+
+/* (heads, rows, dim) → (rows, heads, dim). */
+static float *swap_rows_heads_back(const float *in, size_t rows, size_t heads, size_t dim)
+{
+    float *out = tu_falloc(rows * heads * dim + 1);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t h = 0; h < heads; h++)
+            memcpy(out + (r * heads + h) * dim, in + (h * rows + r) * dim, dim * sizeof(float));
+    return out;
+}
+
 START_TEST(test_table)
 {
-    const rcase *c = &cases[TU_CASE(_i)];
+    const rcase *c = &cases[TU_CASE(_i) / 2];
+    const bool heads_rows = TU_CASE(_i) % 2; /* each case in both layouts */
     const size_t dev = TU_DEVICE(_i), dv = c->Dv;
     clattn_context *ctx = tu_ctx[dev];
-    tu_set_label("ragged \"%s\" on %s", c->name, tu_dev_spec[dev]);
+    tu_set_label("ragged \"%s\" %s on %s", c->name, heads_rows ? "(heads, rows, D)" : "(rows, heads, D)",
+                 tu_dev_spec[dev]);
     size_t qs[MAXB + 1] = {0}, ks[MAXB + 1] = {0};
     for (size_t b = 0; b < c->B; b++) {
         qs[b + 1] = qs[b] + c->q_counts[b];
@@ -66,7 +89,10 @@ START_TEST(test_table)
     clattn_ragged r = CLATTN_RAGGED_INIT;
     r.q_starts = qs;
     r.k_starts = ks;
-    cl_mem mq = tu_dev_alloc(ctx, nq, q), mk = tu_dev_alloc(ctx, nk, k), mv = tu_dev_alloc(ctx, nv, v);
+    r.layout = heads_rows ? CLATTN_RAGGED_HEADS_ROWS : CLATTN_RAGGED_ROWS_HEADS;
+    cl_mem mq = tu_dev_alloc(ctx, nq, heads_rows ? swap_rows_heads(q, RQ, c->H, c->D) : q),
+           mk = tu_dev_alloc(ctx, nk, heads_rows ? swap_rows_heads(k, RK, c->KVH, c->D) : k),
+           mv = tu_dev_alloc(ctx, nv, heads_rows ? swap_rows_heads(v, RK, c->KVH, dv) : v);
     cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
     clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, mq, mk, mv, NULL, mo, ml);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_ragged");
@@ -74,6 +100,8 @@ START_TEST(test_table)
     tu_dev_check_guard(ctx, mo, no, "out");
     tu_dev_check_guard(ctx, ml, nl, "lse");
     const float *o = tu_dev_read_checked(ctx, mo, no, "out"), *l = tu_dev_read_checked(ctx, ml, nl, "lse");
+    if (heads_rows) /* back to (rows, heads, dv) for the checks */
+        o = swap_rows_heads_back(o, RQ, c->H, dv);
     for (size_t b = 0; b < c->B; b++) {
         const size_t L = c->q_counts[b], S = c->k_counts[b];
         if (L == 0)
@@ -156,6 +184,10 @@ START_TEST(test_bad)
     ck_assert_int_eq(clattn_sdpa_ragged(ctx, &d, NULL, q, k, v, NULL, o2, NULL), CLATTN_ERROR_NULL_ARGUMENT);
     d.algorithm = CLATTN_ALGORITHM_STAGED;
     ck_assert_int_eq(clattn_sdpa_ragged(ctx, &d, &r, q, k, v, NULL, o2, NULL), CLATTN_ERROR_INVALID_VALUE);
+    d.algorithm = CLATTN_ALGORITHM_AUTO;
+    r.layout = (clattn_ragged_layout)7;
+    ck_assert_int_eq(clattn_sdpa_ragged(ctx, &d, &r, q, k, v, NULL, o2, NULL), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_msg(strstr(clattn_last_error(ctx), "layout") != NULL, "%s", clattn_last_error(ctx));
     tu_finish(ctx);
     ck_assert_msg(tu_dev_all_sentinel(ctx, o2, 5 * H * D), "%s: a refused call wrote out", tu_label());
 }
@@ -164,7 +196,7 @@ END_TEST
 static Suite *ragged_suite(void)
 {
     Suite *s = suite_create("ragged");
-    tu_add_loop(s, "table", test_table, NCASES * tu_ndev);
+    tu_add_loop(s, "table", test_table, 2 * NCASES * tu_ndev);
     tu_add_loop(s, "bad", test_bad, tu_ndev);
     return s;
 }

@@ -439,18 +439,30 @@ CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa
                                           size_t new_len, cl_mem k_new, cl_mem v_new, cl_mem k_cache,
                                           cl_mem v_cache);
 
+/* How a ragged batch's packed rows hold their heads. */
+typedef enum clattn_ragged_layout {
+    CLATTN_RAGGED_ROWS_HEADS = 0, /* (rows, heads, D): FlashAttention's varlen layout, as a layer's
+                                   * projections produce it */
+    CLATTN_RAGGED_HEADS_ROWS = 1  /* (heads, rows, D): each head's rows together, as a decode cache is
+                                   * best kept (a head's keys are then read as one stream) */
+} clattn_ragged_layout;
+
 /* Ragged ("varlen") batches (since 0.3): B sequences of different query and key lengths in one call,
  * packed row after row as FlashAttention's varlen interface takes them. Sequence b's queries are rows
  * q_starts[b] … q_starts[b+1]−1 of q (rows, H, Dqk) and out (rows, H, Dv), its keys rows k_starts[b] …
- * k_starts[b+1]−1 of k (rows, kv_heads, Dqk) and v (rows, kv_heads, Dv); lse is (rows, H). Both start
- * arrays hold B+1 non-decreasing row indices on the host (a sequence may have no queries or no keys). */
+ * k_starts[b+1]−1 of k (rows, kv_heads, Dqk) and v (rows, kv_heads, Dv); lse is (rows, H). With
+ * CLATTN_RAGGED_HEADS_ROWS the heads come first instead: q (H, rows, Dqk), k (kv_heads, rows, Dqk), …;
+ * lse stays (rows, H). Both start arrays hold B+1 non-decreasing row indices on the host (a sequence
+ * may have no queries or no keys). */
 typedef struct clattn_ragged {
     size_t struct_size;     /* sizeof(clattn_ragged), set by CLATTN_RAGGED_INIT */
     const size_t *q_starts; /* B+1 */
     const size_t *k_starts; /* B+1 */
+    clattn_ragged_layout layout;
+    unsigned reserved; /* must be 0 */
 } clattn_ragged;
 
-#define CLATTN_RAGGED_INIT { sizeof(clattn_ragged), NULL, NULL }
+#define CLATTN_RAGGED_INIT { sizeof(clattn_ragged), NULL, NULL, CLATTN_RAGGED_ROWS_HEADS, 0 }
 
 /* Attention over a ragged batch (since 0.3), at a cost in proportion to the rows and keys present, not to
  * B × the longest. desc gives batch (B), the heads, head sizes, scale and variants; q_len and kv_len are
