@@ -2472,7 +2472,8 @@ START_TEST(test_outputs_links_and_modes)
 }
 END_TEST
 
-/* `clattn bench --quick --json`: every case on both paths, and each run's device time is its kernels'
+/* `clattn bench --quick --json`: every case on its paths (fused and staged; decode and fused; decode alone
+ * for paged and ragged), the decode cases' bandwidth rows, and each run's device time is its kernels'
  * own (the per-kernel times add up to it, and it fits inside the wall time of the same run). */
 START_TEST(test_bench_quick_json)
 {
@@ -2481,8 +2482,11 @@ START_TEST(test_bench_quick_json)
         "bench.json",
         "import json, sys\n"
         "d = json.load(sys.stdin)\n"
-        "rows = d['cases']\n"
-        "assert len(rows) == 8, len(rows)\n"
+        "rows = [r for r in d['cases'] if r['kind'] != 'bandwidth']\n"
+        "bandwidth = [r for r in d['cases'] if r['kind'] == 'bandwidth']\n"
+        "assert len(rows) == 12, len(rows)\n"
+        "assert sorted(r['name'] for r in bandwidth) == sorted(r['name'] for r in rows if r['path'] == 'decode'), d\n"
+        "assert all(r['kv_gbps'] > 0 and r['stream_gbps'] > 0 for r in bandwidth), bandwidth\n"
         "staged = {'score', 'softmax', 'weighted-sum'}\n"
         "for r in rows:\n"
         "    k = r['kernels']\n"
@@ -2491,6 +2495,9 @@ START_TEST(test_bench_quick_json)
         "    assert abs(sum(k.values()) - r['device_ms']) <= 1e-3 + 1e-3 * r['device_ms'], ('kernels', r)\n"
         "    if r['path'] == 'fused':\n"
         "        assert 'fused attention' in k and not staged & set(k), r\n"
+        "    elif r['path'] == 'decode':\n"
+        "        assert 'decode partial' in k and 'fused attention' not in k and not staged & set(k), r\n"
+        "        assert ('paged block-id check' in k) == (r['kind'] == 'paged'), r\n"
         "    else:\n"
         "        assert staged <= set(k) and 'fused attention' not in k, r\n"
         "    if r['kind'] == 'mha':\n"
@@ -2498,6 +2505,9 @@ START_TEST(test_bench_quick_json)
     EXPECT(EXIT_OK, "bench", "--quick");
     expect_in("stdout", R.out, "device ms");
     expect_in("stdout", R.out, "staged/fused time");
+    expect_in("stdout", R.out, "fused/decode time");
+    expect_in("stdout", R.out, "% of streaming");
+    expect_in("stdout", R.out, "time against \"decode L=1 S=512 H=4 D=64\"");
 }
 END_TEST
 
