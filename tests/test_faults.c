@@ -43,12 +43,22 @@ static void check_live(const live_objects *base, const char *when)
                       when, now.n[k], object_kinds[k], base->n[k]);
 }
 
-typedef enum { SC_SDPA_FUSED, SC_SDPA_STAGED_WEIGHTS, SC_SDPA_MEM_STAGED, SC_MHA_WEIGHTS, SC_MHA_FUSED, SC_COUNT } scenario;
+typedef enum {
+    SC_SDPA_FUSED,
+    SC_SDPA_STAGED_WEIGHTS,
+    SC_SDPA_MEM_STAGED,
+    SC_SDPA_DECODE,
+    SC_SDPA_PAST,
+    SC_MHA_WEIGHTS, /* (the layers come last: out_count and weight_count tell them by this order) */
+    SC_MHA_FUSED,
+    SC_COUNT
+} scenario;
 static const char *const scenario_names[SC_COUNT] = {
     "sdpa_host fused (mask, key lengths, lse)", "sdpa_host staged with weights", "sdpa cl_mem staged",
+    "sdpa_host decode (mask, key lengths, lse)", "sdpa_with_past_host (7 past rows, 16 new)",
     "mha_host with W_O, biases and weights (staged)", "mha_host without weights (fused)"};
 
-enum { B = 2, H = 3, L = 19, S = 23, D = 8, DM = 12, OD = 10 };
+enum { B = 2, H = 3, L = 19, S = 23, D = 8, DM = 12, OD = 10, PAST = 7 };
 
 typedef struct fixture {
     clattn_sdpa_desc d;
@@ -56,6 +66,7 @@ typedef struct fixture {
     clattn_masks dm, mdm; /* d.masks and md.masks point here */
     size_t kl[B];
     float q[B * H * L * D], k[B * H * S * D], v[B * H * S * D], mask[L * S];
+    float past_k[B * H * PAST * D], past_v[B * H * PAST * D], new_k[B * H * (S - PAST) * D], new_v[B * H * (S - PAST) * D];
     float x[B * L * DM], wq[DM * H * D], wk[DM * H * D], wv[DM * H * D], wo[H * D * OD], bq[H * D], bo[OD];
     double ref_out[B * L * OD > B * H * L * D ? B * L * OD : B * H * L * D], ref_w[B * H * L * S], ref_lse[B * H * L];
 } fixture;
@@ -88,6 +99,14 @@ static void fixture_prepare(scenario sc)
     fx.d.algorithm = CLATTN_ALGORITHM_AUTO;
     if (sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_SDPA_MEM_STAGED)
         fx.d.algorithm = CLATTN_ALGORITHM_STAGED;
+    if (sc == SC_SDPA_DECODE)
+        fx.d.algorithm = CLATTN_ALGORITHM_DECODE;
+    for (size_t bh = 0; bh < B * H; bh++) { /* K and V cut into a past and new rows */
+        memcpy(fx.past_k + bh * PAST * D, fx.k + bh * S * D, PAST * D * sizeof(float));
+        memcpy(fx.past_v + bh * PAST * D, fx.v + bh * S * D, PAST * D * sizeof(float));
+        memcpy(fx.new_k + bh * (S - PAST) * D, fx.k + (bh * S + PAST) * D, (S - PAST) * D * sizeof(float));
+        memcpy(fx.new_v + bh * (S - PAST) * D, fx.v + (bh * S + PAST) * D, (S - PAST) * D * sizeof(float));
+    }
     fx.mdm = (clattn_masks)CLATTN_MASKS_INIT;
     fx.mdm.causal = CLATTN_CAUSAL_TOP_LEFT;
     fx.mdm.key_lengths = fx.kl;
@@ -151,6 +170,14 @@ static clattn_status run_scenario(clattn_context *ctx, scenario sc, float *out, 
             clReleaseMemObject(m[i]);
         return st;
     }
+    case SC_SDPA_DECODE:
+        return clattn_sdpa_host(ctx, &fx.d, fx.q, fx.k, fx.v, fx.mask, out, NULL, lse);
+    case SC_SDPA_PAST: {
+        clattn_sdpa_desc d = fx.d; /* the same attention, its keys given as a past and new rows */
+        d.kv_len = S - PAST;
+        return clattn_sdpa_with_past_host(ctx, &d, PAST, fx.past_k, fx.past_v, fx.q, fx.new_k, fx.new_v, fx.mask,
+                                          NULL, NULL, out, NULL, lse);
+    }
     case SC_MHA_WEIGHTS:
         return clattn_mha_host(ctx, &fx.md, fx.x, NULL, &hw, NULL, out, w);
     case SC_MHA_FUSED:
@@ -172,11 +199,11 @@ static void check_success(clattn_context *ctx, scenario sc, const char *when)
     check_close_named("out", out, fx.ref_out, out_count(sc), NULL);
     if (sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_MHA_WEIGHTS)
         check_close_named("weights", w, fx.ref_w, weight_count(sc), NULL);
-    if (sc == SC_SDPA_FUSED || sc == SC_SDPA_STAGED_WEIGHTS)
+    if (sc == SC_SDPA_FUSED || sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_SDPA_DECODE || sc == SC_SDPA_PAST)
         check_close_named("lse", lse, fx.ref_lse, B * H * L, NULL);
 }
 
-/* Builds every program a call may reach — fused, staged (the fused path's fallback), projections — so
+/* Builds every program a call may reach — fused, decode, staged (their fallback), projections — so
  * that a failure walk compares live objects with a context that has compiled all it ever will. */
 static void warm_all_paths(clattn_context *ctx)
 {
@@ -190,6 +217,8 @@ static void warm_all_paths(clattn_context *ctx)
     TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, q, q, NULL, o, NULL, NULL), ctx, "warm-up: fused");
     d.algorithm = CLATTN_ALGORITHM_STAGED;
     TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, q, q, NULL, o, p, NULL), ctx, "warm-up: staged");
+    d.algorithm = CLATTN_ALGORITHM_DECODE;
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, q, q, NULL, o, NULL, NULL), ctx, "warm-up: decode");
     clattn_mha_desc md = CLATTN_MHA_DESC_INIT;
     md.batch = 1;
     md.q_len = WL;
