@@ -7,7 +7,7 @@
  *     split on any device: the profile must show the merge pass), with grouped-query heads (32/8, 8/1,
  *     6/2), caches (key lengths with query offsets len − L, one batch empty), windows, sinks (rows that
  *     see no key give lse = the sink), ALiBi, soft-capping, additive and boolean masks, odd head sizes
- *     (Dqk 37 / Dv 19, and 128, 256).
+ *     (Dqk 37 / Dv 19, 13, and 16 to 256; few distinct sizes, as each is a kernel build).
  *  2. auto: AUTO takes the decode kernels for 1 to 8 query rows and the fused kernel from 9 on (the
  *     kernels that ran, read from the profile), without a weights output only.
  *  3. nan: a NaN in one key of a long cache poisons exactly the rows that see it, in whichever split
@@ -44,19 +44,19 @@ static const dcase cases[] = {
     {"L 1, GQA 8/1, S 2048, odd heads 37/19", 1, 8, 1, 1, 2048, 37, 19, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 1},
     {"L 4, GQA 8/1 (32 packed rows), S 1500", 1, 8, 1, 4, 1500, 64, 0, BR, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
     {"L 2, GQA 32/8, S 700, bottom-right", 1, 32, 8, 2, 700, 64, 0, BR, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
-    {"L 8, S 1200, bottom-right", 1, 1, 1, 8, 1200, 32, 0, BR, K_NONE, -2, -2, 0, 0, 0, M0, 0, 1},
-    {"L 3, B 3, cache (lengths S-5, S/3, 0), GQA 6/2", 3, 6, 2, 3, 1800, 48, 24, TL, K_CACHE, -2, -2, 0, 0, 0, M0,
+    {"L 8, S 1200, bottom-right", 1, 1, 1, 8, 1200, 64, 0, BR, K_NONE, -2, -2, 0, 0, 0, M0, 0, 1},
+    {"L 3, B 3, cache (lengths S-5, S/3, 0), GQA 6/2", 3, 6, 2, 3, 1800, 37, 19, TL, K_CACHE, -2, -2, 0, 0, 0, M0,
      0, 0},
-    {"L 1, cache, sinks (an empty batch gives lse = sink)", 3, 4, 1, 1, 1300, 32, 0, TL, K_CACHE, -2, -2, 1, 0, 0,
+    {"L 1, cache, sinks (an empty batch gives lse = sink)", 3, 4, 1, 1, 1300, 64, 0, TL, K_CACHE, -2, -2, 1, 0, 0,
      M0, 0, 0},
-    {"L 5, window (100, 0), sinks", 1, 2, 1, 5, 2500, 40, 0, NONE, K_NONE, 100, 0, 1, 0, 0, M0, 0, 1},
+    {"L 5, window (100, 0), sinks", 1, 2, 1, 5, 2500, 64, 0, NONE, K_NONE, 100, 0, 1, 0, 0, M0, 0, 1},
     {"L 2, window (600, 3) across splits", 1, 1, 1, 2, 2600, 16, 0, BR, K_NONE, 600, 3, 0, 0, 0, M0, 0, 1},
     {"L 1, ALiBi, softcap", 1, 4, 1, 1, 1100, 64, 0, NONE, K_NONE, -2, -2, 0, 1, 2.5f, M0, 0, 1},
-    {"L 3, additive (B,H,L,S) mask with -inf", 2, 2, 2, 3, 900, 24, 0, NONE, K_NONE, -2, -2, 0, 0, 0, MBH, 0, 0},
-    {"L 6, boolean (L,S) mask, sinks, ALiBi", 1, 3, 1, 6, 800, 20, 9, BR, K_NONE, -2, -2, 1, 1, 0, MLS, 1, 0},
+    {"L 3, additive (B,H,L,S) mask with -inf", 2, 2, 2, 3, 900, 16, 0, NONE, K_NONE, -2, -2, 0, 0, 0, MBH, 0, 0},
+    {"L 6, boolean (L,S) mask, sinks, ALiBi", 1, 3, 1, 6, 800, 37, 19, BR, K_NONE, -2, -2, 1, 1, 0, MLS, 1, 0},
     {"L 1, D 256, S 600", 1, 2, 1, 1, 600, 256, 0, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 1},
     {"L 11 (beyond AUTO's 8), GQA 4/1, cache", 2, 4, 1, 11, 1000, 16, 0, TL, K_CACHE, -2, -2, 0, 0, 0, M0, 0, 0},
-    {"L 1, S 300 (one split)", 2, 3, 3, 1, 300, 8, 0, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
+    {"L 1, S 300 (one split)", 2, 3, 3, 1, 300, 13, 0, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -29,8 +29,8 @@ typedef struct {
 static const pcase cases[] = {
     {"decode, blocks of 16, GQA 8/2", 3, 8, 2, 1, 32, 16, 16, 40, {613, 16, 0}, BR, 0, 0},
     {"decode, blocks of 8, long enough to split", 1, 2, 1, 1, 64, 0, 8, 200, {1597}, BR, 0, 0},
-    {"chunked prefill L 5, blocks of 64", 2, 4, 4, 5, 24, 24, 64, 12, {700, 129}, BR, 1, 0},
-    {"decode, blocks of 256, sinks, window 100", 2, 4, 1, 1, 40, 8, 256, 4, {1024, 300}, BR, 1, 100},
+    {"chunked prefill L 5, blocks of 64", 2, 4, 4, 5, 32, 16, 64, 12, {700, 129}, BR, 1, 0},
+    {"decode, blocks of 256, sinks, window 100", 2, 4, 1, 1, 27, 9, 256, 4, {1024, 300}, BR, 1, 100},
     {"no causal mask, blocks of 32", 2, 3, 3, 2, 16, 16, 32, 6, {77, 192}, NONE, 0, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])

@@ -28,7 +28,7 @@ static const rcase cases[] = {
     {"mixed prefill and decode, odd heads", 4, 3, 1, 19, 11, {6, 1, 0, 9}, {6, 40, 13, 9}, BR, 0, 0},
     {"a sequence without keys, sinks", 3, 4, 4, 16, 16, {2, 3, 1}, {0, 25, 9}, TL, 1, 0},
     {"no mask, long keys split, GQA 8/2", 2, 8, 2, 64, 64, {2, 1}, {1700, 600}, NONE, 0, 0},
-    {"window (4, 0), bottom-right", 3, 2, 1, 24, 8, {5, 2, 7}, {30, 2, 19}, BR, 1, 4},
+    {"window (4, 0), bottom-right", 3, 2, 1, 29, 8, {5, 2, 7}, {30, 2, 19}, BR, 1, 4},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
