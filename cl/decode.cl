@@ -13,14 +13,14 @@
  * Inside a work-group the keys go in tiles of TILE, staged in local memory on GPUs, read in place (and
  * prefetched a tile ahead) on CPUs. K/V rows come from a dense view, a ragged batch (cumulative row
  * starts per sequence) or a paged pool through a block table (clattn_kv_row). The WG work-items share
- * the tile's scores (each computes whole dot products
- * for some keys, RB rows × KQ keys at a time), every work-item follows each row's running maximum and
- * sum, and each owns some VEC-wide columns of every row's output accumulator. On CPUs WG is 1 and VEC
- * the SIMD width (one work-item streams its slice, vectorised over the head dimension); on GPUs WG
- * spreads the columns over lanes and VEC is 1. Packed row ρ is query ρ / group of query head
- * kv_head·group + ρ % group, as in the fused kernel; R_MAX rows per work-group, more rows take more
- * row groups. Build options: DK and DV (head sizes rounded up to 16), WG, VEC, KQ (keys per step of a
- * work-item's scores), RB (rows per step; 1: no blocking), TILE, R_MAX. */
+ * the tile's scores (each computes whole dot products for some keys, RB rows × KQ keys at a time),
+ * every work-item follows each row's running maximum and sum, and each owns some VEC-wide columns of
+ * every row's output accumulator. On CPUs WG is 1 and VEC the SIMD width (one work-item streams its
+ * slice, vectorised over the head dimension); on GPUs WG spreads the columns over lanes and VEC is 1.
+ * Packed row ρ is query ρ / group of query head kv_head·group + ρ % group, as in the fused kernel;
+ * R_MAX rows per work-group, more rows take more row groups. Build options: DK and DV (head sizes
+ * rounded up to 16), WG, VEC, KQ (keys per step of a work-item's scores), RB (rows per step; 1: no
+ * blocking), TILE, R_MAX, STAGE (tiles in local memory), PREFETCH (the next tile prefetched). */
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
