@@ -21,14 +21,16 @@ typedef struct {
     clattn_causal causal;
     int sinks;
     long long window; /* > 0: (window, 0) */
+    int mask;         /* a (B,H,L,S) float mask with −inf entries, padded to the longest sequence */
 } rcase;
 
 static const rcase cases[] = {
-    {"decode: one query each, 5 lengths", 5, 4, 2, 32, 16, {1, 1, 1, 1, 1}, {300, 7, 1200, 64, 1}, BR, 0, 0},
-    {"mixed prefill and decode, odd heads", 4, 3, 1, 19, 11, {6, 1, 0, 9}, {6, 40, 13, 9}, BR, 0, 0},
-    {"a sequence without keys, sinks", 3, 4, 4, 16, 16, {2, 3, 1}, {0, 25, 9}, TL, 1, 0},
-    {"no mask, long keys split, GQA 8/2", 2, 8, 2, 64, 64, {2, 1}, {1700, 600}, NONE, 0, 0},
-    {"window (4, 0), bottom-right", 3, 2, 1, 29, 8, {5, 2, 7}, {30, 2, 19}, BR, 1, 4},
+    {"decode: one query each, 5 lengths", 5, 4, 2, 32, 16, {1, 1, 1, 1, 1}, {300, 7, 1200, 64, 1}, BR, 0, 0, 0},
+    {"mixed prefill and decode, odd heads", 4, 3, 1, 19, 11, {6, 1, 0, 9}, {6, 40, 13, 9}, BR, 0, 0, 0},
+    {"a sequence without keys, sinks", 3, 4, 4, 16, 16, {2, 3, 1}, {0, 25, 9}, TL, 1, 0, 0},
+    {"no mask, long keys split, GQA 8/2", 2, 8, 2, 64, 64, {2, 1}, {1700, 600}, NONE, 0, 0, 0},
+    {"window (4, 0), bottom-right", 3, 2, 1, 29, 8, {5, 2, 7}, {30, 2, 19}, BR, 1, 4, 0},
+    {"an additive (B,H,L,S) mask padded to the longest", 3, 2, 1, 16, 16, {3, 1, 4}, {9, 20, 5}, NONE, 0, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -83,6 +85,17 @@ START_TEST(test_table)
     clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, 0, 0, c->D, c->Dv);
     d.q_len = d.kv_len = 0; /* the longest sequence's */
     d.kv_heads = c->KVH;
+    float *mask = NULL;
+    size_t Lmax = 0, Smax = 0;
+    for (size_t b = 0; b < c->B; b++) {
+        Lmax = c->q_counts[b] > Lmax ? c->q_counts[b] : Lmax;
+        Smax = c->k_counts[b] > Smax ? c->k_counts[b] : Smax;
+    }
+    if (c->mask) { /* read as (B, H, Lmax, Smax): q_len and kv_len 0 mean the longest */
+        size_t nm;
+        mask = tu_make_mask(MBH, c->B, c->H, Lmax, Smax, TU_MASKF_INF, 79, &nm);
+        m.additive = MBH;
+    }
     d.masks = &m;
     if (c->sinks)
         d.sinks = sinks;
@@ -94,7 +107,8 @@ START_TEST(test_table)
            mk = tu_dev_alloc(ctx, nk, heads_rows ? swap_rows_heads(k, RK, c->KVH, c->D) : k),
            mv = tu_dev_alloc(ctx, nv, heads_rows ? swap_rows_heads(v, RK, c->KVH, dv) : v);
     cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
-    clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, mq, mk, mv, NULL, mo, ml);
+    cl_mem mm = mask ? tu_dev_alloc(ctx, c->B * c->H * Lmax * Smax, mask) : NULL;
+    clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, mq, mk, mv, mm, mo, ml);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_ragged");
     tu_finish(ctx);
     tu_dev_check_guard(ctx, mo, no, "out");
@@ -130,9 +144,16 @@ START_TEST(test_table)
         clattn_sdpa_desc rd = tu_sdpa_desc(1, c->H, L, S, c->D, c->Dv);
         rd.kv_heads = c->KVH;
         rd.masks = &m; /* bottom-right of the dense problem is the sequence's own alignment */
+        float *seq_mask = NULL;
+        if (mask) { /* the sequence's corner of its (H, Lmax, Smax) block */
+            seq_mask = tu_falloc(c->H * L * S);
+            for (size_t h = 0; h < c->H; h++)
+                for (size_t i = 0; i < L; i++)
+                    memcpy(seq_mask + (h * L + i) * S, mask + ((b * c->H + h) * Lmax + i) * Smax, S * sizeof(float));
+        }
         rd.sinks = d.sinks;
         double *ro = tu_dalloc(c->H * L * dv), *rl = tu_dalloc(c->H * L);
-        ref_sdpa(&rd, dq, dk, dvv, NULL, ro, NULL, rl);
+        ref_sdpa(&rd, dq, dk, dvv, seq_mask, ro, NULL, rl);
         float *got_o = tu_falloc(c->H * L * dv), *got_l = tu_falloc(c->H * L);
         for (size_t i = 0; i < L; i++)
             for (size_t h = 0; h < c->H; h++) {
