@@ -4,7 +4,7 @@
  *  1. attention: block sizes 8 to 256, blocks handed out in a shuffled order (and shared by no two
  *     sequences), lengths that end mid-block, at a block's end and at 0; grouped-query heads; decode
  *     (L 1) and chunked prefill (L 5, bottom-right causal: each sequence's last query at its last key);
- *     long enough to split the keys; sinks and a window.
+ *     long enough to split the keys; sinks and a window; an additive mask over the table's reach.
  *  2. append: new rows written through the table land exactly at rows lengths[b] … of each sequence
  *     (the rest of the pool untouched), and attention over the grown cache agrees with the reference.
  *  3. bad input: a reachable block id outside the pool (checked on the device: the status names the
@@ -24,14 +24,15 @@ typedef struct {
     clattn_causal causal;
     int sinks;
     long long window; /* > 0: (window, 0) */
+    int mask;         /* an (L, max_blocks·block) float mask with −inf entries */
 } pcase;
 
 static const pcase cases[] = {
-    {"decode, blocks of 16, GQA 8/2", 3, 8, 2, 1, 32, 16, 16, 40, {613, 16, 0}, BR, 0, 0},
-    {"decode, blocks of 8, long enough to split", 1, 2, 1, 1, 64, 0, 8, 200, {1597}, BR, 0, 0},
-    {"chunked prefill L 5, blocks of 64", 2, 4, 4, 5, 32, 16, 64, 12, {700, 129}, BR, 1, 0},
-    {"decode, blocks of 256, sinks, window 100", 2, 4, 1, 1, 27, 9, 256, 4, {1024, 300}, BR, 1, 100},
-    {"no causal mask, blocks of 32", 2, 3, 3, 2, 16, 16, 32, 6, {77, 192}, NONE, 0, 0},
+    {"decode, blocks of 16, GQA 8/2", 3, 8, 2, 1, 32, 16, 16, 40, {613, 16, 0}, BR, 0, 0, 0},
+    {"decode, blocks of 8, long enough to split", 1, 2, 1, 1, 64, 0, 8, 200, {1597}, BR, 0, 0, 0},
+    {"chunked prefill L 5, blocks of 64", 2, 4, 4, 5, 32, 16, 64, 12, {700, 129}, BR, 1, 0, 0},
+    {"decode, blocks of 256, sinks, window 100", 2, 4, 1, 1, 27, 9, 256, 4, {1024, 300}, BR, 1, 100, 0},
+    {"an additive (L, S) mask, blocks of 32", 2, 3, 3, 2, 16, 16, 32, 6, {77, 192}, NONE, 0, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -119,8 +120,15 @@ static void check_attention(clattn_context *ctx, const pcase *c, const pool *p, 
     d.masks = &m;
     if (c->sinks)
         d.sinks = sinks;
+    float *mask = NULL;
+    if (c->mask) { /* (L, S) with S the table's reach */
+        size_t nm;
+        mask = tu_make_mask(MLS, c->B, c->H, c->L, cap, TU_MASKF_INF, seed + 7, &nm);
+        m.additive = MLS;
+    }
     cl_mem mq = tu_dev_alloc(ctx, nq, q), mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
-    clattn_status st = clattn_sdpa_paged(ctx, &d, pc, lengths, mq, NULL, mo, ml);
+    cl_mem mm = mask ? tu_dev_alloc(ctx, c->L * cap, mask) : NULL;
+    clattn_status st = clattn_sdpa_paged(ctx, &d, pc, lengths, mq, mm, mo, ml);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_paged");
     tu_finish(ctx);
     tu_dev_check_guard(ctx, mo, no, "out");
@@ -136,7 +144,7 @@ static void check_attention(clattn_context *ctx, const pcase *c, const pool *p, 
     r.kv_len = cap;
     r.masks = &rm;
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
-    ref_sdpa(&r, q, gather(c, p, p->k_pool, c->D), gather(c, p, p->v_pool, dv), NULL, ro, NULL, rl);
+    ref_sdpa(&r, q, gather(c, p, p->k_pool, c->D), gather(c, p, p->v_pool, dv), mask, ro, NULL, rl);
     check_close_named("out", tu_dev_read_checked(ctx, mo, no, "out"), ro, no, NULL);
     check_close_named("lse", tu_dev_read_checked(ctx, ml, nl, "lse"), rl, nl, NULL);
 }
