@@ -253,6 +253,16 @@ static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, co
     return kernel_launch_auto(ctx, &a, "decode combine", 2, global);
 }
 
+clattn_status decode_check_call(clattn_context *ctx, const sdpa_shape *s, const char *entry)
+{
+    if (s->algorithm != CLATTN_ALGORITHM_AUTO && s->algorithm != CLATTN_ALGORITHM_DECODE)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s runs the decode kernels: desc.algorithm must be AUTO or DECODE", entry);
+    if (s->qk_dim > DECODE_MAX_HEAD || s->v_dim > DECODE_MAX_HEAD)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s takes head sizes up to %d", entry, DECODE_MAX_HEAD);
+    return CLATTN_SUCCESS;
+}
+
 clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const decode_layout *lay, tensor_view q,
                                 tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {

@@ -24,6 +24,10 @@ typedef struct decode_layout {
     unsigned block_shift; /* log2 of the rows per block */
 } decode_layout;
 
+/* The entry points that only the decode kernels serve (ragged batches, paged caches; `entry` names the
+ * call): desc.algorithm AUTO or DECODE, head sizes up to DECODE_MAX_HEAD. */
+clattn_status decode_check_call(clattn_context *ctx, const sdpa_shape *s, const char *entry);
+
 /* decode_run with K/V (and Q/O) rows laid out as `lay` says; lse is (rows, H) for a ragged batch. */
 clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const decode_layout *lay, tensor_view q,
                                 tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse);

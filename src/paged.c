@@ -172,12 +172,8 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = lengths_check(ctx, lengths, s.batch, 0, &p)) != CLATTN_SUCCESS)
         return st;
-    if (s.algorithm != CLATTN_ALGORITHM_AUTO && s.algorithm != CLATTN_ALGORITHM_DECODE)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_paged runs the decode kernels: desc.algorithm "
-                         "must be AUTO or DECODE");
-    if (s.qk_dim > DECODE_MAX_HEAD || s.v_dim > DECODE_MAX_HEAD)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_paged takes head sizes up to %d",
-                         DECODE_MAX_HEAD);
+    if ((st = decode_check_call(ctx, &s, "clattn_sdpa_paged")) != CLATTN_SUCCESS)
+        return st;
     if ((st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||

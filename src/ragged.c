@@ -68,12 +68,8 @@ clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *de
     if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
-    if (s.algorithm != CLATTN_ALGORITHM_AUTO && s.algorithm != CLATTN_ALGORITHM_DECODE)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_ragged runs the decode kernels: desc.algorithm "
-                         "must be AUTO or DECODE");
-    if (s.qk_dim > DECODE_MAX_HEAD || s.v_dim > DECODE_MAX_HEAD)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_ragged takes head sizes up to %d",
-                         DECODE_MAX_HEAD);
+    if ((st = decode_check_call(ctx, &s, "clattn_sdpa_ragged")) != CLATTN_SUCCESS)
+        return st;
     /* The packed tensors: rows × heads × head size. */
     const size_t rows_q = r.q_starts[s.batch], rows_k = r.k_starts[s.batch];
     size_t nq, nk, nv, no, nl;

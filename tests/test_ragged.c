@@ -34,23 +34,16 @@ static const rcase cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-/* (rows, heads, dim) → (heads, rows, dim), or back (swap rows and heads). */
-static float *swap_rows_heads(const float *in, size_t rows, size_t heads, size_t dim)
+/* (rows, heads, dim) → (heads, rows, dim), or back when `back`. */
+static float *swap_rows_heads(const float *in, size_t rows, size_t heads, size_t dim, bool back)
 {
     float *out = tu_falloc(rows * heads * dim + 1);
     for (size_t r = 0; r < rows; r++)
-        for (size_t h = 0; h < heads; h++)
-            memcpy(out + (h * rows + r) * dim, in + (r * heads + h) * dim, dim * sizeof(float));
-    return out;
-}
-
-/* (heads, rows, dim) → (rows, heads, dim). */
-static float *swap_rows_heads_back(const float *in, size_t rows, size_t heads, size_t dim)
-{
-    float *out = tu_falloc(rows * heads * dim + 1);
-    for (size_t r = 0; r < rows; r++)
-        for (size_t h = 0; h < heads; h++)
-            memcpy(out + (r * heads + h) * dim, in + (h * rows + r) * dim, dim * sizeof(float));
+        for (size_t h = 0; h < heads; h++) {
+            const size_t rows_first = (r * heads + h) * dim, heads_first = (h * rows + r) * dim;
+            memcpy(out + (back ? rows_first : heads_first), in + (back ? heads_first : rows_first),
+                   dim * sizeof(float));
+        }
     return out;
 }
 
@@ -103,9 +96,9 @@ START_TEST(test_table)
     r.q_starts = qs;
     r.k_starts = ks;
     r.layout = heads_rows ? CLATTN_RAGGED_HEADS_ROWS : CLATTN_RAGGED_ROWS_HEADS;
-    cl_mem mq = tu_dev_alloc(ctx, nq, heads_rows ? swap_rows_heads(q, RQ, c->H, c->D) : q),
-           mk = tu_dev_alloc(ctx, nk, heads_rows ? swap_rows_heads(k, RK, c->KVH, c->D) : k),
-           mv = tu_dev_alloc(ctx, nv, heads_rows ? swap_rows_heads(v, RK, c->KVH, dv) : v);
+    cl_mem mq = tu_dev_alloc(ctx, nq, heads_rows ? swap_rows_heads(q, RQ, c->H, c->D, false) : q),
+           mk = tu_dev_alloc(ctx, nk, heads_rows ? swap_rows_heads(k, RK, c->KVH, c->D, false) : k),
+           mv = tu_dev_alloc(ctx, nv, heads_rows ? swap_rows_heads(v, RK, c->KVH, dv, false) : v);
     cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
     cl_mem mm = mask ? tu_dev_alloc(ctx, c->B * c->H * Lmax * Smax, mask) : NULL;
     clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, mq, mk, mv, mm, mo, ml);
@@ -115,7 +108,7 @@ START_TEST(test_table)
     tu_dev_check_guard(ctx, ml, nl, "lse");
     const float *o = tu_dev_read_checked(ctx, mo, no, "out"), *l = tu_dev_read_checked(ctx, ml, nl, "lse");
     if (heads_rows) /* back to (rows, heads, dv) for the checks */
-        o = swap_rows_heads_back(o, RQ, c->H, dv);
+        o = swap_rows_heads(o, RQ, c->H, dv, true);
     for (size_t b = 0; b < c->B; b++) {
         const size_t L = c->q_counts[b], S = c->k_counts[b];
         if (L == 0)
