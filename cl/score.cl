@@ -1,5 +1,7 @@
 /* Score stage: the scores of heads [bh_begin, bh_begin + gsize(2)) as the softmax takes them
- * (Q·Kᵀ·scale, soft-capped, plus ALiBi and the masks; hidden keys −inf). One work-item per score. Q and
+ * (Q·Kᵀ·scale, soft-capped, plus ALiBi and the masks; hidden keys −inf). One work-item per KEYS scores
+ * of a row, its dot products VEC lanes wide (build options: 4 and the native width on CPUs, 1 and 1 on
+ * GPUs). Q and
  * K are read through (batch, head, row) strides so that both SDPA's (B,H,L,D) and the layer's (B,L,H·D)
  * layouts work without a transpose; query head h reads K head h / group (grouped-query attention).
  * Scores are (chunk, L, S). When `extra` is given it also receives, at (B, H, L, S), the scores at the
@@ -14,10 +16,10 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
                            long win_left, long win_right, float softcap, __global const float *alibi,
                            ulong bh_begin, __global float *extra, int extra_mode)
 {
-    const ulong j = get_global_id(0);
+    const ulong j0 = get_global_id(0) * KEYS; /* this work-item's keys: j0 … j0+KEYS−1 */
     const ulong i = get_global_id(1);
     const ulong local_bh = get_global_id(2);
-    if (j >= kv_len || i >= q_len)
+    if (j0 >= kv_len || i >= q_len)
         return;
     const ulong bh = bh_begin + local_bh;
     const ulong b = bh / heads, h = bh % heads;
@@ -25,25 +27,50 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
     ulong begin, end;
     clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
-    const bool visible = j >= begin && j < end;
-    /* The raw scores (extra modes 1, 2) are wanted for masked keys too. */
-    float dot = -INFINITY;
-    if (visible || (extra && extra_mode != WEIGHTS_MASKED)) {
-        __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
-        __global const float *krow = k + clattn_view_offset(b, h / group, j, k_bs, k_hs, k_rs);
-        float acc = 0.0f;
-        for (ulong d = 0; d < dim; d++)
-            acc = fma(qrow[d], krow[d], acc);
-        dot = acc * scale;
+    __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
+    __global const float *k_head = k + clattn_view_offset(b, h / group, 0, k_bs, k_hs, k_rs);
+    /* The dot products of the work-item's keys (inside the buffer; wasted for hidden keys unless the
+     * raw scores of extra modes 1 and 2 want them): KEYS chains VEC lanes wide that share each load of q,
+     * unrolled so that they stay in registers, then the rest of the head one element at a time. */
+    float dot[KEYS];
+    vec_t lanes[KEYS];
+    const int keys = (int)min((ulong)KEYS, kv_len - j0);
+    UNROLL for (int x = 0; x < KEYS; x++)
+        lanes[x] = (vec_t)0.0f;
+    ulong d = 0;
+    if (keys == KEYS) {
+        for (; d + VEC <= dim; d += VEC) {
+            const vec_t qv = VLOAD(qrow + d);
+            UNROLL for (int x = 0; x < KEYS; x++)
+                lanes[x] = fma(qv, VLOAD(k_head + (j0 + x) * k_rs + d), lanes[x]);
+        }
+    } else { /* the last keys of the row */
+        for (; d + VEC <= dim; d += VEC) {
+            const vec_t qv = VLOAD(qrow + d);
+            for (int x = 0; x < keys; x++)
+                lanes[x] = fma(qv, VLOAD(k_head + (j0 + x) * k_rs + d), lanes[x]);
+        }
     }
-    const float value = visible ? clattn_score_terms(dot, softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
-                                                     clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads,
-                                                                          i, j, q_len, mask_cols))
-                                : -INFINITY;
-    scores[clattn_matrix_offset(local_bh, i, j, q_len, kv_len)] = value;
-    if (extra)
-        extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
-            extra_mode == WEIGHTS_QK ? dot
-            : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_score_terms(dot, softcap, 0.0f, 0, 0, 0.0f)
-                                               : value;
+    UNROLL for (int x = 0; x < KEYS; x++) {
+        float acc = HSUM(lanes[x]);
+        for (ulong e = d; x < keys && e < dim; e++)
+            acc = fma(qrow[e], k_head[(j0 + x) * k_rs + e], acc);
+        dot[x] = acc * scale;
+    }
+    for (int x = 0; x < KEYS; x++) {
+        const ulong j = j0 + x;
+        if (j >= kv_len)
+            break;
+        const bool visible = j >= begin && j < end;
+        const float value = visible ? clattn_score_terms(dot[x], softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
+                                                         clattn_additive_mask(mask, mask_type, mask_layout, b, h,
+                                                                              heads, i, j, q_len, mask_cols))
+                                    : -INFINITY;
+        scores[clattn_matrix_offset(local_bh, i, j, q_len, kv_len)] = value;
+        if (extra)
+            extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
+                extra_mode == WEIGHTS_QK ? dot[x]
+                : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_score_terms(dot[x], softcap, 0.0f, 0, 0, 0.0f)
+                                                   : value;
+    }
 }

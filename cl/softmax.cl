@@ -1,4 +1,4 @@
-/* Row softmax, one work-item per row, stabilised by the row maximum. A row that is all −inf (every
+/* Row softmax, one work-item per row (VEC lanes at a time inside it), stabilised by the row maximum. A row that is all −inf (every
  * key masked) gives zeros and a log-sum-exp of −inf instead of the 0/0 = NaN of the naive formula.
  * With sinks, row r of the chunk (head (row_base + r) / L mod heads) has one more logit in its
  * denominator, without a weight of its own: the weights then sum to less than 1 and the log-sum-exp
@@ -15,10 +15,22 @@ __kernel void clattn_softmax(__global const float *in, __global float *out, __gl
     __global float *y = out + clattn_matrix_offset(0, r, 0, rows, cols);
     const float sink = sinks ? sinks[(row_base + r) / q_len % heads] : -INFINITY;
     /* The row maximum, NaN as soon as one score is NaN (fmax would skip it, and a row whose only
-     * visible score is NaN would pass for fully masked). */
-    float m = -INFINITY;
-    for (ulong j = 0; j < cols; j++)
-        m = isnan(x[j]) || isnan(m) ? NAN : fmax(m, x[j]);
+     * visible score is NaN would pass for fully masked). VEC lanes at a time, then the rest. */
+    const ulong whole = cols / VEC * VEC;
+    vec_t top = (vec_t)-INFINITY;
+    bool nan_seen = false;
+    for (ulong j = 0; j < whole; j += VEC) {
+        const vec_t xv = VLOAD(x + j);
+        top = fmax(top, xv);
+        nan_seen |= ANY_NAN(xv);
+    }
+    float m = HMAX(top);
+    for (ulong j = whole; j < cols; j++) {
+        m = fmax(m, x[j]);
+        nan_seen |= isnan(x[j]);
+    }
+    if (nan_seen)
+        m = NAN;
     if (m == -INFINITY) {
         for (ulong j = 0; j < cols; j++)
             y[j] = 0.0f;
@@ -27,12 +39,25 @@ __kernel void clattn_softmax(__global const float *in, __global float *out, __gl
         return;
     }
     m = isnan(m) ? m : fmax(m, sink);
-    float sum = sink == -INFINITY ? 0.0f : exp(sink - m);
-    for (ulong j = 0; j < cols; j++)
-        sum += exp(x[j] - m);
+    /* exp(x − m) written once and summed, then scaled in place (x and y may be one buffer: each element
+     * is read before it is written). */
+    vec_t lanes = (vec_t)0.0f;
+    for (ulong j = 0; j < whole; j += VEC) {
+        const vec_t e = exp(VLOAD(x + j) - (vec_t)m);
+        VSTORE(e, y + j);
+        lanes += e;
+    }
+    float sum = (sink == -INFINITY ? 0.0f : exp(sink - m)) + HSUM(lanes);
+    for (ulong j = whole; j < cols; j++) {
+        const float e = exp(x[j] - m);
+        y[j] = e;
+        sum += e;
+    }
     const float inv = 1.0f / sum;
-    for (ulong j = 0; j < cols; j++)
-        y[j] = exp(x[j] - m) * inv;
+    for (ulong j = 0; j < whole; j += VEC)
+        VSTORE(VLOAD(y + j) * inv, y + j);
+    for (ulong j = whole; j < cols; j++)
+        y[j] *= inv;
     if (lse)
         lse[row_base + r] = m + log(sum);
 }

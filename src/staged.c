@@ -9,6 +9,8 @@
 #include "program.h"
 #include "scratch.h"
 
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* The score matrix of all heads at once can be huge; when the caller does not keep the weights we
@@ -20,6 +22,9 @@ enum { KERNEL_SCORE, KERNEL_SOFTMAX, KERNEL_WEIGHTED_SUM, KERNEL_COUNT };
 struct staged_state {
     cl_program program;
     cl_kernel kernels[KERNEL_COUNT];
+    unsigned vec;  /* the kernels' VEC */
+    unsigned keys;   /* scores per work-item of the score kernel */
+    unsigned chunks; /* vectors of outputs per work-item of the weighted sum */
 };
 
 clattn_status staged_prepare(clattn_context *ctx)
@@ -29,9 +34,18 @@ clattn_status staged_prepare(clattn_context *ctx)
     struct staged_state *s = calloc(1, sizeof *s);
     if (!s)
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the staged path's state");
-    static const char *const files[] = {"masks.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
+    static const char *const files[] = {"masks.cl", "vec.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
     static const char *const names[KERNEL_COUNT] = {"clattn_score", "clattn_softmax", "clattn_weighted_sum"};
-    clattn_status st = program_build_kernels(ctx, files, sizeof files / sizeof files[0], "-cl-std=CL1.2", names,
+    /* CPUs work VEC lanes wide inside each work-item (PoCL runs a work-item's vector code as written);
+     * GPUs one element per work-item. */
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0 && (ctx->caps.type & CL_DEVICE_TYPE_GPU) == 0;
+    s->vec = 1;
+    while (cpu && s->vec < 16 && s->vec * 2 <= ctx->caps.native_float_width)
+        s->vec *= 2;
+    s->keys = s->chunks = cpu ? 4 : 1;
+    char options[80];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DKEYS=%u -DCHUNKS=%u", s->vec, s->keys, s->chunks);
+    clattn_status st = program_build_kernels(ctx, files, sizeof files / sizeof files[0], options, names,
                                              KERNEL_COUNT, &s->program, s->kernels);
     if (st != CLATTN_SUCCESS) {
         free(s);
@@ -70,7 +84,7 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     karg_ulong(&a, bh_begin);
     karg_mem(&a, extra);
     karg_int(&a, (int)s->weights_output);
-    const size_t global[3] = {s->kv_len, s->q_len, bh_count};
+    const size_t keys = ctx->staged->keys, global[3] = {(s->kv_len + keys - 1) / keys, s->q_len, bh_count};
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
@@ -106,7 +120,8 @@ static clattn_status weighted_sum_launch(clattn_context *ctx, const sdpa_shape *
     karg_ulong(&a, s->kv_len);
     karg_ulong(&a, s->v_dim);
     karg_ulong(&a, bh_begin);
-    const size_t global[3] = {s->v_dim, s->q_len, bh_count};
+    const size_t cols = (size_t)ctx->staged->vec * ctx->staged->chunks;
+    const size_t global[3] = {(s->v_dim + cols - 1) / cols, s->q_len, bh_count};
     return kernel_launch_auto(ctx, &a, "weighted-sum", 3, global);
 }
 
