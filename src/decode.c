@@ -54,13 +54,8 @@ static cl_ulong local_bytes(const decode_variant *v)
  * output columns over their lanes. Tiles, then rows per group, shrink until local memory holds them. */
 static void choose_shape(const clattn_context *ctx, decode_variant *v)
 {
-    /* (A device that says it is every type, as oclgrind does, takes the GPU shape: the one with barriers
-     * and shared local memory to check.) */
-    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0 && (ctx->caps.type & CL_DEVICE_TYPE_GPU) == 0;
-    v->vec = 1;
-    if (cpu)
-        while (v->vec < 16 && v->vec * 2 <= ctx->caps.native_float_width)
-            v->vec *= 2;
+    const bool cpu = device_is_cpu(&ctx->caps);
+    v->vec = device_vector_width(&ctx->caps);
     v->wg = cpu ? 1 : 64;
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;

@@ -315,3 +315,16 @@ clattn_status device_caps_query(cl_device_id device, device_caps *c)
     c->platform_version[sizeof c->platform_version - 1] = '\0';
     return CLATTN_SUCCESS;
 }
+
+bool device_is_cpu(const device_caps *caps)
+{
+    return (caps->type & CL_DEVICE_TYPE_CPU) != 0 && (caps->type & CL_DEVICE_TYPE_GPU) == 0;
+}
+
+unsigned device_vector_width(const device_caps *caps)
+{
+    unsigned vec = 1;
+    while (device_is_cpu(caps) && vec < 16 && vec * 2 <= caps->native_float_width)
+        vec *= 2;
+    return vec;
+}

@@ -5,6 +5,7 @@
 
 #include "clattn/clattn.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 typedef struct device_caps {
@@ -18,6 +19,12 @@ typedef struct device_caps {
     cl_uint compute_units;       /* CL_DEVICE_MAX_COMPUTE_UNITS */
     char platform[256], platform_version[256], driver[256];
 } device_caps;
+
+/* A CPU that is not also a GPU: the devices whose kernels work SIMD-wide inside each work-item. (oclgrind
+ * says it is every type at once; it gets the GPU shape, the one with shared local memory to check.) */
+bool device_is_cpu(const device_caps *caps);
+/* The float vector width such kernels use on this device: its native width up to 16 on a CPU, else 1. */
+unsigned device_vector_width(const device_caps *caps);
 
 /* Query every fact of `caps` for `device`; failures are recorded outside any context. */
 clattn_status device_caps_query(cl_device_id device, device_caps *caps);

@@ -10,7 +10,7 @@
 
 /* Failures of the fused or decode kernels that the staged path can work around: it did not build, or the
  * device cannot run it. */
-static bool fused_can_fall_back(clattn_status st)
+static bool kernel_can_fall_back(clattn_status st)
 {
     return st == CLATTN_ERROR_BUILD_FAILED || st == CLATTN_ERROR_UNSUPPORTED_DEVICE ||
            st == (clattn_status)CL_INVALID_WORK_GROUP_SIZE || st == (clattn_status)CL_OUT_OF_RESOURCES;
@@ -59,7 +59,7 @@ clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, 
     if (path == CLATTN_ALGORITHM_FUSED || path == CLATTN_ALGORITHM_DECODE) {
         clattn_status st = path == CLATTN_ALGORITHM_FUSED ? fused_run(ctx, s, q, k, v, mask, out, lse)
                                                           : decode_run(ctx, s, q, k, v, mask, out, lse);
-        if (st == CLATTN_SUCCESS || s->algorithm != CLATTN_ALGORITHM_AUTO || !fused_can_fall_back(st))
+        if (st == CLATTN_SUCCESS || s->algorithm != CLATTN_ALGORITHM_AUTO || !kernel_can_fall_back(st))
             return st;
         set_warning(ctx, "the %s kernel is not available on %s (%s: %.1500s); the staged path ran instead",
                     path == CLATTN_ALGORITHM_FUSED ? "fused" : "decode", ctx->caps.name, clattn_status_string(st),

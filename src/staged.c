@@ -38,10 +38,8 @@ clattn_status staged_prepare(clattn_context *ctx)
     static const char *const names[KERNEL_COUNT] = {"clattn_score", "clattn_softmax", "clattn_weighted_sum"};
     /* CPUs work VEC lanes wide inside each work-item (PoCL runs a work-item's vector code as written);
      * GPUs one element per work-item. */
-    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0 && (ctx->caps.type & CL_DEVICE_TYPE_GPU) == 0;
-    s->vec = 1;
-    while (cpu && s->vec < 16 && s->vec * 2 <= ctx->caps.native_float_width)
-        s->vec *= 2;
+    const bool cpu = device_is_cpu(&ctx->caps);
+    s->vec = device_vector_width(&ctx->caps);
     s->keys = s->chunks = cpu ? 4 : 1;
     char options[80];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DKEYS=%u -DCHUNKS=%u", s->vec, s->keys, s->chunks);

@@ -60,18 +60,6 @@ static const dcase cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-/* A context of device `dev` that records its kernels' device time, so that a test can see which ran. */
-static clattn_context *profiling_context(size_t dev)
-{
-    clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
-    o.device = tu_dev_spec[dev];
-    o.profile = 1;
-    clattn_context *ctx = NULL;
-    clattn_status st = clattn_context_create_with_options(&ctx, &o);
-    TU_ASSERT_OK(st, NULL, "clattn_context_create_with_options(profile)");
-    return ctx;
-}
-
 /* Launches of the kernel kind `name` since the last read (0 if it did not run). */
 static unsigned long long launches_of(clattn_context *ctx, const char *name)
 {
@@ -91,7 +79,7 @@ START_TEST(test_table)
     const dcase *c = &cases[TU_CASE(_i)];
     const size_t dev = TU_DEVICE(_i);
     tu_set_label("decode \"%s\" on %s", c->name, tu_dev_spec[dev]);
-    clattn_context *ctx = profiling_context(dev);
+    clattn_context *ctx = tu_context_new_profiling(dev);
     clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
     d.kv_heads = c->KVH;
     d.softcap = c->softcap;
@@ -174,7 +162,7 @@ START_TEST(test_auto)
 {
     const size_t dev = TU_DEVICE(_i), L = TU_CASE(_i) + 1; /* 1 … 10 query rows */
     tu_set_label("AUTO with L %zu on %s", L, tu_dev_spec[dev]);
-    clattn_context *ctx = profiling_context(dev);
+    clattn_context *ctx = tu_context_new_profiling(dev);
     clattn_sdpa_desc d = tu_sdpa_desc(1, 2, L, 40, 16, 0);
     const size_t nq = 2 * L * 16, nk = 2 * 40 * 16, no = nq, nw = 2 * L * 40;
     float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);

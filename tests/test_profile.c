@@ -9,17 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-static clattn_context *profiling_context(size_t dev)
-{
-    clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
-    o.device = tu_dev_spec[dev];
-    o.profile = 1;
-    clattn_context *ctx = NULL;
-    clattn_status st = clattn_context_create_with_options(&ctx, &o);
-    TU_ASSERT_OK(st, NULL, "clattn_context_create_with_options(profile)");
-    return ctx;
-}
-
 typedef struct profile {
     size_t count;
     clattn_profile_entry e[CLATTN_PROFILE_MAX_ENTRIES];
@@ -99,7 +88,7 @@ START_TEST(test_kernels_per_path)
 {
     const size_t dev = TU_DEVICE(_i);
     tu_set_label("profile on %s", tu_dev_spec[dev]);
-    clattn_context *ctx = profiling_context(dev);
+    clattn_context *ctx = tu_context_new_profiling(dev);
 
     run_sdpa(ctx, CLATTN_ALGORITHM_FUSED, 0);
     run_sdpa(ctx, CLATTN_ALGORITHM_FUSED, 0);
@@ -148,7 +137,7 @@ START_TEST(test_host_pause_not_counted)
 {
     const size_t dev = TU_DEVICE(_i);
     tu_set_label("profile, a pause between calls, on %s", tu_dev_spec[dev]);
-    clattn_context *ctx = profiling_context(dev);
+    clattn_context *ctx = tu_context_new_profiling(dev);
     run_sdpa(ctx, CLATTN_ALGORITHM_FUSED, 0); /* builds the kernel */
     (void)read_profile(ctx);
     double inside = 0;
@@ -187,7 +176,7 @@ START_TEST(test_bad_use)
     ck_assert_msg(strstr(clattn_last_error(tu_ctx[dev]), "options.profile") != NULL, "detail: %s",
                   clattn_last_error(tu_ctx[dev]));
 
-    clattn_context *ctx = profiling_context(dev);
+    clattn_context *ctx = tu_context_new_profiling(dev);
     ck_assert_int_eq(clattn_profile_read(ctx, e, CLATTN_PROFILE_MAX_ENTRIES, NULL), CLATTN_ERROR_NULL_ARGUMENT);
     ck_assert_int_eq(clattn_profile_read(ctx, NULL, 2, &count), CLATTN_ERROR_NULL_ARGUMENT);
     run_sdpa(ctx, CLATTN_ALGORITHM_STAGED, 1); /* three kinds */

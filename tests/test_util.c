@@ -62,6 +62,17 @@ clattn_context *tu_context_new(const char *spec)
     return ctx;
 }
 
+clattn_context *tu_context_new_profiling(size_t dev)
+{
+    clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
+    o.device = tu_dev_spec[dev];
+    o.profile = 1;
+    clattn_context *ctx = NULL;
+    clattn_status st = clattn_context_create_with_options(&ctx, &o);
+    TU_ASSERT_OK(st, NULL, "clattn_context_create_with_options(profile)");
+    return ctx;
+}
+
 int tu_main(Suite *(*make_suite)(void))
 {
     size_t count = 0;

@@ -180,6 +180,9 @@ void tu_add_loop(Suite *s, const char *name, const TTest *fn, size_t n);
 /* A new context on spec (NULL: the default selection); fails the test unless that succeeds. The
  * caller frees it. */
 clattn_context *tu_context_new(const char *spec);
+/* A new context on device `dev` that records its kernels' device time (options.profile), so that a
+ * test can read which kernels ran; fails the test unless that succeeds. The caller frees it. */
+clattn_context *tu_context_new_profiling(size_t dev);
 
 /* Fails the test unless st (a clattn_status variable) is CLATTN_SUCCESS; the message gives the
  * label, `what`, the status and clattn_last_error(ctx) (ctx NULL: this thread's detail). A macro, so
