@@ -1,5 +1,5 @@
 /* On-disk cache of compiled program binaries, so that a fresh process skips the (slow) OpenCL C
- * compile. An entry is keyed by everything that can change the binary — kernel source (by SHA-256),
+ * compile, and of small tuning records stored the same way. An entry is keyed by everything that can change the binary — kernel source (by SHA-256),
  * build options, platform and its version, device, driver and library version — and carries that key
  * and a checksum of the binary, both checked on load: a stale, truncated or damaged entry is rebuilt
  * from source, never trusted. Entries are written under a temporary name and renamed, so a concurrent
@@ -96,15 +96,13 @@ static bool entry_path(clattn_context *ctx, const char *key, char *out, size_t s
 
 static bool read_exact(FILE *f, void *buf, size_t n) { return fread(buf, 1, n, f) == n; }
 
-cl_program cache_load(clattn_context *ctx, const char *source, const char *options)
+/* The payload of the entry stored under `key` (malloc'd, *len bytes), or NULL: missing, unsafe, stale
+ * (another key in the file) or damaged (wrong length or checksum). */
+static unsigned char *entry_read(clattn_context *ctx, const char *key, size_t *len)
 {
-    if (!cache_dir(ctx))
+    char path[4200];
+    if (!entry_path(ctx, key, path, sizeof path))
         return NULL;
-    char *key = make_key(ctx, source, options), path[4200];
-    if (!key || !entry_path(ctx, key, path, sizeof path)) {
-        free(key);
-        return NULL;
-    }
     /* Not through a symbolic link; only a private regular file of this user. */
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     struct stat st;
@@ -112,45 +110,32 @@ cl_program cache_load(clattn_context *ctx, const char *source, const char *optio
     if (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !owned_and_private(&st) ||
                     (f = fdopen(fd, "rb")) == NULL))
         close(fd);
-    unsigned char *binary = NULL;
-    cl_program program = NULL;
+    unsigned char *payload = NULL;
     char magic[8];
     uint32_t format, key_len;
-    uint64_t binary_len, checksum;
+    uint64_t payload_len, checksum;
     char *stored_key = NULL;
     if (!f || !read_exact(f, magic, 8) || memcmp(magic, cache_magic, 8) != 0 || !read_exact(f, &format, 4) ||
         format != CACHE_FORMAT || !read_exact(f, &key_len, 4) || key_len != strlen(key))
         goto done;
     stored_key = malloc(key_len);
     if (!stored_key || !read_exact(f, stored_key, key_len) || memcmp(stored_key, key, key_len) != 0 ||
-        !read_exact(f, &binary_len, 8) || !read_exact(f, &checksum, 8) || binary_len == 0 ||
-        binary_len > CACHE_MAX_BINARY || (uint64_t)st.st_size != 8 + 4 + 4 + (uint64_t)key_len + 8 + 8 + binary_len)
-        goto done; /* the file's size is checked before anything is allocated for the binary */
-    binary = malloc((size_t)binary_len);
-    if (!binary || !read_exact(f, binary, (size_t)binary_len) || fgetc(f) != EOF ||
-        fnv1a(0xcbf29ce484222325ull, binary, (size_t)binary_len) != checksum)
-        goto done;
-    cl_int err, binary_status;
-    const unsigned char *bin = binary;
-    size_t len = (size_t)binary_len;
-    program = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &len, &bin, &binary_status, &err);
-    if (err != CL_SUCCESS || binary_status != CL_SUCCESS) {
-        if (err == CL_SUCCESS)
-            clReleaseProgram(program);
-        program = NULL;
-        goto done;
+        !read_exact(f, &payload_len, 8) || !read_exact(f, &checksum, 8) || payload_len == 0 ||
+        payload_len > CACHE_MAX_BINARY || (uint64_t)st.st_size != 8 + 4 + 4 + (uint64_t)key_len + 8 + 8 + payload_len)
+        goto done; /* the file's size is checked before anything is allocated for the payload */
+    payload = malloc((size_t)payload_len);
+    if (payload && (!read_exact(f, payload, (size_t)payload_len) || fgetc(f) != EOF ||
+                    fnv1a(0xcbf29ce484222325ull, payload, (size_t)payload_len) != checksum)) {
+        free(payload);
+        payload = NULL;
     }
-    if (clBuildProgram(program, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
-        clReleaseProgram(program); /* a binary the driver no longer accepts: rebuild from source */
-        program = NULL;
-    }
+    if (payload)
+        *len = (size_t)payload_len;
 done:
     if (f)
         fclose(f);
-    free(binary);
     free(stored_key);
-    free(key);
-    return program;
+    return payload;
 }
 
 /* mkdir -p for the cache folder; the folders it creates are private (0700). */
@@ -173,20 +158,13 @@ static bool make_dirs(const char *path)
     return true;
 }
 
-void cache_store(clattn_context *ctx, const char *source, const char *options, cl_program program)
+/* Store `payload` under `key`; failures (read-only or full disk) are ignored. */
+static void entry_write(clattn_context *ctx, const char *key, const void *payload, size_t len)
 {
     const char *dir = cache_dir(ctx);
-    if (!dir)
+    char path[4200], tmp[4300];
+    if (!dir || !make_dirs(dir) || !entry_path(ctx, key, path, sizeof path))
         return;
-    size_t len = 0;
-    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || len == 0 ||
-        len > CACHE_MAX_BINARY)
-        return;
-    unsigned char *binary = malloc(len);
-    char *key = make_key(ctx, source, options), path[4200], tmp[4300];
-    if (!binary || !key || clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) != CL_SUCCESS ||
-        !make_dirs(dir) || !entry_path(ctx, key, path, sizeof path))
-        goto done;
     /* Unique per process and per call, so that threads and processes storing the same entry at once
      * each write their own temporary; the last rename wins, and every rename installs a whole file. */
     static atomic_uint counter;
@@ -196,17 +174,90 @@ void cache_store(clattn_context *ctx, const char *source, const char *options, c
     if (!f) {
         if (fd >= 0)
             close(fd);
-        goto done;
+        return;
     }
     uint32_t format = CACHE_FORMAT, key_len = (uint32_t)strlen(key);
-    uint64_t binary_len = len, checksum = fnv1a(0xcbf29ce484222325ull, binary, len);
+    uint64_t payload_len = len, checksum = fnv1a(0xcbf29ce484222325ull, payload, len);
     bool ok = fwrite(cache_magic, 1, 8, f) == 8 && fwrite(&format, 4, 1, f) == 1 && fwrite(&key_len, 4, 1, f) == 1 &&
-              fwrite(key, 1, key_len, f) == key_len && fwrite(&binary_len, 8, 1, f) == 1 &&
-              fwrite(&checksum, 8, 1, f) == 1 && fwrite(binary, 1, len, f) == len && fflush(f) == 0;
+              fwrite(key, 1, key_len, f) == key_len && fwrite(&payload_len, 8, 1, f) == 1 &&
+              fwrite(&checksum, 8, 1, f) == 1 && fwrite(payload, 1, len, f) == len && fflush(f) == 0;
     ok = fclose(f) == 0 && ok;
     if (!ok || rename(tmp, path) != 0)
         remove(tmp); /* a full or read-only disk: carry on without the cache */
-done:
+}
+
+cl_program cache_load(clattn_context *ctx, const char *source, const char *options)
+{
+    if (!cache_dir(ctx))
+        return NULL;
+    char *key = make_key(ctx, source, options);
+    size_t len = 0;
+    unsigned char *binary = key ? entry_read(ctx, key, &len) : NULL;
+    free(key);
+    if (!binary)
+        return NULL;
+    cl_int err, binary_status;
+    const unsigned char *bin = binary;
+    cl_program program = clCreateProgramWithBinary(ctx->context, 1, &ctx->device, &len, &bin, &binary_status, &err);
     free(binary);
+    if (err != CL_SUCCESS || binary_status != CL_SUCCESS) {
+        if (err == CL_SUCCESS)
+            clReleaseProgram(program);
+        return NULL;
+    }
+    if (clBuildProgram(program, 1, &ctx->device, options, NULL, NULL) != CL_SUCCESS) {
+        clReleaseProgram(program); /* a binary the driver no longer accepts: rebuild from source */
+        return NULL;
+    }
+    return program;
+}
+
+void cache_store(clattn_context *ctx, const char *source, const char *options, cl_program program)
+{
+    if (!cache_dir(ctx))
+        return;
+    size_t len = 0;
+    if (clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof len, &len, NULL) != CL_SUCCESS || len == 0 ||
+        len > CACHE_MAX_BINARY)
+        return;
+    unsigned char *binary = malloc(len);
+    char *key = make_key(ctx, source, options);
+    if (binary && key && clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof binary, &binary, NULL) == CL_SUCCESS)
+        entry_write(ctx, key, binary, len);
+    free(binary);
+    free(key);
+}
+
+/* A record is keyed like a program whose source and options are its name: by device, driver and
+ * library version, so a record made under another of them is never found; the name stays readable
+ * in the entry's key. */
+char *cache_record_load(clattn_context *ctx, const char *name)
+{
+    if (!cache_dir(ctx))
+        return NULL;
+    char *key = make_key(ctx, name, name);
+    size_t len = 0;
+    unsigned char *data = key ? entry_read(ctx, key, &len) : NULL;
+    free(key);
+    char *text = data ? realloc(data, len + 1) : NULL;
+    if (!text) {
+        free(data);
+        return NULL;
+    }
+    text[len] = '\0';
+    if (strlen(text) != len) { /* a NUL inside: not a record clattn wrote */
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+void cache_record_store(clattn_context *ctx, const char *name, const char *text)
+{
+    if (!cache_dir(ctx))
+        return;
+    char *key = make_key(ctx, name, name);
+    if (key && text[0])
+        entry_write(ctx, key, text, strlen(text));
     free(key);
 }

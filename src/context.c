@@ -105,10 +105,13 @@ static clattn_status context_create(clattn_context **out, const clattn_context_o
     *out = NULL;
     clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
     clattn_status st;
-    if (options && (st = versioned_copy(NULL, options, sizeof opts, offsetof(clattn_context_options, reserved),
-                                        OPTIONS_SIZE_0_2,
+    if (options && (st = versioned_copy(NULL, options, sizeof opts, sizeof opts, OPTIONS_SIZE_0_2,
                                         "clattn_context_options", "CLATTN_CONTEXT_OPTIONS_INIT", &opts)) != CLATTN_SUCCESS)
         return st;
+    if (opts.reserved != 0) /* a field in the middle since 0.4 appended `gemm` */
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "clattn_context_options sets its reserved bytes (byte %zu), which must be 0",
+                         offsetof(clattn_context_options, reserved));
     const int app_objects = (opts.opencl_context != NULL) + (opts.opencl_device != NULL) + (opts.opencl_queue != NULL);
     if (app_objects != 0 && app_objects != 3)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "%s: options.opencl_%s is NULL (give all three or none)",

@@ -74,6 +74,59 @@ static clattn_status resolve_tile(clattn_context *ctx, const char *api_tile, con
     return CLATTN_SUCCESS;
 }
 
+/* Digits only, within [lo, hi]; *p moves past them. */
+static bool parse_bounded(const char **p, unsigned lo, unsigned hi, unsigned *out)
+{
+    unsigned long v = 0;
+    if (!isdigit((unsigned char)**p))
+        return false;
+    while (isdigit((unsigned char)**p) && v < 100000)
+        v = v * 10 + (unsigned long)(*(*p)++ - '0');
+    *out = (unsigned)v;
+    return v >= lo && v <= hi;
+}
+
+bool options_parse_gemm(const char *text, gemm_choice *out)
+{
+    gemm_choice c = {GEMM_DEFAULT, 0, 0};
+    if (strcmp(text, "clblast") == 0) {
+        c.impl = GEMM_CLBLAST;
+    } else if (strcmp(text, "clattn") == 0) {
+        c.impl = GEMM_CLATTN;
+    } else {
+        const char *p = text + 7;
+        if (strncmp(text, "clattn:", 7) != 0 || !parse_bounded(&p, 1, 16, &c.rows) || *p++ != 'x' ||
+            !parse_bounded(&p, 1, 8, &c.vectors) || *p != '\0')
+            return false;
+        c.impl = GEMM_CLATTN;
+    }
+    *out = c;
+    return true;
+}
+
+void options_format_gemm(const gemm_choice *c, char *out, size_t size)
+{
+    if (c->impl == GEMM_CLBLAST)
+        snprintf(out, size, "clblast");
+    else if (c->rows)
+        snprintf(out, size, "clattn:%ux%u", c->rows, c->vectors);
+    else
+        snprintf(out, size, "clattn");
+}
+
+static clattn_status resolve_gemm(clattn_context *ctx, const char *api_gemm, context_options *out)
+{
+    const bool from_api = api_gemm != NULL;
+    const char *gemm = from_api ? api_gemm : options_env("CLATTN_GEMM");
+    if (!gemm || !*gemm || options_parse_gemm(gemm, &out->gemm))
+        return CLATTN_SUCCESS;
+    static const char rule[] = "is not clblast, clattn or clattn:RxV (1 ≤ R ≤ 16, 1 ≤ V ≤ 8)";
+    if (from_api)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.gemm \"%.32s\" %s", gemm, rule);
+    set_warning(ctx, "CLATTN_GEMM=\"%.32s\" %s; using the measured or default GEMM", gemm, rule);
+    return CLATTN_SUCCESS;
+}
+
 static bool equals_any(const char *value, const char *const *words, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -148,6 +201,8 @@ clattn_status options_resolve(clattn_context *ctx, const clattn_context_options 
                          &out->kernel_dir);
     if (st == CLATTN_SUCCESS)
         st = resolve_tile(ctx, api->tile, out);
+    if (st == CLATTN_SUCCESS)
+        st = resolve_gemm(ctx, api->gemm, out);
     if (st != CLATTN_SUCCESS)
         options_free(out);
     return st;

@@ -1,12 +1,25 @@
 /* A context's configuration, resolved once when the context is created: what the program set through
  * clattn_context_options, else the environment (CLATTN_CACHE, XDG_CACHE_HOME/HOME, CLATTN_KERNEL_DIR,
- * CLATTN_TILE), else the defaults. Nothing below reads the environment after this. */
+ * CLATTN_TILE, CLATTN_GEMM), else the defaults. Nothing below reads the environment after this. */
 #ifndef CLATTN_OPTIONS_H
 #define CLATTN_OPTIONS_H
 
 #include "clattn/clattn.h"
 
 #include <stdbool.h>
+#include <stddef.h>
+
+/* Which GEMM the projections use (options.gemm, a tuning record or the device's default). */
+typedef enum { GEMM_DEFAULT = 0, GEMM_CLATTN, GEMM_CLBLAST } gemm_impl;
+typedef struct gemm_choice {
+    gemm_impl impl;
+    unsigned rows, vectors; /* clattn's tile: rows × vectors of VEC columns; 0: the device's default */
+} gemm_choice;
+
+/* "clblast", "clattn" or "clattn:RxV" (1 ≤ R ≤ 16, 1 ≤ V ≤ 8), exactly. */
+bool options_parse_gemm(const char *text, gemm_choice *out);
+/* The spelling options_parse_gemm reads back. */
+void options_format_gemm(const gemm_choice *choice, char *out, size_t size);
 
 typedef struct context_options {
     bool cache_enabled;
@@ -14,6 +27,7 @@ typedef struct context_options {
     char *kernel_dir; /* a folder of .cl files that replace the embedded ones, or NULL */
     bool tile_set;    /* a tile override: rows per group, keys per tile, rows per work-item (0: default) */
     unsigned tile_m, tile_n, tile_rows;
+    gemm_choice gemm; /* impl GEMM_DEFAULT: not set (a tuning record or the device decides) */
 } context_options;
 
 /* Fill `out` from `api` (may be NULL: all defaults) and the environment. A malformed value set through

@@ -1,8 +1,14 @@
-/* Projections: CLBlast SGEMM plus a bias kernel, or clattn's own matmul kernel (bias included) on
- * devices where CLBlast cannot launch; and the public clattn_projection. */
+/* Projections Y = X·W (+ bias) and the public clattn_projection. Two GEMMs serve them: clattn's own
+ * register-blocked kernel (cl/gemm.cl, the bias its accumulators' starting value) and CLBlast's SGEMM
+ * followed by a bias pass. Which one a context uses comes from options.gemm, else from clattn_tune's
+ * record for the device, else from the device: clattn's kernel on CPUs (CLBlast's kernels are tuned for
+ * GPUs: about 30 GFLOP/s on PoCL's CPU device where clattn's reaches BLAS speed), CLBlast elsewhere.
+ * Either falls back to the other where it cannot build or launch, with a warning. */
 #include "projection.h"
 
+#include "cache.h"
 #include "context.h"
+#include "device.h"
 #include "error.h"
 #include "fault.h"
 #include "launch.h"
@@ -13,14 +19,16 @@
 #include <clblast_c.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
-
-enum { KERNEL_ADD_BIAS, KERNEL_MATMUL, KERNEL_COUNT };
+#include <string.h>
 
 struct projection_state {
-    cl_program program;
-    cl_kernel kernels[KERNEL_COUNT];
-    bool blas_unusable; /* CLBlast cannot launch here: projections use the matmul kernel from now on */
+    gemm_choice choice; /* what runs: impl, and clattn's tile (resolved, never 0) */
+    cl_program gemm_program, bias_program;
+    cl_kernel gemm, add_bias;
+    unsigned vec; /* the GEMM kernel's VEC */
+    bool blas_unusable; /* CLBlast cannot launch here: projections use clattn's kernel from now on */
     unsigned blas_transient_failures; /* CLBlast calls in a row that ran out of resources */
     bool blas_used;     /* CLBlast holds programs built for this context in its process-wide cache */
 };
@@ -31,27 +39,125 @@ struct projection_state {
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* CLBlast's GEMM kernels launch work groups of 64 items (8×8 and larger tiles): on a device that
- * allows fewer they fail at launch — and print to stderr — so such devices go to clattn's kernel
- * straight away. */
+ * allows fewer they fail at launch — and print to stderr — so such devices use clattn's kernel. */
 #define BLAS_MIN_WORK_GROUP 64
+
+const char projection_record_name[] = "projection GEMM choice, format 1";
+
+/* clattn's tiles where nothing says otherwise, measured on PoCL's CPU device (AVX-512: 6 rows × 3
+ * vectors of 16, 18 of the 32 vector registers as accumulators; 255 GFLOP/s on 512×768·768×2304 where
+ * 8×2 gives 206 and 4×5 226); narrower SIMD (16 registers) gets 6 × 2. GPUs: 4 × 4 per work-item. */
+static void default_tile(const clattn_context *ctx, unsigned vec, gemm_choice *c)
+{
+    if (c->rows)
+        return;
+    const bool cpu = device_is_cpu(&ctx->caps);
+    c->rows = cpu ? 6 : 4;
+    c->vectors = !cpu ? 4 : vec >= 16 ? 3 : 2;
+}
+
+/* The choice before any fallback: options.gemm, else a tuning record, else the device's default. */
+static gemm_choice initial_choice(clattn_context *ctx)
+{
+    gemm_choice c = ctx->options.gemm;
+    if (c.impl != GEMM_DEFAULT)
+        return c;
+    char *record = cache_record_load(ctx, projection_record_name);
+    if (record) {
+        size_t n = strlen(record);
+        if (n > 0 && record[n - 1] == '\n')
+            record[n - 1] = '\0';
+        if (!options_parse_gemm(record, &c) || c.impl == GEMM_DEFAULT) {
+            set_warning(ctx, "the tuning record for %s is damaged; run clattn tune again", ctx->caps.name);
+            c.impl = GEMM_DEFAULT;
+        }
+        free(record);
+    }
+    if (c.impl == GEMM_DEFAULT)
+        c = (gemm_choice){device_is_cpu(&ctx->caps) ? GEMM_CLATTN : GEMM_CLBLAST, 0, 0};
+    return c;
+}
+
+static bool blas_fits(const clattn_context *ctx) { return ctx->caps.max_work_group >= BLAS_MIN_WORK_GROUP; }
+
+static clattn_status build_gemm(clattn_context *ctx, struct projection_state *p)
+{
+    if (p->gemm)
+        return CLATTN_SUCCESS;
+    char options[96];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d", p->vec,
+             p->choice.rows, p->choice.vectors, device_is_cpu(&ctx->caps) ? 0 : 1);
+    static const char *const files[] = {"vec.cl", "gemm.cl"};
+    static const char *const names[] = {"clattn_gemm"};
+    return program_build_kernels(ctx, files, 2, options, names, 1, &p->gemm_program, &p->gemm);
+}
+
+static clattn_status build_bias(clattn_context *ctx, struct projection_state *p)
+{
+    if (p->add_bias)
+        return CLATTN_SUCCESS;
+    static const char *const files[] = {"projection.cl"};
+    static const char *const names[] = {"clattn_add_bias"};
+    return program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &p->bias_program, &p->add_bias);
+}
+
+/* Build what `choice` needs; where clattn's kernel does not build but CLBlast can run, CLBlast instead
+ * (with a warning), and CLBlast on a device whose work groups are too small for it is clattn's kernel. */
+static clattn_status state_build(clattn_context *ctx, struct projection_state *p, bool allow_fallback)
+{
+    if (p->choice.impl == GEMM_CLBLAST && !blas_fits(ctx)) {
+        if (!allow_fallback)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "%s allows work groups of at most %zu items, fewer than CLBlast needs", ctx->caps.name,
+                             ctx->caps.max_work_group);
+        set_warning(ctx, "%s allows work groups of at most %zu items, fewer than CLBlast needs; projections use "
+                    "clattn's own GEMM kernel", ctx->caps.name, ctx->caps.max_work_group);
+        p->choice.impl = GEMM_CLATTN;
+        p->blas_unusable = true;
+    }
+    if (p->choice.impl == GEMM_CLBLAST)
+        return build_bias(ctx, p);
+    clattn_status st = build_gemm(ctx, p);
+    if (st != CLATTN_ERROR_BUILD_FAILED || !allow_fallback || !blas_fits(ctx))
+        return st;
+    set_warning(ctx, "clattn's GEMM kernel does not build on %s (%s); projections use CLBlast", ctx->caps.name,
+                clattn_last_error(ctx));
+    clear_error(ctx);
+    p->choice.impl = GEMM_CLBLAST;
+    return build_bias(ctx, p);
+}
+
+static void state_free(struct projection_state *p)
+{
+    program_release(&p->gemm_program, &p->gemm, 1);
+    program_release(&p->bias_program, &p->add_bias, 1);
+    free(p);
+}
+
+/* A fresh state for `choice` (its tile completed), built. */
+static clattn_status state_create(clattn_context *ctx, gemm_choice choice, bool allow_fallback,
+                                  struct projection_state **out)
+{
+    struct projection_state *p = calloc(1, sizeof *p);
+    if (!p)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the projection state");
+    p->vec = device_vector_width(&ctx->caps);
+    p->choice = choice;
+    default_tile(ctx, p->vec, &p->choice);
+    clattn_status st = state_build(ctx, p, allow_fallback);
+    if (st != CLATTN_SUCCESS) {
+        state_free(p);
+        return st;
+    }
+    *out = p;
+    return CLATTN_SUCCESS;
+}
 
 clattn_status projection_prepare(clattn_context *ctx)
 {
     if (ctx->projection)
         return CLATTN_SUCCESS;
-    struct projection_state *p = calloc(1, sizeof *p);
-    if (!p)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the projection state");
-    static const char *const files[] = {"projection.cl"};
-    static const char *const names[KERNEL_COUNT] = {"clattn_add_bias", "clattn_matmul"};
-    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, KERNEL_COUNT, &p->program,
-                                             p->kernels);
-    if (st != CLATTN_SUCCESS) {
-        free(p);
-        return st;
-    }
-    ctx->projection = p;
-    return CLATTN_SUCCESS;
+    return state_create(ctx, initial_choice(ctx), true, &ctx->projection);
 }
 
 void projection_release(clattn_context *ctx)
@@ -68,10 +174,22 @@ void projection_release(clattn_context *ctx)
         CLBlastClearCache();
         pthread_mutex_unlock(&blas_lock);
     }
-    program_release(&ctx->projection->program, ctx->projection->kernels, KERNEL_COUNT);
-    free(ctx->projection);
+    state_free(ctx->projection);
     ctx->projection = NULL;
 }
+
+clattn_status projection_use(clattn_context *ctx, gemm_choice choice)
+{
+    struct projection_state *p;
+    clattn_status st = state_create(ctx, choice, false, &p);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    projection_release(ctx);
+    ctx->projection = p;
+    return CLATTN_SUCCESS;
+}
+
+gemm_choice projection_choice(const clattn_context *ctx) { return ctx->projection->choice; }
 
 static clattn_status blas_status(clattn_context *ctx, CLBlastStatusCode code, const char *what)
 {
@@ -91,14 +209,18 @@ static bool blas_cannot_launch(clattn_status st)
 
 /* CL_OUT_OF_RESOURCES may pass (another program held the device) or may be how a device says that
  * CLBlast's kernels never fit: each such call falls back on its own, and only this many in a row
- * switch the context to the matmul kernel for good. */
+ * switch the context to clattn's kernel for good. */
 #define BLAS_TRANSIENT_LIMIT 3
 
-/* Y = X·W (+ bias) with clattn's own kernel, for devices CLBlast cannot serve. */
-static clattn_status matmul_kernel(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
-                                   cl_mem w, cl_mem bias, cl_mem y)
+/* Y = X·W (+ bias) with clattn's kernel: one work-item per tile of rows × vectors·VEC columns. */
+static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
+                                 cl_mem w, cl_mem bias, cl_mem y)
 {
-    kernel_args a = kernel_args_begin(ctx->projection->kernels[KERNEL_MATMUL]);
+    struct projection_state *p = ctx->projection;
+    clattn_status st = build_gemm(ctx, p); /* built already unless CLBlast is falling back */
+    if (st != CLATTN_SUCCESS)
+        return st;
+    kernel_args a = kernel_args_begin(p->gemm);
     karg_mem(&a, x);
     karg_mem(&a, w);
     karg_mem(&a, bias);
@@ -106,21 +228,22 @@ static clattn_status matmul_kernel(clattn_context *ctx, size_t rows, size_t in_d
     karg_ulong(&a, rows);
     karg_ulong(&a, in_dim);
     karg_ulong(&a, out_dim);
-    const size_t global[2] = {out_dim, rows};
-    return kernel_launch_auto(ctx, &a, "projection (fallback matmul)", 2, global);
+    const size_t row_tiles = (rows + p->choice.rows - 1) / p->choice.rows;
+    const size_t col_tiles = (out_dim + p->vec * p->choice.vectors - 1) / (p->vec * p->choice.vectors);
+    if (!device_is_cpu(&ctx->caps)) { /* GPUs: columns along dimension 0, groups the device's size */
+        const size_t global[2] = {col_tiles, row_tiles};
+        return kernel_launch_auto(ctx, &a, "projection GEMM (clattn)", 2, global);
+    }
+    /* CPUs: a work-group per tile (its vector code is the work-item's), rows along dimension 0. */
+    const size_t global[2] = {row_tiles, col_tiles}, local[2] = {1, 1};
+    return kernel_launch(ctx, &a, "projection GEMM (clattn)", 2, global, local);
 }
 
-clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
-                             cl_mem bias, cl_mem y)
+/* Y = X·W with CLBlast, then the bias; a launch CLBlast cannot make falls back to clattn's kernel. */
+static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
+                               cl_mem bias, cl_mem y)
 {
     struct projection_state *p = ctx->projection;
-    if (!p->blas_unusable && ctx->caps.max_work_group < BLAS_MIN_WORK_GROUP) {
-        set_warning(ctx, "%s allows work groups of at most %zu items, fewer than CLBlast needs; projections use "
-                    "clattn's own matmul kernel", ctx->caps.name, ctx->caps.max_work_group);
-        p->blas_unusable = true;
-    }
-    if (p->blas_unusable)
-        return matmul_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
     /* CLBlast hands back the event of its last kernel only (a GEMM may pad and transpose first): a
      * marker before it starts the profiled span. */
     cl_event since = NULL, event = NULL;
@@ -147,27 +270,36 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
     const bool transient = st == (clattn_status)CL_OUT_OF_RESOURCES;
     p->blas_transient_failures = transient ? p->blas_transient_failures + 1 : 0;
     if (transient && p->blas_transient_failures < BLAS_TRANSIENT_LIMIT) {
-        set_warning(ctx, "CLBlast ran out of resources on %s (%s); this projection uses clattn's own matmul kernel",
+        set_warning(ctx, "CLBlast ran out of resources on %s (%s); this projection uses clattn's GEMM kernel",
                     ctx->caps.name, clattn_last_error(ctx));
         clear_error(ctx);
-        return matmul_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
     }
     if (transient || blas_cannot_launch(st)) {
-        set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's own matmul kernel", ctx->caps.name,
+        set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's GEMM kernel", ctx->caps.name,
                     clattn_last_error(ctx));
         clear_error(ctx);
         p->blas_unusable = true;
-        return matmul_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
     }
     if (st != CLATTN_SUCCESS || !bias)
         return st;
-    kernel_args a = kernel_args_begin(p->kernels[KERNEL_ADD_BIAS]);
+    kernel_args a = kernel_args_begin(p->add_bias);
     karg_mem(&a, y);
     karg_mem(&a, bias);
     karg_ulong(&a, rows);
     karg_ulong(&a, out_dim);
     const size_t global[2] = {out_dim, rows};
     return kernel_launch_auto(ctx, &a, "projection bias", 2, global);
+}
+
+clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
+                             cl_mem bias, cl_mem y)
+{
+    const struct projection_state *p = ctx->projection;
+    if (p->choice.impl == GEMM_CLBLAST && !p->blas_unusable)
+        return blas_gemm(ctx, rows, in_dim, out_dim, x, w, bias, y);
+    return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
 }
 
 clattn_status clattn_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,

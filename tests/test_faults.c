@@ -327,17 +327,20 @@ static void check_projection(clattn_context *ctx, cl_mem x, cl_mem w, cl_mem y, 
 
 static bool warned(clattn_context *ctx, const char *what) { return strstr(clattn_last_warning(ctx), what) != NULL; }
 
-/* CL_OUT_OF_RESOURCES from CLBlast may pass: the call falls back to clattn's matmul with a warning,
- * and the next call uses CLBlast again; only BLAS_TRANSIENT_LIMIT (3) such failures in a row switch
- * the context to the matmul for good. Whether CLBlast or the matmul ran is seen by failing point 1
- * again: it is CLBlast's (the call recovers) until the switch, the matmul's launch after it (the call
- * fails). Needs a device CLBlast can launch on (work groups of 64). */
+/* CL_OUT_OF_RESOURCES from CLBlast may pass: the call falls back to clattn's GEMM kernel with a
+ * warning, and the next call uses CLBlast again; only BLAS_TRANSIENT_LIMIT (3) such failures in a row
+ * switch the context to clattn's kernel for good. Whether CLBlast or clattn's kernel ran is seen by
+ * failing point 1 again: it is CLBlast's (the call recovers) until the switch, the kernel's launch
+ * after it (the call fails). Needs a device CLBlast can launch on (work groups of 64). */
 START_TEST(test_blas_transient)
 {
     const size_t dev = TU_DEVICE(_i);
     tu_set_label("CLBlast out of resources, on %s", tu_dev_spec[dev]);
     clattn_context *ctx = NULL;
-    TU_ASSERT_OK(clattn_context_create(&ctx, tu_dev_spec[dev]), NULL, "clattn_context_create");
+    clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
+    o.device = tu_dev_spec[dev];
+    o.gemm = "clblast"; /* CPUs default to clattn's kernel */
+    TU_ASSERT_OK(clattn_context_create_with_options(&ctx, &o), NULL, "clattn_context_create_with_options");
     size_t max_wg = 0;
     clGetDeviceInfo(clattn_context_device(ctx), CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
     static float hx[PR * PI], hw[PI * PO];
@@ -354,12 +357,12 @@ START_TEST(test_blas_transient)
     check_projection(ctx, x, w, y, hx, hw, "unarmed");
     ck_assert_msg(clattn__fault_points() == 1, "%s: %lu failure points in one projection, expected 1", tu_label(),
                   clattn__fault_points());
-    /* With work groups under 64 items CLBlast is never called: only the matmul, from the start. */
+    /* With work groups under 64 items CLBlast is never called: only clattn's kernel, from the start. */
     for (int call = 1; call <= 4 && max_wg >= 64; call++) {
         clattn__fault_arm_code(1, CL_OUT_OF_RESOURCES);
         check_projection(ctx, x, w, y, hx, hw, "CLBlast out of resources");
         clattn__fault_arm(0);
-        /* calls 2, 3 and 4 fail in a row: the third of them switches to the matmul for good */
+        /* calls 2, 3 and 4 fail in a row: the third of them switches to clattn's kernel for good */
         const char *expected = call < 4 ? "ran out of resources" : "cannot run";
         ck_assert_msg(warned(ctx, expected), "%s: call %d: no warning \"%s\": \"%s\"", tu_label(), call, expected,
                       clattn_last_warning(ctx));
@@ -374,9 +377,9 @@ START_TEST(test_blas_transient)
     clattn_status st = clattn_projection(ctx, PR, PI, PO, x, w, NULL, y);
     clattn__fault_arm(0);
     ck_assert_msg(st == (clattn_status)CL_OUT_OF_RESOURCES,
-                  "%s: after the switch, point 1 should be the matmul's launch (error), got %s", tu_label(),
+                  "%s: after the switch, point 1 should be the kernel's launch (error), got %s", tu_label(),
                   clattn_status_string(st));
-    check_projection(ctx, x, w, y, hx, hw, "the matmul after the switch");
+    check_projection(ctx, x, w, y, hx, hw, "clattn's kernel after the switch");
     clReleaseMemObject(x);
     clReleaseMemObject(w);
     clReleaseMemObject(y);

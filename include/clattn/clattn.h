@@ -182,10 +182,17 @@ typedef struct clattn_context_options {
      * (opencl_queue) must have it. (Since 0.2.1.) */
     int profile;
     int reserved; /* 0 */
+    /* Since 0.4. The GEMM of the projections: "clblast" (CLBlast's SGEMM and a bias pass), "clattn"
+     * (clattn's own register-blocked kernel, bias included) or "clattn:RxV" (that kernel with tiles of
+     * R rows × V vectors of the device's SIMD width; 1 ≤ R ≤ 16, 1 ≤ V ≤ 8). NULL: CLATTN_GEMM (a
+     * malformed value there is ignored with a warning), else what clattn_tune measured for this device,
+     * driver and library version, else the device's default: clattn's kernel on CPUs, CLBlast elsewhere.
+     * "": that measured choice or default. A malformed value here is CLATTN_ERROR_INVALID_VALUE. */
+    const char *gemm;
 } clattn_context_options;
 
 #define CLATTN_CONTEXT_OPTIONS_INIT \
-    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL, 0, 0 }
+    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL, 0, 0, NULL }
 
 /* Create a context as `options` say (NULL: every default). Kernels are compiled on the first call that
  * needs them and reused for the life of the context. */
@@ -224,8 +231,8 @@ typedef struct clattn_profile_entry {
     /* "fused attention", "score", "softmax", "weighted-sum", "projection GEMM (CLBlast)" (one
      * entry per GEMM call, however many kernels CLBlast runs for it: timed from a marker enqueued
      * just before the call to the end of its last kernel, so on an idle queue CLBlast's own
-     * launch time is counted too), "projection bias", "projection (fallback matmul)"; static
-     * strings. */
+     * launch time is counted too), "projection bias", "projection GEMM (clattn)" (clattn's own
+     * GEMM kernel, bias included); static strings. */
     const char *name;
     cl_ulong launches;  /* kernels of this kind that ran */
     cl_ulong device_ns; /* their device time, summed, in nanoseconds */
@@ -240,6 +247,26 @@ typedef struct clattn_profile_entry {
  * `capacity` holds: CLATTN_ERROR_BUFFER_TOO_SMALL, *count the number needed, nothing reset. */
 CLATTN_API clattn_status clattn_profile_read(clattn_context *ctx, clattn_profile_entry *entries, size_t capacity,
                                              size_t *count);
+
+/* What clattn_tune measured and chose (since 0.4). */
+typedef struct clattn_tune_result {
+    char gemm[32];         /* the projection GEMM now in use, in options.gemm's syntax ("clattn:6x3") */
+    double gemm_gflops;    /* its speed on the tuning shape (X 512×768 · W 768×2304) */
+    double clblast_gflops; /* CLBlast's speed there (0: it could not run on this device) */
+    double clattn_gflops;  /* the speed of clattn's fastest tile there (0: its kernel did not build) */
+    unsigned candidates;   /* GEMMs measured (CLBlast and each tile of clattn's kernel) */
+    double seconds;        /* wall time of the whole tuning, compiles included */
+} clattn_tune_result;
+
+/* Measure the projection GEMMs on ctx's device — CLBlast's SGEMM and clattn's own kernel with several
+ * tiles, each compiled, warmed up and timed at its best of three runs — and use the fastest from now
+ * on. The choice is stored with the program cache as a record keyed by device, driver and library
+ * version, so later contexts on the same device start with it (unless options.gemm says otherwise);
+ * a record from another driver or version is never found, and a damaged one is ignored with a warning
+ * (the device's default is used until clattn_tune runs again). Takes seconds (every candidate is
+ * compiled, CLBlast's kernels included); nothing tunes implicitly. Blocks until done; result may be
+ * NULL. Fails only when no candidate runs at all. */
+CLATTN_API clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result);
 
 /* Block until all work clattn enqueued on the context's queue has finished. */
 CLATTN_API clattn_status clattn_finish(clattn_context *ctx);

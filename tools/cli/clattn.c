@@ -16,6 +16,7 @@ static const char usage[] =
     "  mha       a multi-head attention layer on .npy inputs and weights\n"
     "  demo      the tutorial's worked example, \"我 爱 人工 智能\"\n"
     "  bench     time a fixed set of cases (fused, decode and staged paths) on one device\n"
+    "  tune      measure the projection GEMMs on a device and record the fastest\n"
     "\n"
     "Run 'clattn <command> --help' for a command's options. --device SPEC (P:D, cpu, gpu, accelerator\n"
     "or part of a device name) overrides CLATTN_DEVICE. Exit status: 0 success, 1 OpenCL or library\n"
@@ -55,6 +56,7 @@ static int run(int argc, char **argv)
     }
     static const struct { const char *name; int (*run)(int, char **); } commands[] = {
         {"devices", cmd_devices}, {"sdpa", cmd_sdpa}, {"mha", cmd_mha}, {"demo", cmd_demo}, {"bench", cmd_bench},
+        {"tune", cmd_tune},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)

@@ -411,3 +411,17 @@ void cli_progress_stop(cli_progress *p)
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
+
+void cli_print_json_string(const char *s)
+{
+    putchar('"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            printf("\\%c", *p);
+        else if (*p < 0x20)
+            printf("\\u%04x", *p);
+        else
+            putchar(*p);
+    }
+    putchar('"');
+}

@@ -55,6 +55,9 @@ int cli_check_distinct_outputs(const char *command, const char *const *flags, co
  * kernel fell back to the staged path, CLBlast to clattn's matmul, a malformed CLATTN_TILE, ... */
 void cli_report_warning(const char *command, const clattn_context *ctx);
 
+/* A JSON string literal of s on stdout, quotes and control characters escaped. */
+void cli_print_json_string(const char *s);
+
 /* Creates a context for --device SPEC (NULL: the default device), reporting its warnings. On failure
  * reports and returns the exit status. */
 int cli_open_context(const char *command, const char *spec, clattn_context **ctx);

@@ -82,20 +82,6 @@ static size_t load_devices(device_facts **out, int *rc)
     return count;
 }
 
-static void print_json_string(const char *s)
-{
-    putchar('"');
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            printf("\\%c", *p);
-        else if (*p < 0x20)
-            printf("\\u%04x", *p);
-        else
-            putchar(*p);
-    }
-    putchar('"');
-}
-
 static const char *type_name(cl_device_type t)
 {
     return t & CL_DEVICE_TYPE_GPU ? "gpu" : t & CL_DEVICE_TYPE_CPU ? "cpu" : t & CL_DEVICE_TYPE_ACCELERATOR ? "accelerator" : "other";
@@ -107,17 +93,17 @@ static void print_json(const device_facts *f, size_t n)
     for (size_t i = 0; i < n; i++) {
         const device_facts *d = &f[i];
         printf("%s\n    {\"spec\": \"%u:%u\", \"platform\": ", i ? "," : "", d->info.platform_index, d->info.device_index);
-        print_json_string(d->info.platform_name);
+        cli_print_json_string(d->info.platform_name);
         printf(", \"name\": ");
-        print_json_string(d->info.name);
+        cli_print_json_string(d->info.name);
         printf(", \"vendor\": ");
-        print_json_string(d->info.vendor);
+        cli_print_json_string(d->info.vendor);
         printf(", \"type\": \"%s\", \"opencl_version\": ", type_name(d->info.type));
-        print_json_string(d->cl_version);
+        cli_print_json_string(d->cl_version);
         printf(", \"opencl_c_version\": ");
-        print_json_string(d->c_version);
+        cli_print_json_string(d->c_version);
         printf(", \"driver_version\": ");
-        print_json_string(d->driver);
+        cli_print_json_string(d->driver);
         printf(",\n     \"compute_units\": %u, \"clock_mhz\": %u, \"global_mem_bytes\": %llu, "
                "\"local_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, \"max_work_group_size\": %zu,\n"
                "     \"fp16\": %s, \"fp64\": %s, \"subgroups\": %s, \"default\": %s}",

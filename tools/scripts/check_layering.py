@@ -36,10 +36,11 @@ ORDER = [
     "profile.c",                       # kernels' device time from their profiling events
     "launch.h", "launch.c",            # tensor views, kernel arguments, launches
     "sha256.h", "sha256.c",            # SHA-256, for the cache's keys
-    "cache.h", "cache.c",              # on-disk program binaries
+    "cache.h", "cache.c",              # on-disk program binaries and tuning records
     "program.h", "program.c",          # kernel sources, builds, build logs
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
-    "projection.h", "projection.c",    # GEMM (CLBlast or clattn's kernel) + bias
+    "projection.h", "projection.c",    # GEMM (clattn's kernel, or CLBlast + bias), chosen per device
+    "tune.c",                          # clattn_tune: the projection GEMMs measured, the choice recorded
     "staged.h", "staged.c",            # score / softmax / weighted-sum path, the public stage calls
     "fused.h", "fused.c",              # the fused flash kernel
     "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged

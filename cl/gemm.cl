@@ -1,0 +1,87 @@
+/* clattn's own GEMM for projections: Y = X·W (+ bias), X (rows, in), W (in, out), Y (rows, out), all
+ * row-major and contiguous.
+ *
+ * One work-item computes a tile of MR rows × NR = NV·VEC columns, its MR·NV vector accumulators held in
+ * registers: per k, NV vectors of W's row k and MR broadcasts of X feed MR·NV multiply-adds, the
+ * register blocking of a BLAS micro-kernel. On CPUs VEC is the SIMD width and the tiles are large
+ * (PoCL runs a work-item's vector code as written); on GPUs VEC is 1 and a work-item's tile is small.
+ * The bias is the accumulators' starting value, so it costs no pass of its own.
+ *
+ * Which grid dimension walks the rows is a build option (ROW_DIM): on CPUs dimension 0, so the work-groups
+ * one thread takes in turn share a panel of W (in × NR) that stays in its cache while the rows go by;
+ * on GPUs dimension 1, so neighbouring work-items read neighbouring columns of W.
+ *
+ * Build options: VEC, MR, NV, ROW_DIM. */
+
+#define NR (VEC * NV)
+
+/* One tile. `full` (a constant where it is inlined) says whether all NR columns exist: the inner loop
+ * then reads W in whole vectors, else lane by lane with zeros past the edge. */
+inline void gemm_tile(__global const float *x, __global const float *w, __global const float *bias,
+                      __global float *y, ulong rows, ulong in, ulong out, ulong r0, ulong c0, const bool full)
+{
+    vec_t acc[MR][NV];
+    UNROLL for (int u = 0; u < NV; u++) {
+        vec_t start = (vec_t)0.0f;
+        if (bias) {
+            float lane[NR];
+            for (int t = 0; t < NR; t++)
+                lane[t] = c0 + t < out ? bias[c0 + t] : 0.0f;
+            start = VLOAD(lane + u * VEC);
+        }
+        UNROLL for (int r = 0; r < MR; r++)
+            acc[r][u] = start;
+    }
+    /* Rows past the end read the last row (in bounds) and are never stored. */
+    __global const float *xr[MR];
+    UNROLL for (int r = 0; r < MR; r++)
+        xr[r] = x + min(r0 + r, rows - 1) * in;
+    __global const float *wk = w + c0;
+    for (ulong k = 0; k < in; k++, wk += out) {
+        vec_t wv[NV];
+        if (full) {
+            UNROLL for (int u = 0; u < NV; u++)
+                wv[u] = VLOAD(wk + u * VEC);
+        } else {
+            float lane[NR];
+            for (int t = 0; t < NR; t++)
+                lane[t] = c0 + t < out ? wk[t] : 0.0f;
+            UNROLL for (int u = 0; u < NV; u++)
+                wv[u] = VLOAD(lane + u * VEC);
+        }
+        UNROLL for (int r = 0; r < MR; r++) {
+            const vec_t xv = (vec_t)xr[r][k];
+            UNROLL for (int u = 0; u < NV; u++)
+                acc[r][u] = fma(xv, wv[u], acc[r][u]);
+        }
+    }
+    UNROLL for (int r = 0; r < MR; r++) {
+        if (r0 + r >= rows)
+            break;
+        __global float *yr = y + (r0 + r) * out + c0;
+        if (full) {
+            UNROLL for (int u = 0; u < NV; u++)
+                VSTORE(acc[r][u], yr + u * VEC);
+        } else {
+            float lane[NR];
+            UNROLL for (int u = 0; u < NV; u++)
+                VSTORE(acc[r][u], lane + u * VEC);
+            for (int t = 0; t < NR; t++)
+                if (c0 + t < out)
+                    yr[t] = lane[t];
+        }
+    }
+}
+
+__kernel void clattn_gemm(__global const float *x, __global const float *w, __global const float *bias,
+                          __global float *y, ulong rows, ulong in, ulong out)
+{
+    const ulong r0 = get_global_id(ROW_DIM) * MR;
+    const ulong c0 = get_global_id(1 - ROW_DIM) * NR;
+    if (r0 >= rows || c0 >= out)
+        return;
+    if (c0 + NR <= out)
+        gemm_tile(x, w, bias, y, rows, in, out, r0, c0, true);
+    else
+        gemm_tile(x, w, bias, y, rows, in, out, r0, c0, false);
+}

@@ -1,0 +1,120 @@
+/* clattn_tune: measure the projection GEMMs on the context's device and keep the fastest, in the
+ * context and as a record with the program cache for later contexts. */
+#define _POSIX_C_SOURCE 200809L
+#include "cache.h"
+#include "context.h"
+#include "device.h"
+#include "error.h"
+#include "projection.h"
+#include "validate.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* The shape measured: a BERT-base layer's Q, K and V projections in one (X 512×768 · W 768×2304). */
+#define TUNE_ROWS 512
+#define TUNE_IN 768
+#define TUNE_OUT 2304
+/* Timed runs per candidate, after one untimed warm-up; the best counts (the least disturbed). */
+#define TUNE_RUNS 3
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* GFLOP/s of the context's current projection GEMM on the tuning shape, or 0 when it fails to run. */
+static double measure(clattn_context *ctx, cl_mem x, cl_mem w, cl_mem bias, cl_mem y)
+{
+    double best = 0;
+    for (int run = 0; run <= TUNE_RUNS; run++) {
+        const double start = seconds_now();
+        if (projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, x, w, bias, y) != CLATTN_SUCCESS ||
+            clFinish(ctx->queue) != CL_SUCCESS)
+            return 0;
+        const double gflops = 2.0 * TUNE_ROWS * TUNE_IN * TUNE_OUT / (seconds_now() - start) * 1e-9;
+        if (run > 0 && gflops > best)
+            best = gflops;
+    }
+    return best;
+}
+
+/* clattn's tiles worth trying: rows × vectors whose accumulators fit a register file. On CPUs the
+ * vectors are SIMD-wide (so 18 and 24 accumulators suit 32 registers, 8–12 suit 16); on GPUs a
+ * work-item's tile is a few scalars. */
+static const unsigned cpu_tiles[][2] = {{4, 2}, {6, 2}, {8, 2}, {4, 3}, {6, 3}, {8, 3}, {4, 4}};
+static const unsigned gpu_tiles[][2] = {{2, 2}, {4, 2}, {4, 4}, {8, 4}, {8, 8}};
+
+clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result)
+{
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    const double start = seconds_now();
+    clattn_tune_result r;
+    memset(&r, 0, sizeof r);
+    cl_int err;
+    cl_mem buffers[4] = {NULL, NULL, NULL, NULL};
+    const size_t elems[4] = {TUNE_ROWS * TUNE_IN, TUNE_IN * TUNE_OUT, TUNE_OUT, TUNE_ROWS * TUNE_OUT};
+    for (int i = 0; i < 4; i++) {
+        buffers[i] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, elems[i] * sizeof(float), NULL, &err);
+        if (err != CL_SUCCESS) {
+            st = cl_error(ctx, err, "allocating the tuning buffers");
+            goto done;
+        }
+        /* Small values, the same everywhere: no denormals or overflow to slow a run down. */
+        const float value = 1.0f / 64;
+        if ((err = clEnqueueFillBuffer(ctx->queue, buffers[i], &value, sizeof value, 0, elems[i] * sizeof(float), 0,
+                                       NULL, NULL)) != CL_SUCCESS) {
+            st = cl_error(ctx, err, "filling the tuning buffers");
+            goto done;
+        }
+    }
+
+    const bool cpu = device_is_cpu(&ctx->caps);
+    const size_t ntiles = cpu ? sizeof cpu_tiles / sizeof cpu_tiles[0] : sizeof gpu_tiles / sizeof gpu_tiles[0];
+    gemm_choice best = {GEMM_DEFAULT, 0, 0};
+    double best_gflops = 0;
+    for (size_t i = 0; i <= ntiles; i++) { /* candidate 0 is CLBlast */
+        gemm_choice c = {GEMM_CLBLAST, 0, 0};
+        if (i > 0)
+            c = (gemm_choice){GEMM_CLATTN, cpu ? cpu_tiles[i - 1][0] : gpu_tiles[i - 1][0],
+                              cpu ? cpu_tiles[i - 1][1] : gpu_tiles[i - 1][1]};
+        double gflops = 0;
+        if (projection_use(ctx, c) == CLATTN_SUCCESS)
+            gflops = measure(ctx, buffers[0], buffers[1], buffers[2], buffers[3]);
+        clear_error(ctx); /* a candidate that cannot run is just not chosen */
+        r.candidates++;
+        if (i == 0)
+            r.clblast_gflops = gflops;
+        else if (gflops > r.clattn_gflops)
+            r.clattn_gflops = gflops;
+        if (gflops > best_gflops) {
+            best_gflops = gflops;
+            best = c;
+        }
+    }
+    if (best.impl == GEMM_DEFAULT) {
+        projection_release(ctx); /* the next call prepares the default again */
+        st = set_error(ctx, CLATTN_ERROR_BLAS, "clattn_tune: no projection GEMM ran on %s", ctx->caps.name);
+        goto done;
+    }
+    if ((st = projection_use(ctx, best)) != CLATTN_SUCCESS)
+        goto done;
+    options_format_gemm(&best, r.gemm, sizeof r.gemm);
+    char line[40];
+    snprintf(line, sizeof line, "%s\n", r.gemm);
+    cache_record_store(ctx, projection_record_name, line);
+    r.gemm_gflops = best_gflops;
+    r.seconds = seconds_now() - start;
+    if (result)
+        *result = r;
+done:
+    for (int i = 0; i < 4; i++)
+        if (buffers[i])
+            clReleaseMemObject(buffers[i]);
+    return st;
+}
