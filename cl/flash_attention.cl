@@ -34,6 +34,9 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
 {
     __local float kt[DK * BLOCK_N];
     __local float vt[BLOCK_N * DV];
+    /* Per key of the tile: does its value row hold an inf or NaN? Only then must a weight of 0 skip it
+     * (0·inf = NaN); finite rows take the vector path whatever their weights. */
+    __local uchar v_nonfinite[BLOCK_N];
 
     /* Grouped-query attention: a work-group serves one K/V head, and its rows are those of the
      * `group` query heads that share it, packed query by query — packed row ρ is query ρ / group of
@@ -97,8 +100,13 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             const bool in = j < kv_len;
             for (int d = 0; d < DK; d++)
                 kt[d * BLOCK_N + jj] = (in && (ulong)d < dk) ? k_head[j * k_rs + d] : 0.0f;
-            for (int d = 0; d < DV; d++)
-                vt[jj * DV + d] = (in && (ulong)d < dv) ? v_head[j * v_rs + d] : 0.0f;
+            bool bad = false;
+            for (int d = 0; d < DV; d++) {
+                const float value = (in && (ulong)d < dv) ? v_head[j * v_rs + d] : 0.0f;
+                vt[jj * DV + d] = value;
+                bad |= !isfinite(value);
+            }
+            v_nonfinite[jj] = bad;
         }
 #else
         /* GPU: neighbouring work-items copy neighbouring elements, so global reads coalesce. */
@@ -109,6 +117,13 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         for (ulong t = lid; t < BLOCK_N * DV; t += BLOCK_M) {
             const ulong jj = t / DV, d = t % DV, j = j0 + jj;
             vt[t] = (j < kv_len && d < dv) ? v_head[j * v_rs + d] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
+            bool bad = false;
+            for (int d = 0; d < DV; d++)
+                bad |= !isfinite(vt[jj * DV + d]);
+            v_nonfinite[jj] = bad;
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -171,7 +186,11 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                 /* While every key so far is masked (m = −inf) the row has nothing to add. */
                 float sum = 0.0f;
                 UNROLL for (int u = 0; u < KV; u++) {
-                    const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r][u] - m[r]);
+                    /* Weights below FLT_MIN become 0: subnormal operands make every multiply-add with
+                     * them many times slower on x86 CPUs (4× for a BERT layer's attention), and
+                     * against a row sum of at least 1 they are below float's resolution anyway. */
+                    const vec_t e = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r][u] - m[r]);
+                    const vec_t p = FLUSH_SUBNORMAL(e);
                     sum += HSUM(p);
                     zero_weight |= ANY_ZERO(p);
                     VSTORE(p, pj[r] + u * VEC);
@@ -179,9 +198,13 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                 l[r] += sum;
             }
             /* Where some key of the step has weight 0 for some row — masked (its score is −inf), or so
-             * far below the row maximum that exp underflowed — the rows skip it one by one: its value,
-             * even inf or NaN, adds nothing (0·inf would be NaN), as on the staged path. */
-            const bool partial = zero_weight;
+             * far below the row maximum that exp underflowed — and its value row holds an inf or NaN,
+             * the rows skip such keys one by one: the value adds nothing (0·inf would be NaN), as on
+             * the staged path. With finite values 0·v adds nothing anyway, so the vector path serves. */
+            bool partial = false;
+            if (zero_weight)
+                for (int x = 0; x < STEP; x++)
+                    partial |= v_nonfinite[sub + x] != 0;
             for (int x = 0; x < STEP; x++) {
                 __local const float *vrow = vt + (sub + x) * DV;
                 if (partial) {

@@ -7,6 +7,10 @@
  * (PoCL runs a work-item's vector code as written); on GPUs VEC is 1 and a work-item's tile is small.
  * The bias is the accumulators' starting value, so it costs no pass of its own.
  *
+ * Y is written either as it is (rows, out), or split into heads: with head_dim > 0, row r = b·seq_len + i
+ * and column c = h·head_dim + d land at (b, h, i, d) of a (B, out / head_dim, seq_len, head_dim) tensor —
+ * an attention layer's Q, K or V with each head contiguous, in the same pass.
+ *
  * Which grid dimension walks the rows is a build option (ROW_DIM): on CPUs dimension 0, so the work-groups
  * one thread takes in turn share a panel of W (in × NR) that stays in its cache while the rows go by;
  * on GPUs dimension 1, so neighbouring work-items read neighbouring columns of W.
@@ -17,8 +21,18 @@
 
 /* One tile. `full` (a constant where it is inlined) says whether all NR columns exist: the inner loop
  * then reads W in whole vectors, else lane by lane with zeros past the edge. */
+/* Where Y's element (r, c) lives (see above). */
+inline ulong gemm_out_offset(ulong r, ulong c, ulong out, ulong seq_len, ulong head_dim)
+{
+    if (head_dim == 0)
+        return r * out + c;
+    const ulong b = r / seq_len, i = r % seq_len, h = c / head_dim, d = c % head_dim;
+    return ((b * (out / head_dim) + h) * seq_len + i) * head_dim + d;
+}
+
 inline void gemm_tile(__global const float *x, __global const float *w, __global const float *bias,
-                      __global float *y, ulong rows, ulong in, ulong out, ulong r0, ulong c0, const bool full)
+                      __global float *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim, ulong r0,
+                      ulong c0, const bool full)
 {
     vec_t acc[MR][NV];
     UNROLL for (int u = 0; u < NV; u++) {
@@ -58,30 +72,31 @@ inline void gemm_tile(__global const float *x, __global const float *w, __global
     UNROLL for (int r = 0; r < MR; r++) {
         if (r0 + r >= rows)
             break;
-        __global float *yr = y + (r0 + r) * out + c0;
-        if (full) {
-            UNROLL for (int u = 0; u < NV; u++)
-                VSTORE(acc[r][u], yr + u * VEC);
-        } else {
-            float lane[NR];
-            UNROLL for (int u = 0; u < NV; u++)
-                VSTORE(acc[r][u], lane + u * VEC);
-            for (int t = 0; t < NR; t++)
-                if (c0 + t < out)
-                    yr[t] = lane[t];
+        /* A vector whose columns lie in one head (always, when VEC divides head_dim) is stored whole. */
+        UNROLL for (int u = 0; u < NV; u++) {
+            const ulong c = c0 + u * VEC;
+            if (c + VEC <= out && (head_dim == 0 || c % head_dim + VEC <= head_dim)) {
+                VSTORE(acc[r][u], y + gemm_out_offset(r0 + r, c, out, seq_len, head_dim));
+            } else {
+                float lane[VEC];
+                VSTORE(acc[r][u], lane);
+                for (int t = 0; t < VEC; t++)
+                    if (c + t < out)
+                        y[gemm_out_offset(r0 + r, c + t, out, seq_len, head_dim)] = lane[t];
+            }
         }
     }
 }
 
 __kernel void clattn_gemm(__global const float *x, __global const float *w, __global const float *bias,
-                          __global float *y, ulong rows, ulong in, ulong out)
+                          __global float *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim)
 {
     const ulong r0 = get_global_id(ROW_DIM) * MR;
     const ulong c0 = get_global_id(1 - ROW_DIM) * NR;
     if (r0 >= rows || c0 >= out)
         return;
     if (c0 + NR <= out)
-        gemm_tile(x, w, bias, y, rows, in, out, r0, c0, true);
+        gemm_tile(x, w, bias, y, rows, in, out, seq_len, head_dim, r0, c0, true);
     else
-        gemm_tile(x, w, bias, y, rows, in, out, r0, c0, false);
+        gemm_tile(x, w, bias, y, rows, in, out, seq_len, head_dim, r0, c0, false);
 }

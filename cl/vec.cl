@@ -57,6 +57,13 @@ inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
 inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
 inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
 
+/* x with its subnormal (and −subnormal) lanes set to 0: weights that small cost far more than they add. */
+#if VEC == 1
+#define FLUSH_SUBNORMAL(x) (fabs(x) < FLT_MIN ? 0.0f : (x))
+#else
+#define FLUSH_SUBNORMAL(x) select((x), (vec_t)0.0f, fabs(x) < (vec_t)FLT_MIN)
+#endif
+
 /* p where the score s is −inf (a masked key), 0 there, lane by lane: a masked key's weight is exactly 0
  * even when the row's maximum is NaN (exp(−inf − NaN) would be NaN). */
 #if VEC == 1

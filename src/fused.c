@@ -40,6 +40,13 @@ static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
  * over lanes would need its work-item vectoriser) and tiles of 64 keys; GPUs get VEC = 1 (their lanes
  * are the work-items) and tiles of 32 keys, fewer when local memory is short. The context's tile
  * option (CLATTN_TILE) overrides the tiles, within the device's limits. */
+/* Local memory of a tile of n keys: K and V rows, a flag per key (whether its value row is finite),
+ * and room for the flags' alignment. */
+static cl_ulong tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
+{
+    return (cl_ulong)n * ((dk + dv) * sizeof(float) + 1) + 64;
+}
+
 static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_variant *v)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
@@ -56,9 +63,9 @@ static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_va
     }
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
-    while (n > vec && (cl_ulong)n * (dk + dv) * sizeof(float) > ctx->caps.local_mem)
+    while (n > vec && tile_local_bytes(n, dk, dv) > ctx->caps.local_mem)
         n /= 2;
-    while (vec > 1 && (n % vec != 0 || (cl_ulong)n * (dk + dv) * sizeof(float) > ctx->caps.local_mem)) {
+    while (vec > 1 && (n % vec != 0 || tile_local_bytes(n, dk, dv) > ctx->caps.local_mem)) {
         vec /= 2; /* a tile must hold whole vectors */
         if (n < vec)
             n = vec;
@@ -101,7 +108,7 @@ static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 {
     static const char *const files[] = {"masks.cl", "vec.cl", "flash_attention.cl"};
     char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u",
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u",
              v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv);
     clattn_status st = program_build(ctx, files, 3, options, &v->program);
     if (st == CLATTN_SUCCESS)

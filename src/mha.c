@@ -131,17 +131,27 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
 
     cl_mem kv_in = kv ? kv : x;
     const size_t q_rows = s->batch * s->q_len, kv_rows = s->batch * s->kv_len;
-    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all)) != CLATTN_SUCCESS ||
-        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_k_width, kv_in, w->w_k, w->b_k, k_all)) != CLATTN_SUCCESS ||
-        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_v_width, kv_in, w->w_v, w->b_v, v_all)) != CLATTN_SUCCESS)
+    /* Q, K and V split into heads (B, H, L, D) by the GEMM itself where it can: attention then reads
+     * each head's rows contiguously (2.3× faster for a BERT layer's attention on a CPU than rows a
+     * row of heads apart, which the hardware prefetchers do not follow across pages). Otherwise the
+     * heads are read in place from the (B, L, H·D) outputs. The output is written straight into the
+     * (B, L, H·D) concatenation W_O reads. */
+    const bool split = projection_splits_heads(ctx);
+    const projection_heads q_heads = {s->q_len, s->qk_dim}, k_heads = {s->kv_len, s->qk_dim},
+                           v_heads = {s->kv_len, s->v_dim};
+    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all, split ? &q_heads : NULL)) !=
+            CLATTN_SUCCESS ||
+        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_k_width, kv_in, w->w_k, w->b_k, k_all,
+                             split ? &k_heads : NULL)) != CLATTN_SUCCESS ||
+        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_v_width, kv_in, w->w_v, w->b_v, v_all,
+                             split ? &v_heads : NULL)) != CLATTN_SUCCESS)
         return st;
-    /* Heads are read from and written to the (B, L, H·D) layouts in place: no transposes. */
-    st = sdpa_run(ctx, s, view_blhd(q_all, s->heads, s->q_len, s->qk_dim),
-                  view_blhd(k_all, s->kv_heads, s->kv_len, s->qk_dim),
-                  view_blhd(v_all, s->kv_heads, s->kv_len, s->v_dim),
-                  mask, view_blhd(concat, s->heads, s->q_len, s->v_dim), attn_weights, NULL);
+    tensor_view (*layout)(cl_mem, size_t, size_t, size_t) = split ? view_bhld : view_blhd;
+    st = sdpa_run(ctx, s, layout(q_all, s->heads, s->q_len, s->qk_dim), layout(k_all, s->kv_heads, s->kv_len, s->qk_dim),
+                  layout(v_all, s->kv_heads, s->kv_len, s->v_dim), mask,
+                  view_blhd(concat, s->heads, s->q_len, s->v_dim), attn_weights, NULL);
     if (st == CLATTN_SUCCESS && m->has_out_proj)
-        st = projection_run(ctx, q_rows, hv, m->out_dim, concat, w->w_o, w->b_o, out);
+        st = projection_run(ctx, q_rows, hv, m->out_dim, concat, w->w_o, w->b_o, out, NULL);
     return st;
 }
 

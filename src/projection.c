@@ -214,7 +214,7 @@ static bool blas_cannot_launch(clattn_status st)
 
 /* Y = X·W (+ bias) with clattn's kernel: one work-item per tile of rows × vectors·VEC columns. */
 static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
-                                 cl_mem w, cl_mem bias, cl_mem y)
+                                 cl_mem w, cl_mem bias, cl_mem y, const projection_heads *heads)
 {
     struct projection_state *p = ctx->projection;
     clattn_status st = build_gemm(ctx, p); /* built already unless CLBlast is falling back */
@@ -228,6 +228,8 @@ static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim
     karg_ulong(&a, rows);
     karg_ulong(&a, in_dim);
     karg_ulong(&a, out_dim);
+    karg_ulong(&a, heads ? heads->seq_len : 0);
+    karg_ulong(&a, heads ? heads->head_dim : 0);
     const size_t row_tiles = (rows + p->choice.rows - 1) / p->choice.rows;
     const size_t col_tiles = (out_dim + p->vec * p->choice.vectors - 1) / (p->vec * p->choice.vectors);
     if (!device_is_cpu(&ctx->caps)) { /* GPUs: columns along dimension 0, groups the device's size */
@@ -273,14 +275,14 @@ static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, 
         set_warning(ctx, "CLBlast ran out of resources on %s (%s); this projection uses clattn's GEMM kernel",
                     ctx->caps.name, clattn_last_error(ctx));
         clear_error(ctx);
-        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL);
     }
     if (transient || blas_cannot_launch(st)) {
         set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's GEMM kernel", ctx->caps.name,
                     clattn_last_error(ctx));
         clear_error(ctx);
         p->blas_unusable = true;
-        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL);
     }
     if (st != CLATTN_SUCCESS || !bias)
         return st;
@@ -293,13 +295,18 @@ static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, 
     return kernel_launch_auto(ctx, &a, "projection bias", 2, global);
 }
 
+bool projection_splits_heads(const clattn_context *ctx)
+{
+    return ctx->projection->choice.impl == GEMM_CLATTN || ctx->projection->blas_unusable;
+}
+
 clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
-                             cl_mem bias, cl_mem y)
+                             cl_mem bias, cl_mem y, const projection_heads *heads)
 {
     const struct projection_state *p = ctx->projection;
-    if (p->choice.impl == GEMM_CLBLAST && !p->blas_unusable)
+    if (p->choice.impl == GEMM_CLBLAST && !p->blas_unusable && !heads)
         return blas_gemm(ctx, rows, in_dim, out_dim, x, w, bias, y);
-    return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y);
+    return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads);
 }
 
 clattn_status clattn_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
@@ -321,5 +328,5 @@ clattn_status clattn_projection(clattn_context *ctx, size_t rows, size_t in_dim,
         (st = check_buffer(ctx, y, y_elems, sizeof(float), "y")) != CLATTN_SUCCESS ||
         (st = projection_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
-    return projection_run(ctx, rows, in_dim, out_dim, x, w, bias, y);
+    return projection_run(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL);
 }

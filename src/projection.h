@@ -5,15 +5,27 @@
 #include "clattn/clattn.h"
 #include "options.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Build the projection kernels of ctx if they are not built yet (call before enqueuing anything, so
  * that a build failure leaves nothing half-done). */
 clattn_status projection_prepare(clattn_context *ctx);
 
-/* Y = X·W (+ bias) on validated sizes; projection_prepare must have succeeded. */
+/* Y split into heads as it is written: row b·seq_len + i, column h·head_dim + d of Y lands at
+ * (b, h, i, d) of a (B, out_dim / head_dim, seq_len, head_dim) tensor. */
+typedef struct projection_heads {
+    size_t seq_len, head_dim;
+} projection_heads;
+
+/* Y = X·W (+ bias) on validated sizes; projection_prepare must have succeeded. heads: NULL for Y as
+ * (rows, out_dim), else the split above — only where projection_splits_heads says so. */
 clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
-                             cl_mem bias, cl_mem y);
+                             cl_mem bias, cl_mem y, const projection_heads *heads);
+
+/* Whether the context's GEMM writes heads split in the same pass (clattn's kernel; CLBlast's would
+ * need a pass of its own, so layers leave its output as it is and read heads strided). */
+bool projection_splits_heads(const clattn_context *ctx);
 
 void projection_release(clattn_context *ctx);
 

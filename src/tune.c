@@ -32,7 +32,7 @@ static double measure(clattn_context *ctx, cl_mem x, cl_mem w, cl_mem bias, cl_m
     double best = 0;
     for (int run = 0; run <= TUNE_RUNS; run++) {
         const double start = seconds_now();
-        if (projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, x, w, bias, y) != CLATTN_SUCCESS ||
+        if (projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, x, w, bias, y, NULL) != CLATTN_SUCCESS ||
             clFinish(ctx->queue) != CL_SUCCESS)
             return 0;
         const double gflops = 2.0 * TUNE_ROWS * TUNE_IN * TUNE_OUT / (seconds_now() - start) * 1e-9;
