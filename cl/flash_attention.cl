@@ -57,7 +57,8 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
-    float m[ROWS], l[ROWS], slope[ROWS];
+    float m[ROWS], slope[ROWS];
+    vec_t l[ROWS]; /* the rows' sums of weights, lane by lane: added up once, at the end */
     ulong row_i[ROWS], row_h[ROWS];      /* each packed row's query and query head */
     long pos[ROWS];                       /* the rows' absolute positions */
     ulong row_begin[ROWS], row_end[ROWS]; /* keys [row_begin, row_end) are visible; none past the rows */
@@ -70,7 +71,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         for (int c = 0; c < DV / VEC; c++)
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
-        l[r] = 0.0f;
+        l[r] = (vec_t)0.0f;
         slope[r] = alibi && active ? alibi[h] : 0.0f;
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
@@ -149,7 +150,8 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                         s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
             float pj[ROWS][STEP];
-            bool zero_weight = false;
+            float block_max[ROWS];
+            bool grew = false;
             UNROLL for (int r = 0; r < ROWS; r++) {
                 if (j + STEP > row_end[r] || j < row_begin[r] || mask_layout != MASK_NONE || score_terms) {
                     float lane[STEP];
@@ -173,30 +175,37 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                 }
                 /* A NaN score makes the row NaN (fmax alone would skip it, and a row whose only
                  * visible score is NaN would pass for fully masked). */
-                const float block_max = nan_score ? NAN : HMAX(top);
-                if (!(block_max <= m[r])) { /* rescale only when the running maximum grows (or is NaN) */
-                    const float alpha = exp(m[r] - block_max);
-                    l[r] *= alpha;
+                block_max[r] = nan_score ? NAN : HMAX(top);
+                grew |= !(block_max[r] <= m[r]);
+            }
+            /* Rescale only rows whose running maximum grew (or turned NaN): after the first tiles,
+             * rarely any, and one test skips them all. */
+            if (grew) {
+                UNROLL for (int r = 0; r < ROWS; r++) {
+                    if (block_max[r] <= m[r])
+                        continue;
+                    const float alpha = exp(m[r] - block_max[r]);
                     /* A factor that underflowed to 0 drops what came before, as the staged path drops
                      * a weight of 0: an inf value added so far must not turn into 0·inf = NaN. */
+                    l[r] = alpha == 0.0f ? (vec_t)0.0f : l[r] * alpha;
                     UNROLL for (int c = 0; c < DV / VEC; c++)
                         acc[r][c] = alpha == 0.0f ? (vec_t)0.0f : acc[r][c] * alpha;
-                    m[r] = block_max;
+                    m[r] = block_max[r];
                 }
-                /* While every key so far is masked (m = −inf) the row has nothing to add. */
-                float sum = 0.0f;
+            }
+            /* The weights of every row and key of the step, with no branch between them, so their
+             * exponentials interleave (none subnormal: see clattn_exp_weight). While every key so far
+             * is masked (m = −inf) a row has nothing to add. */
+            vec_t smallest = (vec_t)1.0f;
+            UNROLL for (int r = 0; r < ROWS; r++) {
                 UNROLL for (int u = 0; u < KV; u++) {
-                    /* Weights below FLT_MIN become 0: subnormal operands make every multiply-add with
-                     * them many times slower on x86 CPUs (4× for a BERT layer's attention), and
-                     * against a row sum of at least 1 they are below float's resolution anyway. */
-                    const vec_t e = m[r] == -INFINITY ? (vec_t)0.0f : exp(s[r][u] - m[r]);
-                    const vec_t p = FLUSH_SUBNORMAL(e);
-                    sum += HSUM(p);
-                    zero_weight |= ANY_ZERO(p);
+                    const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : clattn_exp_weight(s[r][u] - m[r]);
+                    l[r] += p;
+                    smallest = fmin(smallest, p);
                     VSTORE(p, pj[r] + u * VEC);
                 }
-                l[r] += sum;
             }
+            const bool zero_weight = ANY_ZERO(smallest);
             /* Where some key of the step has weight 0 for some row — masked (its score is −inf), or so
              * far below the row maximum that exp underflowed — and its value row holds an inf or NaN,
              * the rows skip such keys one by one: the value adds nothing (0·inf would be NaN), as on
@@ -239,7 +248,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         const ulong i = row_i[r], h = row_h[r];
         /* A sink joins the denominator as one more logit without a value. */
         float row_lse;
-        const float inv = clattn_row_finish(m[r], l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
+        const float inv = clattn_row_finish(m[r], HSUM(l[r]), sinks ? sinks[h] : -INFINITY, &row_lse);
         __global float *out = o + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)

@@ -10,6 +10,8 @@
 
 #if VEC == 16
 typedef float16 vec_t;
+#define AS_VEC(i) as_float16(i)
+#define AS_INT(x) as_int16(x)
 #define VLOAD(p) vload16(0, (p))
 #define VSTORE(v, p) vstore16((v), 0, (p))
 #define HMAX(x) hmax8(fmax((x).lo, (x).hi))
@@ -18,6 +20,8 @@ typedef float16 vec_t;
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 8
 typedef float8 vec_t;
+#define AS_VEC(i) as_float8(i)
+#define AS_INT(x) as_int8(x)
 #define VLOAD(p) vload8(0, (p))
 #define VSTORE(v, p) vstore8((v), 0, (p))
 #define HMAX(x) hmax8(x)
@@ -26,6 +30,8 @@ typedef float8 vec_t;
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 4
 typedef float4 vec_t;
+#define AS_VEC(i) as_float4(i)
+#define AS_INT(x) as_int4(x)
 #define VLOAD(p) vload4(0, (p))
 #define VSTORE(v, p) vstore4((v), 0, (p))
 #define HMAX(x) hmax4(x)
@@ -34,6 +40,8 @@ typedef float4 vec_t;
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 2
 typedef float2 vec_t;
+#define AS_VEC(i) as_float2(i)
+#define AS_INT(x) as_int2(x)
 #define VLOAD(p) vload2(0, (p))
 #define VSTORE(v, p) vstore2((v), 0, (p))
 #define HMAX(x) fmax((x).s0, (x).s1)
@@ -42,6 +50,8 @@ typedef float2 vec_t;
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 1
 typedef float vec_t;
+#define AS_VEC(i) as_float(i)
+#define AS_INT(x) as_int(x)
 #define VLOAD(p) (*(p))
 #define VSTORE(v, p) (*(p) = (v))
 #define HMAX(x) (x)
@@ -57,12 +67,35 @@ inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
 inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }
 inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
 
-/* x with its subnormal (and −subnormal) lanes set to 0: weights that small cost far more than they add. */
+/* Softmax weights exp(x) for x ≤ 0 (a score minus its row's maximum), −inf (a masked key: 0) or NaN
+ * (NaN), lane by lane in vector arithmetic: PoCL's exp works a lane at a time (a third of the fused
+ * kernel's time went there). Cephes' single-precision method: x = n·ln2 + r with |r| ≤ ln2/2 (n rounded
+ * by adding 1.5·2^23, ln2 in two parts so that r is exact), a degree-6 polynomial for e^r, and 2^n
+ * built in the exponent bits. Within 2 ulp of exp for x in [−87, 0]; below −87 (true values under
+ * 1.7e-38) exactly 0, so no weight is ever subnormal (multiply-adds with subnormals are many times
+ * slower on x86 CPUs, and against a row sum of at least 1 such weights are below float's resolution).
+ * Not for x > 0. */
+inline vec_t clattn_exp_weight(vec_t x)
+{
+    const vec_t shifted = fma(fmax(x, (vec_t)-88.0f), (vec_t)1.44269504088896341f, (vec_t)12582912.0f);
+    const vec_t n = shifted - 12582912.0f;
+    vec_t r = fma(n, (vec_t)-0.693359375f, x); /* the NaN of x carries on through r */
+    r = fma(n, (vec_t)2.12194440e-4f, r);
+    vec_t p = (vec_t)1.9875691500e-4f;
+    p = fma(p, r, (vec_t)1.3981999507e-3f);
+    p = fma(p, r, (vec_t)8.3334519073e-3f);
+    p = fma(p, r, (vec_t)4.1665795894e-2f);
+    p = fma(p, r, (vec_t)1.6666665459e-1f);
+    p = fma(p, r, (vec_t)5.0000001201e-1f);
+    p = fma(p * r, r, r) + 1.0f;
+    /* n sits in the low mantissa bits of `shifted`: its bits minus those of 1.5·2^23 */
+    const vec_t e = p * AS_VEC((AS_INT(shifted) - (0x4b400000 - 127)) << 23);
 #if VEC == 1
-#define FLUSH_SUBNORMAL(x) (fabs(x) < FLT_MIN ? 0.0f : (x))
+    return x < -87.0f ? 0.0f : e;
 #else
-#define FLUSH_SUBNORMAL(x) select((x), (vec_t)0.0f, fabs(x) < (vec_t)FLT_MIN)
+    return select(e, (vec_t)0.0f, x < (vec_t)-87.0f);
 #endif
+}
 
 /* p where the score s is −inf (a masked key), 0 there, lane by lane: a masked key's weight is exactly 0
  * even when the row's maximum is NaN (exp(−inf − NaN) would be NaN). */
