@@ -362,7 +362,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             }
             for (ulong x = lid * VEC; x < TILE; x += WG * VEC) {
                 const vec_t sv = VLOAD(s_tile + r * TILE + x);
-                VSTORE(ZERO_WHERE_MASKED(exp(sv - (vec_t)m[r]), sv), p_tile + r * TILE + x);
+                VSTORE(ZERO_WHERE_MASKED(clattn_exp_weight(sv - (vec_t)m[r]), sv), p_tile + r * TILE + x);
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);

@@ -39,17 +39,17 @@ __kernel void clattn_softmax(__global const float *in, __global float *out, __gl
         return;
     }
     m = isnan(m) ? m : fmax(m, sink);
-    /* exp(x − m) written once and summed, then scaled in place (x and y may be one buffer: each element
-     * is read before it is written). */
+    /* exp(x − m) (clattn_exp_weight: vector arithmetic, no subnormals) written once and summed, then
+     * scaled in place (x and y may be one buffer: each element is read before it is written). */
     vec_t lanes = (vec_t)0.0f;
     for (ulong j = 0; j < whole; j += VEC) {
-        const vec_t e = exp(VLOAD(x + j) - (vec_t)m);
+        const vec_t e = clattn_exp_weight(VLOAD(x + j) - (vec_t)m);
         VSTORE(e, y + j);
         lanes += e;
     }
-    float sum = (sink == -INFINITY ? 0.0f : exp(sink - m)) + HSUM(lanes);
+    float sum = (sink == -INFINITY ? 0.0f : clattn_exp_weight1(sink - m)) + HSUM(lanes);
     for (ulong j = whole; j < cols; j++) {
-        const float e = exp(x[j] - m);
+        const float e = clattn_exp_weight1(x[j] - m);
         y[j] = e;
         sum += e;
     }

@@ -50,8 +50,6 @@ typedef float2 vec_t;
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 1
 typedef float vec_t;
-#define AS_VEC(i) as_float(i)
-#define AS_INT(x) as_int(x)
 #define VLOAD(p) (*(p))
 #define VSTORE(v, p) (*(p) = (v))
 #define HMAX(x) (x)
@@ -75,27 +73,32 @@ inline float hsum8(float8 x) { return hsum4(x.lo + x.hi); }
  * 1.7e-38) exactly 0, so no weight is ever subnormal (multiply-adds with subnormals are many times
  * slower on x86 CPUs, and against a row sum of at least 1 such weights are below float's resolution).
  * Not for x > 0. */
-inline vec_t clattn_exp_weight(vec_t x)
-{
-    const vec_t shifted = fma(fmax(x, (vec_t)-88.0f), (vec_t)1.44269504088896341f, (vec_t)12582912.0f);
-    const vec_t n = shifted - 12582912.0f;
-    vec_t r = fma(n, (vec_t)-0.693359375f, x); /* the NaN of x carries on through r */
-    r = fma(n, (vec_t)2.12194440e-4f, r);
-    vec_t p = (vec_t)1.9875691500e-4f;
-    p = fma(p, r, (vec_t)1.3981999507e-3f);
-    p = fma(p, r, (vec_t)8.3334519073e-3f);
-    p = fma(p, r, (vec_t)4.1665795894e-2f);
-    p = fma(p, r, (vec_t)1.6666665459e-1f);
-    p = fma(p, r, (vec_t)5.0000001201e-1f);
-    p = fma(p * r, r, r) + 1.0f;
-    /* n sits in the low mantissa bits of `shifted`: its bits minus those of 1.5·2^23 */
-    const vec_t e = p * AS_VEC((AS_INT(shifted) - (0x4b400000 - 127)) << 23);
+#define CLATTN_EXP_WEIGHT(name, T, AS_T, AS_I)                                                        \
+    inline T name(T x)                                                                                 \
+    {                                                                                                  \
+        const T shifted = fma(fmax(x, (T)-88.0f), (T)1.44269504088896341f, (T)12582912.0f);           \
+        const T n = shifted - 12582912.0f;                                                             \
+        T r = fma(n, (T)-0.693359375f, x); /* the NaN of x carries on through r */                    \
+        r = fma(n, (T)2.12194440e-4f, r);                                                              \
+        T p = (T)1.9875691500e-4f;                                                                     \
+        p = fma(p, r, (T)1.3981999507e-3f);                                                            \
+        p = fma(p, r, (T)8.3334519073e-3f);                                                            \
+        p = fma(p, r, (T)4.1665795894e-2f);                                                            \
+        p = fma(p, r, (T)1.6666665459e-1f);                                                            \
+        p = fma(p, r, (T)5.0000001201e-1f);                                                            \
+        p = fma(p * r, r, r) + 1.0f;                                                                   \
+        /* n sits in the low mantissa bits of `shifted`: its bits minus those of 1.5·2^23 */          \
+        const T e = p * AS_T((AS_I(shifted) - (0x4b400000 - 127)) << 23);                              \
+        return x < (T)-87.0f ? (T)0.0f : e;                                                            \
+    }
+
+/* The scalar one for row tails and single values; the VEC-wide one (the same where VEC is 1). */
+CLATTN_EXP_WEIGHT(clattn_exp_weight1, float, as_float, as_int)
 #if VEC == 1
-    return x < -87.0f ? 0.0f : e;
+#define clattn_exp_weight clattn_exp_weight1
 #else
-    return select(e, (vec_t)0.0f, x < (vec_t)-87.0f);
+CLATTN_EXP_WEIGHT(clattn_exp_weight, vec_t, AS_VEC, AS_INT)
 #endif
-}
 
 /* p where the score s is −inf (a masked key), 0 there, lane by lane: a masked key's weight is exactly 0
  * even when the row's maximum is NaN (exp(−inf − NaN) would be NaN). */

@@ -94,7 +94,7 @@ static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
     static const char *const names[] = {"clattn_decode_partial", "clattn_decode_combine"};
     char options[192];
     snprintf(options, sizeof options,
-             "-cl-std=CL1.2 -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d",
+             "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d",
              v->dk, v->dv, v->wg, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch);
     return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
 }

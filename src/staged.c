@@ -41,8 +41,8 @@ clattn_status staged_prepare(clattn_context *ctx)
     const bool cpu = device_is_cpu(&ctx->caps);
     s->vec = device_vector_width(&ctx->caps);
     s->keys = s->chunks = cpu ? 4 : 1;
-    char options[80];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DKEYS=%u -DCHUNKS=%u", s->vec, s->keys, s->chunks);
+    char options[128];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u", s->vec, s->keys, s->chunks);
     clattn_status st = program_build_kernels(ctx, files, sizeof files / sizeof files[0], options, names,
                                              KERNEL_COUNT, &s->program, s->kernels);
     if (st != CLATTN_SUCCESS) {
