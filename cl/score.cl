@@ -74,3 +74,101 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
                                                    : value;
     }
 }
+
+#if VEC > 1
+/* The CPU shape of the score stage, blocked like a GEMM: K of every (batch, K/V head) first transposed
+ * (clattn_transpose_k: kt[(b·kv_heads + g)·dim + d][j] = K[b, g, j, d]), then one work-item per tile of
+ * SR rows × SN = SV·VEC keys, its SR·SV vector accumulators in registers: per d, SV vectors of K's
+ * column d and SR broadcasts of Q feed SR·SV multiply-adds (clattn_gemm's micro-kernel). Row tiles run
+ * along dimension 0, so the work-groups a thread takes in turn reuse one panel of kt (dim × SN floats)
+ * from its cache. Scores and the extra output are the same as clattn_score's. */
+__kernel void clattn_transpose_k(__global const float *k, ulong k_bs, ulong k_hs, ulong k_rs, __global float *kt,
+                                 ulong batch, ulong kv_heads, ulong kv_len, ulong dim)
+{
+    const ulong j = get_global_id(0), bg = get_global_id(1);
+    if (j >= kv_len || bg >= batch * kv_heads)
+        return;
+    __global const float *row = k + clattn_view_offset(bg / kv_heads, bg % kv_heads, j, k_bs, k_hs, k_rs);
+    __global float *column = kt + bg * dim * kv_len + j;
+    for (ulong d = 0; d < dim; d++)
+        column[d * kv_len] = row[d];
+}
+
+#define SN (SV * VEC)
+
+__kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
+                                 __global const float *kt, __global float *scores, ulong heads, ulong group,
+                                 ulong q_len, ulong kv_len, ulong dim, float scale, int causal,
+                                 __global const ulong *key_lengths, __global const uchar *mask, int mask_layout,
+                                 int mask_type, ulong mask_cols, __global const long *offsets, long win_left,
+                                 long win_right, float softcap, __global const float *alibi, ulong bh_begin,
+                                 __global float *extra, int extra_mode)
+{
+    const ulong i0 = get_global_id(0) * SR, j0 = get_global_id(1) * SN, local_bh = get_global_id(2);
+    if (i0 >= q_len || j0 >= kv_len)
+        return;
+    const ulong bh = bh_begin + local_bh, b = bh / heads, h = bh % heads;
+    __global const float *kt_head = kt + (b * (heads / group) + h / group) * dim * kv_len + j0;
+    /* Rows past the end read the last row (in bounds) and are never stored. */
+    __global const float *qr[SR];
+    UNROLL for (int r = 0; r < SR; r++)
+        qr[r] = q + clattn_view_offset(b, h, min(i0 + r, q_len - 1), q_bs, q_hs, q_rs);
+    vec_t acc[SR][SV];
+    UNROLL for (int r = 0; r < SR; r++)
+        UNROLL for (int u = 0; u < SV; u++)
+            acc[r][u] = (vec_t)0.0f;
+    const bool full = j0 + SN <= kv_len;
+    for (ulong d = 0; d < dim; d++) {
+        vec_t kv[SV];
+        if (full) {
+            UNROLL for (int u = 0; u < SV; u++)
+                kv[u] = VLOAD(kt_head + d * kv_len + u * VEC);
+        } else {
+            float lane[SN];
+            for (int t = 0; t < SN; t++)
+                lane[t] = j0 + t < kv_len ? kt_head[d * kv_len + t] : 0.0f;
+            UNROLL for (int u = 0; u < SV; u++)
+                kv[u] = VLOAD(lane + u * VEC);
+        }
+        UNROLL for (int r = 0; r < SR; r++) {
+            const vec_t qv = (vec_t)qr[r][d];
+            UNROLL for (int u = 0; u < SV; u++)
+                acc[r][u] = fma(qv, kv[u], acc[r][u]);
+        }
+    }
+    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    /* Nothing but the scale where every key of the tile is visible and no term or mask applies. */
+    const bool plain = full && softcap == 0.0f && !alibi && mask_layout == MASK_NONE && !extra;
+    for (int r = 0; r < SR; r++) {
+        const ulong i = i0 + r;
+        if (i >= q_len)
+            break;
+        const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+        ulong begin, end;
+        clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
+        __global float *out = scores + clattn_matrix_offset(local_bh, i, j0, q_len, kv_len);
+        if (plain && j0 >= begin && j0 + SN <= end) {
+            UNROLL for (int u = 0; u < SV; u++)
+                VSTORE(acc[r][u] * scale, out + u * VEC);
+            continue;
+        }
+        float dot[SN];
+        UNROLL for (int u = 0; u < SV; u++)
+            VSTORE(acc[r][u] * scale, dot + u * VEC);
+        for (int t = 0; t < SN && j0 + t < kv_len; t++) {
+            const ulong j = j0 + t;
+            const bool visible = j >= begin && j < end;
+            const float value = visible ? clattn_score_terms(dot[t], softcap, alibi ? alibi[h] : 0.0f, (long)j, p,
+                                                             clattn_additive_mask(mask, mask_type, mask_layout, b, h,
+                                                                                  heads, i, j, q_len, mask_cols))
+                                        : -INFINITY;
+            out[t] = value;
+            if (extra)
+                extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
+                    extra_mode == WEIGHTS_QK ? dot[t]
+                    : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_score_terms(dot[t], softcap, 0.0f, 0, 0, 0.0f)
+                                                       : value;
+        }
+    }
+}
+#endif

@@ -23,6 +23,7 @@ typedef enum scratch_slot {
     SCRATCH_K_STARTS,
     SCRATCH_PAGED_LENGTHS, /* a paged cache's lengths, and the flag of its block-id check */
     SCRATCH_PAGED_FLAG,
+    SCRATCH_KEYS_T,      /* K transposed for the staged path's blocked score kernel (CPUs) */
     SCRATCH_COUNT
 } scratch_slot;
 

@@ -17,7 +17,8 @@
  * work through the (batch, head) pairs in chunks whose scores fit this budget. */
 #define SCORE_SCRATCH_BUDGET ((size_t)256 << 20)
 
-enum { KERNEL_SCORE, KERNEL_SOFTMAX, KERNEL_WEIGHTED_SUM, KERNEL_COUNT };
+/* The last two exist on CPUs only (VEC > 1): K transposed, then scores blocked like a GEMM. */
+enum { KERNEL_SCORE, KERNEL_SOFTMAX, KERNEL_WEIGHTED_SUM, KERNEL_TRANSPOSE_K, KERNEL_SCORE_TILED, KERNEL_COUNT };
 
 struct staged_state {
     cl_program program;
@@ -25,6 +26,7 @@ struct staged_state {
     unsigned vec;  /* the kernels' VEC */
     unsigned keys;   /* scores per work-item of the score kernel */
     unsigned chunks; /* vectors of outputs per work-item of the weighted sum */
+    unsigned tile_rows, tile_vectors; /* the blocked score kernel's tile (CPUs), 0 where it is not built */
 };
 
 clattn_status staged_prepare(clattn_context *ctx)
@@ -35,16 +37,24 @@ clattn_status staged_prepare(clattn_context *ctx)
     if (!s)
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the staged path's state");
     static const char *const files[] = {"masks.cl", "vec.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
-    static const char *const names[KERNEL_COUNT] = {"clattn_score", "clattn_softmax", "clattn_weighted_sum"};
+    static const char *const names[KERNEL_COUNT] = {"clattn_score", "clattn_softmax", "clattn_weighted_sum",
+                                                    "clattn_transpose_k", "clattn_score_tiled"};
     /* CPUs work VEC lanes wide inside each work-item (PoCL runs a work-item's vector code as written);
      * GPUs one element per work-item. */
     const bool cpu = device_is_cpu(&ctx->caps);
     s->vec = device_vector_width(&ctx->caps);
     s->keys = s->chunks = cpu ? 4 : 1;
-    char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u", s->vec, s->keys, s->chunks);
+    /* The blocked score kernel's tile: clattn_gemm's (6 rows × 3 vectors of 16 with 32 vector registers,
+     * 6 × 2 with 16). */
+    if (s->vec > 1) {
+        s->tile_rows = 6;
+        s->tile_vectors = s->vec >= 16 ? 3 : 2;
+    }
+    char options[160];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
+             s->vec, s->keys, s->chunks, s->tile_rows, s->tile_vectors);
     clattn_status st = program_build_kernels(ctx, files, sizeof files / sizeof files[0], options, names,
-                                             KERNEL_COUNT, &s->program, s->kernels);
+                                             s->vec > 1 ? KERNEL_COUNT : KERNEL_TRANSPOSE_K, &s->program, s->kernels);
     if (st != CLATTN_SUCCESS) {
         free(s);
         return st;
@@ -62,15 +72,40 @@ void staged_release(clattn_context *ctx)
     ctx->staged = NULL;
 }
 
+/* Where the blocked score kernel runs (CPUs), K of every (batch, K/V head) transposed into the
+ * SCRATCH_KEYS_T slot for it; elsewhere *kt = NULL. Before the first score_launch of a call. */
+static clattn_status score_prepare_keys(clattn_context *ctx, const sdpa_shape *s, tensor_view k, cl_mem *kt)
+{
+    *kt = NULL;
+    if (!ctx->staged->tile_rows)
+        return CLATTN_SUCCESS;
+    clattn_status st = scratch_get(ctx, SCRATCH_KEYS_T, s->k_elems * sizeof(float), kt);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_TRANSPOSE_K]);
+    karg_view(&a, k);
+    karg_mem(&a, *kt);
+    karg_ulong(&a, s->batch);
+    karg_ulong(&a, s->kv_heads);
+    karg_ulong(&a, s->kv_len);
+    karg_ulong(&a, s->qk_dim);
+    const size_t global[2] = {s->kv_len, s->batch * s->kv_heads};
+    return kernel_launch_auto(ctx, &a, "score (K transposed)", 2, global);
+}
+
 /* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into `scores`,
- * which holds just those heads. */
-static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+ * which holds just those heads; kt: from score_prepare_keys. */
+static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, cl_mem kt,
                                   const device_masks *masks, size_t bh_begin, size_t bh_count, cl_mem scores,
                                   cl_mem extra)
 {
-    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_SCORE]);
+    const struct staged_state *st = ctx->staged;
+    kernel_args a = kernel_args_begin(st->kernels[kt ? KERNEL_SCORE_TILED : KERNEL_SCORE]);
     karg_view(&a, q);
-    karg_view(&a, k);
+    if (kt)
+        karg_mem(&a, kt);
+    else
+        karg_view(&a, k);
     karg_mem(&a, scores);
     karg_ulong(&a, s->heads);
     karg_ulong(&a, s->group);
@@ -82,7 +117,13 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     karg_ulong(&a, bh_begin);
     karg_mem(&a, extra);
     karg_int(&a, (int)s->weights_output);
-    const size_t keys = ctx->staged->keys, global[3] = {(s->kv_len + keys - 1) / keys, s->q_len, bh_count};
+    if (kt) { /* a work-group per tile, its vector code the work-item's; row tiles along dimension 0 */
+        const size_t keys = (size_t)st->tile_vectors * st->vec, local[3] = {1, 1, 1};
+        const size_t global[3] = {(s->q_len + st->tile_rows - 1) / st->tile_rows, (s->kv_len + keys - 1) / keys,
+                                  bh_count};
+        return kernel_launch(ctx, &a, "score", 3, global, local);
+    }
+    const size_t keys = st->keys, global[3] = {(s->kv_len + keys - 1) / keys, s->q_len, bh_count};
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
@@ -152,11 +193,13 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
             return st;
     }
     device_masks masks;
-    if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
+    cl_mem kt;
+    if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
+        (st = score_prepare_keys(ctx, s, k, &kt)) != CLATTN_SUCCESS)
         return st;
     for (size_t begin = 0; begin < bh_total && st == CLATTN_SUCCESS; begin += chunk) {
         size_t count = bh_total - begin < chunk ? bh_total - begin : chunk;
-        st = score_launch(ctx, s, q, k, &masks, begin, count, scores, extra);
+        st = score_launch(ctx, s, q, k, kt, &masks, begin, count, scores, extra);
         if (st == CLATTN_SUCCESS)
             st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len, masks.sinks,
                                 s->heads, s->q_len);
@@ -184,8 +227,12 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
         (st = check_buffer(ctx, scores, s.weight_elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
-    return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim),
-                        &masks, 0, s.batch * s.heads, scores, NULL);
+    const tensor_view kv = view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim);
+    cl_mem kt;
+    if ((st = score_prepare_keys(ctx, &s, kv, &kt)) != CLATTN_SUCCESS)
+        return st;
+    return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), kv, kt, &masks, 0, s.batch * s.heads,
+                        scores, NULL);
 }
 
 clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights, cl_mem lse)
