@@ -17,9 +17,10 @@
 #include <time.h>
 
 /* SDPA (dense tensors), an MHA layer, a ragged batch of decode rows (clattn_sdpa_ragged: sequence b holds
- * S_b = 256 + b·(S − 256)/(B − 1) keys), a paged cache (clattn_sdpa_paged, blocks of `block` rows). */
-typedef enum { BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED } bench_kind;
-static const char *const bench_kind_names[] = {"sdpa", "mha", "ragged", "paged"};
+ * S_b = 256 + b·(S − 256)/(B − 1) keys), a paged cache (clattn_sdpa_paged, blocks of `block` rows), a
+ * projection (clattn_projection with a bias: L rows, model_dim inputs, S outputs). */
+typedef enum { BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED, BENCH_GEMM } bench_kind;
+static const char *const bench_kind_names[] = {"sdpa", "mha", "ragged", "paged", "gemm"};
 
 typedef struct bench_case {
     const char *name;
@@ -42,6 +43,8 @@ static const bench_case full_cases[] = {
     {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0, NULL, 0},
     {"sdpa causal L=S=16384 H=8 D=64 window 512", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true,
      512, 0, NULL, 0},
+    {"projection GEMM 512x768 . 768x2304 + bias", BENCH_GEMM, 1, 1, 512, 2304, 0, CLATTN_CAUSAL_NONE, 768, false, 0, 0,
+     NULL, 0},
     {"sdpa B=8 H=12 L=S=512 D=64", BENCH_SDPA, 8, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
     {"sdpa H=12 L=S=512 D=64 (a BERT layer's attention)", BENCH_SDPA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
     {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0, 0, NULL, 0},
@@ -66,6 +69,7 @@ static const bench_case quick_cases[] = {
     {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
     {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0},
     {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0},
+    {"projection GEMM 64x96 . 96x288 + bias", BENCH_GEMM, 1, 1, 64, 288, 0, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0},
     {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
     {"decode paged blocks of 16 L=1 S=512 H=4 D=64", BENCH_PAGED, 1, 4, 1, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
      false, 0, 0, "decode L=1 S=512 H=4 D=64", 16},
@@ -93,6 +97,8 @@ static double visible_pairs(const bench_case *c)
 /* 4·B·H·pairs·D for attention (two matrix products), plus 2·rows·in·out per projection of a layer. */
 static double case_flops(const bench_case *c)
 {
+    if (c->kind == BENCH_GEMM)
+        return 2.0 * c->L * c->model_dim * c->S;
     double f = c->kind == BENCH_RAGGED ? 4.0 * c->H * c->L * (double)case_keys(c) * c->D
                                        : 4.0 * c->B * c->H * visible_pairs(c) * c->D;
     if (c->kind == BENCH_MHA) {
@@ -146,7 +152,7 @@ static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int
 
 static void buffers_free(case_buffers *b)
 {
-    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o};
+    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
@@ -160,7 +166,12 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
     uint64_t seed = 1234;
     cl_int err = CL_SUCCESS;
     const size_t bh = c->B * c->H;
-    if (c->kind != BENCH_MHA) {
+    if (c->kind == BENCH_GEMM) {
+        b->x = noise_buffer(ctx, c->L * c->model_dim, &seed, &err);
+        if (err == CL_SUCCESS) b->w.w_q = noise_buffer(ctx, c->model_dim * c->S, &seed, &err);
+        if (err == CL_SUCCESS) b->w.b_q = noise_buffer(ctx, c->S, &seed, &err);
+        if (err == CL_SUCCESS) b->out = noise_buffer(ctx, c->L * c->S, &seed, &err);
+    } else if (c->kind != BENCH_MHA) {
         /* K/V rows: B·S (a paged pool holds as many, in shuffled blocks), or the ragged sequences'. */
         const size_t kv_rows = case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
         b->q = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
@@ -204,6 +215,8 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
 static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
                               size_t l_override)
 {
+    if (c->kind == BENCH_GEMM)
+        return clattn_projection(ctx, c->L, c->model_dim, c->S, b->x, b->w.w_q, b->w.b_q, b->out);
     clattn_masks masks = CLATTN_MASKS_INIT;
     masks.causal = c->causal;
     const clattn_window window = {c->window, -1};
@@ -330,7 +343,8 @@ static const char bench_help[] =
     "\n"
     "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
-    "512 keys (fused only); a BERT-base layer (L=512, d_model=768, H=12, with\n"
+    "512 keys (fused only); the projection GEMM 512x768 . 768x2304 with a bias (the device's GEMM, then\n"
+    "CLBlast's); SDPA B=8 H=12 L=S=512 and H=12 L=S=512 alone; a BERT-base layer (L=512, d_model=768, H=12, with\n"
     "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query),\n"
     "with L=2, 4 and 8 query rows (speculative verification) and through a paged cache of 16-row blocks,\n"
     "each against plain decode; a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
@@ -345,6 +359,18 @@ static const char bench_help[] =
     "  --only TEXT  only the cases whose name contains TEXT (e.g. decode)\n"
     "  --json       one JSON document instead of the table (read by tools/scripts/bench_peer.py)\n"
     "  --device     P:D, cpu, gpu, accelerator or part of a name\n";
+
+/* A second context on ctx's own device and queue whose projections run CLBlast. */
+static clattn_status open_blas_context(clattn_context *ctx, clattn_context **out)
+{
+    clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
+    o.opencl_context = clattn_context_cl_context(ctx);
+    o.opencl_device = clattn_context_device(ctx);
+    o.opencl_queue = clattn_context_queue(ctx);
+    o.profile = 1;
+    o.gemm = "clblast";
+    return clattn_context_create_with_options(out, &o);
+}
 
 static void print_bytes(char *buf, size_t size, size_t bytes)
 {
@@ -384,11 +410,16 @@ int cmd_bench(int argc, char **argv)
     time_t t = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&t));
     if (json)
-        printf("{\"device\": \"%s\", \"date\": \"%s\", \"cases\": [", clattn_context_device_name(ctx), date);
+    {
+        fputs("{\"device\": ", stdout);
+        cli_print_json_string(clattn_context_device_name(ctx));
+        printf(", \"date\": \"%s\", \"cases\": [", date);
+    }
     else
         printf("clattn bench on %s, %s (fp32)\n%-46s %-7s %10s %9s %12s %10s %10s\n", clattn_context_device_name(ctx),
                date, "case", "path", "ms", "GFLOP/s", "extra mem", "device ms", "host ms");
     bool first = true;
+    clattn_context *blas_ctx = NULL;
     double previous_fused_ms = 0, stream_bytes = 0, stream_gbps = 0;
     struct done_case {
         const char *name;
@@ -406,21 +437,32 @@ int cmd_bench(int argc, char **argv)
         }
         /* Decode cases (few query rows) set the decode path against the fused kernel; ragged batches and
          * paged caches have the decode path only. */
-        const bool decode = c->kind != BENCH_MHA && c->L <= 8, decode_only = c->kind >= BENCH_RAGGED;
+        const bool gemm = c->kind == BENCH_GEMM;
+        const bool decode = !gemm && c->kind != BENCH_MHA && c->L <= 8;
+        const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED;
         const clattn_algorithm algos[2] = {decode ? CLATTN_ALGORITHM_DECODE : CLATTN_ALGORITHM_FUSED,
                                            decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
         const size_t nalgos = c->long_context || decode_only ? 1 : 2;
+        /* A projection runs the device's GEMM (clattn_tune's choice, else the default), then CLBlast's
+         * through a second context on the same queue. */
+        if (gemm && !blas_ctx && (st = open_blas_context(ctx, &blas_ctx)) != CLATTN_SUCCESS) {
+            rc = cli_fail_status("bench", NULL, st, "a context with options.gemm = clblast");
+            buffers_free(&b);
+            break;
+        }
         bench_result res[2] = {{0}};
         cli_progress *progress = cli_progress_start(c->name);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
-            st = time_case(ctx, c, &b, algos[a], &res[a]);
+            clattn_context *run_ctx = gemm && a == 1 ? blas_ctx : ctx;
+            st = time_case(run_ctx, c, &b, algos[a], &res[a]);
             if (st != CLATTN_SUCCESS)
-                rc = cli_fail_status("bench", ctx, st, c->name);
+                rc = cli_fail_status("bench", run_ctx, st, c->name);
         }
         cli_progress_stop(progress);
         buffers_free(&b);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
-            const char *path = algos[a] == CLATTN_ALGORITHM_FUSED    ? "fused"
+            const char *path = gemm                                  ? (a ? "clblast" : "gemm")
+                               : algos[a] == CLATTN_ALGORITHM_FUSED  ? "fused"
                                : algos[a] == CLATTN_ALGORITHM_DECODE ? "decode"
                                                                      : "staged";
             if (json) {
@@ -443,7 +485,8 @@ int cmd_bench(int argc, char **argv)
             }
         }
         if (!json && rc == CLI_OK && nalgos == 2)
-            printf("%-46s %s time: %.2fx\n", "", decode ? "fused/decode" : "staged/fused", res[1].ms / res[0].ms);
+            printf("%-46s %s time: %.2fx\n", "", gemm ? "CLBlast/gemm" : decode ? "fused/decode" : "staged/fused",
+                   res[1].ms / res[0].ms);
         /* A windowed case follows the same case without a window: the time a window saves. */
         if (!json && rc == CLI_OK && c->window > 0 && previous_fused_ms > 0)
             printf("%-46s without/with window time: %.2fx\n", "", previous_fused_ms / res[0].ms);
@@ -475,6 +518,7 @@ int cmd_bench(int argc, char **argv)
     }
     if (json)
         printf("\n]}\n");
+    clattn_context_free(blas_ctx);
     clattn_context_free(ctx);
     return rc;
 }
