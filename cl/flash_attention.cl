@@ -151,7 +151,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
             }
             float pj[ROWS][STEP];
             float block_max[ROWS];
-            bool grew = false;
+            lanes_t nan_lanes = 0;
             UNROLL for (int r = 0; r < ROWS; r++) {
                 if (j + STEP > row_end[r] || j < row_begin[r] || mask_layout != MASK_NONE || score_terms) {
                     float lane[STEP];
@@ -167,17 +167,29 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = VLOAD(lane + u * VEC);
                 }
+                /* Maxima without NaN handling (one instruction per vector); NaN lanes are collected on
+                 * the side and tested once per step. */
                 vec_t top = s[r][0];
-                bool nan_score = ANY_NAN(s[r][0]);
+                nan_lanes |= NAN_LANES(s[r][0]);
                 UNROLL for (int u = 1; u < KV; u++) {
-                    top = fmax(top, s[r][u]);
-                    nan_score |= ANY_NAN(s[r][u]);
+                    top = QMAX(top, s[r][u]);
+                    nan_lanes |= NAN_LANES(s[r][u]);
                 }
-                /* A NaN score makes the row NaN (fmax alone would skip it, and a row whose only
-                 * visible score is NaN would pass for fully masked). */
-                block_max[r] = nan_score ? NAN : HMAX(top);
-                grew |= !(block_max[r] <= m[r]);
+                block_max[r] = HMAX_QUIET(top);
             }
+            /* A NaN score makes its row NaN (a maximum that skipped it would leave a row whose only
+             * visible score is NaN looking fully masked). Rare: found row by row only when present. */
+            if (ANY_LANE(nan_lanes))
+                UNROLL for (int r = 0; r < ROWS; r++) {
+                    lanes_t row_nan = 0;
+                    UNROLL for (int u = 0; u < KV; u++)
+                        row_nan |= NAN_LANES(s[r][u]);
+                    if (ANY_LANE(row_nan))
+                        block_max[r] = NAN;
+                }
+            bool grew = false;
+            UNROLL for (int r = 0; r < ROWS; r++)
+                grew |= !(block_max[r] <= m[r]);
             /* Rescale only rows whose running maximum grew (or turned NaN): after the first tiles,
              * rarely any, and one test skips them all. */
             if (grew) {

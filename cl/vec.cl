@@ -15,7 +15,9 @@ typedef float16 vec_t;
 #define VLOAD(p) vload16(0, (p))
 #define VSTORE(v, p) vstore16((v), 0, (p))
 #define HMAX(x) hmax8(fmax((x).lo, (x).hi))
+#define HMAX_QUIET(x) qmax8(QMAX((x).lo, (x).hi))
 #define HSUM(x) hsum8((x).lo + (x).hi)
+typedef int16 lanes_t;
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 8
@@ -25,7 +27,9 @@ typedef float8 vec_t;
 #define VLOAD(p) vload8(0, (p))
 #define VSTORE(v, p) vstore8((v), 0, (p))
 #define HMAX(x) hmax8(x)
+#define HMAX_QUIET(x) qmax8(x)
 #define HSUM(x) hsum8(x)
+typedef int8 lanes_t;
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 4
@@ -35,7 +39,9 @@ typedef float4 vec_t;
 #define VLOAD(p) vload4(0, (p))
 #define VSTORE(v, p) vstore4((v), 0, (p))
 #define HMAX(x) hmax4(x)
+#define HMAX_QUIET(x) qmax4(x)
 #define HSUM(x) hsum4(x)
+typedef int4 lanes_t;
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 2
@@ -45,7 +51,9 @@ typedef float2 vec_t;
 #define VLOAD(p) vload2(0, (p))
 #define VSTORE(v, p) vstore2((v), 0, (p))
 #define HMAX(x) fmax((x).s0, (x).s1)
+#define HMAX_QUIET(x) QMAX((x).s0, (x).s1)
 #define HSUM(x) ((x).s0 + (x).s1)
+typedef int2 lanes_t;
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 1
@@ -53,13 +61,29 @@ typedef float vec_t;
 #define VLOAD(p) (*(p))
 #define VSTORE(v, p) (*(p) = (v))
 #define HMAX(x) (x)
+#define HMAX_QUIET(x) (x)
 #define HSUM(x) (x)
+typedef int lanes_t;
 #define ANY_NAN(x) isnan(x) /* the scalar isnan is 1, not −1: any() would miss it */
 #define ANY_ZERO(x) ((x) == 0.0f)
 #else
 #error "VEC must be 1, 2, 4, 8 or 16"
 #endif
 
+/* The larger of a and b, lane by lane, for values known to hold no NaN: one compare-and-select (a
+ * single max instruction), where fmax must also handle NaN (three on AVX-512). */
+#define QMAX(a, b) ((a) > (b) ? (a) : (b))
+/* NaN lanes as a lane mask (every bit set), to be OR-ed over many vectors and tested once. */
+#if VEC == 1
+#define NAN_LANES(x) (isnan(x) ? -1 : 0)
+#define ANY_LANE(m) ((m) != 0)
+#else
+#define NAN_LANES(x) isnan(x)
+#define ANY_LANE(m) any(m)
+#endif
+
+inline float qmax4(float4 x) { return QMAX(QMAX(x.s0, x.s1), QMAX(x.s2, x.s3)); }
+inline float qmax8(float8 x) { return qmax4(QMAX(x.lo, x.hi)); }
 inline float hmax4(float4 x) { return fmax(fmax(x.s0, x.s1), fmax(x.s2, x.s3)); }
 inline float hmax8(float8 x) { return hmax4(fmax(x.lo, x.hi)); }
 inline float hsum4(float4 x) { return (x.s0 + x.s1) + (x.s2 + x.s3); }

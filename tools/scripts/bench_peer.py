@@ -376,7 +376,7 @@ def main():
             if r.get("ms"):
                 ratio = r["ms"] / entry["gemm"]["ms"]
                 print("%s: clattn %.1f GFLOP/s = %.0f%% of numpy's (x @ w + bias) %.1f GFLOP/s"
-                      % (title, entry["gemm"]["gflops"], 100 * ratio, entry["gemm"]["gflops"] * ratio))
+                      % (title, entry["gemm"]["gflops"], 100 * ratio, entry["gemm"]["gflops"] / ratio))
 
 
 if __name__ == "__main__":
