@@ -2,6 +2,7 @@
  * are on this device, and its launch. */
 #include "fused.h"
 
+#include "cache.h"
 #include "context.h"
 #include "error.h"
 #include "masks.h"
@@ -29,7 +30,32 @@ typedef struct fused_variant {
 struct fused_state {
     fused_variant variants[FUSED_VARIANTS_MAX];
     size_t count;
+    /* Tiles measured by clattn_tune (its record, read at the first build) or set by fused_use_tiles;
+     * tiles_read: looked for already. */
+    bool tiles_read, tiles_set;
+    unsigned tile_m, tile_n, tile_rows;
 };
+
+const char fused_record_name[] = "fused tile choice, format 1";
+
+/* The record of clattn_tune's tiles for this device, read once per context. */
+static void read_tile_record(clattn_context *ctx, struct fused_state *f)
+{
+    if (f->tiles_read)
+        return;
+    f->tiles_read = true;
+    char *record = cache_record_load(ctx, fused_record_name);
+    if (!record)
+        return;
+    size_t n = strlen(record);
+    if (n > 0 && record[n - 1] == '\n')
+        record[n - 1] = '\0';
+    f->tiles_set = options_parse_tile(record, &f->tile_m, &f->tile_n, &f->tile_rows);
+    if (!f->tiles_set)
+        set_warning(ctx, "the tuning record of the fused kernel's tiles for %s is damaged; run clattn tune again",
+                    ctx->caps.name);
+    free(record);
+}
 
 /* Head sizes are compiled in, rounded up to a multiple of 16: few variants, little padding. */
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
@@ -49,7 +75,8 @@ static cl_ulong tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
     return (cl_ulong)n * ((dk + dv) * sizeof(float) + 1) + 64;
 }
 
-static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_variant *v)
+static void choose_tiles(clattn_context *ctx, const struct fused_state *f, unsigned dk, unsigned dv,
+                         fused_variant *v)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
     unsigned vec = 1;
@@ -62,6 +89,11 @@ static void choose_tiles(clattn_context *ctx, unsigned dk, unsigned dv, fused_va
         n = ctx->options.tile_n;
         if (ctx->options.tile_rows)
             rows = ctx->options.tile_rows;
+    } else if (f->tiles_set) {
+        m = f->tile_m;
+        n = f->tile_n;
+        if (f->tile_rows)
+            rows = f->tile_rows;
     }
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
@@ -95,6 +127,21 @@ static void variants_release(struct fused_state *f)
     for (size_t i = 0; i < f->count; i++)
         variant_release(&f->variants[i]);
     f->count = 0;
+}
+
+clattn_status fused_use_tiles(clattn_context *ctx, unsigned m, unsigned n, unsigned rows)
+{
+    if (!ctx->fused && !(ctx->fused = calloc(1, sizeof *ctx->fused)))
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the fused path's state");
+    struct fused_state *f = ctx->fused;
+    clFinish(ctx->queue); /* no launch of the variants released here is still pending */
+    variants_release(f);
+    f->tiles_read = true;
+    f->tiles_set = m != 0;
+    f->tile_m = m;
+    f->tile_n = n;
+    f->tile_rows = rows;
+    return CLATTN_SUCCESS;
 }
 
 void fused_release(clattn_context *ctx)
@@ -142,7 +189,9 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         variants_release(f);
     }
     fused_variant v = {pdk, pdv, 0, 0, 0, 0, 0, NULL, NULL, CLATTN_SUCCESS};
-    choose_tiles(ctx, pdk, pdv, &v);
+    if (!ctx->options.tile_set)
+        read_tile_record(ctx, f);
+    choose_tiles(ctx, f, pdk, pdv, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);
         if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */

@@ -30,8 +30,7 @@ static char *dup_string(const char *s)
     return copy;
 }
 
-/* "MxN" or "MxNxR", plain decimal numbers within 1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8. */
-static bool parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *rows)
+bool options_parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *rows)
 {
     unsigned long parts[3] = {0, 0, 0};
     size_t count = 0;
@@ -63,7 +62,7 @@ static clattn_status resolve_tile(clattn_context *ctx, const char *api_tile, con
     const char *tile = from_api ? api_tile : options_env("CLATTN_TILE");
     if (!tile || !*tile)
         return CLATTN_SUCCESS;
-    if (parse_tile(tile, &out->tile_m, &out->tile_n, &out->tile_rows)) {
+    if (options_parse_tile(tile, &out->tile_m, &out->tile_n, &out->tile_rows)) {
         out->tile_set = true;
         return CLATTN_SUCCESS;
     }

@@ -16,6 +16,10 @@ typedef struct gemm_choice {
     unsigned rows, vectors; /* clattn's tile: rows × vectors of VEC columns; 0: the device's default */
 } gemm_choice;
 
+/* The fused kernel's tile: "MxN" or "MxNxR", plain decimal numbers within 1 ≤ M ≤ 1024, 1 ≤ N ≤ 256,
+ * 1 ≤ R ≤ 8 (*rows 0 when R is not given). */
+bool options_parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *rows);
+
 /* "clblast", "clattn" or "clattn:RxV" (1 ≤ R ≤ 16, 1 ≤ V ≤ 8), exactly. */
 bool options_parse_gemm(const char *text, gemm_choice *out);
 /* The spelling options_parse_gemm reads back. */

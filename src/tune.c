@@ -1,10 +1,12 @@
-/* clattn_tune: measure the projection GEMMs on the context's device and keep the fastest, in the
- * context and as a record with the program cache for later contexts. */
+/* clattn_tune: measure the projection GEMMs and the fused kernel's tiles on the context's device and
+ * keep the fastest, in the context and as records with the program cache for later contexts. */
 #define _POSIX_C_SOURCE 200809L
 #include "cache.h"
 #include "context.h"
 #include "device.h"
 #include "error.h"
+#include "fused.h"
+#include "options.h"
 #include "projection.h"
 #include "validate.h"
 
@@ -48,6 +50,87 @@ static double measure(clattn_context *ctx, cl_mem x, cl_mem w, cl_mem bias, cl_m
 static const unsigned cpu_tiles[][2] = {{4, 2}, {6, 2}, {8, 2}, {4, 3}, {6, 3}, {8, 3}, {4, 4}};
 static const unsigned gpu_tiles[][2] = {{2, 2}, {4, 2}, {4, 4}, {8, 4}, {8, 8}};
 
+/* The fused kernel's tiles worth trying (work-items per group × keys per tile × rows per work-item),
+ * the device's default first, then its neighbours: on CPUs half the group or half the keys per tile
+ * (each variant is a compile of seconds on PoCL, so few), on GPUs groups of 32–128 work-items and
+ * tiles of 16–64 keys. The device's limits still apply (local memory, group size), as for CLATTN_TILE. */
+static const unsigned cpu_fused_tiles[][3] = {{64, 64, 4}, {32, 64, 4}, {64, 32, 4}};
+static const unsigned gpu_fused_tiles[][3] = {{64, 32, 1}, {128, 32, 1}, {32, 32, 1}, {64, 16, 1}, {64, 64, 1}};
+/* The SDPA measured: B = 1, H = 8, L = S = 1024, D = 64 (1.1 GFLOP). */
+#define TUNE_HEADS 8
+#define TUNE_LEN 1024
+#define TUNE_HEAD_DIM 64
+
+/* GFLOP/s of the fused kernel with the context's current tiles on the tuning SDPA, or 0. */
+static double measure_fused(clattn_context *ctx, cl_mem q, cl_mem k, cl_mem v, cl_mem o)
+{
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = 1;
+    d.heads = TUNE_HEADS;
+    d.q_len = d.kv_len = TUNE_LEN;
+    d.qk_dim = TUNE_HEAD_DIM;
+    d.algorithm = CLATTN_ALGORITHM_FUSED;
+    double best = 0;
+    for (int run = 0; run <= TUNE_RUNS; run++) {
+        const double start = seconds_now();
+        if (clattn_sdpa(ctx, &d, q, k, v, NULL, o, NULL, NULL) != CLATTN_SUCCESS || clFinish(ctx->queue) != CL_SUCCESS)
+            return 0;
+        const double gflops = 4.0 * TUNE_HEADS * TUNE_LEN * TUNE_LEN * TUNE_HEAD_DIM / (seconds_now() - start) * 1e-9;
+        if (run > 0 && gflops > best)
+            best = gflops;
+    }
+    return best;
+}
+
+/* Every candidate tile of the fused kernel measured; the fastest kept and recorded. Skipped (tiles
+ * empty) when the context's tile option fixes them. */
+static clattn_status tune_fused(clattn_context *ctx, cl_mem buffer, clattn_tune_result *r)
+{
+    if (ctx->options.tile_set)
+        return CLATTN_SUCCESS;
+    const bool cpu = device_is_cpu(&ctx->caps);
+    const unsigned(*tiles)[3] = cpu ? cpu_fused_tiles : gpu_fused_tiles;
+    const size_t ntiles = cpu ? sizeof cpu_fused_tiles / sizeof cpu_fused_tiles[0]
+                              : sizeof gpu_fused_tiles / sizeof gpu_fused_tiles[0];
+    const size_t elems = (size_t)TUNE_HEADS * TUNE_LEN * TUNE_HEAD_DIM;
+    cl_mem views[4];
+    clattn_status st = CLATTN_SUCCESS;
+    for (int i = 0; i < 4; i++) { /* Q, K, V and O: four regions of one buffer */
+        const cl_buffer_region region = {i * elems * sizeof(float), elems * sizeof(float)};
+        cl_int err;
+        views[i] = clCreateSubBuffer(buffer, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &region, &err);
+        if (err != CL_SUCCESS) {
+            while (i-- > 0)
+                clReleaseMemObject(views[i]);
+            return cl_error(ctx, err, "making the tuning SDPA's views");
+        }
+    }
+    size_t best = ntiles;
+    for (size_t i = 0; i < ntiles && st == CLATTN_SUCCESS; i++) {
+        st = fused_use_tiles(ctx, tiles[i][0], tiles[i][1], tiles[i][2]);
+        const double gflops = st == CLATTN_SUCCESS ? measure_fused(ctx, views[0], views[1], views[2], views[3]) : 0;
+        clear_error(ctx); /* a tile that cannot run is just not chosen */
+        r->candidates++;
+        if (i == 0)
+            r->fused_default_gflops = gflops;
+        if (gflops > r->fused_gflops) {
+            r->fused_gflops = gflops;
+            best = i;
+        }
+    }
+    for (int i = 0; i < 4; i++)
+        clReleaseMemObject(views[i]);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (best == ntiles) /* nothing ran: the defaults stay, nothing is recorded */
+        return fused_use_tiles(ctx, 0, 0, 0);
+    snprintf(r->fused_tile, sizeof r->fused_tile, "%ux%ux%u", tiles[best][0], tiles[best][1], tiles[best][2]);
+    char line[40];
+    snprintf(line, sizeof line, "%s\n", r->fused_tile);
+    cache_record_store(ctx, fused_record_name, line);
+    return fused_use_tiles(ctx, tiles[best][0], tiles[best][1], tiles[best][2]);
+}
+
 clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result)
 {
     clattn_status st = check_context(ctx);
@@ -58,7 +141,10 @@ clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result)
     memset(&r, 0, sizeof r);
     cl_int err;
     cl_mem buffers[4] = {NULL, NULL, NULL, NULL};
-    const size_t elems[4] = {TUNE_ROWS * TUNE_IN, TUNE_IN * TUNE_OUT, TUNE_OUT, TUNE_ROWS * TUNE_OUT};
+    /* X, W, bias and Y of the GEMM; the last also holds the tuning SDPA's Q, K, V and O. */
+    const size_t sdpa_elems = 4 * (size_t)TUNE_HEADS * TUNE_LEN * TUNE_HEAD_DIM;
+    const size_t elems[4] = {TUNE_ROWS * TUNE_IN, TUNE_IN * TUNE_OUT, TUNE_OUT,
+                             TUNE_ROWS * TUNE_OUT > sdpa_elems ? TUNE_ROWS * TUNE_OUT : sdpa_elems};
     for (int i = 0; i < 4; i++) {
         buffers[i] = clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, elems[i] * sizeof(float), NULL, &err);
         if (err != CL_SUCCESS) {
@@ -109,6 +195,8 @@ clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result)
     snprintf(line, sizeof line, "%s\n", r.gemm);
     cache_record_store(ctx, projection_record_name, line);
     r.gemm_gflops = best_gflops;
+    if ((st = tune_fused(ctx, buffers[3], &r)) != CLATTN_SUCCESS)
+        goto done;
     r.seconds = seconds_now() - start;
     if (result)
         *result = r;

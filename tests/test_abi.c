@@ -397,7 +397,8 @@ START_TEST(test_options_app_objects)
 END_TEST
 
 /* clattn_context_options of 0.2.0 ended with `tile`: such a struct is read with profile off; the
- * reserved member that 0.2.1 added after `profile` must be 0. */
+ * reserved member that 0.2.1 added after `profile` must be 0; one of 0.3 ends with `reserved`, so a
+ * `gemm` beyond its size is never read. */
 START_TEST(test_options_layouts)
 {
     tu_set_label("clattn_context_options layouts on %s", tu_dev_spec[_i]);
@@ -419,6 +420,11 @@ START_TEST(test_options_layouts)
     ctx = create_with(&opts);
     TU_ASSERT_OK(clattn_profile_read(ctx, NULL, 0, &count), ctx, "clattn_profile_read on a profiling context");
     clattn_context_free(ctx);
+    opts.gemm = "not a GEMM"; /* refused in a 0.4 struct ... */
+    ctx = NULL;
+    ck_assert_int_eq(clattn_context_create_with_options(&ctx, &opts), CLATTN_ERROR_INVALID_VALUE);
+    opts.struct_size = offsetof(clattn_context_options, gemm); /* ... and unread in a 0.3 one */
+    clattn_context_free(create_with(&opts));
 }
 END_TEST
 

@@ -173,6 +173,10 @@ START_TEST(test_option_values)
 }
 END_TEST
 
+/* The names in the keys of the two tuning records. */
+#define GEMM_RECORD "projection GEMM choice"
+#define FUSED_RECORD "fused tile choice"
+
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_tune and its record                                                                      */
 /* ---------------------------------------------------------------------------------------------- */
@@ -188,8 +192,8 @@ static uint64_t fnv1a(const void *data, size_t n)
     return h;
 }
 
-/* The path of the one cache entry whose key names the GEMM record (NULL if none). */
-static const char *find_record(const char *dir)
+/* The path of the one cache entry whose key names `record` (NULL if none). */
+static const char *find_record(const char *dir, const char *record)
 {
     static char path[2048];
     const char *found = NULL;
@@ -203,8 +207,8 @@ static const char *find_record(const char *dir)
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         size_t len = 0;
         char *data = tu_read_file(p, &len);
-        if (data && len > 16 && memmem(data, len, "projection GEMM choice", 22)) {
-            ck_assert_msg(!found, "two GEMM records in %s", dir);
+        if (data && len > 16 && memmem(data, len, record, strlen(record))) {
+            ck_assert_msg(!found, "two records \"%s\" in %s", record, dir);
             snprintf(path, sizeof path, "%s", p);
             found = path;
         }
@@ -243,61 +247,13 @@ static void rewrite_record(const char *path, const char *payload, const char *fr
     free(data);
 }
 
-START_TEST(test_tune)
-{
-    const size_t dev = TU_DEVICE(_i);
-    tu_set_label("clattn_tune on %s", tu_dev_spec[dev]);
-    const char *dir = tu_scratch_dir("clattn-test-gemm");
-    clattn_context *ctx = context_with(dev, NULL, dir, NULL);
-    ck_assert_msg(find_record(dir) == NULL, "%s: a record before tuning", tu_label());
-    clattn_tune_result r;
-    memset(&r, 0xff, sizeof r);
-    clattn_status st = clattn_tune(ctx, &r);
-    TU_ASSERT_OK(st, ctx, "clattn_tune");
-    const bool cpu = (tu_dev[dev].type & CL_DEVICE_TYPE_CPU) && !(tu_dev[dev].type & CL_DEVICE_TYPE_GPU);
-    ck_assert_msg(r.candidates == (cpu ? 8u : 6u), "%s: %u candidates", tu_label(), r.candidates);
-    ck_assert_msg(r.gemm_gflops > 0 && r.seconds > 0, "%s: %g GFLOP/s in %g s", tu_label(), r.gemm_gflops, r.seconds);
-    ck_assert_msg(r.gemm_gflops == (r.clblast_gflops > r.clattn_gflops ? r.clblast_gflops : r.clattn_gflops),
-                  "%s: chose %g GFLOP/s of CLBlast's %g and clattn's %g", tu_label(), r.gemm_gflops, r.clblast_gflops,
-                  r.clattn_gflops);
-    const bool chose_blas = strcmp(r.gemm, "clblast") == 0;
-    ck_assert_msg(chose_blas == (r.clblast_gflops > r.clattn_gflops), "%s: chose %s", tu_label(), r.gemm);
-    ck_assert_msg(chose_blas || strncmp(r.gemm, "clattn:", 7) == 0, "%s: chose \"%s\"", tu_label(), r.gemm);
-    const char *expected = chose_blas ? "CLBlast" : "clattn";
-    gemm_that_ran(ctx); /* the tuning's own runs */
-    const char *ran = check_projection(ctx, 33, 17, 70, true, 7);
-    ck_assert_msg(ran && strcmp(ran, expected) == 0, "%s: after tuning %s ran, expected %s", tu_label(),
-                  ran ? ran : "no single GEMM", expected);
-    clattn_context_free(ctx);
-
-    /* A later context on the same cache starts with the choice; options.gemm still overrides it. */
-    const char *record = find_record(dir);
-    ck_assert_msg(record != NULL, "%s: no record in %s", tu_label(), dir);
-    ctx = context_with(dev, NULL, dir, NULL);
-    ran = check_projection(ctx, 33, 17, 70, false, 8);
-    ck_assert_msg(ran && strcmp(ran, expected) == 0, "%s: a later context ran %s, expected %s", tu_label(),
-                  ran ? ran : "no single GEMM", expected);
-    clattn_context_free(ctx);
-    ctx = context_with(dev, chose_blas ? "clattn" : "clblast", dir, NULL);
-    ran = check_projection(ctx, 33, 17, 70, false, 9);
-    ck_assert_msg(ran && strcmp(ran, expected) != 0, "%s: options.gemm did not override the record", tu_label());
-    clattn_context_free(ctx);
-}
-END_TEST
-
-/* Records rewritten by hand: another valid choice is followed; a damaged one is ignored with a
+/* GEMM records rewritten by hand: another valid choice is followed; a damaged one is ignored with a
  * warning; one made under another library version is never found (no warning). */
-START_TEST(test_records)
+static void check_gemm_records(size_t dev, const char *dir)
 {
-    const size_t dev = TU_DEVICE(_i);
-    const char *dir = tu_scratch_dir("clattn-test-gemm");
-    clattn_context *ctx = context_with(dev, NULL, dir, NULL);
-    tu_set_label("clattn_tune on %s", tu_dev_spec[dev]);
-    clattn_status st = clattn_tune(ctx, NULL);
-    TU_ASSERT_OK(st, ctx, "clattn_tune");
-    clattn_context_free(ctx);
-    const char *record = find_record(dir);
-    ck_assert_msg(record != NULL, "%s: no record", tu_label());
+    const char *record = find_record(dir, GEMM_RECORD);
+    ck_assert_msg(record != NULL, "%s: no GEMM record", tu_label());
+    clattn_context *ctx;
     const bool cpu = (tu_dev[dev].type & CL_DEVICE_TYPE_CPU) && !(tu_dev[dev].type & CL_DEVICE_TYPE_GPU);
     const char *device_default = cpu ? "clattn" : "CLBlast";
     size_t max_wg = 0;
@@ -328,6 +284,108 @@ START_TEST(test_records)
         ck_assert_msg(warned == cases[i].warns, "%s: warning \"%s\"", tu_label(), projection_warning);
         clattn_context_free(ctx);
     }
+}
+
+
+/* A fused SDPA on ctx against the fp64 reference; returns the call's warning. */
+static const char *check_fused_sdpa(clattn_context *ctx)
+{
+    static char warning[1024];
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 37, 45, 16, 0);
+    d.algorithm = CLATTN_ALGORITHM_FUSED;
+    float *q = tu_falloc(2 * 37 * 16), *k = tu_falloc(2 * 45 * 16), *v = tu_falloc(2 * 45 * 16);
+    float *out = tu_falloc(2 * 37 * 16);
+    tu_fill_uniform(q, 2 * 37 * 16, 1.0f, 41);
+    tu_fill_uniform(k, 2 * 45 * 16, 1.0f, 42);
+    tu_fill_uniform(v, 2 * 45 * 16, 1.0f, 43);
+    double *ref = tu_dalloc(2 * 37 * 16);
+    ref_sdpa(&d, q, k, v, NULL, ref, NULL, NULL);
+    clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
+    snprintf(warning, sizeof warning, "%s", clattn_last_warning(ctx));
+    check_close_named("out", out, ref, 2 * 37 * 16, NULL);
+    return warning;
+}
+
+/* The fused tiles' record: followed when rewritten to other valid tiles, ignored with a warning when
+ * damaged, not even read when options.tile is set. */
+static void check_fused_records(size_t dev, const char *dir)
+{
+    const char *record = find_record(dir, FUSED_RECORD);
+    ck_assert_msg(record != NULL, "%s: no fused tile record", tu_label());
+    static const struct {
+        const char *payload, *tile, *what;
+        bool warns;
+    } cases[] = {
+        {"16x32x2\n", NULL, "a fused record naming other tiles", false},
+        {"0x64\n", NULL, "a damaged fused record", true},
+        {"0x64\n", "32x32", "a damaged fused record under options.tile", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        tu_set_label("%s on %s", cases[i].what, tu_dev_spec[dev]);
+        rewrite_record(record, cases[i].payload, NULL, NULL);
+        clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
+        o.device = tu_dev_spec[dev];
+        o.cache = CLATTN_CACHE_ON;
+        o.cache_dir = dir;
+        o.tile = cases[i].tile;
+        clattn_context *ctx = NULL;
+        clattn_status st = clattn_context_create_with_options(&ctx, &o);
+        TU_ASSERT_OK(st, NULL, "clattn_context_create_with_options");
+        const bool warned = strstr(check_fused_sdpa(ctx), "tuning record") != NULL;
+        ck_assert_msg(warned == cases[i].warns, "%s: warned %d", tu_label(), warned);
+        clattn_context_free(ctx);
+    }
+}
+
+START_TEST(test_tune)
+{
+    const size_t dev = TU_DEVICE(_i);
+    tu_set_label("clattn_tune on %s", tu_dev_spec[dev]);
+    const char *dir = tu_scratch_dir("clattn-test-gemm");
+    clattn_context *ctx = context_with(dev, NULL, dir, NULL);
+    ck_assert_msg(find_record(dir, GEMM_RECORD) == NULL && find_record(dir, FUSED_RECORD) == NULL,
+                  "%s: a record before tuning", tu_label());
+    clattn_tune_result r;
+    memset(&r, 0xff, sizeof r);
+    clattn_status st = clattn_tune(ctx, &r);
+    TU_ASSERT_OK(st, ctx, "clattn_tune");
+    const bool cpu = (tu_dev[dev].type & CL_DEVICE_TYPE_CPU) && !(tu_dev[dev].type & CL_DEVICE_TYPE_GPU);
+    ck_assert_msg(r.candidates == (cpu ? 8u + 3u : 6u + 5u), "%s: %u candidates", tu_label(), r.candidates);
+    unsigned m, n, rows;
+    char extra;
+    ck_assert_msg(sscanf(r.fused_tile, "%ux%ux%u%c", &m, &n, &rows, &extra) == 3 && r.fused_gflops > 0 &&
+                      r.fused_gflops >= r.fused_default_gflops,
+                  "%s: fused tiles \"%s\" at %g GFLOP/s (default %g)", tu_label(), r.fused_tile, r.fused_gflops,
+                  r.fused_default_gflops);
+    ck_assert_msg(r.gemm_gflops > 0 && r.seconds > 0, "%s: %g GFLOP/s in %g s", tu_label(), r.gemm_gflops, r.seconds);
+    ck_assert_msg(r.gemm_gflops == (r.clblast_gflops > r.clattn_gflops ? r.clblast_gflops : r.clattn_gflops),
+                  "%s: chose %g GFLOP/s of CLBlast's %g and clattn's %g", tu_label(), r.gemm_gflops, r.clblast_gflops,
+                  r.clattn_gflops);
+    const bool chose_blas = strcmp(r.gemm, "clblast") == 0;
+    ck_assert_msg(chose_blas == (r.clblast_gflops > r.clattn_gflops), "%s: chose %s", tu_label(), r.gemm);
+    ck_assert_msg(chose_blas || strncmp(r.gemm, "clattn:", 7) == 0, "%s: chose \"%s\"", tu_label(), r.gemm);
+    const char *expected = chose_blas ? "CLBlast" : "clattn";
+    gemm_that_ran(ctx); /* the tuning's own runs */
+    const char *ran = check_projection(ctx, 33, 17, 70, true, 7);
+    ck_assert_msg(ran && strcmp(ran, expected) == 0, "%s: after tuning %s ran, expected %s", tu_label(),
+                  ran ? ran : "no single GEMM", expected);
+    clattn_context_free(ctx);
+
+    /* A later context on the same cache starts with the choice; options.gemm still overrides it. */
+    const char *record = find_record(dir, GEMM_RECORD);
+    ck_assert_msg(record != NULL, "%s: no record in %s", tu_label(), dir);
+    ctx = context_with(dev, NULL, dir, NULL);
+    ran = check_projection(ctx, 33, 17, 70, false, 8);
+    ck_assert_msg(ran && strcmp(ran, expected) == 0, "%s: a later context ran %s, expected %s", tu_label(),
+                  ran ? ran : "no single GEMM", expected);
+    clattn_context_free(ctx);
+    ctx = context_with(dev, chose_blas ? "clattn" : "clblast", dir, NULL);
+    ran = check_projection(ctx, 33, 17, 70, false, 9);
+    ck_assert_msg(ran && strcmp(ran, expected) != 0, "%s: options.gemm did not override the record", tu_label());
+    clattn_context_free(ctx);
+    check_gemm_records(dev, dir);
+    check_fused_records(dev, dir);
 }
 END_TEST
 
@@ -378,7 +436,6 @@ static Suite *make_suite(void)
     tu_add_loop(s, "shapes", test_shapes, N_GEMMS * tu_ndev);
     tu_add_loop(s, "option_values", test_option_values, tu_ndev);
     tu_add_loop(s, "tune", test_tune, tu_ndev);
-    tu_add_loop(s, "records", test_records, tu_ndev);
     tu_add_loop(s, "broken_kernel", test_broken_kernel, tu_ndev);
     return s;
 }

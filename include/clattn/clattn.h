@@ -59,10 +59,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 3
+#define CLATTN_VERSION_MINOR 4
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.3.0"
+#define CLATTN_VERSION_STRING "0.4.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -254,14 +254,20 @@ typedef struct clattn_tune_result {
     double gemm_gflops;    /* its speed on the tuning shape (X 512×768 · W 768×2304) */
     double clblast_gflops; /* CLBlast's speed there (0: it could not run on this device) */
     double clattn_gflops;  /* the speed of clattn's fastest tile there (0: its kernel did not build) */
-    unsigned candidates;   /* GEMMs measured (CLBlast and each tile of clattn's kernel) */
+    /* The fused kernel's tiles now in use, in options.tile's syntax ("64x64x4"); "" when options.tile
+     * fixes them (nothing measured) or no tile ran. */
+    char fused_tile[32];
+    double fused_gflops;         /* their speed on the tuning SDPA (B=1, H=8, L=S=1024, D=64) */
+    double fused_default_gflops; /* the device's default tiles' speed there */
+    unsigned candidates;   /* GEMMs and fused tiles measured */
     double seconds;        /* wall time of the whole tuning, compiles included */
 } clattn_tune_result;
 
 /* Measure the projection GEMMs on ctx's device — CLBlast's SGEMM and clattn's own kernel with several
- * tiles, each compiled, warmed up and timed at its best of three runs — and use the fastest from now
- * on. The choice is stored with the program cache as a record keyed by device, driver and library
- * version, so later contexts on the same device start with it (unless options.gemm says otherwise);
+ * tiles — and the fused kernel's tiles, each compiled, warmed up and timed at its best of three runs,
+ * and use the fastest from now on. The choices are stored with the program cache as records keyed by
+ * device, driver and library version, so later contexts on the same device start with them (unless
+ * options.gemm or options.tile say otherwise);
  * a record from another driver or version is never found, and a damaged one is ignored with a warning
  * (the device's default is used until clattn_tune runs again). Takes seconds (every candidate is
  * compiled, CLBlast's kernels included); nothing tunes implicitly. Blocks until done; result may be

@@ -40,12 +40,12 @@ ORDER = [
     "program.h", "program.c",          # kernel sources, builds, build logs
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
     "projection.h", "projection.c",    # GEMM (clattn's kernel, or CLBlast + bias), chosen per device
-    "tune.c",                          # clattn_tune: the projection GEMMs measured, the choice recorded
     "staged.h", "staged.c",            # score / softmax / weighted-sum path, the public stage calls
     "fused.h", "fused.c",              # the fused flash kernel
     "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "mha.h", "mha.c",                  # clattn_mha
+    "tune.c",                          # clattn_tune: GEMMs and fused tiles measured, the choices recorded
     "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
     "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
     "ragged.c",                        # clattn_sdpa_ragged: sequences of different lengths packed
