@@ -90,7 +90,7 @@ static clattn_status score_prepare_keys(clattn_context *ctx, const sdpa_shape *s
     karg_ulong(&a, s->kv_len);
     karg_ulong(&a, s->qk_dim);
     const size_t global[2] = {s->kv_len, s->batch * s->kv_heads};
-    return kernel_launch_auto(ctx, &a, "score (K transposed)", 2, global);
+    return kernel_launch_auto(ctx, &a, "score", 2, global); /* part of the score stage's time */
 }
 
 /* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into `scores`,
@@ -184,6 +184,11 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
                              "the score matrix of one head (L=%zu x S=%zu) needs %zu bytes, more than the "
                              "device's maximum allocation of %llu bytes",
                              s->q_len, s->kv_len, head_bytes, (unsigned long long)ctx->caps.max_alloc);
+        /* The transposed K of the blocked score kernel comes out of the same budget, so the temporaries
+         * together stay within it (and within one allocation's size) where a head's scores leave room. */
+        const size_t kt_bytes = ctx->staged->tile_rows ? s->k_elems * sizeof(float) : 0;
+        if (budget >= kt_bytes + head_bytes)
+            budget -= kt_bytes;
         chunk = budget / head_bytes;
         if (chunk == 0)
             chunk = 1;

@@ -2473,8 +2473,9 @@ START_TEST(test_outputs_links_and_modes)
 END_TEST
 
 /* `clattn bench --quick --json`: every case on its paths (fused and staged; decode and fused; decode alone
- * for paged and ragged), the decode cases' bandwidth rows, and each run's device time is its kernels'
- * own (the per-kernel times add up to it, and it fits inside the wall time of the same run). */
+ * for paged and ragged; the device's GEMM and CLBlast for the projection), the decode cases' bandwidth
+ * rows, and each run's device time is its kernels' own (the per-kernel times add up to it, and it fits
+ * inside the wall time of the same run). */
 START_TEST(test_bench_quick_json)
 {
     EXPECT(EXIT_OK, "bench", "--quick", "--json");
@@ -2484,7 +2485,7 @@ START_TEST(test_bench_quick_json)
         "d = json.load(sys.stdin)\n"
         "rows = [r for r in d['cases'] if r['kind'] != 'bandwidth']\n"
         "bandwidth = [r for r in d['cases'] if r['kind'] == 'bandwidth']\n"
-        "assert len(rows) == 12, len(rows)\n"
+        "assert len(rows) == 14, len(rows)\n"
         "assert sorted(r['name'] for r in bandwidth) == sorted(r['name'] for r in rows if r['path'] == 'decode'), d\n"
         "assert all(r['kv_gbps'] > 0 and r['stream_gbps'] > 0 for r in bandwidth), bandwidth\n"
         "staged = {'score', 'softmax', 'weighted-sum'}\n"
@@ -2498,6 +2499,10 @@ START_TEST(test_bench_quick_json)
         "    elif r['path'] == 'decode':\n"
         "        assert 'decode partial' in k and 'fused attention' not in k and not staged & set(k), r\n"
         "        assert ('paged block-id check' in k) == (r['kind'] == 'paged'), r\n"
+        "    elif r['kind'] == 'gemm':\n"
+        "        blas = {'projection GEMM (CLBlast)', 'projection bias'}\n"
+        "        assert set(k) in ({'projection GEMM (clattn)'}, blas), r\n"
+        "        assert r['path'] == 'gemm' or set(k) == blas, r\n"
         "    else:\n"
         "        assert staged <= set(k) and 'fused attention' not in k, r\n"
         "    if r['kind'] == 'mha':\n"
@@ -2506,6 +2511,7 @@ START_TEST(test_bench_quick_json)
     expect_in("stdout", R.out, "device ms");
     expect_in("stdout", R.out, "staged/fused time");
     expect_in("stdout", R.out, "fused/decode time");
+    expect_in("stdout", R.out, "CLBlast/gemm time");
     expect_in("stdout", R.out, "% of streaming");
     expect_in("stdout", R.out, "time against \"decode L=1 S=512 H=4 D=64\"");
 }
