@@ -186,14 +186,21 @@ static void entry_write(clattn_context *ctx, const char *key, const void *payloa
         remove(tmp); /* a full or read-only disk: carry on without the cache */
 }
 
-cl_program cache_load(clattn_context *ctx, const char *source, const char *options)
+/* The payload stored for (source, options) on this device, or NULL (see entry_read). */
+static unsigned char *keyed_read(clattn_context *ctx, const char *source, const char *options, size_t *len)
 {
     if (!cache_dir(ctx))
         return NULL;
     char *key = make_key(ctx, source, options);
-    size_t len = 0;
-    unsigned char *binary = key ? entry_read(ctx, key, &len) : NULL;
+    unsigned char *payload = key ? entry_read(ctx, key, len) : NULL;
     free(key);
+    return payload;
+}
+
+cl_program cache_load(clattn_context *ctx, const char *source, const char *options)
+{
+    size_t len = 0;
+    unsigned char *binary = keyed_read(ctx, source, options, &len);
     if (!binary)
         return NULL;
     cl_int err, binary_status;
@@ -233,12 +240,8 @@ void cache_store(clattn_context *ctx, const char *source, const char *options, c
  * in the entry's key. */
 char *cache_record_load(clattn_context *ctx, const char *name)
 {
-    if (!cache_dir(ctx))
-        return NULL;
-    char *key = make_key(ctx, name, name);
     size_t len = 0;
-    unsigned char *data = key ? entry_read(ctx, key, &len) : NULL;
-    free(key);
+    unsigned char *data = keyed_read(ctx, name, name, &len);
     char *text = data ? realloc(data, len + 1) : NULL;
     if (!text) {
         free(data);

@@ -395,22 +395,7 @@ START_TEST(test_broken_kernel)
     const size_t dev = TU_DEVICE(_i);
     size_t max_wg = 0;
     clGetDeviceInfo(tu_dev[dev].device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
-    const char *src = getenv("CLATTN_SOURCE_CL_DIR");
-    ck_assert_msg(src && src[0], "CLATTN_SOURCE_CL_DIR is not set (meson test sets it to the source cl/)");
-    const char *dir = tu_scratch_dir("clattn-test-gemm-cl");
-    DIR *d = opendir(src);
-    ck_assert(d != NULL);
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char from[2048], to[2048];
-        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
-        struct stat sb;
-        if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode))
-            continue;
-        snprintf(to, sizeof to, "%s/%s", dir, e->d_name);
-        tu_copy_file(from, to, strcmp(e->d_name, "gemm.cl") == 0 ? "\n__kernel void broken( { not OpenCL C ;\n" : NULL);
-    }
-    closedir(d);
+    const char *dir = tu_broken_kernel_dir("gemm.cl");
     for (int forced = 0; forced <= 1; forced++) {
         tu_set_label("a broken gemm.cl, %s, on %s", forced ? "options.gemm clattn" : "the default", tu_dev_spec[dev]);
         clattn_context *ctx = context_with(dev, forced ? "clattn" : NULL, NULL, dir);

@@ -60,35 +60,6 @@ static clattn_status fresh_sdpa(clattn_context *ctx, float **out_host, size_t *n
     return fresh_sdpa_with(ctx, CLATTN_ALGORITHM_AUTO, out_host, no, NULL);
 }
 
-/* Copies every file of CLATTN_SOURCE_CL_DIR into a scratch folder, appending a syntax error to
- * `victim`, and returns the folder. */
-static const char *make_broken_kernel_dir(const char *victim)
-{
-    const char *src = getenv("CLATTN_SOURCE_CL_DIR");
-    /* meson test sets it; run by hand without it, the test fails rather than passing untested. */
-    ck_assert_msg(src && src[0], "CLATTN_SOURCE_CL_DIR is not set (meson test sets it to the source cl/)");
-    const char *tmpdir = tu_scratch_dir("clattn-test");
-    DIR *dir = opendir(src);
-    ck_assert_msg(dir != NULL, "opendir(%s): %s", src, strerror(errno));
-    static const char broken[] = "\n__kernel void clattn_broken_on_purpose( { this is not OpenCL C ;\n";
-    int found = 0;
-    struct dirent *e;
-    while ((e = readdir(dir)) != NULL) {
-        char from[1024], to[1024];
-        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
-        struct stat sb;
-        if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode))
-            continue;
-        snprintf(to, sizeof to, "%s/%s", tmpdir, e->d_name);
-        int breaks = strcmp(e->d_name, victim) == 0;
-        found |= breaks;
-        tu_copy_file(from, to, breaks ? broken : NULL);
-    }
-    closedir(dir);
-    ck_assert_msg(found, "%s not found in CLATTN_SOURCE_CL_DIR=%s", victim, src);
-    return tmpdir;
-}
-
 /* Runs fn with the OpenCL compiler's diagnostics (printed to stderr by some runtimes) silenced. */
 static clattn_status quietly(clattn_status (*fn)(clattn_context *, clattn_algorithm, float **, size_t *, double *),
                              clattn_context *ctx, clattn_algorithm algorithm, float **out, size_t *no, double *ref)
@@ -114,7 +85,7 @@ START_TEST(test_kernel_build_failure)
 {
     size_t dev = (size_t)_i;
     tu_set_label("kernel build failure on %s", tu_dev_spec[dev]);
-    const char *dir = make_broken_kernel_dir("common.cl");
+    const char *dir = tu_broken_kernel_dir("common.cl");
     set_kernel_dir(dir);
     clattn_context *ctx = tu_context_new(tu_dev_spec[dev]);
     float *out;
@@ -150,7 +121,7 @@ START_TEST(test_path_build_failure_falls_back)
 {
     const size_t dev = TU_DEVICE(_i), which = TU_CASE(_i);
     tu_set_label("%s build failure on %s", kernels[which].file, tu_dev_spec[dev]);
-    const char *dir = make_broken_kernel_dir(kernels[which].file);
+    const char *dir = tu_broken_kernel_dir(kernels[which].file);
     set_kernel_dir(dir);
     fresh_q_len = kernels[which].q_len;
     clattn_context *ctx = tu_context_new(tu_dev_spec[dev]);

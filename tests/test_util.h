@@ -118,6 +118,9 @@ char *tu_read_file(const char *path, size_t *len);
 void tu_write_file(const char *path, const void *data, size_t len);
 /* Copies from to to, then appends `append` (NULL: nothing); fails the test on any error. */
 void tu_copy_file(const char *from, const char *to, const char *append);
+/* A scratch folder holding every file of CLATTN_SOURCE_CL_DIR (which meson test sets to the source
+ * cl/), with a syntax error appended to `victim`; for CLATTN_KERNEL_DIR or options.kernel_dir. */
+const char *tu_broken_kernel_dir(const char *victim);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Fixture                                                                                         */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Labels                                                                                          */
@@ -299,6 +300,33 @@ void tu_copy_file(const char *from, const char *to, const char *append)
         fputs(append, out);
     fclose(in);
     ck_assert(fclose(out) == 0);
+}
+
+const char *tu_broken_kernel_dir(const char *victim)
+{
+    const char *src = getenv("CLATTN_SOURCE_CL_DIR");
+    /* meson test sets it; run by hand without it, the test fails rather than passing untested. */
+    ck_assert_msg(src && src[0], "CLATTN_SOURCE_CL_DIR is not set (meson test sets it to the source cl/)");
+    const char *tmpdir = tu_scratch_dir("clattn-test");
+    DIR *dir = opendir(src);
+    ck_assert_msg(dir != NULL, "opendir(%s): %s", src, strerror(errno));
+    static const char broken[] = "\n__kernel void clattn_broken_on_purpose( { this is not OpenCL C ;\n";
+    int found = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) != NULL) {
+        char from[1024], to[1024];
+        snprintf(from, sizeof from, "%s/%s", src, e->d_name);
+        struct stat sb;
+        if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode))
+            continue;
+        snprintf(to, sizeof to, "%s/%s", tmpdir, e->d_name);
+        int breaks = strcmp(e->d_name, victim) == 0;
+        found |= breaks;
+        tu_copy_file(from, to, breaks ? broken : NULL);
+    }
+    closedir(dir);
+    ck_assert_msg(found, "%s not found in CLATTN_SOURCE_CL_DIR=%s", victim, src);
+    return tmpdir;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

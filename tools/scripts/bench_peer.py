@@ -252,22 +252,29 @@ def cpu_model():
     return "unknown CPU"
 
 
+def sdpa_process_seconds(clattn, device, tmp, shape, runs):
+    """Best wall time of fresh `clattn sdpa` processes on random q, k, v of `shape` written to tmp (caches warmed
+    by one untimed run first), and the paths of its files."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    paths = {n: os.path.join(tmp, n + ".npy") for n in "qkvo"}
+    for n in "qkv":
+        np.save(paths[n], rng.standard_normal(shape, dtype=np.float32))
+    cmd = [clattn, "sdpa"] + sum((["--" + n, paths[n]] for n in "qkv"), []) + ["--out", paths["o"]]
+    cmd += ["--device", device] if device else []
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    best = float("inf")
+    for _ in range(runs):
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        best = min(best, time.perf_counter() - t)
+    return best, paths
+
+
 def first_call_seconds(clattn, device):
     """Wall time of a fresh `clattn sdpa` process on the tutorial-sized 4-token case (caches warm)."""
-    import numpy as np
     with tempfile.TemporaryDirectory() as tmp:
-        rng = np.random.default_rng(0)
-        for name in "qkv":
-            np.save(os.path.join(tmp, name + ".npy"), rng.standard_normal((4, 4), dtype=np.float32))
-        cmd = [clattn, "sdpa"] + sum((["--" + n, os.path.join(tmp, n + ".npy")] for n in "qkv"), [])
-        cmd += ["--out", os.path.join(tmp, "o.npy")] + (["--device", device] if device else [])
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)  # warms the program caches
-        best = float("inf")
-        for _ in range(5):
-            t = time.perf_counter()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-            best = min(best, time.perf_counter() - t)
-        return best
+        return sdpa_process_seconds(clattn, device, tmp, (4, 4), 5)[0]
 
 
 def one_shot_seconds(clattn, device):
@@ -276,18 +283,7 @@ def one_shot_seconds(clattn, device):
     in this process, which the tool does alike): returns (one-shot s, I/O s)."""
     import numpy as np
     with tempfile.TemporaryDirectory() as tmp:
-        rng = np.random.default_rng(0)
-        paths = {n: os.path.join(tmp, n + ".npy") for n in "qkvo"}
-        for n in "qkv":
-            np.save(paths[n], rng.standard_normal((1, 8, 2048, 64), dtype=np.float32))
-        cmd = [clattn, "sdpa"] + sum((["--" + n, paths[n]] for n in "qkv"), []) + ["--out", paths["o"]]
-        cmd += ["--device", device] if device else []
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)  # warms the program caches
-        best = float("inf")
-        for _ in range(3):
-            t = time.perf_counter()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-            best = min(best, time.perf_counter() - t)
+        best, paths = sdpa_process_seconds(clattn, device, tmp, (1, 8, 2048, 64), 3)
         io = float("inf")
         for _ in range(3):
             t = time.perf_counter()
