@@ -351,7 +351,7 @@ START_TEST(test_tune)
     clattn_status st = clattn_tune(ctx, &r);
     TU_ASSERT_OK(st, ctx, "clattn_tune");
     const bool cpu = (tu_dev[dev].type & CL_DEVICE_TYPE_CPU) && !(tu_dev[dev].type & CL_DEVICE_TYPE_GPU);
-    ck_assert_msg(r.candidates == (cpu ? 8u + 3u : 6u + 5u), "%s: %u candidates", tu_label(), r.candidates);
+    ck_assert_msg(r.candidates == (cpu ? 8u + 2u : 6u + 5u), "%s: %u candidates", tu_label(), r.candidates);
     unsigned m, n, rows;
     char extra;
     ck_assert_msg(sscanf(r.fused_tile, "%ux%ux%u%c", &m, &n, &rows, &extra) == 3 && r.fused_gflops > 0 &&
@@ -380,10 +380,14 @@ START_TEST(test_tune)
     ck_assert_msg(ran && strcmp(ran, expected) == 0, "%s: a later context ran %s, expected %s", tu_label(),
                   ran ? ran : "no single GEMM", expected);
     clattn_context_free(ctx);
-    ctx = context_with(dev, chose_blas ? "clattn" : "clblast", dir, NULL);
-    ran = check_projection(ctx, 33, 17, 70, false, 9);
-    ck_assert_msg(ran && strcmp(ran, expected) != 0, "%s: options.gemm did not override the record", tu_label());
-    clattn_context_free(ctx);
+    size_t max_wg = 0; /* below 64, CLBlast cannot launch: clattn's kernel serves whatever is asked */
+    clGetDeviceInfo(tu_dev[dev].device, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof max_wg, &max_wg, NULL);
+    if (max_wg >= 64) {
+        ctx = context_with(dev, chose_blas ? "clattn" : "clblast", dir, NULL);
+        ran = check_projection(ctx, 33, 17, 70, false, 9);
+        ck_assert_msg(ran && strcmp(ran, expected) != 0, "%s: options.gemm did not override the record", tu_label());
+        clattn_context_free(ctx);
+    }
     check_gemm_records(dev, dir);
     check_fused_records(dev, dir);
 }
