@@ -182,7 +182,7 @@ static void check_array(const npy_array *a, const uint8_t *data, size_t size)
     if (a->ndim > NPY_MAX_DIMS)
         violation("ndim %zu > %d", a->ndim, NPY_MAX_DIMS);
     if (a->dtype != NPY_F4 && a->dtype != NPY_F8 && a->dtype != NPY_I4 && a->dtype != NPY_I8 &&
-        a->dtype != NPY_B1)
+        a->dtype != NPY_B1 && a->dtype != NPY_F2 && a->dtype != NPY_U2)
         violation("unknown dtype %d", (int)a->dtype);
     if (!a->data)
         violation("data is NULL after a successful parse");
@@ -240,7 +240,7 @@ static void check_conversions(const npy_array *a)
 {
     char err[256];
     float *f = (float *)&f; /* not NULL, to see that a failure clears it */
-    const bool is_float = a->dtype == NPY_F4 || a->dtype == NPY_F8;
+    const bool is_float = a->dtype == NPY_F4 || a->dtype == NPY_F8 || a->dtype == NPY_F2;
     memset(err, 0x5A, sizeof err);
     phase_begin("npy_to_float", result_bytes(a->count, sizeof(float)), SIZE_MAX);
     const int frc = npy_to_float(a, &f, err, sizeof err);
@@ -260,6 +260,12 @@ static void check_conversions(const npy_array *a)
             if (a->dtype == NPY_F4) {
                 if (memcmp(&f[i], (const float *)a->data + i, sizeof(float)) != 0)
                     violation("npy_to_float changed f4 element %zu", i);
+                continue;
+            }
+            if (a->dtype == NPY_F2) { /* widening is exact: narrowing back gives the same bits */
+                const uint16_t h = ((const uint16_t *)a->data)[i];
+                if (isnan(f[i]) ? (h & 0x7C00u) != 0x7C00u || (h & 0x3FFu) == 0 : npy_float_to_half(f[i]) != h)
+                    violation("npy_to_float turned f2 element %zu = 0x%04x into %.9g", i, h, (double)f[i]);
                 continue;
             }
             const double d = ((const double *)a->data)[i];

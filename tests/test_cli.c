@@ -969,6 +969,33 @@ START_TEST(test_sdpa_2d)
 }
 END_TEST
 
+/* '<f2' inputs are widened exactly on load: the same output, bit for bit, as '<f4' files of the same
+ * (half-representable) values. */
+START_TEST(test_sdpa_half_inputs)
+{
+    enum { L = 5, S = 7, D = 4 };
+    const size_t qs[2] = {L, D}, ks[2] = {S, D};
+    float q[L * D], k[S * D], v[S * D];
+    tu_fill_uniform(q, L * D, 2.0f, 31);
+    tu_fill_uniform(k, S * D, 2.0f, 32);
+    tu_fill_uniform(v, S * D, 2.0f, 33);
+    float *all[3] = {q, k, v};
+    const size_t counts[3] = {L * D, S * D, S * D};
+    for (int t = 0; t < 3; t++)
+        for (size_t i = 0; i < counts[t]; i++)
+            all[t][i] = npy_half_to_float(npy_float_to_half(all[t][i]));
+    char err[512];
+    const char *names[3] = {"q2.npy", "k2.npy", "v2.npy"};
+    for (int t = 0; t < 3; t++)
+        ck_assert_msg(npy_save_floats_as(P(names[t]), NPY_F2, all[t], 2, t ? ks : qs, err, sizeof err) == 0, "%s", err);
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q2.npy"), "--k", P("k2.npy"), "--v", P("v2.npy"), "--out", P("o2.npy"));
+    EXPECT(EXIT_OK, "sdpa", "--q", save_f32("q4.npy", q, 2, qs), "--k", save_f32("k4.npy", k, 2, ks), "--v",
+           save_f32("v4.npy", v, 2, ks), "--out", P("o4.npy"));
+    const float *o2 = load_f32(P("o2.npy"), 2, qs), *o4 = load_f32(P("o4.npy"), 2, qs);
+    ck_assert_msg(memcmp(o2, o4, sizeof(float) * L * D) == 0, "half inputs gave another output than their floats");
+}
+END_TEST
+
 START_TEST(test_sdpa_causal)
 {
     const char *const top_left[] = {"--causal", NULL};
@@ -2528,8 +2555,8 @@ static Suite *cli_suite(void)
         {"usage", {test_version_and_help, test_usage_errors}},
         {"devices", {test_devices_table, test_devices_json, test_devices_check, test_no_platform,
                      test_device_selection}},
-        {"sdpa", {test_sdpa_4d, test_sdpa_3d, test_sdpa_2d, test_sdpa_causal, test_sdpa_causal_bottom_right,
-                  test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
+        {"sdpa", {test_sdpa_4d, test_sdpa_3d, test_sdpa_2d, test_sdpa_half_inputs, test_sdpa_causal,
+                  test_sdpa_causal_bottom_right, test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
                   test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
                   test_sdpa_f8_input}},
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},

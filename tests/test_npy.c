@@ -276,6 +276,126 @@ START_TEST(test_f8_to_float)
 }
 END_TEST
 
+/* Every finite half value in increasing order, for the nearest-even reference below. */
+static double half_values[63488];
+static size_t half_count;
+
+static void list_half_values(void)
+{
+    half_count = 0;
+    for (int sign = -1; sign <= 1; sign += 2)
+        for (unsigned h = 0; h < 0x7C00u; h++) {
+            const unsigned bits = sign < 0 ? (0x7BFFu - h) | 0x8000u : h; /* negatives from the largest down */
+            if (sign > 0 && h == 0)
+                continue; /* +0 once (as -0 came last among the negatives) */
+            half_values[half_count++] = npy_half_to_float((unsigned short)bits);
+        }
+}
+
+/* The half nearest to x by exhaustive search (ties to the even pattern), or ±inf past 65520. */
+static float half_reference(float x)
+{
+    if (fabs((double)x) >= 65520.0)
+        return x > 0 ? INFINITY : -INFINITY;
+    size_t lo = 0, hi = half_count - 1;
+    while (hi - lo > 1) {
+        const size_t mid = (lo + hi) / 2;
+        if (half_values[mid] <= x)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    const double dl = fabs((double)x - half_values[lo]), dh = fabs(half_values[hi] - (double)x);
+    if (dl != dh)
+        return (float)(dl < dh ? half_values[lo] : half_values[hi]);
+    const unsigned short hl = npy_float_to_half((float)half_values[lo]);
+    return (float)((hl & 1u) == 0 ? half_values[lo] : half_values[hi]);
+}
+
+/* Half and bfloat16: every bit pattern survives widening and narrowing again (NaN stays NaN); random
+ * floats narrow to the nearest half (ties to even) found by exhaustive search; the edges (65504, the
+ * overflow point, subnormals, ties) and bfloat16's rounding by hand. */
+START_TEST(test_half_and_bf16_conversions)
+{
+    for (unsigned bits = 0; bits <= 0xFFFFu; bits++) {
+        const float h = npy_half_to_float((unsigned short)bits), b = npy_bf16_to_float_value((unsigned short)bits);
+        if (isnan(h))
+            ck_assert_msg(isnan(npy_half_to_float(npy_float_to_half(h))), "half NaN %04x lost", bits);
+        else
+            ck_assert_msg(npy_float_to_half(h) == bits, "half %04x -> %g -> %04x", bits, (double)h,
+                          npy_float_to_half(h));
+        if (isnan(b))
+            ck_assert_msg(isnan(npy_bf16_to_float_value(npy_float_to_bf16(b))), "bf16 NaN %04x lost", bits);
+        else
+            ck_assert_msg(npy_float_to_bf16(b) == bits, "bf16 %04x -> %g -> %04x", bits, (double)b,
+                          npy_float_to_bf16(b));
+    }
+    list_half_values();
+    tu_rng r;
+    tu_rng_seed(&r, 77);
+    for (int i = 0; i < 200000; i++) {
+        /* magnitudes from 2^-30 to 2^17: subnormal halves, normal ones and overflow */
+        const float x = (float)((tu_rng_unit(&r) < 0.5 ? -1 : 1) * ldexp(1.0 + tu_rng_unit(&r), (int)(tu_rng_unit(&r) * 48) - 31));
+        const float got = npy_half_to_float(npy_float_to_half(x)), want = half_reference(x);
+        ck_assert_msg(got == want, "half of %.9g: %.9g, nearest even is %.9g", (double)x, (double)got, (double)want);
+    }
+    static const struct { float x, half; } edges[] = {
+        {65504.0f, 65504.0f}, {65519.99f, 65504.0f}, {65520.0f, INFINITY}, {-65520.0f, -INFINITY},
+        {0x1p-24f, 0x1p-24f}, {0x1p-25f, 0.0f}, {0x1.8p-24f, 0x1p-23f}, {0x1.4p-24f, 0x1p-24f},
+        {1.0f + 0x1p-11f, 1.0f}, {1.0f + 0x1.8p-10f, 1.0f + 0x1p-9f}, {0x1.ffcp-15f, 0x1p-14f} /* a tie at the top of the subnormals: up, to the even 2^-14 */,
+        {INFINITY, INFINITY}, {-0.0f, -0.0f},
+    };
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0]; i++) {
+        const float got = npy_half_to_float(npy_float_to_half(edges[i].x));
+        ck_assert_msg(got == edges[i].half && signbit(got) == signbit(edges[i].half), "half of %a: %a, want %a",
+                      (double)edges[i].x, (double)got, (double)edges[i].half);
+    }
+    ck_assert(isnan(npy_half_to_float(npy_float_to_half(NAN))));
+    /* bfloat16: the top 16 bits, rounded to nearest even */
+    ck_assert_uint_eq(npy_float_to_bf16(1.0f), 0x3F80u);
+    ck_assert_uint_eq(npy_float_to_bf16(1.0f + 0x1p-8f), 0x3F80u);           /* tie: even stays */
+    ck_assert_uint_eq(npy_float_to_bf16(1.0f + 0x1.8p-7f), 0x3F82u);         /* tie: odd rounds up */
+    ck_assert_uint_eq(npy_float_to_bf16(1.0f + 0x1.02p-8f), 0x3F81u);        /* past the tie */
+    ck_assert_uint_eq(npy_float_to_bf16(FLT_MAX), 0x7F80u);                  /* overflows to inf */
+    ck_assert_uint_eq(npy_float_to_bf16(-INFINITY), 0xFF80u);
+    ck_assert(isnan(npy_bf16_to_float_value(npy_float_to_bf16(-NAN))));
+}
+END_TEST
+
+/* '<f2' and '<u2' files: read as their bit patterns, widened by npy_to_float / npy_bf16_to_float, and
+ * written by npy_save_floats_as (rounded), each refusing the other's type. */
+START_TEST(test_half_files)
+{
+    const float values[6] = {1.0f, -2.5f, 65504.0f, 1e6f, 0x1p-24f, 0.1f};
+    const size_t shape[2] = {2, 3};
+    char path[512], err[256] = "";
+    for (int bf = 0; bf <= 1; bf++) {
+        tmp_path(path, sizeof path, bf ? "b.npy" : "h.npy");
+        ck_assert_msg(npy_save_floats_as(path, bf ? NPY_U2 : NPY_F2, values, 2, shape, err, sizeof err) == 0, "%s", err);
+        npy_array a;
+        ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "%s", err);
+        ck_assert_int_eq(a.dtype, bf ? NPY_U2 : NPY_F2);
+        ck_assert_uint_eq(a.count, 6);
+        float *f = NULL;
+        ck_assert_msg((bf ? npy_bf16_to_float(&a, &f, err, sizeof err) : npy_to_float(&a, &f, err, sizeof err)) == 0,
+                      "%s", err);
+        for (int i = 0; i < 6; i++) {
+            const float want = bf ? npy_bf16_to_float_value(npy_float_to_bf16(values[i]))
+                                  : npy_half_to_float(npy_float_to_half(values[i]));
+            ck_assert_msg(f[i] == want, "%s element %d: %g, want %g", bf ? "bf16" : "half", i, (double)f[i], (double)want);
+        }
+        ck_assert(bf || isinf(f[3])); /* 1e6 is beyond half's range */
+        free(f);
+        f = NULL;
+        ck_assert_int_ne(bf ? npy_to_float(&a, &f, err, sizeof err) : npy_bf16_to_float(&a, &f, err, sizeof err), 0);
+        ck_assert_msg(strstr(err, bf ? "'<u2'" : "'<f2'") != NULL, "%s", err);
+        npy_free(&a);
+    }
+    ck_assert_int_ne(npy_save_floats_as(path, NPY_I4, values, 2, shape, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "'<i4'") != NULL, "%s", err);
+}
+END_TEST
+
 START_TEST(test_int_to_int64)
 {
     const int32_t i4[4] = {0, -1, 2147483647, -2147483647 - 1};
@@ -344,7 +464,7 @@ static const struct {
     {"{'descr': '>f4', 'fortran_order': False, 'shape': (2, 3), }", 24, "big-endian dtype '>f4'"},
     {"{'descr': '>i8', 'fortran_order': False, 'shape': (3,), }", 24, "big-endian dtype '>i8'"},
     {"{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }", 24, "unsupported dtype '|u1'"},
-    {"{'descr': '<f2', 'fortran_order': False, 'shape': (2, 3), }", 24, "unsupported dtype '<f2'"},
+    {"{'descr': '<u4', 'fortran_order': False, 'shape': (2, 3), }", 24, "unsupported dtype '<u4'"},
     {"{'descr': '<c8', 'fortran_order': False, 'shape': (2, 3), }", 48, "unsupported dtype '<c8'"},
     {"{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", 8, "structured dtypes"},
     {"{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }", 24,
@@ -727,6 +847,7 @@ static Suite *npy_suite(void)
     tcase_add_loop_test(tc, test_round_trip, 0, (int)(sizeof round_trip_shapes / sizeof round_trip_shapes[0]));
     tcase_add_test(tc, test_save_layout);
     tcase_add_test(tc, test_scalar_and_1d_headers);
+    tcase_add_test(tc, test_half_files);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("headers");
@@ -737,6 +858,7 @@ static Suite *npy_suite(void)
 
     tc = tcase_create("types");
     tcase_add_test(tc, test_f8_to_float);
+    tcase_add_test(tc, test_half_and_bf16_conversions);
     tcase_add_test(tc, test_int_to_int64);
     tcase_add_test(tc, test_bool);
     suite_add_tcase(s, tc);

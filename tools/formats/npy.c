@@ -88,6 +88,8 @@ const char *npy_dtype_name(npy_dtype dtype)
     case NPY_I4: return "<i4";
     case NPY_I8: return "<i8";
     case NPY_B1: return "|b1";
+    case NPY_F2: return "<f2";
+    case NPY_U2: return "<u2";
     }
     return "?";
 }
@@ -100,6 +102,8 @@ size_t npy_dtype_size(npy_dtype dtype)
     case NPY_I4: return 4;
     case NPY_I8: return 8;
     case NPY_B1: return 1;
+    case NPY_F2: return 2;
+    case NPY_U2: return 2;
     }
     return 0;
 }
@@ -195,7 +199,8 @@ static int dtype_from_descr(cursor *c, const char *descr, npy_dtype *out)
     static const struct {
         const char *code;
         npy_dtype dtype;
-    } known[] = {{"f4", NPY_F4}, {"f8", NPY_F8}, {"i4", NPY_I4}, {"i8", NPY_I8}, {"b1", NPY_B1}};
+    } known[] = {{"f4", NPY_F4}, {"f8", NPY_F8}, {"i4", NPY_I4}, {"i8", NPY_I8},
+                 {"b1", NPY_B1}, {"f2", NPY_F2}, {"u2", NPY_U2}};
 
     const char order = descr[0];
     if (strlen(descr) == 3 && strchr("<=|>", order)) {
@@ -715,13 +720,95 @@ static int check_convert_args(const npy_array *a, const void *out, const char *f
     return 0;
 }
 
+float npy_half_to_float(unsigned short h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+    uint32_t bits;
+    if (exponent == 0x1F) { /* inf or NaN (the payload kept, shifted into place) */
+        bits = sign | 0x7F800000u | (mantissa << 13);
+    } else if (exponent != 0) {
+        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+    } else { /* zero or subnormal: mantissa · 2^-24, exact in float */
+        const float magnitude = (float)mantissa * 0x1p-24f;
+        memcpy(&bits, &magnitude, 4);
+        bits |= sign;
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+unsigned short npy_float_to_half(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    const unsigned short sign = (unsigned short)((bits >> 16) & 0x8000u);
+    const uint32_t magnitude = bits & 0x7FFFFFFFu;
+    if (magnitude > 0x7F800000u) /* NaN: a quiet one, the top of the payload kept */
+        return (unsigned short)(sign | 0x7E00u | ((magnitude >> 13) & 0x1FFu));
+    if (magnitude >= 0x477FF000u) /* 65520 and up round past 65504: inf (inf included) */
+        return (unsigned short)(sign | 0x7C00u);
+    if (magnitude < 0x38800000u) { /* below 2^-14: a subnormal half, rounded to nearest even */
+        float m;
+        const uint32_t abs_bits = magnitude;
+        memcpy(&m, &abs_bits, 4);
+        const float scaled = m * 0x1p24f; /* in half's subnormal units; exact */
+        unsigned short q = (unsigned short)scaled;
+        const float rest = scaled - (float)q;
+        if (rest > 0.5f || (rest == 0.5f && (q & 1u)))
+            q++;
+        return (unsigned short)(sign | q);
+    }
+    /* Normal: drop 13 mantissa bits, rounding to nearest even (a carry into the exponent is right). */
+    const uint32_t rounded = magnitude + 0xFFFu + ((magnitude >> 13) & 1u);
+    return (unsigned short)(sign | ((rounded - 0x38000000u) >> 13));
+}
+
+float npy_bf16_to_float_value(unsigned short b)
+{
+    const uint32_t bits = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+unsigned short npy_float_to_bf16(float f)
+{
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: quiet, same sign */
+        return (unsigned short)((bits >> 16) | 0x0040u);
+    return (unsigned short)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16); /* nearest even; overflow → inf */
+}
+
+int npy_bf16_to_float(const npy_array *a, float **out, char *err, size_t err_size)
+{
+    if (check_convert_args(a, out, "npy_bf16_to_float", err, err_size))
+        return -1;
+    *out = NULL;
+    if (a->dtype != NPY_U2)
+        return fail(err, err_size, "expected bfloat16 bit patterns ('<u2'), got '%s'", npy_dtype_name(a->dtype));
+    size_t bytes;
+    if (!mul_size(a->count, sizeof(float), &bytes))
+        return fail(err, err_size, "%zu floats do not fit in memory", a->count);
+    float *f = malloc(bytes > 0 ? bytes : 1);
+    if (!f)
+        return fail(err, err_size, "out of memory converting %zu elements to float", a->count);
+    const uint16_t *src = a->data;
+    for (size_t i = 0; i < a->count; i++)
+        f[i] = npy_bf16_to_float_value(src[i]);
+    *out = f;
+    return 0;
+}
+
 int npy_to_float(const npy_array *a, float **out, char *err, size_t err_size)
 {
     if (check_convert_args(a, out, "npy_to_float", err, err_size))
         return -1;
     *out = NULL;
-    if (a->dtype != NPY_F4 && a->dtype != NPY_F8)
-        return fail(err, err_size, "expected a float array ('<f4' or '<f8'), got '%s'", npy_dtype_name(a->dtype));
+    if (a->dtype != NPY_F4 && a->dtype != NPY_F8 && a->dtype != NPY_F2)
+        return fail(err, err_size, "expected a float array ('<f2', '<f4' or '<f8'), got '%s'",
+                    npy_dtype_name(a->dtype));
     size_t bytes;
     if (!mul_size(a->count, sizeof(float), &bytes))
         return fail(err, err_size, "%zu floats do not fit in memory", a->count);
@@ -730,6 +817,10 @@ int npy_to_float(const npy_array *a, float **out, char *err, size_t err_size)
         return fail(err, err_size, "out of memory converting %zu elements to float", a->count);
     if (a->dtype == NPY_F4) {
         memcpy(f, a->data, bytes);
+    } else if (a->dtype == NPY_F2) {
+        const uint16_t *h = a->data;
+        for (size_t i = 0; i < a->count; i++)
+            f[i] = npy_half_to_float(h[i]);
     } else {
         const double *d = a->data;
         for (size_t i = 0; i < a->count; i++)
@@ -772,11 +863,12 @@ int npy_to_int64(const npy_array *a, long long **out, char *err, size_t err_size
 
 /* numpy's version 1.0 header: the dict, padded with spaces and ended with '\n' so that the data
  * starts at a multiple of 64 bytes. Returns the header length. */
-static size_t build_header(char *buf, size_t cap, size_t ndim, const size_t *shape)
+static size_t build_header(char *buf, size_t cap, npy_dtype dtype, size_t ndim, const size_t *shape)
 {
     char shape_text[NPY_MAX_DIMS * 22 + 4];
     format_shape(shape_text, sizeof shape_text, ndim, shape);
-    size_t len = (size_t)snprintf(buf, cap, "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }", shape_text);
+    size_t len = (size_t)snprintf(buf, cap, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                                  npy_dtype_name(dtype), shape_text);
     const size_t unpadded = sizeof npy_magic + 4 + len + 1;
     const size_t pad = (64 - unpadded % 64) % 64;
     memset(buf + len, ' ', pad);
@@ -805,9 +897,35 @@ static bool write_floats_le(FILE *fp, const float *data, size_t count)
     return true;
 }
 
+/* The floats as 16-bit patterns (half or bfloat16, rounded to nearest even), little-endian. */
+static bool write_narrowed_le(FILE *fp, npy_dtype dtype, const float *data, size_t count)
+{
+    unsigned char chunk[4096];
+    for (size_t done = 0; done < count;) {
+        const size_t n = count - done < sizeof chunk / 2 ? count - done : sizeof chunk / 2;
+        for (size_t i = 0; i < n; i++) {
+            const unsigned short v = dtype == NPY_F2 ? npy_float_to_half(data[done + i]) : npy_float_to_bf16(data[done + i]);
+            chunk[2 * i] = (unsigned char)(v & 0xFFu);
+            chunk[2 * i + 1] = (unsigned char)(v >> 8);
+        }
+        if (fwrite(chunk, 2, n, fp) != n)
+            return false;
+        done += n;
+    }
+    return true;
+}
+
 int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t *shape, char *err,
                  size_t err_size)
 {
+    return npy_save_floats_as(path, NPY_F4, data, ndim, shape, err, err_size);
+}
+
+int npy_save_floats_as(const char *path, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape,
+                       char *err, size_t err_size)
+{
+    if (dtype != NPY_F4 && dtype != NPY_F2 && dtype != NPY_U2)
+        return fail(err, err_size, "cannot save floats as '%s'", npy_dtype_name(dtype));
     if (!path)
         return fail(err, err_size, "npy_save_f32: path is NULL");
     if (ndim > NPY_MAX_DIMS)
@@ -824,7 +942,7 @@ int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t 
         return fail(err, err_size, "npy_save_f32: data is NULL");
 
     char header[512];
-    const size_t header_len = build_header(header, sizeof header, ndim, shape);
+    const size_t header_len = build_header(header, sizeof header, dtype, ndim, shape);
     unsigned char prefix[10];
     memcpy(prefix, npy_magic, sizeof npy_magic);
     prefix[6] = 1; /* version 1.0: the header always fits its 2-byte length */
@@ -836,7 +954,8 @@ int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t 
     if (atomic_open(&t, path, err, err_size))
         return -1;
     if (fwrite(prefix, 1, sizeof prefix, t.fp) != sizeof prefix ||
-        fwrite(header, 1, header_len, t.fp) != header_len || (count > 0 && !write_floats_le(t.fp, data, count))) {
+        fwrite(header, 1, header_len, t.fp) != header_len ||
+        (count > 0 && !(dtype == NPY_F4 ? write_floats_le(t.fp, data, count) : write_narrowed_le(t.fp, dtype, data, count)))) {
         const int e = errno;
         atomic_abort(&t);
         return fail(err, err_size, "cannot write: %s", strerror(e));

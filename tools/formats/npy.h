@@ -1,8 +1,8 @@
 /* Reading and writing NumPy .npy files (format versions 1.0, 2.0 and 3.0), so that the command-line
  * tool can take its inputs from, and hand its results back to, Python.
  *
- * Supported element types: '<f4', '<f8', '<i4', '<i8' (also written '=' or '|' instead of '<') and
- * '|b1'. Arrays must be C-ordered. Bytes after the data are accepted and ignored: numpy never writes
+ * Supported element types: '<f2', '<f4', '<f8', '<i4', '<i8', '<u2' (also written '=' or '|' instead of
+ * '<') and '|b1'. '<u2' is how bfloat16 arrays travel (numpy has no bfloat16): their bit patterns. Arrays must be C-ordered. Bytes after the data are accepted and ignored: numpy never writes
  * them, but they do no harm and rejecting them would only make hand-made or padded files fail.
  *
  * Error messages are one line and do not name the file: callers prefix the path themselves. */
@@ -11,13 +11,15 @@
 
 #include <stddef.h>
 
-typedef enum npy_dtype { NPY_F4, NPY_F8, NPY_I4, NPY_I8, NPY_B1 } npy_dtype; /* '<f4' '<f8' '<i4' '<i8' '|b1' */
+/* '<f4' '<f8' '<i4' '<i8' '|b1' '<f2' '<u2' */
+typedef enum npy_dtype { NPY_F4, NPY_F8, NPY_I4, NPY_I8, NPY_B1, NPY_F2, NPY_U2 } npy_dtype;
 
 #define NPY_MAX_DIMS 8
 #define NPY_MAX_HEADER_LEN (1u << 20) /* numpy's own headers are < 200 bytes; anything this long is not one */
 
 /* A loaded array. data holds count elements in host byte order, C order:
- * float (NPY_F4), double (NPY_F8), int32_t (NPY_I4), int64_t (NPY_I8) or unsigned char 0/1 (NPY_B1).
+ * float (NPY_F4), double (NPY_F8), int32_t (NPY_I4), int64_t (NPY_I8), unsigned char 0/1 (NPY_B1) or
+ * uint16_t (NPY_F2: IEEE half bit patterns; NPY_U2).
  * data is never NULL after a successful load, even when count is 0. A 0-d array has ndim 0, count 1. */
 typedef struct npy_array {
     npy_dtype dtype;
@@ -43,9 +45,11 @@ int npy_load(const char *path, npy_array *out, char *err, size_t err_size);
 void npy_free(npy_array *a);
 
 /* Converted copies, allocated with malloc (free with free), never NULL on success even for 0 elements.
- * npy_to_float takes f4 or f8 (f8 rounded to the nearest float); npy_to_int64 takes i4 or i8. Other
- * types fail with a message naming them; a bool mask is turned into an additive mask by the caller. */
+ * npy_to_float takes f2, f4 or f8 (f2 exactly, f8 rounded to the nearest float); npy_bf16_to_float
+ * takes u2 read as bfloat16 bit patterns (exactly); npy_to_int64 takes i4 or i8. Other types fail with
+ * a message naming them; a bool mask is turned into an additive mask by the caller. */
 int npy_to_float(const npy_array *a, float **out, char *err, size_t err_size);
+int npy_bf16_to_float(const npy_array *a, float **out, char *err, size_t err_size);
 int npy_to_int64(const npy_array *a, long long **out, char *err, size_t err_size);
 
 /* Write count = product(shape) floats as a C-ordered '<f4' array (version 1.0 header, data starting at a
@@ -54,8 +58,20 @@ int npy_to_int64(const npy_array *a, long long **out, char *err, size_t err_size
  * failure the temporary is removed and path is left as it was. */
 int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t *shape, char *err,
                  size_t err_size);
+/* The same with the floats rounded to the nearest even of `dtype`: NPY_F4 (as npy_save_f32), NPY_F2
+ * ('<f2', IEEE half: beyond its range ±inf, NaN stays NaN) or NPY_U2 (bfloat16 bit patterns as '<u2').
+ * Other dtypes fail. */
+int npy_save_floats_as(const char *path, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape,
+                       char *err, size_t err_size);
 
-/* "<f4", "<f8", "<i4", "<i8" or "|b1"; the size in bytes of one element. */
+/* IEEE half and bfloat16 from and to float: widening is exact; narrowing rounds to nearest even,
+ * overflows to ±inf and keeps NaN a (quiet) NaN of the same sign. */
+float npy_half_to_float(unsigned short h);
+unsigned short npy_float_to_half(float f);
+float npy_bf16_to_float_value(unsigned short b);
+unsigned short npy_float_to_bf16(float f);
+
+/* "<f4", "<f8", "<i4", "<i8", "|b1", "<f2" or "<u2"; the size in bytes of one element. */
 const char *npy_dtype_name(npy_dtype dtype);
 size_t npy_dtype_size(npy_dtype dtype);
 
