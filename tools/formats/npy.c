@@ -720,28 +720,34 @@ static int check_convert_args(const npy_array *a, const void *out, const char *f
     return 0;
 }
 
-float npy_half_to_float(unsigned short h)
+/* A float's bit pattern and back (memcpy: no aliasing questions). */
+static uint32_t float_bits(float f)
 {
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
     uint32_t bits;
-    if (exponent == 0x1F) { /* inf or NaN (the payload kept, shifted into place) */
-        bits = sign | 0x7F800000u | (mantissa << 13);
-    } else if (exponent != 0) {
-        bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-    } else { /* zero or subnormal: mantissa · 2^-24, exact in float */
-        const float magnitude = (float)mantissa * 0x1p-24f;
-        memcpy(&bits, &magnitude, 4);
-        bits |= sign;
-    }
+    memcpy(&bits, &f, 4);
+    return bits;
+}
+
+static float bits_float(uint32_t bits)
+{
     float f;
     memcpy(&f, &bits, 4);
     return f;
 }
 
+float npy_half_to_float(unsigned short h)
+{
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1Fu, mantissa = h & 0x3FFu;
+    if (exponent == 0x1F) /* inf or NaN (the payload kept, shifted into place) */
+        return bits_float(sign | 0x7F800000u | (mantissa << 13));
+    if (exponent != 0)
+        return bits_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+    return bits_float(sign | float_bits((float)mantissa * 0x1p-24f)); /* zero or subnormal: exact in float */
+}
+
 unsigned short npy_float_to_half(float f)
 {
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
+    const uint32_t bits = float_bits(f);
     const unsigned short sign = (unsigned short)((bits >> 16) & 0x8000u);
     const uint32_t magnitude = bits & 0x7FFFFFFFu;
     if (magnitude > 0x7F800000u) /* NaN: a quiet one, the top of the payload kept */
@@ -749,10 +755,7 @@ unsigned short npy_float_to_half(float f)
     if (magnitude >= 0x477FF000u) /* 65520 and up round past 65504: inf (inf included) */
         return (unsigned short)(sign | 0x7C00u);
     if (magnitude < 0x38800000u) { /* below 2^-14: a subnormal half, rounded to nearest even */
-        float m;
-        const uint32_t abs_bits = magnitude;
-        memcpy(&m, &abs_bits, 4);
-        const float scaled = m * 0x1p24f; /* in half's subnormal units; exact */
+        const float scaled = bits_float(magnitude) * 0x1p24f; /* in half's subnormal units; exact */
         unsigned short q = (unsigned short)scaled;
         const float rest = scaled - (float)q;
         if (rest > 0.5f || (rest == 0.5f && (q & 1u)))
@@ -764,21 +767,28 @@ unsigned short npy_float_to_half(float f)
     return (unsigned short)(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-float npy_bf16_to_float_value(unsigned short b)
-{
-    const uint32_t bits = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
+float npy_bf16_to_float_value(unsigned short b) { return bits_float((uint32_t)b << 16); }
 
 unsigned short npy_float_to_bf16(float f)
 {
-    uint32_t bits;
-    memcpy(&bits, &f, 4);
+    const uint32_t bits = float_bits(f);
     if ((bits & 0x7FFFFFFFu) > 0x7F800000u) /* NaN: quiet, same sign */
         return (unsigned short)((bits >> 16) | 0x0040u);
     return (unsigned short)((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16); /* nearest even; overflow → inf */
+}
+
+/* Room for a's elements as floats (at least one byte), or NULL with the reason in err. */
+static float *float_result(const npy_array *a, char *err, size_t err_size)
+{
+    size_t bytes;
+    if (!mul_size(a->count, sizeof(float), &bytes)) {
+        fail(err, err_size, "%zu floats do not fit in memory", a->count);
+        return NULL;
+    }
+    float *f = malloc(bytes > 0 ? bytes : 1);
+    if (!f)
+        fail(err, err_size, "out of memory converting %zu elements to float", a->count);
+    return f;
 }
 
 int npy_bf16_to_float(const npy_array *a, float **out, char *err, size_t err_size)
@@ -788,12 +798,9 @@ int npy_bf16_to_float(const npy_array *a, float **out, char *err, size_t err_siz
     *out = NULL;
     if (a->dtype != NPY_U2)
         return fail(err, err_size, "expected bfloat16 bit patterns ('<u2'), got '%s'", npy_dtype_name(a->dtype));
-    size_t bytes;
-    if (!mul_size(a->count, sizeof(float), &bytes))
-        return fail(err, err_size, "%zu floats do not fit in memory", a->count);
-    float *f = malloc(bytes > 0 ? bytes : 1);
+    float *f = float_result(a, err, err_size);
     if (!f)
-        return fail(err, err_size, "out of memory converting %zu elements to float", a->count);
+        return -1;
     const uint16_t *src = a->data;
     for (size_t i = 0; i < a->count; i++)
         f[i] = npy_bf16_to_float_value(src[i]);
@@ -809,14 +816,11 @@ int npy_to_float(const npy_array *a, float **out, char *err, size_t err_size)
     if (a->dtype != NPY_F4 && a->dtype != NPY_F8 && a->dtype != NPY_F2)
         return fail(err, err_size, "expected a float array ('<f2', '<f4' or '<f8'), got '%s'",
                     npy_dtype_name(a->dtype));
-    size_t bytes;
-    if (!mul_size(a->count, sizeof(float), &bytes))
-        return fail(err, err_size, "%zu floats do not fit in memory", a->count);
-    float *f = malloc(bytes > 0 ? bytes : 1);
+    float *f = float_result(a, err, err_size);
     if (!f)
-        return fail(err, err_size, "out of memory converting %zu elements to float", a->count);
+        return -1;
     if (a->dtype == NPY_F4) {
-        memcpy(f, a->data, bytes);
+        memcpy(f, a->data, a->count * sizeof(float));
     } else if (a->dtype == NPY_F2) {
         const uint16_t *h = a->data;
         for (size_t i = 0; i < a->count; i++)
