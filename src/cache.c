@@ -252,6 +252,8 @@ char *cache_record_load(clattn_context *ctx, const char *name)
         free(text);
         return NULL;
     }
+    if (len > 0 && text[len - 1] == '\n') /* records are one line */
+        text[len - 1] = '\0';
     return text;
 }
 

@@ -11,8 +11,8 @@ cl_program cache_load(clattn_context *ctx, const char *source, const char *optio
 void cache_store(clattn_context *ctx, const char *source, const char *options, cl_program program);
 
 /* Small text records kept with the programs (measured tuning choices), keyed by name and, like
- * programs, by device, driver and library version. cache_record_load returns a malloc'd string, or
- * NULL where there is none (or it is damaged, or the cache is off). */
+ * programs, by device, driver and library version. cache_record_load returns a malloc'd string (the
+ * line without its newline), or NULL where there is none (or it is damaged, or the cache is off). */
 char *cache_record_load(clattn_context *ctx, const char *name);
 void cache_record_store(clattn_context *ctx, const char *name, const char *text);
 

@@ -47,9 +47,6 @@ static void read_tile_record(clattn_context *ctx, struct fused_state *f)
     char *record = cache_record_load(ctx, fused_record_name);
     if (!record)
         return;
-    size_t n = strlen(record);
-    if (n > 0 && record[n - 1] == '\n')
-        record[n - 1] = '\0';
     f->tiles_set = options_parse_tile(record, &f->tile_m, &f->tile_n, &f->tile_rows);
     if (!f->tiles_set)
         set_warning(ctx, "the tuning record of the fused kernel's tiles for %s is damaged; run clattn tune again",

@@ -56,22 +56,28 @@ bool options_parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *ro
     return true;
 }
 
-static clattn_status resolve_tile(clattn_context *ctx, const char *api_tile, context_options *out)
+/* A spec-style option: the API's value, else its environment variable; "" or unset: not set. A value
+ * `parse` refuses is CLATTN_ERROR_INVALID_VALUE from the API, a warning (and the default) from the
+ * environment. `rule` says what is accepted, `fallback` what happens instead. */
+static clattn_status resolve_spec(clattn_context *ctx, const char *api_value, const char *option, const char *env,
+                                  bool (*parse)(const char *, context_options *), const char *rule,
+                                  const char *fallback, context_options *out)
 {
-    const bool from_api = api_tile != NULL;
-    const char *tile = from_api ? api_tile : options_env("CLATTN_TILE");
-    if (!tile || !*tile)
+    const char *value = api_value ? api_value : options_env(env);
+    if (!value || !*value || parse(value, out))
         return CLATTN_SUCCESS;
-    if (options_parse_tile(tile, &out->tile_m, &out->tile_n, &out->tile_rows)) {
-        out->tile_set = true;
-        return CLATTN_SUCCESS;
-    }
-    static const char rule[] = "is not MxN or MxNxR (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8)";
-    if (from_api)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.tile \"%.32s\" %s", tile, rule);
-    set_warning(ctx, "CLATTN_TILE=\"%.32s\" %s; using the defaults", tile, rule);
+    if (api_value)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.%s \"%.32s\" %s", option, value, rule);
+    set_warning(ctx, "%s=\"%.32s\" %s; %s", env, value, rule, fallback);
     return CLATTN_SUCCESS;
 }
+
+static bool parse_tile_into(const char *text, context_options *out)
+{
+    return out->tile_set = options_parse_tile(text, &out->tile_m, &out->tile_n, &out->tile_rows);
+}
+
+static bool parse_gemm_into(const char *text, context_options *out) { return options_parse_gemm(text, &out->gemm); }
 
 /* Digits only, within [lo, hi]; *p moves past them. */
 static bool parse_bounded(const char **p, unsigned lo, unsigned hi, unsigned *out)
@@ -111,19 +117,6 @@ void options_format_gemm(const gemm_choice *c, char *out, size_t size)
         snprintf(out, size, "clattn:%ux%u", c->rows, c->vectors);
     else
         snprintf(out, size, "clattn");
-}
-
-static clattn_status resolve_gemm(clattn_context *ctx, const char *api_gemm, context_options *out)
-{
-    const bool from_api = api_gemm != NULL;
-    const char *gemm = from_api ? api_gemm : options_env("CLATTN_GEMM");
-    if (!gemm || !*gemm || options_parse_gemm(gemm, &out->gemm))
-        return CLATTN_SUCCESS;
-    static const char rule[] = "is not clblast, clattn or clattn:RxV (1 ≤ R ≤ 16, 1 ≤ V ≤ 8)";
-    if (from_api)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "options.gemm \"%.32s\" %s", gemm, rule);
-    set_warning(ctx, "CLATTN_GEMM=\"%.32s\" %s; using the measured or default GEMM", gemm, rule);
-    return CLATTN_SUCCESS;
 }
 
 static bool equals_any(const char *value, const char *const *words, size_t n)
@@ -199,9 +192,12 @@ clattn_status options_resolve(clattn_context *ctx, const clattn_context_options 
         st = copy_folder(ctx, api->kernel_dir ? api->kernel_dir : options_env("CLATTN_KERNEL_DIR"), "the kernel folder",
                          &out->kernel_dir);
     if (st == CLATTN_SUCCESS)
-        st = resolve_tile(ctx, api->tile, out);
+        st = resolve_spec(ctx, api->tile, "tile", "CLATTN_TILE", parse_tile_into,
+                          "is not MxN or MxNxR (1 ≤ M ≤ 1024, 1 ≤ N ≤ 256, 1 ≤ R ≤ 8)", "using the defaults", out);
     if (st == CLATTN_SUCCESS)
-        st = resolve_gemm(ctx, api->gemm, out);
+        st = resolve_spec(ctx, api->gemm, "gemm", "CLATTN_GEMM", parse_gemm_into,
+                          "is not clblast, clattn or clattn:RxV (1 ≤ R ≤ 16, 1 ≤ V ≤ 8)",
+                          "using the measured or default GEMM", out);
     if (st != CLATTN_SUCCESS)
         options_free(out);
     return st;

@@ -64,9 +64,6 @@ static gemm_choice initial_choice(clattn_context *ctx)
         return c;
     char *record = cache_record_load(ctx, projection_record_name);
     if (record) {
-        size_t n = strlen(record);
-        if (n > 0 && record[n - 1] == '\n')
-            record[n - 1] = '\0';
         if (!options_parse_gemm(record, &c) || c.impl == GEMM_DEFAULT) {
             set_warning(ctx, "the tuning record for %s is damaged; run clattn tune again", ctx->caps.name);
             c.impl = GEMM_DEFAULT;

@@ -28,20 +28,28 @@ static double seconds_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* GFLOP/s of the context's current projection GEMM on the tuning shape, or 0 when it fails to run. */
-static double measure(clattn_context *ctx, cl_mem x, cl_mem w, cl_mem bias, cl_mem y)
+/* One run of what is being tuned on its four buffers (GEMM: X, W, bias, Y; SDPA: Q, K, V, O). */
+typedef clattn_status (*tune_run)(clattn_context *ctx, const cl_mem buffers[4]);
+
+/* GFLOP/s of `run` (flops each) at its best of TUNE_RUNS after one untimed warm-up, or 0 when it fails. */
+static double timed_gflops(clattn_context *ctx, tune_run run, const cl_mem buffers[4], double flops)
 {
     double best = 0;
-    for (int run = 0; run <= TUNE_RUNS; run++) {
+    for (int i = 0; i <= TUNE_RUNS; i++) {
         const double start = seconds_now();
-        if (projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, x, w, bias, y, NULL) != CLATTN_SUCCESS ||
-            clFinish(ctx->queue) != CL_SUCCESS)
+        if (run(ctx, buffers) != CLATTN_SUCCESS || clFinish(ctx->queue) != CL_SUCCESS)
             return 0;
-        const double gflops = 2.0 * TUNE_ROWS * TUNE_IN * TUNE_OUT / (seconds_now() - start) * 1e-9;
-        if (run > 0 && gflops > best)
+        const double gflops = flops / (seconds_now() - start) * 1e-9;
+        if (i > 0 && gflops > best)
             best = gflops;
     }
     return best;
+}
+
+/* The context's current projection GEMM on the tuning shape. */
+static clattn_status run_gemm(clattn_context *ctx, const cl_mem b[4])
+{
+    return projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, b[0], b[1], b[2], b[3], NULL);
 }
 
 /* clattn's tiles worth trying: rows × vectors whose accumulators fit a register file. On CPUs the
@@ -62,8 +70,8 @@ static const unsigned gpu_fused_tiles[][3] = {{64, 32, 1}, {128, 32, 1}, {32, 32
 #define TUNE_LEN 1024
 #define TUNE_HEAD_DIM 64
 
-/* GFLOP/s of the fused kernel with the context's current tiles on the tuning SDPA, or 0. */
-static double measure_fused(clattn_context *ctx, cl_mem q, cl_mem k, cl_mem v, cl_mem o)
+/* The fused kernel with the context's current tiles on the tuning SDPA. */
+static clattn_status run_fused(clattn_context *ctx, const cl_mem b[4])
 {
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = 1;
@@ -71,16 +79,7 @@ static double measure_fused(clattn_context *ctx, cl_mem q, cl_mem k, cl_mem v, c
     d.q_len = d.kv_len = TUNE_LEN;
     d.qk_dim = TUNE_HEAD_DIM;
     d.algorithm = CLATTN_ALGORITHM_FUSED;
-    double best = 0;
-    for (int run = 0; run <= TUNE_RUNS; run++) {
-        const double start = seconds_now();
-        if (clattn_sdpa(ctx, &d, q, k, v, NULL, o, NULL, NULL) != CLATTN_SUCCESS || clFinish(ctx->queue) != CL_SUCCESS)
-            return 0;
-        const double gflops = 4.0 * TUNE_HEADS * TUNE_LEN * TUNE_LEN * TUNE_HEAD_DIM / (seconds_now() - start) * 1e-9;
-        if (run > 0 && gflops > best)
-            best = gflops;
-    }
-    return best;
+    return clattn_sdpa(ctx, &d, b[0], b[1], b[2], NULL, b[3], NULL, NULL);
 }
 
 /* Every candidate tile of the fused kernel measured; the fastest kept and recorded. Skipped (tiles
@@ -109,7 +108,10 @@ static clattn_status tune_fused(clattn_context *ctx, cl_mem buffer, clattn_tune_
     size_t best = ntiles;
     for (size_t i = 0; i < ntiles && st == CLATTN_SUCCESS; i++) {
         st = fused_use_tiles(ctx, tiles[i][0], tiles[i][1], tiles[i][2]);
-        const double gflops = st == CLATTN_SUCCESS ? measure_fused(ctx, views[0], views[1], views[2], views[3]) : 0;
+        const double gflops =
+            st == CLATTN_SUCCESS
+                ? timed_gflops(ctx, run_fused, views, 4.0 * TUNE_HEADS * TUNE_LEN * TUNE_LEN * TUNE_HEAD_DIM)
+                : 0;
         clear_error(ctx); /* a tile that cannot run is just not chosen */
         r->candidates++;
         if (i == 0)
@@ -172,7 +174,7 @@ clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result)
                               cpu ? cpu_tiles[i - 1][1] : gpu_tiles[i - 1][1]};
         double gflops = 0;
         if (projection_use(ctx, c) == CLATTN_SUCCESS)
-            gflops = measure(ctx, buffers[0], buffers[1], buffers[2], buffers[3]);
+            gflops = timed_gflops(ctx, run_gemm, buffers, 2.0 * TUNE_ROWS * TUNE_IN * TUNE_OUT);
         clear_error(ctx); /* a candidate that cannot run is just not chosen */
         r.candidates++;
         if (i == 0)
