@@ -46,3 +46,58 @@ inline float clattn_row_finish(float m, float l, float sink, float *lse)
     *lse = empty ? sink : top + log(sum);
     return empty ? 0.0f : factor / sum;
 }
+
+/* Storage types (clattn_dtype). A kernel that reads or writes tensors of other types than float is
+ * built with their types as options — Q_T, K_T, V_T (read) and O_T (written), each 0 float, 1 IEEE half,
+ * 2 bfloat16, 3 int8 — and uses these macros; arithmetic stays float. Half goes through OpenCL 1.2's
+ * core vload_half / vstore_half_rte, which need no cl_khr_fp16 (a `half *` may point at storage on
+ * every device); bfloat16 is a float's upper 16 bits; int8 is read as its integer value, the row's
+ * scale applied by the kernel (value = q·scale). */
+#ifndef Q_T
+#define Q_T 0
+#endif
+#ifndef K_T
+#define K_T 0
+#endif
+#ifndef V_T
+#define V_T 0
+#endif
+#ifndef O_T
+#define O_T 0
+#endif
+#define CLATTN_CAT_(a, b) a##b
+#define CLATTN_CAT(a, b) CLATTN_CAT_(a, b)
+
+#define CLATTN_STORAGE_0 float
+#define CLATTN_STORAGE_1 half
+#define CLATTN_STORAGE_2 ushort
+#define CLATTN_STORAGE_3 char
+typedef CLATTN_CAT(CLATTN_STORAGE_, Q_T) q_store;
+typedef CLATTN_CAT(CLATTN_STORAGE_, K_T) k_store;
+typedef CLATTN_CAT(CLATTN_STORAGE_, V_T) v_store;
+typedef CLATTN_CAT(CLATTN_STORAGE_, O_T) o_store;
+
+/* Element i of p, widened to float. */
+#define CLATTN_LOAD_0(p, i) ((p)[i])
+#define CLATTN_LOAD_1(p, i) vload_half((i), (p))
+#define CLATTN_LOAD_2(p, i) as_float((uint)(p)[i] << 16)
+#define CLATTN_LOAD_3(p, i) ((float)(p)[i])
+#define LOAD_Q(p, i) CLATTN_CAT(CLATTN_LOAD_, Q_T)(p, i)
+#define LOAD_K(p, i) CLATTN_CAT(CLATTN_LOAD_, K_T)(p, i)
+#define LOAD_V(p, i) CLATTN_CAT(CLATTN_LOAD_, V_T)(p, i)
+#define LOAD_O(p, i) CLATTN_CAT(CLATTN_LOAD_, O_T)(p, i)
+
+/* A float rounded to nearest even into bfloat16 (NaN stays a quiet NaN of the same sign). */
+inline ushort clattn_float_to_bf16(float x)
+{
+    const uint u = as_uint(x);
+    if (isnan(x))
+        return (ushort)((u >> 16) | 0x40);
+    return (ushort)((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+
+/* x stored as element i of p, rounded to nearest even (int8 is never an output). */
+#define CLATTN_STORE_0(x, p, i) ((p)[i] = (x))
+#define CLATTN_STORE_1(x, p, i) vstore_half_rte((x), (i), (p))
+#define CLATTN_STORE_2(x, p, i) ((p)[i] = clattn_float_to_bf16(x))
+#define STORE_O(x, p, i) CLATTN_CAT(CLATTN_STORE_, O_T)(x, p, i)

@@ -27,17 +27,30 @@
 /* Where the kernels read a tile's K and V rows: staged in local memory (STAGE 1: GPUs, where the group
  * copies them with coalesced reads), or in place in global memory (CPUs: a copy would cost a pass of its
  * own, and the rows are prefetched a tile ahead instead). */
+/* K and V in place are in their storage types (Q_T … build options, cl/common.cl): KT_* and VT_* read
+ * a tile's rows, widened, wherever they are. */
 #if STAGE
-#define TILE_AS __local
+#define K_TILE_T __local const float
+#define V_TILE_T __local const float
+#define KT_VLOAD(p) VLOAD(p)
+#define VT_VLOAD(p) VLOAD(p)
+#define KT_LOAD(p, i) ((p)[i])
+#define VT_LOAD(p, i) ((p)[i])
 #else
-#define TILE_AS __global
+#define K_TILE_T __global const k_store
+#define V_TILE_T __global const v_store
+#define KT_VLOAD(p) VLOAD_AS(K_T, p)
+#define VT_VLOAD(p) VLOAD_AS(V_T, p)
+#define KT_LOAD(p, i) LOAD_K(p, i)
+#define VT_LOAD(p, i) LOAD_V(p, i)
 #endif
 
-/* Row j of one K/V head whose row 0 is at `head`: rows rs apart, or, through a block table (a paged
- * cache: `table` holds the sequence's block ids, blocks of 2^shift rows, block_stride floats apart),
- * row j % 2^shift of block table[j >> shift]. The host checked every id the call can reach. */
-inline __global const float *clattn_kv_row(__global const float *head, ulong rs, __global const int *table,
-                                           uint shift, ulong block_stride, ulong j)
+/* The element offset of row j of one K/V head whose row 0 is at offset `head`: rows rs apart, or,
+ * through a block table (a paged cache: `table` holds the sequence's block ids, blocks of 2^shift rows,
+ * block_stride elements apart), row j % 2^shift of block table[j >> shift]. The host checked every id
+ * the call can reach. An int8 row's scale is entry offset / head size of the scales (one per row, in
+ * the rows' order). */
+inline ulong clattn_kv_row(ulong head, ulong rs, __global const int *table, uint shift, ulong block_stride, ulong j)
 {
     if (!table)
         return head + j * rs;
@@ -47,8 +60,8 @@ inline __global const float *clattn_kv_row(__global const float *head, ulong rs,
 /* KQ dot products q · k_x over n elements, key rows k_rs apart (q scaled, in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
  * a call would return the sums through the stack. */
-__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, TILE_AS const float *k,
-                                                              ulong k_rs, ulong n, float *s)
+__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, K_TILE_T *k, ulong k_rs, ulong n,
+                                                              float *s)
 {
     vec_t sum[KQ];
     UNROLL for (int x = 0; x < KQ; x++)
@@ -57,12 +70,12 @@ __attribute__((always_inline)) inline void clattn_decode_dots(__local const floa
     for (; d + VEC <= n; d += VEC) {
         const vec_t qv = VLOAD(q + d);
         UNROLL for (int x = 0; x < KQ; x++)
-            sum[x] = fma(qv, VLOAD(k + x * k_rs + d), sum[x]);
+            sum[x] = fma(qv, KT_VLOAD(k + x * k_rs + d), sum[x]);
     }
     UNROLL for (int x = 0; x < KQ; x++) {
         float t = HSUM(sum[x]);
         for (ulong e = d; e < n; e++)
-            t = fma(q[e], k[x * k_rs + e], t);
+            t = fma(q[e], KT_LOAD(k, x * k_rs + e), t);
         s[x] = t;
     }
 }
@@ -70,8 +83,8 @@ __attribute__((always_inline)) inline void clattn_decode_dots(__local const floa
 #if RB > 1
 /* RB rows × KQ keys of dot products: each vector of K serves RB rows, each of q KQ keys (the register
  * blocking of a GEMM micro-kernel). */
-__attribute__((always_inline)) inline void clattn_decode_dots_block(__local const float *q, TILE_AS const float *k,
-                                                                    ulong k_rs, ulong n, float s[RB][KQ])
+__attribute__((always_inline)) inline void clattn_decode_dots_block(__local const float *q, K_TILE_T *k, ulong k_rs,
+                                                                    ulong n, float s[RB][KQ])
 {
     vec_t sum[RB][KQ];
     UNROLL for (int y = 0; y < RB; y++)
@@ -81,7 +94,7 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
     for (; d + VEC <= n; d += VEC) {
         vec_t kv[KQ];
         UNROLL for (int x = 0; x < KQ; x++)
-            kv[x] = VLOAD(k + x * k_rs + d);
+            kv[x] = KT_VLOAD(k + x * k_rs + d);
         UNROLL for (int y = 0; y < RB; y++) {
             const vec_t qv = VLOAD(q + y * DK + d);
             UNROLL for (int x = 0; x < KQ; x++)
@@ -92,7 +105,7 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
         UNROLL for (int x = 0; x < KQ; x++) {
             float t = HSUM(sum[y][x]);
             for (ulong e = d; e < n; e++)
-                t = fma(q[y * DK + e], k[x * k_rs + e], t);
+                t = fma(q[y * DK + e], KT_LOAD(k, x * k_rs + e), t);
             s[y][x] = t;
         }
 }
@@ -101,7 +114,7 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
 /* One row's scores of the tile's keys g … g+KQ−1 (absolute j … j+KQ−1), whose rows lie k_rs apart from
  * k_group: −inf where the row cannot see the key (outside [begin, end)) or it lies past the tile's
  * `keys`. */
-__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, TILE_AS const float *k_group,
+__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, K_TILE_T *k_group,
                                                                     ulong k_rs, ulong dk, ulong j, ulong g,
                                                                     ulong keys, ulong begin, ulong end, float *s)
 {
@@ -138,55 +151,60 @@ __attribute__((always_inline)) inline void clattn_decode_rescale(const vec_t *ac
 }
 
 /* The n < VEC elements of a row's last, partial vector column (zeros beyond). */
-inline vec_t clattn_decode_load_tail(TILE_AS const float *p, ulong n)
+inline vec_t clattn_decode_load_tail(V_TILE_T *p, ulong n)
 {
     float t[VEC];
     for (int x = 0; x < VEC; x++)
-        t[x] = (ulong)x < n ? p[x] : 0.0f;
+        t[x] = (ulong)x < n ? VT_LOAD(p, x) : 0.0f;
     return VLOAD(t);
 }
 
 /* a += p · this work-item's columns of a V row of the tile (starting at its first column): `full`
  * whole vectors, then, if `tail`, a last vector of tail_n < VEC columns; nothing for p = 0. */
-__attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, TILE_AS const float *v_row, int full,
+__attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, V_TILE_T *v_row, int full,
                                                              bool tail, ulong tail_n)
 {
     if (p == 0.0f)
         return;
     if (full == COLS_PER_ITEM) {
         UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
-            a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+            a[c] = fma((vec_t)p, VT_VLOAD(v_row + c * WG * VEC), a[c]);
         return;
     }
     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) { /* (constant indices only: a[] stays in registers) */
         if (c < full)
-            a[c] = fma((vec_t)p, VLOAD(v_row + c * WG * VEC), a[c]);
+            a[c] = fma((vec_t)p, VT_VLOAD(v_row + c * WG * VEC), a[c]);
         else if (c == full && tail)
             a[c] = fma((vec_t)p, clattn_decode_load_tail(v_row + c * WG * VEC, tail_n), a[c]);
     }
 }
 
 #if STAGE
-/* Rows j0 … j0+keys−1 of a K/V head (clattn_kv_row's arguments) into local memory, ld floats apart,
+/* Rows j0 … j0+keys−1 of a K/V head (clattn_kv_row's arguments, and `base` the tensor) into local
+ * memory, ld floats apart, widened and an int8 row multiplied by its scale (`scales`; NULL: none),
  * zero-filled from n to the next multiple of VEC (so that whole vectors can be read); neighbouring
- * work-items copy neighbouring floats. */
-__attribute__((always_inline)) inline void clattn_decode_stage(__local float *dst, ulong ld, __global const float *head,
-                                                               ulong rs, __global const int *table, uint shift,
-                                                               ulong block_stride, ulong j0, ulong keys, ulong n,
-                                                               ulong lid)
-{
-    const ulong width = (n + VEC - 1) / VEC * VEC;
-    for (ulong t = lid; t < keys * width; t += WG) {
-        const ulong jj = t / width, e = t % width;
-        dst[jj * ld + e] = e < n ? clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj)[e] : 0.0f;
+ * work-items copy neighbouring elements. One function per storage type. */
+#define CLATTN_DECODE_STAGE(name, T, LOAD)                                                                  \
+    __attribute__((always_inline)) inline void name(__local float *dst, ulong ld, __global const T *base,   \
+                                                    __global const float *scales, ulong head, ulong rs,    \
+                                                    __global const int *table, uint shift, ulong block_stride, \
+                                                    ulong j0, ulong keys, ulong n, ulong lid)              \
+    {                                                                                                       \
+        const ulong width = (n + VEC - 1) / VEC * VEC;                                                      \
+        for (ulong t = lid; t < keys * width; t += WG) {                                                    \
+            const ulong jj = t / width, e = t % width;                                                      \
+            const ulong row = clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj);                 \
+            dst[jj * ld + e] = e < n ? LOAD(base, row + e) * (scales ? scales[row / n] : 1.0f) : 0.0f;     \
+        }                                                                                                   \
     }
-}
+CLATTN_DECODE_STAGE(clattn_decode_stage_k, k_store, LOAD_K)
+CLATTN_DECODE_STAGE(clattn_decode_stage_v, v_store, LOAD_V)
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
-                           __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
-                           __global const float *v, ulong v_bs, ulong v_hs, ulong v_rs,
+void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ulong q_rs,
+                           __global const k_store *k, ulong k_bs, ulong k_hs, ulong k_rs,
+                           __global const v_store *v, ulong v_bs, ulong v_hs, ulong v_rs,
                            __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, ulong o_split_stride,
                            __global float *lse, ulong lse_split_stride,
                            ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
@@ -197,7 +215,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                            float softcap, __global const float *alibi, __global const float *sinks,
                            __global const ulong *q_starts, __global const ulong *k_starts,
                            __global const ulong *o_starts, __global const int *block_table, ulong table_cols,
-                           uint block_shift)
+                           uint block_shift, __global const float *k_scales, __global const float *v_scales)
 {
     __local float q_tile[R_MAX * DK];
 #if STAGE
@@ -225,9 +243,23 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     __global const int *table = block_table ? block_table + b * table_cols : NULL;
     const ulong k_first = block_table ? 0 : k_starts ? k_starts[b] * k_rs : b * k_bs;
     const ulong v_first = block_table ? 0 : k_starts ? k_starts[b] * v_rs : b * v_bs;
-    __global const float *k_head = k + k_first + kv_head * k_hs, *v_head = v + v_first + kv_head * v_hs;
-#define K_ROW(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
-#define V_ROW(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
+    const ulong k_head = k_first + kv_head * k_hs, v_head = v_first + kv_head * v_hs;
+#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
+#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
+#define K_ROW(j) (k + K_ROW_AT(j))
+#define V_ROW(j) (v + V_ROW_AT(j))
+    /* An int8 row read in place is dequantised by its scale: a key's score (q·k_int8·scale) and a value's
+     * weight (p·scale·v_int8) take the factor; staged rows have it already. */
+#if K_T == 3 && !STAGE
+#define K_SCALE(j) k_scales[K_ROW_AT(j) / dk]
+#else
+#define K_SCALE(j) 1.0f
+#endif
+#if V_T == 3 && !STAGE
+#define V_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#else
+#define V_SCALE(j) 1.0f
+#endif
     /* This work-item's output columns are VEC-wide chunks lid, lid + WG, …: the first `full` of them lie
      * wholly below dv; the next may hold a tail of fewer than VEC (staged rows are zero past dv: whole). */
     int full = 0;
@@ -277,15 +309,17 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
     for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
         const int r = (int)(t / DK);
         const ulong d = t % DK;
-        q_tile[t] = d < dk ? q[clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d] * scale : 0.0f;
+        q_tile[t] = d < dk ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) * scale : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
         const ulong keys = min((ulong)TILE, walk_end - j0);
 #if STAGE
-        clattn_decode_stage(k_stage, DK, k_head, k_rs, table, block_shift, k_bs, j0, keys, dk, lid);
-        clattn_decode_stage(v_stage, DV, v_head, v_rs, table, block_shift, v_bs, j0, keys, dv, lid);
+        clattn_decode_stage_k(k_stage, DK, k, K_T == 3 ? k_scales : NULL, k_head, k_rs, table, block_shift, k_bs, j0,
+                              keys, dk, lid);
+        clattn_decode_stage_v(v_stage, DV, v, V_T == 3 ? v_scales : NULL, v_head, v_rs, table, block_shift, v_bs, j0,
+                              keys, dv, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #define K_TILE_ROW(jj) (k_stage + (jj) * DK)
 #define V_TILE_ROW(jj) (v_stage + (jj) * DV)
@@ -303,12 +337,21 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
              * would wait for each other). */
             UNROLL for (int x = 0; x < KQ; x++)
                 if (j + TILE + x < walk_end) {
-                    __global const float *kn = K_ROW(j + TILE + x), *vn = V_ROW(j + TILE + x);
-                    for (ulong e = 0; e < dk; e += 16)
+                    __global const k_store *kn = K_ROW(j + TILE + x);
+                    __global const v_store *vn = V_ROW(j + TILE + x);
+                    for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
                         __builtin_prefetch(kn + e);
-                    for (ulong e = 0; e < dv; e += 16)
+                    for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
                         __builtin_prefetch(vn + e);
                 }
+#endif
+            /* (keys past the tile are never read: their scores are −inf, and so stay) */
+            float k_scale[KQ];
+            UNROLL for (int x = 0; x < KQ; x++)
+#if K_T == 3 && !STAGE
+                k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
+#else
+                k_scale[x] = 1.0f;
 #endif
             int r = 0;
 #if RB > 1
@@ -325,10 +368,10 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                                                  row_begin[r + y], row_end[r + y], s[y]);
                     for (int x = 0; x < KQ; x++)
                         s_tile[(r + y) * TILE + g + x] =
-                            score_terms ? clattn_decode_terms(s[y][x], softcap, slope[r + y], j + x, pos[r + y], mask,
+                            score_terms ? clattn_decode_terms(s[y][x] * k_scale[x], softcap, slope[r + y], j + x, pos[r + y], mask,
                                                               mask_type, mask_layout, b, row_h[r + y], heads,
                                                               row_i[r + y], q_len, mask_cols)
-                                        : s[y][x];
+                                        : s[y][x] * k_scale[x];
                 }
             }
 #endif
@@ -338,9 +381,9 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
                                          s);
                 for (int x = 0; x < KQ; x++)
                     s_tile[r * TILE + g + x] =
-                        score_terms ? clattn_decode_terms(s[x], softcap, slope[r], j + x, pos[r], mask, mask_type,
+                        score_terms ? clattn_decode_terms(s[x] * k_scale[x], softcap, slope[r], j + x, pos[r], mask, mask_type,
                                                           mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
-                                    : s[x];
+                                    : s[x] * k_scale[x];
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -377,13 +420,16 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             clattn_decode_rescale(acc[r], alpha[r], a0);
             clattn_decode_rescale(acc[r + 1], alpha[r + 1], a1);
             for (ulong jj = 0; jj < keys; jj++) {
-                const float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
+                float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
                 if (p0 == 0.0f && p1 == 0.0f)
                     continue;
-                TILE_AS const float *v_row = V_TILE_ROW(jj) + lid * VEC;
+                const float v_scale = V_SCALE(j0 + jj);
+                p0 *= v_scale;
+                p1 *= v_scale;
+                V_TILE_T *v_row = V_TILE_ROW(jj) + lid * VEC;
                 if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
                     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
-                        const vec_t vv = VLOAD(v_row + c * WG * VEC);
+                        const vec_t vv = VT_VLOAD(v_row + c * WG * VEC);
                         a0[c] = fma((vec_t)p0, vv, a0[c]);
                         a1[c] = fma((vec_t)p1, vv, a1[c]);
                     }
@@ -403,7 +449,8 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
             clattn_decode_rescale(acc[r], alpha[r], a);
             for (ulong jj = 0; jj < keys; jj++)
                 if (p_tile[r * TILE + jj] != 0.0f)
-                    clattn_decode_add(a, p_tile[r * TILE + jj], V_TILE_ROW(jj) + lid * VEC, full, tail, tail_n);
+                    clattn_decode_add(a, p_tile[r * TILE + jj] * V_SCALE(j0 + jj), V_TILE_ROW(jj) + lid * VEC, full,
+                                      tail, tail_n);
             UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 acc[r][c] = a[c];
         }
@@ -442,7 +489,7 @@ void clattn_decode_partial(__global const float *q, ulong q_bs, ulong q_hs, ulon
  * poisons the row; a row no part saw is zero with lse = the sink (−inf without one). */
 __kernel void clattn_decode_combine(__global const float *part_out, __global const float *part_lse, ulong parts,
                                     ulong rows, ulong dv, ulong heads, ulong q_len, __global const float *sinks,
-                                    __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
+                                    __global o_store *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
                                     __global const ulong *o_starts)
 {
     const ulong d = get_global_id(0), r = get_global_id(1);
@@ -474,7 +521,7 @@ __kernel void clattn_decode_combine(__global const float *part_out, __global con
         if (sink != -INFINITY)
             sum += exp(sink - top);
     }
-    o[clattn_row_offset(o_starts, b, h, i, o_bs, o_hs, o_rs) + d] = top == -INFINITY ? 0.0f : value / sum;
+    STORE_O(top == -INFINITY ? 0.0f : value / sum, o, clattn_row_offset(o_starts, b, h, i, o_bs, o_hs, o_rs) + d);
     if (lse && d == 0)
         lse[o_starts ? (o_starts[b] + i) * heads + h : r] = top == -INFINITY ? -INFINITY : top + log(sum);
 }

@@ -21,16 +21,31 @@
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
 
+/* The dequantisation factor of key j's K and V rows: an int8 row's scale (one per row, in the order of
+ * the rows: element offset / head size), else 1. Applied as the tile is staged, so the rest of the
+ * kernel sees floats. */
+#if K_T == 3
+#define K_ROW_SCALE(j) k_scales[(k_first + (j) * k_rs) / dk]
+#else
+#define K_ROW_SCALE(j) 1.0f
+#endif
+#if V_T == 3
+#define V_ROW_SCALE(j) v_scales[(v_first + (j) * v_rs) / dv]
+#else
+#define V_ROW_SCALE(j) 1.0f
+#endif
+
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
-void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
-                            __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
-                            __global const float *v, ulong v_bs, ulong v_hs, ulong v_rs,
-                            __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
+void clattn_flash_attention(__global const q_store *q, ulong q_bs, ulong q_hs, ulong q_rs,
+                            __global const k_store *k, ulong k_bs, ulong k_hs, ulong k_rs,
+                            __global const v_store *v, ulong v_bs, ulong v_hs, ulong v_rs,
+                            __global o_store *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
                             ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
                             int causal, __global const ulong *key_lengths, __global const uchar *mask,
                             int mask_layout, int mask_type, ulong mask_cols, __global const long *offsets,
                             long win_left, long win_right,
-                            float softcap, __global const float *alibi, __global const float *sinks)
+                            float softcap, __global const float *alibi, __global const float *sinks,
+                            __global const float *k_scales, __global const float *v_scales)
 {
     __local float kt[DK * BLOCK_N];
     __local float vt[BLOCK_N * DV];
@@ -52,8 +67,10 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
     /* Softcap and ALiBi change every score: such calls take the per-key path of each step. */
     const bool score_terms = softcap > 0.0f || alibi;
 
-    __global const float *k_head = k + clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
-    __global const float *v_head = v + clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
+    const ulong k_first = clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
+    const ulong v_first = clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
+    __global const k_store *k_head = k + k_first;
+    __global const v_store *v_head = v + v_first;
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
@@ -67,7 +84,7 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         const bool active = rho < packed_rows;
         const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
         for (int d = 0; d < DK; d++)
-            q_row[r][d] = (active && (ulong)d < dk) ? q[clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d] * scale : 0.0f;
+            q_row[r][d] = (active && (ulong)d < dk) ? LOAD_Q(q, clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d) * scale : 0.0f;
         for (int c = 0; c < DV / VEC; c++)
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
@@ -99,11 +116,12 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
             const ulong j = j0 + jj;
             const bool in = j < kv_len;
+            const float ks = in ? K_ROW_SCALE(j) : 0.0f, vs = in ? V_ROW_SCALE(j) : 0.0f;
             for (int d = 0; d < DK; d++)
-                kt[d * BLOCK_N + jj] = (in && (ulong)d < dk) ? k_head[j * k_rs + d] : 0.0f;
+                kt[d * BLOCK_N + jj] = (in && (ulong)d < dk) ? LOAD_K(k_head, j * k_rs + d) * ks : 0.0f;
             bool bad = false;
             for (int d = 0; d < DV; d++) {
-                const float value = (in && (ulong)d < dv) ? v_head[j * v_rs + d] : 0.0f;
+                const float value = (in && (ulong)d < dv) ? LOAD_V(v_head, j * v_rs + d) * vs : 0.0f;
                 vt[jj * DV + d] = value;
                 bad |= !isfinite(value);
             }
@@ -113,11 +131,11 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         /* GPU: neighbouring work-items copy neighbouring elements, so global reads coalesce. */
         for (ulong t = lid; t < BLOCK_N * DK; t += BLOCK_M) {
             const ulong jj = t / DK, d = t % DK, j = j0 + jj;
-            kt[d * BLOCK_N + jj] = (j < kv_len && d < dk) ? k_head[j * k_rs + d] : 0.0f;
+            kt[d * BLOCK_N + jj] = (j < kv_len && d < dk) ? LOAD_K(k_head, j * k_rs + d) * K_ROW_SCALE(j) : 0.0f;
         }
         for (ulong t = lid; t < BLOCK_N * DV; t += BLOCK_M) {
             const ulong jj = t / DV, d = t % DV, j = j0 + jj;
-            vt[t] = (j < kv_len && d < dv) ? v_head[j * v_rs + d] : 0.0f;
+            vt[t] = (j < kv_len && d < dv) ? LOAD_V(v_head, j * v_rs + d) * V_ROW_SCALE(j) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
@@ -261,13 +279,13 @@ void clattn_flash_attention(__global const float *q, ulong q_bs, ulong q_hs, ulo
         /* A sink joins the denominator as one more logit without a value. */
         float row_lse;
         const float inv = clattn_row_finish(m[r], HSUM(l[r]), sinks ? sinks[h] : -INFINITY, &row_lse);
-        __global float *out = o + clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
+        const ulong out = clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
             VSTORE(acc[r][c] * inv, row + c * VEC);
         for (int d = 0; d < DV; d++)
             if ((ulong)d < dv)
-                out[d] = row[d];
+                STORE_O(row[d], o, out + d);
         if (lse)
             lse[clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
     }

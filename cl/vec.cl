@@ -131,3 +131,18 @@ CLATTN_EXP_WEIGHT(clattn_exp_weight, vec_t, AS_VEC, AS_INT)
 #else
 #define ZERO_WHERE_MASKED(p, s) select((p), (vec_t)0.0f, (s) == (vec_t)-INFINITY)
 #endif
+
+/* VEC elements of storage type T (a build option's value, cl/common.cl) from p, widened to vec_t: half
+ * through the core vload_halfN, bfloat16 shifted into a float's upper bits, int8 converted (its scale
+ * is the caller's). */
+#define CLATTN_VLOAD_0(p) VLOAD(p)
+#if VEC == 1
+#define CLATTN_VLOAD_1(p) vload_half(0, (p))
+#define CLATTN_VLOAD_2(p) as_float((uint) * (p) << 16)
+#define CLATTN_VLOAD_3(p) ((float)*(p))
+#else
+#define CLATTN_VLOAD_1(p) CLATTN_CAT(vload_half, VEC)(0, (p))
+#define CLATTN_VLOAD_2(p) AS_VEC(CLATTN_CAT(convert_uint, VEC)(CLATTN_CAT(vload, VEC)(0, (p))) << 16)
+#define CLATTN_VLOAD_3(p) CLATTN_CAT(convert_float, VEC)(CLATTN_CAT(vload, VEC)(0, (p)))
+#endif
+#define VLOAD_AS(T, p) CLATTN_CAT(CLATTN_VLOAD_, T)(p)

@@ -2,6 +2,7 @@
  * options once, and frees every part (each path's state through that path's release function). */
 #include "context.h"
 
+#include "convert.h"
 #include "decode.h"
 #include "fused.h"
 #include "merge.h"
@@ -187,6 +188,7 @@ void clattn_context_free(clattn_context *ctx)
     fused_release(ctx);
     decode_release(ctx);
     paged_release(ctx);
+    convert_release(ctx);
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->device)

@@ -16,6 +16,7 @@ struct fused_state;      /* fused.c */
 struct decode_state;     /* decode.c */
 struct merge_state;      /* merge.c */
 struct paged_state;      /* paged.c */
+struct convert_state;    /* convert.c */
 
 struct clattn_context_s {
     error_state errors; /* first: error.c reaches it from the handle (see error.h) */
@@ -32,6 +33,7 @@ struct clattn_context_s {
     struct decode_state *decode;
     struct merge_state *merge;
     struct paged_state *paged;
+    struct convert_state *convert;
 };
 
 #endif

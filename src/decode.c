@@ -22,6 +22,7 @@ typedef struct decode_variant {
     unsigned r_max;    /* packed query rows per group */
     bool stage;        /* K/V tiles copied to local memory (else read in place) */
     bool prefetch;     /* the next tile asked for with __builtin_prefetch (a Clang builtin) */
+    tensor_types types; /* storage types of Q, K, V and O (the partial kernel writes floats) */
     cl_program program;
     cl_kernel kernels[2]; /* partial, combine */
     clattn_status failure; /* a variant that did not build on this device is not tried again */
@@ -92,23 +93,25 @@ static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
 {
     static const char *const files[] = {"masks.cl", "vec.cl", "decode.cl"};
     static const char *const names[] = {"clattn_decode_partial", "clattn_decode_combine"};
-    char options[192];
+    char options[256], types[64];
+    tensor_types_options(v->types, types, sizeof types);
     snprintf(options, sizeof options,
-             "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d",
-             v->dk, v->dv, v->wg, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch);
+             "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d%s",
+             v->dk, v->dv, v->wg, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, types);
     return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
 }
 
 /* The kernels for head sizes (dk, dv), built on first use; a group size the device cannot launch
  * with this kernel (CL_KERNEL_WORK_GROUP_SIZE) makes it rebuild with a smaller one. */
-static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t dv, decode_variant **out)
+static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t dv, tensor_types types,
+                                        decode_variant **out)
 {
     const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
     if (!ctx->decode && !(ctx->decode = calloc(1, sizeof *ctx->decode)))
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the decode path's state");
     struct decode_state *d = ctx->decode;
     for (size_t i = 0; i < d->count; i++)
-        if (d->variants[i].dk == pdk && d->variants[i].dv == pdv) {
+        if (d->variants[i].dk == pdk && d->variants[i].dv == pdv && tensor_types_equal(d->variants[i].types, types)) {
             *out = &d->variants[i];
             if (d->variants[i].failure != CLATTN_SUCCESS)
                 return set_error(ctx, d->variants[i].failure,
@@ -120,7 +123,7 @@ static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t d
         clFinish(ctx->queue);
         variants_release(d);
     }
-    decode_variant v = {pdk, pdv, 0, 0, 0, 0, 0, 0, false, false, NULL, {NULL, NULL}, CLATTN_SUCCESS};
+    decode_variant v = {pdk, pdv, 0, 0, 0, 0, 0, 0, false, false, types, NULL, {NULL, NULL}, CLATTN_SUCCESS};
     choose_shape(ctx, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);
@@ -222,6 +225,8 @@ static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, co
     karg_ulong(&a, lay->table_cols);
     cl_uint shift = lay->block_shift;
     karg(&a, sizeof shift, &shift);
+    karg_mem(&a, s->k_scales);
+    karg_mem(&a, s->v_scales);
     const size_t row_groups = (s->q_len * s->group + dv->r_max - 1) / dv->r_max;
     const size_t local[2] = {dv->wg, 1};
     const size_t global[2] = {splits * row_groups * dv->wg, s->batch * s->kv_heads};
@@ -267,12 +272,14 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
                          s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
     decode_variant *dv = NULL;
     device_masks masks;
-    clattn_status st = decode_variant_get(ctx, s->qk_dim, s->v_dim, &dv);
+    clattn_status st = decode_variant_get(ctx, s->qk_dim, s->v_dim, s->types, &dv);
     if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
     size_t splits, slice;
     plan_splits(ctx, s, dv, &splits, &slice);
-    if (splits == 1) { /* one pass writes the final rows */
+    /* One pass writes the final rows, when they are floats (the partial kernel writes floats; another
+     * output type goes through the combine pass, which rounds into it). */
+    if (splits == 1 && s->types.o == CLATTN_FLOAT32) {
         const partial_target final = {out, 0, lse, 0, masks.sinks, lay->q_starts};
         return launch_partial(ctx, s, dv, &masks, lay, q, k, v, &final, 1, slice);
     }

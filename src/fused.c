@@ -20,6 +20,7 @@ typedef struct fused_variant {
     unsigned vec;              /* float vector width inside a work-item */
     unsigned rows;             /* query rows per work-item */
     unsigned kv;               /* key vectors per step of a row's walk */
+    tensor_types types;        /* storage types of Q, K, V and O */
     cl_program program;
     cl_kernel kernel;
     clattn_status failure; /* a variant that did not build on this device is not tried again */
@@ -153,9 +154,10 @@ void fused_release(clattn_context *ctx)
 static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
 {
     static const char *const files[] = {"masks.cl", "vec.cl", "flash_attention.cl"};
-    char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u",
-             v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv);
+    char options[224], types[64];
+    tensor_types_options(v->types, types, sizeof types);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s",
+             v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv, types);
     clattn_status st = program_build(ctx, files, 3, options, &v->program);
     if (st == CLATTN_SUCCESS)
         st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
@@ -164,17 +166,18 @@ static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
     return st;
 }
 
-/* The kernel for head sizes (dk, dv), built on first use. A device may not launch the group size we
+/* The kernel for head sizes (dk, dv) and storage types, built on first use. A device may not launch the group size we
  * asked for with this kernel's register and local-memory use (CL_KERNEL_WORK_GROUP_SIZE): then it is
  * rebuilt with fewer rows per group. */
-static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv, fused_variant **out)
+static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv, tensor_types types,
+                                       fused_variant **out)
 {
     const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
     if (!ctx->fused && !(ctx->fused = calloc(1, sizeof *ctx->fused)))
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the fused path's state");
     struct fused_state *f = ctx->fused;
     for (size_t i = 0; i < f->count; i++)
-        if (f->variants[i].dk == pdk && f->variants[i].dv == pdv) {
+        if (f->variants[i].dk == pdk && f->variants[i].dv == pdv && tensor_types_equal(f->variants[i].types, types)) {
             *out = &f->variants[i];
             if (f->variants[i].failure != CLATTN_SUCCESS)
                 return set_error(ctx, f->variants[i].failure, "the fused kernel for head sizes %u/%u did not build "
@@ -185,7 +188,7 @@ static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv
         clFinish(ctx->queue);
         variants_release(f);
     }
-    fused_variant v = {pdk, pdv, 0, 0, 0, 0, 0, NULL, NULL, CLATTN_SUCCESS};
+    fused_variant v = {pdk, pdv, 0, 0, 0, 0, 0, types, NULL, NULL, CLATTN_SUCCESS};
     if (!ctx->options.tile_set)
         read_tile_record(ctx, f);
     choose_tiles(ctx, f, pdk, pdv, &v);
@@ -224,7 +227,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
                          FUSED_MAX_HEAD, s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
     fused_variant *fv = NULL;
     device_masks masks;
-    clattn_status st = fused_variant_get(ctx, s->qk_dim, s->v_dim, &fv);
+    clattn_status st = fused_variant_get(ctx, s->qk_dim, s->v_dim, s->types, &fv);
     if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
     kernel_args a = kernel_args_begin(fv->kernel);
@@ -236,6 +239,8 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     karg_sdpa_sizes(&a, s);
     masks_kernel_args(&a, &masks);
     karg_mem(&a, masks.sinks);
+    karg_mem(&a, s->k_scales);
+    karg_mem(&a, s->v_scales);
     /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
      * see cl/flash_attention.cl) and per (batch, K/V head). */
     const size_t rows_per_group = (size_t)fv->block_m * fv->rows, packed_rows = s->q_len * s->group;

@@ -24,6 +24,10 @@ typedef enum scratch_slot {
     SCRATCH_PAGED_LENGTHS, /* a paged cache's lengths, and the flag of its block-id check */
     SCRATCH_PAGED_FLAG,
     SCRATCH_KEYS_T,      /* K transposed for the staged path's blocked score kernel (CPUs) */
+    SCRATCH_WIDE_Q,      /* Q, K, V and O as floats, for a path that computes on floats only (the */
+    SCRATCH_WIDE_K,      /* staged path) when they are stored in another type */
+    SCRATCH_WIDE_V,
+    SCRATCH_WIDE_O,
     SCRATCH_COUNT
 } scratch_slot;
 

@@ -2,6 +2,7 @@
 #include "sdpa.h"
 
 #include "context.h"
+#include "convert.h"
 #include "decode.h"
 #include "error.h"
 #include "fused.h"
@@ -51,6 +52,44 @@ static clattn_algorithm auto_algorithm(const sdpa_shape *s, bool weights_wanted)
     return CLATTN_ALGORITHM_STAGED;
 }
 
+/* A view's tensor as floats: itself when it is float, else its `elems` elements widened into a scratch
+ * slot, the strides kept. */
+static clattn_status widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
+                           size_t elems, scratch_slot slot)
+{
+    if (type == CLATTN_FLOAT32)
+        return CLATTN_SUCCESS;
+    cl_mem wide;
+    clattn_status st = scratch_get(ctx, slot, elems * sizeof(float), &wide);
+    if (st == CLATTN_SUCCESS)
+        st = convert_elements(ctx, t->buf, type, scales, row, wide, CLATTN_FLOAT32, elems);
+    t->buf = wide;
+    return st;
+}
+
+/* The staged path computes on floats: tensors of other types are widened into temporaries first, and the
+ * output rounded into its type after (the cost: a float copy of each, and a pass over each). */
+static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                                        tensor_view v, cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
+{
+    sdpa_shape floats = *s;
+    floats.types = (tensor_types){CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32};
+    floats.k_scales = floats.v_scales = NULL;
+    tensor_view wide_out = out;
+    clattn_status st = widen(ctx, &q, s->types.q, NULL, s->qk_dim, s->q_elems, SCRATCH_WIDE_Q);
+    if (st == CLATTN_SUCCESS)
+        st = widen(ctx, &k, s->types.k, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
+    if (st == CLATTN_SUCCESS)
+        st = widen(ctx, &v, s->types.v, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
+    if (st == CLATTN_SUCCESS && s->types.o != CLATTN_FLOAT32)
+        st = scratch_get(ctx, SCRATCH_WIDE_O, s->out_elems * sizeof(float), &wide_out.buf);
+    if (st == CLATTN_SUCCESS)
+        st = staged_run(ctx, &floats, q, k, v, mask, wide_out, weights, lse);
+    if (st == CLATTN_SUCCESS && s->types.o != CLATTN_FLOAT32)
+        st = convert_elements(ctx, wide_out.buf, CLATTN_FLOAT32, NULL, 1, out.buf, s->types.o, s->out_elems);
+    return st;
+}
+
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                        cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
 {
@@ -66,7 +105,8 @@ clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, 
                     clattn_last_error(ctx));
         clear_error(ctx);
     }
-    return staged_run(ctx, s, q, k, v, mask, out, weights, lse);
+    return tensor_types_all_float(s->types) ? staged_run(ctx, s, q, k, v, mask, out, weights, lse)
+                                            : staged_run_widened(ctx, s, q, k, v, mask, out, weights, lse);
 }
 
 clattn_status sdpa_run_dense(clattn_context *ctx, const sdpa_shape *s, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
@@ -83,11 +123,12 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
     clattn_status st = check_context(ctx);
     sdpa_shape s;
     if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, k, s.k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, v, s.v_elems, sizeof(float), "v")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, k, s.k_elems, s.types.k, "k")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, v, s.v_elems, s.types.v, "v")) != CLATTN_SUCCESS ||
+        (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
-        (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
         (weights && (st = check_buffer(ctx, weights, s.weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS) ||
         (lse && (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
         (st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)

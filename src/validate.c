@@ -65,6 +65,21 @@ clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t
     return CLATTN_SUCCESS;
 }
 
+clattn_status check_tensor(clattn_context *ctx, cl_mem buf, size_t elems, clattn_dtype dtype, const char *name)
+{
+    return check_buffer(ctx, buf, elems, dtype_bytes(dtype), name);
+}
+
+clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_rows, size_t v_rows)
+{
+    clattn_status st = CLATTN_SUCCESS;
+    if (s->k_scales)
+        st = check_buffer(ctx, s->k_scales, k_rows, sizeof(float), "desc.k_scales");
+    if (st == CLATTN_SUCCESS && s->v_scales)
+        st = check_buffer(ctx, s->v_scales, v_rows, sizeof(float), "desc.v_scales");
+    return st;
+}
+
 clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
 {
     size_t bytes;
@@ -95,6 +110,33 @@ static clattn_status check_per_head(clattn_context *ctx, const float *values, si
         if (!isfinite(values[h]))
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s[%zu] = %g is not finite", name, h,
                              (double)values[h]);
+    return CLATTN_SUCCESS;
+}
+
+/* Known storage types, int8 only for K and V, and scales given exactly for an int8 K and V. */
+static clattn_status check_types(clattn_context *ctx, const clattn_sdpa_desc *desc)
+{
+    const struct { clattn_dtype type; const char *name; bool int8_ok; cl_mem scales; const char *scales_name; } t[] = {
+        {desc->q_dtype, "q_dtype", false, NULL, NULL},
+        {desc->k_dtype, "k_dtype", true, desc->k_scales, "k_scales"},
+        {desc->v_dtype, "v_dtype", true, desc->v_scales, "v_scales"},
+        {desc->out_dtype, "out_dtype", false, NULL, NULL},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        if (!dtype_valid(t[i].type))
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %d", t[i].name,
+                             (int)t[i].type);
+        if (t[i].type == CLATTN_INT8 && !t[i].int8_ok)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "desc.%s is CLATTN_INT8, which only K and V (the caches) may be", t[i].name);
+        if (t[i].type == CLATTN_INT8 && !t[i].scales)
+            return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "desc.%s is CLATTN_INT8 but desc.%s is NULL",
+                             t[i].name, t[i].scales_name);
+        if (t[i].type != CLATTN_INT8 && t[i].scales_name && t[i].scales)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "desc.%s is given but desc.%s is %s, not CLATTN_INT8", t[i].scales_name, t[i].name,
+                             clattn_dtype_name(t[i].type));
+    }
     return CLATTN_SUCCESS;
 }
 
@@ -132,6 +174,8 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     clattn_status st = check_per_head(ctx, desc->sinks, desc->heads, "sinks");
     if (st == CLATTN_SUCCESS)
         st = check_per_head(ctx, desc->alibi_slopes, desc->heads, "alibi_slopes");
+    if (st == CLATTN_SUCCESS)
+        st = check_types(ctx, desc);
     if (st != CLATTN_SUCCESS)
         return st;
 
@@ -149,6 +193,9 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->alibi_slopes = desc->alibi_slopes;
     s->weights_output = desc->weights_output;
     s->algorithm = desc->algorithm;
+    s->types = (tensor_types){desc->q_dtype, desc->k_dtype, desc->v_dtype, desc->out_dtype};
+    s->k_scales = desc->k_scales;
+    s->v_scales = desc->v_scales;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;
     s->mask_elem_size = sizeof(float);

@@ -4,6 +4,7 @@
 #define CLATTN_VALIDATE_H
 
 #include "clattn/clattn.h"
+#include "dtype.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -16,6 +17,8 @@ bool size_product(size_t *out, size_t n, ...);
 clattn_status check_context(clattn_context *ctx);
 /* Buffer `buf` must be non-NULL and hold at least `elems` elements of elem_size bytes. */
 clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t elem_size, const char *name);
+/* Buffer `buf` must hold `elems` elements of storage type `dtype`. */
+clattn_status check_tensor(clattn_context *ctx, cl_mem buf, size_t elems, clattn_dtype dtype, const char *name);
 /* A tensor of `elems` floats must fit in one device allocation. */
 clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name);
 
@@ -32,6 +35,8 @@ typedef struct sdpa_shape {
     size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems;
     clattn_masks masks;
     size_t mask_elems, mask_elem_size, mask_cols; /* the mask's entries, their size, its keys per row */
+    tensor_types types;       /* storage types of Q, K, V and the output */
+    cl_mem k_scales, v_scales; /* an int8 K's and V's row scales, else NULL */
 } sdpa_shape;
 
 /* The caller's descriptor (NULL is an error) copied by the struct_size rule (versioned.h) into `out`. */
@@ -41,5 +46,9 @@ clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, 
  * softcap that is finite and ≥ 0, finite sinks and ALiBi slopes, a known algorithm, and every tensor
  * size within size_t, for a descriptor already read by sdpa_desc_read. The masks are left empty. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
+
+/* The scales of an int8 K and V of k_rows and v_rows rows (desc.k_scales, v_scales): k_rows (v_rows)
+ * floats each when present (sdpa_shape_resolve made sure they are present exactly for int8). */
+clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_rows, size_t v_rows);
 
 #endif

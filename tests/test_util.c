@@ -1,6 +1,8 @@
 /* The OpenCL part of the test utility (tests/test_util.h); test_util_sys.c holds the rest. */
 #include "test_util.h"
 
+#include "npy.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,4 +352,94 @@ float *tu_make_mask(clattn_mask_layout layout, size_t B, size_t H, size_t L, siz
     if (n)
         *n = count;
     return m;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tensors in a storage type                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+tu_typed tu_typed_make(clattn_dtype type, const float *src, size_t n, size_t row)
+{
+    tu_typed t = {type, n, row, NULL, tu_falloc(n), NULL};
+    const size_t size = clattn_dtype_size(type);
+    ck_assert_msg(size != 0, "%s: tu_typed_make: type %d", tu_label(), (int)type);
+    t.bytes = tu_track_malloc(n * size);
+    for (size_t i = 0; i < n; i++) {
+        if (type == CLATTN_FLOAT32) {
+            ((float *)t.bytes)[i] = t.values[i] = src[i];
+        } else if (type == CLATTN_FLOAT16) {
+            const unsigned short h = npy_float_to_half(src[i]);
+            ((unsigned short *)t.bytes)[i] = h;
+            t.values[i] = npy_half_to_float(h);
+        } else if (type == CLATTN_BFLOAT16) {
+            const unsigned short b = npy_float_to_bf16(src[i]);
+            ((unsigned short *)t.bytes)[i] = b;
+            t.values[i] = npy_bf16_to_float_value(b);
+        }
+    }
+    if (type == CLATTN_INT8) {
+        ck_assert(row > 0 && n % row == 0);
+        t.scales = tu_falloc(n / row);
+        signed char *q = t.bytes;
+        for (size_t r = 0; r < n / row; r++) {
+            float top = 0.0f;
+            for (size_t d = 0; d < row; d++)
+                top = fmaxf(top, fabsf(src[r * row + d]));
+            const float scale = top / 127.0f, inv = top > 0.0f ? 127.0f / top : 0.0f;
+            t.scales[r] = scale;
+            for (size_t d = 0; d < row; d++) {
+                q[r * row + d] = (signed char)lrintf(src[r * row + d] * inv);
+                t.values[r * row + d] = (float)q[r * row + d] * scale;
+            }
+        }
+    }
+    return t;
+}
+
+/* A tracked device buffer holding `bytes` bytes of data. */
+static cl_mem bytes_upload(clattn_context *ctx, const void *data, size_t bytes)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, bytes,
+                              (void *)data, &err);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer(%zu bytes) failed: %d", tu_label(), bytes, (int)err);
+    tu_track_mem(m);
+    return m;
+}
+
+cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t)
+{
+    return bytes_upload(ctx, t->bytes, t->n * clattn_dtype_size(t->type));
+}
+
+cl_mem tu_typed_scales(clattn_context *ctx, const tu_typed *t)
+{
+    return t->scales ? bytes_upload(ctx, t->scales, t->n / t->row * sizeof(float)) : NULL;
+}
+
+float *tu_typed_read(clattn_context *ctx, cl_mem m, clattn_dtype type, size_t n)
+{
+    const size_t size = clattn_dtype_size(type);
+    unsigned char *raw = tu_track_malloc(n * size);
+    cl_int err = clEnqueueReadBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0, n * size, raw, 0, NULL, NULL);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clEnqueueReadBuffer failed: %d", tu_label(), (int)err);
+    float *out = tu_falloc(n);
+    for (size_t i = 0; i < n; i++) {
+        unsigned short u;
+        switch (type) {
+        case CLATTN_FLOAT32: memcpy(&out[i], raw + 4 * i, 4); break;
+        case CLATTN_FLOAT16: memcpy(&u, raw + 2 * i, 2); out[i] = npy_half_to_float(u); break;
+        case CLATTN_BFLOAT16: memcpy(&u, raw + 2 * i, 2); out[i] = npy_bf16_to_float_value(u); break;
+        default: out[i] = (float)((signed char *)raw)[i]; break;
+        }
+    }
+    return out;
+}
+
+void tu_check_typed(const char *what, const float *out, const double *ref, size_t n, clattn_dtype type,
+                    double *max_err)
+{
+    const int bits = type == CLATTN_FLOAT16 ? 10 : type == CLATTN_BFLOAT16 ? 7 : 0;
+    const int min_exp = type == CLATTN_FLOAT16 ? -14 : -126;
+    check_close_rounded(what, out, ref, n, bits, min_exp, max_err);
 }

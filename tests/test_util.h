@@ -70,6 +70,11 @@ void check_close(const float *out, const double *ref, size_t n, double *max_err)
 /* The same, naming the tensor in the failure message. */
 void check_close_named(const char *what, const float *out, const double *ref, size_t n,
                        double *max_err);
+/* The same for a result rounded into a narrower type: the tolerance plus half a unit in the last place
+ * of a type with `bits` mantissa bits and normal numbers from 2^min_exp (half: 10, −14; bfloat16: 7,
+ * −126; bits 0: float32, nothing added). */
+void check_close_rounded(const char *what, const float *out, const double *ref, size_t n, int bits, int min_exp,
+                         double *max_err);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Tracked host allocations: freed by tu_release_host() (the fixtures), even when a test fails     */
@@ -262,6 +267,34 @@ float *tu_make_mask(clattn_mask_layout layout, size_t B, size_t H, size_t L, siz
 
 /* Convenience: Dv of an sdpa desc, element counts of its tensors. */
 size_t tu_sdpa_dv(const clattn_sdpa_desc *d);
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Tensors in a storage type (clattn_dtype)                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* A tensor of n elements stored as `type`: its bytes, the floats they stand for (the reference's
+ * input: the rounded values, or an int8 value times its row's scale), and for int8 the scales of its
+ * rows of `row` elements. All tracked. */
+typedef struct tu_typed {
+    clattn_dtype type;
+    size_t n, row;
+    void *bytes;
+    float *values;
+    float *scales; /* int8: n / row scales; else NULL */
+} tu_typed;
+
+/* src (n floats) stored as `type`: rounded to nearest even, or for int8 quantised symmetrically per row
+ * (scale = max |x| / 127). */
+tu_typed tu_typed_make(clattn_dtype type, const float *src, size_t n, size_t row);
+/* Its bytes in a new (tracked) device buffer of exactly their size; tu_typed_scales the int8 scales
+ * (NULL for other types). */
+cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t);
+cl_mem tu_typed_scales(clattn_context *ctx, const tu_typed *t);
+/* n elements of `type` read back from m and widened (tracked floats; int8 is not an output). */
+float *tu_typed_read(clattn_context *ctx, cl_mem m, clattn_dtype type, size_t n);
+/* check_close_rounded with the output type's rounding. */
+void tu_check_typed(const char *what, const float *out, const double *ref, size_t n, clattn_dtype type,
+                    double *max_err);
 
 #endif /* TU_NO_OPENCL */
 

@@ -73,8 +73,27 @@ void tu_fill_int_multiples(float *p, size_t n, int kmax, float step, uint64_t se
 double tu_max_abs_err = 0.0;
 double tu_max_ratio = 0.0;
 
+/* Half a unit in the last place, at |r|, of a type with `bits` stored mantissa bits whose normal
+ * numbers start at 2^min_exp (float32: 0, nothing added). */
+static double half_ulp(double r, int bits, int min_exp)
+{
+    if (bits == 0)
+        return 0.0;
+    int e;
+    frexp(fabs(r), &e); /* |r| in [2^(e−1), 2^e) */
+    if (e - 1 < min_exp || r == 0.0)
+        e = min_exp + 1;
+    return 0.5 * ldexp(1.0, e - 1 - bits);
+}
+
 void check_close_named(const char *what, const float *out, const double *ref, size_t n,
                        double *max_err)
+{
+    check_close_rounded(what, out, ref, n, 0, 0, max_err);
+}
+
+void check_close_rounded(const char *what, const float *out, const double *ref, size_t n, int bits, int min_exp,
+                         double *max_err)
 {
     double local = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -87,7 +106,7 @@ void check_close_named(const char *what, const float *out, const double *ref, si
         ck_assert_msg(!isnan(o) && !isnan(r), "%s: %s[%zu] = %.9g, fp64 reference %.17g",
                       tu_label(), what, i, o, r);
         double e = fabs(o - r);
-        double tol = TU_ATOL + TU_RTOL * fabs(r);
+        double tol = TU_ATOL + TU_RTOL * fabs(r) + half_ulp(r, bits, min_exp);
         if (e > local)
             local = e;
         if (e > tu_max_abs_err)

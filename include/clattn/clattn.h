@@ -3,8 +3,10 @@
  *
  * This header is the manual. Conventions used throughout:
  *
- *  - All tensors are float32, row-major ("C order"), densely packed, starting at offset 0 of their
- *    buffer. A buffer may be larger than the tensor; bytes past the tensor are never touched.
+ *  - Tensors are row-major ("C order"), densely packed, starting at offset 0 of their buffer. A
+ *    buffer may be larger than the tensor; bytes past the tensor are never touched. They are float32
+ *    unless a descriptor gives another storage type (clattn_dtype, since 0.5): arithmetic is float32
+ *    whatever the storage, and results are rounded to nearest even into their type.
  *  - SDPA layouts follow PyTorch's scaled_dot_product_attention:
  *      Q (B, H, L, Dqk)   K (B, H, S, Dqk)   V (B, H, S, Dv)   O (B, H, L, Dv)
  *      weights P (B, H, L, S)   log-sum-exp (B, H, L)
@@ -59,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 4
+#define CLATTN_VERSION_MINOR 5
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.4.0"
+#define CLATTN_VERSION_STRING "0.5.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -298,6 +300,25 @@ CLATTN_API const char *clattn_build_log(const clattn_context *ctx);
 /* Attention descriptors                                                                           */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* Storage types of tensors (since 0.5). Every device runs all of them: half is read and written with
+ * OpenCL 1.2's core vload_half/vstore_half (no cl_khr_fp16 needed), bfloat16 is a float's upper 16 bits.
+ * Arithmetic is float32 whatever the storage; a result is rounded to nearest even into its type (a
+ * value beyond half's range becomes ±inf, NaN stays NaN). */
+typedef enum clattn_dtype {
+    CLATTN_FLOAT32 = 0,
+    CLATTN_FLOAT16 = 1,  /* IEEE 754 binary16, 2 bytes */
+    CLATTN_BFLOAT16 = 2, /* bfloat16, 2 bytes: the upper half of a float32's bits */
+    /* Signed 8-bit with a float scale per row (per token and K/V head): value = q·scale, the symmetric
+     * per-token quantisation serving engines keep KV caches in. For K and V (and the caches) only; the
+     * scales travel in the descriptor (clattn_sdpa_desc.k_scales, v_scales). */
+    CLATTN_INT8 = 3
+} clattn_dtype;
+
+/* Bytes of one element of a storage type; 0 for a value outside the enum. */
+CLATTN_API size_t clattn_dtype_size(clattn_dtype dtype);
+/* "float32", "float16", "bfloat16", "int8"; "unknown" outside the enum. */
+CLATTN_API const char *clattn_dtype_name(clattn_dtype dtype);
+
 typedef enum clattn_causal {
     CLATTN_CAUSAL_NONE = 0,
     CLATTN_CAUSAL_TOP_LEFT = 1,     /* query i sees keys 0..i (PyTorch's is_causal) */
@@ -431,11 +452,19 @@ typedef struct clattn_sdpa_desc {
     /* Since 0.3. What the weights output holds (see clattn_weights_output). */
     clattn_weights_output weights_output;
     unsigned weights_reserved; /* must be 0 */
+    /* Since 0.5. Storage types of Q, K, V and the output (and of whatever plays their part: the new rows
+     * of an append are in q_dtype, a cache in k_dtype and v_dtype, merged parts in out_dtype). The
+     * weights, log-sum-exps, masks and scales stay float32. CLATTN_INT8 is for K and V only. */
+    clattn_dtype q_dtype, k_dtype, v_dtype, out_dtype;
+    /* Since 0.5. With an int8 K (V): its scales, float32, one per row, in K's (V's) shape without its last
+     * dimension — (B, kv_heads, S) for a dense K, (blocks, kv_heads, block_size) for a paged pool,
+     * (rows, kv_heads) or (kv_heads, rows) for a ragged batch. NULL otherwise. */
+    cl_mem k_scales, v_scales;
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
-      CLATTN_WEIGHTS_SOFTMAX, 0 }
+      CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL }
 
 /* O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
@@ -598,11 +627,17 @@ typedef struct clattn_mha_desc {
     const float *alibi_slopes;
     clattn_weights_output weights_output; /* what attn_weights holds */
     unsigned weights_reserved;            /* must be 0 */
+    /* Since 0.5. Storage types (no CLATTN_INT8): x_dtype of X and KV, weight_dtype of the weights and
+     * biases, out_dtype of the output. The projected Q, K, V and the heads' outputs are float32
+     * temporaries; the projections then run clattn's own GEMM (CLBlast's needs cl_khr_fp16 for half,
+     * and has no bfloat16). attn_weights stays float32. */
+    clattn_dtype x_dtype, weight_dtype, out_dtype;
+    unsigned dtype_reserved; /* must be 0 */
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT                                                                                \
     { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
-      NULL, CLATTN_WEIGHTS_SOFTMAX, 0 }
+      NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0 }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

@@ -24,6 +24,7 @@ import tempfile
 ORDER = [
     "fault.h", "fault.c",              # test-only failure points (built with -Dfault_injection=true)
     "status.c",                        # status names and descriptions
+    "dtype.h", "dtype.c",              # storage types: sizes and names
     "error.h", "error.c",              # error detail per context and per thread, warnings, build logs
     "versioned.h", "versioned.c",      # the struct_size rule of the public structs
     "options.h", "options.c",          # context options; the only reader of the environment
@@ -38,6 +39,7 @@ ORDER = [
     "sha256.h", "sha256.c",            # SHA-256, for the cache's keys
     "cache.h", "cache.c",              # on-disk program binaries and tuning records
     "program.h", "program.c",          # kernel sources, builds, build logs
+    "convert.h", "convert.c",          # storage-type conversions on the device, quantising row writes
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
     "projection.h", "projection.c",    # GEMM (clattn's kernel, or CLBlast + bias), chosen per device
     "staged.h", "staged.c",            # score / softmax / weighted-sum path, the public stage calls

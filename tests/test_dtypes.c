@@ -1,0 +1,391 @@
+/*
+ * Storage types (clattn_dtype, since 0.5) against the fp64 reference computed on the rounded inputs
+ * (int8: on the dequantised K/V), on every device: the fp32 tolerance plus half a unit in the last place
+ * of the output type.
+ *
+ *  1. table: the fused, decode and staged paths × combinations of Q, K, V and output types that put
+ *     every type in every role it may take (Q and O: float32, float16, bfloat16; K and V: those and
+ *     int8), with grouped-query heads, causal masks, odd head sizes (40 / 24), split keys (decode) and
+ *     the weights output (staged). Prints the largest error per output type.
+ *  2. special: NaN and ±inf in half and bfloat16 inputs reach only the rows that read them, and a
+ *     result beyond half's range is ±inf.
+ *  3. append: clattn_kv_append into float16, bfloat16 and int8 caches (the int8 one quantised per row:
+ *     |q·scale − x| ≤ scale/2, scale = max |x| / 127, a NaN row with a NaN scale), then decoding over
+ *     them; and the end-to-end error of int8 caches against float32 ones on random and on
+ *     outlier-heavy data (printed).
+ *  4. bad: a type outside the enum, int8 queries or outputs, int8 without its scales, scales with
+ *     another type or too small, buffers too small for their type (the size counts in the type's
+ *     bytes): each a status naming the argument, nothing written.
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define F32 CLATTN_FLOAT32
+#define F16 CLATTN_FLOAT16
+#define BF16 CLATTN_BFLOAT16
+#define I8 CLATTN_INT8
+
+typedef struct {
+    clattn_dtype q, k, v, o;
+} combo;
+
+static const combo combos[] = {
+    {F16, F16, F16, F16}, {BF16, BF16, BF16, BF16}, {F32, F16, F16, F32},  {BF16, F16, BF16, F16},
+    {F32, I8, I8, F32},   {F16, I8, F16, BF16},     {F32, BF16, I8, F16},
+};
+#define NCOMBOS (sizeof combos / sizeof combos[0])
+
+static const clattn_algorithm paths[] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_DECODE, CLATTN_ALGORITHM_STAGED};
+#define NPATHS (sizeof paths / sizeof paths[0])
+
+static double worst[4]; /* the largest error per output type, over the table */
+
+static const char *path_name(clattn_algorithm a)
+{
+    return a == CLATTN_ALGORITHM_FUSED ? "fused" : a == CLATTN_ALGORITHM_DECODE ? "decode" : "staged";
+}
+
+START_TEST(test_table)
+{
+    const size_t dev = TU_DEVICE(_i), c_i = TU_CASE(_i) % NCOMBOS;
+    const clattn_algorithm path = paths[TU_CASE(_i) / NCOMBOS];
+    const combo *c = &combos[c_i];
+    tu_set_label("%s q %s k %s v %s out %s on %s", path_name(path), clattn_dtype_name(c->q), clattn_dtype_name(c->k),
+                 clattn_dtype_name(c->v), clattn_dtype_name(c->o), tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    const size_t B = 2, H = 4, KVH = 2, D = 40, DV = 24;
+    const size_t L = path == CLATTN_ALGORITHM_FUSED ? 37 : path == CLATTN_ALGORITHM_DECODE ? 3 : 19;
+    const size_t S = path == CLATTN_ALGORITHM_DECODE ? 1100 : 301;
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, DV);
+    d.kv_heads = KVH;
+    d.algorithm = path;
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = path == CLATTN_ALGORITHM_STAGED ? NONE : path == CLATTN_ALGORITHM_DECODE ? BR : TL;
+    d.masks = &masks;
+    d.q_dtype = c->q;
+    d.k_dtype = c->k;
+    d.v_dtype = c->v;
+    d.out_dtype = c->o;
+    const size_t nq = B * H * L * D, nk = B * KVH * S * D, nv = B * KVH * S * DV, no = B * H * L * DV;
+    const size_t nw = B * H * L * S, nl = B * H * L;
+    float *src = tu_falloc(nq + nk + nv);
+    tu_fill_uniform(src, nq + nk + nv, 2.0f, 100 + c_i);
+    const tu_typed q = tu_typed_make(c->q, src, nq, D), k = tu_typed_make(c->k, src + nq, nk, D),
+                   v = tu_typed_make(c->v, src + nq + nk, nv, DV);
+    cl_mem qm = tu_typed_upload(ctx, &q), km = tu_typed_upload(ctx, &k), vm = tu_typed_upload(ctx, &v);
+    d.k_scales = tu_typed_scales(ctx, &k);
+    d.v_scales = tu_typed_scales(ctx, &v);
+    const tu_typed zero = tu_typed_make(c->o, tu_falloc(no), no, DV);
+    cl_mem om = tu_typed_upload(ctx, &zero);
+    const int staged = path == CLATTN_ALGORITHM_STAGED;
+    cl_mem wm = staged ? tu_dev_alloc(ctx, nw, NULL) : NULL, lm = tu_dev_alloc(ctx, nl, NULL);
+    clattn_status st = clattn_sdpa(ctx, &d, qm, km, vm, NULL, om, wm, lm);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
+    tu_finish(ctx);
+    const float *out = tu_typed_read(ctx, om, c->o, no);
+    const float *lse = tu_dev_read_checked(ctx, lm, nl, "lse");
+    double *ro = tu_dalloc(no), *rw = tu_dalloc(nw), *rl = tu_dalloc(nl);
+    ref_sdpa(&d, q.values, k.values, v.values, NULL, ro, rw, rl);
+    double err;
+    tu_check_typed("out", out, ro, no, c->o, &err);
+    if (err > worst[c->o])
+        worst[c->o] = err;
+    check_close_named("lse", lse, rl, nl, NULL);
+    if (staged)
+        check_close_named("weights", tu_dev_read_checked(ctx, wm, nw, "weights"), rw, nw, NULL);
+}
+END_TEST
+
+/* NaN and ±inf in half and bfloat16 inputs, and results beyond half's range. */
+START_TEST(test_special)
+{
+    const size_t dev = TU_DEVICE(_i);
+    const clattn_algorithm path = paths[TU_CASE(_i) % NPATHS];
+    const clattn_dtype type = TU_CASE(_i) / NPATHS ? BF16 : F16;
+    tu_set_label("special values, %s %s on %s", path_name(path), clattn_dtype_name(type), tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { H = 4, L = 2, S = 40, D = 16 };
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
+    d.algorithm = path;
+    d.q_dtype = d.k_dtype = d.v_dtype = type;
+    d.out_dtype = F16;
+    float *src = tu_falloc(H * L * D + 2 * H * S * D);
+    tu_fill_uniform(src, H * L * D + 2 * H * S * D, 1.0f, 5);
+    float *qf = src, *kf = src + H * L * D, *vf = kf + H * S * D;
+    kf[1 * S * D + 7 * D + 3] = NAN;          /* head 1: NaN key, both rows NaN */
+    vf[2 * S * D + 9 * D + 0] = INFINITY;     /* head 2: an inf value, column 0 inf */
+    for (size_t i = 0; i < S * D; i++)        /* head 3: values of 1e5, beyond half's 65504 */
+        vf[3 * S * D + i] = i % D == 1 ? -1e5f : 1e5f;
+    const tu_typed q = tu_typed_make(type, qf, H * L * D, D), k = tu_typed_make(type, kf, H * S * D, D),
+                   v = tu_typed_make(type, vf, H * S * D, D);
+    cl_mem om = tu_dev_alloc(ctx, H * L * D, NULL);
+    clattn_status st = clattn_sdpa(ctx, &d, tu_typed_upload(ctx, &q), tu_typed_upload(ctx, &k),
+                                   tu_typed_upload(ctx, &v), NULL, om, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa");
+    tu_finish(ctx);
+    const float *o = tu_typed_read(ctx, om, F16, H * L * D);
+    double *ro = tu_dalloc(H * L * D);
+    ref_sdpa(&d, q.values, k.values, v.values, NULL, ro, NULL, NULL);
+    tu_check_typed("head 0", o, ro, L * D, F16, NULL);
+    for (size_t i = 0; i < L * D; i++)
+        ck_assert_msg(isnan(o[L * D + i]), "%s: head 1 out[%zu] = %g, expected NaN", tu_label(), i, o[L * D + i]);
+    for (size_t i = 0; i < L; i++) {
+        ck_assert_msg(isinf(o[2 * L * D + i * D]) && o[2 * L * D + i * D] > 0, "%s: head 2 row %zu column 0 = %g",
+                      tu_label(), i, o[2 * L * D + i * D]);
+        tu_check_typed("head 2, other columns", o + 2 * L * D + i * D + 1, ro + 2 * L * D + i * D + 1, D - 1, F16,
+                       NULL);
+        for (size_t c = 0; c < D; c++) {
+            const float x = o[3 * L * D + i * D + c];
+            ck_assert_msg(isinf(x) && (x < 0) == (c == 1), "%s: head 3 [%zu][%zu] = %g, expected %sinf", tu_label(),
+                          i, c, x, c == 1 ? "-" : "+");
+        }
+    }
+}
+END_TEST
+
+/* Appends into typed caches, then decoding over them. */
+START_TEST(test_append)
+{
+    const size_t dev = TU_DEVICE(_i);
+    const clattn_dtype type = (clattn_dtype[]){F16, BF16, I8}[TU_CASE(_i) % 3];
+    const clattn_dtype rows_type = TU_CASE(_i) / 3 ? F16 : F32;
+    tu_set_label("append %s rows to a %s cache on %s", clattn_dtype_name(rows_type), clattn_dtype_name(type),
+                 tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { B = 2, H = 4, KVH = 2, CAP = 600, D = 40, DV = 24, NEW = 5 };
+    const size_t lengths[B] = {300, 17};
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, 1, CAP, D, DV);
+    d.kv_heads = KVH;
+    d.q_dtype = rows_type;
+    d.k_dtype = d.v_dtype = type;
+    /* A cache holding its first rows already (as stored values), the new rows appended after them. */
+    float *old = tu_falloc(B * KVH * CAP * (D + DV));
+    tu_fill_uniform(old, B * KVH * CAP * (D + DV), 1.0f, 9);
+    const tu_typed kc = tu_typed_make(type, old, B * KVH * CAP * D, D);
+    const tu_typed vc = tu_typed_make(type, old + B * KVH * CAP * D, B * KVH * CAP * DV, DV);
+    cl_mem kcm = tu_typed_upload(ctx, &kc), vcm = tu_typed_upload(ctx, &vc);
+    d.k_scales = tu_typed_scales(ctx, &kc);
+    d.v_scales = tu_typed_scales(ctx, &vc);
+    float *fresh = tu_falloc(B * KVH * NEW * (D + DV));
+    tu_fill_uniform(fresh, B * KVH * NEW * (D + DV), 3.0f, 10);
+    fresh[5] = 40.0f; /* an outlier sets its row's scale */
+    if (type == I8)
+        fresh[B * KVH * NEW * D + 2 * DV + 1] = NAN; /* V row 2 (batch 0, head 0, row 2) */
+    const tu_typed kn = tu_typed_make(rows_type, fresh, B * KVH * NEW * D, D);
+    const tu_typed vn = tu_typed_make(rows_type, fresh + B * KVH * NEW * D, B * KVH * NEW * DV, DV);
+    clattn_status st = clattn_kv_append(ctx, &d, lengths, NEW, tu_typed_upload(ctx, &kn), tu_typed_upload(ctx, &vn),
+                                        kcm, vcm);
+    TU_ASSERT_OK(st, ctx, "clattn_kv_append");
+    tu_finish(ctx);
+    /* Every cache row: the old ones untouched, the new ones the rows' values in the cache's type. */
+    for (int which = 0; which < 2; which++) {
+        const size_t dim = which ? DV : D, rows = B * KVH * CAP;
+        const tu_typed *cache = which ? &vc : &kc, *add = which ? &vn : &kn;
+        cl_mem m = which ? vcm : kcm;
+        const float *got = tu_typed_read(ctx, m, type, rows * dim);
+        const float *scales = type == I8 ? tu_dev_read(ctx, which ? d.v_scales : d.k_scales, rows) : NULL;
+        for (size_t row = 0; row < rows; row++) {
+            const size_t bh = row / CAP, j = row % CAP, b = bh / KVH;
+            const bool fresh_row = j >= lengths[b] && j < lengths[b] + NEW;
+            const float *want = fresh_row ? add->values + (bh * NEW + j - lengths[b]) * dim : cache->values + row * dim;
+            if (type != I8 || !fresh_row) {
+                for (size_t e = 0; e < dim; e++) {
+                    const float x = type == I8 ? got[row * dim + e] * scales[row] : got[row * dim + e];
+                    const float w = type == I8 || !fresh_row ? want[e]
+                                    : type == F16 ? tu_typed_make(F16, &want[e], 1, 1).values[0]
+                                                  : tu_typed_make(BF16, &want[e], 1, 1).values[0];
+                    ck_assert_msg(x == w || (isnan(x) && isnan(w)), "%s: %s row %zu [%zu] = %g, expected %g",
+                                  tu_label(), which ? "V" : "K", row, e, x, w);
+                }
+                continue;
+            }
+            float top = 0.0f;
+            bool finite = true;
+            for (size_t e = 0; e < dim; e++) {
+                top = fmaxf(top, fabsf(want[e]));
+                finite = finite && isfinite(want[e]);
+            }
+            if (!finite) {
+                ck_assert_msg(isnan(scales[row]), "%s: a row holding NaN has scale %g", tu_label(), scales[row]);
+                continue;
+            }
+            ck_assert_msg(fabsf(scales[row] - top / 127.0f) <= 1e-6f * top, "%s: row %zu scale %g, max|x|/127 = %g",
+                          tu_label(), row, scales[row], top / 127.0f);
+            for (size_t e = 0; e < dim; e++)
+                ck_assert_msg(fabsf(got[row * dim + e] * scales[row] - want[e]) <= 0.5f * scales[row] * (1 + 1e-5f),
+                              "%s: row %zu [%zu]: %g·%g is not within half a step of %g", tu_label(), row, e,
+                              got[row * dim + e], scales[row], want[e]);
+        }
+    }
+    /* Decoding the next token over the grown caches (their stored values are the reference's input). */
+    size_t grown[B];
+    long long offsets[B];
+    for (size_t b = 0; b < B; b++) {
+        grown[b] = lengths[b] + NEW;
+        offsets[b] = (long long)grown[b] - 1;
+    }
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.key_lengths = grown;
+    masks.query_offsets = offsets;
+    masks.causal = TL;
+    d.masks = &masks;
+    d.q_dtype = F32;
+    float *qf = tu_falloc(B * H * D);
+    tu_fill_uniform(qf, B * H * D, 1.0f, 11);
+    cl_mem om = tu_dev_alloc(ctx, B * H * DV, NULL);
+    st = clattn_sdpa(ctx, &d, tu_dev_alloc(ctx, B * H * D, qf), kcm, vcm, NULL, om, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa over the appended cache");
+    const float *o = tu_dev_read_checked(ctx, om, B * H * DV, "out");
+    float *kv_now = tu_falloc(B * KVH * CAP * (D + DV));
+    float *k_now = kv_now, *v_now = kv_now + B * KVH * CAP * D;
+    const float *kg = tu_typed_read(ctx, kcm, type, B * KVH * CAP * D);
+    const float *vg = tu_typed_read(ctx, vcm, type, B * KVH * CAP * DV);
+    const float *ks = type == I8 ? tu_dev_read(ctx, d.k_scales, B * KVH * CAP) : NULL;
+    const float *vs = type == I8 ? tu_dev_read(ctx, d.v_scales, B * KVH * CAP) : NULL;
+    for (size_t i = 0; i < B * KVH * CAP * D; i++)
+        k_now[i] = ks ? kg[i] * ks[i / D] : kg[i];
+    for (size_t i = 0; i < B * KVH * CAP * DV; i++)
+        v_now[i] = vs ? vg[i] * vs[i / DV] : vg[i];
+    double *ro = tu_dalloc(B * H * DV);
+    ref_sdpa(&d, qf, k_now, v_now, NULL, ro, NULL, NULL);
+    if (type == I8) { /* batch 0's heads 0-1 read V head 0, whose row 2 holds the NaN: all NaN */
+        for (size_t i = 0; i < 2 * DV; i++)
+            ck_assert_msg(isnan(o[i]), "%s: out[%zu] = %g, expected NaN", tu_label(), i, o[i]);
+        check_close_named("out", o + 2 * DV, ro + 2 * DV, (B * H - 2) * DV, NULL);
+    } else {
+        check_close_named("out", o, ro, B * H * DV, NULL);
+    }
+}
+END_TEST
+
+/* The end-to-end error of an int8 cache against the float32 one, on random and on outlier-heavy data
+ * (a few channels 20× larger, as in real K caches): printed for the README, checked loosely. */
+START_TEST(test_int8_error)
+{
+    const size_t dev = TU_DEVICE(_i);
+    const int outliers = (int)TU_CASE(_i);
+    tu_set_label("int8 cache error, %s data on %s", outliers ? "outlier-heavy" : "random", tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { H = 8, KVH = 2, S = 1024, D = 64 };
+    float *qf = tu_falloc(H * D), *kf = tu_falloc(KVH * S * D), *vf = tu_falloc(KVH * S * D);
+    tu_fill_uniform(qf, H * D, 1.0f, 31);
+    tu_fill_uniform(kf, KVH * S * D, 1.0f, 32);
+    tu_fill_uniform(vf, KVH * S * D, 1.0f, 33);
+    if (outliers)
+        for (size_t i = 0; i < KVH * S * D; i++)
+            if (i % D == 3 || i % D == 41)
+                kf[i] *= 20.0f, vf[i] *= 20.0f;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, 1, S, D, 0);
+    d.kv_heads = KVH;
+    d.scale = 1.0f; /* sharp weights: the scores' errors matter */
+    cl_mem qm = tu_dev_alloc(ctx, H * D, qf), of = tu_dev_alloc(ctx, H * D, NULL), oq = tu_dev_alloc(ctx, H * D, NULL);
+    clattn_status st = clattn_sdpa(ctx, &d, qm, tu_dev_alloc(ctx, KVH * S * D, kf), tu_dev_alloc(ctx, KVH * S * D, vf),
+                                   NULL, of, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa, float32 cache");
+    const tu_typed k8 = tu_typed_make(I8, kf, KVH * S * D, D), v8 = tu_typed_make(I8, vf, KVH * S * D, D);
+    d.k_dtype = d.v_dtype = I8;
+    d.k_scales = tu_typed_scales(ctx, &k8);
+    d.v_scales = tu_typed_scales(ctx, &v8);
+    st = clattn_sdpa(ctx, &d, qm, tu_typed_upload(ctx, &k8), tu_typed_upload(ctx, &v8), NULL, oq, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa, int8 cache");
+    const float *a = tu_dev_read_checked(ctx, of, H * D, "float32 out");
+    const float *b = tu_dev_read_checked(ctx, oq, H * D, "int8 out");
+    double max_err = 0.0, max_ref = 0.0, sq = 0.0, sq_ref = 0.0;
+    for (size_t i = 0; i < H * D; i++) {
+        max_err = fmax(max_err, fabs((double)a[i] - b[i]));
+        max_ref = fmax(max_ref, fabs((double)a[i]));
+        sq += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        sq_ref += (double)a[i] * a[i];
+    }
+    printf("int8 KV cache vs float32 (%s data, H %d, S %d, D %d) on %s: max |err| %.3g (max |out| %.3g), "
+           "relative RMS error %.3g\n",
+           outliers ? "outlier-heavy" : "random", H, S, D, tu_dev_spec[dev], max_err, max_ref, sqrt(sq / sq_ref));
+    /* Per-token scales follow a row's largest entry: channels 20× larger leave the others few levels. */
+    const double bound = outliers ? 0.15 : 0.02;
+    ck_assert_msg(sqrt(sq / sq_ref) < bound, "%s: relative RMS error %g", tu_label(), sqrt(sq / sq_ref));
+}
+END_TEST
+
+/* A call that must fail with `want`, naming `needle` in its detail, and write nothing. */
+static void expect_bad(clattn_context *ctx, const clattn_sdpa_desc *d, cl_mem q, cl_mem k, cl_mem v, cl_mem out,
+                       clattn_status want, const char *needle, size_t no)
+{
+    clattn_status st = clattn_sdpa(ctx, d, q, k, v, NULL, out, NULL, NULL);
+    ck_assert_msg(st == want, "%s (%s): got %s, expected %s (%s)", tu_label(), needle, clattn_status_string(st),
+                  clattn_status_string(want), clattn_last_error(ctx));
+    ck_assert_msg(strstr(clattn_last_error(ctx), needle) != NULL, "%s: the detail \"%s\" does not name %s",
+                  tu_label(), clattn_last_error(ctx), needle);
+    ck_assert_msg(tu_dev_all_sentinel(ctx, out, no), "%s (%s): the output was written", tu_label(), needle);
+}
+
+START_TEST(test_bad)
+{
+    const size_t dev = TU_DEVICE(_i);
+    tu_set_label("bad storage types on %s", tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { H = 2, L = 3, S = 10, D = 8 };
+    const size_t nq = H * L * D, nk = H * S * D;
+    clattn_sdpa_desc good = tu_sdpa_desc(1, H, L, S, D, 0);
+    good.q_dtype = good.k_dtype = good.v_dtype = F16;
+    cl_mem q16 = tu_dev_alloc_exact(ctx, nq / 2, NULL), k16 = tu_dev_alloc_exact(ctx, nk / 2, NULL);
+    cl_mem v16 = tu_dev_alloc_exact(ctx, nk / 2, NULL), out = tu_dev_alloc(ctx, nq, NULL);
+    cl_mem k_short = tu_dev_alloc_exact(ctx, nk / 2 - 1, NULL); /* one half-pair short */
+    cl_mem k8 = tu_dev_alloc_exact(ctx, nk / 4, NULL), scales = tu_dev_alloc_exact(ctx, H * S, NULL);
+    cl_mem scales_short = tu_dev_alloc_exact(ctx, H * S - 1, NULL);
+    clattn_sdpa_desc d = good;
+    d.q_dtype = (clattn_dtype)7;
+    expect_bad(ctx, &d, q16, k16, v16, out, CLATTN_ERROR_INVALID_VALUE, "q_dtype", nq);
+    d = good;
+    d.out_dtype = (clattn_dtype)-1;
+    expect_bad(ctx, &d, q16, k16, v16, out, CLATTN_ERROR_INVALID_VALUE, "out_dtype", nq);
+    d = good;
+    d.q_dtype = I8;
+    expect_bad(ctx, &d, q16, k16, v16, out, CLATTN_ERROR_INVALID_VALUE, "q_dtype", nq);
+    d = good;
+    d.out_dtype = I8;
+    expect_bad(ctx, &d, q16, k16, v16, out, CLATTN_ERROR_INVALID_VALUE, "out_dtype", nq);
+    d = good;
+    d.k_dtype = I8;
+    expect_bad(ctx, &d, q16, k8, v16, out, CLATTN_ERROR_NULL_ARGUMENT, "k_scales", nq);
+    d.k_scales = scales_short;
+    expect_bad(ctx, &d, q16, k8, v16, out, CLATTN_ERROR_BUFFER_TOO_SMALL, "k_scales", nq);
+    d = good;
+    d.v_scales = scales;
+    expect_bad(ctx, &d, q16, k16, v16, out, CLATTN_ERROR_INVALID_VALUE, "v_scales", nq);
+    d = good;
+    expect_bad(ctx, &d, q16, k_short, v16, out, CLATTN_ERROR_BUFFER_TOO_SMALL, "k", nq);
+    d.k_dtype = F32; /* float K needs twice the bytes */
+    expect_bad(ctx, &d, q16, k16, v16, out, CLATTN_ERROR_BUFFER_TOO_SMALL, "k", nq);
+    d = good;
+    d.k_dtype = I8;
+    d.k_scales = scales;
+    /* the same buffers pass with their types right: the checks count each type's bytes */
+    clattn_status st = clattn_sdpa(ctx, &d, q16, k8, v16, NULL, out, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa with int8 K");
+    st = clattn_sdpa(ctx, &good, q16, k16, v16, NULL, out, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa with half Q, K, V");
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("dtypes");
+    tu_add_loop(s, "table", test_table, NCOMBOS * NPATHS * tu_ndev);
+    tu_add_loop(s, "special", test_special, 2 * NPATHS * tu_ndev);
+    tu_add_loop(s, "append", test_append, 6 * tu_ndev);
+    tu_add_loop(s, "int8_error", test_int8_error, 2 * tu_ndev);
+    tu_add_loop(s, "bad", test_bad, tu_ndev);
+    return s;
+}
+
+int main(void)
+{
+    int rc = tu_main(make_suite);
+    printf("largest error of the table per output type: float32 %.3g, float16 %.3g, bfloat16 %.3g\n", worst[F32],
+           worst[F16], worst[BF16]);
+    return rc;
+}
