@@ -15,7 +15,10 @@
  * one thread takes in turn share a panel of W (in × NR) that stays in its cache while the rows go by;
  * on GPUs dimension 1, so neighbouring work-items read neighbouring columns of W.
  *
- * Build options: VEC, MR, NV, ROW_DIM. */
+ * Storage types (cl/common.cl): X in Q_T, W and the bias in K_T, Y in O_T (all float by default); the
+ * accumulators are floats whatever they are.
+ *
+ * Build options: VEC, MR, NV, ROW_DIM, and the types. */
 
 #define NR (VEC * NV)
 
@@ -30,8 +33,8 @@ inline ulong gemm_out_offset(ulong r, ulong c, ulong out, ulong seq_len, ulong h
     return ((b * (out / head_dim) + h) * seq_len + i) * head_dim + d;
 }
 
-inline void gemm_tile(__global const float *x, __global const float *w, __global const float *bias,
-                      __global float *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim, ulong r0,
+inline void gemm_tile(__global const q_store *x, __global const k_store *w, __global const k_store *bias,
+                      __global o_store *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim, ulong r0,
                       ulong c0, const bool full)
 {
     vec_t acc[MR][NV];
@@ -40,31 +43,31 @@ inline void gemm_tile(__global const float *x, __global const float *w, __global
         if (bias) {
             float lane[NR];
             for (int t = 0; t < NR; t++)
-                lane[t] = c0 + t < out ? bias[c0 + t] : 0.0f;
+                lane[t] = c0 + t < out ? LOAD_K(bias, c0 + t) : 0.0f;
             start = VLOAD(lane + u * VEC);
         }
         UNROLL for (int r = 0; r < MR; r++)
             acc[r][u] = start;
     }
     /* Rows past the end read the last row (in bounds) and are never stored. */
-    __global const float *xr[MR];
+    __global const q_store *xr[MR];
     UNROLL for (int r = 0; r < MR; r++)
         xr[r] = x + min(r0 + r, rows - 1) * in;
-    __global const float *wk = w + c0;
+    __global const k_store *wk = w + c0;
     for (ulong k = 0; k < in; k++, wk += out) {
         vec_t wv[NV];
         if (full) {
             UNROLL for (int u = 0; u < NV; u++)
-                wv[u] = VLOAD(wk + u * VEC);
+                wv[u] = VLOAD_AS(K_T, wk + u * VEC);
         } else {
             float lane[NR];
             for (int t = 0; t < NR; t++)
-                lane[t] = c0 + t < out ? wk[t] : 0.0f;
+                lane[t] = c0 + t < out ? LOAD_K(wk, t) : 0.0f;
             UNROLL for (int u = 0; u < NV; u++)
                 wv[u] = VLOAD(lane + u * VEC);
         }
         UNROLL for (int r = 0; r < MR; r++) {
-            const vec_t xv = (vec_t)xr[r][k];
+            const vec_t xv = (vec_t)LOAD_Q(xr[r], k);
             UNROLL for (int u = 0; u < NV; u++)
                 acc[r][u] = fma(xv, wv[u], acc[r][u]);
         }
@@ -75,21 +78,21 @@ inline void gemm_tile(__global const float *x, __global const float *w, __global
         /* A vector whose columns lie in one head (always, when VEC divides head_dim) is stored whole. */
         UNROLL for (int u = 0; u < NV; u++) {
             const ulong c = c0 + u * VEC;
-            if (c + VEC <= out && (head_dim == 0 || c % head_dim + VEC <= head_dim)) {
-                VSTORE(acc[r][u], y + gemm_out_offset(r0 + r, c, out, seq_len, head_dim));
+            if (O_T == 0 && c + VEC <= out && (head_dim == 0 || c % head_dim + VEC <= head_dim)) {
+                VSTORE(acc[r][u], (__global float *)y + gemm_out_offset(r0 + r, c, out, seq_len, head_dim));
             } else {
                 float lane[VEC];
                 VSTORE(acc[r][u], lane);
                 for (int t = 0; t < VEC; t++)
                     if (c + t < out)
-                        y[gemm_out_offset(r0 + r, c + t, out, seq_len, head_dim)] = lane[t];
+                        STORE_O(lane[t], y, gemm_out_offset(r0 + r, c + t, out, seq_len, head_dim));
             }
         }
     }
 }
 
-__kernel void clattn_gemm(__global const float *x, __global const float *w, __global const float *bias,
-                          __global float *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim)
+__kernel void clattn_gemm(__global const q_store *x, __global const k_store *w, __global const k_store *bias,
+                          __global o_store *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim)
 {
     const ulong r0 = get_global_id(ROW_DIM) * MR;
     const ulong c0 = get_global_id(1 - ROW_DIM) * NR;

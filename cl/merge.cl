@@ -3,10 +3,11 @@
  *   m = max(lse_a, lse_b, sink),  w_x = exp(lse_x − m),
  *   out = (w_a·out_a + w_b·out_b) / (w_a + w_b + w_sink),  lse = m + log(w_a + w_b + w_sink),
  * where a missing b (NULL) or sink counts as lse −inf. One work-item per row, which reads all of its
- * row before writing it, so `out` and `lse` may be the buffers of a. */
-__kernel void clattn_merge(__global const float *out_a, __global const float *lse_a, __global const float *out_b,
+ * row before writing it, so `out` and `lse` may be the buffers of a. The parts' storage types are
+ * build options: Q_T of a, K_T of b, O_T of out (cl/common.cl). */
+__kernel void clattn_merge(__global const q_store *out_a, __global const float *lse_a, __global const k_store *out_b,
                            __global const float *lse_b, __global const float *sinks, ulong heads, ulong q_len,
-                           ulong rows, ulong dim, __global float *out, __global float *lse)
+                           ulong rows, ulong dim, __global o_store *out, __global float *lse)
 {
     const ulong r = get_global_id(0);
     if (r >= rows)
@@ -16,12 +17,10 @@ __kernel void clattn_merge(__global const float *out_a, __global const float *ls
     float m = fmax(fmax(la, lb), ls);
     if (isnan(la) || isnan(lb))
         m = NAN; /* a NaN part poisons the row (fmax would skip it) */
-    __global const float *a = out_a + r * dim;
-    __global const float *b = out_b ? out_b + r * dim : a;
-    __global float *o = out + r * dim;
+    const ulong row = r * dim;
     if (m == -INFINITY) { /* no part saw a key and there is no sink: the empty row */
         for (ulong d = 0; d < dim; d++)
-            o[d] = 0.0f;
+            STORE_O(0.0f, out, row + d);
         lse[r] = -INFINITY;
         return;
     }
@@ -29,10 +28,10 @@ __kernel void clattn_merge(__global const float *out_a, __global const float *ls
     const float wa = la == -INFINITY ? 0.0f : exp(la - m), wb = lb == -INFINITY ? 0.0f : exp(lb - m);
     const float sum = wa + wb + (ls == -INFINITY ? 0.0f : exp(ls - m));
     for (ulong d = 0; d < dim; d++) {
-        float v = wa == 0.0f ? 0.0f : wa * a[d];
+        float v = wa == 0.0f ? 0.0f : wa * LOAD_Q(out_a, row + d);
         if (wb != 0.0f)
-            v = fma(wb, b[d], v);
-        o[d] = v / sum;
+            v = fma(wb, LOAD_K(out_b, row + d), v);
+        STORE_O(v / sum, out, row + d);
     }
     lse[r] = m + log(sum);
 }

@@ -1,6 +1,7 @@
 /* The host-memory variants: validate everything (without re-entering the public calls), copy the
  * inputs in, run, and copy the outputs out, all or nothing. */
 #include "context.h"
+#include "dtype.h"
 #include "error.h"
 #include "fault.h"
 #include "kvcache.h"
@@ -14,11 +15,11 @@
 #include <string.h>
 
 /* One tensor of a host call: copied in from `in` and/or read back into `out` (either may be NULL;
- * both NULL means the tensor is not part of this call). Outputs are float; an input's entries are
- * elem_size bytes (0 means a float; a bool mask's are bytes). */
+ * both NULL means the tensor is not part of this call). Its entries are elem_size bytes (0 means a
+ * float; a bool mask's are bytes, a half tensor's 2). */
 typedef struct host_tensor {
     const void *in;
-    float *out;
+    void *out;
     size_t elems;
     const char *name;
     cl_mem mem;
@@ -40,11 +41,11 @@ static clattn_status buffer_from_host(clattn_context *ctx, const void *host, siz
     return CLATTN_SUCCESS;
 }
 
-static clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, float *host, size_t elems, const char *name)
+static clattn_status buffer_to_host(clattn_context *ctx, cl_mem buf, void *host, size_t bytes, const char *name)
 {
     cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
     if (err == CL_SUCCESS)
-        err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0, elems * sizeof(float), host, 0, NULL, NULL);
+        err = clEnqueueReadBuffer(ctx->queue, buf, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
     if (err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)err, "reading %s back failed: %s", name,
                          clattn_status_string((clattn_status)err));
@@ -97,25 +98,26 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     }
     size_t largest = n;
     for (size_t i = 0; i < n; i++)
-        if (t[i].out && (largest == n || t[i].elems > t[largest].elems))
+        if (t[i].out && (largest == n || tensor_bytes(&t[i]) > tensor_bytes(&t[largest])))
             largest = i;
-    float *staged[16] = {0};
+    void *staged[16] = {0};
     if (n > sizeof staged / sizeof staged[0])
         st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "internal: too many host tensors");
     for (size_t i = 0; i < n && st == CLATTN_SUCCESS; i++) {
         if (!t[i].out || i == largest)
             continue;
-        staged[i] = malloc(t[i].elems * sizeof(float));
+        staged[i] = malloc(tensor_bytes(&t[i]));
         if (!staged[i])
-            st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "staging %s (%zu floats)", t[i].name, t[i].elems);
+            st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "staging %s (%zu bytes)", t[i].name,
+                           tensor_bytes(&t[i]));
         else
-            st = buffer_to_host(ctx, t[i].mem, staged[i], t[i].elems, t[i].name);
+            st = buffer_to_host(ctx, t[i].mem, staged[i], tensor_bytes(&t[i]), t[i].name);
     }
     if (st == CLATTN_SUCCESS && largest < n)
-        st = buffer_to_host(ctx, t[largest].mem, t[largest].out, t[largest].elems, t[largest].name);
+        st = buffer_to_host(ctx, t[largest].mem, t[largest].out, tensor_bytes(&t[largest]), t[largest].name);
     for (size_t i = 0; i < n; i++) {
         if (staged[i] && st == CLATTN_SUCCESS)
-            memcpy(t[i].out, staged[i], t[i].elems * sizeof(float));
+            memcpy(t[i].out, staged[i], tensor_bytes(&t[i]));
         free(staged[i]);
     }
     if (st != CLATTN_SUCCESS)
@@ -125,22 +127,35 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     return st;
 }
 
-clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q, const float *k,
-                               const float *v, const void *mask, float *out, float *weights, float *lse)
+/* The host variants take no int8 tensors: an int8 cache's scales are a device buffer. */
+static clattn_status no_int8(clattn_context *ctx, const sdpa_shape *s)
+{
+    if (s->types.k == CLATTN_INT8 || s->types.v == CLATTN_INT8)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.%s is CLATTN_INT8: int8 caches (with their scales) are device buffers; use the "
+                         "cl_mem entry points", s->types.k == CLATTN_INT8 ? "k_dtype" : "v_dtype");
+    return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const void *q, const void *k,
+                               const void *v, const void *mask, void *out, float *weights, float *lse)
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
+        (st = no_int8(ctx, &s)) != CLATTN_SUCCESS)
         return st;
+    const size_t qb = dtype_bytes(s.types.q), kb = dtype_bytes(s.types.k), vb = dtype_bytes(s.types.v),
+                 ob = dtype_bytes(s.types.o);
     if (!q || !k || !v || !out)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : "out");
     if ((st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
         return st;
     host_tensor t[] = {
-        {q, NULL, s.q_elems, "q", NULL, 0},         {k, NULL, s.k_elems, "k", NULL, 0},
-        {v, NULL, s.v_elems, "v", NULL, 0},         {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
-        {NULL, out, s.out_elems, "out", NULL, 0},   {NULL, weights, s.weight_elems, "weights", NULL, 0},
+        {q, NULL, s.q_elems, "q", NULL, qb},        {k, NULL, s.k_elems, "k", NULL, kb},
+        {v, NULL, s.v_elems, "v", NULL, vb},        {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
+        {NULL, out, s.out_elems, "out", NULL, ob},  {NULL, weights, s.weight_elems, "weights", NULL, 0},
         {NULL, lse, s.lse_elems, "lse", NULL, 0},
     };
     const size_t n = sizeof t / sizeof t[0];
@@ -152,15 +167,15 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 }
 
 clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t past_len,
-                                         const float *past_k, const float *past_v, const float *q, const float *k,
-                                         const float *v, const void *mask, float *present_k, float *present_v,
-                                         float *out, float *weights, float *lse)
+                                         const void *past_k, const void *past_v, const void *q, const void *k,
+                                         const void *v, const void *mask, void *present_k, void *present_v,
+                                         void *out, float *weights, float *lse)
 {
     clattn_status st = check_context(ctx);
     past_shape p;
     if (st != CLATTN_SUCCESS || (st = past_check(ctx, desc, past_len, mask != NULL, &p)) != CLATTN_SUCCESS)
         return st;
-    const sdpa_shape *s = &p.s;
+    const sdpa_shape *s = &p.s; /* (past_check refused int8) */
     if ((past_len > 0 && (!past_k || !past_v)) || !q || !k || !v || !out)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          past_len > 0 && !past_k ? "past_k" : past_len > 0 && !past_v ? "past_v" : !q ? "q" : !k ? "k"
@@ -168,16 +183,18 @@ clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const clattn_sdpa_
     if ((st = sdpa_check_algorithm(ctx, s, weights != NULL)) != CLATTN_SUCCESS)
         return st;
     /* The present is always made on the device: in the caller's arrays' buffers, or in temporaries. */
+    const size_t qb = dtype_bytes(s->types.q), kb = dtype_bytes(s->types.k), vb = dtype_bytes(s->types.v),
+                 ob = dtype_bytes(s->types.o);
     host_tensor t[] = {
-        {past_len ? past_k : NULL, NULL, p.past_k_elems, "past_k", NULL, 0},
-        {past_len ? past_v : NULL, NULL, p.past_v_elems, "past_v", NULL, 0},
-        {q, NULL, s->q_elems, "q", NULL, 0},
-        {k, NULL, p.new_k_elems, "k", NULL, 0},
-        {v, NULL, p.new_v_elems, "v", NULL, 0},
+        {past_len ? past_k : NULL, NULL, p.past_k_elems, "past_k", NULL, kb},
+        {past_len ? past_v : NULL, NULL, p.past_v_elems, "past_v", NULL, vb},
+        {q, NULL, s->q_elems, "q", NULL, qb},
+        {k, NULL, p.new_k_elems, "k", NULL, kb},
+        {v, NULL, p.new_v_elems, "v", NULL, vb},
         {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size},
-        {NULL, present_k, s->k_elems, "present_k", NULL, 0},
-        {NULL, present_v, s->v_elems, "present_v", NULL, 0},
-        {NULL, out, s->out_elems, "out", NULL, 0},
+        {NULL, present_k, s->k_elems, "present_k", NULL, kb},
+        {NULL, present_v, s->v_elems, "present_v", NULL, vb},
+        {NULL, out, s->out_elems, "out", NULL, ob},
         {NULL, weights, s->weight_elems, "weights", NULL, 0},
         {NULL, lse, s->lse_elems, "lse", NULL, 0},
     };
@@ -186,17 +203,17 @@ clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const clattn_sdpa_
         return st;
     cl_mem pk = NULL, pv = NULL;
     if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS && !(pk = t[6].mem))
-        st = scratch_get(ctx, SCRATCH_K, s->k_elems * sizeof(float), &pk);
+        st = scratch_get(ctx, SCRATCH_K, s->k_elems * kb, &pk);
     if (st == CLATTN_SUCCESS && !(pv = t[7].mem))
-        st = scratch_get(ctx, SCRATCH_V, s->v_elems * sizeof(float), &pv);
+        st = scratch_get(ctx, SCRATCH_V, s->v_elems * vb, &pv);
     if (st == CLATTN_SUCCESS)
         st = past_run(ctx, &p, t[0].mem, t[1].mem, t[2].mem, t[3].mem, t[4].mem, t[5].mem, pk, pv, t[8].mem,
                       t[9].mem, t[10].mem);
     return host_tensors_finish(ctx, t, n, st);
 }
 
-clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x, const float *kv,
-                              const clattn_mha_host_weights *weights, const void *mask, float *out,
+clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, const void *x, const void *kv,
+                              const clattn_mha_host_weights *weights, const void *mask, void *out,
                               float *attn_weights)
 {
     clattn_mha_host_weights copy;
@@ -214,13 +231,14 @@ clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc, 
     if ((st = sdpa_check_algorithm(ctx, s, attn_weights != NULL)) != CLATTN_SUCCESS)
         return st;
     const size_t hk = s->heads * s->qk_dim;
+    const size_t xb = dtype_bytes(m.x_type), wb = dtype_bytes(m.w_type), ob = dtype_bytes(m.out_type);
     host_tensor t[] = {
-        {x, NULL, m.x_elems, "x", NULL, 0},          {kv, NULL, m.kv_elems, "kv", NULL, 0},
-        {w->w_q, NULL, m.wq_elems, "w_q", NULL, 0},  {w->b_q, NULL, hk, "b_q", NULL, 0},
-        {w->w_k, NULL, m.wk_elems, "w_k", NULL, 0},  {w->b_k, NULL, m.kv_k_width, "b_k", NULL, 0},
-        {w->w_v, NULL, m.wv_elems, "w_v", NULL, 0},  {w->b_v, NULL, m.kv_v_width, "b_v", NULL, 0},
-        {w->w_o, NULL, m.wo_elems, "w_o", NULL, 0},  {w->b_o, NULL, m.out_dim, "b_o", NULL, 0},
-        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size}, {NULL, out, m.result_elems, "out", NULL, 0},
+        {x, NULL, m.x_elems, "x", NULL, xb},          {kv, NULL, m.kv_elems, "kv", NULL, xb},
+        {w->w_q, NULL, m.wq_elems, "w_q", NULL, wb},  {w->b_q, NULL, hk, "b_q", NULL, wb},
+        {w->w_k, NULL, m.wk_elems, "w_k", NULL, wb},  {w->b_k, NULL, m.kv_k_width, "b_k", NULL, wb},
+        {w->w_v, NULL, m.wv_elems, "w_v", NULL, wb},  {w->b_v, NULL, m.kv_v_width, "b_v", NULL, wb},
+        {w->w_o, NULL, m.wo_elems, "w_o", NULL, wb},  {w->b_o, NULL, m.out_dim, "b_o", NULL, wb},
+        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size}, {NULL, out, m.result_elems, "out", NULL, ob},
         {NULL, attn_weights, s->weight_elems, "attn_weights", NULL, 0},
     };
     const size_t n = sizeof t / sizeof t[0];

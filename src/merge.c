@@ -7,31 +7,37 @@
 #include "fault.h"
 #include "launch.h"
 #include "program.h"
+#include "scratch.h"
 #include "validate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
+#define TYPES 4 /* clattn_dtype's values */
+
+/* One program per storage-type triple: part a's, part b's and the output's (a chain of merges keeps its
+ * running result in float, so that only the last pass rounds). */
 struct merge_state {
-    cl_program program;
-    cl_kernel kernel;
+    cl_program programs[TYPES][TYPES][TYPES];
+    cl_kernel kernels[TYPES][TYPES][TYPES];
 };
 
-static clattn_status merge_prepare(clattn_context *ctx)
+static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dtype b, clattn_dtype o, cl_kernel *out)
 {
-    if (ctx->merge)
-        return CLATTN_SUCCESS;
-    struct merge_state *m = calloc(1, sizeof *m);
-    if (!m)
+    if (!ctx->merge && !(ctx->merge = calloc(1, sizeof *ctx->merge)))
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the merge state");
-    static const char *const files[] = {"merge.cl"};
-    static const char *const names[] = {"clattn_merge"};
-    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &m->program, &m->kernel);
-    if (st != CLATTN_SUCCESS) {
-        free(m);
-        return st;
+    struct merge_state *m = ctx->merge;
+    if (!m->kernels[a][b][o]) {
+        static const char *const files[] = {"merge.cl"};
+        static const char *const names[] = {"clattn_merge"};
+        char options[64];
+        snprintf(options, sizeof options, "-cl-std=CL1.2 -DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
+        clattn_status st =
+            program_build_kernels(ctx, files, 1, options, names, 1, &m->programs[a][b][o], &m->kernels[a][b][o]);
+        if (st != CLATTN_SUCCESS)
+            return st;
     }
-    ctx->merge = m;
+    *out = m->kernels[a][b][o];
     return CLATTN_SUCCESS;
 }
 
@@ -39,25 +45,38 @@ void merge_release(clattn_context *ctx)
 {
     if (!ctx->merge)
         return;
-    program_release(&ctx->merge->program, &ctx->merge->kernel, 1);
+    for (int a = 0; a < TYPES; a++)
+        for (int b = 0; b < TYPES; b++)
+            for (int o = 0; o < TYPES; o++)
+                program_release(&ctx->merge->programs[a][b][o], &ctx->merge->kernels[a][b][o], 1);
     free(ctx->merge);
     ctx->merge = NULL;
 }
 
-static clattn_status merge_launch(clattn_context *ctx, const sdpa_shape *s, cl_mem out_a, cl_mem lse_a, cl_mem out_b,
-                                  cl_mem lse_b, cl_mem sinks, cl_mem out, cl_mem lse)
+/* One part's output buffer and storage type. */
+typedef struct typed_mem {
+    cl_mem mem;
+    clattn_dtype type;
+} typed_mem;
+
+static clattn_status merge_launch(clattn_context *ctx, const sdpa_shape *s, typed_mem out_a, cl_mem lse_a,
+                                  typed_mem out_b, cl_mem lse_b, cl_mem sinks, typed_mem out, cl_mem lse)
 {
-    kernel_args a = kernel_args_begin(ctx->merge->kernel);
-    karg_mem(&a, out_a);
+    cl_kernel kernel = NULL;
+    clattn_status st = merge_kernel(ctx, out_a.type, out_b.type, out.type, &kernel);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    kernel_args a = kernel_args_begin(kernel);
+    karg_mem(&a, out_a.mem);
     karg_mem(&a, lse_a);
-    karg_mem(&a, out_b);
+    karg_mem(&a, out_b.mem);
     karg_mem(&a, lse_b);
     karg_mem(&a, sinks);
     karg_ulong(&a, s->heads);
     karg_ulong(&a, s->q_len);
     karg_ulong(&a, s->lse_elems);
     karg_ulong(&a, s->v_dim);
-    karg_mem(&a, out);
+    karg_mem(&a, out.mem);
     karg_mem(&a, lse);
     const size_t global[1] = {s->lse_elems};
     return kernel_launch_auto(ctx, &a, "merge", 1, global);
@@ -103,7 +122,7 @@ clattn_status clattn_merge(clattn_context *ctx, const clattn_sdpa_desc *desc, si
         char name[2][32];
         snprintf(name[0], sizeof name[0], "outs[%zu]", p);
         snprintf(name[1], sizeof name[1], "lses[%zu]", p);
-        if ((st = check_buffer(ctx, outs[p], s.out_elems, sizeof(float), name[0])) != CLATTN_SUCCESS ||
+        if ((st = check_tensor(ctx, outs[p], s.out_elems, s.types.o, name[0])) != CLATTN_SUCCESS ||
             (st = check_buffer(ctx, lses[p], s.lse_elems, sizeof(float), name[1])) != CLATTN_SUCCESS)
             return st;
         /* Later parts are read after the first pass has written out and lse. */
@@ -111,19 +130,29 @@ clattn_status clattn_merge(clattn_context *ctx, const clattn_sdpa_desc *desc, si
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                              "clattn_merge: out and lse may be the buffers of part 0 only, not of part %zu", p);
     }
-    if ((st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+    if ((st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS)
         return st;
     if (out == lse)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_merge: out and lse are the same buffer");
+    /* The running result: `out` itself for float outputs; else a float temporary until the last pass. */
+    const clattn_dtype t = s.types.o;
+    const typed_mem final = {out, t};
+    typed_mem running = final;
+    if (t != CLATTN_FLOAT32 && parts > 2) {
+        running.type = CLATTN_FLOAT32;
+        if ((st = scratch_get(ctx, SCRATCH_WIDE_O, s.out_elems * sizeof(float), &running.mem)) != CLATTN_SUCCESS)
+            return st;
+    }
     cl_mem sinks;
-    if ((st = merge_prepare(ctx)) != CLATTN_SUCCESS || (st = upload_sinks(ctx, &s, &sinks)) != CLATTN_SUCCESS)
+    if ((st = upload_sinks(ctx, &s, &sinks)) != CLATTN_SUCCESS)
         return st;
     /* out, lse = part 0 ⊕ part 1; then out, lse ⊕= part p; the sinks join the last pass only. */
     for (size_t p = 1; p <= parts - 1 || p == 1; p++) {
         const bool first = p == 1, last = p >= parts - 1;
-        st = merge_launch(ctx, &s, first ? outs[0] : out, first ? lses[0] : lse, p < parts ? outs[p] : NULL,
-                          p < parts ? lses[p] : NULL, last ? sinks : NULL, out, lse);
+        const typed_mem a = first ? (typed_mem){outs[0], t} : running, b = {p < parts ? outs[p] : NULL, t};
+        st = merge_launch(ctx, &s, a, first ? lses[0] : lse, b, p < parts ? lses[p] : NULL, last ? sinks : NULL,
+                          last ? final : running, lse);
         if (st != CLATTN_SUCCESS)
             break;
     }

@@ -2,6 +2,7 @@
 #include "mha.h"
 
 #include "context.h"
+#include "dtype.h"
 #include "error.h"
 #include "launch.h"
 #include "masks.h"
@@ -59,6 +60,17 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     }
     m->kv_dim = desc->kv_dim ? desc->kv_dim : desc->model_dim;
     m->out_dim = desc->out_dim ? desc->out_dim : desc->model_dim;
+    const struct { clattn_dtype type; const char *name; } types[] = {
+        {desc->x_dtype, "x_dtype"}, {desc->weight_dtype, "weight_dtype"}, {desc->out_dtype, "out_dtype"}};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (!dtype_valid(types[i].type) || types[i].type == CLATTN_INT8)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s = %d is not float32, float16 or bfloat16",
+                             types[i].name, (int)types[i].type);
+    if (desc->dtype_reserved != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.dtype_reserved is %u, not 0", desc->dtype_reserved);
+    m->x_type = desc->x_dtype;
+    m->w_type = desc->weight_dtype;
+    m->out_type = desc->out_dtype;
 
     clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
     sd.batch = desc->batch;
@@ -75,6 +87,9 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     sd.alibi_slopes = desc->alibi_slopes;
     sd.weights_output = desc->weights_output;
     sd.weights_reserved = desc->weights_reserved;
+    /* Attention reads the projected Q, K, V as floats and writes the heads' concatenation: the result
+     * itself (in out_dtype) without W_O, else a float temporary. */
+    sd.out_dtype = out_proj ? CLATTN_FLOAT32 : desc->out_dtype;
     clattn_status st = sdpa_shape_resolve(ctx, &sd, &m->sdpa);
     if (st != CLATTN_SUCCESS)
         return st;
@@ -136,22 +151,25 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
      * row of heads apart, which the hardware prefetchers do not follow across pages). Otherwise the
      * heads are read in place from the (B, L, H·D) outputs. The output is written straight into the
      * (B, L, H·D) concatenation W_O reads. */
-    const bool split = projection_splits_heads(ctx);
+    const gemm_types in_types = {m->x_type, m->w_type, CLATTN_FLOAT32}, out_types = {CLATTN_FLOAT32, m->w_type,
+                                                                                     m->out_type};
+    const bool typed = m->x_type != CLATTN_FLOAT32 || m->w_type != CLATTN_FLOAT32 || m->out_type != CLATTN_FLOAT32;
+    const bool split = projection_splits_heads(ctx) || typed; /* (typed tensors run clattn's kernel) */
     const projection_heads q_heads = {s->q_len, s->qk_dim}, k_heads = {s->kv_len, s->qk_dim},
                            v_heads = {s->kv_len, s->v_dim};
-    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all, split ? &q_heads : NULL)) !=
-            CLATTN_SUCCESS ||
+    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all, split ? &q_heads : NULL,
+                             &in_types)) != CLATTN_SUCCESS ||
         (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_k_width, kv_in, w->w_k, w->b_k, k_all,
-                             split ? &k_heads : NULL)) != CLATTN_SUCCESS ||
+                             split ? &k_heads : NULL, &in_types)) != CLATTN_SUCCESS ||
         (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_v_width, kv_in, w->w_v, w->b_v, v_all,
-                             split ? &v_heads : NULL)) != CLATTN_SUCCESS)
+                             split ? &v_heads : NULL, &in_types)) != CLATTN_SUCCESS)
         return st;
     tensor_view (*layout)(cl_mem, size_t, size_t, size_t) = split ? view_bhld : view_blhd;
     st = sdpa_run(ctx, s, layout(q_all, s->heads, s->q_len, s->qk_dim), layout(k_all, s->kv_heads, s->kv_len, s->qk_dim),
                   layout(v_all, s->kv_heads, s->kv_len, s->v_dim), mask,
                   view_blhd(concat, s->heads, s->q_len, s->v_dim), attn_weights, NULL);
     if (st == CLATTN_SUCCESS && m->has_out_proj)
-        st = projection_run(ctx, q_rows, hv, m->out_dim, concat, w->w_o, w->b_o, out, NULL);
+        st = projection_run(ctx, q_rows, hv, m->out_dim, concat, w->w_o, w->b_o, out, NULL, &out_types);
     return st;
 }
 
@@ -168,18 +186,19 @@ clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *desc, cl_me
         return st;
     const sdpa_shape *s = &m.sdpa;
     const size_t hk = s->heads * s->qk_dim;
-    if ((st = check_buffer(ctx, x, m.x_elems, sizeof(float), "x")) != CLATTN_SUCCESS ||
-        (kv && (st = check_buffer(ctx, kv, m.kv_elems, sizeof(float), "kv")) != CLATTN_SUCCESS) ||
-        (st = check_buffer(ctx, w->w_q, m.wq_elems, sizeof(float), "w_q")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, w->w_k, m.wk_elems, sizeof(float), "w_k")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, w->w_v, m.wv_elems, sizeof(float), "w_v")) != CLATTN_SUCCESS ||
-        (w->b_q && (st = check_buffer(ctx, w->b_q, hk, sizeof(float), "b_q")) != CLATTN_SUCCESS) ||
-        (w->b_k && (st = check_buffer(ctx, w->b_k, m.kv_k_width, sizeof(float), "b_k")) != CLATTN_SUCCESS) ||
-        (w->b_v && (st = check_buffer(ctx, w->b_v, m.kv_v_width, sizeof(float), "b_v")) != CLATTN_SUCCESS) ||
-        (w->w_o && (st = check_buffer(ctx, w->w_o, m.wo_elems, sizeof(float), "w_o")) != CLATTN_SUCCESS) ||
-        (w->b_o && (st = check_buffer(ctx, w->b_o, m.out_dim, sizeof(float), "b_o")) != CLATTN_SUCCESS) ||
+    const clattn_dtype xt = m.x_type, wt = m.w_type;
+    if ((st = check_tensor(ctx, x, m.x_elems, xt, "x")) != CLATTN_SUCCESS ||
+        (kv && (st = check_tensor(ctx, kv, m.kv_elems, xt, "kv")) != CLATTN_SUCCESS) ||
+        (st = check_tensor(ctx, w->w_q, m.wq_elems, wt, "w_q")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, w->w_k, m.wk_elems, wt, "w_k")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, w->w_v, m.wv_elems, wt, "w_v")) != CLATTN_SUCCESS ||
+        (w->b_q && (st = check_tensor(ctx, w->b_q, hk, wt, "b_q")) != CLATTN_SUCCESS) ||
+        (w->b_k && (st = check_tensor(ctx, w->b_k, m.kv_k_width, wt, "b_k")) != CLATTN_SUCCESS) ||
+        (w->b_v && (st = check_tensor(ctx, w->b_v, m.kv_v_width, wt, "b_v")) != CLATTN_SUCCESS) ||
+        (w->w_o && (st = check_tensor(ctx, w->w_o, m.wo_elems, wt, "w_o")) != CLATTN_SUCCESS) ||
+        (w->b_o && (st = check_tensor(ctx, w->b_o, m.out_dim, wt, "b_o")) != CLATTN_SUCCESS) ||
         (mask && (st = check_buffer(ctx, mask, s->mask_elems, s->mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
-        (st = check_buffer(ctx, out, m.result_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, out, m.result_elems, m.out_type, "out")) != CLATTN_SUCCESS ||
         (attn_weights &&
          (st = check_buffer(ctx, attn_weights, s->weight_elems, sizeof(float), "attn_weights")) != CLATTN_SUCCESS) ||
         (st = sdpa_check_algorithm(ctx, s, attn_weights != NULL)) != CLATTN_SUCCESS)

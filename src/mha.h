@@ -13,6 +13,7 @@ typedef struct mha_shape {
     size_t kv_k_width, kv_v_width; /* columns of W_K and W_V: kv_heads·Dqk, kv_heads·Dv */
     bool self_attention, has_out_proj;
     size_t x_elems, kv_elems, wq_elems, wk_elems, wv_elems, wo_elems, result_elems;
+    clattn_dtype x_type, w_type, out_type; /* X and KV; the weights and biases; the result */
 } mha_shape;
 
 /* The caller's weights (NULL is an error) copied by the struct_size rule (versioned.h). */

@@ -1,10 +1,11 @@
 /* Paged KV caches: K/V rows in blocks of a shared pool, found through a per-sequence block table
  * (clattn.h: clattn_paged_cache). Before anything reads or writes through the table, a kernel checks
  * every block id the call can reach and the call reads its verdict back; attention then runs the decode
- * kernels through the table, and appends copy new rows through it (cl/paged.cl). */
+ * kernels through the table, and appends write new rows through it (cl/convert.cl, in the pools' types). */
 #include "paged.h"
 
 #include "context.h"
+#include "convert.h"
 #include "decode.h"
 #include "error.h"
 #include "fault.h"
@@ -18,14 +19,14 @@
 
 struct paged_state {
     cl_program program;
-    cl_kernel kernels[2]; /* check, append */
+    cl_kernel kernels[1]; /* the block-id check */
 };
 
 void paged_release(clattn_context *ctx)
 {
     if (!ctx->paged)
         return;
-    program_release(&ctx->paged->program, ctx->paged->kernels, 2);
+    program_release(&ctx->paged->program, ctx->paged->kernels, 1);
     free(ctx->paged);
     ctx->paged = NULL;
 }
@@ -38,8 +39,8 @@ static clattn_status paged_prepare(clattn_context *ctx)
     if (!p)
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the paged cache's state");
     static const char *const files[] = {"paged.cl"};
-    static const char *const names[] = {"clattn_paged_check", "clattn_paged_append"};
-    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 2, &p->program, p->kernels);
+    static const char *const names[] = {"clattn_paged_check"};
+    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &p->program, p->kernels);
     if (st != CLATTN_SUCCESS) {
         free(p);
         return st;
@@ -83,8 +84,10 @@ static clattn_status cache_check(clattn_context *ctx, const clattn_paged_cache *
         !size_product(&p->k_pool_elems, 4, c->blocks, s->kv_heads, c->block_size, s->qk_dim) ||
         !size_product(&p->v_pool_elems, 4, c->blocks, s->kv_heads, c->block_size, s->v_dim))
         return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "the paged cache's sizes overflow");
-    if ((st = check_buffer(ctx, c->k_pool, p->k_pool_elems, sizeof(float), "cache.k_pool")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, c->v_pool, p->v_pool_elems, sizeof(float), "cache.v_pool")) != CLATTN_SUCCESS ||
+    /* The pools are in desc.k_dtype and v_dtype; an int8 pool's scales have a row each. */
+    if ((st = check_tensor(ctx, c->k_pool, p->k_pool_elems, s->types.k, "cache.k_pool")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, c->v_pool, p->v_pool_elems, s->types.v, "cache.v_pool")) != CLATTN_SUCCESS ||
+        (st = check_scales(ctx, s, p->k_pool_elems / s->qk_dim, p->v_pool_elems / s->v_dim)) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, c->block_table, s->batch * c->max_blocks, sizeof(cl_int), "cache.block_table")) !=
             CLATTN_SUCCESS)
         return st;
@@ -174,9 +177,9 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
         return st;
     if ((st = decode_check_call(ctx, &s, "clattn_sdpa_paged")) != CLATTN_SUCCESS)
         return st;
-    if ((st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
+    if ((st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
-        (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
         (lse && (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS))
         return st;
     long long *offsets = malloc(s.batch * sizeof *offsets);
@@ -199,23 +202,13 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
     return st;
 }
 
+/* New rows (in q_dtype) through the table into a pool (in its type; int8 quantised with its scales). */
 static clattn_status append_launch(clattn_context *ctx, const paged_shape *p, const sdpa_shape *s, size_t new_len,
-                                   cl_mem rows, size_t dim, cl_mem pool, cl_mem lengths_buf)
+                                   cl_mem rows, size_t dim, cl_mem pool, clattn_dtype type, cl_mem scales,
+                                   cl_mem lengths_buf)
 {
-    kernel_args a = kernel_args_begin(ctx->paged->kernels[1]);
-    karg_mem(&a, rows);
-    karg_ulong(&a, new_len);
-    karg_ulong(&a, s->kv_heads);
-    karg_ulong(&a, dim);
-    karg_ulong(&a, s->batch);
-    karg_mem(&a, pool);
-    karg_mem(&a, p->cache.block_table);
-    karg_ulong(&a, p->cache.max_blocks);
-    const cl_uint shift = p->shift;
-    karg(&a, sizeof shift, &shift);
-    karg_mem(&a, lengths_buf);
-    const size_t global[3] = {dim, new_len, s->batch * s->kv_heads};
-    return kernel_launch_auto(ctx, &a, "paged append", 3, global);
+    const append_target t = {pool, scales, type, 0, p->cache.block_table, p->cache.max_blocks, p->shift};
+    return append_rows(ctx, rows, s->types.q, s->batch, s->kv_heads, new_len, dim, &t, lengths_buf);
 }
 
 clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
@@ -233,8 +226,8 @@ clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc
     d.kv_len = new_len;
     if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS ||
         (st = lengths_check(ctx, lengths, s.batch, new_len, &p)) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, k_new, s.k_elems, sizeof(float), "k_new")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, v_new, s.v_elems, sizeof(float), "v_new")) != CLATTN_SUCCESS)
+        (st = check_tensor(ctx, k_new, s.k_elems, s.types.q, "k_new")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, v_new, s.v_elems, s.types.q, "v_new")) != CLATTN_SUCCESS)
         return st;
     if (k_new == p.cache.k_pool || k_new == p.cache.v_pool || v_new == p.cache.k_pool || v_new == p.cache.v_pool ||
         p.cache.k_pool == p.cache.v_pool)
@@ -242,7 +235,8 @@ clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc
                          "clattn_kv_append_paged: the new rows and the pools must be four different buffers");
     cl_mem lengths_buf;
     if ((st = ids_check(ctx, &p, s.batch, lengths, new_len, &lengths_buf)) != CLATTN_SUCCESS ||
-        (st = append_launch(ctx, &p, &s, new_len, k_new, s.qk_dim, p.cache.k_pool, lengths_buf)) != CLATTN_SUCCESS)
+        (st = append_launch(ctx, &p, &s, new_len, k_new, s.qk_dim, p.cache.k_pool, s.types.k, s.k_scales,
+                            lengths_buf)) != CLATTN_SUCCESS)
         return st;
-    return append_launch(ctx, &p, &s, new_len, v_new, s.v_dim, p.cache.v_pool, lengths_buf);
+    return append_launch(ctx, &p, &s, new_len, v_new, s.v_dim, p.cache.v_pool, s.types.v, s.v_scales, lengths_buf);
 }

@@ -27,6 +27,10 @@ struct projection_state {
     gemm_choice choice; /* what runs: impl, and clattn's tile (resolved, never 0) */
     cl_program gemm_program, bias_program;
     cl_kernel gemm, add_bias;
+    /* clattn's kernel for X, W and Y in other storage types (float32, float16, bfloat16 each), built
+     * on first use with the same tile. */
+    cl_program typed_programs[3][3][3];
+    cl_kernel typed_gemms[3][3][3];
     unsigned vec; /* the GEMM kernel's VEC */
     bool blas_unusable; /* CLBlast cannot launch here: projections use clattn's kernel from now on */
     unsigned blas_transient_failures; /* CLBlast calls in a row that ran out of resources */
@@ -77,16 +81,33 @@ static gemm_choice initial_choice(clattn_context *ctx)
 
 static bool blas_fits(const clattn_context *ctx) { return ctx->caps.max_work_group >= BLAS_MIN_WORK_GROUP; }
 
+/* clattn's GEMM kernel for these storage types (NULL: all float, the state's own kernel). */
+static clattn_status build_gemm_typed(clattn_context *ctx, struct projection_state *p, const gemm_types *t,
+                                      cl_kernel *out)
+{
+    const bool typed = t && (t->x != CLATTN_FLOAT32 || t->w != CLATTN_FLOAT32 || t->y != CLATTN_FLOAT32);
+    cl_program *program = typed ? &p->typed_programs[t->x][t->w][t->y] : &p->gemm_program;
+    cl_kernel *kernel = typed ? &p->typed_gemms[t->x][t->w][t->y] : &p->gemm;
+    if (!*kernel) {
+        char options[128], types[48] = "";
+        if (typed)
+            snprintf(types, sizeof types, " -DQ_T=%d -DK_T=%d -DO_T=%d", (int)t->x, (int)t->w, (int)t->y);
+        snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec,
+                 p->choice.rows, p->choice.vectors, device_is_cpu(&ctx->caps) ? 0 : 1, types);
+        static const char *const files[] = {"vec.cl", "gemm.cl"};
+        static const char *const names[] = {"clattn_gemm"};
+        clattn_status st = program_build_kernels(ctx, files, 2, options, names, 1, program, kernel);
+        if (st != CLATTN_SUCCESS)
+            return st;
+    }
+    if (out)
+        *out = *kernel;
+    return CLATTN_SUCCESS;
+}
+
 static clattn_status build_gemm(clattn_context *ctx, struct projection_state *p)
 {
-    if (p->gemm)
-        return CLATTN_SUCCESS;
-    char options[96];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d", p->vec,
-             p->choice.rows, p->choice.vectors, device_is_cpu(&ctx->caps) ? 0 : 1);
-    static const char *const files[] = {"vec.cl", "gemm.cl"};
-    static const char *const names[] = {"clattn_gemm"};
-    return program_build_kernels(ctx, files, 2, options, names, 1, &p->gemm_program, &p->gemm);
+    return build_gemm_typed(ctx, p, NULL, NULL);
 }
 
 static clattn_status build_bias(clattn_context *ctx, struct projection_state *p)
@@ -128,6 +149,10 @@ static void state_free(struct projection_state *p)
 {
     program_release(&p->gemm_program, &p->gemm, 1);
     program_release(&p->bias_program, &p->add_bias, 1);
+    for (int x = 0; x < 3; x++)
+        for (int w = 0; w < 3; w++)
+            for (int y = 0; y < 3; y++)
+                program_release(&p->typed_programs[x][w][y], &p->typed_gemms[x][w][y], 1);
     free(p);
 }
 
@@ -211,13 +236,14 @@ static bool blas_cannot_launch(clattn_status st)
 
 /* Y = X·W (+ bias) with clattn's kernel: one work-item per tile of rows × vectors·VEC columns. */
 static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
-                                 cl_mem w, cl_mem bias, cl_mem y, const projection_heads *heads)
+                                 cl_mem w, cl_mem bias, cl_mem y, const projection_heads *heads, const gemm_types *t)
 {
     struct projection_state *p = ctx->projection;
-    clattn_status st = build_gemm(ctx, p); /* built already unless CLBlast is falling back */
+    cl_kernel kernel;
+    clattn_status st = build_gemm_typed(ctx, p, t, &kernel); /* built already unless CLBlast is falling back */
     if (st != CLATTN_SUCCESS)
         return st;
-    kernel_args a = kernel_args_begin(p->gemm);
+    kernel_args a = kernel_args_begin(kernel);
     karg_mem(&a, x);
     karg_mem(&a, w);
     karg_mem(&a, bias);
@@ -272,14 +298,14 @@ static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, 
         set_warning(ctx, "CLBlast ran out of resources on %s (%s); this projection uses clattn's GEMM kernel",
                     ctx->caps.name, clattn_last_error(ctx));
         clear_error(ctx);
-        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL);
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL, NULL);
     }
     if (transient || blas_cannot_launch(st)) {
         set_warning(ctx, "CLBlast cannot run on %s (%s); projections use clattn's GEMM kernel", ctx->caps.name,
                     clattn_last_error(ctx));
         clear_error(ctx);
         p->blas_unusable = true;
-        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL);
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL, NULL);
     }
     if (st != CLATTN_SUCCESS || !bias)
         return st;
@@ -298,12 +324,16 @@ bool projection_splits_heads(const clattn_context *ctx)
 }
 
 clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
-                             cl_mem bias, cl_mem y, const projection_heads *heads)
+                             cl_mem bias, cl_mem y, const projection_heads *heads, const gemm_types *types)
 {
+    /* Other storage types: clattn's kernel, whatever the choice (CLBlast's half GEMM would need
+     * cl_khr_fp16, and it has no bfloat16). */
+    if (types && (types->x != CLATTN_FLOAT32 || types->w != CLATTN_FLOAT32 || types->y != CLATTN_FLOAT32))
+        return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads, types);
     const struct projection_state *p = ctx->projection;
     if (p->choice.impl == GEMM_CLBLAST && !p->blas_unusable && !heads)
         return blas_gemm(ctx, rows, in_dim, out_dim, x, w, bias, y);
-    return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads);
+    return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads, NULL);
 }
 
 clattn_status clattn_projection(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
@@ -325,5 +355,5 @@ clattn_status clattn_projection(clattn_context *ctx, size_t rows, size_t in_dim,
         (st = check_buffer(ctx, y, y_elems, sizeof(float), "y")) != CLATTN_SUCCESS ||
         (st = projection_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
-    return projection_run(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL);
+    return projection_run(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL, NULL);
 }

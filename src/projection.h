@@ -18,10 +18,16 @@ typedef struct projection_heads {
     size_t seq_len, head_dim;
 } projection_heads;
 
+/* Storage types of X, of W and its bias, and of Y (no int8). */
+typedef struct gemm_types {
+    clattn_dtype x, w, y;
+} gemm_types;
+
 /* Y = X·W (+ bias) on validated sizes; projection_prepare must have succeeded. heads: NULL for Y as
- * (rows, out_dim), else the split above — only where projection_splits_heads says so. */
+ * (rows, out_dim), else the split above — only where projection_splits_heads says so, or where types
+ * are given: tensors in other types than float32 always run clattn's kernel. types NULL: all float. */
 clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
-                             cl_mem bias, cl_mem y, const projection_heads *heads);
+                             cl_mem bias, cl_mem y, const projection_heads *heads, const gemm_types *types);
 
 /* Whether the context's GEMM writes heads split in the same pass (clattn's kernel; CLBlast's would
  * need a pass of its own, so layers leave its output as it is and read heads strided). */

@@ -78,11 +78,12 @@ clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *de
         !size_product(&nl, 2, rows_q, s.heads))
         return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "the ragged tensors of %zu query and %zu key rows overflow",
                          rows_q, rows_k);
-    if ((st = check_buffer(ctx, q, nq, sizeof(float), "q")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, k, nk, sizeof(float), "k")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, v, nv, sizeof(float), "v")) != CLATTN_SUCCESS ||
+    if ((st = check_tensor(ctx, q, nq, s.types.q, "q")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, k, nk, s.types.k, "k")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, v, nv, s.types.v, "v")) != CLATTN_SUCCESS ||
+        (st = check_scales(ctx, &s, nk / s.qk_dim, nv / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
-        (st = check_buffer(ctx, out, no, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, out, no, s.types.o, "out")) != CLATTN_SUCCESS ||
         (lse && (st = check_buffer(ctx, lse, nl, sizeof(float), "lse")) != CLATTN_SUCCESS))
         return st;
     size_t *counts = malloc(2 * s.batch * sizeof *counts);

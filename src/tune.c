@@ -49,7 +49,7 @@ static double timed_gflops(clattn_context *ctx, tune_run run, const cl_mem buffe
 /* The context's current projection GEMM on the tuning shape. */
 static clattn_status run_gemm(clattn_context *ctx, const cl_mem b[4])
 {
-    return projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, b[0], b[1], b[2], b[3], NULL);
+    return projection_run(ctx, TUNE_ROWS, TUNE_IN, TUNE_OUT, b[0], b[1], b[2], b[3], NULL, NULL);
 }
 
 /* clattn's tiles worth trying: rows × vectors whose accumulators fit a register file. On CPUs the

@@ -13,7 +13,11 @@
  *     |q·scale − x| ≤ scale/2, scale = max |x| / 127, a NaN row with a NaN scale), then decoding over
  *     them; and the end-to-end error of int8 caches against float32 ones on random and on
  *     outlier-heavy data (printed).
- *  4. bad: a type outside the enum, int8 queries or outputs, int8 without its scales, scales with
+ *  4. entries: the other entry points with typed tensors — a paged cache (half and int8 pools, appended
+ *     through the table from float rows), a ragged batch (half in, bfloat16 out), clattn_merge of three
+ *     half parts, clattn_mha (half X, bfloat16 weights, half or bfloat16 out, with and without W_O), and
+ *     clattn_sdpa_host with uint16_t arrays.
+ *  5. bad: a type outside the enum, int8 queries or outputs, int8 without its scales, scales with
  *     another type or too small, buffers too small for their type (the size counts in the type's
  *     bytes): each a status naming the argument, nothing written.
  */
@@ -310,6 +314,228 @@ START_TEST(test_int8_error)
 }
 END_TEST
 
+/* A paged cache of `type`, filled by clattn_kv_append_paged from float rows, read by clattn_sdpa_paged. */
+static void paged_case(clattn_context *ctx, clattn_dtype type)
+{
+    enum { B = 2, H = 4, KVH = 2, D = 40, DV = 24, BS = 16, NEW = 300, MAXB = 20, BLOCKS = 41 };
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, 1, 0, D, DV);
+    d.kv_heads = KVH;
+    d.k_dtype = d.v_dtype = type;
+    d.out_dtype = BF16;
+    clattn_paged_cache c = CLATTN_PAGED_CACHE_INIT;
+    c.blocks = BLOCKS;
+    c.block_size = BS;
+    c.max_blocks = MAXB;
+    const size_t pk = (size_t)BLOCKS * KVH * BS * D, pv = (size_t)BLOCKS * KVH * BS * DV;
+    const tu_typed zk = tu_typed_make(type, tu_falloc(pk), pk, D), zv = tu_typed_make(type, tu_falloc(pv), pv, DV);
+    c.k_pool = tu_typed_upload(ctx, &zk);
+    c.v_pool = tu_typed_upload(ctx, &zv);
+    d.k_scales = tu_typed_scales(ctx, &zk);
+    d.v_scales = tu_typed_scales(ctx, &zv);
+    cl_int table[B * MAXB];
+    for (int i = 0; i < B * MAXB; i++)
+        table[i] = (i * 7 + 3) % BLOCKS; /* scattered, each block once */
+    cl_int err;
+    c.block_table = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                                   sizeof table, table, &err);
+    ck_assert(err == CL_SUCCESS);
+    tu_track_mem(c.block_table);
+    float *kf = tu_falloc(B * KVH * NEW * D), *vf = tu_falloc(B * KVH * NEW * DV), *qf = tu_falloc(B * H * D);
+    tu_fill_uniform(kf, B * KVH * NEW * D, 1.5f, 41);
+    tu_fill_uniform(vf, B * KVH * NEW * DV, 1.5f, 42);
+    tu_fill_uniform(qf, B * H * D, 1.0f, 43);
+    const size_t zero[B] = {0, 0}, lengths[B] = {NEW, NEW};
+    clattn_status st = clattn_kv_append_paged(ctx, &d, &c, zero, NEW, tu_dev_alloc(ctx, B * KVH * NEW * D, kf),
+                                              tu_dev_alloc(ctx, B * KVH * NEW * DV, vf));
+    TU_ASSERT_OK(st, ctx, "clattn_kv_append_paged");
+    const tu_typed ok = tu_typed_make(type, kf, B * KVH * NEW * D, D), ov = tu_typed_make(type, vf, B * KVH * NEW * DV, DV);
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = BR;
+    d.masks = &masks;
+    const tu_typed zo = tu_typed_make(BF16, tu_falloc(B * H * DV), B * H * DV, DV);
+    cl_mem om = tu_typed_upload(ctx, &zo);
+    st = clattn_sdpa_paged(ctx, &d, &c, lengths, tu_dev_alloc(ctx, B * H * D, qf), NULL, om, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_paged");
+    clattn_sdpa_desc rd = d;
+    rd.kv_len = NEW;
+    double *ro = tu_dalloc(B * H * DV);
+    ref_sdpa(&rd, qf, ok.values, ov.values, NULL, ro, NULL, NULL);
+    tu_check_typed("paged out", tu_typed_read(ctx, om, BF16, B * H * DV), ro, B * H * DV, BF16, NULL);
+}
+
+/* A ragged batch, (rows, heads, D) layout: half Q/K/V, bfloat16 out; reference per sequence. */
+static void ragged_case(clattn_context *ctx)
+{
+    enum { B = 2, H = 2, D = 24 };
+    const size_t qs[B + 1] = {0, 3, 8}, ks[B + 1] = {0, 200, 277};
+    const size_t nq = qs[B] * H * D, nk = ks[B] * H * D;
+    float *src = tu_falloc(nq + 2 * nk);
+    tu_fill_uniform(src, nq + 2 * nk, 1.5f, 51);
+    const tu_typed q = tu_typed_make(F16, src, nq, D), k = tu_typed_make(F16, src + nq, nk, D),
+                   v = tu_typed_make(F16, src + nq + nk, nk, D);
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, 0, 0, D, 0);
+    d.q_dtype = d.k_dtype = d.v_dtype = F16;
+    d.out_dtype = BF16;
+    clattn_ragged r = CLATTN_RAGGED_INIT;
+    r.q_starts = qs;
+    r.k_starts = ks;
+    const tu_typed zo = tu_typed_make(BF16, tu_falloc(nq), nq, D);
+    cl_mem om = tu_typed_upload(ctx, &zo);
+    clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, tu_typed_upload(ctx, &q), tu_typed_upload(ctx, &k),
+                                          tu_typed_upload(ctx, &v), NULL, om, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_ragged");
+    const float *o = tu_typed_read(ctx, om, BF16, nq);
+    for (size_t b = 0; b < B; b++) {
+        const size_t L = qs[b + 1] - qs[b], S = ks[b + 1] - ks[b];
+        clattn_sdpa_desc sd = tu_sdpa_desc(1, H, L, S, D, 0);
+        float *sq = tu_falloc(H * L * D), *sk = tu_falloc(H * S * D), *sv = tu_falloc(H * S * D), *so = tu_falloc(H * L * D);
+        for (size_t h = 0; h < H; h++)
+            for (size_t e = 0; e < D; e++) {
+                for (size_t i = 0; i < L; i++) {
+                    sq[(h * L + i) * D + e] = q.values[((qs[b] + i) * H + h) * D + e];
+                    so[(h * L + i) * D + e] = o[((qs[b] + i) * H + h) * D + e];
+                }
+                for (size_t j = 0; j < S; j++) {
+                    sk[(h * S + j) * D + e] = k.values[((ks[b] + j) * H + h) * D + e];
+                    sv[(h * S + j) * D + e] = v.values[((ks[b] + j) * H + h) * D + e];
+                }
+            }
+        double *ro = tu_dalloc(H * L * D);
+        ref_sdpa(&sd, sq, sk, sv, NULL, ro, NULL, NULL);
+        tu_check_typed("ragged out", so, ro, H * L * D, BF16, NULL);
+    }
+}
+
+/* Three half parts merged: the exact combination of the parts' (rounded) values. */
+static void merge_case(clattn_context *ctx)
+{
+    enum { H = 3, L = 4, DV = 20, P = 3 };
+    const size_t no = H * L * DV, nl = H * L;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, 0, 0, DV);
+    d.out_dtype = F16;
+    cl_mem outs[P], lses[P];
+    tu_typed parts[P];
+    float *lse_values[P];
+    for (size_t p = 0; p < P; p++) {
+        float *f = tu_falloc(no);
+        tu_fill_uniform(f, no, 2.0f, 60 + p);
+        parts[p] = tu_typed_make(F16, f, no, DV);
+        outs[p] = tu_typed_upload(ctx, &parts[p]);
+        lse_values[p] = tu_falloc(nl);
+        tu_fill_uniform(lse_values[p], nl, 3.0f, 70 + p);
+        lses[p] = tu_dev_alloc(ctx, nl, lse_values[p]);
+    }
+    const tu_typed zo = tu_typed_make(F16, tu_falloc(no), no, DV);
+    cl_mem om = tu_typed_upload(ctx, &zo), lm = tu_dev_alloc(ctx, nl, NULL);
+    clattn_status st = clattn_merge(ctx, &d, P, outs, lses, om, lm);
+    TU_ASSERT_OK(st, ctx, "clattn_merge");
+    double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
+    for (size_t r = 0; r < nl; r++) {
+        double top = -INFINITY, sum = 0.0;
+        for (size_t p = 0; p < P; p++)
+            top = fmax(top, lse_values[p][r]);
+        for (size_t p = 0; p < P; p++)
+            sum += exp(lse_values[p][r] - top);
+        rl[r] = top + log(sum);
+        for (size_t e = 0; e < DV; e++)
+            for (size_t p = 0; p < P; p++)
+                ro[r * DV + e] += exp(lse_values[p][r] - rl[r]) * parts[p].values[r * DV + e];
+    }
+    tu_check_typed("merged out", tu_typed_read(ctx, om, F16, no), ro, no, F16, NULL);
+    check_close_named("merged lse", tu_dev_read_checked(ctx, lm, nl, "lse"), rl, nl, NULL);
+}
+
+/* A layer: half X, bfloat16 weights and biases, the result in `out_type`, with or without W_O. */
+static void mha_case(clattn_context *ctx, int with_wo, clattn_dtype out_type)
+{
+    enum { B = 2, L = 9, DM = 48, H = 4, DK = 12, DOUT = 40 };
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = B;
+    d.q_len = L;
+    d.model_dim = DM;
+    d.heads = H;
+    d.qk_dim = DK;
+    d.out_dim = with_wo ? DOUT : 0;
+    d.x_dtype = F16;
+    d.weight_dtype = BF16;
+    d.out_dtype = out_type;
+    const size_t nx = B * L * DM, nw = DM * H * DK, nwo = H * DK * DOUT, nr = B * L * (with_wo ? DOUT : H * DK);
+    float *f = tu_falloc(nx + 3 * nw + nwo + 3 * H * DK + DOUT);
+    tu_fill_uniform(f, nx + 3 * nw + nwo + 3 * H * DK + DOUT, 0.5f, 81);
+    const tu_typed x = tu_typed_make(F16, f, nx, DM);
+    tu_typed w[8];
+    const size_t sizes[8] = {nw, H * DK, nw, H * DK, nw, H * DK, nwo, DOUT};
+    size_t at = nx;
+    for (int i = 0; i < 8; i++) {
+        w[i] = tu_typed_make(BF16, f + at, sizes[i], 1);
+        at += sizes[i];
+    }
+    clattn_mha_weights dw = CLATTN_MHA_WEIGHTS_INIT;
+    cl_mem *slots[8] = {&dw.w_q, &dw.b_q, &dw.w_k, &dw.b_k, &dw.w_v, &dw.b_v, &dw.w_o, &dw.b_o};
+    for (int i = 0; i < (with_wo ? 8 : 6); i++)
+        *slots[i] = tu_typed_upload(ctx, &w[i]);
+    const tu_typed zo = tu_typed_make(out_type, tu_falloc(nr), nr, 1);
+    cl_mem om = tu_typed_upload(ctx, &zo);
+    clattn_status st = clattn_mha(ctx, &d, tu_typed_upload(ctx, &x), NULL, &dw, NULL, om, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_mha");
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    const void **host_slots[8] = {&hw.w_q, &hw.b_q, &hw.w_k, &hw.b_k, &hw.w_v, &hw.b_v, &hw.w_o, &hw.b_o};
+    for (int i = 0; i < (with_wo ? 8 : 6); i++)
+        *host_slots[i] = w[i].values;
+    double *ro = tu_dalloc(nr);
+    ref_mha(&d, x.values, NULL, &hw, NULL, ro, NULL);
+    tu_check_typed("layer out", tu_typed_read(ctx, om, out_type, nr), ro, nr, out_type, NULL);
+    /* The host variant with the same arrays as bit patterns. */
+    void *host_out = tu_track_malloc(nr * clattn_dtype_size(out_type));
+    for (int i = 0; i < (with_wo ? 8 : 6); i++)
+        *host_slots[i] = w[i].bytes;
+    st = clattn_mha_host(ctx, &d, x.bytes, NULL, &hw, NULL, host_out, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_mha_host");
+    const tu_typed echo = {out_type, nr, 1, host_out, NULL, NULL};
+    tu_check_typed("layer out (host)", tu_typed_read(ctx, tu_typed_upload(ctx, &echo), out_type, nr), ro, nr,
+                   out_type, NULL);
+}
+
+/* clattn_sdpa_host with bfloat16 Q, half K/V and a half output, as uint16_t arrays. */
+static void host_case(clattn_context *ctx)
+{
+    enum { H = 2, L = 7, S = 50, D = 16 };
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
+    d.q_dtype = BF16;
+    d.k_dtype = d.v_dtype = d.out_dtype = F16;
+    float *f = tu_falloc(H * (L + 2 * S) * D);
+    tu_fill_uniform(f, H * (L + 2 * S) * D, 1.0f, 91);
+    const tu_typed q = tu_typed_make(BF16, f, H * L * D, D), k = tu_typed_make(F16, f + H * L * D, H * S * D, D),
+                   v = tu_typed_make(F16, f + H * (L + S) * D, H * S * D, D);
+    unsigned short *out = tu_track_malloc(H * L * D * 2);
+    clattn_status st = clattn_sdpa_host(ctx, &d, q.bytes, k.bytes, v.bytes, NULL, out, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
+    const tu_typed echo = {F16, H * L * D, D, out, NULL, NULL};
+    double *ro = tu_dalloc(H * L * D);
+    ref_sdpa(&d, q.values, k.values, v.values, NULL, ro, NULL, NULL);
+    tu_check_typed("host out", tu_typed_read(ctx, tu_typed_upload(ctx, &echo), F16, H * L * D), ro, H * L * D, F16,
+                   NULL);
+}
+
+START_TEST(test_entries)
+{
+    const size_t dev = TU_DEVICE(_i), which = TU_CASE(_i);
+    static const char *const names[] = {"paged half", "paged int8", "ragged", "merge", "mha with W_O",
+                                        "mha without W_O", "sdpa_host"};
+    tu_set_label("%s on %s", names[which], tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    switch (which) {
+    case 0: paged_case(ctx, F16); break;
+    case 1: paged_case(ctx, I8); break;
+    case 2: ragged_case(ctx); break;
+    case 3: merge_case(ctx); break;
+    case 4: mha_case(ctx, 1, F16); break;
+    case 5: mha_case(ctx, 0, BF16); break;
+    default: host_case(ctx); break;
+    }
+}
+END_TEST
+
 /* A call that must fail with `want`, naming `needle` in its detail, and write nothing. */
 static void expect_bad(clattn_context *ctx, const clattn_sdpa_desc *d, cl_mem q, cl_mem k, cl_mem v, cl_mem out,
                        clattn_status want, const char *needle, size_t no)
@@ -378,6 +604,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "special", test_special, 2 * NPATHS * tu_ndev);
     tu_add_loop(s, "append", test_append, 6 * tu_ndev);
     tu_add_loop(s, "int8_error", test_int8_error, 2 * tu_ndev);
+    tu_add_loop(s, "entries", test_entries, 7 * tu_ndev);
     tu_add_loop(s, "bad", test_bad, tu_ndev);
     return s;
 }

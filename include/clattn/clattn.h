@@ -589,15 +589,18 @@ CLATTN_API clattn_status clattn_sdpa_with_past(clattn_context *ctx, const clattn
 /* Host-memory variant of clattn_sdpa_with_past: same shapes, host pointers, blocking; present_k and
  * present_v may be NULL when the caller does not want them back. */
 CLATTN_API clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
-                                                    size_t past_len, const float *past_k, const float *past_v,
-                                                    const float *q, const float *k, const float *v,
-                                                    const void *mask, float *present_k, float *present_v,
-                                                    float *out, float *weights, float *lse);
+                                                    size_t past_len, const void *past_k, const void *past_v,
+                                                    const void *q, const void *k, const void *v,
+                                                    const void *mask, void *present_k, void *present_v,
+                                                    void *out, float *weights, float *lse);
 
-/* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. */
+/* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. The tensors are in the
+ * descriptor's storage types (float arrays by default; since 0.5 the pointers are void * so that half
+ * and bfloat16 arrays pass as uint16_t); int8 K/V are for the cl_mem calls only (their scales are a
+ * device buffer): CLATTN_ERROR_INVALID_VALUE here. The same holds for the other *_host variants. */
 CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
-                                          const float *q, const float *k, const float *v,
-                                          const void *mask, float *out, float *weights, float *lse);
+                                          const void *q, const void *k, const void *v,
+                                          const void *mask, void *out, float *weights, float *lse);
 
 /* Shape and options of a multi-head attention layer (start from CLATTN_MHA_DESC_INIT):
  *   Q = X·W_Q + b_Q,  K = KV·W_K + b_K,  V = KV·W_V + b_V            (KV = X for self-attention)
@@ -651,13 +654,14 @@ typedef struct clattn_mha_weights {
 
 #define CLATTN_MHA_WEIGHTS_INIT { sizeof(clattn_mha_weights), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
-/* The same in host memory; start from CLATTN_MHA_HOST_WEIGHTS_INIT. */
+/* The same in host memory, in desc.weight_dtype (void * since 0.5; float arrays by default); start from
+ * CLATTN_MHA_HOST_WEIGHTS_INIT. */
 typedef struct clattn_mha_host_weights {
     size_t struct_size; /* sizeof(clattn_mha_host_weights), set by CLATTN_MHA_HOST_WEIGHTS_INIT */
-    const float *w_q, *b_q;
-    const float *w_k, *b_k;
-    const float *w_v, *b_v;
-    const float *w_o, *b_o;
+    const void *w_q, *b_q;
+    const void *w_k, *b_k;
+    const void *w_v, *b_v;
+    const void *w_o, *b_o;
 } clattn_mha_host_weights;
 
 #define CLATTN_MHA_HOST_WEIGHTS_INIT \
@@ -669,11 +673,12 @@ CLATTN_API clattn_status clattn_mha(clattn_context *ctx, const clattn_mha_desc *
                                     cl_mem kv, const clattn_mha_weights *weights, cl_mem mask,
                                     cl_mem out, cl_mem attn_weights);
 
-/* Host-memory variant of clattn_mha: same shapes, host pointers, blocking; all or nothing. */
+/* Host-memory variant of clattn_mha: same shapes, host pointers (x and kv in desc.x_dtype, out in
+ * desc.out_dtype), blocking; all or nothing. */
 CLATTN_API clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_desc *desc,
-                                         const float *x, const float *kv,
+                                         const void *x, const void *kv,
                                          const clattn_mha_host_weights *weights, const void *mask,
-                                         float *out, float *attn_weights);
+                                         void *out, float *attn_weights);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* The four stages, each callable alone (what clattn_sdpa and clattn_mha are made of)              */
