@@ -2543,6 +2543,115 @@ START_TEST(test_bench_quick_json)
 }
 END_TEST
 
+/* Any float .npy output ('<f4', '<f2', or '<u2' bfloat16 bit patterns) as floats, with its dtype. */
+static float *load_any(const char *path, size_t n, npy_dtype *dtype)
+{
+    npy_array a;
+    char err[512];
+    ck_assert_msg(npy_load(path, &a, err, sizeof err) == 0, "`%s`: reading %s: %s", R.cmd, path, err);
+    track(a.data);
+    ck_assert_msg(a.count == n, "%s: %zu elements, expected %zu", path, a.count, n);
+    *dtype = a.dtype;
+    float *f = NULL;
+    const int rc = a.dtype == NPY_U2 ? npy_bf16_to_float(&a, &f, err, sizeof err) : npy_to_float(&a, &f, err, sizeof err);
+    ck_assert_msg(rc == 0, "%s: %s", path, err);
+    return track(f);
+}
+
+/* Storage types on the command line: '<f2' inputs run as half on the device, --out-dtype writes '<f2'
+ * or '<u2', --bf16 reads '<u2' bit patterns, --kv-int8 quantises K and V; each output against the float32
+ * run's, within its type's rounding (int8: 3% of the largest output); and the flags' usage errors. */
+START_TEST(test_sdpa_dtypes)
+{
+    enum { H = 2, L = 5, S = 40, D = 8 };
+    const size_t qs[3] = {H, L, D}, ks[3] = {H, S, D}, no = H * L * D;
+    float q[H * L * D], k[H * S * D], v[H * S * D];
+    tu_fill_uniform(q, H * L * D, 2.0f, 41);
+    tu_fill_uniform(k, H * S * D, 2.0f, 42);
+    tu_fill_uniform(v, H * S * D, 2.0f, 43);
+    float *all[3] = {q, k, v};
+    const size_t counts[3] = {H * L * D, H * S * D, H * S * D};
+    for (int t = 0; t < 3; t++) /* values that half and bfloat16 both hold exactly */
+        for (size_t i = 0; i < counts[t]; i++)
+            all[t][i] = npy_bf16_to_float_value(npy_float_to_bf16(npy_half_to_float(npy_float_to_half(all[t][i]))));
+    char err[512];
+    const char *half[3] = {"qh.npy", "kh.npy", "vh.npy"}, *bf[3] = {"qb.npy", "kb.npy", "vb.npy"};
+    for (int t = 0; t < 3; t++) {
+        ck_assert_msg(npy_save_floats_as(P(half[t]), NPY_F2, all[t], 3, t ? ks : qs, err, sizeof err) == 0, "%s", err);
+        ck_assert_msg(npy_save_floats_as(P(bf[t]), NPY_U2, all[t], 3, t ? ks : qs, err, sizeof err) == 0, "%s", err);
+    }
+    EXPECT(EXIT_OK, "sdpa", "--q", save_f32("q4.npy", q, 3, qs), "--k", save_f32("k4.npy", k, 3, ks), "--v",
+           save_f32("v4.npy", v, 3, ks), "--out", P("o4.npy"));
+    const float *ref = load_f32(P("o4.npy"), 3, qs);
+    double *r = tu_dalloc(no);
+    float top = 0.0f;
+    for (size_t i = 0; i < no; i++) {
+        r[i] = ref[i];
+        top = fmaxf(top, fabsf(ref[i]));
+    }
+    npy_dtype dt;
+    EXPECT(EXIT_OK, "sdpa", "--q", P(half[0]), "--k", P(half[1]), "--v", P(half[2]), "--out", P("oh.npy"),
+           "--out-dtype", "float16");
+    expect_in("stdout", R.out, "float16");
+    const float *oh = load_any(P("oh.npy"), no, &dt);
+    ck_assert_msg(dt == NPY_F2, "--out-dtype float16 wrote %s", npy_dtype_name(dt));
+    check_close_rounded("half out", oh, r, no, 10, -14, NULL);
+    EXPECT(EXIT_OK, "sdpa", "--bf16", "--q", P(bf[0]), "--k", P(bf[1]), "--v", P(bf[2]), "--out", P("ob.npy"),
+           "--out-dtype", "bfloat16");
+    const float *ob = load_any(P("ob.npy"), no, &dt);
+    ck_assert_msg(dt == NPY_U2, "--out-dtype bfloat16 wrote %s", npy_dtype_name(dt));
+    check_close_rounded("bfloat16 out", ob, r, no, 7, -126, NULL);
+    EXPECT(EXIT_OK, "sdpa", "--q", P(half[0]), "--k", P(half[1]), "--v", P(half[2]), "--out", P("o8.npy"), "--kv-int8");
+    const float *o8 = load_any(P("o8.npy"), no, &dt);
+    for (size_t i = 0; i < no; i++)
+        ck_assert_msg(fabsf(o8[i] - ref[i]) <= 0.03f * top, "--kv-int8: out[%zu] = %g, float32 run %g", i, o8[i],
+                      ref[i]);
+    /* Usage errors, each naming what is wrong. */
+    EXPECT(EXIT_USAGE, "sdpa", "--bf16", "--q", P(half[0]), "--k", P(bf[1]), "--v", P(bf[2]), "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P(bf[0]), "--k", P(bf[1]), "--v", P(bf[2]), "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P(half[0]), "--k", P(half[1]), "--v", P(half[2]), "--out", P("x.npy"),
+           "--out-dtype", "int8");
+    expect_in("stderr", R.err, "--out-dtype");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P(half[0]), "--k", P(half[1]), "--v", P(half[2]), "--out", P("x.npy"),
+           "--kv-int8", "--past-k", P(half[1]), "--past-v", P(half[2]));
+    expect_in("stderr", R.err, "--kv-int8");
+}
+END_TEST
+
+/* mha with half X and weights and a bfloat16 output; mixed weight types are refused. */
+START_TEST(test_mha_dtypes)
+{
+    enum { L = 4, DM = 8, H = 2, DK = 4 };
+    const size_t xs[2] = {L, DM}, ws[2] = {DM, H * DK};
+    float x[L * DM], w[3][DM * H * DK];
+    tu_fill_uniform(x, L * DM, 1.0f, 51);
+    for (int i = 0; i < 3; i++)
+        tu_fill_uniform(w[i], DM * H * DK, 0.5f, 52 + i);
+    char err[512];
+    ck_assert(npy_save_floats_as(P("xh.npy"), NPY_F2, x, 2, xs, err, sizeof err) == 0);
+    const char *names[3] = {"wqh.npy", "wkh.npy", "wvh.npy"};
+    for (int i = 0; i < 3; i++)
+        ck_assert(npy_save_floats_as(P(names[i]), NPY_F2, w[i], 2, ws, err, sizeof err) == 0);
+    EXPECT(EXIT_OK, "mha", "--x", P("xh.npy"), "--wq", P(names[0]), "--wk", P(names[1]), "--wv", P(names[2]),
+           "--heads", "2", "--out", P("oh.npy"));
+    npy_dtype dt;
+    const float *oh = load_any(P("oh.npy"), L * H * DK, &dt);
+    EXPECT(EXIT_OK, "mha", "--x", P("xh.npy"), "--wq", P(names[0]), "--wk", P(names[1]), "--wv", P(names[2]),
+           "--heads", "2", "--out", P("ob.npy"), "--out-dtype", "bfloat16");
+    const float *ob = load_any(P("ob.npy"), L * H * DK, &dt);
+    ck_assert_msg(dt == NPY_U2, "--out-dtype bfloat16 wrote %s", npy_dtype_name(dt));
+    double *r = tu_dalloc(L * H * DK);
+    for (size_t i = 0; i < L * H * DK; i++)
+        r[i] = oh[i];
+    check_close_rounded("bfloat16 layer out", ob, r, L * H * DK, 7, -126, NULL);
+    EXPECT(EXIT_USAGE, "mha", "--x", P("xh.npy"), "--wq", P(names[0]), "--wk", save_f32("wk4.npy", w[1], 2, ws),
+           "--wv", P(names[2]), "--heads", "2", "--out", P("x.npy"));
+    expect_in("stderr", R.err, "share one type");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *cli_suite(void)
@@ -2559,6 +2668,7 @@ static Suite *cli_suite(void)
                   test_sdpa_causal_bottom_right, test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
                   test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
                   test_sdpa_f8_input}},
+        {"dtypes", {test_sdpa_dtypes, test_mha_dtypes}},
         {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross}},
         {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window, test_sdpa_softcap,
                            test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto, test_sdpa_variants_combined,

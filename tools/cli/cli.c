@@ -198,6 +198,12 @@ int cli_open_context(const char *command, const char *spec, clattn_context **ctx
 
 int cli_load_tensor(const char *command, const char *path, size_t min_rank, size_t max_rank, cli_tensor *t)
 {
+    return cli_load_tensor_as(command, path, min_rank, max_rank, false, t);
+}
+
+int cli_load_tensor_as(const char *command, const char *path, size_t min_rank, size_t max_rank, bool bf16,
+                       cli_tensor *t)
+{
     memset(t, 0, sizeof *t);
     npy_array a;
     char err[512];
@@ -209,9 +215,15 @@ int cli_load_tensor(const char *command, const char *path, size_t min_rank, size
                       min_rank, max_rank);
     } else if (a.count == 0) {
         rc = cli_fail(CLI_USAGE_ERROR, command, "%s: is empty (a dimension is 0)", path);
-    } else if (npy_to_float(&a, &t->data, err, sizeof err) != 0) {
+    } else if (bf16 && a.dtype != NPY_U2) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "--bf16: %s is not '<u2' (bfloat16 bit patterns)", path);
+    } else if (!bf16 && a.dtype == NPY_U2) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: '<u2' is read as bfloat16 bit patterns only with --bf16", path);
+    } else if ((bf16 ? npy_bf16_to_float(&a, &t->data, err, sizeof err)
+                     : npy_to_float(&a, &t->data, err, sizeof err)) != 0) {
         rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     } else {
+        t->type = bf16 ? CLATTN_BFLOAT16 : a.dtype == NPY_F2 ? CLATTN_FLOAT16 : CLATTN_FLOAT32;
         t->ndim = a.ndim;
         memcpy(t->shape, a.shape, sizeof t->shape);
         t->count = a.count;
@@ -220,8 +232,40 @@ int cli_load_tensor(const char *command, const char *path, size_t min_rank, size
     return rc;
 }
 
+const void *cli_tensor_storage(cli_tensor *t)
+{
+    if (t->type == CLATTN_FLOAT32 || t->bits)
+        return t->type == CLATTN_FLOAT32 ? (const void *)t->data : t->bits;
+    unsigned short *bits = malloc(t->count * sizeof *bits + 1);
+    for (size_t i = 0; bits && i < t->count; i++) /* exact: the floats were widened from these types */
+        bits[i] = t->type == CLATTN_FLOAT16 ? npy_float_to_half(t->data[i]) : npy_float_to_bf16(t->data[i]);
+    return t->bits = bits;
+}
+
+int cli_parse_dtype(const char *command, const char *flag, const char *text, clattn_dtype *out)
+{
+    static const clattn_dtype types[] = {CLATTN_FLOAT32, CLATTN_FLOAT16, CLATTN_BFLOAT16};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        if (strcmp(text, clattn_dtype_name(types[i])) == 0) {
+            *out = types[i];
+            return CLI_OK;
+        }
+    return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not float32, float16 or bfloat16", flag, text);
+}
+
+float *cli_widen(const void *bits, size_t n, clattn_dtype type)
+{
+    float *out = malloc(n * sizeof *out + 1);
+    for (size_t i = 0; out && i < n; i++)
+        out[i] = type == CLATTN_FLOAT32    ? ((const float *)bits)[i]
+                 : type == CLATTN_FLOAT16 ? npy_half_to_float(((const unsigned short *)bits)[i])
+                                          : npy_bf16_to_float_value(((const unsigned short *)bits)[i]);
+    return out;
+}
+
 void cli_tensor_free(cli_tensor *t)
 {
+    free(t->bits);
     free(t->data);
     memset(t, 0, sizeof *t);
 }
@@ -264,16 +308,24 @@ const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *
 int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
                     const size_t *shape)
 {
+    return cli_outputs_npy_as(command, out, path, data, ndim, shape, CLATTN_FLOAT32);
+}
+
+int cli_outputs_npy_as(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
+                       const size_t *shape, clattn_dtype type)
+{
     char note[128], err[512];
     size_t used = (size_t)snprintf(note, sizeof note, "(");
     for (size_t d = 0; d < ndim && used < sizeof note; d++)
         used += (size_t)snprintf(note + used, sizeof note - used, "%s%zu", d ? ", " : "", shape[d]);
     if (used < sizeof note)
-        snprintf(note + used, sizeof note - used, "%s) float32", ndim == 1 ? "," : "");
+        snprintf(note + used, sizeof note - used, "%s) %s", ndim == 1 ? "," : "",
+                 type == CLATTN_BFLOAT16 ? "bfloat16 ('<u2')" : clattn_dtype_name(type));
     const char *tmp = cli_outputs_reserve(out, path, note);
     if (!tmp)
         return cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of memory", path);
-    if (npy_save_f32(tmp, data, ndim, shape, err, sizeof err) != 0)
+    const npy_dtype as = type == CLATTN_FLOAT16 ? NPY_F2 : type == CLATTN_BFLOAT16 ? NPY_U2 : NPY_F4;
+    if (npy_save_floats_as(tmp, as, data, ndim, shape, err, sizeof err) != 0)
         return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     return CLI_OK;
 }

@@ -62,18 +62,33 @@ void cli_print_json_string(const char *s);
  * reports and returns the exit status. */
 int cli_open_context(const char *command, const char *spec, clattn_context **ctx);
 
-/* A float32 tensor read from a .npy file (f4 or f8 on disk). */
+/* A tensor read from a .npy file, as floats (f4 or f8 on disk: float32; f2: float16 and u2 with --bf16:
+ * bfloat16, both widened exactly) and the storage type it came in. */
 typedef struct cli_tensor {
     float *data;
     size_t ndim;
     size_t shape[8];
     size_t count;
+    clattn_dtype type; /* CLATTN_FLOAT32 for f4 and f8 */
+    void *bits;        /* data in `type`, made by cli_tensor_storage */
 } cli_tensor;
 
-/* Loads a float tensor whose rank is between min_rank and max_rank. On error prints
+/* Loads a tensor whose rank is between min_rank and max_rank. On error prints
  * "clattn CMD: FILE: reason" and returns CLI_USAGE_ERROR. */
 int cli_load_tensor(const char *command, const char *path, size_t min_rank, size_t max_rank, cli_tensor *t);
+/* The same, where bf16 (--bf16) says that the file must be '<u2' bfloat16 bit patterns (a '<u2' file is
+ * refused without it: its bits could be anything). */
+int cli_load_tensor_as(const char *command, const char *path, size_t min_rank, size_t max_rank, bool bf16,
+                       cli_tensor *t);
+/* The tensor's elements in its storage type (its floats for float32, else bit patterns re-encoded
+ * exactly), owned by t; NULL when out of memory. */
+const void *cli_tensor_storage(cli_tensor *t);
 void cli_tensor_free(cli_tensor *t);
+
+/* --out-dtype and the like: "float32", "float16" or "bfloat16"; a usage error naming the flag else. */
+int cli_parse_dtype(const char *command, const char *flag, const char *text, clattn_dtype *out);
+/* n elements of `type` (float32, float16, bfloat16) as new floats; NULL when out of memory. */
+float *cli_widen(const void *bits, size_t n, clattn_dtype type);
 
 /* malloc of a*b*c floats; NULL when the product overflows or memory is short. a is the product of
  * dimensions whose tensor already exists in memory, so it cannot overflow itself. */
@@ -99,6 +114,10 @@ const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *
 /* Writes a float32 .npy to a reserved temporary. Reports and returns CLI_USAGE_ERROR on failure. */
 int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
                     const size_t *shape);
+/* The same in a storage type: '<f4', '<f2' (float16) or '<u2' (bfloat16 bit patterns), rounded to
+ * nearest even. */
+int cli_outputs_npy_as(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
+                       const size_t *shape, clattn_dtype type);
 /* Renames every temporary into place and prints "wrote PATH NOTE" for each; on failure reports. */
 int cli_outputs_commit(const char *command, cli_outputs *out);
 /* Removes the temporaries not yet committed and frees the list; call on every path. */

@@ -45,8 +45,8 @@ int write_heatmap(const char *command, const char *path, const char *shown_path,
 
 /* The heatmap and the .npy outputs of a run, committed together: a failure leaves nothing behind. */
 static int save_outputs(const char *command, const char *const *paths, float *const *data, const size_t *ndims,
-                        const size_t (*shapes)[4], size_t n, const output_opts *o, const float *weights, size_t B,
-                        size_t H, size_t L, size_t S)
+                        const size_t (*shapes)[4], const clattn_dtype *types, size_t n, const output_opts *o,
+                        const float *weights, size_t B, size_t H, size_t L, size_t S)
 {
     cli_outputs out = {0};
     int rc = CLI_OK;
@@ -58,7 +58,8 @@ static int save_outputs(const char *command, const char *const *paths, float *co
     }
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         if (paths[i])
-            rc = cli_outputs_npy(command, &out, paths[i], data[i], ndims[i], shapes[i]);
+            rc = cli_outputs_npy_as(command, &out, paths[i], data[i], ndims[i], shapes[i],
+                                    types ? types[i] : CLATTN_FLOAT32);
     if (rc == CLI_OK)
         rc = cli_outputs_commit(command, &out);
     cli_outputs_discard(&out);
@@ -120,9 +121,11 @@ static const char sdpa_help[] =
     "Q (B,H,L,D), K (B,N,S,D), V (B,N,S,Dv), where N = H unless --kv-heads says otherwise; 3-D (H,L,D)\n"
     "and 2-D (L,D) arrays are taken as B=1 (and H=1). With --heads H, 3-D arrays are (B,L,H·D) instead,\n"
     "as ONNX and PyTorch layers produce them: Q (B,L,H·D), K (B,S,N·D), V (B,S,N·Dv).\n"
-    "Arrays may be float32 or float64 ('<f4', '<f8'); float64 is rounded to float32 on load.\n"
-    "Outputs have the inputs' rank (but with --heads: O (B,L,H·Dv), weights (B,H,L,S), lse (B,H,L))\n"
-    "and are written as float32.\n"
+    "Arrays may be float32, float64 or float16 ('<f4', '<f8', '<f2'), or bfloat16 as '<u2' bit patterns\n"
+    "with --bf16; float64 is rounded to float32 on load. Each of Q, K and V runs in its file's type\n"
+    "(float16 and bfloat16 are stored as such on the device; the arithmetic is float32).\n"
+    "Outputs have the inputs' rank (but with --heads: O (B,L,H·Dv), weights (B,H,L,S), lse (B,H,L));\n"
+    "O is written in --out-dtype, the present in K's and V's types, the rest as float32.\n"
     "\n"
     "  --out O.npy            output (B,H,L,Dv), or (B,L,H·Dv) with --heads\n"
     "  --weights P.npy        also write the attention weights (B,H,L,S)\n"
@@ -132,6 +135,10 @@ static const char sdpa_help[] =
     "                         every mask, --key-lengths and the weights (B,H,L,P+S) count them all\n"
     "  --present-k PK.npy     write concat(past_k, K) (ONNX's present_key), K's layout with P + S rows\n"
     "  --present-v PV.npy     write concat(past_v, V) (ONNX's present_value)\n"
+    "  --bf16                 the input arrays (not masks) are bfloat16 bit patterns ('<u2')\n"
+    "  --out-dtype TYPE       O's type: float32 (default), float16 or bfloat16 (written as '<u2')\n"
+    "  --kv-int8              quantise K and V to int8 on the device as a cache append does (a scale per\n"
+    "                         row: max |x| / 127) and attend over them (not with a past)\n"
     "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n"
     "  --heads H              3-D inputs are (B,L,H·D): their last dimension holds H heads\n"
     "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
@@ -144,9 +151,65 @@ static const char sdpa_help[] =
 typedef struct sdpa_call {
     clattn_context *ctx;
     clattn_sdpa_desc desc;
-    const float *q, *k, *v, *mask;
+    const void *q, *k, *v;
+    const float *mask;
     float *out, *weights, *lse;
+    void *out_bits; /* O in desc.out_dtype */
 } sdpa_call;
+
+/* A device buffer holding `bytes` from host (NULL: uninitialised); NULL on failure, *err set. */
+static cl_mem device_buffer(clattn_context *ctx, const void *host, size_t bytes, cl_int *err)
+{
+    return clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                          (void *)host, err);
+}
+
+/* --kv-int8: K and V (as floats: every input type widens exactly) appended to int8 caches by the library's
+ * quantising append, then attention over them; the outputs read back. */
+static clattn_status sdpa_kv_int8(sdpa_call *c, cli_tensor *k, cli_tensor *v, size_t mask_elems)
+{
+    clattn_context *ctx = c->ctx;
+    const clattn_sdpa_desc *d = &c->desc;
+    const size_t dv = d->v_dim, nq = d->batch * d->heads * d->q_len * d->qk_dim;
+    const size_t rows = d->batch * d->kv_heads * d->kv_len, no = d->batch * d->heads * d->q_len * dv;
+    const size_t nl = d->batch * d->heads * d->q_len, nw = nl * d->kv_len;
+    enum { Q, KN, VN, KC, VC, KS, VS, MASK, OUT, W, LSE, NBUF };
+    const size_t bytes[NBUF] = {nq * clattn_dtype_size(d->q_dtype), k->count * 4, v->count * 4, rows * d->qk_dim,
+                                rows * dv, rows * 4, rows * 4, mask_elems * 4, no * clattn_dtype_size(d->out_dtype),
+                                nw * 4, nl * 4};
+    const void *init[NBUF] = {c->q, k->data, v->data, NULL, NULL, NULL, NULL, c->mask};
+    cl_mem b[NBUF] = {0};
+    cl_int err = CL_SUCCESS;
+    for (int i = 0; i < NBUF && err == CL_SUCCESS; i++)
+        if ((i != MASK || c->mask) && (i != W || c->weights) && (i != LSE || c->lse))
+            b[i] = device_buffer(ctx, init[i], bytes[i], &err);
+    clattn_status st = (clattn_status)err;
+    clattn_sdpa_desc append = *d, run = *d;
+    append.q_dtype = CLATTN_FLOAT32;
+    append.k_dtype = append.v_dtype = run.k_dtype = run.v_dtype = CLATTN_INT8;
+    append.k_scales = run.k_scales = b[KS];
+    append.v_scales = run.v_scales = b[VS];
+    size_t *zero = calloc(d->batch, sizeof *zero);
+    if (st == CLATTN_SUCCESS && !zero)
+        st = CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    if (st == CLATTN_SUCCESS)
+        st = clattn_kv_append(ctx, &append, zero, d->kv_len, b[KN], b[VN], b[KC], b[VC]);
+    if (st == CLATTN_SUCCESS)
+        st = clattn_sdpa(ctx, &run, b[Q], b[KC], b[VC], b[MASK], b[OUT], b[W], b[LSE]);
+    cl_command_queue queue = clattn_context_queue(ctx);
+    if (st == CLATTN_SUCCESS)
+        st = (clattn_status)clEnqueueReadBuffer(queue, b[OUT], CL_TRUE, 0, bytes[OUT], c->out_bits, 0, NULL, NULL);
+    if (st == CLATTN_SUCCESS && c->weights)
+        st = (clattn_status)clEnqueueReadBuffer(queue, b[W], CL_TRUE, 0, bytes[W], c->weights, 0, NULL, NULL);
+    if (st == CLATTN_SUCCESS && c->lse)
+        st = (clattn_status)clEnqueueReadBuffer(queue, b[LSE], CL_TRUE, 0, bytes[LSE], c->lse, 0, NULL, NULL);
+    clFinish(queue);
+    for (int i = 0; i < NBUF; i++)
+        if (b[i])
+            clReleaseMemObject(b[i]);
+    free(zero);
+    return st;
+}
 
 /* Q (B,H,L,D), K (B,N,S,D) and V (B,N,S,Dv) as the arrays give them. */
 typedef struct sdpa_dims {
@@ -249,13 +312,14 @@ int cmd_sdpa(int argc, char **argv)
     const char *cmd = "sdpa";
     const char *path[3] = {NULL}; /* Q, K, V */
     const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
-    const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL;
+    const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL, *out_dtype_text = NULL;
     output_opts o = {0};
     cli_masks m = {0};
     cli_variants var = {0};
-    bool help = false;
+    bool help = false, bf16 = false, kv_int8 = false;
     const cli_option opts[] = {
         {"q", NULL, &path[0]},          {"k", NULL, &path[1]},         {"v", NULL, &path[2]},
+        {"bf16", &bf16, NULL},          {"kv-int8", &kv_int8, NULL},   {"out-dtype", NULL, &out_dtype_text},
         {"out", NULL, &o.out},          {"weights", NULL, &o.weights}, {"lse", NULL, &lse_path},
         {"scale", NULL, &scale_text},   {"heads", NULL, &heads_text},  {"heatmap", NULL, &o.heatmap},
         {"tokens", NULL, &o.tokens},    {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device},
@@ -284,19 +348,28 @@ int cmd_sdpa(int argc, char **argv)
     size_t heads = 0; /* --heads: 3-D inputs are (B,L,H·D) */
     /* --scale 0 is legitimate: every score 0, uniform weights over the visible keys. */
     if ((scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK) ||
-        (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK))
+        (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK) ||
+        (out_dtype_text && (rc = cli_parse_dtype(cmd, "out-dtype", out_dtype_text, &c.desc.out_dtype)) != CLI_OK))
         return rc;
+    if (kv_int8 && (past_path[0] || past_path[1] || present_path[0] || present_path[1]))
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--kv-int8 does not go with a past or present (--past-k, --present-k)");
 
     cli_tensor t[3] = {{0}}, past[2] = {{0}};
     float *present[2] = {NULL};
+    void *present_bits[2] = {NULL};
     clattn_context *ctx = NULL;
     sdpa_dims d = {0};
     size_t P = 0; /* past rows */
     for (size_t i = 0; i < 3 && rc == CLI_OK; i++)
-        rc = cli_load_tensor(cmd, path[i], 2, 4, &t[i]);
+        rc = cli_load_tensor_as(cmd, path[i], 2, 4, bf16, &t[i]);
     for (size_t i = 0; i < 2 && rc == CLI_OK; i++)
-        if (past_path[i])
-            rc = cli_load_tensor(cmd, past_path[i], 2, 4, &past[i]);
+        if (past_path[i]) {
+            rc = cli_load_tensor_as(cmd, past_path[i], 2, 4, bf16, &past[i]);
+            if (rc == CLI_OK && past[i].type != t[i + 1].type) /* a cache and its new rows share a type */
+                rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s is %s but %s is %s: a past and its new rows share a type",
+                              past_path[i], clattn_dtype_name(past[i].type), path[i + 1],
+                              clattn_dtype_name(t[i + 1].type));
+        }
     if (rc != CLI_OK || (rc = sdpa_dims_of(cmd, path, t, heads, &var, &d)) != CLI_OK ||
         (rc = past_check(cmd, past_path, past, &t[1], d.packed, &P)) != CLI_OK)
         goto done;
@@ -325,32 +398,50 @@ int cmd_sdpa(int argc, char **argv)
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
     c.desc.weights_output = var.scores_mode;
-    c.q = t[0].data;
-    c.k = t[1].data;
-    c.v = t[2].data;
+    c.desc.q_dtype = t[0].type;
+    c.desc.k_dtype = t[1].type;
+    c.desc.v_dtype = t[2].type;
+    c.q = cli_tensor_storage(&t[0]);
+    c.k = cli_tensor_storage(&t[1]);
+    c.v = cli_tensor_storage(&t[2]);
+    const void *past_bits[2] = {P ? cli_tensor_storage(&past[0]) : NULL, P ? cli_tensor_storage(&past[1]) : NULL};
     c.mask = m.mask;
-    c.out = cli_alloc_floats(B * H, L, Dv);
+    c.out_bits = cli_alloc_floats(B * H, L, Dv); /* (room for any output type) */
     if (o.weights || o.heatmap)
         c.weights = cli_alloc_floats(B * H, L, T);
     if (lse_path)
         c.lse = cli_alloc_floats(B * H, L, 1);
     for (size_t i = 0; i < 2; i++)
         if (present_path[i])
-            present[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D);
-    if (!c.out || ((o.weights || o.heatmap) && !c.weights) || (lse_path && !c.lse) ||
-        (present_path[0] && !present[0]) || (present_path[1] && !present[1])) {
+            present_bits[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D);
+    if (!c.q || !c.k || !c.v || (P && (!past_bits[0] || !past_bits[1])) || !c.out_bits ||
+        ((o.weights || o.heatmap) && !c.weights) || (lse_path && !c.lse) || (present_path[0] && !present_bits[0]) ||
+        (present_path[1] && !present_bits[1])) {
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
+    size_t mask_elems = 0;
+    if (m.mask)
+        mask_elems = (m.masks.additive == CLATTN_MASK_B_H_L_S ? B * H : 1) * L * T;
     cli_progress *progress = cli_progress_start("clattn sdpa: running");
-    clattn_status st = with_past ? clattn_sdpa_with_past_host(ctx, &c.desc, P, past[0].data, past[1].data, c.q, c.k,
-                                                              c.v, c.mask, present[0], present[1], c.out, c.weights,
-                                                              c.lse)
-                                 : clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out, c.weights, c.lse);
+    clattn_status st = kv_int8     ? sdpa_kv_int8(&c, &t[1], &t[2], mask_elems)
+                       : with_past ? clattn_sdpa_with_past_host(ctx, &c.desc, P, past_bits[0], past_bits[1], c.q, c.k,
+                                                                c.v, c.mask, present_bits[0], present_bits[1], c.out_bits,
+                                                                c.weights, c.lse)
+                                   : clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out_bits, c.weights, c.lse);
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
         rc = attention_failed(cmd, ctx, st, "attention");
+        goto done;
+    }
+    /* The typed results as floats for what follows (reordering heads); they are written in their types. */
+    c.out = cli_widen(c.out_bits, B * H * L * Dv, c.desc.out_dtype);
+    for (size_t i = 0; i < 2; i++)
+        if (present_bits[i] && !(present[i] = cli_widen(present_bits[i], B * d.N * T * (i ? Dv : d.D), t[i + 1].type)))
+            c.out = NULL;
+    if (!c.out) {
+        rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
     const char *paths[5] = {o.out, o.weights, lse_path, present_path[0], present_path[1]};
@@ -390,9 +481,11 @@ int cmd_sdpa(int argc, char **argv)
         ndims[4] = output_shape(lead, t[2].shape, T, Dv, shapes[4]);
     }
     float *data[5] = {c.out, c.weights, c.lse, present[0], present[1]};
-    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 5, &o, c.weights, B, H, L, T);
+    const clattn_dtype types[5] = {c.desc.out_dtype, CLATTN_FLOAT32, CLATTN_FLOAT32, t[1].type, t[2].type};
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 5, &o, c.weights, B, H, L, T);
 done:
     free(c.out);
+    free(c.out_bits);
     free(c.weights);
     free(c.lse);
     clattn_context_free(ctx);
@@ -403,6 +496,7 @@ done:
     for (size_t i = 0; i < 2; i++) {
         cli_tensor_free(&past[i]);
         free(present[i]);
+        free(present_bits[i]);
     }
     return rc;
 }
@@ -414,8 +508,11 @@ static const char mha_help[] =
     "\n"
     "A multi-head attention layer in the tutorials' convention Q = X·W_Q (W_Q of shape (d_model, H·d_k);\n"
     "a PyTorch nn.Linear weight is the transpose). X is (B,L,d_model) or (L,d_model).\n"
-    "Arrays may be float32 or float64; float64 is rounded to float32 on load.\n"
+    "Arrays may be float32, float64 or float16 ('<f2'), or bfloat16 as '<u2' bit patterns with --bf16;\n"
+    "X and KV share one type, the weights and biases another; the layer runs in them (float32 arithmetic).\n"
     "\n"
+    "  --bf16                 the input arrays (not masks) are bfloat16 bit patterns ('<u2')\n"
+    "  --out-dtype TYPE       the output's type: float32 (default), float16 or bfloat16 ('<u2')\n"
     "  --kv KV.npy            keys/values input (B,S,d_kv) for cross-attention (default: X)\n"
     "  --wq/--wk/--wv W.npy   projection weights (d_model, H·d_k), (d_kv, N·d_k), (d_kv, N·d_v), where\n"
     "                         N = H, or N = --kv-heads\n"
@@ -435,9 +532,11 @@ static const char mha_help[] =
 typedef struct mha_call {
     clattn_context *ctx;
     clattn_mha_desc desc;
-    const float *x, *kv, *mask;
+    const void *x, *kv;
+    const float *mask;
     clattn_mha_host_weights w;
     float *out, *weights;
+    void *out_bits; /* the output in desc.out_dtype */
 } mha_call;
 
 /* A weight of shape (rows, cols) or, with cols = 0, a bias of shape (rows,). */
@@ -456,12 +555,13 @@ int cmd_mha(int argc, char **argv)
     const char *cmd = "mha";
     enum { X, KV, WQ, WK, WV, WO, BQ, BK, BV, BO, NT };
     const char *path[NT] = {0};
-    const char *heads_text = NULL, *scale_text = NULL, *device = NULL;
+    const char *heads_text = NULL, *scale_text = NULL, *device = NULL, *out_dtype_text = NULL;
     output_opts o = {0};
     cli_masks m = {0};
     cli_variants var = {0};
-    bool help = false;
+    bool help = false, bf16 = false;
     const cli_option opts[] = {
+        {"bf16", &bf16, NULL},   {"out-dtype", NULL, &out_dtype_text},
         {"x", NULL, &path[X]},   {"kv", NULL, &path[KV]}, {"wq", NULL, &path[WQ]}, {"wk", NULL, &path[WK]},
         {"wv", NULL, &path[WV]}, {"wo", NULL, &path[WO]}, {"bq", NULL, &path[BQ]}, {"bk", NULL, &path[BK]},
         {"bv", NULL, &path[BV]}, {"bo", NULL, &path[BO]}, {"heads", NULL, &heads_text},
@@ -489,14 +589,24 @@ int cmd_mha(int argc, char **argv)
     c.desc = (clattn_mha_desc)CLATTN_MHA_DESC_INIT;
     size_t H;
     if ((rc = cli_parse_size(cmd, "heads", heads_text, &H)) != CLI_OK ||
-        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK))
+        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &c.desc.scale)) != CLI_OK) ||
+        (out_dtype_text && (rc = cli_parse_dtype(cmd, "out-dtype", out_dtype_text, &c.desc.out_dtype)) != CLI_OK))
         return rc;
 
     cli_tensor t[NT] = {{0}};
     clattn_context *ctx = NULL;
     for (int i = 0; i < NT && rc == CLI_OK; i++)
         if (path[i])
-            rc = cli_load_tensor(cmd, path[i], i <= KV ? 2 : i <= WO ? 2 : 1, i <= KV ? 3 : i <= WO ? 2 : 1, &t[i]);
+            rc = cli_load_tensor_as(cmd, path[i], i <= KV ? 2 : i <= WO ? 2 : 1, i <= KV ? 3 : i <= WO ? 2 : 1, bf16,
+                                    &t[i]);
+    /* One storage type for X and KV, one for the weights and biases (the descriptor has one of each). */
+    for (int i = 0; i < NT && rc == CLI_OK; i++) {
+        const int first = i <= KV ? X : WQ;
+        if (path[i] && t[i].type != t[first].type)
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s is %s but %s is %s: %s share one type", path[i],
+                          clattn_dtype_name(t[i].type), path[first], clattn_dtype_name(t[first].type),
+                          first == X ? "X and KV" : "the weights and biases");
+    }
     if (rc != CLI_OK)
         goto done;
     const size_t r = t[X].ndim;
@@ -552,24 +662,35 @@ int cmd_mha(int argc, char **argv)
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
     c.desc.weights_output = var.scores_mode;
-    c.x = t[X].data;
-    c.kv = path[KV] ? t[KV].data : NULL;
+    c.desc.x_dtype = t[X].type;
+    c.desc.weight_dtype = t[WQ].type;
+    const void *bits[NT] = {0};
+    bool bits_ok = true;
+    for (int i = 0; i < NT; i++)
+        if (path[i])
+            bits_ok = bits_ok && (bits[i] = cli_tensor_storage(&t[i])) != NULL;
+    c.x = bits[X];
+    c.kv = bits[KV];
     c.mask = m.mask;
-    c.w = (clattn_mha_host_weights){sizeof c.w,  t[WQ].data, t[BQ].data, t[WK].data, t[BK].data,
-                                    t[WV].data, t[BV].data, t[WO].data, t[BO].data};
-    c.out = cli_alloc_floats(B, L, d_out);
+    c.w = (clattn_mha_host_weights){sizeof c.w, bits[WQ], bits[BQ], bits[WK], bits[BK],
+                                    bits[WV], bits[BV], bits[WO], bits[BO]};
+    c.out_bits = cli_alloc_floats(B, L, d_out); /* (room for any output type) */
     if (o.weights || o.heatmap)
         c.weights = cli_alloc_floats(B * H, L, S);
-    if (!c.out || ((o.weights || o.heatmap) && !c.weights)) {
+    if (!bits_ok || !c.out_bits || ((o.weights || o.heatmap) && !c.weights)) {
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
     cli_progress *progress = cli_progress_start("clattn mha: running");
-    clattn_status st = clattn_mha_host(ctx, &c.desc, c.x, c.kv, &c.w, c.mask, c.out, c.weights);
+    clattn_status st = clattn_mha_host(ctx, &c.desc, c.x, c.kv, &c.w, c.mask, c.out_bits, c.weights);
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
         rc = attention_failed(cmd, ctx, st, "attention layer");
+        goto done;
+    }
+    if (!(c.out = cli_widen(c.out_bits, B * L * d_out, c.desc.out_dtype))) {
+        rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
     /* Outputs keep X's rank: (B,L,d_out) and (B,H,L,S), or (L,d_out) and (H,L,S) for 2-D X. */
@@ -582,9 +703,11 @@ int cmd_mha(int argc, char **argv)
         memmove(shapes[0], shapes[0] + 1, 2 * sizeof(size_t));
         memmove(shapes[1], shapes[1] + 1, 3 * sizeof(size_t));
     }
-    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, 2, &o, c.weights, B, H, L, S);
+    const clattn_dtype types[2] = {c.desc.out_dtype, CLATTN_FLOAT32};
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 2, &o, c.weights, B, H, L, S);
 done:
     free(c.out);
+    free(c.out_bits);
     free(c.weights);
     clattn_context_free(ctx);
     cli_masks_free(&m);

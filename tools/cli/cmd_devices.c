@@ -106,10 +106,13 @@ static void print_json(const device_facts *f, size_t n)
         cli_print_json_string(d->driver);
         printf(",\n     \"compute_units\": %u, \"clock_mhz\": %u, \"global_mem_bytes\": %llu, "
                "\"local_mem_bytes\": %llu, \"max_alloc_bytes\": %llu, \"max_work_group_size\": %zu,\n"
-               "     \"fp16\": %s, \"fp64\": %s, \"subgroups\": %s, \"default\": %s}",
+               "     \"fp16\": %s, \"fp64\": %s, \"subgroups\": %s, \"default\": %s,\n"
+               "     \"fp16_arithmetic_native\": %s, \"storage_types\": [\"float32\", \"float16\", \"bfloat16\", "
+               "\"int8\"], \"arithmetic\": \"float32\"}",
                d->compute_units, d->clock_mhz, (unsigned long long)d->global_mem, (unsigned long long)d->local_mem,
                (unsigned long long)d->max_alloc, d->max_work_group, d->fp16 ? "true" : "false",
-               d->fp64 ? "true" : "false", d->subgroups ? "true" : "false", d->is_default ? "true" : "false");
+               d->fp64 ? "true" : "false", d->subgroups ? "true" : "false", d->is_default ? "true" : "false",
+               d->fp16 ? "true" : "false");
     }
     printf("\n  ]\n}\n");
 }
@@ -132,6 +135,10 @@ static void print_table(const device_facts *f, size_t n)
                d->max_alloc / 1073741824.0);
         printf("       max work-group size %zu; fp16 %s, fp64 %s, subgroups %s\n", d->max_work_group,
                d->fp16 ? "yes" : "no", d->fp64 ? "yes" : "no", d->subgroups ? "yes" : "no");
+        /* Storage needs no extension (vload_half/vstore_half are core OpenCL 1.2, bfloat16 and int8 are
+         * integer work), so every device runs every type; clattn's arithmetic is float32 throughout. */
+        printf("       storage types float32, float16, bfloat16, int8 (K/V); arithmetic float32 "
+               "(native fp16 arithmetic: %s, unused)\n", d->fp16 ? "yes" : "no");
     }
 }
 
