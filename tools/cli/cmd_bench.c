@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench_stream.h"
 #include "cli.h"
+#include "npy.h"
 #include "commands.h"
 
 #include <math.h>
@@ -33,49 +34,61 @@ typedef struct bench_case {
     size_t kv_heads;   /* SDPA: K/V heads (grouped-query attention); 0: H */
     const char *versus; /* the case whose first path's time this one's is printed against, or NULL */
     size_t block;       /* BENCH_PAGED: rows per block */
+    clattn_dtype kv_type; /* SDPA: storage of K and V (an int8 cache has a float scale per row) */
+    clattn_dtype qo_type; /* SDPA: storage of Q and the output */
 } bench_case;
 
 static const bench_case full_cases[] = {
-    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
-    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0},
+    {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa fp16 Q/K/V/O L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa L=S=2048 H=8 D=64", 0, CLATTN_FLOAT16, CLATTN_FLOAT16},
+    {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
-     true, 0, 0, NULL, 0},
-    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0, NULL, 0},
+     true, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=16384 H=8 D=64 window 512", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true,
-     512, 0, NULL, 0},
+     512, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"projection GEMM 512x768 . 768x2304 + bias", BENCH_GEMM, 1, 1, 512, 2304, 0, CLATTN_CAUSAL_NONE, 768, false, 0, 0,
-     NULL, 0},
-    {"sdpa B=8 H=12 L=S=512 D=64", BENCH_SDPA, 8, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
-    {"sdpa H=12 L=S=512 D=64 (a BERT layer's attention)", BENCH_SDPA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
-    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0, 0, NULL, 0},
-    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+     NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa B=8 H=12 L=S=512 D=64", BENCH_SDPA, 8, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa H=12 L=S=512 D=64 (a BERT layer's attention)", BENCH_SDPA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"BERT-base layer L=512 d=768 H=12", BENCH_MHA, 1, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 768, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8,
-     "decode L=1 S=8192 H=32 D=128", 0},
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=2 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 2, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
-     "decode L=1 S=8192 H=32 D=128", 0},
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=4 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 4, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
-     "decode L=1 S=8192 H=32 D=128", 0},
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=8 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 8, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
-     "decode L=1 S=8192 H=32 D=128", 0},
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode paged blocks of 16 L=1 S=8192 H=32 D=128", BENCH_PAGED, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
-     false, 0, 0, "decode L=1 S=8192 H=32 D=128", 16},
-    {"decode one sequence L=1 S=67584 H=8 D=128", BENCH_SDPA, 1, 8, 1, 67584, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+     false, 0, 0, "decode L=1 S=8192 H=32 D=128", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"decode fp16 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT16, CLATTN_FLOAT32},
+    {"decode bf16 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_BFLOAT16, CLATTN_FLOAT32},
+    {"decode int8 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_INT8, CLATTN_FLOAT32},
+    {"decode one sequence L=1 S=67584 H=8 D=128", BENCH_SDPA, 1, 8, 1, 67584, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode ragged B=16 S=256..8192 (67584 keys) H=8 D=128", BENCH_RAGGED, 16, 8, 1, 8192, 128,
-     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, "decode one sequence L=1 S=67584 H=8 D=128", 0},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0},
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, "decode one sequence L=1 S=67584 H=8 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
 };
 
 static const bench_case quick_cases[] = {
-    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
-    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0},
-    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0},
-    {"projection GEMM 64x96 . 96x288 + bias", BENCH_GEMM, 1, 1, 64, 288, 0, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0},
-    {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0},
+    {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"projection GEMM 64x96 . 96x288 + bias", BENCH_GEMM, 1, 1, 64, 288, 0, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode paged blocks of 16 L=1 S=512 H=4 D=64", BENCH_PAGED, 1, 4, 1, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
-     false, 0, 0, "decode L=1 S=512 H=4 D=64", 16},
+     false, 0, 0, "decode L=1 S=512 H=4 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"decode int8 cache L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "decode L=1 S=512 H=4 D=64", 0, CLATTN_INT8, CLATTN_FLOAT16},
     {"decode ragged B=4 S=256..1024 H=2 D=64", BENCH_RAGGED, 4, 2, 1, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false,
-     0, 0, NULL, 0},
-    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0},
+     0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
 };
 
 static size_t case_keys(const bench_case *c);
@@ -110,7 +123,7 @@ static double case_flops(const bench_case *c)
 
 /* Device buffers of one case, filled with uniform noise in [-1, 1]. */
 typedef struct case_buffers {
-    cl_mem x, q, k, v, out, lse, table;
+    cl_mem x, q, k, v, out, lse, table, k_scales, v_scales;
     clattn_mha_weights w;
     size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
     size_t lengths[64];   /* paged: each sequence's rows */
@@ -133,26 +146,58 @@ static size_t case_keys(const bench_case *c)
     return keys;
 }
 
-static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int *err)
+/* n elements of uniform noise in [-1, 1] stored as `type` (int8: integers in [-127, 127], whose row
+ * scales come from scale_buffer). */
+static cl_mem typed_noise_buffer(clattn_context *ctx, size_t n, clattn_dtype type, uint64_t *seed, cl_int *err)
 {
-    float *h = malloc(n * sizeof *h);
+    const size_t size = clattn_dtype_size(type);
+    unsigned char *h = malloc(n * size);
     if (!h) {
         *err = CL_OUT_OF_HOST_MEMORY;
         return NULL;
     }
     for (size_t i = 0; i < n; i++) {
         *seed = *seed * 6364136223846793005ull + 1442695040888963407ull;
-        h[i] = (float)((double)(*seed >> 11) / 4503599627370496.0 - 1.0);
+        const float x = (float)((double)(*seed >> 11) / 4503599627370496.0 - 1.0);
+        unsigned short u;
+        switch (type) {
+        case CLATTN_FLOAT32: memcpy(h + 4 * i, &x, 4); break;
+        case CLATTN_FLOAT16: u = npy_float_to_half(x); memcpy(h + 2 * i, &u, 2); break;
+        case CLATTN_BFLOAT16: u = npy_float_to_bf16(x); memcpy(h + 2 * i, &u, 2); break;
+        default: h[i] = (unsigned char)(signed char)lrintf(127.0f * x); break;
+        }
     }
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * size, h,
+                              err);
+    free(h);
+    return m;
+}
+
+static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int *err)
+{
+    return typed_noise_buffer(ctx, n, CLATTN_FLOAT32, seed, err);
+}
+
+/* An int8 cache's scales: one per row, all 1/127 (values in [-1, 1]). */
+static cl_mem scale_buffer(clattn_context *ctx, size_t rows, cl_int *err)
+{
+    float *h = malloc(rows * sizeof *h);
+    if (!h) {
+        *err = CL_OUT_OF_HOST_MEMORY;
+        return NULL;
+    }
+    for (size_t i = 0; i < rows; i++)
+        h[i] = 1.0f / 127.0f;
     cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
-                              n * sizeof *h, h, err);
+                              rows * sizeof *h, h, err);
     free(h);
     return m;
 }
 
 static void buffers_free(case_buffers *b)
 {
-    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q};
+    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->k_scales, b->v_scales,
+                    b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
@@ -174,10 +219,12 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
     } else if (c->kind != BENCH_MHA) {
         /* K/V rows: B·S (a paged pool holds as many, in shuffled blocks), or the ragged sequences'. */
         const size_t kv_rows = case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
-        b->q = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->k = noise_buffer(ctx, kv_rows * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->v = noise_buffer(ctx, kv_rows * c->D, &seed, &err);
-        if (err == CL_SUCCESS) b->out = noise_buffer(ctx, bh * c->L * c->D, &seed, &err);
+        b->q = typed_noise_buffer(ctx, bh * c->L * c->D, c->qo_type, &seed, &err);
+        if (err == CL_SUCCESS) b->k = typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
+        if (err == CL_SUCCESS) b->v = typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
+        if (err == CL_SUCCESS) b->out = typed_noise_buffer(ctx, bh * c->L * c->D, c->qo_type, &seed, &err);
+        if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->k_scales = scale_buffer(ctx, kv_rows, &err);
+        if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->v_scales = scale_buffer(ctx, kv_rows, &err);
         if (err == CL_SUCCESS) b->lse = noise_buffer(ctx, bh * c->L, &seed, &err);
     } else {
         const size_t hd = c->H * c->D, d = c->model_dim;
@@ -256,6 +303,10 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.qk_dim = c->D;
         d.masks = &masks;
         d.algorithm = algo;
+        d.q_dtype = d.out_dtype = c->qo_type;
+        d.k_dtype = d.v_dtype = c->kv_type;
+        d.k_scales = b->k_scales;
+        d.v_scales = b->v_scales;
         return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, NULL);
     }
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
@@ -492,7 +543,11 @@ int cmd_bench(int argc, char **argv)
             printf("%-46s without/with window time: %.2fx\n", "", previous_fused_ms / res[0].ms);
         /* Decode reads its K/V once: its bandwidth against a plain read of as many bytes. */
         if (decode && rc == CLI_OK) {
-            const double kv_bytes = 2.0 * (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H) * c->D * sizeof(float);
+            /* (in the cache's type, with an int8 cache's scales) */
+            const double kv_rows = (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
+            const double kv_bytes = 2.0 * kv_rows *
+                                    (c->D * (double)clattn_dtype_size(c->kv_type) +
+                                     (c->kv_type == CLATTN_INT8 ? sizeof(float) : 0));
             if (kv_bytes != stream_bytes) {
                 stream_bytes = kv_bytes;
                 if ((err = bench_stream_gbps(ctx, (size_t)kv_bytes, &stream_gbps)) != CL_SUCCESS)
@@ -503,8 +558,11 @@ int cmd_bench(int argc, char **argv)
                 printf(", {\"name\": \"%s\", \"kind\": \"bandwidth\", \"kv_bytes\": %.0f, \"kv_gbps\": %.3f, "
                        "\"stream_gbps\": %.3f}", c->name, kv_bytes, kv_gbps, stream_gbps);
             else
-                printf("%-46s K/V read %.1f GB/s = %.0f%% of streaming (read-and-sum of as many bytes: %.1f GB/s)\n", "",
-                       kv_gbps, stream_gbps > 0 ? 100.0 * kv_gbps / stream_gbps : 0.0, stream_gbps);
+                printf("%-46s K/V read %.1f GB/s = %.0f%% of streaming (read-and-sum of as many bytes: %.1f GB/s)\n"
+                       "%-46s K/V cache %.1f MiB (%s%s)\n", "",
+                       kv_gbps, stream_gbps > 0 ? 100.0 * kv_gbps / stream_gbps : 0.0, stream_gbps, "",
+                       kv_bytes / 1048576.0, clattn_dtype_name(c->kv_type),
+                       c->kv_type == CLATTN_INT8 ? " and a float scale per row" : "");
         }
         /* A case set against an earlier one of the same run: decode variants against plain decode. */
         for (size_t e = 0; c->versus && e < ndone && rc == CLI_OK; e++)
