@@ -24,6 +24,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -594,6 +595,16 @@ START_TEST(test_bad)
     TU_ASSERT_OK(st, ctx, "clattn_sdpa with int8 K");
     st = clattn_sdpa(ctx, &good, q16, k16, v16, NULL, out, NULL, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa with half Q, K, V");
+    /* A 0.4 program's descriptor ends before the types: whatever lies beyond it is never read, and its
+     * tensors are float32. */
+    d = tu_sdpa_desc(1, H, L, S, D, 0);
+    d.struct_size = offsetof(clattn_sdpa_desc, q_dtype);
+    d.q_dtype = (clattn_dtype)7;
+    d.k_scales = scales;
+    st = clattn_sdpa(ctx, &d, tu_dev_alloc(ctx, nq, NULL), tu_dev_alloc(ctx, nk, NULL), tu_dev_alloc(ctx, nk, NULL),
+                     NULL, tu_dev_alloc(ctx, nq, NULL), NULL, NULL);
+    ck_assert_msg(st == CLATTN_SUCCESS,
+                  "%s: a 0.4-sized descriptor: %s (%s)", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
 }
 END_TEST
 

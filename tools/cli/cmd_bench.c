@@ -518,10 +518,11 @@ int cmd_bench(int argc, char **argv)
                                                                      : "staged";
             if (json) {
                 printf("%s\n  {\"name\": \"%s\", \"kind\": \"%s\", \"B\": %zu, \"H\": %zu, \"L\": %zu, \"S\": %zu, "
-                       "\"D\": %zu, \"causal\": %s, \"bottom_right\": %s, \"window\": %lld, \"kv_heads\": %zu, \"model_dim\": %zu, \"path\": \"%s\", \"ms\": %.4f, "
+                       "\"D\": %zu, \"causal\": %s, \"bottom_right\": %s, \"window\": %lld, \"kv_heads\": %zu, \"model_dim\": %zu, \"kv_dtype\": \"%s\", \"qo_dtype\": \"%s\", \"path\": \"%s\", \"ms\": %.4f, "
                        "\"device_ms\": %.4f, \"gflops\": %.3f, \"runs\": %zu, \"peak_bytes\": %zu, \"kernels\": {",
                        first ? "" : ",", c->name, bench_kind_names[c->kind], c->B, c->H, c->L, c->S, c->D,
-                       c->causal ? "true" : "false", c->causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? "true" : "false", c->window, c->kv_heads ? c->kv_heads : c->H, c->model_dim, path, res[a].ms, res[a].device_ms, res[a].gflops,
+                       c->causal ? "true" : "false", c->causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? "true" : "false", c->window, c->kv_heads ? c->kv_heads : c->H, c->model_dim,
+                       clattn_dtype_name(c->kv_type), clattn_dtype_name(c->qo_type), path, res[a].ms, res[a].device_ms, res[a].gflops,
                        res[a].runs, res[a].peak_bytes);
                 for (size_t k = 0; k < res[a].median.kinds; k++) /* the median run's device ms per kernel */
                     printf("%s\"%s\": %.4f", k ? ", " : "", res[a].median.kernels[k].name,
