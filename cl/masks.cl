@@ -16,6 +16,8 @@
 #define MASK_B_1_1_S 5
 #define MASK_FLOAT 0
 #define MASK_BOOL 1
+#define MASK_FLOAT16 2
+#define MASK_BFLOAT16 3
 /* clattn_weights_output: which scores the staged path's extra output holds. */
 #define WEIGHTS_QK 1
 #define WEIGHTS_SOFTCAPPED 2
@@ -84,5 +86,9 @@ inline float clattn_additive_mask(__global const uchar *mask, int type, int layo
     const ulong at = clattn_matrix_offset(matrix, i, j, rows, cols);
     if (type == MASK_BOOL)
         return mask[at] ? 0.0f : -INFINITY;
+    if (type == MASK_FLOAT16)
+        return vload_half(at, (__global const half *)mask);
+    if (type == MASK_BFLOAT16)
+        return as_float((uint)((__global const ushort *)mask)[at] << 16);
     return ((__global const float *)mask)[at];
 }

@@ -79,7 +79,7 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     if ((unsigned)masks->additive > CLATTN_MASK_B_1_1_S)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.additive has the unknown value %d",
                          (int)masks->additive);
-    if (masks->mask_type != CLATTN_MASK_FLOAT && masks->mask_type != CLATTN_MASK_BOOL)
+    if ((unsigned)masks->mask_type > CLATTN_MASK_BFLOAT16)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.mask_type has the unknown value %d",
                          (int)masks->mask_type);
     if (masks->mask_kv_len > s->kv_len)
@@ -96,7 +96,9 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
                                  b, masks->key_lengths[b], s->kv_len);
     s->masks = *masks;
     s->mask_cols = masks->mask_kv_len ? masks->mask_kv_len : s->kv_len;
-    s->mask_elem_size = masks->mask_type == CLATTN_MASK_BOOL ? 1 : sizeof(float);
+    s->mask_elem_size = masks->mask_type == CLATTN_MASK_BOOL    ? 1
+                        : masks->mask_type == CLATTN_MASK_FLOAT ? sizeof(float)
+                                                                : 2; /* half, bfloat16 */
     /* Every layout is no larger than the (B, H, L, S) weights, whose size sdpa_shape_resolve checked. */
     const size_t matrix = s->q_len * s->mask_cols;
     switch (masks->additive) {

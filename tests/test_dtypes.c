@@ -3,18 +3,19 @@
  * (int8: on the dequantised K/V), on every device: the fp32 tolerance plus half a unit in the last place
  * of the output type.
  *
- *  1. table: the fused, decode and staged paths × combinations of Q, K, V and output types that put
+ *  1. table: the fused, decode and staged paths × 5 combinations of Q, K, V and output types that put
  *     every type in every role it may take (Q and O: float32, float16, bfloat16; K and V: those and
- *     int8), with grouped-query heads, causal masks, odd head sizes (40 / 24), split keys (decode) and
+ *     int8), roles of different types side by side, with grouped-query heads, causal masks, odd head sizes (40 / 24), split keys (decode) and
  *     the weights output (staged). Prints the largest error per output type.
  *  2. special: NaN and ±inf in half and bfloat16 inputs reach only the rows that read them, and a
  *     result beyond half's range is ±inf.
+ *     Additive masks stored as half and bfloat16, on each path.
  *  3. append: clattn_kv_append into float16, bfloat16 and int8 caches (the int8 one quantised per row:
  *     |q·scale − x| ≤ scale/2, scale = max |x| / 127, a NaN row with a NaN scale), then decoding over
  *     them; and the end-to-end error of int8 caches against float32 ones on random and on
  *     outlier-heavy data (printed).
  *  4. entries: the other entry points with typed tensors — a paged cache (half and int8 pools, appended
- *     through the table from float rows), a ragged batch (half in, bfloat16 out), clattn_merge of three
+ *     through the table from float rows), a ragged batch (all half), clattn_merge of three
  *     half parts, clattn_mha (half X, bfloat16 weights, half or bfloat16 out, with and without W_O), and
  *     clattn_sdpa_host with uint16_t arrays.
  *  5. bad: a type outside the enum, int8 queries or outputs, int8 without its scales, scales with
@@ -38,9 +39,15 @@ typedef struct {
     clattn_dtype q, k, v, o;
 } combo;
 
+/* Every type in every role it may take, mixed roles, and few enough combinations that the kernels they
+ * compile (a fused and a decode variant each) are shared with the other cases: special values and typed
+ * masks (A, B), appends (A, B, C), paged, ragged and host calls (A, B, C), int8's error (C). */
 static const combo combos[] = {
-    {F16, F16, F16, F16}, {BF16, BF16, BF16, BF16}, {F32, F16, F16, F32},  {BF16, F16, BF16, F16},
-    {F32, I8, I8, F32},   {F16, I8, F16, BF16},     {F32, BF16, I8, F16},
+    {F16, F16, F16, F16},  /* A */
+    {BF16, BF16, BF16, F16}, /* B */
+    {F32, I8, I8, F32},    /* C */
+    {F16, I8, F16, BF16},  /* D */
+    {BF16, F32, F16, F32}, /* E */
 };
 #define NCOMBOS (sizeof combos / sizeof combos[0])
 
@@ -152,6 +159,40 @@ START_TEST(test_special)
 }
 END_TEST
 
+/* Additive masks stored as half and bfloat16 (CLATTN_MASK_FLOAT16, CLATTN_MASK_BFLOAT16), −inf entries and
+ * a fully masked row included, on each path. */
+START_TEST(test_typed_masks)
+{
+    const size_t dev = TU_DEVICE(_i);
+    const clattn_algorithm path = paths[TU_CASE(_i) % NPATHS];
+    const int bf = (int)(TU_CASE(_i) / NPATHS);
+    const clattn_dtype type = bf ? BF16 : F16;
+    tu_set_label("%s mask, %s on %s", clattn_dtype_name(type), path_name(path), tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { B = 2, H = 3, L = 6, S = 45, D = 16 };
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, 0);
+    d.algorithm = path;
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.additive = CLATTN_MASK_B_H_L_S;
+    masks.mask_type = bf ? CLATTN_MASK_BFLOAT16 : CLATTN_MASK_FLOAT16;
+    d.masks = &masks;
+    size_t nm;
+    float *mf = tu_make_mask(CLATTN_MASK_B_H_L_S, B, H, L, S, TU_MASKF_INF | TU_MASKF_ROWINF, 17, &nm);
+    const tu_typed mask = tu_typed_make(type, mf, nm, S);
+    float *src = tu_falloc(B * H * (L + 2 * S) * D);
+    tu_fill_uniform(src, B * H * (L + 2 * S) * D, 1.0f, 18);
+    const float *q = src, *k = src + B * H * L * D, *v = k + B * H * S * D;
+    float *o = tu_host_alloc(B * H * L * D, NULL), *l = tu_host_alloc(B * H * L, NULL);
+    clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, mask.bytes, o, NULL, l);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host with a typed mask");
+    double *ro = tu_dalloc(B * H * L * D), *rl = tu_dalloc(B * H * L);
+    ref_sdpa(&d, q, k, v, mask.values, ro, NULL, rl);
+    check_close_named("out", o, ro, B * H * L * D, NULL);
+    check_close_named("lse", l, rl, B * H * L, NULL);
+    tu_host_check_guard(o, B * H * L * D, "out");
+}
+END_TEST
+
 /* Appends into typed caches, then decoding over them. */
 START_TEST(test_append)
 {
@@ -238,13 +279,19 @@ START_TEST(test_append)
     masks.query_offsets = offsets;
     masks.causal = TL;
     d.masks = &masks;
-    d.q_dtype = F32;
-    float *qf = tu_falloc(B * H * D);
-    tu_fill_uniform(qf, B * H * D, 1.0f, 11);
-    cl_mem om = tu_dev_alloc(ctx, B * H * DV, NULL);
-    st = clattn_sdpa(ctx, &d, tu_dev_alloc(ctx, B * H * D, qf), kcm, vcm, NULL, om, NULL, NULL);
+    /* The table's combinations A, B and C (kernels built once): half and bfloat16 caches with queries of
+     * their type and a half output, an int8 one with float32 queries and output. */
+    d.q_dtype = type == I8 ? F32 : type;
+    d.out_dtype = type == I8 ? F32 : F16;
+    float *qsrc = tu_falloc(B * H * D);
+    tu_fill_uniform(qsrc, B * H * D, 1.0f, 11);
+    const tu_typed qt = tu_typed_make(d.q_dtype, qsrc, B * H * D, D);
+    const float *qf = qt.values;
+    const tu_typed zo = tu_typed_make(d.out_dtype, tu_falloc(B * H * DV), B * H * DV, DV);
+    cl_mem om = tu_typed_upload(ctx, &zo);
+    st = clattn_sdpa(ctx, &d, tu_typed_upload(ctx, &qt), kcm, vcm, NULL, om, NULL, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa over the appended cache");
-    const float *o = tu_dev_read_checked(ctx, om, B * H * DV, "out");
+    const float *o = tu_typed_read(ctx, om, d.out_dtype, B * H * DV);
     float *kv_now = tu_falloc(B * KVH * CAP * (D + DV));
     float *k_now = kv_now, *v_now = kv_now + B * KVH * CAP * D;
     const float *kg = tu_typed_read(ctx, kcm, type, B * KVH * CAP * D);
@@ -262,7 +309,7 @@ START_TEST(test_append)
             ck_assert_msg(isnan(o[i]), "%s: out[%zu] = %g, expected NaN", tu_label(), i, o[i]);
         check_close_named("out", o + 2 * DV, ro + 2 * DV, (B * H - 2) * DV, NULL);
     } else {
-        check_close_named("out", o, ro, B * H * DV, NULL);
+        tu_check_typed("out", o, ro, B * H * DV, d.out_dtype, NULL);
     }
 }
 END_TEST
@@ -322,7 +369,7 @@ static void paged_case(clattn_context *ctx, clattn_dtype type)
     clattn_sdpa_desc d = tu_sdpa_desc(B, H, 1, 0, D, DV);
     d.kv_heads = KVH;
     d.k_dtype = d.v_dtype = type;
-    d.out_dtype = BF16;
+    const clattn_dtype qo = type == I8 ? F32 : type; /* (the table's A and C) */
     clattn_paged_cache c = CLATTN_PAGED_CACHE_INIT;
     c.blocks = BLOCKS;
     c.block_size = BS;
@@ -353,18 +400,19 @@ static void paged_case(clattn_context *ctx, clattn_dtype type)
     clattn_masks masks = CLATTN_MASKS_INIT;
     masks.causal = BR;
     d.masks = &masks;
-    const tu_typed zo = tu_typed_make(BF16, tu_falloc(B * H * DV), B * H * DV, DV);
+    d.q_dtype = d.out_dtype = qo;
+    const tu_typed zo = tu_typed_make(qo, tu_falloc(B * H * DV), B * H * DV, DV), qt = tu_typed_make(qo, qf, B * H * D, D);
     cl_mem om = tu_typed_upload(ctx, &zo);
-    st = clattn_sdpa_paged(ctx, &d, &c, lengths, tu_dev_alloc(ctx, B * H * D, qf), NULL, om, NULL);
+    st = clattn_sdpa_paged(ctx, &d, &c, lengths, tu_typed_upload(ctx, &qt), NULL, om, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_paged");
     clattn_sdpa_desc rd = d;
     rd.kv_len = NEW;
     double *ro = tu_dalloc(B * H * DV);
-    ref_sdpa(&rd, qf, ok.values, ov.values, NULL, ro, NULL, NULL);
-    tu_check_typed("paged out", tu_typed_read(ctx, om, BF16, B * H * DV), ro, B * H * DV, BF16, NULL);
+    ref_sdpa(&rd, qt.values, ok.values, ov.values, NULL, ro, NULL, NULL);
+    tu_check_typed("paged out", tu_typed_read(ctx, om, qo, B * H * DV), ro, B * H * DV, qo, NULL);
 }
 
-/* A ragged batch, (rows, heads, D) layout: half Q/K/V, bfloat16 out; reference per sequence. */
+/* A ragged batch, (rows, heads, D) layout, all half; reference per sequence. */
 static void ragged_case(clattn_context *ctx)
 {
     enum { B = 2, H = 2, D = 24 };
@@ -375,17 +423,16 @@ static void ragged_case(clattn_context *ctx)
     const tu_typed q = tu_typed_make(F16, src, nq, D), k = tu_typed_make(F16, src + nq, nk, D),
                    v = tu_typed_make(F16, src + nq + nk, nk, D);
     clattn_sdpa_desc d = tu_sdpa_desc(B, H, 0, 0, D, 0);
-    d.q_dtype = d.k_dtype = d.v_dtype = F16;
-    d.out_dtype = BF16;
+    d.q_dtype = d.k_dtype = d.v_dtype = d.out_dtype = F16; /* (the table's A) */
     clattn_ragged r = CLATTN_RAGGED_INIT;
     r.q_starts = qs;
     r.k_starts = ks;
-    const tu_typed zo = tu_typed_make(BF16, tu_falloc(nq), nq, D);
+    const tu_typed zo = tu_typed_make(F16, tu_falloc(nq), nq, D);
     cl_mem om = tu_typed_upload(ctx, &zo);
     clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, tu_typed_upload(ctx, &q), tu_typed_upload(ctx, &k),
                                           tu_typed_upload(ctx, &v), NULL, om, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_ragged");
-    const float *o = tu_typed_read(ctx, om, BF16, nq);
+    const float *o = tu_typed_read(ctx, om, F16, nq);
     for (size_t b = 0; b < B; b++) {
         const size_t L = qs[b + 1] - qs[b], S = ks[b + 1] - ks[b];
         clattn_sdpa_desc sd = tu_sdpa_desc(1, H, L, S, D, 0);
@@ -403,7 +450,7 @@ static void ragged_case(clattn_context *ctx)
             }
         double *ro = tu_dalloc(H * L * D);
         ref_sdpa(&sd, sq, sk, sv, NULL, ro, NULL, NULL);
-        tu_check_typed("ragged out", so, ro, H * L * D, BF16, NULL);
+        tu_check_typed("ragged out", so, ro, H * L * D, F16, NULL);
     }
 }
 
@@ -497,17 +544,17 @@ static void mha_case(clattn_context *ctx, int with_wo, clattn_dtype out_type)
                    out_type, NULL);
 }
 
-/* clattn_sdpa_host with bfloat16 Q, half K/V and a half output, as uint16_t arrays. */
+/* clattn_sdpa_host with bfloat16 Q, K, V and a half output (the table's B), as uint16_t arrays. */
 static void host_case(clattn_context *ctx)
 {
     enum { H = 2, L = 7, S = 50, D = 16 };
     clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
-    d.q_dtype = BF16;
-    d.k_dtype = d.v_dtype = d.out_dtype = F16;
+    d.q_dtype = d.k_dtype = d.v_dtype = BF16;
+    d.out_dtype = F16;
     float *f = tu_falloc(H * (L + 2 * S) * D);
     tu_fill_uniform(f, H * (L + 2 * S) * D, 1.0f, 91);
-    const tu_typed q = tu_typed_make(BF16, f, H * L * D, D), k = tu_typed_make(F16, f + H * L * D, H * S * D, D),
-                   v = tu_typed_make(F16, f + H * (L + S) * D, H * S * D, D);
+    const tu_typed q = tu_typed_make(BF16, f, H * L * D, D), k = tu_typed_make(BF16, f + H * L * D, H * S * D, D),
+                   v = tu_typed_make(BF16, f + H * (L + S) * D, H * S * D, D);
     unsigned short *out = tu_track_malloc(H * L * D * 2);
     clattn_status st = clattn_sdpa_host(ctx, &d, q.bytes, k.bytes, v.bytes, NULL, out, NULL, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
@@ -613,6 +660,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("dtypes");
     tu_add_loop(s, "table", test_table, NCOMBOS * NPATHS * tu_ndev);
     tu_add_loop(s, "special", test_special, 2 * NPATHS * tu_ndev);
+    tu_add_loop(s, "masks", test_typed_masks, 2 * NPATHS * tu_ndev);
     tu_add_loop(s, "append", test_append, 6 * tu_ndev);
     tu_add_loop(s, "int8_error", test_int8_error, 2 * tu_ndev);
     tu_add_loop(s, "entries", test_entries, 7 * tu_ndev);

@@ -360,7 +360,9 @@ typedef enum clattn_mask_layout {
 /* What the mask's entries are. */
 typedef enum clattn_mask_type {
     CLATTN_MASK_FLOAT = 0, /* float, added to the scores (−inf allowed) */
-    CLATTN_MASK_BOOL = 1   /* one byte per entry, nonzero = may attend, 0 = masked (as PyTorch's bool) */
+    CLATTN_MASK_BOOL = 1,  /* one byte per entry, nonzero = may attend, 0 = masked (as PyTorch's bool) */
+    CLATTN_MASK_FLOAT16 = 2, /* since 0.5: IEEE half entries, added (its −inf, and values to ±65504) */
+    CLATTN_MASK_BFLOAT16 = 3 /* since 0.5: bfloat16 entries (a float's upper 16 bits), added */
 } clattn_mask_type;
 
 /* A sliding window around each query's absolute position p: key j is visible iff
