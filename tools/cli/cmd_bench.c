@@ -467,7 +467,7 @@ int cmd_bench(int argc, char **argv)
         printf(", \"date\": \"%s\", \"cases\": [", date);
     }
     else
-        printf("clattn bench on %s, %s (fp32)\n%-46s %-7s %10s %9s %12s %10s %10s\n", clattn_context_device_name(ctx),
+        printf("clattn bench on %s, %s (float32 arithmetic)\n%-46s %-7s %10s %9s %12s %10s %10s\n", clattn_context_device_name(ctx),
                date, "case", "path", "ms", "GFLOP/s", "extra mem", "device ms", "host ms");
     bool first = true;
     clattn_context *blas_ctx = NULL;
