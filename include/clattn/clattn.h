@@ -710,6 +710,40 @@ CLATTN_API clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t
 CLATTN_API clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                              cl_mem weights, cl_mem v, cl_mem out);
 
+/* ---------------------------------------------------------------------------------------------- */
+/* Device groups (since 0.5)                                                                       */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Contexts on several devices of one process, for one attention call spread over them. */
+typedef struct clattn_group_s clattn_group;
+
+/* A group over the devices of `specs`: "all" (every device of every platform), or device specs as
+ * clattn_device_select takes them, separated by commas ("0:0,0:1", "cpu,gpu"); a device named twice is
+ * CLATTN_ERROR_INVALID_VALUE. Each device's speed is measured once (a fused SDPA, B=1, H=8, L=S=512,
+ * D=64) and kept with the program cache, so later groups start without measuring; it sets the device's
+ * share of every call. Failures are detailed in clattn_last_error(NULL). At most 16 devices. */
+CLATTN_API clattn_status clattn_group_create(clattn_group **group, const char *specs);
+
+/* Free a group and its contexts. Accepts NULL. */
+CLATTN_API void clattn_group_free(clattn_group *group);
+
+/* The group's devices (0 for NULL), the context of device i (NULL out of range; it belongs to the
+ * group), and device i's share of the work (its measured speed over the sum; 0 out of range). */
+CLATTN_API size_t clattn_group_size(const clattn_group *group);
+CLATTN_API clattn_context *clattn_group_context(const clattn_group *group, size_t i);
+CLATTN_API double clattn_group_share(const clattn_group *group, size_t i);
+
+/* clattn_sdpa_host spread over the group, the devices working concurrently (a thread each): with at
+ * least as many batches as devices, each device takes a run of whole batches; otherwise each takes a
+ * run of the keys — its K/V rows, the mask's columns, key lengths and positions shifted to the slice —
+ * and the partial results are merged through their log-sum-exps (the sinks counted once), exactly, as
+ * clattn_merge does. Shares follow clattn_group_share; a device whose share rounds to nothing sits the
+ * call out. Float32 tensors and float masks; no weights output; lse may be NULL. A failure names the
+ * device in clattn_last_error(NULL). */
+CLATTN_API clattn_status clattn_group_sdpa_host(clattn_group *group, const clattn_sdpa_desc *desc, const float *q,
+                                                const float *k, const float *v, const void *mask, float *out,
+                                                float *lse);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,6 +54,7 @@ ORDER = [
     "paged.h", "paged.c",              # paged caches: block-id checks, appends and attention through a table
     "host.c",                          # the *_host variants
     "context.c",                       # the owner
+    "group.c",                         # device groups: one call over the contexts of several devices
 ]
 RANK = {name: i for i, name in enumerate(ORDER)}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

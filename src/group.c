@@ -1,0 +1,424 @@
+/* Device groups: one attention call spread over the contexts of several devices. Independent batches
+ * are divided between the devices; a batch too small to divide is split along the keys instead, each
+ * device computing a partial result over its slice (masks shifted to the slice's absolute positions)
+ * that the log-sum-exp merge combines exactly. Each device's share follows its measured speed. */
+#include "cache.h"
+#include "context.h"
+#include "error.h"
+#include "sdpa.h"
+#include "validate.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define GROUP_MAX 16
+
+struct clattn_group_s {
+    size_t count;
+    clattn_context *ctx[GROUP_MAX];
+    double speed[GROUP_MAX]; /* GFLOP/s of the measuring SDPA: the shares' weights */
+};
+
+static const char speed_record_name[] = "group speed, format 1";
+
+/* The measuring call: fused SDPA, B=1, H=8, L=S=512, D=64; best of three after a warm-up. */
+static clattn_status measure_speed(clattn_context *ctx, double *gflops)
+{
+    char *record = cache_record_load(ctx, speed_record_name);
+    if (record) {
+        const bool ok = sscanf(record, "%lf", gflops) == 1 && *gflops > 0 && isfinite(*gflops);
+        free(record);
+        if (ok)
+            return CLATTN_SUCCESS;
+    }
+    enum { H = 8, L = 512, D = 64 };
+    const size_t n = (size_t)H * L * D;
+    float *data = calloc(4 * n, sizeof *data);
+    if (!data)
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "measuring a device of the group");
+    for (size_t i = 0; i < 3 * n; i++)
+        data[i] = (float)((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = 1;
+    d.heads = H;
+    d.q_len = d.kv_len = L;
+    d.qk_dim = D;
+    double best = INFINITY;
+    clattn_status st = CLATTN_SUCCESS;
+    for (int run = 0; run < 4 && st == CLATTN_SUCCESS; run++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        st = clattn_sdpa_host(ctx, &d, data, data + n, data + 2 * n, NULL, data + 3 * n, NULL, NULL);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        const double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (run > 0 && s < best)
+            best = s;
+    }
+    free(data);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    *gflops = 4.0 * H * (double)L * L * D / (best * 1e9);
+    char text[64];
+    snprintf(text, sizeof text, "%.6g", *gflops);
+    cache_record_store(ctx, speed_record_name, text);
+    return CLATTN_SUCCESS;
+}
+
+void clattn_group_free(clattn_group *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->count; i++)
+        clattn_context_free(g->ctx[i]);
+    free(g);
+}
+
+/* One device spec of a comma-separated list into a new context of the group. */
+static clattn_status group_add(clattn_group *g, const char *spec)
+{
+    if (g->count == GROUP_MAX)
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "a group holds at most %d devices", GROUP_MAX);
+    clattn_context *ctx;
+    clattn_status st = clattn_context_create(&ctx, spec);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    for (size_t i = 0; i < g->count; i++)
+        if (clattn_context_device(g->ctx[i]) == clattn_context_device(ctx)) {
+            clattn_context_free(ctx);
+            return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "device spec \"%s\" names a device already in the group",
+                             spec);
+        }
+    g->ctx[g->count++] = ctx;
+    return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_group_create(clattn_group **out, const char *specs)
+{
+    if (!out)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "clattn_group_create: group is NULL");
+    *out = NULL;
+    if (!specs || !*specs)
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "clattn_group_create: specs is empty (give \"all\" or device specs such as \"0:0,0:1\")");
+    clattn_group *g = calloc(1, sizeof *g);
+    if (!g)
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating a device group");
+    clattn_status st = CLATTN_SUCCESS;
+    if (strcmp(specs, "all") == 0) {
+        size_t n = 0;
+        st = clattn_device_count(&n);
+        for (size_t i = 0; i < n && st == CLATTN_SUCCESS; i++) {
+            clattn_device_info info;
+            char spec[32];
+            if ((st = clattn_device_get(i, &info)) == CLATTN_SUCCESS) {
+                snprintf(spec, sizeof spec, "%u:%u", info.platform_index, info.device_index);
+                st = group_add(g, spec);
+            }
+        }
+    } else {
+        const char *p = specs;
+        while (st == CLATTN_SUCCESS) {
+            const char *comma = strchr(p, ',');
+            const size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            char spec[128];
+            if (len == 0 || len >= sizeof spec) {
+                st = set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "clattn_group_create: \"%s\" has an %s device spec",
+                               specs, len ? "overlong" : "empty");
+                break;
+            }
+            memcpy(spec, p, len);
+            spec[len] = '\0';
+            st = group_add(g, spec);
+            if (!comma)
+                break;
+            p = comma + 1;
+        }
+    }
+    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++)
+        st = measure_speed(g->ctx[i], &g->speed[i]);
+    if (st == CLATTN_SUCCESS && g->count == 0)
+        st = set_error(NULL, CLATTN_ERROR_NO_DEVICE, "clattn_group_create: no device");
+    if (st != CLATTN_SUCCESS) {
+        clattn_group_free(g);
+        return st;
+    }
+    *out = g;
+    return CLATTN_SUCCESS;
+}
+
+size_t clattn_group_size(const clattn_group *g) { return g ? g->count : 0; }
+
+clattn_context *clattn_group_context(const clattn_group *g, size_t i)
+{
+    return g && i < g->count ? g->ctx[i] : NULL;
+}
+
+double clattn_group_share(const clattn_group *g, size_t i)
+{
+    if (!g || i >= g->count)
+        return 0.0;
+    double total = 0.0;
+    for (size_t j = 0; j < g->count; j++)
+        total += g->speed[j];
+    return g->speed[i] / total;
+}
+
+/* [begin[d], begin[d+1]) of n items for each device, in proportion to the shares (every item placed). */
+static void divide(const clattn_group *g, size_t n, size_t *begin)
+{
+    double acc = 0.0;
+    begin[0] = 0;
+    for (size_t d = 0; d < g->count; d++) {
+        acc += clattn_group_share(g, d);
+        begin[d + 1] = d + 1 == g->count ? n : (size_t)llround(acc * (double)n);
+        if (begin[d + 1] < begin[d])
+            begin[d + 1] = begin[d];
+    }
+}
+
+/* One device's part of a group call, run on a thread of its own. */
+typedef struct part {
+    clattn_context *ctx;
+    clattn_sdpa_desc desc;
+    clattn_masks masks;
+    clattn_window window;
+    size_t *key_lengths;
+    long long *offsets;
+    const float *q, *k, *v, *mask;
+    float *out, *lse;
+    clattn_status status;
+    char error[512];
+} part;
+
+static void *part_run(void *arg)
+{
+    part *p = arg;
+    p->status = clattn_sdpa_host(p->ctx, &p->desc, p->q, p->k, p->v, p->mask, p->out, NULL, p->lse);
+    if (p->status != CLATTN_SUCCESS)
+        snprintf(p->error, sizeof p->error, "%s", clattn_last_error(p->ctx));
+    return NULL;
+}
+
+/* Run the parts that have work concurrently; the first failure names its device. */
+static clattn_status parts_run(part *parts, size_t n)
+{
+    pthread_t threads[GROUP_MAX];
+    bool started[GROUP_MAX] = {false};
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].ctx)
+            started[i] = pthread_create(&threads[i], NULL, part_run, &parts[i]) == 0;
+    for (size_t i = 0; i < n; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else if (parts[i].ctx)
+            part_run(&parts[i]); /* no thread to be had: in turn */
+    }
+    for (size_t i = 0; i < n; i++)
+        if (parts[i].ctx && parts[i].status != CLATTN_SUCCESS)
+            return set_error(NULL, parts[i].status, "device %zu of the group (%s): %s", i,
+                             clattn_context_device_name(parts[i].ctx), parts[i].error);
+    return CLATTN_SUCCESS;
+}
+
+/* The additive mask's rows and batch stride, by layout (its last dimension has `cols` entries). */
+static size_t mask_batch_rows(const sdpa_shape *s)
+{
+    switch (s->masks.additive) {
+    case CLATTN_MASK_B_H_L_S: return s->heads * s->q_len;
+    case CLATTN_MASK_B_1_L_S: return s->q_len;
+    case CLATTN_MASK_B_1_1_S: return 1;
+    default: return 0; /* shared by the batches */
+    }
+}
+
+static size_t mask_rows_total(const sdpa_shape *s)
+{
+    const size_t per_batch = mask_batch_rows(s);
+    if (per_batch)
+        return per_batch * s->batch;
+    return s->masks.additive == CLATTN_MASK_1_H_L_S ? s->heads * s->q_len : s->q_len;
+}
+
+/* Batches [b0, b1) on one device: every per-batch array sliced. */
+static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
+                       const float *v, const float *mask, float *out, float *lse, size_t b0, size_t b1)
+{
+    p->desc = *d;
+    p->desc.batch = b1 - b0;
+    p->desc.masks = &p->masks;
+    p->masks = s->masks;
+    if (s->masks.window) {
+        p->window = *s->masks.window;
+        p->masks.window = &p->window;
+    }
+    if (s->masks.key_lengths)
+        p->masks.key_lengths = s->masks.key_lengths + b0;
+    if (s->masks.query_offsets)
+        p->masks.query_offsets = s->masks.query_offsets + b0;
+    const size_t qb = s->heads * s->q_len * s->qk_dim, kb = s->kv_heads * s->kv_len * s->qk_dim;
+    const size_t vb = s->kv_heads * s->kv_len * s->v_dim, ob = s->heads * s->q_len * s->v_dim;
+    p->q = q + b0 * qb;
+    p->k = k + b0 * kb;
+    p->v = v + b0 * vb;
+    p->out = out + b0 * ob;
+    p->lse = lse + b0 * s->heads * s->q_len;
+    const size_t rows = mask_batch_rows(s);
+    p->mask = mask ? mask + (rows ? b0 * rows * s->mask_cols : 0) : NULL;
+}
+
+/* Keys [s0, s1) on one device: K and V rows copied out, the masks moved to the slice's positions (query
+ * offsets = absolute position − s0, key lengths clipped), the mask's columns copied, no sinks. */
+static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
+                              const float *v, const float *mask, float *out, float *lse, size_t s0, size_t s1)
+{
+    const size_t n = s1 - s0, bkv = s->batch * s->kv_heads;
+    p->desc = *d;
+    p->desc.kv_len = n;
+    p->desc.sinks = NULL; /* counted once, in the merge */
+    p->desc.masks = &p->masks;
+    p->masks = s->masks;
+    p->masks.mask_kv_len = 0;
+    if (s->masks.window) {
+        p->window = *s->masks.window;
+        p->masks.window = &p->window;
+    }
+    p->key_lengths = malloc(s->batch * sizeof *p->key_lengths);
+    p->offsets = malloc(s->batch * sizeof *p->offsets);
+    float *kk = malloc(bkv * n * s->qk_dim * sizeof *kk), *vv = malloc(bkv * n * s->v_dim * sizeof *vv);
+    const size_t mrows = mask ? mask_rows_total(s) : 0;
+    float *mm = mask ? malloc(mrows * n * sizeof *mm) : NULL;
+    p->k = kk;
+    p->v = vv;
+    p->mask = mm;
+    if (!p->key_lengths || !p->offsets || !kk || !vv || (mask && !mm))
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's slice of the keys");
+    for (size_t b = 0; b < s->batch; b++) {
+        const size_t len = s->masks.key_lengths ? s->masks.key_lengths[b] : s->kv_len;
+        p->key_lengths[b] = len <= s0 ? 0 : len - s0 < n ? len - s0 : n;
+        const long long first = s->masks.query_offsets ? s->masks.query_offsets[b]
+                                : s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT
+                                    ? (long long)s->kv_len - (long long)s->q_len
+                                    : 0;
+        p->offsets[b] = first - (long long)s0;
+    }
+    p->masks.key_lengths = p->key_lengths;
+    p->masks.query_offsets = p->offsets;
+    for (size_t r = 0; r < bkv; r++) {
+        memcpy(kk + r * n * s->qk_dim, k + (r * s->kv_len + s0) * s->qk_dim, n * s->qk_dim * sizeof *kk);
+        memcpy(vv + r * n * s->v_dim, v + (r * s->kv_len + s0) * s->v_dim, n * s->v_dim * sizeof *vv);
+    }
+    /* The mask's columns [s0, s1); columns past a narrower mask are masked (−inf), as in the whole call. */
+    for (size_t r = 0; r < mrows; r++)
+        for (size_t j = 0; j < n; j++)
+            mm[r * n + j] = s0 + j < s->mask_cols ? mask[r * s->mask_cols + s0 + j] : -INFINITY;
+    p->q = q;
+    p->out = out;
+    p->lse = lse;
+    return CLATTN_SUCCESS;
+}
+
+static void part_free(part *p, bool copies)
+{
+    free(p->key_lengths);
+    free(p->offsets);
+    if (copies) {
+        free((void *)p->k);
+        free((void *)p->v);
+        free((void *)p->mask);
+    }
+}
+
+/* The parts' outputs and log-sum-exps (each over its keys) merged into out and lse, sinks once. */
+static void merge_parts(const sdpa_shape *s, const part *parts, size_t n, float *out, float *lse)
+{
+    const size_t rows = s->batch * s->heads * s->q_len;
+    for (size_t r = 0; r < rows; r++) {
+        const double sink = s->sinks ? s->sinks[r / s->q_len % s->heads] : -INFINITY;
+        double top = sink;
+        bool nan = false;
+        for (size_t p = 0; p < n; p++)
+            if (parts[p].ctx) {
+                top = fmax(top, parts[p].lse[r]);
+                nan |= isnan(parts[p].lse[r]);
+            }
+        float *o = out + r * s->v_dim;
+        if (nan || top == -INFINITY) {
+            for (size_t e = 0; e < s->v_dim; e++)
+                o[e] = nan ? NAN : 0.0f;
+            lse[r] = nan ? NAN : (float)sink;
+            continue;
+        }
+        double sum = sink == -INFINITY ? 0.0 : exp(sink - top), acc[512] = {0};
+        for (size_t p = 0; p < n; p++) {
+            if (!parts[p].ctx || parts[p].lse[r] == -INFINITY)
+                continue;
+            const double w = exp(parts[p].lse[r] - top);
+            sum += w;
+            for (size_t e = 0; e < s->v_dim; e++)
+                acc[e] += w * parts[p].out[r * s->v_dim + e];
+        }
+        for (size_t e = 0; e < s->v_dim; e++)
+            o[e] = (float)(acc[e] / sum);
+        lse[r] = (float)(top + log(sum));
+    }
+}
+
+clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *desc, const float *q, const float *k,
+                                     const float *v, const void *mask, float *out, float *lse)
+{
+    if (!g)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the group is NULL");
+    clattn_context *first = g->ctx[0];
+    sdpa_shape s;
+    clattn_sdpa_desc full; /* the caller's descriptor at this version's size, for the parts' copies */
+    clattn_status st = check_context(first);
+    if (st == CLATTN_SUCCESS && (st = sdpa_desc_read(first, desc, &full)) == CLATTN_SUCCESS)
+        desc = &full;
+    if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
+        (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
+        return set_error(NULL, st, "%s", clattn_last_error(first));
+    if (!q || !k || !v || !out)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         !q ? "q" : !k ? "k" : !v ? "v" : "out");
+    if (!tensor_types_all_float(s.types) || (mask && s.masks.mask_type != CLATTN_MASK_FLOAT))
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "group calls take float32 tensors and float masks (desc's types and masks.mask_type)");
+    if (s.v_dim > 512)
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "group calls take head sizes up to 512");
+    part parts[GROUP_MAX];
+    memset(parts, 0, sizeof parts);
+    size_t begin[GROUP_MAX + 1];
+    const bool by_batch = s.batch >= g->count;
+    float *lse_all = lse ? lse : malloc(s.lse_elems * sizeof *lse_all);
+    float *scratch = by_batch ? NULL : malloc(g->count * (s.out_elems + s.lse_elems) * sizeof *scratch);
+    if (!lse_all || (!by_batch && !scratch)) {
+        st = set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a group call's temporaries");
+        goto done;
+    }
+    divide(g, by_batch ? s.batch : s.kv_len, begin);
+    for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS; d++) {
+        if (begin[d + 1] == begin[d])
+            continue; /* no share: the device sits this call out */
+        parts[d].ctx = g->ctx[d];
+        if (by_batch)
+            batch_part(&parts[d], &s, desc, q, k, v, mask, out, lse_all, begin[d], begin[d + 1]);
+        else
+            st = key_part(&parts[d], &s, desc, q, k, v, mask, scratch + d * s.out_elems,
+                          scratch + g->count * s.out_elems + d * s.lse_elems, begin[d], begin[d + 1]);
+    }
+    if (st == CLATTN_SUCCESS)
+        st = parts_run(parts, g->count);
+    if (st == CLATTN_SUCCESS && !by_batch)
+        merge_parts(&s, parts, g->count, out, lse_all);
+done:
+    for (size_t d = 0; d < g->count; d++)
+        part_free(&parts[d], !by_batch);
+    if (lse_all != lse)
+        free(lse_all);
+    free(scratch);
+    return st;
+}

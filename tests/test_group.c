@@ -1,0 +1,207 @@
+/*
+ * Device groups (clattn_group_*), run with PoCL showing two devices (POCL_DEVICES="pthread basic"), against
+ * the fp64 reference:
+ *
+ *  1. create: "all", spec lists, the shares (positive, summing to 1, kept in the cache: a second group
+ *     reads them), and the refusals (empty specs, an empty entry, a device twice, an unknown device).
+ *  2. table: batch splits (B ≥ devices) and key splits (B = 1: decode, long rows) with GQA, causal masks
+ *     of both kinds, key lengths, query offsets, windows, sinks, ALiBi, soft-capping, additive masks
+ *     (shared, per batch and head, narrower than S) and fully masked rows — each equal to the reference
+ *     within the conformance tolerance, out and log-sum-exp.
+ *  3. bad: NULL group or arrays, typed tensors, a weights-only algorithm setting passed through.
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+START_TEST(test_create)
+{
+    tu_set_label("clattn_group_create");
+    clattn_group *g = NULL;
+    clattn_status st = clattn_group_create(&g, "all");
+    TU_ASSERT_OK(st, NULL, "clattn_group_create(all)");
+    ck_assert_msg(clattn_group_size(g) == tu_ndev, "all: %zu devices, expected %zu", clattn_group_size(g), tu_ndev);
+    double total = 0.0;
+    for (size_t i = 0; i < clattn_group_size(g); i++) {
+        const double share = clattn_group_share(g, i);
+        ck_assert_msg(share > 0.0 && share <= 1.0, "share %zu = %g", i, share);
+        total += share;
+        ck_assert(clattn_group_context(g, i) != NULL);
+    }
+    ck_assert_msg(fabs(total - 1.0) < 1e-9, "shares sum to %g", total);
+    ck_assert(clattn_group_context(g, tu_ndev) == NULL && clattn_group_share(g, tu_ndev) == 0.0);
+    const double first = clattn_group_share(g, 0);
+    clattn_group_free(g);
+    /* The same devices by list: the measured speeds come back from the cache, so the shares agree. */
+    char list[256] = "";
+    for (size_t i = 0; i < tu_ndev && i < 4; i++) {
+        if (i)
+            strcat(list, ",");
+        strncat(list, tu_dev_spec[i], 32);
+    }
+    st = clattn_group_create(&g, list);
+    TU_ASSERT_OK(st, NULL, "clattn_group_create(list)");
+    ck_assert_msg(clattn_group_share(g, 0) == first, "shares differ between groups: %g and %g",
+                  clattn_group_share(g, 0), first);
+    clattn_group_free(g);
+    const struct {
+        const char *specs;
+        clattn_status want;
+    } bad[] = {
+        {"", CLATTN_ERROR_INVALID_VALUE},
+        {"0:0,,0:0", CLATTN_ERROR_INVALID_VALUE},
+        {"0:0,0:0", CLATTN_ERROR_INVALID_VALUE},
+        {"0:0,9:9", CLATTN_ERROR_DEVICE_NOT_FOUND},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        g = (clattn_group *)&list; /* must be set to NULL on failure */
+        st = clattn_group_create(&g, bad[i].specs);
+        ck_assert_msg(st == bad[i].want && g == NULL, "\"%s\": %s (%s)", bad[i].specs, clattn_status_string(st),
+                      clattn_last_error(NULL));
+    }
+    ck_assert(clattn_group_create(&g, NULL) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_group_create(NULL, "all") == CLATTN_ERROR_NULL_ARGUMENT);
+    clattn_group_free(NULL);
+}
+END_TEST
+
+typedef struct {
+    const char *name;
+    size_t B, H, KVH, L, S, D;
+    clattn_causal causal;
+    int key_lengths, offsets, sinks, alibi;
+    long long win_left; /* −2: none */
+    float softcap;
+    clattn_mask_layout mask;
+    size_t mask_kv_len;
+} gcase;
+
+static const gcase cases[] = {
+    {"batches: B 3, GQA 4/2, causal, key lengths, sinks, window", 3, 4, 2, 37, 53, 24, TL, 1, 0, 1, 0, 20, 0, M0, 0},
+    {"keys: decode L 1, S 3001, GQA 8/2, bottom-right, key lengths, sinks, ALiBi", 1, 8, 2, 1, 3001, 64, BR, 1, 0, 1,
+     1, -2, 0, M0, 0},
+    {"keys: L 20, S 301, (B,H,L,S) mask narrower than S, softcap", 1, 3, 3, 20, 301, 16, TL, 0, 0, 0, 0, -2, 4.0f, MBH,
+     250},
+    {"keys: L 5 at offset 800 of S 900, window (100, 0)", 1, 2, 1, 5, 900, 32, TL, 0, 1, 0, 0, 100, 0, M0, 0},
+    {"keys: S < L bottom-right (fully masked rows), (L,S) mask", 1, 2, 2, 40, 17, 8, BR, 0, 0, 0, 0, -2, 0, MLS, 0},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static clattn_group *group;
+
+START_TEST(test_table)
+{
+    const gcase *c = &cases[_i];
+    tu_set_label("group \"%s\"", c->name);
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, 0);
+    d.kv_heads = c->KVH;
+    d.softcap = c->softcap;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = c->causal;
+    size_t lengths[4];
+    long long offsets[4];
+    for (size_t b = 0; b < c->B; b++) {
+        lengths[b] = b == 1 ? c->S / 3 : c->S - 7;
+        offsets[b] = 800;
+    }
+    if (c->key_lengths)
+        m.key_lengths = lengths;
+    if (c->offsets)
+        m.query_offsets = offsets;
+    const clattn_window w = {c->win_left, 0};
+    if (c->win_left != -2)
+        m.window = &w;
+    float sinks[8], slopes[8];
+    for (size_t h = 0; h < c->H; h++) {
+        sinks[h] = 0.3f * (float)h - 0.5f;
+        slopes[h] = 0.5f / (float)(h + 1);
+    }
+    if (c->sinks)
+        d.sinks = sinks;
+    if (c->alibi)
+        d.alibi_slopes = slopes;
+    float *mask = NULL, *ref_mask = NULL;
+    if (c->mask != M0) {
+        m.additive = c->mask;
+        m.mask_kv_len = c->mask_kv_len;
+        const size_t cols = c->mask_kv_len ? c->mask_kv_len : c->S;
+        size_t n;
+        mask = ref_mask = tu_make_mask(c->mask, c->B, c->H, c->L, cols, TU_MASKF_INF, 5, &n);
+        if (cols < c->S) { /* the reference takes masks S wide: the columns past a narrower one are −inf */
+            const size_t rows = n / cols;
+            ref_mask = tu_falloc(rows * c->S);
+            for (size_t r = 0; r < rows; r++)
+                for (size_t j = 0; j < c->S; j++)
+                    ref_mask[r * c->S + j] = j < cols ? mask[r * cols + j] : -INFINITY;
+        }
+    }
+    d.masks = &m;
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nl = c->B * c->H * c->L;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
+    tu_fill_uniform(q, nq, 1.0f, 1 + _i);
+    tu_fill_uniform(k, nk, 1.0f, 2 + _i);
+    tu_fill_uniform(v, nk, 1.0f, 3 + _i);
+    float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
+    clattn_status st = clattn_group_sdpa_host(group, &d, q, k, v, mask, o, l);
+    TU_ASSERT_OK(st, NULL, "clattn_group_sdpa_host");
+    tu_host_check_guard(o, nq, "out");
+    tu_host_check_guard(l, nl, "lse");
+    double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
+    clattn_masks rm = m;
+    rm.mask_kv_len = 0;
+    clattn_sdpa_desc rd = d;
+    rd.masks = &rm;
+    ref_sdpa(&rd, q, k, v, ref_mask, ro, NULL, rl);
+    check_close_named("out", o, ro, nq, NULL);
+    check_close_named("lse", l, rl, nl, NULL);
+}
+END_TEST
+
+START_TEST(test_bad)
+{
+    tu_set_label("bad group calls");
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 3, 10, 8, 0);
+    float *x = tu_falloc(2 * 10 * 8), *o = tu_host_alloc(2 * 3 * 8, NULL);
+    ck_assert(clattn_group_sdpa_host(NULL, &d, x, x, x, NULL, o, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
+    ck_assert(clattn_group_sdpa_host(group, &d, NULL, x, x, NULL, o, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
+    ck_assert(clattn_group_sdpa_host(group, NULL, x, x, x, NULL, o, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
+    d.k_dtype = CLATTN_FLOAT16;
+    clattn_status st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "float32"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(NULL));
+    d.k_dtype = CLATTN_FLOAT32;
+    d.heads = 0;
+    st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_ZERO_SIZE && strstr(clattn_last_error(NULL), "heads"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(NULL));
+    ck_assert_msg(tu_host_all_sentinel(o, 2 * 3 * 8), "a failed call wrote its output");
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+    clattn_status st = clattn_group_create(&group, "all");
+    if (st != CLATTN_SUCCESS) /* (the cases then fail on the NULL group) */
+        fprintf(stderr, "clattn_group_create(all): %s: %s\n", clattn_status_string(st), clattn_last_error(NULL));
+    for (size_t i = 0; i < clattn_group_size(group); i++)
+        printf("device %zu (%s): share %.3f\n", i, clattn_context_device_name(clattn_group_context(group, i)),
+               clattn_group_share(group, i));
+    Suite *s = suite_create("group");
+    TCase *tc = tu_tcase("create");
+    tcase_add_test(tc, test_create);
+    suite_add_tcase(s, tc);
+    tu_add_loop(s, "table", test_table, NCASES);
+    tc = tu_tcase("bad");
+    tcase_add_test(tc, test_bad);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    const int rc = tu_main(make_suite);
+    clattn_group_free(group);
+    return rc;
+}
