@@ -1,11 +1,15 @@
 /* Device groups: one attention call spread over the contexts of several devices. Independent batches
- * are divided between the devices; a batch too small to divide is split along the keys instead, each
- * device computing a partial result over its slice (masks shifted to the slice's absolute positions)
- * that the log-sum-exp merge combines exactly. Each device's share follows its measured speed. */
+ * are divided between the devices; a batch too small to divide is split along the keys instead (SDPA),
+ * each device computing a partial result over its slice (masks shifted to the slice's absolute
+ * positions) that the log-sum-exp merge combines exactly, or along the queries (layers: each device
+ * projects all keys and values, and its own query rows). Each device's share follows its measured
+ * speed. */
 #include "cache.h"
 #include "context.h"
 #include "error.h"
+#include "mha.h"
 #include "sdpa.h"
+#include "versioned.h"
 #include "validate.h"
 
 #include <math.h>
@@ -420,5 +424,173 @@ done:
     if (lse_all != lse)
         free(lse_all);
     free(scratch);
+    return st;
+}
+
+/* One device's part of a group layer, run on a thread of its own. */
+typedef struct layer_part {
+    clattn_context *ctx;
+    clattn_mha_desc desc;
+    clattn_masks masks;
+    clattn_window window;
+    long long *offsets;
+    const float *x, *kv, *mask;
+    const clattn_mha_host_weights *w;
+    float *out;
+    float *x_copy, *mask_copy, *out_copy; /* a query split's own rows */
+    clattn_status status;
+    char error[512];
+} layer_part;
+
+static void *layer_part_run(void *arg)
+{
+    layer_part *p = arg;
+    p->status = clattn_mha_host(p->ctx, &p->desc, p->x, p->kv, p->w, p->mask, p->out, NULL);
+    if (p->status != CLATTN_SUCCESS)
+        snprintf(p->error, sizeof p->error, "%s", clattn_last_error(p->ctx));
+    return NULL;
+}
+
+/* Query rows [i0, i1) of every batch on one device, as cross-attention from those rows to all of the
+ * layer's keys (self-attention: X itself), their positions shifted by i0: rows of X, of the mask and
+ * of the output copied. */
+static clattn_status layer_rows_part(layer_part *p, const mha_shape *m, const clattn_mha_desc *d, const float *x,
+                                     const float *kv, const float *mask, size_t i0, size_t i1)
+{
+    const sdpa_shape *s = &m->sdpa;
+    const size_t n = i1 - i0, width = m->has_out_proj ? m->out_dim : s->heads * s->v_dim;
+    p->desc = *d;
+    p->desc.q_len = n;
+    p->desc.kv_len = s->kv_len;
+    p->desc.kv_dim = m->kv_dim;
+    p->desc.masks = &p->masks;
+    p->masks = s->masks;
+    if (s->masks.window) {
+        p->window = *s->masks.window;
+        p->masks.window = &p->window;
+    }
+    p->offsets = malloc(s->batch * sizeof *p->offsets);
+    p->x_copy = malloc(s->batch * n * m->model_dim * sizeof *p->x_copy);
+    p->out_copy = malloc(s->batch * n * width * sizeof *p->out_copy);
+    const size_t per_batch = mask_batch_rows(s), mats = mask ? (per_batch ? s->batch * per_batch / s->q_len
+                                                                           : mask_rows_total(s) / s->q_len)
+                                                             : 0;
+    p->mask_copy = mask && s->masks.additive != CLATTN_MASK_B_1_1_S ? malloc(mats * n * s->mask_cols * sizeof *p->mask_copy)
+                                                                      : NULL;
+    if (!p->offsets || !p->x_copy || !p->out_copy ||
+        (mask && s->masks.additive != CLATTN_MASK_B_1_1_S && !p->mask_copy))
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's query rows");
+    for (size_t b = 0; b < s->batch; b++) {
+        const long long first = s->masks.query_offsets ? s->masks.query_offsets[b]
+                                : s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT
+                                    ? (long long)s->kv_len - (long long)s->q_len
+                                    : 0;
+        p->offsets[b] = first + (long long)i0;
+        memcpy(p->x_copy + b * n * m->model_dim, x + (b * s->q_len + i0) * m->model_dim,
+               n * m->model_dim * sizeof *p->x_copy);
+    }
+    p->masks.query_offsets = p->offsets;
+    /* Mask rows [i0, i1) of every (L, S) matrix it holds; a padding row per batch stays as it is. */
+    for (size_t t = 0; p->mask_copy && t < mats; t++)
+        memcpy(p->mask_copy + t * n * s->mask_cols, mask + (t * s->q_len + i0) * s->mask_cols,
+               n * s->mask_cols * sizeof *p->mask_copy);
+    p->x = p->x_copy;
+    p->kv = kv ? kv : x; /* self-attention: every row of X gives keys and values */
+    p->mask = p->mask_copy ? p->mask_copy : mask;
+    p->out = p->out_copy;
+    return CLATTN_SUCCESS;
+}
+
+clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc, const float *x, const float *kv,
+                                    const clattn_mha_host_weights *weights, const void *mask, float *out)
+{
+    if (!g)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the group is NULL");
+    clattn_context *first = g->ctx[0];
+    clattn_mha_host_weights w;
+    mha_shape m;
+    clattn_mha_desc full;
+    clattn_status st = check_context(first);
+    if (st == CLATTN_SUCCESS)
+        st = mha_host_weights_read(first, weights, &w);
+    if (st == CLATTN_SUCCESS)
+        st = mha_check(first, desc, kv != NULL, w.w_o != NULL, w.b_o != NULL, mask != NULL, &m);
+    if (st == CLATTN_SUCCESS)
+        st = versioned_copy(first, desc, sizeof full, sizeof full, sizeof(size_t), "clattn_mha_desc",
+                            "CLATTN_MHA_DESC_INIT", &full);
+    if (st == CLATTN_SUCCESS)
+        st = sdpa_check_algorithm(first, &m.sdpa, false);
+    if (st != CLATTN_SUCCESS)
+        return set_error(NULL, st, "%s", clattn_last_error(first));
+    const sdpa_shape *s = &m.sdpa;
+    if (!x || !w.w_q || !w.w_k || !w.w_v || !out)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         !x ? "x" : !w.w_q ? "w_q" : !w.w_k ? "w_k" : !w.w_v ? "w_v" : "out");
+    if (m.x_type != CLATTN_FLOAT32 || m.w_type != CLATTN_FLOAT32 || m.out_type != CLATTN_FLOAT32 ||
+        (mask && s->masks.mask_type != CLATTN_MASK_FLOAT))
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "group calls take float32 tensors and float masks (desc's types and masks.mask_type)");
+    layer_part parts[GROUP_MAX];
+    memset(parts, 0, sizeof parts);
+    size_t begin[GROUP_MAX + 1];
+    const bool by_batch = s->batch >= g->count;
+    const size_t width = m.has_out_proj ? m.out_dim : s->heads * s->v_dim;
+    divide(g, by_batch ? s->batch : s->q_len, begin);
+    for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS; d++) {
+        if (begin[d + 1] == begin[d])
+            continue;
+        layer_part *p = &parts[d];
+        p->ctx = g->ctx[d];
+        p->w = &w;
+        if (by_batch) {
+            const size_t b0 = begin[d], b1 = begin[d + 1], rows = mask_batch_rows(s);
+            p->desc = full;
+            p->desc.batch = b1 - b0;
+            p->desc.masks = &p->masks;
+            p->masks = s->masks;
+            if (s->masks.window) {
+                p->window = *s->masks.window;
+                p->masks.window = &p->window;
+            }
+            if (s->masks.key_lengths)
+                p->masks.key_lengths = s->masks.key_lengths + b0;
+            if (s->masks.query_offsets)
+                p->masks.query_offsets = s->masks.query_offsets + b0;
+            p->x = x + b0 * s->q_len * m.model_dim;
+            p->kv = kv ? kv + b0 * s->kv_len * m.kv_dim : NULL;
+            p->mask = mask ? (const float *)mask + (rows ? b0 * rows * s->mask_cols : 0) : NULL;
+            p->out = out + b0 * s->q_len * width;
+        } else {
+            st = layer_rows_part(p, &m, &full, x, kv, mask, begin[d], begin[d + 1]);
+        }
+    }
+    pthread_t threads[GROUP_MAX];
+    bool started[GROUP_MAX] = {false};
+    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++)
+        if (parts[i].ctx)
+            started[i] = pthread_create(&threads[i], NULL, layer_part_run, &parts[i]) == 0;
+    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++) {
+        if (started[i])
+            pthread_join(threads[i], NULL);
+        else if (parts[i].ctx)
+            layer_part_run(&parts[i]);
+    }
+    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++)
+        if (parts[i].ctx && parts[i].status != CLATTN_SUCCESS)
+            st = set_error(NULL, parts[i].status, "device %zu of the group (%s): %s", i,
+                           clattn_context_device_name(parts[i].ctx), parts[i].error);
+    /* A query split's rows back into place, all or nothing. */
+    for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS && !by_batch; d++) {
+        const size_t n = begin[d + 1] - begin[d];
+        for (size_t b = 0; parts[d].ctx && b < s->batch; b++)
+            memcpy(out + (b * s->q_len + begin[d]) * width, parts[d].out_copy + b * n * width,
+                   n * width * sizeof *out);
+    }
+    for (size_t d = 0; d < g->count; d++) {
+        free(parts[d].offsets);
+        free(parts[d].x_copy);
+        free(parts[d].mask_copy);
+        free(parts[d].out_copy);
+    }
     return st;
 }

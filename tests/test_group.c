@@ -8,7 +8,9 @@
  *     of both kinds, key lengths, query offsets, windows, sinks, ALiBi, soft-capping, additive masks
  *     (shared, per batch and head, narrower than S) and fully masked rows — each equal to the reference
  *     within the conformance tolerance, out and log-sum-exp.
- *  3. bad: NULL group or arrays, typed tensors, a weights-only algorithm setting passed through.
+ *  3. layers: clattn_group_mha_host by batches and by query rows (self- and cross-attention, causal of
+ *     both kinds, GQA, additive masks, with and without W_O) against the fp64 layer reference.
+ *  4. bad: NULL group or arrays, typed tensors, a bad descriptor (its detail reaches the caller).
  */
 #include "test_util.h"
 
@@ -159,6 +161,74 @@ START_TEST(test_table)
 }
 END_TEST
 
+/* Layers on the group: runs of batches (B ≥ devices), and runs of query rows of one sequence (self- and
+ * cross-attention, causal, GQA, an additive (B,H,L,S) mask, biases, with and without W_O). */
+typedef struct {
+    const char *name;
+    size_t B, L, S, DM, DKV, H, KVH, DK, DOUT;
+    int cross, wo;
+    clattn_causal causal;
+    clattn_mask_layout mask;
+} lcase;
+
+static const lcase layer_cases[] = {
+    {"layer batches: B 3, causal, W_O", 3, 11, 0, 24, 0, 4, 0, 6, 20, 0, 1, TL, M0},
+    {"layer rows: L 37, causal, GQA 4/2, (B,H,L,S) mask, W_O", 1, 37, 0, 24, 0, 4, 2, 6, 24, 0, 1, TL, MBH},
+    {"layer rows: cross-attention S 29, (L,S) mask, no W_O", 1, 21, 29, 16, 12, 2, 0, 8, 0, 1, 0, NONE, MLS},
+    {"layer rows: bottom-right causal, no W_O", 1, 33, 0, 16, 0, 2, 1, 8, 0, 0, 0, BR, M0},
+};
+#define NLAYERS (sizeof layer_cases / sizeof layer_cases[0])
+
+START_TEST(test_layers)
+{
+    const lcase *c = &layer_cases[_i];
+    tu_set_label("group \"%s\"", c->name);
+    const size_t S = c->cross ? c->S : c->L, DKV = c->cross ? c->DKV : c->DM, KVH = c->KVH ? c->KVH : c->H;
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = c->B;
+    d.q_len = c->L;
+    d.kv_len = c->cross ? S : 0;
+    d.model_dim = c->DM;
+    d.kv_dim = c->cross ? DKV : 0;
+    d.heads = c->H;
+    d.kv_heads = c->KVH;
+    d.qk_dim = c->DK;
+    d.out_dim = c->DOUT;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = c->causal;
+    float *mask = NULL;
+    if (c->mask != M0) {
+        size_t n;
+        m.additive = c->mask;
+        mask = tu_make_mask(c->mask, c->B, c->H, c->L, S, TU_MASKF_INF, 9, &n);
+    }
+    d.masks = &m;
+    const size_t hk = c->H * c->DK, kk = KVH * c->DK, dout = c->wo ? c->DOUT : hk;
+    const size_t sizes[10] = {c->B * c->L * c->DM, c->B * S * DKV, c->DM * hk, hk, DKV * kk, kk, DKV * kk, kk,
+                              hk * c->DOUT, c->DOUT};
+    const float *t[10];
+    for (int i = 0; i < 10; i++) {
+        float *f = tu_falloc(sizes[i]);
+        tu_fill_uniform(f, sizes[i], 0.5f, 30 + i);
+        t[i] = f;
+    }
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = t[2]; w.b_q = t[3]; w.w_k = t[4]; w.b_k = t[5]; w.w_v = t[6]; w.b_v = t[7];
+    if (c->wo) {
+        w.w_o = t[8];
+        w.b_o = t[9];
+    }
+    const size_t no = c->B * c->L * dout;
+    float *o = tu_host_alloc(no, NULL);
+    clattn_status st = clattn_group_mha_host(group, &d, t[0], c->cross ? t[1] : NULL, &w, mask, o);
+    TU_ASSERT_OK(st, NULL, "clattn_group_mha_host");
+    tu_host_check_guard(o, no, "out");
+    double *ro = tu_dalloc(no);
+    ref_mha(&d, t[0], c->cross ? t[1] : NULL, &w, mask, ro, NULL);
+    check_close_named("out", o, ro, no, NULL);
+}
+END_TEST
+
 START_TEST(test_bad)
 {
     tu_set_label("bad group calls");
@@ -193,6 +263,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_create);
     suite_add_tcase(s, tc);
     tu_add_loop(s, "table", test_table, NCASES);
+    tu_add_loop(s, "layers", test_layers, NLAYERS);
     tc = tu_tcase("bad");
     tcase_add_test(tc, test_bad);
     suite_add_tcase(s, tc);

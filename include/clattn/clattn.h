@@ -744,6 +744,15 @@ CLATTN_API clattn_status clattn_group_sdpa_host(clattn_group *group, const clatt
                                                 const float *k, const float *v, const void *mask, float *out,
                                                 float *lse);
 
+/* clattn_mha_host spread over the group: with at least as many batches as devices, by runs of whole
+ * batches; otherwise by runs of query rows, each device projecting every key and value row (computed
+ * again on each device: the price of splitting one sequence) and its own query rows, their positions
+ * kept (causal masks, windows, ALiBi) and the mask's rows sliced. Float32 tensors and float masks; no
+ * attention weights output. A failure names the device in clattn_last_error(NULL). */
+CLATTN_API clattn_status clattn_group_mha_host(clattn_group *group, const clattn_mha_desc *desc, const float *x,
+                                               const float *kv, const clattn_mha_host_weights *weights,
+                                               const void *mask, float *out);
+
 #ifdef __cplusplus
 }
 #endif
