@@ -38,11 +38,9 @@ START_TEST(test_create)
     clattn_group_free(g);
     /* The same devices by list: the measured speeds come back from the cache, so the shares agree. */
     char list[256] = "";
-    for (size_t i = 0; i < tu_ndev && i < 4; i++) {
-        if (i)
-            strcat(list, ",");
-        strncat(list, tu_dev_spec[i], 32);
-    }
+    size_t used = 0;
+    for (size_t i = 0; i < tu_ndev && i < 4; i++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%.31s", i ? "," : "", tu_dev_spec[i]);
     st = clattn_group_create(&g, list);
     TU_ASSERT_OK(st, NULL, "clattn_group_create(list)");
     ck_assert_msg(clattn_group_share(g, 0) == first, "shares differ between groups: %g and %g",
