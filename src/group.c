@@ -247,6 +247,30 @@ static size_t mask_rows_total(const sdpa_shape *s)
     return s->masks.additive == CLATTN_MASK_1_H_L_S ? s->heads * s->q_len : s->q_len;
 }
 
+/* The call's masks for one device's part (the window copied beside them), and for a run of batches
+ * starting at b0 their per-batch arrays advanced to it. */
+static void part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, size_t b0)
+{
+    *m = s->masks;
+    if (s->masks.window) {
+        *w = *s->masks.window;
+        m->window = w;
+    }
+    if (s->masks.key_lengths)
+        m->key_lengths = s->masks.key_lengths + b0;
+    if (s->masks.query_offsets)
+        m->query_offsets = s->masks.query_offsets + b0;
+}
+
+/* The absolute position of batch b's first query (clattn_masks: its offset, else S − L under a
+ * bottom-right causal mask, else 0): a part that moves the keys or the queries keeps it through offsets. */
+static long long first_position(const sdpa_shape *s, size_t b)
+{
+    if (s->masks.query_offsets)
+        return s->masks.query_offsets[b];
+    return s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? (long long)s->kv_len - (long long)s->q_len : 0;
+}
+
 /* Batches [b0, b1) on one device: every per-batch array sliced. */
 static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
                        const float *v, const float *mask, float *out, float *lse, size_t b0, size_t b1)
@@ -254,15 +278,7 @@ static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, 
     p->desc = *d;
     p->desc.batch = b1 - b0;
     p->desc.masks = &p->masks;
-    p->masks = s->masks;
-    if (s->masks.window) {
-        p->window = *s->masks.window;
-        p->masks.window = &p->window;
-    }
-    if (s->masks.key_lengths)
-        p->masks.key_lengths = s->masks.key_lengths + b0;
-    if (s->masks.query_offsets)
-        p->masks.query_offsets = s->masks.query_offsets + b0;
+    part_masks(s, &p->masks, &p->window, b0);
     const size_t qb = s->heads * s->q_len * s->qk_dim, kb = s->kv_heads * s->kv_len * s->qk_dim;
     const size_t vb = s->kv_heads * s->kv_len * s->v_dim, ob = s->heads * s->q_len * s->v_dim;
     p->q = q + b0 * qb;
@@ -284,12 +300,8 @@ static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_de
     p->desc.kv_len = n;
     p->desc.sinks = NULL; /* counted once, in the merge */
     p->desc.masks = &p->masks;
-    p->masks = s->masks;
+    part_masks(s, &p->masks, &p->window, 0);
     p->masks.mask_kv_len = 0;
-    if (s->masks.window) {
-        p->window = *s->masks.window;
-        p->masks.window = &p->window;
-    }
     p->key_lengths = malloc(s->batch * sizeof *p->key_lengths);
     p->offsets = malloc(s->batch * sizeof *p->offsets);
     float *kk = malloc(bkv * n * s->qk_dim * sizeof *kk), *vv = malloc(bkv * n * s->v_dim * sizeof *vv);
@@ -303,10 +315,7 @@ static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_de
     for (size_t b = 0; b < s->batch; b++) {
         const size_t len = s->masks.key_lengths ? s->masks.key_lengths[b] : s->kv_len;
         p->key_lengths[b] = len <= s0 ? 0 : len - s0 < n ? len - s0 : n;
-        const long long first = s->masks.query_offsets ? s->masks.query_offsets[b]
-                                : s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT
-                                    ? (long long)s->kv_len - (long long)s->q_len
-                                    : 0;
+        const long long first = first_position(s, b);
         p->offsets[b] = first - (long long)s0;
     }
     p->masks.key_lengths = p->key_lengths;
@@ -464,11 +473,7 @@ static clattn_status layer_rows_part(layer_part *p, const mha_shape *m, const cl
     p->desc.kv_len = s->kv_len;
     p->desc.kv_dim = m->kv_dim;
     p->desc.masks = &p->masks;
-    p->masks = s->masks;
-    if (s->masks.window) {
-        p->window = *s->masks.window;
-        p->masks.window = &p->window;
-    }
+    part_masks(s, &p->masks, &p->window, 0);
     p->offsets = malloc(s->batch * sizeof *p->offsets);
     p->x_copy = malloc(s->batch * n * m->model_dim * sizeof *p->x_copy);
     p->out_copy = malloc(s->batch * n * width * sizeof *p->out_copy);
@@ -481,10 +486,7 @@ static clattn_status layer_rows_part(layer_part *p, const mha_shape *m, const cl
         (mask && s->masks.additive != CLATTN_MASK_B_1_1_S && !p->mask_copy))
         return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's query rows");
     for (size_t b = 0; b < s->batch; b++) {
-        const long long first = s->masks.query_offsets ? s->masks.query_offsets[b]
-                                : s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT
-                                    ? (long long)s->kv_len - (long long)s->q_len
-                                    : 0;
+        const long long first = first_position(s, b);
         p->offsets[b] = first + (long long)i0;
         memcpy(p->x_copy + b * n * m->model_dim, x + (b * s->q_len + i0) * m->model_dim,
                n * m->model_dim * sizeof *p->x_copy);
@@ -547,15 +549,7 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
             p->desc = full;
             p->desc.batch = b1 - b0;
             p->desc.masks = &p->masks;
-            p->masks = s->masks;
-            if (s->masks.window) {
-                p->window = *s->masks.window;
-                p->masks.window = &p->window;
-            }
-            if (s->masks.key_lengths)
-                p->masks.key_lengths = s->masks.key_lengths + b0;
-            if (s->masks.query_offsets)
-                p->masks.query_offsets = s->masks.query_offsets + b0;
+            part_masks(s, &p->masks, &p->window, b0);
             p->x = x + b0 * s->q_len * m.model_dim;
             p->kv = kv ? kv + b0 * s->kv_len * m.kv_dim : NULL;
             p->mask = mask ? (const float *)mask + (rows ? b0 * rows * s->mask_cols : 0) : NULL;
