@@ -660,9 +660,10 @@ static Suite *make_suite(void)
 {
     Suite *s = suite_create("dtypes");
     /* The sanitizer build keeps the cases with host code of their own — appends (conversions, quantised
-     * writes), the other entry points (typed host arrays, paged, ragged, merge, layers) and bad input —
-     * and leaves out the table, special values, typed masks and int8's error report, which add only
-     * kernel builds (the kernels run uninstrumented inside the OpenCL runtime), minutes of them. */
+     * writes) and bad input; typed host arrays and layers also run there through test_cli's storage-type
+     * cases — and leaves out the table, special values, typed masks, the other entry points and int8's
+     * error report, which add mostly kernel builds (the kernels run uninstrumented inside the OpenCL
+     * runtime), minutes of them. */
     const char *host_only = getenv("CLATTN_TEST_DTYPES_HOST_ONLY");
     const bool kernels_too = !host_only || strcmp(host_only, "1") != 0;
     if (kernels_too) {
@@ -671,9 +672,10 @@ static Suite *make_suite(void)
         tu_add_loop(s, "masks", test_typed_masks, 2 * NPATHS * tu_ndev);
     }
     tu_add_loop(s, "append", test_append, 6 * tu_ndev);
-    if (kernels_too)
+    if (kernels_too) {
         tu_add_loop(s, "int8_error", test_int8_error, 2 * tu_ndev);
-    tu_add_loop(s, "entries", test_entries, 7 * tu_ndev);
+        tu_add_loop(s, "entries", test_entries, 7 * tu_ndev);
+    }
     tu_add_loop(s, "bad", test_bad, tu_ndev);
     return s;
 }
