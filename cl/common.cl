@@ -85,7 +85,6 @@ typedef CLATTN_CAT(CLATTN_STORAGE_, O_T) o_store;
 #define LOAD_Q(p, i) CLATTN_CAT(CLATTN_LOAD_, Q_T)(p, i)
 #define LOAD_K(p, i) CLATTN_CAT(CLATTN_LOAD_, K_T)(p, i)
 #define LOAD_V(p, i) CLATTN_CAT(CLATTN_LOAD_, V_T)(p, i)
-#define LOAD_O(p, i) CLATTN_CAT(CLATTN_LOAD_, O_T)(p, i)
 
 /* A float rounded to nearest even into bfloat16 (NaN stays a quiet NaN of the same sign). */
 inline ushort clattn_float_to_bf16(float x)

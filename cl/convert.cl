@@ -9,12 +9,6 @@
  *                       that it reads back as NaN (int8 has no such values) and poisons only the rows
  *                       that attend to it, as a NaN in a float cache would. */
 
-#if O_T == 3
-#define DEST_IS_INT8 1
-#else
-#define DEST_IS_INT8 0
-#endif
-
 /* Work-item i: element i of n; an int8 source's value is multiplied by the scale of its row (`row`
  * elements per row). */
 __kernel void clattn_convert(__global const q_store *src, __global const float *scales, ulong row,
@@ -27,7 +21,7 @@ __kernel void clattn_convert(__global const q_store *src, __global const float *
 #if Q_T == 3
     x *= scales[i / row];
 #endif
-#if !DEST_IS_INT8
+#if O_T != 3 /* (int8 is never a whole-tensor destination) */
     STORE_O(x, dst, i);
 #endif
 }
@@ -53,7 +47,7 @@ __kernel void clattn_append_rows(__global const q_store *rows, ulong new_len, ul
         row = bh * capacity + j;
     }
     const ulong from = (bh * new_len + r) * dim, to = row * dim;
-#if DEST_IS_INT8
+#if O_T == 3
     float top = 0.0f;
     bool finite = true;
     for (ulong d = 0; d < dim; d++) {

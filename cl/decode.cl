@@ -413,6 +413,14 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
          * weigh a key (each load of V then serves both), else row by row. A weight of 0 — a masked or
          * underflowed key — adds nothing, not even an inf value; a factor that underflowed to 0 drops
          * what came before (never 0·inf). */
+#if V_T == 3 && !STAGE
+        float v_scale_tile[TILE]; /* the tile's V row scales, read once for all the rows */
+        for (ulong jj = 0; jj < keys; jj++)
+            v_scale_tile[jj] = V_SCALE(j0 + jj);
+#define V_TILE_SCALE(jj) v_scale_tile[jj]
+#else
+#define V_TILE_SCALE(jj) 1.0f
+#endif
         int r = 0;
 #if RB > 1
         for (; r + 2 <= rows; r += 2) {
@@ -423,9 +431,8 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
                 float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
                 if (p0 == 0.0f && p1 == 0.0f)
                     continue;
-                const float v_scale = V_SCALE(j0 + jj);
-                p0 *= v_scale;
-                p1 *= v_scale;
+                p0 *= V_TILE_SCALE(jj);
+                p1 *= V_TILE_SCALE(jj);
                 V_TILE_T *v_row = V_TILE_ROW(jj) + lid * VEC;
                 if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
                     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
@@ -449,7 +456,7 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
             clattn_decode_rescale(acc[r], alpha[r], a);
             for (ulong jj = 0; jj < keys; jj++)
                 if (p_tile[r * TILE + jj] != 0.0f)
-                    clattn_decode_add(a, p_tile[r * TILE + jj] * V_SCALE(j0 + jj), V_TILE_ROW(jj) + lid * VEC, full,
+                    clattn_decode_add(a, p_tile[r * TILE + jj] * V_TILE_SCALE(jj), V_TILE_ROW(jj) + lid * VEC, full,
                                       tail, tail_n);
             UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 acc[r][c] = a[c];

@@ -10,19 +10,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define TYPES 4 /* clattn_dtype's values */
 
 struct convert_state {
-    cl_program programs[TYPES][TYPES];
-    cl_kernel kernels[TYPES][TYPES][2]; /* convert, append rows */
+    cl_program programs[DTYPE_COUNT][DTYPE_COUNT];
+    cl_kernel kernels[DTYPE_COUNT][DTYPE_COUNT][2]; /* convert, append rows */
 };
 
 void convert_release(clattn_context *ctx)
 {
     if (!ctx->convert)
         return;
-    for (int f = 0; f < TYPES; f++)
-        for (int t = 0; t < TYPES; t++)
+    for (int f = 0; f < DTYPE_COUNT; f++)
+        for (int t = 0; t < DTYPE_COUNT; t++)
             program_release(&ctx->convert->programs[f][t], ctx->convert->kernels[f][t], 2);
     free(ctx->convert);
     ctx->convert = NULL;

@@ -6,6 +6,9 @@
 
 #include <stdbool.h>
 
+/* clattn_dtype's values: tables indexed by type have this many entries. */
+#define DTYPE_COUNT 4
+
 /* A value inside the enum. */
 bool dtype_valid(clattn_dtype dtype);
 

@@ -184,9 +184,16 @@ static void divide(const clattn_group *g, size_t n, size_t *begin)
     }
 }
 
+/* What every part of a group call starts with: its device (NULL: it sits the call out) and outcome. */
+typedef struct part_head {
+    clattn_context *ctx;
+    clattn_status status;
+    char error[512];
+} part_head;
+
 /* One device's part of a group call, run on a thread of its own. */
 typedef struct part {
-    clattn_context *ctx;
+    part_head head; /* first: run_parts reaches it */
     clattn_sdpa_desc desc;
     clattn_masks masks;
     clattn_window window;
@@ -194,37 +201,41 @@ typedef struct part {
     long long *offsets;
     const float *q, *k, *v, *mask;
     float *out, *lse;
-    clattn_status status;
-    char error[512];
 } part;
 
 static void *part_run(void *arg)
 {
     part *p = arg;
-    p->status = clattn_sdpa_host(p->ctx, &p->desc, p->q, p->k, p->v, p->mask, p->out, NULL, p->lse);
-    if (p->status != CLATTN_SUCCESS)
-        snprintf(p->error, sizeof p->error, "%s", clattn_last_error(p->ctx));
+    p->head.status = clattn_sdpa_host(p->head.ctx, &p->desc, p->q, p->k, p->v, p->mask, p->out, NULL, p->lse);
+    if (p->head.status != CLATTN_SUCCESS)
+        snprintf(p->head.error, sizeof p->head.error, "%s", clattn_last_error(p->head.ctx));
     return NULL;
 }
 
-/* Run the parts that have work concurrently; the first failure names its device. */
-static clattn_status parts_run(part *parts, size_t n)
+/* Run fn on the n parts (each `size` bytes, its part_head first) that have a device, concurrently, a
+ * thread each (in turn where no thread can be had); the first failure names its device. */
+static clattn_status run_parts(void *parts, size_t size, size_t n, void *(*fn)(void *))
 {
     pthread_t threads[GROUP_MAX];
     bool started[GROUP_MAX] = {false};
-    for (size_t i = 0; i < n; i++)
-        if (parts[i].ctx)
-            started[i] = pthread_create(&threads[i], NULL, part_run, &parts[i]) == 0;
     for (size_t i = 0; i < n; i++) {
+        part_head *h = (part_head *)((char *)parts + i * size);
+        if (h->ctx)
+            started[i] = pthread_create(&threads[i], NULL, fn, h) == 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        part_head *h = (part_head *)((char *)parts + i * size);
         if (started[i])
             pthread_join(threads[i], NULL);
-        else if (parts[i].ctx)
-            part_run(&parts[i]); /* no thread to be had: in turn */
+        else if (h->ctx)
+            fn(h);
     }
-    for (size_t i = 0; i < n; i++)
-        if (parts[i].ctx && parts[i].status != CLATTN_SUCCESS)
-            return set_error(NULL, parts[i].status, "device %zu of the group (%s): %s", i,
-                             clattn_context_device_name(parts[i].ctx), parts[i].error);
+    for (size_t i = 0; i < n; i++) {
+        const part_head *h = (const part_head *)((const char *)parts + i * size);
+        if (h->ctx && h->status != CLATTN_SUCCESS)
+            return set_error(NULL, h->status, "device %zu of the group (%s): %s", i, clattn_context_device_name(h->ctx),
+                             h->error);
+    }
     return CLATTN_SUCCESS;
 }
 
@@ -354,7 +365,7 @@ static void merge_parts(const sdpa_shape *s, const part *parts, size_t n, float 
         double top = sink;
         bool nan = false;
         for (size_t p = 0; p < n; p++)
-            if (parts[p].ctx) {
+            if (parts[p].head.ctx) {
                 top = fmax(top, parts[p].lse[r]);
                 nan |= isnan(parts[p].lse[r]);
             }
@@ -367,7 +378,7 @@ static void merge_parts(const sdpa_shape *s, const part *parts, size_t n, float 
         }
         double sum = sink == -INFINITY ? 0.0 : exp(sink - top), acc[512] = {0};
         for (size_t p = 0; p < n; p++) {
-            if (!parts[p].ctx || parts[p].lse[r] == -INFINITY)
+            if (!parts[p].head.ctx || parts[p].lse[r] == -INFINITY)
                 continue;
             const double w = exp(parts[p].lse[r] - top);
             sum += w;
@@ -416,7 +427,7 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS; d++) {
         if (begin[d + 1] == begin[d])
             continue; /* no share: the device sits this call out */
-        parts[d].ctx = g->ctx[d];
+        parts[d].head.ctx = g->ctx[d];
         if (by_batch)
             batch_part(&parts[d], &s, desc, q, k, v, mask, out, lse_all, begin[d], begin[d + 1]);
         else
@@ -424,7 +435,7 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
                           scratch + g->count * s.out_elems + d * s.lse_elems, begin[d], begin[d + 1]);
     }
     if (st == CLATTN_SUCCESS)
-        st = parts_run(parts, g->count);
+        st = run_parts(parts, sizeof parts[0], g->count, part_run);
     if (st == CLATTN_SUCCESS && !by_batch)
         merge_parts(&s, parts, g->count, out, lse_all);
 done:
@@ -438,7 +449,7 @@ done:
 
 /* One device's part of a group layer, run on a thread of its own. */
 typedef struct layer_part {
-    clattn_context *ctx;
+    part_head head; /* first: run_parts reaches it */
     clattn_mha_desc desc;
     clattn_masks masks;
     clattn_window window;
@@ -447,16 +458,14 @@ typedef struct layer_part {
     const clattn_mha_host_weights *w;
     float *out;
     float *x_copy, *mask_copy, *out_copy; /* a query split's own rows */
-    clattn_status status;
-    char error[512];
 } layer_part;
 
 static void *layer_part_run(void *arg)
 {
     layer_part *p = arg;
-    p->status = clattn_mha_host(p->ctx, &p->desc, p->x, p->kv, p->w, p->mask, p->out, NULL);
-    if (p->status != CLATTN_SUCCESS)
-        snprintf(p->error, sizeof p->error, "%s", clattn_last_error(p->ctx));
+    p->head.status = clattn_mha_host(p->head.ctx, &p->desc, p->x, p->kv, p->w, p->mask, p->out, NULL);
+    if (p->head.status != CLATTN_SUCCESS)
+        snprintf(p->head.error, sizeof p->head.error, "%s", clattn_last_error(p->head.ctx));
     return NULL;
 }
 
@@ -542,7 +551,7 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
         if (begin[d + 1] == begin[d])
             continue;
         layer_part *p = &parts[d];
-        p->ctx = g->ctx[d];
+        p->head.ctx = g->ctx[d];
         p->w = &w;
         if (by_batch) {
             const size_t b0 = begin[d], b1 = begin[d + 1], rows = mask_batch_rows(s);
@@ -558,25 +567,12 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
             st = layer_rows_part(p, &m, &full, x, kv, mask, begin[d], begin[d + 1]);
         }
     }
-    pthread_t threads[GROUP_MAX];
-    bool started[GROUP_MAX] = {false};
-    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++)
-        if (parts[i].ctx)
-            started[i] = pthread_create(&threads[i], NULL, layer_part_run, &parts[i]) == 0;
-    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++) {
-        if (started[i])
-            pthread_join(threads[i], NULL);
-        else if (parts[i].ctx)
-            layer_part_run(&parts[i]);
-    }
-    for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++)
-        if (parts[i].ctx && parts[i].status != CLATTN_SUCCESS)
-            st = set_error(NULL, parts[i].status, "device %zu of the group (%s): %s", i,
-                           clattn_context_device_name(parts[i].ctx), parts[i].error);
+    if (st == CLATTN_SUCCESS)
+        st = run_parts(parts, sizeof parts[0], g->count, layer_part_run);
     /* A query split's rows back into place, all or nothing. */
     for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS && !by_batch; d++) {
         const size_t n = begin[d + 1] - begin[d];
-        for (size_t b = 0; parts[d].ctx && b < s->batch; b++)
+        for (size_t b = 0; parts[d].head.ctx && b < s->batch; b++)
             memcpy(out + (b * s->q_len + begin[d]) * width, parts[d].out_copy + b * n * width,
                    n * width * sizeof *out);
     }

@@ -3,6 +3,7 @@
 #include "merge.h"
 
 #include "context.h"
+#include "dtype.h"
 #include "error.h"
 #include "fault.h"
 #include "launch.h"
@@ -13,13 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define TYPES 4 /* clattn_dtype's values */
 
 /* One program per storage-type triple: part a's, part b's and the output's (a chain of merges keeps its
  * running result in float, so that only the last pass rounds). */
 struct merge_state {
-    cl_program programs[TYPES][TYPES][TYPES];
-    cl_kernel kernels[TYPES][TYPES][TYPES];
+    cl_program programs[DTYPE_COUNT][DTYPE_COUNT][DTYPE_COUNT];
+    cl_kernel kernels[DTYPE_COUNT][DTYPE_COUNT][DTYPE_COUNT];
 };
 
 static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dtype b, clattn_dtype o, cl_kernel *out)
@@ -45,9 +45,9 @@ void merge_release(clattn_context *ctx)
 {
     if (!ctx->merge)
         return;
-    for (int a = 0; a < TYPES; a++)
-        for (int b = 0; b < TYPES; b++)
-            for (int o = 0; o < TYPES; o++)
+    for (int a = 0; a < DTYPE_COUNT; a++)
+        for (int b = 0; b < DTYPE_COUNT; b++)
+            for (int o = 0; o < DTYPE_COUNT; o++)
                 program_release(&ctx->merge->programs[a][b][o], &ctx->merge->kernels[a][b][o], 1);
     free(ctx->merge);
     ctx->merge = NULL;
