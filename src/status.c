@@ -35,6 +35,8 @@ static const status_entry status_table[] = {
     {CLATTN_ERROR_OUT_OF_HOST_MEMORY, "CLATTN_ERROR_OUT_OF_HOST_MEMORY", "a host allocation failed"},
     {CLATTN_ERROR_UNSUPPORTED_DEVICE, "CLATTN_ERROR_UNSUPPORTED_DEVICE",
      "the device lacks a feature clattn needs"},
+    {CLATTN_ERROR_COMMUNICATION, "CLATTN_ERROR_COMMUNICATION", "an MPI call failed"},
+    {CLATTN_ERROR_TIMEOUT, "CLATTN_ERROR_TIMEOUT", "another rank did not answer within the timeout"},
     CL_ENTRY(CL_DEVICE_NOT_FOUND, "OpenCL: no device of the requested type"),
     CL_ENTRY(CL_DEVICE_NOT_AVAILABLE, "OpenCL: the device is not available"),
     CL_ENTRY(CL_COMPILER_NOT_AVAILABLE, "OpenCL: no compiler is available"),

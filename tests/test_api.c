@@ -39,6 +39,8 @@ static const struct {
     ST(CLATTN_ERROR_BLAS),
     ST(CLATTN_ERROR_OUT_OF_HOST_MEMORY),
     ST(CLATTN_ERROR_UNSUPPORTED_DEVICE),
+    ST(CLATTN_ERROR_COMMUNICATION),
+    ST(CLATTN_ERROR_TIMEOUT),
 };
 #define N_STATUS (sizeof all_status / sizeof all_status[0])
 

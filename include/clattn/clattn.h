@@ -97,6 +97,8 @@ typedef enum clattn_status {
     CLATTN_ERROR_BLAS = -3013,             /* CLBlast returned an error (its code is in the detail) */
     CLATTN_ERROR_OUT_OF_HOST_MEMORY = -3014, /* malloc failed on the host */
     CLATTN_ERROR_UNSUPPORTED_DEVICE = -3015, /* the device lacks something clattn needs */
+    CLATTN_ERROR_COMMUNICATION = -3016,    /* since 0.6: an MPI call failed (clattn_mpi.h) */
+    CLATTN_ERROR_TIMEOUT = -3017,          /* since 0.6: another rank did not answer in time */
 
     /* Not statuses: they make every 32-bit value part of the enum's range, so that any OpenCL or
      * extension code (CL_PLATFORM_NOT_FOUND_KHR is -1001) is a valid clattn_status in C and C++. */

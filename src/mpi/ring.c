@@ -1,0 +1,820 @@
+/* Ring attention over MPI (include/clattn/clattn_mpi.h). Built on clattn's public API only — clattn_sdpa
+ * for each (query run, key run) pair, clattn_merge for the running result — so that this library is a
+ * client of libclattn like any application, and libclattn itself never needs MPI.
+ *
+ * One call: (1) every rank sends every other rank a fingerprint of its descriptor and its own argument
+ * checks, and all reach the same verdict; (2) P steps, in step t rank r holds the K/V slice of rank r − t:
+ * it posts the send of that slice to r + 1 and the receive of the next from r − 1, enqueues the uploads
+ * and kernels, and polls both until done, so that the transfer hides behind the kernels; (3) a last
+ * exchange of statuses, so that a failure on one rank is every rank's answer. Each wait on another rank
+ * ends at the ring's timeout. */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include "clattn/clattn_mpi.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { TAG_CHECK = 1, TAG_KEYS = 2, TAG_VALUES = 3, TAG_STATUS = 4 };
+
+struct clattn_ring_s {
+    clattn_context *ctx;
+    MPI_Comm comm; /* clattn's duplicate of the application's communicator */
+    int rank, size;
+    double timeout_s;
+    bool broken; /* a wait timed out or MPI failed: messages may be in flight, the ring cannot go on */
+    int failed_rank;
+    char detail[512];
+    float *host[2][2]; /* [buffer][K, V]: received slices (kept, never freed, once broken) */
+    size_t host_elems[2][2];
+};
+
+static _Thread_local char create_detail[512];
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Shards                                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Run c of n rows cut into `runs` runs, the first n % runs one row longer. */
+static void run_of(size_t n, size_t runs, size_t c, size_t *start, size_t *len)
+{
+    const size_t base = n / runs, extra = n % runs;
+    *start = c * base + (c < extra ? c : extra);
+    *len = base + (c < extra);
+}
+
+clattn_status clattn_ring_shard_of(size_t n, int ranks, int rank, clattn_ring_layout layout, clattn_ring_shard *shard)
+{
+    if (!shard)
+        return CLATTN_ERROR_NULL_ARGUMENT;
+    if (ranks < 1 || rank < 0 || rank >= ranks ||
+        (layout != CLATTN_RING_CONTIGUOUS && layout != CLATTN_RING_ZIGZAG))
+        return CLATTN_ERROR_INVALID_VALUE;
+    memset(shard, 0, sizeof *shard);
+    const size_t p = (size_t)ranks, r = (size_t)rank;
+    if (layout == CLATTN_RING_CONTIGUOUS) {
+        run_of(n, p, r, &shard->start[0], &shard->len[0]);
+    } else {
+        run_of(n, 2 * p, r, &shard->start[0], &shard->len[0]);
+        run_of(n, 2 * p, 2 * p - 1 - r, &shard->start[1], &shard->len[1]);
+    }
+    shard->rows = shard->len[0] + shard->len[1];
+    return CLATTN_SUCCESS;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Errors and waiting                                                                              */
+/* ---------------------------------------------------------------------------------------------- */
+
+static clattn_status fail(clattn_ring *r, clattn_status st, int rank, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->detail, sizeof r->detail, fmt, ap);
+    va_end(ap);
+    r->failed_rank = rank;
+    return st;
+}
+
+static clattn_status mpi_failed(clattn_ring *r, int code, const char *call)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    r->broken = true;
+    return fail(r, CLATTN_ERROR_COMMUNICATION, r->rank, "rank %d: %s failed: %s", r->rank, call, text);
+}
+
+static double now_s(void) { return MPI_Wtime(); }
+
+static void nap(void)
+{
+    /* Long enough to leave a core to the device's threads (PoCL runs kernels on the host's cores),
+     * short against a kernel's time. */
+    const struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+}
+
+/* One wait: requests on other ranks (peer[i] is the rank request i waits on) and, when `device` is given,
+ * the kernels before that event. The timeout runs from when this rank's own work is done (the device's,
+ * else the call's start). On timeout the receives are cancelled, the sends abandoned, and the ring marked
+ * broken. *device_done_at, when given, receives the time the device finished. */
+static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const int *peer, cl_event device,
+                              const char *what, double *device_done_at)
+{
+    double own_done = device ? -1.0 : now_s();
+    for (;;) {
+        if (own_done < 0) {
+            cl_int exec = CL_QUEUED;
+            const cl_int err = clGetEventInfo(device, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+            if (err != CL_SUCCESS || exec < 0) {
+                /* The kernels failed: finish waiting on the others regardless (the ring must go on). */
+                own_done = now_s();
+            } else if (exec == CL_COMPLETE) {
+                own_done = now_s();
+            }
+            if (own_done >= 0 && device_done_at)
+                *device_done_at = own_done;
+        }
+        int done = 1;
+        if (n > 0) {
+            const int code = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
+            if (code != MPI_SUCCESS)
+                return mpi_failed(r, code, "MPI_Testall");
+        }
+        if (done && own_done >= 0)
+            return CLATTN_SUCCESS;
+        if (own_done >= 0 && now_s() - own_done > r->timeout_s)
+            break;
+        nap();
+    }
+    /* Timed out: name the first rank still owing something, then let go of every request. */
+    int late = -1;
+    for (int i = 0; i < n; i++) {
+        int flag = 1;
+        if (reqs[i] != MPI_REQUEST_NULL)
+            MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+        if (!flag) {
+            if (late < 0)
+                late = peer[i];
+            MPI_Cancel(&reqs[i]);
+            MPI_Request_free(&reqs[i]); /* a send that was never matched: abandoned with its buffer */
+        }
+    }
+    r->broken = true;
+    return fail(r, CLATTN_ERROR_TIMEOUT, late, "rank %d: rank %d did not answer within %g s (%s)", r->rank, late,
+                r->timeout_s, what);
+}
+
+/* Every rank sends `bytes` of `mine` to every other and receives theirs: all[i·bytes] is rank i's. */
+static clattn_status exchange_all(clattn_ring *r, const void *mine, int bytes, void *all, int tag, const char *what)
+{
+    const int p = r->size;
+    MPI_Request *reqs = malloc(2 * (size_t)p * sizeof *reqs);
+    int *peer = malloc(2 * (size_t)p * sizeof *peer);
+    if (!reqs || !peer) {
+        free(reqs);
+        free(peer);
+        return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the exchange's requests", r->rank);
+    }
+    memcpy((char *)all + (size_t)r->rank * (size_t)bytes, mine, (size_t)bytes);
+    int n = 0, code = MPI_SUCCESS;
+    for (int i = 0; i < p && code == MPI_SUCCESS; i++) {
+        if (i == r->rank)
+            continue;
+        peer[n] = i;
+        code = MPI_Irecv((char *)all + (size_t)i * (size_t)bytes, bytes, MPI_BYTE, i, tag, r->comm, &reqs[n++]);
+        if (code == MPI_SUCCESS) {
+            peer[n] = i;
+            code = MPI_Isend(mine, bytes, MPI_BYTE, i, tag, r->comm, &reqs[n++]);
+        }
+    }
+    clattn_status st = code == MPI_SUCCESS ? wait_all(r, n, reqs, peer, NULL, what, NULL)
+                                           : mpi_failed(r, code, "MPI_Isend/MPI_Irecv");
+    free(reqs);
+    free(peer);
+    return st;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Create and free                                                                                 */
+/* ---------------------------------------------------------------------------------------------- */
+
+clattn_status clattn_ring_create(clattn_ring **out, clattn_context *ctx, MPI_Comm comm, double timeout_s)
+{
+    create_detail[0] = '\0';
+    if (!out || !ctx) {
+        snprintf(create_detail, sizeof create_detail, "%s is NULL", !out ? "ring" : "ctx");
+        return CLATTN_ERROR_NULL_ARGUMENT;
+    }
+    *out = NULL;
+    if (!(timeout_s >= 0.0) || isinf(timeout_s)) {
+        snprintf(create_detail, sizeof create_detail, "timeout_s is %g: 0 (60 s) or a positive time", timeout_s);
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized || comm == MPI_COMM_NULL) {
+        snprintf(create_detail, sizeof create_detail, "%s", !initialized ? "MPI is not initialised" : "comm is MPI_COMM_NULL");
+        return !initialized ? CLATTN_ERROR_COMMUNICATION : CLATTN_ERROR_NULL_ARGUMENT;
+    }
+    clattn_ring *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(create_detail, sizeof create_detail, "allocating the ring");
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    }
+    r->ctx = ctx;
+    r->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
+    r->failed_rank = -1;
+    MPI_Comm_rank(comm, &r->rank);
+    MPI_Comm_size(comm, &r->size);
+    /* A non-blocking duplicate, so that a rank that never arrives ends in a timeout, not a hang. */
+    MPI_Request req = MPI_REQUEST_NULL;
+    int code = MPI_Comm_idup(comm, &r->comm, &req);
+    clattn_status st = code == MPI_SUCCESS ? wait_all(r, 1, &req, &(int){0}, NULL, "duplicating the communicator", NULL)
+                                           : mpi_failed(r, code, "MPI_Comm_idup");
+    if (st == CLATTN_SUCCESS && (code = MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
+        st = mpi_failed(r, code, "MPI_Comm_set_errhandler");
+    if (st != CLATTN_SUCCESS) {
+        snprintf(create_detail, sizeof create_detail, "%s", r->detail);
+        if (!r->broken && r->comm != MPI_COMM_NULL)
+            MPI_Comm_free(&r->comm);
+        free(r);
+        return st;
+    }
+    *out = r;
+    return CLATTN_SUCCESS;
+}
+
+void clattn_ring_free(clattn_ring *r)
+{
+    if (!r)
+        return;
+    if (r->broken)
+        return; /* an abandoned send may still read the host buffers; the communicator may hold messages */
+    for (int b = 0; b < 2; b++)
+        for (int t = 0; t < 2; t++)
+            free(r->host[b][t]);
+    MPI_Comm_free(&r->comm);
+    free(r);
+}
+
+int clattn_ring_rank(const clattn_ring *r) { return r ? r->rank : -1; }
+int clattn_ring_size(const clattn_ring *r) { return r ? r->size : 0; }
+int clattn_ring_failed_rank(const clattn_ring *r) { return r ? r->failed_rank : -1; }
+const char *clattn_ring_last_error(const clattn_ring *r) { return r ? r->detail : create_detail; }
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The collective check                                                                            */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* What every rank must agree on, as numbers; names beside them for the message. */
+static const char *const field_names[] = {
+    "batch", "heads", "kv_heads", "q_len", "kv_len", "qk_dim", "v_dim", "scale", "softcap", "algorithm",
+    "causal", "key_lengths", "query_offsets", "window", "sinks", "alibi_slopes", "storage types", "layout",
+    "weights_output", "struct_size"};
+#define FIELDS (sizeof field_names / sizeof field_names[0])
+
+typedef struct fingerprint {
+    int32_t status; /* this rank's own checks */
+    int32_t pad;
+    uint64_t field[FIELDS];
+    char detail[256];
+} fingerprint;
+
+/* FNV-1a over an array the caller passes by pointer (its contents must agree too). */
+static uint64_t hash_bytes(const void *p, size_t bytes)
+{
+    uint64_t h = 1469598103934665603ull;
+    if (!p)
+        return 0;
+    for (size_t i = 0; i < bytes; i++)
+        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h | 1; /* never 0, the "absent" value */
+}
+
+static uint64_t float_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* The descriptor's fields (a valid one: the caller checked struct_size and the pointer). */
+static void fingerprint_fields(const clattn_sdpa_desc *d, clattn_ring_layout layout, uint64_t *f)
+{
+    const clattn_masks *m = d->masks;
+    const size_t kv_heads = d->kv_heads ? d->kv_heads : d->heads;
+    uint64_t i = 0;
+    f[i++] = d->batch;
+    f[i++] = d->heads;
+    f[i++] = kv_heads;
+    f[i++] = d->q_len;
+    f[i++] = d->kv_len;
+    f[i++] = d->qk_dim;
+    f[i++] = d->v_dim ? d->v_dim : d->qk_dim;
+    f[i++] = float_bits(d->scale);
+    f[i++] = float_bits(d->softcap);
+    f[i++] = (uint64_t)d->algorithm;
+    f[i++] = m ? (uint64_t)m->causal : 0;
+    f[i++] = m && m->key_lengths ? hash_bytes(m->key_lengths, d->batch * sizeof *m->key_lengths) : 0;
+    f[i++] = m && m->query_offsets ? hash_bytes(m->query_offsets, d->batch * sizeof *m->query_offsets) : 0;
+    f[i++] = m && m->window ? hash_bytes(m->window, sizeof *m->window) : 0;
+    f[i++] = d->sinks ? hash_bytes(d->sinks, d->heads * sizeof *d->sinks) : 0;
+    f[i++] = d->alibi_slopes ? hash_bytes(d->alibi_slopes, d->heads * sizeof *d->alibi_slopes) : 0;
+    f[i++] = (uint64_t)d->q_dtype | (uint64_t)d->k_dtype << 8 | (uint64_t)d->v_dtype << 16 | (uint64_t)d->out_dtype << 24;
+    f[i++] = (uint64_t)layout;
+    f[i++] = (uint64_t)d->weights_output;
+    f[i++] = d->struct_size;
+}
+
+static bool mul_ok(size_t a, size_t b, size_t *out)
+{
+    if (b && a > SIZE_MAX / b)
+        return false;
+    *out = a * b;
+    return true;
+}
+
+/* This rank's own checks, before anything is exchanged: what clattn_sdpa cannot see (the ring's rules,
+ * the host arrays, the message sizes). The descriptor's other rules are clattn_sdpa's, in the first pair. */
+static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout,
+                                  const float *q, const float *k, const float *v, const float *out, char *detail,
+                                  size_t cap)
+{
+    if (!d) {
+        snprintf(detail, cap, "desc is NULL");
+        return CLATTN_ERROR_NULL_ARGUMENT;
+    }
+    if (d->struct_size != sizeof(clattn_sdpa_desc)) {
+        snprintf(detail, cap, "desc->struct_size is %zu, not sizeof(clattn_sdpa_desc) = %zu (start from "
+                 "CLATTN_SDPA_DESC_INIT)", d->struct_size, sizeof(clattn_sdpa_desc));
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    if (layout != CLATTN_RING_CONTIGUOUS && layout != CLATTN_RING_ZIGZAG) {
+        snprintf(detail, cap, "layout %d is not a clattn_ring_layout", (int)layout);
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    const size_t kv_heads = d->kv_heads ? d->kv_heads : d->heads, v_dim = d->v_dim ? d->v_dim : d->qk_dim;
+    if (!d->batch || !d->heads || !d->q_len || !d->kv_len || !d->qk_dim) {
+        snprintf(detail, cap, "desc->%s is 0", !d->batch ? "batch" : !d->heads ? "heads" : !d->q_len ? "q_len" :
+                 !d->kv_len ? "kv_len" : "qk_dim");
+        return CLATTN_ERROR_ZERO_SIZE;
+    }
+    if ((size_t)r->size > d->q_len || (size_t)r->size > d->kv_len) {
+        const bool queries = (size_t)r->size > d->q_len;
+        snprintf(detail, cap, "%d ranks for %zu %s: every rank needs at least one", r->size,
+                 queries ? d->q_len : d->kv_len, queries ? "queries" : "keys");
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    if (d->masks && d->masks->additive != CLATTN_MASK_NONE) {
+        snprintf(detail, cap, "ring calls take no additive mask (masks->additive)");
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    if (d->q_dtype || d->k_dtype || d->v_dtype || d->out_dtype) {
+        snprintf(detail, cap, "ring calls take float32 tensors (desc's storage types)");
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    if (d->algorithm == CLATTN_ALGORITHM_STAGED && d->weights_output != CLATTN_WEIGHTS_SOFTMAX) {
+        snprintf(detail, cap, "ring calls return no weights (desc->weights_output)");
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    if (!q || !k || !v || !out) {
+        snprintf(detail, cap, "host array %s is NULL", !q ? "q" : !k ? "k" : !v ? "v" : "out");
+        return CLATTN_ERROR_NULL_ARGUMENT;
+    }
+    /* Sizes must not overflow, and the longest K or V slice any rank sends (a run of ⌈S/P⌉ rows at
+     * most), in floats, must fit an MPI count (an int). */
+    const size_t width = d->qk_dim > v_dim ? d->qk_dim : v_dim;
+    size_t q_elems, slice_elems;
+    if (!mul_ok(d->batch, d->heads, &q_elems) || !mul_ok(q_elems, d->q_len, &q_elems) ||
+        !mul_ok(q_elems, width, &q_elems) || !mul_ok(d->batch, kv_heads, &slice_elems) ||
+        !mul_ok(slice_elems, d->kv_len / (size_t)r->size + 1, &slice_elems) ||
+        !mul_ok(slice_elems, width, &slice_elems) || slice_elems > INT_MAX) {
+        snprintf(detail, cap, "the tensors' sizes overflow, or a rank's K or V slice passes an MPI message's %d "
+                 "floats", INT_MAX);
+        return CLATTN_ERROR_SIZE_OVERFLOW;
+    }
+    return CLATTN_SUCCESS;
+}
+
+/* Exchange fingerprints; the first rank that failed its own checks, else the first field any rank has
+ * otherwise than rank 0, is every rank's answer. */
+static clattn_status collective_check(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout,
+                                      const float *q, const float *k, const float *v, const float *out)
+{
+    fingerprint mine;
+    memset(&mine, 0, sizeof mine);
+    mine.status = local_checks(r, d, layout, q, k, v, out, mine.detail, sizeof mine.detail);
+    if (mine.status == CLATTN_SUCCESS)
+        fingerprint_fields(d, layout, mine.field);
+    fingerprint *all = malloc((size_t)r->size * sizeof *all);
+    if (!all)
+        return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the fingerprints", r->rank);
+    clattn_status st = exchange_all(r, &mine, (int)sizeof mine, all, TAG_CHECK, "the check of shapes and options");
+    for (int i = 0; i < r->size && st == CLATTN_SUCCESS; i++)
+        if (all[i].status != CLATTN_SUCCESS) {
+            all[i].detail[sizeof all[i].detail - 1] = '\0';
+            /* P > L or S fails every rank alike: name the first rank left without rows. */
+            const bool too_many = strstr(all[i].detail, "every rank needs") != NULL;
+            const int who = too_many && d ? (int)(d->q_len < d->kv_len ? d->q_len : d->kv_len) : i;
+            st = fail(r, (clattn_status)all[i].status, who, "rank %d: %s", i, all[i].detail);
+        }
+    for (int i = 1; i < r->size && st == CLATTN_SUCCESS; i++)
+        for (size_t f = 0; f < FIELDS; f++)
+            if (all[i].field[f] != all[0].field[f]) {
+                st = fail(r, CLATTN_ERROR_SHAPE_MISMATCH, i, "rank %d's %s is %llu, rank 0's is %llu%s", i,
+                          field_names[f], (unsigned long long)all[i].field[f], (unsigned long long)all[0].field[f],
+                          f >= 11 && f <= 15 ? " (hashes of the arrays)" : "");
+                break;
+            }
+    free(all);
+    return st;
+}
+
+/* After the ring: every rank's status, the first failure everyone's answer. */
+static clattn_status agree_on_status(clattn_ring *r, clattn_status st)
+{
+    typedef struct outcome {
+        int32_t status, failed_rank;
+        char detail[sizeof r->detail];
+    } outcome;
+    outcome mine = {(int32_t)st, r->failed_rank, {0}};
+    if (st != CLATTN_SUCCESS)
+        snprintf(mine.detail, sizeof mine.detail, "%s", r->detail);
+    outcome *all = malloc((size_t)r->size * sizeof *all);
+    if (!all)
+        return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the statuses", r->rank);
+    clattn_status agreed = exchange_all(r, &mine, (int)sizeof mine, all, TAG_STATUS, "the statuses of the call");
+    for (int i = 0; i < r->size && agreed == CLATTN_SUCCESS; i++)
+        if (all[i].status != CLATTN_SUCCESS) {
+            all[i].detail[sizeof all[i].detail - 1] = '\0';
+            agreed = fail(r, (clattn_status)all[i].status, all[i].failed_rank, "%s", all[i].detail);
+        }
+    free(all);
+    return agreed;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The ring                                                                                        */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* The device side of one call: the rank's query runs, the K/V runs held, and the running results. */
+typedef struct ring_buffers {
+    cl_mem q[2], out[2], lse[2]; /* per query run */
+    cl_mem k[2], v[2];           /* per run of the K/V slice held */
+    cl_mem part_out, part_lse;   /* one pair's result before it is merged */
+    size_t bytes;
+} ring_buffers;
+
+static clattn_status cl_failed(clattn_ring *r, cl_int err, const char *what)
+{
+    return fail(r, (clattn_status)err, r->rank, "rank %d: %s failed (%s)", r->rank, what,
+                clattn_status_string((clattn_status)err));
+}
+
+static clattn_status make_buffer(clattn_ring *r, ring_buffers *b, size_t bytes, cl_mem *out)
+{
+    cl_int err = CL_SUCCESS;
+    *out = clCreateBuffer(clattn_context_cl_context(r->ctx), CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
+    if (err != CL_SUCCESS)
+        return cl_failed(r, err, "clCreateBuffer");
+    b->bytes += bytes ? bytes : 4;
+    return CLATTN_SUCCESS;
+}
+
+static void release_buffers(ring_buffers *b)
+{
+    cl_mem *all[] = {&b->q[0], &b->q[1], &b->out[0], &b->out[1], &b->lse[0], &b->lse[1], &b->k[0], &b->k[1],
+                     &b->v[0], &b->v[1], &b->part_out, &b->part_lse};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+        if (*all[i]) {
+            clReleaseMemObject(*all[i]);
+            *all[i] = NULL;
+        }
+}
+
+/* Rows [row0, row0 + rows) of each of `slices` (B·heads) slices of a host tensor with `total` rows of
+ * `width` floats, to or from a device buffer holding just those rows. */
+static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, float *host, size_t slices, size_t total,
+                        size_t row0, size_t rows, size_t width)
+{
+    const size_t row_bytes = width * sizeof(float);
+    const size_t buffer_origin[3] = {0, 0, 0}, host_origin[3] = {0, row0, 0}, region[3] = {row_bytes, rows, slices};
+    if (write)
+        return clEnqueueWriteBufferRect(queue, dev, CL_FALSE, buffer_origin, host_origin, region, row_bytes,
+                                        rows * row_bytes, row_bytes, total * row_bytes, host, 0, NULL, NULL);
+    return clEnqueueReadBufferRect(queue, dev, CL_FALSE, buffer_origin, host_origin, region, row_bytes,
+                                   rows * row_bytes, row_bytes, total * row_bytes, host, 0, NULL, NULL);
+}
+
+/* The absolute position of batch b's first query (as clattn_masks defines it). */
+static long long first_position(const clattn_sdpa_desc *d, size_t b)
+{
+    const clattn_masks *m = d->masks;
+    if (m && m->query_offsets)
+        return m->query_offsets[b];
+    return m && m->causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? (long long)d->kv_len - (long long)d->q_len : 0;
+}
+
+/* Whether the masks hide every key of run [k0, k0 + kn) from every query of run [q0, q0 + qn) in every
+ * batch: then the pair adds nothing and is skipped. */
+static bool pair_hidden(const clattn_sdpa_desc *d, size_t q0, size_t qn, size_t k0)
+{
+    const clattn_masks *m = d->masks;
+    if (!m)
+        return false;
+    for (size_t b = 0; b < d->batch; b++) {
+        const long long last_query = first_position(d, b) + (long long)(q0 + qn) - 1;
+        const bool causal_hides = m->causal != CLATTN_CAUSAL_NONE && (long long)k0 > last_query;
+        const bool padding_hides = m->key_lengths && m->key_lengths[b] <= k0;
+        if (!causal_hides && !padding_hides)
+            return false;
+    }
+    return true;
+}
+
+/* Per-pair masks: positions moved to the key run (query offset = absolute position − k0), key lengths
+ * clipped to it. */
+typedef struct pair_masks {
+    clattn_masks masks;
+    clattn_window window;
+    size_t *key_lengths;
+    long long *offsets;
+} pair_masks;
+
+static void pair_desc(const clattn_sdpa_desc *d, pair_masks *pm, size_t q0, size_t qn, size_t k0, size_t kn,
+                      clattn_sdpa_desc *out)
+{
+    *out = *d;
+    out->q_len = qn;
+    out->kv_len = kn;
+    out->sinks = NULL; /* counted once, at the end */
+    out->masks = &pm->masks;
+    pm->masks = d->masks ? *d->masks : (clattn_masks)CLATTN_MASKS_INIT;
+    pm->masks.mask_kv_len = 0;
+    if (d->masks && d->masks->window) {
+        pm->window = *d->masks->window;
+        pm->masks.window = &pm->window;
+    }
+    for (size_t b = 0; b < d->batch; b++) {
+        pm->offsets[b] = first_position(d, b) + (long long)q0 - (long long)k0;
+        const size_t len = d->masks && d->masks->key_lengths ? d->masks->key_lengths[b] : d->kv_len;
+        pm->key_lengths[b] = len <= k0 ? 0 : len - k0 < kn ? len - k0 : kn;
+    }
+    pm->masks.query_offsets = pm->offsets;
+    pm->masks.key_lengths = pm->key_lengths;
+}
+
+/* A call's shape, resolved. */
+typedef struct ring_shape {
+    size_t batch, heads, kv_heads, qk_dim, v_dim;
+    clattn_ring_shard qs; /* this rank's queries */
+    size_t max_kv_rows;   /* the longest K/V slice of any rank */
+    size_t max_kv_run;    /* the longest run of one */
+    size_t max_q_run;
+} ring_shape;
+
+static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers *b)
+{
+    const size_t f = sizeof(float), bh = s->batch * s->heads, bkv = s->batch * s->kv_heads;
+    clattn_status st = CLATTN_SUCCESS;
+    for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++) {
+        if (!s->qs.len[c])
+            continue;
+        if ((st = make_buffer(r, b, bh * s->qs.len[c] * s->qk_dim * f, &b->q[c])) == CLATTN_SUCCESS &&
+            (st = make_buffer(r, b, bh * s->qs.len[c] * s->v_dim * f, &b->out[c])) == CLATTN_SUCCESS)
+            st = make_buffer(r, b, bh * s->qs.len[c] * f, &b->lse[c]);
+    }
+    for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++)
+        if ((st = make_buffer(r, b, bkv * s->max_kv_run * s->qk_dim * f, &b->k[c])) == CLATTN_SUCCESS)
+            st = make_buffer(r, b, bkv * s->max_kv_run * s->v_dim * f, &b->v[c]);
+    if (st == CLATTN_SUCCESS && (st = make_buffer(r, b, bh * s->max_q_run * s->v_dim * f, &b->part_out)) == CLATTN_SUCCESS)
+        st = make_buffer(r, b, bh * s->max_q_run * f, &b->part_lse);
+    /* Host buffers for the slices received, kept by the ring between calls. */
+    const size_t need[2] = {bkv * s->max_kv_rows * s->qk_dim, bkv * s->max_kv_rows * s->v_dim};
+    for (int h = 0; h < 2 && st == CLATTN_SUCCESS; h++)
+        for (int t = 0; t < 2 && st == CLATTN_SUCCESS; t++) {
+            if (r->host_elems[h][t] >= need[t])
+                continue;
+            float *grown = realloc(r->host[h][t], need[t] * f);
+            if (!grown)
+                return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: a K/V slice's host buffer", r->rank);
+            r->host[h][t] = grown;
+            r->host_elems[h][t] = need[t];
+        }
+    return st;
+}
+
+/* Uploads the queries, starts the running results (lse −inf: "no key yet", output 0). */
+static clattn_status start_results(clattn_ring *r, const ring_shape *s, ring_buffers *b, const float *q)
+{
+    cl_command_queue queue = clattn_context_queue(r->ctx);
+    const size_t bh = s->batch * s->heads;
+    for (int c = 0; c < 2; c++) {
+        if (!s->qs.len[c])
+            continue;
+        const float minus_inf = -INFINITY, zero = 0.0f;
+        cl_int err = copy_rows(queue, true, b->q[c], (float *)q, bh, s->qs.rows, c ? s->qs.len[0] : 0, s->qs.len[c],
+                               s->qk_dim);
+        if (err == CL_SUCCESS)
+            err = clEnqueueFillBuffer(queue, b->lse[c], &minus_inf, sizeof minus_inf, 0, bh * s->qs.len[c] * sizeof(float),
+                                      0, NULL, NULL);
+        if (err == CL_SUCCESS)
+            err = clEnqueueFillBuffer(queue, b->out[c], &zero, sizeof zero, 0,
+                                      bh * s->qs.len[c] * s->v_dim * sizeof(float), 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return cl_failed(r, err, "uploading the queries");
+    }
+    return CLATTN_SUCCESS;
+}
+
+/* Step t's work on the device: the held slice's runs uploaded, every visible pair attended and merged
+ * into its query run's result. */
+static clattn_status attend_slice(clattn_ring *r, const clattn_sdpa_desc *d, const ring_shape *s, ring_buffers *b,
+                                  pair_masks *pm, const clattn_ring_shard *ks, const float *k, const float *v,
+                                  unsigned *pairs)
+{
+    cl_command_queue queue = clattn_context_queue(r->ctx);
+    const size_t bkv = s->batch * s->kv_heads;
+    for (int kc = 0; kc < 2; kc++) {
+        if (!ks->len[kc])
+            continue;
+        bool uploaded = false;
+        for (int qc = 0; qc < 2; qc++) {
+            if (!s->qs.len[qc] || pair_hidden(d, s->qs.start[qc], s->qs.len[qc], ks->start[kc]))
+                continue;
+            if (!uploaded) {
+                const size_t row0 = kc ? ks->len[0] : 0;
+                cl_int err = copy_rows(queue, true, b->k[kc], (float *)k, bkv, ks->rows, row0, ks->len[kc], s->qk_dim);
+                if (err == CL_SUCCESS)
+                    err = copy_rows(queue, true, b->v[kc], (float *)v, bkv, ks->rows, row0, ks->len[kc], s->v_dim);
+                if (err != CL_SUCCESS)
+                    return cl_failed(r, err, "uploading a K/V run");
+                uploaded = true;
+            }
+            clattn_sdpa_desc pd;
+            pair_desc(d, pm, s->qs.start[qc], s->qs.len[qc], ks->start[kc], ks->len[kc], &pd);
+            clattn_status st = clattn_sdpa(r->ctx, &pd, b->q[qc], b->k[kc], b->v[kc], NULL, b->part_out, NULL, b->part_lse);
+            if (st == CLATTN_SUCCESS) {
+                const cl_mem outs[2] = {b->out[qc], b->part_out}, lses[2] = {b->lse[qc], b->part_lse};
+                st = clattn_merge(r->ctx, &pd, 2, outs, lses, b->out[qc], b->lse[qc]);
+            }
+            if (st != CLATTN_SUCCESS)
+                return fail(r, st, r->rank, "rank %d: attention over keys %zu–%zu: %s", r->rank, ks->start[kc],
+                            ks->start[kc] + ks->len[kc] - 1, clattn_last_error(r->ctx));
+            ++*pairs;
+        }
+    }
+    return CLATTN_SUCCESS;
+}
+
+/* The sinks (counted once) and the results read back into out and lse. */
+static clattn_status finish_results(clattn_ring *r, const clattn_sdpa_desc *d, const ring_shape *s, ring_buffers *b,
+                                    float *out, float *lse)
+{
+    cl_command_queue queue = clattn_context_queue(r->ctx);
+    const size_t bh = s->batch * s->heads;
+    for (int c = 0; c < 2; c++) {
+        if (!s->qs.len[c])
+            continue;
+        if (d->sinks) {
+            clattn_sdpa_desc md = *d;
+            md.q_len = s->qs.len[c];
+            const clattn_status st = clattn_merge(r->ctx, &md, 1, &b->out[c], &b->lse[c], b->out[c], b->lse[c]);
+            if (st != CLATTN_SUCCESS)
+                return fail(r, st, r->rank, "rank %d: the sinks: %s", r->rank, clattn_last_error(r->ctx));
+        }
+        const size_t row0 = c ? s->qs.len[0] : 0;
+        cl_int err = copy_rows(queue, false, b->out[c], out, bh, s->qs.rows, row0, s->qs.len[c], s->v_dim);
+        if (err == CL_SUCCESS && lse)
+            err = copy_rows(queue, false, b->lse[c], lse, bh, s->qs.rows, row0, s->qs.len[c], 1);
+        if (err != CL_SUCCESS)
+            return cl_failed(r, err, "reading the results");
+    }
+    const clattn_status st = clattn_finish(r->ctx);
+    return st == CLATTN_SUCCESS ? st : fail(r, st, r->rank, "rank %d: %s", r->rank, clattn_last_error(r->ctx));
+}
+
+static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The P steps. A rank whose device work fails goes on passing slices (its neighbours need them) and
+ * reports at the end. */
+static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout, const float *q,
+                              const float *k, const float *v, float *out, float *lse, clattn_ring_stats *stats)
+{
+    ring_shape s = {d->batch, d->heads, d->kv_heads ? d->kv_heads : d->heads, d->qk_dim,
+                    d->v_dim ? d->v_dim : d->qk_dim, {{0}, {0}, 0}, 0, 0, 0};
+    clattn_ring_shard_of(d->q_len, r->size, r->rank, layout, &s.qs);
+    for (int p = 0; p < r->size; p++) {
+        clattn_ring_shard ks, qs;
+        clattn_ring_shard_of(d->kv_len, r->size, p, layout, &ks);
+        clattn_ring_shard_of(d->q_len, r->size, p, layout, &qs);
+        s.max_kv_rows = max_of(s.max_kv_rows, ks.rows);
+        s.max_kv_run = max_of(s.max_kv_run, max_of(ks.len[0], ks.len[1]));
+        s.max_q_run = max_of(s.max_q_run, max_of(qs.len[0], qs.len[1]));
+    }
+    ring_buffers b;
+    memset(&b, 0, sizeof b);
+    pair_masks pm;
+    pm.key_lengths = malloc(d->batch * sizeof *pm.key_lengths);
+    pm.offsets = malloc(d->batch * sizeof *pm.offsets);
+    clattn_status st = !pm.key_lengths || !pm.offsets
+                           ? fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the per-pair masks", r->rank)
+                           : allocate(r, &s, &b);
+    if (st == CLATTN_SUCCESS)
+        st = start_results(r, &s, &b, q);
+    cl_command_queue queue = clattn_context_queue(r->ctx);
+    const int next = (r->rank + 1) % r->size, prev = (r->rank + r->size - 1) % r->size;
+    const size_t bkv = s.batch * s.kv_heads;
+    const float *held_k = k, *held_v = v;
+    for (int t = 0; t < r->size && !r->broken; t++) {
+        const int owner = (r->rank - t + r->size) % r->size, incoming = (owner + r->size - 1) % r->size;
+        clattn_ring_shard held, arriving;
+        clattn_ring_shard_of(d->kv_len, r->size, owner, layout, &held);
+        clattn_ring_shard_of(d->kv_len, r->size, incoming, layout, &arriving);
+        MPI_Request reqs[4];
+        int peer[4] = {prev, prev, next, next}, n = 0, code = MPI_SUCCESS;
+        float *into_k = r->host[t % 2][0], *into_v = r->host[t % 2][1];
+        if (!into_k || !into_v)
+            break; /* no host buffers (allocate failed, st says why): this rank cannot take part */
+        if (t + 1 < r->size) {
+            /* The slice of step t + 1 arrives while this step's kernels run. */
+            const int kn = (int)(bkv * arriving.rows * s.qk_dim), vn = (int)(bkv * arriving.rows * s.v_dim);
+            const int hk = (int)(bkv * held.rows * s.qk_dim), hv = (int)(bkv * held.rows * s.v_dim);
+            code = MPI_Irecv(into_k, kn, MPI_FLOAT, prev, TAG_KEYS, r->comm, &reqs[n++]);
+            if (code == MPI_SUCCESS)
+                code = MPI_Irecv(into_v, vn, MPI_FLOAT, prev, TAG_VALUES, r->comm, &reqs[n++]);
+            if (code == MPI_SUCCESS)
+                code = MPI_Isend(held_k, hk, MPI_FLOAT, next, TAG_KEYS, r->comm, &reqs[n++]);
+            if (code == MPI_SUCCESS)
+                code = MPI_Isend(held_v, hv, MPI_FLOAT, next, TAG_VALUES, r->comm, &reqs[n++]);
+            if (code != MPI_SUCCESS) {
+                st = mpi_failed(r, code, "posting a K/V slice's send or receive");
+                break;
+            }
+            if (stats)
+                stats->bytes_sent += (size_t)(hk + hv) * sizeof(float);
+        }
+        const double started = now_s();
+        cl_event marker = NULL;
+        if (st == CLATTN_SUCCESS)
+            st = attend_slice(r, d, &s, &b, &pm, &held, held_k, held_v, stats ? &stats->pairs : &(unsigned){0});
+        if (st == CLATTN_SUCCESS) {
+            cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &marker);
+            if (err == CL_SUCCESS)
+                err = clFlush(queue);
+            if (err != CL_SUCCESS)
+                st = cl_failed(r, err, "clEnqueueMarkerWithWaitList");
+        }
+        double device_done = started;
+        char what[96];
+        snprintf(what, sizeof what, "the K/V slice of rank %d, step %d", incoming, t + 1);
+        const clattn_status waited = wait_all(r, n, reqs, peer, marker, what, &device_done);
+        if (marker) {
+            cl_int exec = CL_COMPLETE;
+            clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
+            clReleaseEvent(marker);
+            if (exec < 0 && st == CLATTN_SUCCESS)
+                st = cl_failed(r, exec, "the step's kernels");
+        }
+        if (waited != CLATTN_SUCCESS) {
+            st = waited;
+            break;
+        }
+        if (stats && n > 0)
+            stats->wait_seconds += now_s() - device_done;
+        /* The kernels that read held_k/held_v are done: the buffer of step t − 1 may be received into. */
+        held_k = into_k;
+        held_v = into_v;
+    }
+    if (!r->broken && st == CLATTN_SUCCESS)
+        st = finish_results(r, d, &s, &b, out, lse);
+    if (!r->broken)
+        clFinish(queue); /* nothing of this call may still use the buffers released below */
+    if (stats) {
+        stats->steps = (unsigned)r->size;
+        stats->device_peak_bytes = b.bytes + clattn_context_temp_peak_bytes(r->ctx);
+        stats->host_bytes = (r->host_elems[0][0] + r->host_elems[0][1] + r->host_elems[1][0] + r->host_elems[1][1]) *
+                            sizeof(float);
+    }
+    release_buffers(&b);
+    free(pm.key_lengths);
+    free(pm.offsets);
+    return st;
+}
+
+clattn_status clattn_ring_sdpa_host(clattn_ring *r, const clattn_sdpa_desc *desc, clattn_ring_layout layout,
+                                    const float *q, const float *k, const float *v, float *out, float *lse,
+                                    clattn_ring_stats *stats)
+{
+    if (!r)
+        return CLATTN_ERROR_NULL_ARGUMENT; /* alone: without a ring there is no one to tell */
+    r->detail[0] = '\0';
+    r->failed_rank = -1;
+    if (r->broken)
+        return fail(r, CLATTN_ERROR_COMMUNICATION, r->rank,
+                    "rank %d: this ring timed out or lost a message before; free it", r->rank);
+    clattn_ring_stats local = CLATTN_RING_STATS_INIT;
+    if (stats && stats->struct_size != sizeof *stats)
+        stats = NULL; /* an unknown layout is not written (the collective check below still runs) */
+    clattn_ring_stats *into = stats ? &local : NULL;
+    const double started = now_s();
+    clattn_status st = collective_check(r, desc, layout, q, k, v, out);
+    if (st == CLATTN_SUCCESS) {
+        st = run_ring(r, desc, layout, q, k, v, out, lse, into);
+        if (!r->broken)
+            st = agree_on_status(r, st);
+    }
+    if (stats && st == CLATTN_SUCCESS) {
+        local.seconds = now_s() - started;
+        *stats = local;
+    }
+    return st;
+}

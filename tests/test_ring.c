@@ -1,0 +1,391 @@
+/*
+ * Ring attention across MPI ranks (clattn_mpi.h), run by meson under `mpirun -np 2` and `mpirun -np 4
+ * --oversubscribe`, every rank on the machine's first OpenCL device:
+ *
+ *  1. shards: clattn_ring_shard_of covers every row once, in order, for both layouts and uneven sizes.
+ *  2. table: non-causal and causal attention in both layouts, uneven L and S (not divisible by P), cross
+ *     lengths (L ≠ S, bottom-right), GQA, key lengths, query offsets, windows, sinks, ALiBi, soft-capping —
+ *     each rank's rows against the fp64 reference within the conformance tolerance, and against
+ *     clattn_sdpa_host on the whole tensors in one process.
+ *  3. memory: L = S = 512, D = 64: each rank's device memory (the library's own count: the call's buffers
+ *     plus the context's temporaries' peak) at most 2 · (L + S)/P · B·H·(Dqk + Dv) floats, and the causal
+ *     zigzag layout's pairs the same on every rank.
+ *  4. bad: a rank whose kv_len differs (every rank gets CLATTN_ERROR_SHAPE_MISMATCH naming it), P > S, a
+ *     NULL array on one rank, a descriptor clattn_sdpa refuses (every rank gets its status), and last a
+ *     rank that never calls: the others return CLATTN_ERROR_TIMEOUT naming it, within the ring's timeout.
+ *
+ * Every rank runs the same cases in the same order, without forking (CK_NOFORK). Rank 0 prints check's
+ * summary; a failure on any rank fails the run (mpirun's exit status), and rank 0 prints every rank's.
+ */
+#include "test_util.h"
+
+#include <clattn/clattn_mpi.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int rank, ranks;
+static clattn_context *ctx;
+static clattn_ring *ring;
+static double worst_ref, worst_single; /* largest errors against the reference and one process */
+
+/* Rows `shard` of each of `slices` slices of a tensor with n rows of `width`: into `out`. */
+static void take_rows(const float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, float *out)
+{
+    size_t o = 0;
+    for (size_t s = 0; s < slices; s++)
+        for (int c = 0; c < 2; c++)
+            for (size_t i = 0; i < sh->len[c]; i++, o++)
+                memcpy(out + o * width, all + (s * n + sh->start[c] + i) * width, width * sizeof *out);
+}
+
+START_TEST(test_shards)
+{
+    const size_t sizes[] = {1, 7, 8, 45, 1000};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+        for (int layout = 0; layout < 2; layout++)
+            for (int p = 1; p <= 5; p++) {
+                const size_t n = sizes[si];
+                char *seen = calloc(n, 1);
+                size_t total = 0;
+                for (int r = 0; r < p; r++) {
+                    clattn_ring_shard sh;
+                    ck_assert(clattn_ring_shard_of(n, p, r, (clattn_ring_layout)layout, &sh) == CLATTN_SUCCESS);
+                    ck_assert(sh.rows == sh.len[0] + sh.len[1]);
+                    for (int c = 0; c < 2; c++)
+                        for (size_t i = 0; i < sh.len[c]; i++) {
+                            ck_assert(sh.start[c] + i < n && !seen[sh.start[c] + i]);
+                            seen[sh.start[c] + i] = 1;
+                        }
+                    total += sh.rows;
+                }
+                ck_assert_msg(total == n, "n %zu, P %d, layout %d: %zu rows dealt", n, p, layout, total);
+                free(seen);
+            }
+    clattn_ring_shard sh;
+    ck_assert(clattn_ring_shard_of(10, 2, 2, CLATTN_RING_ZIGZAG, &sh) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_ring_shard_of(10, 0, 0, CLATTN_RING_ZIGZAG, &sh) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_ring_shard_of(10, 2, 0, (clattn_ring_layout)7, &sh) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_ring_shard_of(10, 2, 0, CLATTN_RING_ZIGZAG, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
+    /* Zigzag: rank r holds runs r and 2P − 1 − r of 2P. */
+    ck_assert(clattn_ring_shard_of(8, 2, 0, CLATTN_RING_ZIGZAG, &sh) == CLATTN_SUCCESS);
+    ck_assert(sh.start[0] == 0 && sh.len[0] == 2 && sh.start[1] == 6 && sh.len[1] == 2);
+}
+END_TEST
+
+typedef struct {
+    const char *name;
+    size_t B, H, KVH, L, S, D, DV;
+    clattn_causal causal;
+    clattn_ring_layout layout;
+    int key_lengths, offsets, sinks, alibi;
+    long long win_left; /* −2: none */
+    float softcap;
+} rcase;
+
+#define TL CLATTN_CAUSAL_TOP_LEFT
+#define BR CLATTN_CAUSAL_BOTTOM_RIGHT
+#define NONE CLATTN_CAUSAL_NONE
+#define CONTIG CLATTN_RING_CONTIGUOUS
+#define ZIGZAG CLATTN_RING_ZIGZAG
+
+static const rcase cases[] = {
+    {"non-causal, contiguous, GQA 4/2, L = S = 37", 2, 4, 2, 37, 37, 16, 16, NONE, CONTIG, 0, 0, 0, 0, -2, 0},
+    {"non-causal, zigzag, L 23, S 61, Dv 8", 1, 2, 1, 23, 61, 16, 8, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0},
+    {"causal, zigzag, L = S = 45", 1, 2, 2, 45, 45, 32, 32, TL, ZIGZAG, 0, 0, 0, 0, -2, 0},
+    {"causal, contiguous, L = S = 29, GQA 3/1", 1, 3, 1, 29, 29, 16, 16, TL, CONTIG, 0, 0, 0, 0, -2, 0},
+    {"causal, zigzag, key lengths, B 2", 2, 2, 2, 41, 41, 16, 16, TL, ZIGZAG, 1, 0, 0, 0, -2, 0},
+    {"cross: L 13, S 50, bottom-right causal, zigzag", 1, 2, 2, 13, 50, 16, 16, BR, ZIGZAG, 0, 0, 0, 0, -2, 0},
+    {"query offsets: L 11 at 40 and 35 of S 51, causal", 2, 2, 1, 11, 51, 16, 16, TL, CONTIG, 0, 1, 0, 0, -2, 0},
+    {"sinks, ALiBi, soft-capping, window 9, zigzag causal", 1, 4, 2, 33, 33, 16, 16, TL, ZIGZAG, 0, 0, 1, 1, 9, 5.0f},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static double max_abs_diff(const float *a, const double *ref, size_t n, double *worst_ratio)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = fabs((double)a[i] - ref[i]);
+        if (isinf(ref[i]) && a[i] == ref[i])
+            continue;
+        ck_assert_msg(isfinite(d), "%s: element %zu is %g, expected %g", tu_label(), i, (double)a[i], ref[i]);
+        worst = fmax(worst, d);
+        *worst_ratio = fmax(*worst_ratio, d / (TU_ATOL + TU_RTOL * fabs(ref[i])));
+    }
+    return worst;
+}
+
+START_TEST(test_table)
+{
+    const rcase *c = &cases[_i];
+    tu_set_label("ring P %d \"%s\"", ranks, c->name);
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->DV);
+    d.kv_heads = c->KVH;
+    d.softcap = c->softcap;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = c->causal;
+    size_t lengths[2] = {c->S - 5, c->S / 3};
+    long long offsets[2] = {40, 35};
+    if (c->key_lengths)
+        m.key_lengths = lengths;
+    if (c->offsets)
+        m.query_offsets = offsets;
+    const clattn_window w = {c->win_left, 0};
+    if (c->win_left != -2)
+        m.window = &w;
+    float sinks[8], slopes[8];
+    for (size_t h = 0; h < c->H; h++) {
+        sinks[h] = 0.3f * (float)h - 0.5f;
+        slopes[h] = 0.5f / (float)(h + 1);
+    }
+    if (c->sinks)
+        d.sinks = sinks;
+    if (c->alibi)
+        d.alibi_slopes = slopes;
+    d.masks = &m;
+    /* Every rank makes the same whole tensors (same seeds) and keeps its rows. */
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nv = c->B * c->KVH * c->S * c->DV;
+    const size_t no = c->B * c->H * c->L * c->DV, nl = c->B * c->H * c->L;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv);
+    tu_fill_uniform(q, nq, 1.0f, 11 + _i);
+    tu_fill_uniform(k, nk, 1.0f, 12 + _i);
+    tu_fill_uniform(v, nv, 1.0f, 13 + _i);
+    clattn_ring_shard qs, ks;
+    clattn_ring_shard_of(c->L, ranks, rank, c->layout, &qs);
+    clattn_ring_shard_of(c->S, ranks, rank, c->layout, &ks);
+    float *my_q = tu_falloc(c->B * c->H * qs.rows * c->D), *my_k = tu_falloc(c->B * c->KVH * ks.rows * c->D);
+    float *my_v = tu_falloc(c->B * c->KVH * ks.rows * c->DV);
+    take_rows(q, c->B * c->H, c->L, c->D, &qs, my_q);
+    take_rows(k, c->B * c->KVH, c->S, c->D, &ks, my_k);
+    take_rows(v, c->B * c->KVH, c->S, c->DV, &ks, my_v);
+    const size_t my_no = c->B * c->H * qs.rows * c->DV, my_nl = c->B * c->H * qs.rows;
+    float *o = tu_host_alloc(my_no, NULL), *l = tu_host_alloc(my_nl, NULL);
+    clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
+    clattn_status st = clattn_ring_sdpa_host(ring, &d, c->layout, my_q, my_k, my_v, o, l, &stats);
+    ck_assert_msg(st == CLATTN_SUCCESS, "%s: rank %d: %s: %s", tu_label(), rank, clattn_status_string(st),
+                  clattn_ring_last_error(ring));
+    tu_host_check_guard(o, my_no, "out");
+    tu_host_check_guard(l, my_nl, "lse");
+    ck_assert_uint_eq(stats.steps, (unsigned)ranks);
+    ck_assert(stats.bytes_sent == (ranks > 1 ? stats.bytes_sent : 0));
+    /* The fp64 reference over the whole tensors, and one process's clattn_sdpa_host: this rank's rows. */
+    double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
+    ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
+    float *so = tu_falloc(no), *sl = tu_falloc(nl);
+    st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, so, NULL, sl);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host (one process)");
+    float *ref_mine = tu_falloc(my_no), *single_mine = tu_falloc(my_no), *ref_lse = tu_falloc(my_nl);
+    float *single_lse = tu_falloc(my_nl), *rof = tu_falloc(no), *rlf = tu_falloc(nl);
+    for (size_t i = 0; i < no; i++)
+        rof[i] = (float)ro[i];
+    for (size_t i = 0; i < nl; i++)
+        rlf[i] = (float)rl[i];
+    take_rows(rof, c->B * c->H, c->L, c->DV, &qs, ref_mine);
+    take_rows(rlf, c->B * c->H, c->L, 1, &qs, ref_lse);
+    take_rows(so, c->B * c->H, c->L, c->DV, &qs, single_mine);
+    take_rows(sl, c->B * c->H, c->L, 1, &qs, single_lse);
+    double *ref_d = tu_dalloc(my_no), *ref_ld = tu_dalloc(my_nl), *single_d = tu_dalloc(my_no), *single_ld = tu_dalloc(my_nl);
+    for (size_t i = 0; i < my_no; i++) {
+        ref_d[i] = ref_mine[i];
+        single_d[i] = single_mine[i];
+    }
+    for (size_t i = 0; i < my_nl; i++) {
+        ref_ld[i] = ref_lse[i];
+        single_ld[i] = single_lse[i];
+    }
+    double ratio = 0.0, single_ratio = 0.0;
+    worst_ref = fmax(worst_ref, max_abs_diff(o, ref_d, my_no, &ratio));
+    worst_ref = fmax(worst_ref, max_abs_diff(l, ref_ld, my_nl, &ratio));
+    worst_single = fmax(worst_single, max_abs_diff(o, single_d, my_no, &single_ratio));
+    worst_single = fmax(worst_single, max_abs_diff(l, single_ld, my_nl, &single_ratio));
+    ck_assert_msg(ratio <= 1.0, "%s: rank %d: error %.3g × the tolerance against the reference", tu_label(), rank, ratio);
+    ck_assert_msg(single_ratio <= 1.0, "%s: rank %d: error %.3g × the tolerance against one process", tu_label(), rank,
+                  single_ratio);
+}
+END_TEST
+
+START_TEST(test_memory)
+{
+    const size_t B = 1, H = 4, L = 512, S = 512, D = 64;
+    tu_set_label("ring P %d memory, L = S = %zu, D %zu, causal zigzag", ranks, L, D);
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, D);
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = TL;
+    d.masks = &m;
+    clattn_ring_shard qs, ks;
+    clattn_ring_shard_of(L, ranks, rank, ZIGZAG, &qs);
+    clattn_ring_shard_of(S, ranks, rank, ZIGZAG, &ks);
+    float *q = tu_falloc(B * H * qs.rows * D), *k = tu_falloc(B * H * ks.rows * D), *v = tu_falloc(B * H * ks.rows * D);
+    tu_fill_uniform(q, B * H * qs.rows * D, 1.0f, 100 + (uint64_t)rank);
+    tu_fill_uniform(k, B * H * ks.rows * D, 1.0f, 200 + (uint64_t)rank);
+    tu_fill_uniform(v, B * H * ks.rows * D, 1.0f, 300 + (uint64_t)rank);
+    float *o = tu_falloc(B * H * qs.rows * D);
+    clattn_context_release_temporaries(ctx); /* the peak from here on is this call's */
+    clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
+    const double t0 = MPI_Wtime();
+    clattn_status st = clattn_ring_sdpa_host(ring, &d, ZIGZAG, q, k, v, o, NULL, &stats);
+    const double seconds = MPI_Wtime() - t0;
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: %s: %s", rank, clattn_status_string(st), clattn_ring_last_error(ring));
+    const double bound = 2.0 * (double)(L + S) / ranks * (double)(B * H * (D + D)) * sizeof(float);
+    const double whole = (double)(B * H * (L + S) * (D + D)) * sizeof(float); /* Q, K, V, O of one device */
+    unsigned pairs_min = stats.pairs, pairs_max = stats.pairs;
+    MPI_Allreduce(MPI_IN_PLACE, &pairs_min, 1, MPI_UNSIGNED, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &pairs_max, 1, MPI_UNSIGNED, MPI_MAX, MPI_COMM_WORLD);
+    printf("ring: P %d rank %d: device peak %zu bytes (%.2f of the whole call's Q/K/V/O, bound %.0f), host %zu bytes, "
+           "sent %zu bytes, %u pairs, %.3f s (waiting %.3f s)\n",
+           ranks, rank, stats.device_peak_bytes, stats.device_peak_bytes / whole, bound, stats.host_bytes,
+           stats.bytes_sent, stats.pairs, seconds, stats.wait_seconds);
+    ck_assert_msg((double)stats.device_peak_bytes <= bound, "rank %d: device peak %zu bytes > %.0f", rank,
+                  stats.device_peak_bytes, bound);
+    ck_assert_msg(stats.device_peak_bytes > 0 && stats.host_bytes > 0, "rank %d: nothing counted", rank);
+    /* Zigzag under a causal mask: every rank attends the same number of (query run, key run) pairs. */
+    ck_assert_msg(pairs_min == pairs_max, "pairs per rank differ: %u to %u", pairs_min, pairs_max);
+}
+END_TEST
+
+/* Every rank must get `want`, with failed_rank `who` and `needle` in the detail. */
+static void expect_failure(clattn_status st, clattn_status want, int who, const char *needle)
+{
+    ck_assert_msg(st == want, "%s: rank %d: %s, expected %s (%s)", tu_label(), rank, clattn_status_string(st),
+                  clattn_status_string(want), clattn_ring_last_error(ring));
+    ck_assert_msg(clattn_ring_failed_rank(ring) == who, "%s: rank %d: failed rank %d, expected %d (%s)", tu_label(),
+                  rank, clattn_ring_failed_rank(ring), who, clattn_ring_last_error(ring));
+    ck_assert_msg(strstr(clattn_ring_last_error(ring), needle), "%s: rank %d: detail \"%s\" lacks \"%s\"", tu_label(),
+                  rank, clattn_ring_last_error(ring), needle);
+}
+
+START_TEST(test_bad)
+{
+    const size_t S = 4 * (size_t)ranks + 3, D = 8;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, S, S, D, D);
+    float *q = tu_falloc(2 * S * D), *k = tu_falloc(2 * S * D), *v = tu_falloc(2 * S * D), *o = tu_host_alloc(2 * S * D, NULL);
+    tu_fill_uniform(q, 2 * S * D, 1.0f, 5);
+    clattn_status st;
+    if (ranks > 1) {
+        tu_set_label("ring: the last rank's kv_len differs");
+        clattn_sdpa_desc mine = d;
+        if (rank == ranks - 1)
+            mine.kv_len = S + 1;
+        st = clattn_ring_sdpa_host(ring, &mine, CONTIG, q, k, v, o, NULL, NULL);
+        expect_failure(st, CLATTN_ERROR_SHAPE_MISMATCH, ranks - 1, "kv_len");
+        tu_set_label("ring: P > S");
+        clattn_sdpa_desc few = d;
+        few.kv_len = (size_t)ranks - 1;
+        st = clattn_ring_sdpa_host(ring, &few, CONTIG, q, k, v, o, NULL, NULL);
+        expect_failure(st, CLATTN_ERROR_INVALID_VALUE, ranks - 1, "every rank needs");
+    }
+    tu_set_label("ring: q NULL on rank 0");
+    st = clattn_ring_sdpa_host(ring, &d, ZIGZAG, rank == 0 ? NULL : q, k, v, o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_NULL_ARGUMENT, 0, "q is NULL");
+    tu_set_label("ring: a descriptor clattn_sdpa refuses (softcap −1)");
+    clattn_sdpa_desc capped = d;
+    capped.softcap = -1.0f;
+    st = clattn_ring_sdpa_host(ring, &capped, ZIGZAG, q, k, v, o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "softcap");
+    tu_set_label("ring: an additive mask");
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.additive = CLATTN_MASK_L_S;
+    clattn_sdpa_desc masked = d;
+    masked.masks = &m;
+    st = clattn_ring_sdpa_host(ring, &masked, ZIGZAG, q, k, v, o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "additive");
+    ck_assert_msg(tu_host_all_sentinel(o, 2 * S * D), "rank %d: a failed call wrote its output", rank);
+    ck_assert(clattn_ring_sdpa_host(NULL, &d, ZIGZAG, q, k, v, o, NULL, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
+    /* The ring still works after refusals. */
+    tu_set_label("ring: a good call after the refusals");
+    st = clattn_ring_sdpa_host(ring, &d, ZIGZAG, q, k, v, o, NULL, NULL);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: %s: %s", rank, clattn_status_string(st), clattn_ring_last_error(ring));
+    clattn_ring *r2 = NULL;
+    ck_assert(clattn_ring_create(&r2, NULL, MPI_COMM_WORLD, 0) == CLATTN_ERROR_NULL_ARGUMENT && r2 == NULL);
+    ck_assert(clattn_ring_create(&r2, ctx, MPI_COMM_WORLD, -1.0) == CLATTN_ERROR_INVALID_VALUE && r2 == NULL);
+    ck_assert(strstr(clattn_ring_last_error(NULL), "timeout_s") != NULL);
+}
+END_TEST
+
+/* Last: the last rank creates its ring but never calls (as if it had died); the others time out. */
+START_TEST(test_dead_rank)
+{
+    if (ranks < 2)
+        return;
+    tu_set_label("ring: the last rank never calls");
+    clattn_ring *r = NULL;
+    const double timeout = 1.5;
+    clattn_status st = clattn_ring_create(&r, ctx, MPI_COMM_WORLD, timeout);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: clattn_ring_create: %s", rank, clattn_ring_last_error(NULL));
+    if (rank != ranks - 1) {
+        const size_t S = 2 * (size_t)ranks, D = 8;
+        clattn_sdpa_desc d = tu_sdpa_desc(1, 1, S, S, D, D);
+        float *q = tu_falloc(S * D), *o = tu_falloc(S * D);
+        const double t0 = MPI_Wtime();
+        st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
+        const double waited = MPI_Wtime() - t0;
+        ck_assert_msg(st == CLATTN_ERROR_TIMEOUT, "rank %d: %s (%s)", rank, clattn_status_string(st), clattn_ring_last_error(r));
+        ck_assert_msg(clattn_ring_failed_rank(r) == ranks - 1, "rank %d: failed rank %d", rank, clattn_ring_failed_rank(r));
+        ck_assert_msg(waited >= timeout && waited < timeout + 30.0, "rank %d: returned after %.2f s", rank, waited);
+        if (rank == 0)
+            printf("ring: P %d: a rank that never called: %s after %.2f s: %s\n", ranks, clattn_status_string(
+                   CLATTN_ERROR_TIMEOUT), waited, clattn_ring_last_error(r));
+        /* The ring is spent: later calls say so at once. */
+        st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
+        ck_assert(st == CLATTN_ERROR_COMMUNICATION);
+    }
+    clattn_ring_free(r);
+    MPI_Barrier(MPI_COMM_WORLD);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("ring");
+    TCase *tc = tcase_create("ring");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_shards);
+    tcase_add_loop_test(tc, test_table, 0, NCASES);
+    tcase_add_test(tc, test_memory);
+    tcase_add_test(tc, test_bad);
+    tcase_add_test(tc, test_dead_rank);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    clattn_status st = clattn_context_create(&ctx, NULL);
+    int failed = 0;
+    if (st != CLATTN_SUCCESS) {
+        fprintf(stderr, "rank %d: no OpenCL device: %s (%s)\n", rank, clattn_status_string(st), clattn_last_error(NULL));
+        failed = 1;
+    } else if ((st = clattn_ring_create(&ring, ctx, MPI_COMM_WORLD, 120.0)) != CLATTN_SUCCESS) {
+        fprintf(stderr, "rank %d: clattn_ring_create: %s\n", rank, clattn_ring_last_error(NULL));
+        failed = 1;
+    }
+    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!failed) {
+        SRunner *sr = srunner_create(make_suite());
+        srunner_set_fork_status(sr, CK_NOFORK);
+        srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
+        failed = srunner_ntests_failed(sr) > 0;
+        if (failed)
+            fprintf(stderr, "rank %d: %d check(s) failed\n", rank, srunner_ntests_failed(sr));
+        srunner_free(sr);
+        tu_release_host();
+        double worst[2] = {worst_ref, worst_single};
+        MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        if (rank == 0)
+            printf("ring: P %d: max |error| %.3g against the fp64 reference, %.3g against one process\n", ranks, worst[0],
+                   worst[1]);
+    }
+    clattn_ring_free(ring);
+    clattn_context_free(ctx);
+    int any = failed;
+    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0 && any)
+        printf("ring: P %d: a rank failed (see its messages)\n", ranks);
+    MPI_Finalize();
+    return failed ? 1 : 0;
+}
