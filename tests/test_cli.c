@@ -2655,6 +2655,97 @@ START_TEST(test_mha_dtypes)
 }
 END_TEST
 
+#if defined(CLATTN_TEST_MPIEXEC)
+/* `mpiexec -n NP clattn ring ARGS...` (the build found MPI). */
+static int ring_run(const char *np, ...)
+{
+    argl a = {{CLATTN_TEST_MPIEXEC, "-n", np, exe, "ring"}, 5};
+    va_list ap;
+    va_start(ap, np);
+    add_v(&a, ap);
+    va_end(ap);
+    return run(a.v, NULL, NULL);
+}
+#define RING(np, ...) ring_run(np, __VA_ARGS__, (const char *)NULL)
+
+/* Rows [r0, r0 + n) of each of `slices` slices of a tensor of `rows` rows of `width`. */
+static float *rows_of(const float *t, size_t slices, size_t rows, size_t width, size_t r0, size_t n)
+{
+    float *out = tu_falloc(slices * n * width);
+    for (size_t s = 0; s < slices; s++)
+        memcpy(out + s * n * width, t + (s * rows + r0) * width, n * width * sizeof *out);
+    return out;
+}
+
+/* clattn ring under mpiexec: whole inputs gathered (3 ranks, zigzag, causal, GQA, log-sum-exps), sharded
+ * files in and out (2 ranks, contiguous), each against the fp64 reference; and the usage errors every rank
+ * agrees on. */
+START_TEST(test_ring_cli)
+{
+    enum { B = 1, H = 4, N = 2, L = 37, D = 16, DV = 8 };
+    const size_t qs[4] = {B, H, L, D}, ks[4] = {B, N, L, D}, vs[4] = {B, N, L, DV}, os[4] = {B, H, L, DV};
+    float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * L * D, 1.0f), *v = rand_floats(B * N * L * DV, 1.0f);
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.kv_heads = N;
+    d.q_len = d.kv_len = L;
+    d.qk_dim = D;
+    d.v_dim = DV;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    d.masks = &m;
+    double *ro = tu_dalloc(B * H * L * DV), *rl = tu_dalloc(B * H * L);
+    ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
+    const char *qp = save_f32("q.npy", q, 4, qs), *kp = save_f32("k.npy", k, 4, ks), *vp = save_f32("v.npy", v, 4, vs);
+    RING("3", "--q", qp, "--k", kp, "--v", vp, "--out", P("o.npy"), "--lse", P("l.npy"), "--gather", "--causal");
+    expect_status(EXIT_OK);
+    expect_in("stdout", R.out, "3 ranks, L 37, S 37, zigzag layout");
+    expect_in("stdout", R.out, "rank 2:");
+    expect_close("gathered out", load_f32(P("o.npy"), 4, os), ro, B * H * L * DV);
+    expect_close("gathered lse", load_f32(P("l.npy"), 3, os), rl, B * H * L);
+    /* Sharded files: contiguous runs of 19 and 18 rows. */
+    const size_t first = (L + 1) / 2, n[2] = {first, L - first}, r0[2] = {0, first};
+    for (int r = 0; r < 2; r++) {
+        char name[3][32];
+        snprintf(name[0], sizeof name[0], "q.%d.npy", r);
+        snprintf(name[1], sizeof name[1], "k.%d.npy", r);
+        snprintf(name[2], sizeof name[2], "v.%d.npy", r);
+        save_f32(name[0], rows_of(q, B * H, L, D, r0[r], n[r]), 4, (size_t[]){B, H, n[r], D});
+        save_f32(name[1], rows_of(k, B * N, L, D, r0[r], n[r]), 4, (size_t[]){B, N, n[r], D});
+        save_f32(name[2], rows_of(v, B * N, L, DV, r0[r], n[r]), 4, (size_t[]){B, N, n[r], DV});
+    }
+    RING("2", "--q", P("q.{rank}.npy"), "--k", P("k.{rank}.npy"), "--v", P("v.{rank}.npy"), "--out",
+         P("o.{rank}.npy"), "--layout", "contiguous", "--causal");
+    expect_status(EXIT_OK);
+    for (int r = 0; r < 2; r++) {
+        const float *got = load_f32(fmt("%s/o.%d.npy", dir, r), 4, (size_t[]){B, H, n[r], DV});
+        double *want = tu_dalloc(B * H * n[r] * DV);
+        for (size_t s = 0; s < B * H; s++)
+            for (size_t e = 0; e < n[r] * DV; e++)
+                want[s * n[r] * DV + e] = ro[(s * L + r0[r]) * DV + e];
+        expect_close(r ? "rank 1's slice" : "rank 0's slice", got, want, B * H * n[r] * DV);
+    }
+    /* Sharded files of other lengths than the shards (10 and 27 rows of 37), an output for one rank only,
+     * more ranks than keys. */
+    save_f32("bad.0.npy", rows_of(q, B * H, L, D, 0, 10), 4, (size_t[]){B, H, 10, D});
+    save_f32("bad.1.npy", rows_of(q, B * H, L, D, 10, 27), 4, (size_t[]){B, H, 27, D});
+    RING("2", "--q", P("bad.{rank}.npy"), "--k", kp, "--v", vp, "--out", P("o.{rank}.npy"));
+    expect_status(EXIT_USAGE);
+    expect_in("stderr", R.err, "its shard of 37 has");
+    RING("2", "--q", qp, "--k", kp, "--v", vp, "--out", P("x.npy"));
+    expect_status(EXIT_USAGE);
+    expect_in("stderr", R.err, "give --gather");
+    const size_t one[4] = {1, 1, 1, 4};
+    const char *tiny = save_f32("tiny.npy", q, 4, one);
+    RING("2", "--q", tiny, "--k", tiny, "--v", tiny, "--out", P("x.npy"), "--gather");
+    expect_status(EXIT_USAGE);
+    expect_in("stderr", R.err, "every rank needs at least one");
+    ck_assert_msg(!exists(P("x.npy")), "a failed run wrote x.npy");
+}
+END_TEST
+#endif
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *cli_suite(void)
@@ -2680,6 +2771,9 @@ static Suite *cli_suite(void)
                           test_mha_alibi, test_mha_variants_combined}},
         {"demo", {test_demo_table, test_demo_save}},
         {"bench", {test_bench_quick_json}},
+#if defined(CLATTN_TEST_MPIEXEC)
+        {"ring", {test_ring_cli}},
+#endif
         {"warnings", {test_warnings_reach_user}},
         {"outputs", {test_outputs_links_and_modes}},
         {"heatmap", {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},

@@ -291,6 +291,14 @@ START_TEST(test_bad)
     masked.masks = &m;
     st = clattn_ring_sdpa_host(ring, &masked, ZIGZAG, q, k, v, o, NULL, NULL);
     expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "additive");
+    tu_set_label("ring: a key length beyond S");
+    const size_t too_long[1] = {S + 1};
+    clattn_masks lengths = CLATTN_MASKS_INIT;
+    lengths.key_lengths = too_long;
+    clattn_sdpa_desc padded = d;
+    padded.masks = &lengths;
+    st = clattn_ring_sdpa_host(ring, &padded, ZIGZAG, q, k, v, o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_MASK, 0, "key_lengths[0]");
     ck_assert_msg(tu_host_all_sentinel(o, 2 * S * D), "rank %d: a failed call wrote its output", rank);
     ck_assert(clattn_ring_sdpa_host(NULL, &d, ZIGZAG, q, k, v, o, NULL, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
     /* The ring still works after refusals. */

@@ -103,10 +103,11 @@ static void nap(void)
 
 /* One wait: requests on other ranks (peer[i] is the rank request i waits on) and, when `device` is given,
  * the kernels before that event. The timeout runs from when this rank's own work is done (the device's,
- * else the call's start). On timeout the receives are cancelled, the sends abandoned, and the ring marked
- * broken. *device_done_at, when given, receives the time the device finished. */
+ * else the call's start). On timeout the point-to-point receives are cancelled and the sends abandoned
+ * (a collective request cannot be: `collective` leaves it be), and the ring is marked broken.
+ * *device_done_at, when given, receives the time the device finished. */
 static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const int *peer, cl_event device,
-                              const char *what, double *device_done_at)
+                              bool collective, const char *what, double *device_done_at)
 {
     double own_done = device ? -1.0 : now_s();
     for (;;) {
@@ -143,8 +144,10 @@ static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const in
         if (!flag) {
             if (late < 0)
                 late = peer[i];
-            MPI_Cancel(&reqs[i]);
-            MPI_Request_free(&reqs[i]); /* a send that was never matched: abandoned with its buffer */
+            if (!collective) {
+                MPI_Cancel(&reqs[i]);
+                MPI_Request_free(&reqs[i]); /* a send that was never matched: abandoned with its buffer */
+            }
         }
     }
     r->broken = true;
@@ -158,11 +161,15 @@ static clattn_status exchange_all(clattn_ring *r, const void *mine, int bytes, v
     const int p = r->size;
     MPI_Request *reqs = malloc(2 * (size_t)p * sizeof *reqs);
     int *peer = malloc(2 * (size_t)p * sizeof *peer);
-    if (!reqs || !peer) {
+    void *sent = malloc((size_t)bytes); /* what the sends read: a send abandoned on timeout may read it later */
+    if (!reqs || !peer || !sent) {
         free(reqs);
         free(peer);
+        free(sent);
         return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the exchange's requests", r->rank);
     }
+    memcpy(sent, mine, (size_t)bytes);
+    mine = sent;
     memcpy((char *)all + (size_t)r->rank * (size_t)bytes, mine, (size_t)bytes);
     int n = 0, code = MPI_SUCCESS;
     for (int i = 0; i < p && code == MPI_SUCCESS; i++) {
@@ -175,10 +182,12 @@ static clattn_status exchange_all(clattn_ring *r, const void *mine, int bytes, v
             code = MPI_Isend(mine, bytes, MPI_BYTE, i, tag, r->comm, &reqs[n++]);
         }
     }
-    clattn_status st = code == MPI_SUCCESS ? wait_all(r, n, reqs, peer, NULL, what, NULL)
+    clattn_status st = code == MPI_SUCCESS ? wait_all(r, n, reqs, peer, NULL, false, what, NULL)
                                            : mpi_failed(r, code, "MPI_Isend/MPI_Irecv");
     free(reqs);
     free(peer);
+    if (!r->broken)
+        free(sent); /* else MPI may still read it: kept (the caller keeps `all` too) */
     return st;
 }
 
@@ -217,13 +226,16 @@ clattn_status clattn_ring_create(clattn_ring **out, clattn_context *ctx, MPI_Com
     /* A non-blocking duplicate, so that a rank that never arrives ends in a timeout, not a hang. */
     MPI_Request req = MPI_REQUEST_NULL;
     int code = MPI_Comm_idup(comm, &r->comm, &req);
-    clattn_status st = code == MPI_SUCCESS ? wait_all(r, 1, &req, &(int){0}, NULL, "duplicating the communicator", NULL)
-                                           : mpi_failed(r, code, "MPI_Comm_idup");
+    clattn_status st = code == MPI_SUCCESS
+                           ? wait_all(r, 1, &req, &(int){0}, NULL, true, "duplicating the communicator", NULL)
+                           : mpi_failed(r, code, "MPI_Comm_idup");
     if (st == CLATTN_SUCCESS && (code = MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
         st = mpi_failed(r, code, "MPI_Comm_set_errhandler");
     if (st != CLATTN_SUCCESS) {
         snprintf(create_detail, sizeof create_detail, "%s", r->detail);
-        if (!r->broken && r->comm != MPI_COMM_NULL)
+        if (r->broken)
+            return st; /* the unfinished duplication may still write r->comm: r is left to it */
+        if (r->comm != MPI_COMM_NULL)
             MPI_Comm_free(&r->comm);
         free(r);
         return st;
@@ -353,7 +365,26 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, cla
                  queries ? d->q_len : d->kv_len, queries ? "queries" : "keys");
         return CLATTN_ERROR_INVALID_VALUE;
     }
-    if (d->masks && d->masks->additive != CLATTN_MASK_NONE) {
+    const clattn_masks *m = d->masks;
+    if (m && m->struct_size != sizeof(clattn_masks)) {
+        snprintf(detail, cap, "desc->masks->struct_size is %zu, not sizeof(clattn_masks) = %zu (start from "
+                 "CLATTN_MASKS_INIT)", m->struct_size, sizeof(clattn_masks));
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    /* What each pair's masks are made from (positions and lengths of the whole sequences) must be sound
+     * before the pairs shift them. */
+    for (size_t b = 0; m && b < d->batch; b++) {
+        if (m->key_lengths && m->key_lengths[b] > d->kv_len) {
+            snprintf(detail, cap, "masks->key_lengths[%zu] = %zu > S = %zu", b, m->key_lengths[b], d->kv_len);
+            return CLATTN_ERROR_INVALID_MASK;
+        }
+        const long long limit = 1LL << 61;
+        if (m->query_offsets && (m->query_offsets[b] > limit || m->query_offsets[b] < -limit)) {
+            snprintf(detail, cap, "masks->query_offsets[%zu] = %lld is beyond ±2^61", b, m->query_offsets[b]);
+            return CLATTN_ERROR_INVALID_VALUE;
+        }
+    }
+    if (m && m->additive != CLATTN_MASK_NONE) {
         snprintf(detail, cap, "ring calls take no additive mask (masks->additive)");
         return CLATTN_ERROR_INVALID_VALUE;
     }
@@ -414,7 +445,8 @@ static clattn_status collective_check(clattn_ring *r, const clattn_sdpa_desc *d,
                           f >= 11 && f <= 15 ? " (hashes of the arrays)" : "");
                 break;
             }
-    free(all);
+    if (!r->broken)
+        free(all); /* else an abandoned receive may still write it */
     return st;
 }
 
@@ -437,7 +469,8 @@ static clattn_status agree_on_status(clattn_ring *r, clattn_status st)
             all[i].detail[sizeof all[i].detail - 1] = '\0';
             agreed = fail(r, (clattn_status)all[i].status, all[i].failed_rank, "%s", all[i].detail);
         }
-    free(all);
+    if (!r->broken)
+        free(all);
     return agreed;
 }
 
@@ -564,6 +597,18 @@ typedef struct ring_shape {
 static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers *b)
 {
     const size_t f = sizeof(float), bh = s->batch * s->heads, bkv = s->batch * s->kv_heads;
+    /* Host buffers for the slices received, kept by the ring between calls. */
+    const size_t need[2] = {bkv * s->max_kv_rows * s->qk_dim, bkv * s->max_kv_rows * s->v_dim};
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < 2; t++) {
+            if (r->host_elems[h][t] >= need[t])
+                continue;
+            float *grown = realloc(r->host[h][t], need[t] * f);
+            if (!grown)
+                return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: a K/V slice's host buffer", r->rank);
+            r->host[h][t] = grown;
+            r->host_elems[h][t] = need[t];
+        }
     clattn_status st = CLATTN_SUCCESS;
     for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++) {
         if (!s->qs.len[c])
@@ -577,18 +622,6 @@ static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers 
             st = make_buffer(r, b, bkv * s->max_kv_run * s->v_dim * f, &b->v[c]);
     if (st == CLATTN_SUCCESS && (st = make_buffer(r, b, bh * s->max_q_run * s->v_dim * f, &b->part_out)) == CLATTN_SUCCESS)
         st = make_buffer(r, b, bh * s->max_q_run * f, &b->part_lse);
-    /* Host buffers for the slices received, kept by the ring between calls. */
-    const size_t need[2] = {bkv * s->max_kv_rows * s->qk_dim, bkv * s->max_kv_rows * s->v_dim};
-    for (int h = 0; h < 2 && st == CLATTN_SUCCESS; h++)
-        for (int t = 0; t < 2 && st == CLATTN_SUCCESS; t++) {
-            if (r->host_elems[h][t] >= need[t])
-                continue;
-            float *grown = realloc(r->host[h][t], need[t] * f);
-            if (!grown)
-                return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: a K/V slice's host buffer", r->rank);
-            r->host[h][t] = grown;
-            r->host_elems[h][t] = need[t];
-        }
     return st;
 }
 
@@ -710,11 +743,14 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
                            : allocate(r, &s, &b);
     if (st == CLATTN_SUCCESS)
         st = start_results(r, &s, &b, q);
+    /* Every rank ready (its buffers made) before any slice travels: one that is not stops them all. */
+    st = agree_on_status(r, st);
+    const bool ready = st == CLATTN_SUCCESS;
     cl_command_queue queue = clattn_context_queue(r->ctx);
     const int next = (r->rank + 1) % r->size, prev = (r->rank + r->size - 1) % r->size;
     const size_t bkv = s.batch * s.kv_heads;
     const float *held_k = k, *held_v = v;
-    for (int t = 0; t < r->size && !r->broken; t++) {
+    for (int t = 0; ready && t < r->size && !r->broken; t++) {
         const int owner = (r->rank - t + r->size) % r->size, incoming = (owner + r->size - 1) % r->size;
         clattn_ring_shard held, arriving;
         clattn_ring_shard_of(d->kv_len, r->size, owner, layout, &held);
@@ -722,8 +758,6 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         MPI_Request reqs[4];
         int peer[4] = {prev, prev, next, next}, n = 0, code = MPI_SUCCESS;
         float *into_k = r->host[t % 2][0], *into_v = r->host[t % 2][1];
-        if (!into_k || !into_v)
-            break; /* no host buffers (allocate failed, st says why): this rank cannot take part */
         if (t + 1 < r->size) {
             /* The slice of step t + 1 arrives while this step's kernels run. */
             const int kn = (int)(bkv * arriving.rows * s.qk_dim), vn = (int)(bkv * arriving.rows * s.v_dim);
@@ -740,7 +774,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
                 break;
             }
             if (stats)
-                stats->bytes_sent += (size_t)(hk + hv) * sizeof(float);
+                stats->bytes_sent += ((size_t)hk + (size_t)hv) * sizeof(float);
         }
         const double started = now_s();
         cl_event marker = NULL;
@@ -756,7 +790,9 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         double device_done = started;
         char what[96];
         snprintf(what, sizeof what, "the K/V slice of rank %d, step %d", incoming, t + 1);
-        const clattn_status waited = wait_all(r, n, reqs, peer, marker, what, &device_done);
+        if (!marker)
+            clFinish(queue); /* a failed step's uploads may still read the slice received into next */
+        const clattn_status waited = wait_all(r, n, reqs, peer, marker, false, what, &device_done);
         if (marker) {
             cl_int exec = CL_COMPLETE;
             clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
@@ -774,10 +810,9 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         held_k = into_k;
         held_v = into_v;
     }
-    if (!r->broken && st == CLATTN_SUCCESS)
+    if (ready && !r->broken && st == CLATTN_SUCCESS)
         st = finish_results(r, d, &s, &b, out, lse);
-    if (!r->broken)
-        clFinish(queue); /* nothing of this call may still use the buffers released below */
+    clFinish(queue); /* nothing of this call may still read the caller's arrays or use the buffers below */
     if (stats) {
         stats->steps = (unsigned)r->size;
         stats->device_peak_bytes = b.bytes + clattn_context_temp_peak_bytes(r->ctx);

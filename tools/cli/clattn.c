@@ -17,6 +17,7 @@ static const char usage[] =
     "  demo      the tutorial's worked example, \"我 爱 人工 智能\"\n"
     "  bench     time a fixed set of cases (fused, decode and staged paths) on one device\n"
     "  tune      measure the projection GEMMs on a device and record the fastest\n"
+    "  ring      ring attention across MPI processes (mpirun -n P clattn ring ...; builds with MPI)\n"
     "\n"
     "Run 'clattn <command> --help' for a command's options. --device SPEC (P:D, cpu, gpu, accelerator\n"
     "or part of a device name) overrides CLATTN_DEVICE. Exit status: 0 success, 1 OpenCL or library\n"
@@ -27,6 +28,18 @@ static const char usage[] =
 #endif
 
 static int run(int argc, char **argv);
+
+#if !defined(CLATTN_HAVE_MPI)
+/* This build found no MPI (meson -Dmpi=auto): say how to get the subcommand rather than "unknown". */
+int cmd_ring(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    fputs("clattn ring: this clattn was built without MPI; install Open MPI (Debian: libopenmpi-dev openmpi-bin)\n"
+          "and configure again (meson setup --reconfigure build -Dmpi=enabled)\n", stderr);
+    return CLI_USAGE_ERROR;
+}
+#endif
 
 int main(int argc, char **argv)
 {
@@ -56,7 +69,7 @@ static int run(int argc, char **argv)
     }
     static const struct { const char *name; int (*run)(int, char **); } commands[] = {
         {"devices", cmd_devices}, {"sdpa", cmd_sdpa}, {"mha", cmd_mha}, {"demo", cmd_demo}, {"bench", cmd_bench},
-        {"tune", cmd_tune},
+        {"tune", cmd_tune}, {"ring", cmd_ring},
     };
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(cmd, commands[i].name) == 0)

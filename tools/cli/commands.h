@@ -10,6 +10,7 @@ int cmd_mha(int argc, char **argv);
 int cmd_demo(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_tune(int argc, char **argv);
+int cmd_ring(int argc, char **argv); /* built with MPI only (cmd_ring.c) */
 
 /* SVG heatmap of the first batch's heads of weights (B,H,L,S), labelled from --tokens/--key-tokens,
  * written to `path`; messages name `shown_path` (the final name of a temporary). */

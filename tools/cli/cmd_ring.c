@@ -1,0 +1,360 @@
+/* `clattn ring`: ring attention across the ranks of an MPI job (mpirun -n P clattn ring …), through
+ * libclattn_mpi. Each rank reads its shard of Q, K and V (a file per rank, "{rank}" in the path) or the
+ * whole tensors (taking its rows), attends on its own device, and writes its slice of the output, or rank
+ * 0 gathers the slices into one file. Every failure is agreed on by all ranks, so that none hangs. */
+#include "cli.h"
+#include "cli_masks.h"
+#include "commands.h"
+
+#include <clattn/clattn_mpi.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char ring_help[] =
+    "usage: mpirun -n P clattn ring --q Q.npy --k K.npy --v V.npy --out OUT.npy [options]\n"
+    "\n"
+    "Ring attention across P processes: each rank holds a slice of the queries and of the keys and values,\n"
+    "the K/V slices travel around the ring while each rank's device computes on the one it holds, and the\n"
+    "partial results merge through their log-sum-exps (exactly). Every rank's device memory is\n"
+    "O((L + S)/P · D).\n"
+    "\n"
+    "Q is (B,H,L,Dqk), K (B,N,S,Dqk), V (B,N,S,Dv), float32 .npy (N = K/V heads, dividing H). A path with\n"
+    "\"{rank}\" is a file per rank holding that rank's rows in shard order (see --layout); without it every\n"
+    "rank reads the whole tensor and takes its rows.\n"
+    "\n"
+    "options:\n"
+    "  --out FILE             with {rank}: each rank writes its slice (B,H,rows,Dv); without: needs --gather\n"
+    "  --lse FILE             the log-sum-exps, (B,H,rows) or gathered (B,H,L)\n"
+    "  --gather               rank 0 writes the whole output (B,H,L,Dv) (and --lse) in sequence order\n"
+    "  --layout NAME          zigzag (default: rank r holds runs r and 2P-1-r of 2P, balanced under a\n"
+    "                         causal mask) or contiguous (rank r holds the r-th of P runs)\n"
+    "  --timeout SECONDS      the longest any rank waits for another (default 60)\n"
+    "  --scale X              multiply Q·Kᵀ by X (default 1/sqrt(Dqk))\n"
+    "  --device SPEC          this rank's device; \"{rank}\" in it is replaced by the rank (0:{rank})\n"
+    "  --causal, --causal-bottom-right, --key-lengths, --offset, --offsets, --window: as for clattn sdpa\n"
+    "                         (positions of the whole sequences; no --mask)\n"
+    "  --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto: as for clattn sdpa\n"
+    "\n"
+    "Rank 0 prints each rank's time, the time it waited for a slice beyond its kernels, its device memory and\n"
+    "the bytes it sent.\n";
+
+/* path with "{rank}" replaced (a new string), or a copy of it. */
+static char *with_rank(const char *path, int rank)
+{
+    const char *at = path ? strstr(path, "{rank}") : NULL;
+    const size_t len = path ? strlen(path) : 0;
+    char *out = malloc(len + 16);
+    if (!out)
+        return NULL;
+    if (!at)
+        snprintf(out, len + 16, "%s", path ? path : "");
+    else
+        snprintf(out, len + 16, "%.*s%d%s", (int)(at - path), path, rank, at + 6);
+    return out;
+}
+
+/* Rows of a shard of each of `slices` slices of a tensor with n rows of `width`, from `all` into `out`. */
+static void take_rows(const float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, float *out)
+{
+    size_t o = 0;
+    for (size_t s = 0; s < slices; s++)
+        for (int c = 0; c < 2; c++)
+            for (size_t i = 0; i < sh->len[c]; i++, o++)
+                memcpy(out + o * width, all + (s * n + sh->start[c] + i) * width, width * sizeof *out);
+}
+
+/* The inverse: a shard's rows (in shard order) put back at their places in `all`. */
+static void put_rows(float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, const float *in)
+{
+    size_t o = 0;
+    for (size_t s = 0; s < slices; s++)
+        for (int c = 0; c < 2; c++)
+            for (size_t i = 0; i < sh->len[c]; i++, o++)
+                memcpy(all + (s * n + sh->start[c] + i) * width, in + o * width, width * sizeof *in);
+}
+
+/* Every rank's rc agreed: the worst (largest) wins, so that all ranks stop together. */
+static int agree(int rc)
+{
+    MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return rc;
+}
+
+/* One input: this rank's shard of a 4-D tensor (B, heads, n, width), from its own file or the whole. */
+typedef struct ring_input {
+    cli_tensor t;
+    bool sharded; /* the file held the rank's rows only */
+    float *rows;  /* the rank's rows (t.data when sharded) */
+} ring_input;
+
+static int load_input(const char *cmd, const char *path, int rank, ring_input *in)
+{
+    char *mine = with_rank(path, rank);
+    if (!mine)
+        return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
+    in->sharded = strstr(path, "{rank}") != NULL;
+    int rc = cli_load_tensor(cmd, mine, 4, 4, &in->t);
+    if (rc == CLI_OK && in->t.type != CLATTN_FLOAT32)
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: ring attention takes float32 tensors", mine);
+    free(mine);
+    return rc;
+}
+
+/* The sequence length: the whole file's, or the sum of every rank's rows. */
+static size_t global_rows(const ring_input *in)
+{
+    unsigned long long rows = in->t.shape[2];
+    if (in->sharded)
+        MPI_Allreduce(MPI_IN_PLACE, &rows, 1, MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+    return (size_t)rows;
+}
+
+/* The rank's rows of an input: checked against the shard (a sharded file), or taken from the whole. */
+static int shard_input(const char *cmd, const char *path, ring_input *in, size_t n, int ranks, int rank,
+                       clattn_ring_layout layout)
+{
+    clattn_ring_shard sh;
+    if ((size_t)ranks > n)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "%s: %zu rows for %d ranks: every rank needs at least one", path, n, ranks);
+    clattn_ring_shard_of(n, ranks, rank, layout, &sh);
+    if (in->sharded) {
+        if (in->t.shape[2] != sh.rows)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: rank %d holds %zu rows, its shard of %zu has %zu", path, rank,
+                            in->t.shape[2], n, sh.rows);
+        in->rows = in->t.data;
+        return CLI_OK;
+    }
+    in->rows = cli_alloc_floats(in->t.shape[0] * in->t.shape[1], sh.rows, in->t.shape[3]);
+    if (!in->rows)
+        return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
+    take_rows(in->t.data, in->t.shape[0] * in->t.shape[1], n, in->t.shape[3], &sh, in->rows);
+    return CLI_OK;
+}
+
+/* Rank 0 receives every rank's slice (slices × rows × width floats each) and reassembles the whole;
+ * the others send theirs. */
+static int gather(const char *cmd, const float *mine, size_t slices, size_t n, size_t width, int ranks, int rank,
+                  clattn_ring_layout layout, float **whole)
+{
+    *whole = NULL;
+    int rc = CLI_OK;
+    if (rank == 0 && !(*whole = cli_alloc_floats(slices, n, width)))
+        rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory for the gathered output");
+    if ((rc = agree(rc)) != CLI_OK)
+        return rc;
+    clattn_ring_shard sh;
+    clattn_ring_shard_of(n, ranks, rank, layout, &sh);
+    if (rank != 0) {
+        MPI_Send(mine, (int)(slices * sh.rows * width), MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
+        return CLI_OK;
+    }
+    put_rows(*whole, slices, n, width, &sh, mine);
+    for (int r = 1; r < ranks && rc == CLI_OK; r++) {
+        clattn_ring_shard other;
+        clattn_ring_shard_of(n, ranks, r, layout, &other);
+        float *part = cli_alloc_floats(slices, other.rows, width);
+        if (!part) {
+            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
+            MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* the senders would wait for ever */
+        }
+        MPI_Recv(part, (int)(slices * other.rows * width), MPI_FLOAT, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        put_rows(*whole, slices, n, width, &other, part);
+        free(part);
+    }
+    return rc;
+}
+
+/* Rank 0's report: each rank's numbers, gathered. */
+static void report(const clattn_ring_stats *st, int ranks, int rank, size_t L, size_t S, clattn_ring_layout layout)
+{
+    double mine[6] = {st->seconds, st->wait_seconds, (double)st->device_peak_bytes, (double)st->bytes_sent,
+                      (double)st->pairs, (double)st->host_bytes};
+    double *all = rank == 0 ? malloc((size_t)ranks * sizeof mine) : NULL;
+    MPI_Gather(mine, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (rank != 0 || !all)
+        return;
+    printf("clattn ring: %d rank%s, L %zu, S %zu, %s layout\n", ranks, ranks > 1 ? "s" : "", L, S,
+           layout == CLATTN_RING_ZIGZAG ? "zigzag" : "contiguous");
+    for (int r = 0; r < ranks; r++) {
+        const double *a = all + 6 * r;
+        printf("  rank %d: %.3f s, waited %.3f s beyond its kernels, device peak %.2f MiB, host %.2f MiB, "
+               "sent %.2f MiB, %.0f pairs\n", r, a[0], a[1], a[2] / 1048576.0, a[5] / 1048576.0, a[3] / 1048576.0,
+               a[4]);
+    }
+    free(all);
+}
+
+static int write_slice_or_whole(const char *cmd, cli_outputs *outs, const char *path, const float *mine, size_t B,
+                                size_t H, size_t n, size_t width, bool gathered, int ranks, int rank,
+                                clattn_ring_layout layout, bool is_lse, char **names_kept)
+{
+    clattn_ring_shard sh;
+    clattn_ring_shard_of(n, ranks, rank, layout, &sh);
+    const size_t rows = gathered ? n : sh.rows;
+    const size_t shape[4] = {B, H, rows, width};
+    const size_t ndim = is_lse ? 3 : 4;
+    if (gathered) {
+        float *whole = NULL;
+        int rc = gather(cmd, mine, B * H, n, width, ranks, rank, layout, &whole);
+        if (rc == CLI_OK && rank == 0)
+            rc = cli_outputs_npy(cmd, outs, path, whole, ndim, shape);
+        free(whole);
+        return rc;
+    }
+    /* The name stays with the outputs until they are committed (they print it). */
+    char *own = with_rank(path, rank);
+    if (!own || !(*names_kept = own))
+        return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
+    return cli_outputs_npy(cmd, outs, own, mine, ndim, shape);
+}
+
+int cmd_ring(int argc, char **argv)
+{
+    const char *cmd = "ring";
+    const char *path[3] = {NULL}, *out_path = NULL, *lse_path = NULL, *layout_text = NULL, *timeout_text = NULL;
+    const char *scale_text = NULL, *device = NULL;
+    bool help = false, gathered = false;
+    cli_masks m = {0};
+    cli_variants var = {0};
+    const cli_option opts[] = {
+        {"q", NULL, &path[0]},         {"k", NULL, &path[1]},          {"v", NULL, &path[2]},
+        {"out", NULL, &out_path},      {"lse", NULL, &lse_path},       {"gather", &gathered, NULL},
+        {"layout", NULL, &layout_text}, {"timeout", NULL, &timeout_text}, {"scale", NULL, &scale_text},
+        {"device", NULL, &device},     CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
+    };
+    int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
+    if (rc != CLI_OK || help) {
+        fputs(ring_help, help && rc == CLI_OK ? stdout : stderr);
+        return rc;
+    }
+    /* Usage errors that every rank finds alike: reported before MPI starts. */
+    clattn_ring_layout layout = CLATTN_RING_ZIGZAG;
+    float timeout = 60.0f;
+    clattn_sdpa_desc desc = CLATTN_SDPA_DESC_INIT;
+    if (!path[0] || !path[1] || !path[2] || !out_path)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
+                        !path[0] ? "q" : !path[1] ? "k" : !path[2] ? "v" : "out");
+    if (layout_text && strcmp(layout_text, "zigzag") != 0 && strcmp(layout_text, "contiguous") != 0)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--layout: '%s' is not zigzag or contiguous", layout_text);
+    if (layout_text && strcmp(layout_text, "contiguous") == 0)
+        layout = CLATTN_RING_CONTIGUOUS;
+    if (!gathered && (!strstr(out_path, "{rank}") || (lse_path && !strstr(lse_path, "{rank}"))))
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--out and --lse name a file per rank (\"{rank}\" in the path), or "
+                        "give --gather");
+    if (m.mask_path)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "ring attention takes no --mask (causal masks, key lengths, offsets "
+                        "and windows work)");
+    if (var.scores_text)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "ring attention returns no scores or weights (--scores)");
+    if ((timeout_text && ((rc = cli_parse_float(cmd, "timeout", timeout_text, &timeout)) != CLI_OK)) ||
+        (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &desc.scale)) != CLI_OK) ||
+        (rc = cli_variants_parse(cmd, &var)) != CLI_OK)
+        return rc;
+    if (!(timeout > 0.0f))
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--timeout: a positive number of seconds");
+
+    int initialized = 0, rank = 0, ranks = 1;
+    MPI_Initialized(&initialized);
+    if (!initialized)
+        MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+
+    ring_input in[3];
+    memset(in, 0, sizeof in);
+    clattn_context *ctx = NULL;
+    clattn_ring *ring = NULL;
+    float *out = NULL, *lse = NULL;
+    char *names[2] = {NULL, NULL}; /* this rank's output files' names */
+    for (int i = 0; i < 3 && rc == CLI_OK; i++)
+        rc = load_input(cmd, path[i], rank, &in[i]);
+    if ((rc = agree(rc)) != CLI_OK)
+        goto done;
+    const size_t L = global_rows(&in[0]), S = global_rows(&in[1]), S_v = global_rows(&in[2]);
+    const size_t B = in[0].t.shape[0], H = in[0].t.shape[1], Dqk = in[0].t.shape[3];
+    const size_t N = in[1].t.shape[1], Dv = in[2].t.shape[3];
+    if (in[1].t.shape[0] != B || in[2].t.shape[0] != B || in[2].t.shape[1] != N || in[1].t.shape[3] != Dqk ||
+        S_v != S || !N || H % N != 0)
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "shapes: Q (B,H,L,Dqk), K (B,N,S,Dqk) and V (B,N,S,Dv) with N dividing H "
+                      "(rank %d: Q (%zu,%zu,·,%zu), K (%zu,%zu,·,%zu), V (%zu,%zu,·,%zu))", rank, B, H, Dqk,
+                      in[1].t.shape[0], N, in[1].t.shape[3], in[2].t.shape[0], in[2].t.shape[1], Dv);
+    for (int i = 0; i < 3 && rc == CLI_OK; i++)
+        rc = shard_input(cmd, path[i], &in[i], i ? S : L, ranks, rank, layout);
+    if (rc == CLI_OK && (rc = cli_masks_load(cmd, &m, B, H, L, S)) == CLI_OK)
+        rc = cli_variants_load(cmd, &var, H);
+    if (rc == CLI_OK && var.kv_heads && var.kv_heads != N)
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "--kv-heads %zu, but K has %zu heads", var.kv_heads, N);
+    if ((rc = agree(rc)) != CLI_OK)
+        goto done;
+
+    char *spec = device ? with_rank(device, rank) : NULL;
+    rc = cli_open_context(cmd, spec, &ctx);
+    free(spec);
+    if (rc == CLI_OK) {
+        const clattn_status st = clattn_ring_create(&ring, ctx, MPI_COMM_WORLD, timeout);
+        if (st != CLATTN_SUCCESS)
+            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "rank %d: %s: %s", rank, clattn_status_string(st),
+                          clattn_ring_last_error(NULL));
+    }
+    if ((rc = agree(rc)) != CLI_OK)
+        goto done;
+    clattn_ring_shard qs;
+    clattn_ring_shard_of(L, ranks, rank, layout, &qs);
+    out = cli_alloc_floats(B * H, qs.rows, Dv);
+    lse = cli_alloc_floats(B * H, qs.rows, 1);
+    if ((rc = agree(!out || !lse ? cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory") : CLI_OK)) != CLI_OK)
+        goto done;
+    desc.batch = B;
+    desc.heads = H;
+    desc.kv_heads = N;
+    desc.q_len = L;
+    desc.kv_len = S;
+    desc.qk_dim = Dqk;
+    desc.v_dim = Dv;
+    desc.masks = &m.masks;
+    desc.softcap = var.softcap;
+    desc.sinks = var.sinks;
+    desc.alibi_slopes = var.alibi;
+    clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
+    const clattn_status st =
+        clattn_ring_sdpa_host(ring, &desc, layout, in[0].rows, in[1].rows, in[2].rows, out, lse, &stats);
+    if (st != CLATTN_SUCCESS) {
+        /* Every rank has the same answer: rank 0 says it. */
+        if (rank == 0)
+            cli_fail(CLI_RUNTIME_ERROR, cmd, "%s (rank %d failed): %s", clattn_status_string(st),
+                     clattn_ring_failed_rank(ring), clattn_ring_last_error(ring));
+        rc = CLI_RUNTIME_ERROR;
+        if (st == CLATTN_ERROR_TIMEOUT)
+            MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* a rank is gone: the job cannot end cleanly */
+        goto done;
+    }
+    report(&stats, ranks, rank, L, S, layout);
+    cli_outputs outs = {0};
+    rc = write_slice_or_whole(cmd, &outs, out_path, out, B, H, L, Dv, gathered, ranks, rank, layout, false, &names[0]);
+    if (rc == CLI_OK && lse_path)
+        rc = write_slice_or_whole(cmd, &outs, lse_path, lse, B, H, L, 1, gathered, ranks, rank, layout, true, &names[1]);
+    /* All or nothing across ranks too: a rank whose write failed makes every rank discard its files. */
+    if ((rc = agree(rc)) == CLI_OK)
+        rc = agree(cli_outputs_commit(cmd, &outs));
+    else
+        cli_outputs_discard(&outs);
+done:
+    for (int i = 0; i < 3; i++) {
+        if (in[i].rows != in[i].t.data)
+            free(in[i].rows);
+        cli_tensor_free(&in[i].t);
+    }
+    free(out);
+    free(lse);
+    free(names[0]);
+    free(names[1]);
+    cli_masks_free(&m);
+    cli_variants_free(&var);
+    clattn_ring_free(ring);
+    clattn_context_free(ctx);
+    if (!initialized)
+        MPI_Finalize();
+    return rc;
+}
