@@ -2505,6 +2505,26 @@ END_TEST
  * for paged and ragged; the device's GEMM and CLBlast for the projection), the decode cases' bandwidth
  * rows, and each run's device time is its kernels' own (the per-kernel times add up to it, and it fits
  * inside the wall time of the same run). */
+/* --ring-model: the table and the figure, with a speed given (so the numbers are the model's alone): at
+ * 1000 GFLOP/s over 12.5 GB/s, 8 of 32 heads for K/V and half the pairs visible, communication hides from
+ * 2·(8/32)·(1000/12.5)/0.5 = 80 rows per rank. */
+START_TEST(test_bench_ring_model)
+{
+    EXPECT(EXIT_OK, "bench", "--quick", "--only", "ring", "--ring-model", P("ring.svg"), "--ring-gflops", "1000");
+    expect_in("stdout", R.out, "1000.0 GFLOP/s (given by --ring-gflops)");
+    expect_in("stdout", R.out, "(12.5 GB/s): communication hides while each rank holds at least 80 rows");
+    const char *svg = tu_read_file(P("ring.svg"), NULL);
+    ck_assert_msg(svg && strncmp(svg, "<svg", 4) == 0 && strstr(svg, "</svg>") && strstr(svg, "polyline"),
+                  "ring.svg is not a drawing: %.200s", svg ? svg : "(missing)");
+    free((void *)svg);
+    EXPECT(EXIT_USAGE, "bench", "--ring-gflops", "1000");
+    expect_in("stderr", R.err, "--ring-gflops goes with --ring-model");
+    EXPECT(EXIT_USAGE, "bench", "--json", "--ring-model", P("x.svg"));
+    EXPECT(EXIT_USAGE, "bench", "--ring-model", P("x.svg"), "--ring-gflops", "-3");
+    ck_assert(!exists(P("x.svg")));
+}
+END_TEST
+
 START_TEST(test_bench_quick_json)
 {
     EXPECT(EXIT_OK, "bench", "--quick", "--json");
@@ -2770,7 +2790,7 @@ static Suite *cli_suite(void)
         {"mha-variants", {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,
                           test_mha_alibi, test_mha_variants_combined}},
         {"demo", {test_demo_table, test_demo_save}},
-        {"bench", {test_bench_quick_json}},
+        {"bench", {test_bench_quick_json, test_bench_ring_model}},
 #if defined(CLATTN_TEST_MPIEXEC)
         {"ring", {test_ring_cli}},
 #endif

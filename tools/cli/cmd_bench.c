@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bench_stream.h"
 #include "cli.h"
+#include "ring_model.h"
 #include "npy.h"
 #include "commands.h"
 
@@ -409,7 +410,12 @@ static const char bench_help[] =
     "  --skip-long  leave out the L=65536 case (minutes on a CPU)\n"
     "  --only TEXT  only the cases whose name contains TEXT (e.g. decode)\n"
     "  --json       one JSON document instead of the table (read by tools/scripts/bench_peer.py)\n"
-    "  --device     P:D, cpu, gpu, accelerator or part of a name\n";
+    "  --device     P:D, cpu, gpu, accelerator or part of a name\n"
+    "  --ring-model FILE.svg  after the cases, the ring attention model (README, \"Scale on paper\"): this\n"
+    "               device's fused causal speed measured (the first 'sdpa causal' case) and plugged into the\n"
+    "               time of one call (131072 tokens, H=32, kv=8, D=128) against P ranks and link bandwidths,\n"
+    "               printed as a table and drawn as an SVG (--only ring: the model alone)\n"
+    "  --ring-gflops X  plug in X GFLOP/s instead of measuring (another device's figure)\n";
 
 /* A second context on ctx's own device and queue whose projections run CLBlast. */
 static clattn_status open_blas_context(clattn_context *ctx, clattn_context **out)
@@ -433,17 +439,71 @@ static void print_bytes(char *buf, size_t size, size_t bytes)
         snprintf(buf, size, "%zu B", bytes);
 }
 
+/* --ring-model: the device's fused causal speed (measured, or --ring-gflops) in the ring's step-time model,
+ * printed and drawn. */
+static int ring_model_run(clattn_context *ctx, const bench_case *cases, size_t ncases, const char *svg,
+                          const char *gflops_text)
+{
+    char source[160];
+    snprintf(source, sizeof source, "measured on %.120s", clattn_context_device_name(ctx));
+    ring_model m = {1, 32, 8, 128, 131072, true, 0.0, source, 20e-6, 1024, 4,
+                    {"10 GbE (1.25 GB/s)", "100 Gb/s InfiniBand (12.5 GB/s)", "PCIe 4.0 x16 (25 GB/s)",
+                     "NVLink 4 (450 GB/s)"},
+                    {1.25, 12.5, 25.0, 450.0}};
+    int rc = CLI_OK;
+    if (gflops_text) {
+        float g = 0;
+        if ((rc = cli_parse_float("bench", "ring-gflops", gflops_text, &g)) != CLI_OK)
+            return rc;
+        if (!(g > 0))
+            return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-gflops: a positive speed");
+        m.gflops = g;
+        m.speed_source = "given by --ring-gflops";
+    } else {
+        const bench_case *c = NULL;
+        for (size_t i = 0; i < ncases && !c; i++)
+            if (strstr(cases[i].name, "sdpa causal") && !cases[i].long_context)
+                c = &cases[i];
+        case_buffers b;
+        bench_result res = {0};
+        cl_int err = c ? buffers_make(ctx, c, &b) : CL_INVALID_VALUE;
+        if (err != CL_SUCCESS)
+            return cli_fail_status("bench", ctx, (clattn_status)err, "the ring model's case");
+        const clattn_status st = time_case(ctx, c, &b, CLATTN_ALGORITHM_FUSED, &res);
+        buffers_free(&b);
+        if (st != CLATTN_SUCCESS)
+            return cli_fail_status("bench", ctx, st, c->name);
+        m.gflops = res.gflops;
+    }
+    ring_model_print(stdout, &m);
+    cli_outputs out = {0};
+    const char *tmp = cli_outputs_reserve(&out, svg, "(ring attention model)");
+    if (!tmp)
+        return cli_fail(CLI_RUNTIME_ERROR, "bench", "out of memory");
+    if (ring_model_svg(tmp, &m) != 0) {
+        cli_outputs_discard(&out);
+        return cli_fail(CLI_USAGE_ERROR, "bench", "%s: cannot write the model's figure", svg);
+    }
+    return cli_outputs_commit("bench", &out);
+}
+
 int cmd_bench(int argc, char **argv)
 {
     bool quick = false, skip_long = false, json = false, help = false;
-    const char *device = NULL, *only = NULL;
-    const cli_option opts[] = {{"quick", &quick, NULL}, {"skip-long", &skip_long, NULL}, {"json", &json, NULL},
-                               {"device", NULL, &device}, {"only", NULL, &only}};
+    const char *device = NULL, *only = NULL, *ring_svg = NULL, *ring_gflops = NULL;
+    const cli_option opts[] = {{"quick", &quick, NULL},     {"skip-long", &skip_long, NULL},
+                               {"json", &json, NULL},       {"device", NULL, &device},
+                               {"only", NULL, &only},       {"ring-model", NULL, &ring_svg},
+                               {"ring-gflops", NULL, &ring_gflops}};
     int rc = cli_parse("bench", argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
         fputs(bench_help, help && rc == CLI_OK ? stdout : stderr);
         return rc;
     }
+    if (ring_svg && json)
+        return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-model prints a table and writes a file: not with --json");
+    if (ring_gflops && !ring_svg)
+        return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-gflops goes with --ring-model FILE.svg");
     /* A profiling context: every kernel's own events give the device time of each run. */
     clattn_context_options options = CLATTN_CONTEXT_OPTIONS_INIT;
     options.device = device;
@@ -577,6 +637,8 @@ int cmd_bench(int argc, char **argv)
     }
     if (json)
         printf("\n]}\n");
+    if (rc == CLI_OK && ring_svg)
+        rc = ring_model_run(ctx, cases, ncases, ring_svg, ring_gflops);
     clattn_context_free(blas_ctx);
     clattn_context_free(ctx);
     return rc;
