@@ -142,8 +142,12 @@ clattn_status clattn_group_create(clattn_group **out, const char *specs)
             p = comma + 1;
         }
     }
+    /* A device that cannot run the kernels (they do not build there, say) fails the group here, named —
+     * not dropped: a group that silently lost a device would not be the group asked for. */
     for (size_t i = 0; i < g->count && st == CLATTN_SUCCESS; i++)
-        st = measure_speed(g->ctx[i], &g->speed[i]);
+        if ((st = measure_speed(g->ctx[i], &g->speed[i])) != CLATTN_SUCCESS)
+            set_error(NULL, st, "device %zu of the group (%s) cannot run attention: %s", i,
+                      clattn_context_device_name(g->ctx[i]), clattn_last_error(g->ctx[i]));
     if (st == CLATTN_SUCCESS && g->count == 0)
         st = set_error(NULL, CLATTN_ERROR_NO_DEVICE, "clattn_group_create: no device");
     if (st != CLATTN_SUCCESS) {

@@ -12,6 +12,7 @@
  *     both kinds, GQA, additive masks, with and without W_O) against the fp64 layer reference.
  *  4. bad: NULL group or arrays, typed tensors, a bad descriptor (its detail reaches the caller).
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "test_util.h"
 
 #include <math.h>
@@ -114,10 +115,7 @@ START_TEST(test_table)
     if (c->win_left != -2)
         m.window = &w;
     float sinks[8], slopes[8];
-    for (size_t h = 0; h < c->H; h++) {
-        sinks[h] = 0.3f * (float)h - 0.5f;
-        slopes[h] = 0.5f / (float)(h + 1);
-    }
+    tu_fill_sinks_slopes(c->H, sinks, slopes);
     if (c->sinks)
         d.sinks = sinks;
     if (c->alibi)
@@ -227,6 +225,37 @@ START_TEST(test_layers)
 }
 END_TEST
 
+/* A group whose kernels do not build (common.cl broken, so every program fails, on every device): the
+ * call that first runs them fails, naming the device — creation when it measures the devices (cache off),
+ * else the first attention call (the speeds read back from the cache). The device is not dropped. */
+START_TEST(test_broken_kernels)
+{
+    tu_set_label("group whose kernels do not build");
+    static const char *const names[] = {"CLATTN_KERNEL_DIR", "CLATTN_CACHE"};
+    tu_env_save(names, 2);
+    setenv("CLATTN_KERNEL_DIR", tu_broken_kernel_dir("common.cl"), 1);
+    setenv("CLATTN_CACHE", "0", 1);
+    clattn_group *g = NULL;
+    clattn_status st = clattn_group_create(&g, "all");
+    ck_assert_msg(st == CLATTN_ERROR_BUILD_FAILED && g == NULL, "create: %s (%s)", clattn_status_string(st),
+                  clattn_last_error(NULL));
+    ck_assert_msg(strstr(clattn_last_error(NULL), "device 0 of the group (") &&
+                      strstr(clattn_last_error(NULL), "cannot run attention"),
+                  "create's detail: %s", clattn_last_error(NULL));
+    unsetenv("CLATTN_CACHE"); /* the speeds measured by test_create come back from the cache */
+    st = clattn_group_create(&g, "all");
+    TU_ASSERT_OK(st, NULL, "clattn_group_create with the speeds cached");
+    clattn_sdpa_desc d = tu_sdpa_desc(2 * clattn_group_size(g), 2, 5, 9, 8, 0);
+    const size_t n = d.batch * 2 * 9 * 8;
+    float *x = tu_falloc(n), *o = tu_host_alloc(n, NULL);
+    st = clattn_group_sdpa_host(g, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_BUILD_FAILED, "call: %s (%s)", clattn_status_string(st), clattn_last_error(NULL));
+    ck_assert_msg(strstr(clattn_last_error(NULL), " of the group ("), "call's detail: %s", clattn_last_error(NULL));
+    clattn_group_free(g);
+    tu_env_restore();
+}
+END_TEST
+
 START_TEST(test_bad)
 {
     tu_set_label("bad group calls");
@@ -264,6 +293,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "layers", test_layers, NLAYERS);
     tc = tu_tcase("bad");
     tcase_add_test(tc, test_bad);
+    tcase_add_test(tc, test_broken_kernels);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -136,10 +136,7 @@ START_TEST(test_table)
     if (c->win_left != -2)
         m.window = &w;
     float sinks[8], slopes[8];
-    for (size_t h = 0; h < c->H; h++) {
-        sinks[h] = 0.3f * (float)h - 0.5f;
-        slopes[h] = 0.5f / (float)(h + 1);
-    }
+    tu_fill_sinks_slopes(c->H, sinks, slopes);
     if (c->sinks)
         d.sinks = sinks;
     if (c->alibi)

@@ -310,6 +310,14 @@ clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk
     return d;
 }
 
+void tu_fill_sinks_slopes(size_t H, float *sinks, float *slopes)
+{
+    for (size_t h = 0; h < H; h++) {
+        sinks[h] = 0.3f * (float)h - 0.5f;
+        slopes[h] = 0.5f / (float)(h + 1);
+    }
+}
+
 const size_t *tu_make_key_lengths(int mode, size_t B, size_t S, size_t *out)
 {
     if (mode == TU_KL_NONE)

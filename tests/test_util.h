@@ -257,6 +257,8 @@ clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk
  * ZERO: batch 0 gets 0 (every key masked), others S−1 (1 when S = 1). Writes out[0..B). */
 enum { TU_KL_NONE = 0, TU_KL_FULL, TU_KL_VARIED, TU_KL_ZERO };
 const size_t *tu_make_key_lengths(int mode, size_t B, size_t S, size_t *out);
+/* H sink logits (0.3·h − 0.5) and ALiBi slopes (0.5 / (h + 1)) of the group and ring tables. */
+void tu_fill_sinks_slopes(size_t H, float *sinks, float *slopes);
 
 /* Additive mask of `layout` (L,S) or (B,H,L,S): uniform [-1,1]; TU_MASKF_INF: about 1/6 of the
  * entries −inf; TU_MASKF_ROWINF: in matrix t, row t % L entirely −inf. Tracked; *n gets the count. */
