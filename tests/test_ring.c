@@ -296,6 +296,11 @@ START_TEST(test_bad)
     padded.masks = &lengths;
     st = clattn_ring_sdpa_host(ring, &padded, ZIGZAG, q, k, v, o, NULL, NULL);
     expect_failure(st, CLATTN_ERROR_INVALID_MASK, 0, "key_lengths[0]");
+    tu_set_label("ring: stats not started from CLATTN_RING_STATS_INIT");
+    clattn_ring_stats stale = CLATTN_RING_STATS_INIT;
+    stale.struct_size = 8;
+    st = clattn_ring_sdpa_host(ring, &d, ZIGZAG, q, k, v, o, NULL, &stale);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "stats->struct_size");
     ck_assert_msg(tu_host_all_sentinel(o, 2 * S * D), "rank %d: a failed call wrote its output", rank);
     ck_assert(clattn_ring_sdpa_host(NULL, &d, ZIGZAG, q, k, v, o, NULL, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
     /* The ring still works after refusals. */

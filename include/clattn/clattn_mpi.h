@@ -94,7 +94,7 @@ typedef struct clattn_ring_stats {
  * offsets (of the whole sequences), windows; no additive mask, no weights output. Sinks, ALiBi,
  * soft-capping and grouped heads work as in clattn_sdpa. P larger than L or S is CLATTN_ERROR_INVALID_VALUE.
  * A failure on any rank is returned by every rank (clattn_ring_failed_rank names the first);
- * stats may be NULL. */
+ * stats may be NULL (else started from CLATTN_RING_STATS_INIT; written on success only). */
 CLATTN_MPI_API clattn_status clattn_ring_sdpa_host(clattn_ring *ring, const clattn_sdpa_desc *desc,
                                                    clattn_ring_layout layout, const float *q, const float *k,
                                                    const float *v, float *out, float *lse,

@@ -337,7 +337,8 @@ static bool mul_ok(size_t a, size_t b, size_t *out)
 /* This rank's own checks, before anything is exchanged: what clattn_sdpa cannot see (the ring's rules,
  * the host arrays, the message sizes). The descriptor's other rules are clattn_sdpa's, in the first pair. */
 static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout,
-                                  const float *q, const float *k, const float *v, const float *out, char *detail,
+                                  const float *q, const float *k, const float *v, const float *out,
+                                  const clattn_ring_stats *stats, char *detail,
                                   size_t cap)
 {
     if (!d) {
@@ -347,6 +348,11 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, cla
     if (d->struct_size != sizeof(clattn_sdpa_desc)) {
         snprintf(detail, cap, "desc->struct_size is %zu, not sizeof(clattn_sdpa_desc) = %zu (start from "
                  "CLATTN_SDPA_DESC_INIT)", d->struct_size, sizeof(clattn_sdpa_desc));
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    if (stats && stats->struct_size != sizeof *stats) {
+        snprintf(detail, cap, "stats->struct_size is %zu, not sizeof(clattn_ring_stats) = %zu (start from "
+                 "CLATTN_RING_STATS_INIT)", stats->struct_size, sizeof *stats);
         return CLATTN_ERROR_INVALID_VALUE;
     }
     if (layout != CLATTN_RING_CONTIGUOUS && layout != CLATTN_RING_ZIGZAG) {
@@ -418,11 +424,12 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, cla
 /* Exchange fingerprints; the first rank that failed its own checks, else the first field any rank has
  * otherwise than rank 0, is every rank's answer. */
 static clattn_status collective_check(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout,
-                                      const float *q, const float *k, const float *v, const float *out)
+                                      const float *q, const float *k, const float *v, const float *out,
+                                      const clattn_ring_stats *stats)
 {
     fingerprint mine;
     memset(&mine, 0, sizeof mine);
-    mine.status = local_checks(r, d, layout, q, k, v, out, mine.detail, sizeof mine.detail);
+    mine.status = local_checks(r, d, layout, q, k, v, out, stats, mine.detail, sizeof mine.detail);
     if (mine.status == CLATTN_SUCCESS)
         fingerprint_fields(d, layout, mine.field);
     fingerprint *all = malloc((size_t)r->size * sizeof *all);
@@ -837,11 +844,9 @@ clattn_status clattn_ring_sdpa_host(clattn_ring *r, const clattn_sdpa_desc *desc
         return fail(r, CLATTN_ERROR_COMMUNICATION, r->rank,
                     "rank %d: this ring timed out or lost a message before; free it", r->rank);
     clattn_ring_stats local = CLATTN_RING_STATS_INIT;
-    if (stats && stats->struct_size != sizeof *stats)
-        stats = NULL; /* an unknown layout is not written (the collective check below still runs) */
     clattn_ring_stats *into = stats ? &local : NULL;
     const double started = now_s();
-    clattn_status st = collective_check(r, desc, layout, q, k, v, out);
+    clattn_status st = collective_check(r, desc, layout, q, k, v, out, stats);
     if (st == CLATTN_SUCCESS) {
         st = run_ring(r, desc, layout, q, k, v, out, lse, into);
         if (!r->broken)
