@@ -439,10 +439,10 @@ static void print_bytes(char *buf, size_t size, size_t bytes)
         snprintf(buf, size, "%zu B", bytes);
 }
 
-/* --ring-model: the device's fused causal speed (measured, or --ring-gflops) in the ring's step-time model,
- * printed and drawn. */
+/* --ring-model: the device's fused causal speed (measured, or given_gflops when positive) in the ring's
+ * step-time model, printed and drawn. */
 static int ring_model_run(clattn_context *ctx, const bench_case *cases, size_t ncases, const char *svg,
-                          const char *gflops_text)
+                          double given_gflops)
 {
     char source[160];
     snprintf(source, sizeof source, "measured on %.120s", clattn_context_device_name(ctx));
@@ -450,14 +450,8 @@ static int ring_model_run(clattn_context *ctx, const bench_case *cases, size_t n
                     {"10 GbE (1.25 GB/s)", "100 Gb/s InfiniBand (12.5 GB/s)", "PCIe 4.0 x16 (25 GB/s)",
                      "NVLink 4 (450 GB/s)"},
                     {1.25, 12.5, 25.0, 450.0}};
-    int rc = CLI_OK;
-    if (gflops_text) {
-        float g = 0;
-        if ((rc = cli_parse_float("bench", "ring-gflops", gflops_text, &g)) != CLI_OK)
-            return rc;
-        if (!(g > 0))
-            return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-gflops: a positive speed");
-        m.gflops = g;
+    if (given_gflops > 0) {
+        m.gflops = given_gflops;
         m.speed_source = "given by --ring-gflops";
     } else {
         const bench_case *c = NULL;
@@ -504,6 +498,11 @@ int cmd_bench(int argc, char **argv)
         return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-model prints a table and writes a file: not with --json");
     if (ring_gflops && !ring_svg)
         return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-gflops goes with --ring-model FILE.svg");
+    float given_gflops = 0; /* checked before any case runs */
+    if (ring_gflops && (rc = cli_parse_float("bench", "ring-gflops", ring_gflops, &given_gflops)) != CLI_OK)
+        return rc;
+    if (ring_gflops && !(given_gflops > 0))
+        return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-gflops: a positive speed");
     /* A profiling context: every kernel's own events give the device time of each run. */
     clattn_context_options options = CLATTN_CONTEXT_OPTIONS_INIT;
     options.device = device;
@@ -638,7 +637,7 @@ int cmd_bench(int argc, char **argv)
     if (json)
         printf("\n]}\n");
     if (rc == CLI_OK && ring_svg)
-        rc = ring_model_run(ctx, cases, ncases, ring_svg, ring_gflops);
+        rc = ring_model_run(ctx, cases, ncases, ring_svg, given_gflops);
     clattn_context_free(blas_ctx);
     clattn_context_free(ctx);
     return rc;
