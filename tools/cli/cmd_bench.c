@@ -478,7 +478,9 @@ static int ring_model_run(clattn_context *ctx, const bench_case *cases, size_t n
         cli_outputs_discard(&out);
         return cli_fail(CLI_USAGE_ERROR, "bench", "%s: cannot write the model's figure", svg);
     }
-    return cli_outputs_commit("bench", &out);
+    const int rc = cli_outputs_commit("bench", &out);
+    cli_outputs_discard(&out); /* frees what the commit left (it removes nothing committed) */
+    return rc;
 }
 
 int cmd_bench(int argc, char **argv)

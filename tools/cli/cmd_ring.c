@@ -338,8 +338,7 @@ int cmd_ring(int argc, char **argv)
     /* All or nothing across ranks too: a rank whose write failed makes every rank discard its files. */
     if ((rc = agree(rc)) == CLI_OK)
         rc = agree(cli_outputs_commit(cmd, &outs));
-    else
-        cli_outputs_discard(&outs);
+    cli_outputs_discard(&outs); /* after a commit: frees what it left, removes nothing committed */
 done:
     for (int i = 0; i < 3; i++) {
         if (in[i].rows != in[i].t.data)
