@@ -99,27 +99,16 @@ START_TEST(test_table)
     clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, 0);
     d.kv_heads = c->KVH;
     d.softcap = c->softcap;
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.causal = c->causal;
     size_t lengths[4];
     long long offsets[4];
     for (size_t b = 0; b < c->B; b++) {
         lengths[b] = b == 1 ? c->S / 3 : c->S - 7;
         offsets[b] = 800;
     }
-    if (c->key_lengths)
-        m.key_lengths = lengths;
-    if (c->offsets)
-        m.query_offsets = offsets;
-    const clattn_window w = {c->win_left, 0};
-    if (c->win_left != -2)
-        m.window = &w;
-    float sinks[8], slopes[8];
-    tu_fill_sinks_slopes(c->H, sinks, slopes);
-    if (c->sinks)
-        d.sinks = sinks;
-    if (c->alibi)
-        d.alibi_slopes = slopes;
+    tu_variants var;
+    tu_variants_apply(&d, &var, c->causal, c->key_lengths ? lengths : NULL, c->offsets ? offsets : NULL, c->win_left,
+                      c->sinks, c->alibi);
+    clattn_masks m = var.masks; /* (the additive mask joins below) */
     float *mask = NULL, *ref_mask = NULL;
     if (c->mask != M0) {
         m.additive = c->mask;

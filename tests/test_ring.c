@@ -124,24 +124,11 @@ START_TEST(test_table)
     clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->DV);
     d.kv_heads = c->KVH;
     d.softcap = c->softcap;
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.causal = c->causal;
-    size_t lengths[2] = {c->S - 5, c->S / 3};
-    long long offsets[2] = {40, 35};
-    if (c->key_lengths)
-        m.key_lengths = lengths;
-    if (c->offsets)
-        m.query_offsets = offsets;
-    const clattn_window w = {c->win_left, 0};
-    if (c->win_left != -2)
-        m.window = &w;
-    float sinks[8], slopes[8];
-    tu_fill_sinks_slopes(c->H, sinks, slopes);
-    if (c->sinks)
-        d.sinks = sinks;
-    if (c->alibi)
-        d.alibi_slopes = slopes;
-    d.masks = &m;
+    const size_t lengths[2] = {c->S - 5, c->S / 3};
+    const long long offsets[2] = {40, 35};
+    tu_variants var;
+    tu_variants_apply(&d, &var, c->causal, c->key_lengths ? lengths : NULL, c->offsets ? offsets : NULL, c->win_left,
+                      c->sinks, c->alibi);
     /* Every rank makes the same whole tensors (same seeds) and keeps its rows. */
     const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nv = c->B * c->KVH * c->S * c->DV;
     const size_t no = c->B * c->H * c->L * c->DV, nl = c->B * c->H * c->L;

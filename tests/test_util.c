@@ -310,12 +310,24 @@ clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk
     return d;
 }
 
-void tu_fill_sinks_slopes(size_t H, float *sinks, float *slopes)
+void tu_variants_apply(clattn_sdpa_desc *d, tu_variants *v, clattn_causal causal, const size_t *key_lengths,
+                       const long long *offsets, long long win_left, int sinks, int alibi)
 {
-    for (size_t h = 0; h < H; h++) {
-        sinks[h] = 0.3f * (float)h - 0.5f;
-        slopes[h] = 0.5f / (float)(h + 1);
+    ck_assert(d->heads <= 16);
+    v->masks = (clattn_masks)CLATTN_MASKS_INIT;
+    v->masks.causal = causal;
+    v->masks.key_lengths = key_lengths;
+    v->masks.query_offsets = offsets;
+    v->window = (clattn_window){win_left, 0};
+    if (win_left != -2)
+        v->masks.window = &v->window;
+    for (size_t h = 0; h < d->heads; h++) {
+        v->sinks[h] = 0.3f * (float)h - 0.5f;
+        v->slopes[h] = 0.5f / (float)(h + 1);
     }
+    d->sinks = sinks ? v->sinks : NULL;
+    d->alibi_slopes = alibi ? v->slopes : NULL;
+    d->masks = &v->masks;
 }
 
 const size_t *tu_make_key_lengths(int mode, size_t B, size_t S, size_t *out)

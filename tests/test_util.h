@@ -257,8 +257,17 @@ clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk
  * ZERO: batch 0 gets 0 (every key masked), others S−1 (1 when S = 1). Writes out[0..B). */
 enum { TU_KL_NONE = 0, TU_KL_FULL, TU_KL_VARIED, TU_KL_ZERO };
 const size_t *tu_make_key_lengths(int mode, size_t B, size_t S, size_t *out);
-/* H sink logits (0.3·h − 0.5) and ALiBi slopes (0.5 / (h + 1)) of the group and ring tables. */
-void tu_fill_sinks_slopes(size_t H, float *sinks, float *slopes);
+/* The masks and variants of one row of the group and ring tables, kept together (the descriptor points
+ * into it, so it must not move while d is used). */
+typedef struct tu_variants {
+    clattn_masks masks;
+    clattn_window window;
+    float sinks[16], slopes[16]; /* 0.3·h − 0.5 and 0.5 / (h + 1) */
+} tu_variants;
+/* d->masks = a causal mask of the given kind, key lengths and query offsets when not NULL, a window
+ * (win_left, 0) unless win_left is −2; sinks and ALiBi slopes for d->heads (at most 16) when asked. */
+void tu_variants_apply(clattn_sdpa_desc *d, tu_variants *v, clattn_causal causal, const size_t *key_lengths,
+                       const long long *offsets, long long win_left, int sinks, int alibi);
 
 /* Additive mask of `layout` (L,S) or (B,H,L,S): uniform [-1,1]; TU_MASKF_INF: about 1/6 of the
  * entries −inf; TU_MASKF_ROWINF: in matrix t, row t % L entirely −inf. Tracked; *n gets the count. */
