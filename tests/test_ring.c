@@ -31,14 +31,10 @@ static clattn_context *ctx;
 static clattn_ring *ring;
 static double worst_ref, worst_single; /* largest errors against the reference and one process */
 
-/* Rows `shard` of each of `slices` slices of a tensor with n rows of `width`: into `out`. */
+/* The library's own copy, which must succeed here. */
 static void take_rows(const float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, float *out)
 {
-    size_t o = 0;
-    for (size_t s = 0; s < slices; s++)
-        for (int c = 0; c < 2; c++)
-            for (size_t i = 0; i < sh->len[c]; i++, o++)
-                memcpy(out + o * width, all + (s * n + sh->start[c] + i) * width, width * sizeof *out);
+    ck_assert(clattn_ring_shard_take(sh, slices, n, width, all, out) == CLATTN_SUCCESS);
 }
 
 START_TEST(test_shards)
@@ -72,6 +68,23 @@ START_TEST(test_shards)
     /* Zigzag: rank r holds runs r and 2P − 1 − r of 2P. */
     ck_assert(clattn_ring_shard_of(8, 2, 0, CLATTN_RING_ZIGZAG, &sh) == CLATTN_SUCCESS);
     ck_assert(sh.start[0] == 0 && sh.len[0] == 2 && sh.start[1] == 6 && sh.len[1] == 2);
+    /* take then put: the rows go out and come back to their places, the others untouched. */
+    float whole[2 * 8], part[2 * 4], back[2 * 8];
+    for (int i = 0; i < 16; i++) {
+        whole[i] = (float)i;
+        back[i] = -1.0f;
+    }
+    ck_assert(clattn_ring_shard_take(&sh, 2, 8, 1, whole, part) == CLATTN_SUCCESS);
+    const float want[8] = {0, 1, 6, 7, 8, 9, 14, 15};
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(part[i] == want[i], "part[%d] = %g, expected %g", i, (double)part[i], (double)want[i]);
+    ck_assert(clattn_ring_shard_put(&sh, 2, 8, 1, part, back) == CLATTN_SUCCESS);
+    for (int i = 0; i < 16; i++)
+        ck_assert(back[i] == ((i % 8) < 2 || (i % 8) >= 6 ? whole[i] : -1.0f));
+    ck_assert(clattn_ring_shard_take(&sh, 2, 7, 1, whole, part) == CLATTN_ERROR_INVALID_VALUE); /* run past 7 rows */
+    ck_assert(clattn_ring_shard_take(NULL, 2, 8, 1, whole, part) == CLATTN_ERROR_NULL_ARGUMENT);
+    ck_assert(clattn_ring_shard_put(&sh, 2, 8, 1, NULL, back) == CLATTN_ERROR_NULL_ARGUMENT);
+    ck_assert(clattn_ring_shard_take(&sh, SIZE_MAX / 2, 8, 4, whole, part) == CLATTN_ERROR_SIZE_OVERFLOW);
 }
 END_TEST
 

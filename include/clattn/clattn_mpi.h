@@ -51,6 +51,16 @@ typedef struct clattn_ring_shard {
 CLATTN_MPI_API clattn_status clattn_ring_shard_of(size_t n, int ranks, int rank, clattn_ring_layout layout,
                                                   clattn_ring_shard *shard);
 
+/* A shard's rows between a whole tensor and a rank's array: `slices` slices (B·heads) of n rows of
+ * `width` floats each; the rank's array holds the shard's rows, run after run, in each slice. _take
+ * copies them out of the whole tensor, _put back into it (the whole tensor's other rows untouched).
+ * NULL pointers are CLATTN_ERROR_NULL_ARGUMENT; a shard that does not fit n rows, or sizes that
+ * overflow, CLATTN_ERROR_INVALID_VALUE / CLATTN_ERROR_SIZE_OVERFLOW; nothing is copied then. */
+CLATTN_MPI_API clattn_status clattn_ring_shard_take(const clattn_ring_shard *shard, size_t slices, size_t n,
+                                                    size_t width, const float *whole, float *part);
+CLATTN_MPI_API clattn_status clattn_ring_shard_put(const clattn_ring_shard *shard, size_t slices, size_t n,
+                                                   size_t width, const float *part, float *whole);
+
 typedef struct clattn_ring_s clattn_ring;
 
 /* Collective over comm: a ring over comm's ranks (a duplicate of comm, so clattn's messages never meet

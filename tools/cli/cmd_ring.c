@@ -55,26 +55,6 @@ static char *with_rank(const char *path, int rank)
     return out;
 }
 
-/* Rows of a shard of each of `slices` slices of a tensor with n rows of `width`, from `all` into `out`. */
-static void take_rows(const float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, float *out)
-{
-    size_t o = 0;
-    for (size_t s = 0; s < slices; s++)
-        for (int c = 0; c < 2; c++)
-            for (size_t i = 0; i < sh->len[c]; i++, o++)
-                memcpy(out + o * width, all + (s * n + sh->start[c] + i) * width, width * sizeof *out);
-}
-
-/* The inverse: a shard's rows (in shard order) put back at their places in `all`. */
-static void put_rows(float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, const float *in)
-{
-    size_t o = 0;
-    for (size_t s = 0; s < slices; s++)
-        for (int c = 0; c < 2; c++)
-            for (size_t i = 0; i < sh->len[c]; i++, o++)
-                memcpy(all + (s * n + sh->start[c] + i) * width, in + o * width, width * sizeof *in);
-}
-
 /* Every rank's rc agreed: the worst (largest) wins, so that all ranks stop together. */
 static int agree(int rc)
 {
@@ -129,7 +109,7 @@ static int shard_input(const char *cmd, const char *path, ring_input *in, size_t
     in->rows = cli_alloc_floats(in->t.shape[0] * in->t.shape[1], sh.rows, in->t.shape[3]);
     if (!in->rows)
         return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
-    take_rows(in->t.data, in->t.shape[0] * in->t.shape[1], n, in->t.shape[3], &sh, in->rows);
+    clattn_ring_shard_take(&sh, in->t.shape[0] * in->t.shape[1], n, in->t.shape[3], in->t.data, in->rows);
     return CLI_OK;
 }
 
@@ -150,7 +130,7 @@ static int gather(const char *cmd, const float *mine, size_t slices, size_t n, s
         MPI_Send(mine, (int)(slices * sh.rows * width), MPI_FLOAT, 0, 7, MPI_COMM_WORLD);
         return CLI_OK;
     }
-    put_rows(*whole, slices, n, width, &sh, mine);
+    clattn_ring_shard_put(&sh, slices, n, width, mine, *whole);
     for (int r = 1; r < ranks && rc == CLI_OK; r++) {
         clattn_ring_shard other;
         clattn_ring_shard_of(n, ranks, r, layout, &other);
@@ -160,7 +140,7 @@ static int gather(const char *cmd, const float *mine, size_t slices, size_t n, s
             MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* the senders would wait for ever */
         }
         MPI_Recv(part, (int)(slices * other.rows * width), MPI_FLOAT, r, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        put_rows(*whole, slices, n, width, &other, part);
+        clattn_ring_shard_put(&other, slices, n, width, part, *whole);
         free(part);
     }
     return rc;
