@@ -11,8 +11,10 @@
  *     plus the context's temporaries' peak) at most 2 · (L + S)/P · B·H·(Dqk + Dv) floats, and the causal
  *     zigzag layout's pairs the same on every rank.
  *  4. bad: a rank whose kv_len differs (every rank gets CLATTN_ERROR_SHAPE_MISMATCH naming it), P > S, a
- *     NULL array on one rank, a descriptor clattn_sdpa refuses (every rank gets its status), and last a
- *     rank that never calls: the others return CLATTN_ERROR_TIMEOUT naming it, within the ring's timeout.
+ *     NULL array on one rank, a descriptor clattn_sdpa refuses (every rank gets its status), a rank whose
+ *     kernels do not build (it fails at its first pair, keeps passing slices, and every rank returns its
+ *     status naming it), and last a rank that never calls: the others return CLATTN_ERROR_TIMEOUT naming
+ *     it, within the ring's timeout.
  *
  * Every rank runs the same cases in the same order, without forking (CK_NOFORK). Rank 0 prints check's
  * summary; a failure on any rank fails the run (mpirun's exit status), and rank 0 prints every rank's.
@@ -314,6 +316,40 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/* A rank whose kernels do not build (its context reads a broken common.cl): it fails at its first pair,
+ * goes on passing slices, and every rank returns its status naming it; the others' rows were computed. */
+START_TEST(test_one_rank_fails)
+{
+    if (ranks < 2)
+        return;
+    tu_set_label("ring: the last rank's kernels do not build");
+    clattn_context *mine = ctx;
+    if (rank == ranks - 1) {
+        clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
+        o.kernel_dir = tu_broken_kernel_dir("common.cl");
+        o.cache = CLATTN_CACHE_OFF;
+        clattn_status st = clattn_context_create_with_options(&mine, &o);
+        TU_ASSERT_OK(st, NULL, "a context with broken kernels");
+    }
+    clattn_ring *r = NULL;
+    clattn_status st = clattn_ring_create(&r, mine, MPI_COMM_WORLD, 120.0);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: clattn_ring_create: %s", rank, clattn_ring_last_error(NULL));
+    const size_t S = 3 * (size_t)ranks + 1, D = 8;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, S, S, D, D);
+    float *q = tu_falloc(2 * S * D), *o = tu_host_alloc(2 * S * D, NULL);
+    tu_fill_uniform(q, 2 * S * D, 1.0f, 9);
+    st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_BUILD_FAILED, "rank %d: %s (%s)", rank, clattn_status_string(st),
+                  clattn_ring_last_error(r));
+    ck_assert_msg(clattn_ring_failed_rank(r) == ranks - 1, "rank %d: failed rank %d (%s)", rank,
+                  clattn_ring_failed_rank(r), clattn_ring_last_error(r));
+    ck_assert_msg(tu_host_all_sentinel(o, 2 * S * D), "rank %d: a failed call wrote its output", rank);
+    clattn_ring_free(r);
+    if (mine != ctx)
+        clattn_context_free(mine);
+}
+END_TEST
+
 /* Last: the last rank creates its ring but never calls (as if it had died); the others time out. */
 START_TEST(test_dead_rank)
 {
@@ -355,6 +391,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, test_table, 0, NCASES);
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_bad);
+    tcase_add_test(tc, test_one_rank_fails);
     tcase_add_test(tc, test_dead_rank);
     suite_add_tcase(s, tc);
     return s;

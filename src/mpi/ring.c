@@ -6,8 +6,8 @@
  * checks, and all reach the same verdict; (2) P steps, in step t rank r holds the K/V slice of rank r − t:
  * it posts the send of that slice to r + 1 and the receive of the next from r − 1, enqueues the uploads
  * and kernels, and polls both until done, so that the transfer hides behind the kernels; (3) a last
- * exchange of statuses, so that a failure on one rank is every rank's answer. Each wait on another rank
- * ends at the ring's timeout. */
+ * exchange of statuses, before any output is written, so that a failure on one rank is every rank's answer
+ * and no rank writes its rows. Each wait on another rank ends at the ring's timeout. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "clattn/clattn_mpi.h"
 
@@ -745,21 +745,31 @@ static clattn_status attend_slice(clattn_ring *r, const clattn_sdpa_desc *d, con
 }
 
 /* The sinks (counted once) and the results read back into out and lse. */
-static clattn_status finish_results(clattn_ring *r, const clattn_sdpa_desc *d, const ring_shape *s, ring_buffers *b,
-                                    float *out, float *lse)
+/* The sinks, counted once, merged into the running results; the device finished. */
+static clattn_status add_sinks(clattn_ring *r, const clattn_sdpa_desc *d, const ring_shape *s, ring_buffers *b)
+{
+    for (int c = 0; c < 2 && d->sinks; c++) {
+        if (!s->qs.len[c])
+            continue;
+        clattn_sdpa_desc md = *d;
+        md.q_len = s->qs.len[c];
+        const clattn_status st = clattn_merge(r->ctx, &md, 1, &b->out[c], &b->lse[c], b->out[c], b->lse[c]);
+        if (st != CLATTN_SUCCESS)
+            return fail(r, st, r->rank, "rank %d: the sinks: %s", r->rank, clattn_last_error(r->ctx));
+    }
+    const clattn_status st = clattn_finish(r->ctx);
+    return st == CLATTN_SUCCESS ? st : fail(r, st, r->rank, "rank %d: %s", r->rank, clattn_last_error(r->ctx));
+}
+
+/* The results read back into out and lse: only once every rank has succeeded (a failed call writes
+ * nothing, on any rank). */
+static clattn_status read_results(clattn_ring *r, const ring_shape *s, ring_buffers *b, float *out, float *lse)
 {
     cl_command_queue queue = clattn_context_queue(r->ctx);
     const size_t bh = s->batch * s->heads;
     for (int c = 0; c < 2; c++) {
         if (!s->qs.len[c])
             continue;
-        if (d->sinks) {
-            clattn_sdpa_desc md = *d;
-            md.q_len = s->qs.len[c];
-            const clattn_status st = clattn_merge(r->ctx, &md, 1, &b->out[c], &b->lse[c], b->out[c], b->lse[c]);
-            if (st != CLATTN_SUCCESS)
-                return fail(r, st, r->rank, "rank %d: the sinks: %s", r->rank, clattn_last_error(r->ctx));
-        }
         const size_t row0 = c ? s->qs.len[0] : 0;
         cl_int err = copy_rows(queue, false, b->out[c], out, bh, s->qs.rows, row0, s->qs.len[c], s->v_dim);
         if (err == CL_SUCCESS && lse)
@@ -866,8 +876,13 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         held_k = into_k;
         held_v = into_v;
     }
-    if (ready && !r->broken && st == CLATTN_SUCCESS)
-        st = finish_results(r, d, &s, &b, out, lse);
+    if (ready && !r->broken) {
+        if (st == CLATTN_SUCCESS)
+            st = add_sinks(r, d, &s, &b);
+        st = agree_on_status(r, st); /* every rank's outcome, before anything is written */
+        if (st == CLATTN_SUCCESS)
+            st = read_results(r, &s, &b, out, lse);
+    }
     clFinish(queue); /* nothing of this call may still read the caller's arrays or use the buffers below */
     if (stats) {
         stats->steps = (unsigned)r->size;
@@ -896,11 +911,8 @@ clattn_status clattn_ring_sdpa_host(clattn_ring *r, const clattn_sdpa_desc *desc
     clattn_ring_stats *into = stats ? &local : NULL;
     const double started = now_s();
     clattn_status st = collective_check(r, desc, layout, q, k, v, out, stats);
-    if (st == CLATTN_SUCCESS) {
-        st = run_ring(r, desc, layout, q, k, v, out, lse, into);
-        if (!r->broken)
-            st = agree_on_status(r, st);
-    }
+    if (st == CLATTN_SUCCESS)
+        st = run_ring(r, desc, layout, q, k, v, out, lse, into); /* (its outcome agreed by every rank) */
     if (stats && st == CLATTN_SUCCESS) {
         local.seconds = now_s() - started;
         *stats = local;
