@@ -2763,6 +2763,11 @@ START_TEST(test_ring_cli)
     expect_status(EXIT_USAGE);
     expect_in("stderr", R.err, "every rank needs at least one");
     ck_assert_msg(!exists(P("x.npy")), "a failed run wrote x.npy");
+    /* A device some ranks cannot open (0:4 on a platform of fewer devices): every rank stops, none hangs. */
+    RING("5", "--q", qp, "--k", kp, "--v", vp, "--out", P("x.npy"), "--gather", "--device", "0:{rank}");
+    ck_assert_msg(R.status != EXIT_OK, "`%s` exited 0", R.cmd);
+    expect_in("stderr", R.err, "matches no device");
+    ck_assert_msg(!exists(P("x.npy")), "a failed run wrote x.npy");
 }
 END_TEST
 #endif

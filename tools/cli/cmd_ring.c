@@ -8,6 +8,7 @@
 
 #include <clattn/clattn_mpi.h>
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,8 +153,10 @@ static void report(const clattn_ring_stats *st, int ranks, int rank, size_t L, s
     double mine[6] = {st->seconds, st->wait_seconds, (double)st->device_peak_bytes, (double)st->bytes_sent,
                       (double)st->pairs, (double)st->host_bytes};
     double *all = rank == 0 ? malloc((size_t)ranks * sizeof mine) : NULL;
+    if (agree(rank == 0 && !all ? CLI_RUNTIME_ERROR : CLI_OK) != CLI_OK)
+        return; /* no room on rank 0 for the report: every rank skips the gather */
     MPI_Gather(mine, 6, MPI_DOUBLE, all, 6, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    if (rank != 0 || !all)
+    if (rank != 0)
         return;
     printf("clattn ring: %d rank%s, L %zu, S %zu, %s layout\n", ranks, ranks > 1 ? "s" : "", L, S,
            layout == CLATTN_RING_ZIGZAG ? "zigzag" : "contiguous");
@@ -272,16 +275,26 @@ int cmd_ring(int argc, char **argv)
     char *spec = device ? with_rank(device, rank) : NULL;
     rc = cli_open_context(cmd, spec, &ctx);
     free(spec);
-    if (rc == CLI_OK) {
-        const clattn_status st = clattn_ring_create(&ring, ctx, MPI_COMM_WORLD, timeout);
-        if (st != CLATTN_SUCCESS)
-            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "rank %d: %s: %s", rank, clattn_status_string(st),
-                          clattn_ring_last_error(NULL));
+    /* Every rank has its device before the ring's collective creation starts. */
+    if ((rc = agree(rc)) != CLI_OK)
+        goto done;
+    const clattn_status created = clattn_ring_create(&ring, ctx, MPI_COMM_WORLD, timeout);
+    if (created != CLATTN_SUCCESS) {
+        rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "rank %d: %s: %s", rank, clattn_status_string(created),
+                      clattn_ring_last_error(NULL));
+        if (created == CLATTN_ERROR_TIMEOUT)
+            MPI_Abort(MPI_COMM_WORLD, CLI_RUNTIME_ERROR); /* a rank is gone: the job cannot end cleanly */
     }
     if ((rc = agree(rc)) != CLI_OK)
         goto done;
     clattn_ring_shard qs;
     clattn_ring_shard_of(L, ranks, rank, layout, &qs);
+    /* What travels to rank 0 (--gather) is one MPI message per rank: its count must fit an int. */
+    if (gathered && (B * H * (L / (size_t)ranks + 1) > (size_t)INT_MAX / (Dv ? Dv : 1)))
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "--gather: a rank's slice of the output passes an MPI message's %d "
+                      "floats (write a file per rank: \"{rank}\" in --out)", INT_MAX);
+    if ((rc = agree(rc)) != CLI_OK)
+        goto done;
     out = cli_alloc_floats(B * H, qs.rows, Dv);
     lse = cli_alloc_floats(B * H, qs.rows, 1);
     if ((rc = agree(!out || !lse ? cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory") : CLI_OK)) != CLI_OK)
@@ -312,10 +325,12 @@ int cmd_ring(int argc, char **argv)
     }
     report(&stats, ranks, rank, L, S, layout);
     cli_outputs outs = {0};
-    rc = write_slice_or_whole(cmd, &outs, out_path, out, B, H, L, Dv, gathered, ranks, rank, layout, false, &names[0]);
+    rc = agree(write_slice_or_whole(cmd, &outs, out_path, out, B, H, L, Dv, gathered, ranks, rank, layout, false,
+                                    &names[0]));
     if (rc == CLI_OK && lse_path)
         rc = write_slice_or_whole(cmd, &outs, lse_path, lse, B, H, L, 1, gathered, ranks, rank, layout, true, &names[1]);
-    /* All or nothing across ranks too: a rank whose write failed makes every rank discard its files. */
+    /* A rank whose file could not be written makes every rank discard its own before any is renamed into
+     * place (a rename that fails at the very end is reported by its rank alone). */
     if ((rc = agree(rc)) == CLI_OK)
         rc = agree(cli_outputs_commit(cmd, &outs));
     cli_outputs_discard(&outs); /* after a commit: frees what it left, removes nothing committed */

@@ -73,6 +73,10 @@ int ring_model_svg(const char *path, const ring_model *m)
         for (size_t b = 0; b < m->nlinks; b++)
             hi = fmax(hi, p * ring_model_step_s(m, p, m->link_gbps[b]));
     }
+    if (!(lo > 0) || !isfinite(hi)) { /* (a speed of 0 or inf: nothing to draw on a log scale) */
+        fclose(f);
+        return -1;
+    }
     const double llo = floor(log10(lo)), lhi = ceil(log10(hi)) > floor(log10(lo)) ? ceil(log10(hi)) : floor(log10(lo)) + 1;
     const double pmax = log2((double)m->max_ranks) > 0 ? log2((double)m->max_ranks) : 1;
 #define PX(p) (x0 + pw * log2((double)(p)) / pmax)
