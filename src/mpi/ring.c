@@ -781,6 +781,31 @@ static clattn_status read_results(clattn_ring *r, const ring_shape *s, ring_buff
     return st == CLATTN_SUCCESS ? st : fail(r, st, r->rank, "rank %d: %s", r->rank, clattn_last_error(r->ctx));
 }
 
+/* Posts one step's exchange: the receives of the arriving slice's K and V from the previous rank into
+ * into_k/into_v, the sends of the held slice's to the next; reqs gets the four requests (*n of them). */
+static clattn_status post_exchange(clattn_ring *r, const ring_shape *s, const clattn_ring_shard *held,
+                                   const clattn_ring_shard *arriving, const float *held_k, const float *held_v,
+                                   float *into_k, float *into_v, MPI_Request *reqs, int *n, size_t *bytes_sent)
+{
+    const int next = (r->rank + 1) % r->size, prev = (r->rank + r->size - 1) % r->size;
+    const size_t bkv = s->batch * s->kv_heads;
+    /* (counts fit an int: local_checks bounds the longest slice) */
+    const int kn = (int)(bkv * arriving->rows * s->qk_dim), vn = (int)(bkv * arriving->rows * s->v_dim);
+    const int hk = (int)(bkv * held->rows * s->qk_dim), hv = (int)(bkv * held->rows * s->v_dim);
+    int code = MPI_Irecv(into_k, kn, MPI_FLOAT, prev, TAG_KEYS, r->comm, &reqs[(*n)++]);
+    if (code == MPI_SUCCESS)
+        code = MPI_Irecv(into_v, vn, MPI_FLOAT, prev, TAG_VALUES, r->comm, &reqs[(*n)++]);
+    if (code == MPI_SUCCESS)
+        code = MPI_Isend(held_k, hk, MPI_FLOAT, next, TAG_KEYS, r->comm, &reqs[(*n)++]);
+    if (code == MPI_SUCCESS)
+        code = MPI_Isend(held_v, hv, MPI_FLOAT, next, TAG_VALUES, r->comm, &reqs[(*n)++]);
+    if (code != MPI_SUCCESS)
+        return mpi_failed(r, code, "posting a K/V slice's send or receive");
+    if (bytes_sent)
+        *bytes_sent += ((size_t)hk + (size_t)hv) * sizeof(float);
+    return CLATTN_SUCCESS;
+}
+
 static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The P steps. A rank whose device work fails goes on passing slices (its neighbours need them) and
@@ -814,7 +839,6 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
     const bool ready = st == CLATTN_SUCCESS;
     cl_command_queue queue = clattn_context_queue(r->ctx);
     const int next = (r->rank + 1) % r->size, prev = (r->rank + r->size - 1) % r->size;
-    const size_t bkv = s.batch * s.kv_heads;
     const float *held_k = k, *held_v = v;
     for (int t = 0; ready && t < r->size && !r->broken; t++) {
         const int owner = (r->rank - t + r->size) % r->size, incoming = (owner + r->size - 1) % r->size;
@@ -822,25 +846,15 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         clattn_ring_shard_of(d->kv_len, r->size, owner, layout, &held);
         clattn_ring_shard_of(d->kv_len, r->size, incoming, layout, &arriving);
         MPI_Request reqs[4];
-        int peer[4] = {prev, prev, next, next}, n = 0, code = MPI_SUCCESS;
+        int peer[4] = {prev, prev, next, next}, n = 0;
         float *into_k = r->host[t % 2][0], *into_v = r->host[t % 2][1];
-        if (t + 1 < r->size) {
-            /* The slice of step t + 1 arrives while this step's kernels run. */
-            const int kn = (int)(bkv * arriving.rows * s.qk_dim), vn = (int)(bkv * arriving.rows * s.v_dim);
-            const int hk = (int)(bkv * held.rows * s.qk_dim), hv = (int)(bkv * held.rows * s.v_dim);
-            code = MPI_Irecv(into_k, kn, MPI_FLOAT, prev, TAG_KEYS, r->comm, &reqs[n++]);
-            if (code == MPI_SUCCESS)
-                code = MPI_Irecv(into_v, vn, MPI_FLOAT, prev, TAG_VALUES, r->comm, &reqs[n++]);
-            if (code == MPI_SUCCESS)
-                code = MPI_Isend(held_k, hk, MPI_FLOAT, next, TAG_KEYS, r->comm, &reqs[n++]);
-            if (code == MPI_SUCCESS)
-                code = MPI_Isend(held_v, hv, MPI_FLOAT, next, TAG_VALUES, r->comm, &reqs[n++]);
-            if (code != MPI_SUCCESS) {
-                st = mpi_failed(r, code, "posting a K/V slice's send or receive");
+        if (t + 1 < r->size) { /* the slice of step t + 1 arrives while this step's kernels run */
+            const clattn_status posted = post_exchange(r, &s, &held, &arriving, held_k, held_v, into_k, into_v, reqs, &n,
+                                                       stats ? &stats->bytes_sent : NULL);
+            if (posted != CLATTN_SUCCESS) {
+                st = posted;
                 break;
             }
-            if (stats)
-                stats->bytes_sent += ((size_t)hk + (size_t)hv) * sizeof(float);
         }
         const double started = now_s();
         cl_event marker = NULL;
