@@ -881,6 +881,7 @@ START_TEST(test_devices_check)
     EXPECT(EXIT_OK, "devices", "--check");
     expect_in("stdout", R.out, "PASS");
     expect_in("stdout", R.out, "0:0");
+    expect_in("stdout", R.out, "of them 12 with storage types"); /* float16, bfloat16, int8 on 3 paths */
     ck_assert_msg(strstr(R.out, "FAIL") == NULL, "a device failed its check:\n%s", R.out);
 
     EXPECT(EXIT_USAGE, "devices", "--json", "--check");

@@ -147,8 +147,9 @@ static const char devices_help[] =
     "\n"
     "Lists every OpenCL platform and device, with the P:D index that --device and CLATTN_DEVICE accept.\n"
     "  --json    one JSON document with the same facts\n"
-    "  --check   run a short conformance check (a few shapes and masks against a float64 host\n"
-    "            reference) on every device; exit status 1 if any device fails\n"
+    "  --check   run a short conformance check (a few shapes, masks and variants, and float16,\n"
+    "            bfloat16 and int8 storage, against a float64 host reference) on every device;\n"
+    "            exit status 1 if any device fails\n"
     "Exit status 3 when no OpenCL platform or device exists.\n";
 
 int cmd_devices(int argc, char **argv)
@@ -176,8 +177,9 @@ int cmd_devices(int argc, char **argv)
             snprintf(spec, sizeof spec, "%u:%u", f[i].info.platform_index, f[i].info.device_index);
             conformance_result r;
             conformance_run(spec, &r);
-            printf("%-5s %s  %s  (%zu cases, max error %.3g)%s%s\n", r.passed ? "PASS" : "FAIL", spec,
-                   f[i].info.name, r.cases, r.max_error, r.passed ? "" : ": ", r.passed ? "" : r.message);
+            printf("%-5s %s  %s  (%zu cases, max error %.3g; of them %zu with storage types, max error %.3g)%s%s\n",
+                   r.passed ? "PASS" : "FAIL", spec, f[i].info.name, r.cases, r.max_error, r.typed_cases,
+                   r.typed_max_error, r.passed ? "" : ": ", r.passed ? "" : r.message);
             if (!r.passed)
                 rc = CLI_RUNTIME_ERROR;
         }

@@ -1,6 +1,7 @@
 /* `clattn devices --check`: a few SDPA cases per device — every mask kind and every variant (grouped-query
- * heads, windows, offsets, soft-capping, sinks, ALiBi) on both paths — compared with the fp64 reference
- * of the test suite (tools/reference) under the suite's tolerance |out − ref| ≤ 2e-5 + 1e-4·|ref|. */
+ * heads, windows, offsets, soft-capping, sinks, ALiBi) on the staged, fused and decode paths — compared
+ * with the fp64 reference of the test suite (tools/reference) under the suite's tolerance
+ * |out − ref| ≤ 2e-5 + 1e-4·|ref|; then the storage types (conformance_types.c). */
 #include "conformance.h"
 #include "reference.h"
 
@@ -48,7 +49,7 @@ static uint64_t next_random(uint64_t *state)
     return z ^ (z >> 31);
 }
 
-static void fill(float *p, size_t n, uint64_t *state, bool some_inf)
+void conformance_fill(float *p, size_t n, uint64_t *state, bool some_inf)
 {
     for (size_t i = 0; i < n; i++) {
         uint64_t r = next_random(state);
@@ -56,22 +57,41 @@ static void fill(float *p, size_t n, uint64_t *state, bool some_inf)
     }
 }
 
-/* Compares n values; false (and a message) at the first one out of tolerance. */
-static bool compare(const char *what, const float *out, const double *ref, size_t n, conformance_result *r)
+/* Half a unit in the last place of `type` at |r| (0 for float32, whose rounding the tolerance covers). */
+static double half_ulp(double r, clattn_dtype type)
+{
+    if (type != CLATTN_FLOAT16 && type != CLATTN_BFLOAT16)
+        return 0.0;
+    const int bits = type == CLATTN_FLOAT16 ? 10 : 7, min_exp = type == CLATTN_FLOAT16 ? -14 : -126;
+    int e;
+    frexp(fabs(r), &e); /* |r| in [2^(e−1), 2^e) */
+    if (e - 1 < min_exp || r == 0.0)
+        e = min_exp + 1; /* subnormals: the smallest binade's step */
+    return 0.5 * ldexp(1.0, e - 1 - bits);
+}
+
+bool conformance_compare(const char *what, const float *out, const double *ref, size_t n, clattn_dtype type,
+                         double *max_error, conformance_result *r)
 {
     for (size_t i = 0; i < n; i++) {
         if (isinf(ref[i]) && out[i] == (float)ref[i])
             continue;
         double err = fabs((double)out[i] - ref[i]);
-        if (!(err <= 2e-5 + 1e-4 * fabs(ref[i]))) {
+        if (!(err <= 2e-5 + 1e-4 * fabs(ref[i]) + half_ulp(ref[i], type))) {
             snprintf(r->message, sizeof r->message, "case %zu: %s[%zu] = %g, reference %g", r->cases, what, i,
                      (double)out[i], ref[i]);
             return false;
         }
-        if (err > r->max_error)
-            r->max_error = err;
+        if (err > *max_error)
+            *max_error = err;
     }
     return true;
+}
+
+/* The float32 cases' comparison. */
+static bool compare(const char *what, const float *out, const double *ref, size_t n, conformance_result *r)
+{
+    return conformance_compare(what, out, ref, n, CLATTN_FLOAT32, &r->max_error, r);
 }
 
 static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, conformance_result *r)
@@ -117,8 +137,8 @@ static bool run_case(clattn_context *ctx, const check_case *c, uint64_t *seed, c
         snprintf(r->message, sizeof r->message, "out of host memory");
     } else {
         float *q = f, *k = q + nq, *v = k + nk, *mask = v + nv, *out = mask + nm, *w = out + no, *lse = w + nw;
-        fill(q, nq + nk + nv, seed, false);
-        fill(mask, nm, seed, true);
+        conformance_fill(q, nq + nk + nv, seed, false);
+        conformance_fill(mask, nm, seed, true);
         ref_sdpa(&d, q, k, v, nm ? mask : NULL, ref, ref + no, ref + no + nw);
         /* The staged path with the weights, then the fused and the decode kernels (which have none). */
         clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, nm ? mask : NULL, out, w, lse);
@@ -160,5 +180,7 @@ void conformance_run(const char *device_spec, conformance_result *r)
         r->passed = run_case(ctx, &cases[i], &seed, r);
         r->cases++;
     }
+    if (r->passed)
+        r->passed = conformance_run_types(ctx, &seed, r);
     clattn_context_free(ctx);
 }
