@@ -3,7 +3,8 @@
 # implementation, oclgrind's simulated device, with its checks on (memory accesses out of bounds,
 # data races, API misuse). Any message oclgrind logs fails the test, as does a wrong result.
 #   1. `clattn devices --check`: staged, fused and decode paths on odd shapes with causal, key-length and
-#      additive masks, against the fp64 reference;
+#      additive masks and every variant, then float16, bfloat16 and int8 storage (typed loads and
+#      stores, the append's rounding and quantisation), against the fp64 reference;
 #   2. the same with work groups limited to 8 items (the fused kernel's tiles shrink to fit);
 #   3. `clattn demo` there too: clattn's own matmul (CLBlast cannot launch on such a device) and the
 #      staged kernels on tiny work groups, against the tutorial's printed weights.
