@@ -64,6 +64,19 @@ clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype fro
     return kernel_launch_auto(ctx, &a, "storage conversion", 1, global);
 }
 
+clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
+                            size_t elems, scratch_slot slot)
+{
+    if (type == CLATTN_FLOAT32)
+        return CLATTN_SUCCESS;
+    cl_mem wide;
+    clattn_status st = scratch_get(ctx, slot, elems * sizeof(float), &wide);
+    if (st == CLATTN_SUCCESS)
+        st = convert_elements(ctx, t->buf, type, scales, row, wide, CLATTN_FLOAT32, elems);
+    t->buf = wide;
+    return st;
+}
+
 clattn_status append_rows(clattn_context *ctx, cl_mem rows, clattn_dtype from, size_t batch, size_t kv_heads,
                           size_t new_len, size_t dim, const append_target *t, cl_mem lengths)
 {

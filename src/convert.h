@@ -5,6 +5,8 @@
 #define CLATTN_CONVERT_H
 
 #include "clattn/clattn.h"
+#include "launch.h"
+#include "scratch.h"
 
 #include <stddef.h>
 
@@ -12,6 +14,12 @@
  * into dst (type `to`, not int8): a view's strides are kept, since its whole extent is converted. */
 clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype from, cl_mem scales, size_t row,
                                cl_mem dst, clattn_dtype to, size_t n);
+
+/* A view's tensor as floats, for code that computes on floats only: the view itself when `type` is
+ * float32, else its first `elems` elements widened into the scratch slot `slot` (an int8 tensor's rows of
+ * `row` elements scaled by `scales`), the view's strides kept. */
+clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
+                            size_t elems, scratch_slot slot);
 
 /* Where clattn_append_rows writes: a dense cache of `capacity` rows per head (table NULL), or a paged
  * pool through a block table of `cols` columns and blocks of 2^shift rows. */

@@ -52,21 +52,6 @@ static clattn_algorithm auto_algorithm(const sdpa_shape *s, bool weights_wanted)
     return CLATTN_ALGORITHM_STAGED;
 }
 
-/* A view's tensor as floats: itself when it is float, else its `elems` elements widened into a scratch
- * slot, the strides kept. */
-static clattn_status widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
-                           size_t elems, scratch_slot slot)
-{
-    if (type == CLATTN_FLOAT32)
-        return CLATTN_SUCCESS;
-    cl_mem wide;
-    clattn_status st = scratch_get(ctx, slot, elems * sizeof(float), &wide);
-    if (st == CLATTN_SUCCESS)
-        st = convert_elements(ctx, t->buf, type, scales, row, wide, CLATTN_FLOAT32, elems);
-    t->buf = wide;
-    return st;
-}
-
 /* The staged path computes on floats: tensors of other types are widened into temporaries first, and the
  * output rounded into its type after (the cost: a float copy of each, and a pass over each). */
 static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
@@ -76,11 +61,11 @@ static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s
     floats.types = (tensor_types){CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32};
     floats.k_scales = floats.v_scales = NULL;
     tensor_view wide_out = out;
-    clattn_status st = widen(ctx, &q, s->types.q, NULL, s->qk_dim, s->q_elems, SCRATCH_WIDE_Q);
+    clattn_status st = convert_widen(ctx, &q, s->types.q, NULL, s->qk_dim, s->q_elems, SCRATCH_WIDE_Q);
     if (st == CLATTN_SUCCESS)
-        st = widen(ctx, &k, s->types.k, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
+        st = convert_widen(ctx, &k, s->types.k, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
     if (st == CLATTN_SUCCESS)
-        st = widen(ctx, &v, s->types.v, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
+        st = convert_widen(ctx, &v, s->types.v, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
     if (st == CLATTN_SUCCESS && s->types.o != CLATTN_FLOAT32)
         st = scratch_get(ctx, SCRATCH_WIDE_O, s->out_elems * sizeof(float), &wide_out.buf);
     if (st == CLATTN_SUCCESS)

@@ -4,6 +4,7 @@
 #include "staged.h"
 
 #include "context.h"
+#include "convert.h"
 #include "error.h"
 #include "masks.h"
 #include "program.h"
@@ -226,18 +227,21 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
     if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS ||
         (st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, q, s.q_elems, sizeof(float), "q")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, k, s.k_elems, sizeof(float), "k")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, k, s.k_elems, s.types.k, "k")) != CLATTN_SUCCESS ||
+        (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, scores, s.weight_elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
-    const tensor_view kv = view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim);
+    /* This stage computes on floats: Q and K of other types are widened first (int8 by its scales). */
+    tensor_view qv = view_bhld(q, s.heads, s.q_len, s.qk_dim), kv = view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim);
     cl_mem kt;
-    if ((st = score_prepare_keys(ctx, &s, kv, &kt)) != CLATTN_SUCCESS)
+    if ((st = convert_widen(ctx, &qv, s.types.q, NULL, s.qk_dim, s.q_elems, SCRATCH_WIDE_Q)) != CLATTN_SUCCESS ||
+        (st = convert_widen(ctx, &kv, s.types.k, s.k_scales, s.qk_dim, s.k_elems, SCRATCH_WIDE_K)) != CLATTN_SUCCESS ||
+        (st = score_prepare_keys(ctx, &s, kv, &kt)) != CLATTN_SUCCESS)
         return st;
-    return score_launch(ctx, &s, view_bhld(q, s.heads, s.q_len, s.qk_dim), kv, kt, &masks, 0, s.batch * s.heads,
-                        scores, NULL);
+    return score_launch(ctx, &s, qv, kv, kt, &masks, 0, s.batch * s.heads, scores, NULL);
 }
 
 clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights, cl_mem lse)
@@ -273,10 +277,19 @@ clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *d
     sdpa_shape s;
     if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, weights, s.weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, v, s.v_elems, sizeof(float), "v")) != CLATTN_SUCCESS ||
-        (st = check_buffer(ctx, out, s.out_elems, sizeof(float), "out")) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, v, s.v_elems, s.types.v, "v")) != CLATTN_SUCCESS ||
+        (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
+        (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
-    return weighted_sum_launch(ctx, &s, weights, view_bhld(v, s.kv_heads, s.kv_len, s.v_dim),
-                               view_bhld(out, s.heads, s.q_len, s.v_dim), 0, s.batch * s.heads);
+    /* On floats: V of another type widened first, an output of another type rounded from a float one. */
+    tensor_view vv = view_bhld(v, s.kv_heads, s.kv_len, s.v_dim), ov = view_bhld(out, s.heads, s.q_len, s.v_dim);
+    if ((st = convert_widen(ctx, &vv, s.types.v, s.v_scales, s.v_dim, s.v_elems, SCRATCH_WIDE_V)) != CLATTN_SUCCESS ||
+        (s.types.o != CLATTN_FLOAT32 &&
+         (st = scratch_get(ctx, SCRATCH_WIDE_O, s.out_elems * sizeof(float), &ov.buf)) != CLATTN_SUCCESS) ||
+        (st = weighted_sum_launch(ctx, &s, weights, vv, ov, 0, s.batch * s.heads)) != CLATTN_SUCCESS)
+        return st;
+    return s.types.o == CLATTN_FLOAT32
+               ? CLATTN_SUCCESS
+               : convert_elements(ctx, ov.buf, CLATTN_FLOAT32, NULL, 1, out, s.types.o, s.out_elems);
 }

@@ -613,6 +613,56 @@ START_TEST(test_entries)
 }
 END_TEST
 
+/* The public stage calls with typed tensors: clattn_score over half Q and int8 K (or bfloat16 Q and half
+ * K), clattn_weighted_sum over bfloat16 V into a half output (or int8 V into bfloat16), grouped heads. */
+START_TEST(test_stages)
+{
+    const size_t dev = TU_DEVICE(_i);
+    const int second = (int)TU_CASE(_i);
+    const clattn_dtype qt = second ? BF16 : F16, kt = second ? F16 : I8, vt = second ? I8 : BF16,
+                       ot = second ? BF16 : F16;
+    tu_set_label("stages q %s k %s v %s out %s on %s", clattn_dtype_name(qt), clattn_dtype_name(kt),
+                 clattn_dtype_name(vt), clattn_dtype_name(ot), tu_dev_spec[dev]);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { B = 2, H = 4, KVH = 2, L = 5, S = 37, D = 24, DV = 20 };
+    const size_t nq = B * H * L * D, nk = B * KVH * S * D, nv = B * KVH * S * DV, nw = B * H * L * S;
+    const size_t no = B * H * L * DV;
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, DV);
+    d.kv_heads = KVH;
+    clattn_masks masks = CLATTN_MASKS_INIT;
+    masks.causal = BR;
+    d.masks = &masks;
+    d.q_dtype = qt;
+    d.k_dtype = kt;
+    d.v_dtype = vt;
+    d.out_dtype = ot;
+    float *src = tu_falloc(nq + nk + nv + nw);
+    tu_fill_uniform(src, nq + nk + nv + nw, 2.0f, 31 + second);
+    const tu_typed q = tu_typed_make(qt, src, nq, D), k = tu_typed_make(kt, src + nq, nk, D),
+                   v = tu_typed_make(vt, src + nq + nk, nv, DV);
+    d.k_scales = tu_typed_scales(ctx, &k);
+    d.v_scales = tu_typed_scales(ctx, &v);
+    cl_mem scores = tu_dev_alloc(ctx, nw, NULL);
+    clattn_status st = clattn_score(ctx, &d, tu_typed_upload(ctx, &q), tu_typed_upload(ctx, &k), NULL, scores);
+    TU_ASSERT_OK(st, ctx, "clattn_score");
+    double *rs = tu_dalloc(nw);
+    ref_score(&d, q.values, k.values, NULL, rs);
+    check_close_named("scores", tu_dev_read_checked(ctx, scores, nw, "scores"), rs, nw, NULL);
+
+    /* Weights: any floats will do (the stage is a plain product); positive, rows not normalised. */
+    float *p = src + nq + nk + nv;
+    for (size_t i = 0; i < nw; i++)
+        p[i] = fabsf(p[i]);
+    const tu_typed zero = tu_typed_make(ot, tu_falloc(no), no, DV);
+    cl_mem om = tu_typed_upload(ctx, &zero);
+    st = clattn_weighted_sum(ctx, &d, tu_dev_alloc(ctx, nw, p), tu_typed_upload(ctx, &v), om);
+    TU_ASSERT_OK(st, ctx, "clattn_weighted_sum");
+    double *ro = tu_dalloc(no);
+    ref_weighted_sum(&d, p, v.values, ro);
+    tu_check_typed("weighted sum", tu_typed_read(ctx, om, ot, no), ro, no, ot, NULL);
+}
+END_TEST
+
 /* A call that must fail with `want`, naming `needle` in its detail, and write nothing. */
 static void expect_bad(clattn_context *ctx, const clattn_sdpa_desc *d, cl_mem q, cl_mem k, cl_mem v, cl_mem out,
                        clattn_status want, const char *needle, size_t no)
@@ -704,6 +754,7 @@ static Suite *make_suite(void)
     if (kernels_too) {
         tu_add_loop(s, "int8_error", test_int8_error, 2 * tu_ndev);
         tu_add_loop(s, "entries", test_entries, 7 * tu_ndev);
+        tu_add_loop(s, "stages", test_stages, 2 * tu_ndev);
     }
     tu_add_loop(s, "bad", test_bad, tu_ndev);
     return s;

@@ -62,9 +62,9 @@ extern "C" {
 
 #define CLATTN_VERSION_MAJOR 0
 #define CLATTN_VERSION_MINOR 6
-#define CLATTN_VERSION_PATCH 0
+#define CLATTN_VERSION_PATCH 1
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.6.0"
+#define CLATTN_VERSION_STRING "0.6.1"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -697,7 +697,9 @@ CLATTN_API clattn_status clattn_projection(clattn_context *ctx, size_t rows, siz
 /* Score: the scores as clattn_sdpa's softmax takes them: Q·Kᵀ·scale, soft-capped, plus ALiBi and the
  * masks (hidden keys −inf; offsets and windows apply). Q (B,H,L,Dqk), K (B,kv_heads,S,Dqk), scores
  * (B,H,L,S). desc->v_dim is not used; the sinks belong to the softmax and weights_output to
- * clattn_sdpa, so both are ignored here (clattn_softmax has no sinks: with sinks, use clattn_sdpa). */
+ * clattn_sdpa, so both are ignored here (clattn_softmax has no sinks: with sinks, use clattn_sdpa).
+ * Q and K may be stored in any type of q_dtype and k_dtype (since 0.6.1; widened to float first, an int8
+ * K by desc->k_scales); the scores are float32. */
 CLATTN_API clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
                                       cl_mem k, cl_mem mask, cl_mem scores);
 
@@ -708,7 +710,8 @@ CLATTN_API clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t
                                         cl_mem weights, cl_mem lse);
 
 /* Weighted sum: O = P·V. P (B,H,L,S), V (B,kv_heads,S,Dv), O (B,H,L,Dv). Uses desc's batch, heads,
- * kv_heads, q_len, kv_len and v_dim. */
+ * kv_heads, q_len, kv_len and v_dim, and (since 0.6.1) v_dtype with v_scales and out_dtype: V in any type
+ * (widened to float first), O rounded into its type; the weights are float32. */
 CLATTN_API clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                              cl_mem weights, cl_mem v, cl_mem out);
 

@@ -100,12 +100,14 @@ static bool stored_cache(typed_case *t, clattn_dtype type, cl_mem cache, cl_mem 
                          size_t dim, float *out, const char *what, conformance_result *r)
 {
     const size_t n = rows * dim;
-    void *bytes = malloc(n * clattn_dtype_size(type) + rows * sizeof(float));
-    if (!bytes) {
+    void *bytes = malloc(n * clattn_dtype_size(type));
+    float *scale = malloc(rows * sizeof *scale);
+    if (!bytes || !scale) {
         snprintf(r->message, sizeof r->message, "out of host memory");
+        free(bytes);
+        free(scale);
         return false;
     }
-    float *scale = (float *)((char *)bytes + n * clattn_dtype_size(type));
     clattn_status st = read_buffer(t, cache, n * clattn_dtype_size(type), bytes);
     if (st == CLATTN_SUCCESS && type == CLATTN_INT8)
         st = read_buffer(t, scales, rows * sizeof(float), scale);
@@ -130,6 +132,7 @@ static bool stored_cache(typed_case *t, clattn_dtype type, cl_mem cache, cl_mem 
                      "half a step of its float row", r->cases, what, row, (double)scale[row], (double)top);
     }
     free(bytes);
+    free(scale);
     return ok;
 }
 
@@ -137,8 +140,10 @@ static bool stored_cache(typed_case *t, clattn_dtype type, cl_mem cache, cl_mem 
 static bool run_typed(clattn_context *ctx, const type_combo *c, clattn_algorithm path, uint64_t *seed,
                       conformance_result *r)
 {
+    /* Keys enough for several of the fused kernel's key tiles (64 on CPUs) and for the decode kernel to
+     * split them (at least 256 keys a split). */
     const size_t L = path == CLATTN_ALGORITHM_FUSED ? 13 : path == CLATTN_ALGORITHM_DECODE ? 2 : 7;
-    const size_t S = path == CLATTN_ALGORITHM_DECODE ? 150 : 41;
+    const size_t S = path == CLATTN_ALGORITHM_DECODE ? 600 : path == CLATTN_ALGORITHM_FUSED ? 150 : 41;
     const size_t nq = (size_t)B * H * L * D, nk = (size_t)B * KVH * S * D, nv = (size_t)B * KVH * S * DV;
     const size_t no = (size_t)B * H * L * DV, nl = (size_t)B * H * L, rows = (size_t)B * KVH * S;
     clattn_masks masks = CLATTN_MASKS_INIT;
@@ -192,6 +197,8 @@ static bool run_typed(clattn_context *ctx, const type_combo *c, clattn_algorithm
     t.buf[OUT] = make_buffer(&t, NULL, no * clattn_dtype_size(c->out));
     t.buf[LSE] = make_buffer(&t, NULL, nl * sizeof(float));
     clattn_status st = (clattn_status)t.err;
+    /* what failed when it is not one of clattn's calls (which leave their detail in clattn_last_error) */
+    const char *failed = st != CLATTN_SUCCESS ? "creating buffers" : NULL;
     d.k_scales = t.buf[KS];
     d.v_scales = t.buf[VS];
     clattn_sdpa_desc append = d;
@@ -200,14 +207,16 @@ static bool run_typed(clattn_context *ctx, const type_combo *c, clattn_algorithm
         st = clattn_kv_append(ctx, &append, zero, S, t.buf[KNEW], t.buf[VNEW], t.buf[KC], t.buf[VC]);
     if (st == CLATTN_SUCCESS)
         st = clattn_sdpa(ctx, &d, t.buf[QB], t.buf[KC], t.buf[VC], NULL, t.buf[OUT], NULL, t.buf[LSE]);
-    if (st == CLATTN_SUCCESS)
+    if (st == CLATTN_SUCCESS) {
         st = read_buffer(&t, t.buf[OUT], no * clattn_dtype_size(c->out), out_bytes);
-    if (st == CLATTN_SUCCESS)
-        st = read_buffer(&t, t.buf[LSE], nl * sizeof(float), lse);
+        if (st == CLATTN_SUCCESS)
+            st = read_buffer(&t, t.buf[LSE], nl * sizeof(float), lse);
+        failed = "reading the output back";
+    }
     bool ok = st == CLATTN_SUCCESS;
     if (!ok)
         snprintf(r->message, sizeof r->message, "case %zu: %s: %s", r->cases, clattn_status_string(st),
-                 clattn_last_error(ctx));
+                 failed ? failed : clattn_last_error(ctx));
     ok = ok && stored_cache(&t, c->k, t.buf[KC], t.buf[KS], k, rows, D, k_st, "K", r) &&
          stored_cache(&t, c->v, t.buf[VC], t.buf[VS], v, rows, DV, v_st, "V", r);
     if (ok) {
