@@ -862,11 +862,15 @@ START_TEST(test_devices_json)
         "        'opencl_version': str, 'opencl_c_version': str, 'driver_version': str,\n"
         "        'compute_units': int, 'clock_mhz': int, 'global_mem_bytes': int, 'local_mem_bytes': int,\n"
         "        'max_alloc_bytes': int, 'max_work_group_size': int,\n"
-        "        'fp16': bool, 'fp64': bool, 'subgroups': bool, 'default': bool}\n"
+        "        'fp16': bool, 'fp64': bool, 'subgroups': bool, 'default': bool,\n"
+        "        'fp16_arithmetic_native': bool, 'storage_types': list, 'arithmetic': str}\n"
         "for dev in d['devices']:\n"
         "    for k, t in keys.items():\n"
         "        assert k in dev, ('missing key', k, dev)\n"
         "        assert isinstance(dev[k], t), ('wrong type', k, dev[k])\n"
+        "    assert dev['storage_types'] == ['float32', 'float16', 'bfloat16', 'int8'], dev['storage_types']\n"
+        "    assert dev['arithmetic'] == 'float32', dev['arithmetic']\n"
+        "    assert dev['fp16_arithmetic_native'] == dev['fp16'], 'native half arithmetic is cl_khr_fp16'\n"
         "    assert dev['type'] in ('cpu', 'gpu', 'accelerator', 'other'), dev['type']\n"
         "    p, _, i = dev['spec'].partition(':')\n"
         "    assert p.isdigit() and i.isdigit(), dev['spec']\n"
@@ -2641,6 +2645,37 @@ START_TEST(test_sdpa_dtypes)
     EXPECT(EXIT_USAGE, "sdpa", "--q", P(half[0]), "--k", P(half[1]), "--v", P(half[2]), "--out", P("x.npy"),
            "--kv-int8", "--past-k", P(half[1]), "--past-v", P(half[2]));
     expect_in("stderr", R.err, "--kv-int8");
+    /* --bf16 on float32 files; big-endian half; a dtype no path takes (complex): each names its file. */
+    EXPECT(EXIT_USAGE, "sdpa", "--bf16", "--q", P("q4.npy"), "--k", P("k4.npy"), "--v", P("v4.npy"), "--out",
+           P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    expect_in("stderr", R.err, "q4.npy");
+    uint16_t be[H * L * D];
+    memset(be, 0, sizeof be);
+    const char *big = save_raw("qbe.npy", 1, ">f2", "False", "(2, 5, 8)", be, sizeof be);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", big, "--k", P(half[1]), "--v", P(half[2]), "--out", P("x.npy"));
+    expect_in("stderr", R.err, "qbe.npy");
+    expect_in("stderr", R.err, "big-endian");
+    float c8[2 * H * L * D];
+    memset(c8, 0, sizeof c8);
+    const char *complex = save_raw("qc8.npy", 1, "<c8", "False", "(2, 5, 8)", c8, sizeof c8);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", complex, "--k", P(half[1]), "--v", P(half[2]), "--out", P("x.npy"));
+    expect_in("stderr", R.err, "qc8.npy");
+    expect_in("stderr", R.err, "'<f2'"); /* the list of what is supported names the 16-bit types */
+    ck_assert(!exists(P("x.npy")));
+    /* A half additive mask gives the same output, bit for bit, as the same mask in float32. */
+    float mask[L * S];
+    tu_fill_uniform(mask, L * S, 1.0f, 44);
+    for (size_t i = 0; i < L * S; i++)
+        mask[i] = i % 7 == 3 ? -INFINITY : npy_half_to_float(npy_float_to_half(mask[i]));
+    const size_t ms[2] = {L, S};
+    ck_assert(npy_save_floats_as(P("mh.npy"), NPY_F2, mask, 2, ms, err, sizeof err) == 0);
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q4.npy"), "--k", P("k4.npy"), "--v", P("v4.npy"), "--out", P("om4.npy"),
+           "--mask", save_f32("m4.npy", mask, 2, ms));
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q4.npy"), "--k", P("k4.npy"), "--v", P("v4.npy"), "--out", P("omh.npy"),
+           "--mask", P("mh.npy"));
+    ck_assert_msg(memcmp(load_f32(P("om4.npy"), 3, qs), load_f32(P("omh.npy"), 3, qs), no * sizeof(float)) == 0,
+                  "a '<f2' mask and its '<f4' copy gave different outputs");
 }
 END_TEST
 
@@ -2673,6 +2708,42 @@ START_TEST(test_mha_dtypes)
     EXPECT(EXIT_USAGE, "mha", "--x", P("xh.npy"), "--wq", P(names[0]), "--wk", save_f32("wk4.npy", w[1], 2, ws),
            "--wv", P(names[2]), "--heads", "2", "--out", P("x.npy"));
     expect_in("stderr", R.err, "share one type");
+
+    /* bfloat16 X and weights with --bf16 and a half output, against a float32 run on the values the
+     * bfloat16 files hold (float arithmetic in both: only the output's rounding differs). */
+    const char *bnames[4] = {"xb.npy", "wqb.npy", "wkb.npy", "wvb.npy"};
+    const float *src[4] = {x, w[0], w[1], w[2]};
+    float *held[4];
+    for (int i = 0; i < 4; i++) {
+        const size_t n = i ? DM * H * DK : L * DM;
+        held[i] = tu_falloc(n);
+        for (size_t j = 0; j < n; j++)
+            held[i][j] = npy_bf16_to_float_value(npy_float_to_bf16(src[i][j]));
+        ck_assert(npy_save_floats_as(P(bnames[i]), NPY_U2, src[i], 2, i ? ws : xs, err, sizeof err) == 0);
+    }
+    EXPECT(EXIT_OK, "mha", "--bf16", "--x", P(bnames[0]), "--wq", P(bnames[1]), "--wk", P(bnames[2]), "--wv",
+           P(bnames[3]), "--heads", "2", "--out", P("obb.npy"), "--out-dtype", "float16");
+    const float *obb = load_any(P("obb.npy"), L * H * DK, &dt);
+    ck_assert_msg(dt == NPY_F2, "--out-dtype float16 wrote %s", npy_dtype_name(dt));
+    EXPECT(EXIT_OK, "mha", "--x", save_f32("xf.npy", held[0], 2, xs), "--wq", save_f32("wqf.npy", held[1], 2, ws),
+           "--wk", save_f32("wkf.npy", held[2], 2, ws), "--wv", save_f32("wvf.npy", held[3], 2, ws), "--heads", "2",
+           "--out", P("of.npy"));
+    const float *of = load_f32(P("of.npy"), 2, (size_t[]){L, H * DK});
+    for (size_t i = 0; i < L * H * DK; i++)
+        r[i] = of[i];
+    check_close_rounded("bfloat16 layer, half out", obb, r, L * H * DK, 10, -14, NULL);
+    /* '<u2' without --bf16, --bf16 on half files, an int8 output: usage errors naming the cause. */
+    EXPECT(EXIT_USAGE, "mha", "--x", P(bnames[0]), "--wq", P(bnames[1]), "--wk", P(bnames[2]), "--wv", P(bnames[3]),
+           "--heads", "2", "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    EXPECT(EXIT_USAGE, "mha", "--bf16", "--x", P("xh.npy"), "--wq", P(names[0]), "--wk", P(names[1]), "--wv",
+           P(names[2]), "--heads", "2", "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    expect_in("stderr", R.err, "xh.npy");
+    EXPECT(EXIT_USAGE, "mha", "--x", P("xh.npy"), "--wq", P(names[0]), "--wk", P(names[1]), "--wv", P(names[2]),
+           "--heads", "2", "--out", P("x.npy"), "--out-dtype", "int8");
+    expect_in("stderr", R.err, "--out-dtype");
+    ck_assert(!exists(P("x.npy")));
 }
 END_TEST
 

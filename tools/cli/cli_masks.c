@@ -22,8 +22,10 @@ static int mask_values(const char *command, const char *path, const npy_array *a
         *out = f;
         return CLI_OK;
     }
-    if (a->dtype != NPY_F4 && a->dtype != NPY_F8)
-        return cli_fail(CLI_USAGE_ERROR, command, "%s: a mask must be float ('<f4', '<f8') or boolean ('|b1')", path);
+    /* A half mask widens exactly; it then travels as float32 like the others. */
+    if (a->dtype != NPY_F4 && a->dtype != NPY_F8 && a->dtype != NPY_F2)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: a mask must be float ('<f4', '<f8', '<f2') or boolean ('|b1')",
+                        path);
     if (npy_to_float(a, out, err, sizeof err) != 0)
         return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     return CLI_OK;

@@ -218,7 +218,9 @@ static int dtype_from_descr(cursor *c, const char *descr, npy_dtype *out)
         }
     }
     return fail(c->err, c->err_size,
-                "unsupported dtype '%s' (supported: '<f4', '<f8', '<i4', '<i8', '|b1')", descr);
+                "unsupported dtype '%s' (supported: '<f4', '<f8', '<f2', '<u2' (bfloat16 bits), '<i4', "
+                "'<i8', '|b1')",
+                descr);
 }
 
 static int parse_descr(cursor *c, header *h)
