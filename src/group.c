@@ -412,9 +412,15 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (!q || !k || !v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : "out");
-    if (!tensor_types_all_float(s.types) || (mask && s.masks.mask_type != CLATTN_MASK_FLOAT))
+    const char *typed = s.types.q != CLATTN_FLOAT32   ? "desc.q_dtype"
+                        : s.types.k != CLATTN_FLOAT32 ? "desc.k_dtype"
+                        : s.types.v != CLATTN_FLOAT32 ? "desc.v_dtype"
+                        : s.types.o != CLATTN_FLOAT32 ? "desc.out_dtype"
+                        : mask && s.masks.mask_type != CLATTN_MASK_FLOAT ? "masks.mask_type"
+                                                                         : NULL;
+    if (typed)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
-                         "group calls take float32 tensors and float masks (desc's types and masks.mask_type)");
+                         "%s: group calls take float32 tensors and float masks", typed);
     if (s.v_dim > 512)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "group calls take head sizes up to 512");
     part parts[GROUP_MAX];
@@ -541,10 +547,14 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
     if (!x || !w.w_q || !w.w_k || !w.w_v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          !x ? "x" : !w.w_q ? "w_q" : !w.w_k ? "w_k" : !w.w_v ? "w_v" : "out");
-    if (m.x_type != CLATTN_FLOAT32 || m.w_type != CLATTN_FLOAT32 || m.out_type != CLATTN_FLOAT32 ||
-        (mask && s->masks.mask_type != CLATTN_MASK_FLOAT))
+    const char *typed = m.x_type != CLATTN_FLOAT32     ? "desc.x_dtype"
+                        : m.w_type != CLATTN_FLOAT32   ? "desc.weight_dtype"
+                        : m.out_type != CLATTN_FLOAT32 ? "desc.out_dtype"
+                        : mask && s->masks.mask_type != CLATTN_MASK_FLOAT ? "masks.mask_type"
+                                                                          : NULL;
+    if (typed)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
-                         "group calls take float32 tensors and float masks (desc's types and masks.mask_type)");
+                         "%s: group calls take float32 tensors and float masks", typed);
     layer_part parts[GROUP_MAX];
     memset(parts, 0, sizeof parts);
     size_t begin[GROUP_MAX + 1];
