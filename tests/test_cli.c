@@ -2537,8 +2537,11 @@ START_TEST(test_bench_quick_json)
         "bench.json",
         "import json, sys\n"
         "d = json.load(sys.stdin)\n"
-        "rows = [r for r in d['cases'] if r['kind'] != 'bandwidth']\n"
+        "rows = [r for r in d['cases'] if r['kind'] not in ('bandwidth', 'versus')]\n"
         "bandwidth = [r for r in d['cases'] if r['kind'] == 'bandwidth']\n"
+        "versus = [r for r in d['cases'] if r['kind'] == 'versus']\n"
+        "assert [r['versus'] for r in versus] == ['decode L=1 S=512 H=4 D=64'] * 2, versus\n"
+        "assert all(r['pairs'] >= 9 and 0 < r['low'] <= r['time_ratio'] <= r['high'] for r in versus), versus\n"
         "assert len(rows) == 16, len(rows)\n"
         "assert [r['kv_dtype'] for r in rows if 'int8' in r['name']] == ['int8', 'int8'], rows\n"
         "assert sorted(r['name'] for r in bandwidth) == sorted(r['name'] for r in rows if r['path'] == 'decode'), d\n"

@@ -390,6 +390,66 @@ static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_bu
     return CLATTN_SUCCESS;
 }
 
+/* One run's wall time (its kernels' profiling records drained, as time_case does). */
+static clattn_status time_one_run(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
+                                  double *seconds)
+{
+    const double t0 = bench_now_seconds();
+    clattn_status st = run_once(ctx, c, b, algo, 0);
+    if (st == CLATTN_SUCCESS)
+        st = clattn_finish(ctx);
+    *seconds = bench_now_seconds() - t0;
+    clattn_profile_entry drained[CLATTN_PROFILE_MAX_ENTRIES];
+    size_t kinds;
+    if (st == CLATTN_SUCCESS)
+        st = clattn_profile_read(ctx, drained, CLATTN_PROFILE_MAX_ENTRIES, &kinds);
+    return st;
+}
+
+/* The path a case's headline time is measured on: decode for a few query rows, else the fused kernel
+ * (a projection ignores it). */
+static clattn_algorithm first_path(const bench_case *c)
+{
+    return c->kind != BENCH_GEMM && c->kind != BENCH_MHA && c->L <= 8 ? CLATTN_ALGORITHM_DECODE
+                                                                       : CLATTN_ALGORITHM_FUSED;
+}
+
+typedef struct versus_result {
+    double median, low, high; /* time ratios case/base: the median pair's, and the range */
+    size_t pairs;
+} versus_result;
+
+/* A case against the case it is set against, their runs alternated — base, case, base, case … — so that
+ * a neighbour's load on a shared machine falls on both alike: the median of the pairs' time ratios
+ * (at least 9 pairs, up to 41 or 3 s). The base gets a warm-up run of its own (it may not have been
+ * timed in this run: --only). */
+static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case_buffers *b, const bench_case *base,
+                                  versus_result *r)
+{
+    case_buffers bb;
+    cl_int err = buffers_make(ctx, base, &bb);
+    if (err != CL_SUCCESS)
+        return (clattn_status)err;
+    double ratios[41], total = 0, warm_up;
+    size_t n = 0;
+    clattn_status st = time_one_run(ctx, base, &bb, first_path(base), &warm_up);
+    while (st == CLATTN_SUCCESS && n < 41 && (n < 9 || total < 3.0)) {
+        double t_base = 0, t_case = 0;
+        st = time_one_run(ctx, base, &bb, first_path(base), &t_base);
+        if (st == CLATTN_SUCCESS)
+            st = time_one_run(ctx, c, b, first_path(c), &t_case);
+        ratios[n++] = t_case / t_base;
+        total += t_base + t_case;
+    }
+    buffers_free(&bb);
+    clattn_context_release_temporaries(ctx);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    qsort(ratios, n, sizeof ratios[0], bench_compare_doubles);
+    *r = (versus_result){ratios[n / 2], ratios[0], ratios[n - 1], n};
+    return CLATTN_SUCCESS;
+}
+
 static const char bench_help[] =
     "usage: clattn bench [--quick] [--skip-long] [--only TEXT] [--json] [--device SPEC]\n"
     "\n"
@@ -533,11 +593,6 @@ int cmd_bench(int argc, char **argv)
     bool first = true;
     clattn_context *blas_ctx = NULL;
     double previous_fused_ms = 0, stream_bytes = 0, stream_gbps = 0;
-    struct done_case {
-        const char *name;
-        double ms; /* the first path's */
-    } done[32];
-    size_t ndone = 0;
     for (size_t i = 0; i < ncases && rc == CLI_OK; i++) {
         const bench_case *c = &cases[i];
         if ((skip_long && c->L >= 65536) || (only && !strstr(c->name, only)))
@@ -552,8 +607,7 @@ int cmd_bench(int argc, char **argv)
         const bool gemm = c->kind == BENCH_GEMM;
         const bool decode = !gemm && c->kind != BENCH_MHA && c->L <= 8;
         const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED;
-        const clattn_algorithm algos[2] = {decode ? CLATTN_ALGORITHM_DECODE : CLATTN_ALGORITHM_FUSED,
-                                           decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
+        const clattn_algorithm algos[2] = {first_path(c), decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
         const size_t nalgos = c->long_context || decode_only ? 1 : 2;
         /* A projection runs the device's GEMM (clattn_tune's choice, else the default), then CLBlast's
          * through a second context on the same queue. */
@@ -570,6 +624,15 @@ int cmd_bench(int argc, char **argv)
             if (st != CLATTN_SUCCESS)
                 rc = cli_fail_status("bench", run_ctx, st, c->name);
         }
+        /* A case set against an earlier one of the same run (decode variants against plain decode, storage
+         * types against float32): the two alternated, while this case's buffers are still there. */
+        const bench_case *base = NULL;
+        for (size_t e = 0; c->versus && e < ncases && !base; e++)
+            if (strcmp(cases[e].name, c->versus) == 0)
+                base = &cases[e];
+        versus_result versus = {0};
+        if (base && rc == CLI_OK && (st = versus_ratio(ctx, c, &b, base, &versus)) != CLATTN_SUCCESS)
+            rc = cli_fail_status("bench", ctx, st, c->name);
         cli_progress_stop(progress);
         buffers_free(&b);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
@@ -626,13 +689,16 @@ int cmd_bench(int argc, char **argv)
                        kv_bytes / 1048576.0, clattn_dtype_name(c->kv_type),
                        c->kv_type == CLATTN_INT8 ? " and a float scale per row" : "");
         }
-        /* A case set against an earlier one of the same run: decode variants against plain decode. */
-        for (size_t e = 0; c->versus && e < ndone && rc == CLI_OK; e++)
-            if (strcmp(done[e].name, c->versus) == 0 && !json)
-                printf("%-46s time against \"%s\": %.2fx (%.2fx as fast)\n", "", c->versus, res[0].ms / done[e].ms,
-                       done[e].ms / res[0].ms);
-        if (rc == CLI_OK && ndone < sizeof done / sizeof done[0])
-            done[ndone++] = (struct done_case){c->name, res[0].ms};
+        if (base && rc == CLI_OK) {
+            if (json)
+                printf(", {\"name\": \"%s\", \"kind\": \"versus\", \"versus\": \"%s\", \"time_ratio\": %.4f, "
+                       "\"low\": %.4f, \"high\": %.4f, \"pairs\": %zu}", c->name, base->name, versus.median,
+                       versus.low, versus.high, versus.pairs);
+            else
+                printf("%-46s time against \"%s\": %.2fx (%.2fx as fast; runs alternated, median of %zu pairs, "
+                       "%.2fx-%.2fx)\n", "", base->name, versus.median, 1.0 / versus.median, versus.pairs,
+                       versus.low, versus.high);
+        }
         previous_fused_ms = res[0].ms;
         fflush(stdout);
     }
