@@ -256,7 +256,8 @@ static const type_case append_cases[] = {
 #define N_APPEND (sizeof append_cases / sizeof append_cases[0])
 
 /* A block table of PAGE_MAX ids per sequence, on the device. */
-static cl_mem block_table(clattn_context *ctx)
+/* The paged cache of these cases: pools k and v, the sequence's blocks 2 and 0. */
+static clattn_paged_cache paged_cache(clattn_context *ctx, cl_mem k, cl_mem v)
 {
     const cl_int table[BATCH * PAGE_MAX] = {2, 0};
     cl_int err;
@@ -264,7 +265,14 @@ static cl_mem block_table(clattn_context *ctx)
                               (void *)table, &err);
     ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer(block table): %d", tu_label(), (int)err);
     tu_track_mem(m);
-    return m;
+    clattn_paged_cache c = CLATTN_PAGED_CACHE_INIT;
+    c.k_pool = k;
+    c.v_pool = v;
+    c.blocks = PAGE_BLOCKS;
+    c.block_size = PAGE_SIZE;
+    c.max_blocks = PAGE_MAX;
+    c.block_table = m;
+    return c;
 }
 
 START_TEST(test_append)
@@ -293,13 +301,7 @@ START_TEST(test_append)
             const size_t lengths[BATCH] = {3};
             st = clattn_kv_append(ctx, &d, lengths, NEW_LEN, k_new, v_new, kc, vc);
         } else {
-            clattn_paged_cache c = CLATTN_PAGED_CACHE_INIT;
-            c.k_pool = kc;
-            c.v_pool = vc;
-            c.blocks = PAGE_BLOCKS;
-            c.block_size = PAGE_SIZE;
-            c.max_blocks = PAGE_MAX;
-            c.block_table = block_table(ctx);
+            const clattn_paged_cache c = paged_cache(ctx, kc, vc);
             const size_t lengths[BATCH] = {5};
             st = clattn_kv_append_paged(ctx, &d, &c, lengths, NEW_LEN, k_new, v_new);
         }
@@ -354,13 +356,7 @@ START_TEST(test_decode)
         cl_mem out = tu_dev_alloc(ctx, N_O, NULL), lse = tu_dev_alloc(ctx, N_LSE, NULL);
         clattn_status st;
         if (api == API_PAGED) {
-            clattn_paged_cache c = CLATTN_PAGED_CACHE_INIT;
-            c.k_pool = k;
-            c.v_pool = v;
-            c.blocks = PAGE_BLOCKS;
-            c.block_size = PAGE_SIZE;
-            c.max_blocks = PAGE_MAX;
-            c.block_table = block_table(ctx);
+            const clattn_paged_cache c = paged_cache(ctx, k, v);
             const size_t lengths[BATCH] = {KVLEN};
             st = clattn_sdpa_paged(ctx, &d, &c, lengths, q, NULL, out, lse);
         } else {
