@@ -43,6 +43,8 @@ static const bench_case full_cases[] = {
     {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa fp16 Q/K/V/O L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "sdpa L=S=2048 H=8 D=64", 0, CLATTN_FLOAT16, CLATTN_FLOAT16},
+    {"sdpa bf16 Q/K/V/O L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa L=S=2048 H=8 D=64", 0, CLATTN_BFLOAT16, CLATTN_BFLOAT16},
     {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
      true, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -453,13 +455,15 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
 static const char bench_help[] =
     "usage: clattn bench [--quick] [--skip-long] [--only TEXT] [--json] [--device SPEC]\n"
     "\n"
-    "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64; the same causal at L=4096;\n"
+    "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64, also with Q/K/V/O in float16\n"
+    "and in bfloat16 (each against float32); the same causal at L=4096;\n"
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
     "512 keys (fused only); the projection GEMM 512x768 . 768x2304 with a bias (the device's GEMM, then\n"
     "CLBlast's); SDPA B=8 H=12 L=S=512 and H=12 L=S=512 alone; a BERT-base layer (L=512, d_model=768, H=12, with\n"
     "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query),\n"
-    "with L=2, 4 and 8 query rows (speculative verification) and through a paged cache of 16-row blocks,\n"
-    "each against plain decode; a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
+    "with L=2, 4 and 8 query rows (speculative verification), through a paged cache of 16-row blocks\n"
+    "and with float16, bfloat16 and int8 caches, each against plain decode (runs alternated: the median\n"
+    "of the pairs' time ratios); a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
     "sequence of as many keys; decode cases print their K/V bandwidth against a read-and-sum kernel;\n"
     "the tutorial's 4-token example.\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"

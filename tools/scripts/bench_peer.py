@@ -328,6 +328,8 @@ def main():
         if row["kind"] == "bandwidth":
             bandwidth[row["name"]] = row
             continue
+        if row["kind"] == "versus":  # a case against another of clattn's (printed by clattn bench itself)
+            continue
         entry = cases.setdefault(row["name"], {"case": row, "paths": []})
         entry[row["path"]] = row
         entry["paths"].append(row["path"])
