@@ -127,14 +127,17 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     return st;
 }
 
-/* The host variants take no int8 tensors: an int8 cache's scales are a device buffer. */
-static clattn_status no_int8(clattn_context *ctx, const sdpa_shape *s)
+/* The host variants take no int8 tensors: an int8 cache's scales are a device buffer. Checked before the
+ * descriptor's other checks, which would ask an int8 K/V for those scales. */
+static clattn_status no_int8(clattn_context *ctx, const clattn_sdpa_desc *desc)
 {
-    if (s->types.k == CLATTN_INT8 || s->types.v == CLATTN_INT8)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.%s is CLATTN_INT8: int8 caches (with their scales) are device buffers; use the "
-                         "cl_mem entry points", s->types.k == CLATTN_INT8 ? "k_dtype" : "v_dtype");
-    return CLATTN_SUCCESS;
+    clattn_sdpa_desc d;
+    clattn_status st = sdpa_desc_read(ctx, desc, &d);
+    if (st == CLATTN_SUCCESS && (d.k_dtype == CLATTN_INT8 || d.v_dtype == CLATTN_INT8))
+        st = set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                       "desc.%s is CLATTN_INT8: int8 caches (with their scales) are device buffers; use the "
+                       "cl_mem entry points", d.k_dtype == CLATTN_INT8 ? "k_dtype" : "v_dtype");
+    return st;
 }
 
 clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const void *q, const void *k,
@@ -142,8 +145,8 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
-        (st = no_int8(ctx, &s)) != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS || (st = no_int8(ctx, desc)) != CLATTN_SUCCESS ||
+        (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
     const size_t qb = dtype_bytes(s.types.q), kb = dtype_bytes(s.types.k), vb = dtype_bytes(s.types.v),
                  ob = dtype_bytes(s.types.o);

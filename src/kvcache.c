@@ -104,6 +104,11 @@ clattn_status past_check(clattn_context *ctx, const clattn_sdpa_desc *desc, size
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
     if (st != CLATTN_SUCCESS)
         return st;
+    /* Before the type checks, which would ask an int8 K/V for scales this form does not take. */
+    if (d.k_dtype == CLATTN_INT8 || d.v_dtype == CLATTN_INT8)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.%s is CLATTN_INT8: the past/present form takes no int8 K/V (append to an int8 cache "
+                         "with clattn_kv_append instead)", d.k_dtype == CLATTN_INT8 ? "k_dtype" : "v_dtype");
     if (d.kv_len == 0)
         return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.kv_len (the new rows) is 0");
     if (past_len > SIZE_MAX - d.kv_len)
@@ -116,10 +121,6 @@ clattn_status past_check(clattn_context *ctx, const clattn_sdpa_desc *desc, size
     if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS ||
         (st = masks_resolve(ctx, d.masks, mask_given, s)) != CLATTN_SUCCESS)
         return st;
-    if (s->types.k == CLATTN_INT8 || s->types.v == CLATTN_INT8)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.%s is CLATTN_INT8: the past/present form takes no int8 K/V (append to an int8 cache "
-                         "with clattn_kv_append instead)", s->types.k == CLATTN_INT8 ? "k_dtype" : "v_dtype");
     /* Parts of the present's sizes, which sdpa_shape_resolve checked: no overflow. */
     p->past_k_elems = s->batch * s->kv_heads * past_len * s->qk_dim;
     p->past_v_elems = s->batch * s->kv_heads * past_len * s->v_dim;

@@ -384,11 +384,12 @@ enum { PAST = 4, NEW_KV = KVLEN - PAST, N_PAST = BATCH * HEADS * PAST * HDIM, N_
 enum past_api { API_PAST, API_PAST_HOST };
 static const char *const past_names[] = {"clattn_sdpa_with_past", "clattn_sdpa_with_past_host"};
 
-/* The int8 type comes with its scales: the past/present form refuses int8 itself. */
-enum past_mut { W_K_INT8, W_V_INT8 };
+/* The past/present form refuses int8 itself, with its scales or without them. */
+enum past_mut { W_K_INT8, W_V_INT8, W_V_INT8_NO_SCALES };
 static const type_case past_cases[] = {
     {{W_K_INT8, IV, 0, "int8 K (with k_scales)"}, "k_dtype"},
     {{W_V_INT8, IV, 0, "int8 V (with v_scales)"}, "v_dtype"},
+    {{W_V_INT8_NO_SCALES, IV, 0, "int8 V without v_scales"}, "v_dtype"},
 };
 #define N_PAST_CASES (sizeof past_cases / sizeof past_cases[0])
 
@@ -409,6 +410,8 @@ START_TEST(test_past)
             d.v_dtype = I8;
             d.v_scales = stray_scales(ctx, K_ROWS);
         }
+        if (!fixed && tc->bc.mut == W_V_INT8_NO_SCALES)
+            d.v_dtype = I8;
         const float *hq = host_input(N_Q, 51), *hpk = host_input(N_PAST, 52), *hpv = host_input(N_PAST, 53),
                     *hk = host_input(N_NEW_KV, 54), *hv = host_input(N_NEW_KV, 55);
         clattn_status st;
@@ -446,14 +449,13 @@ END_TEST
 /* clattn_sdpa_host: no int8 K/V                                                                   */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* With its scales, an int8 K or V is refused by the host variant itself (INVALID_VALUE naming the type).
- * Without them the call has two faults, int8 on the host and no scales, and either may be reported
- * (INVALID_VALUE, or NULL_ARGUMENT naming k_scales: both details name k_dtype). */
+/* An int8 K or V is refused by the host variant itself (INVALID_VALUE naming the type), with its scales
+ * or without them (the host check comes first: it does not ask for scales it would refuse). */
 enum host_mut { HO_K_INT8, HO_V_INT8, HO_K_INT8_NO_SCALES };
 static const type_case host_cases[] = {
     {{HO_K_INT8, IV, 0, "int8 K (with k_scales)"}, "k_dtype"},
     {{HO_V_INT8, IV, 0, "int8 V (with v_scales)"}, "v_dtype"},
-    {{HO_K_INT8_NO_SCALES, IV, NA, "int8 K without k_scales"}, "k_dtype"},
+    {{HO_K_INT8_NO_SCALES, IV, 0, "int8 K without k_scales"}, "k_dtype"},
 };
 #define N_HOST (sizeof host_cases / sizeof host_cases[0])
 
