@@ -69,11 +69,12 @@ clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype ty
 {
     if (type == CLATTN_FLOAT32)
         return CLATTN_SUCCESS;
-    cl_mem wide;
+    cl_mem wide = NULL;
     clattn_status st = scratch_get(ctx, slot, elems * sizeof(float), &wide);
     if (st == CLATTN_SUCCESS)
         st = convert_elements(ctx, t->buf, type, scales, row, wide, CLATTN_FLOAT32, elems);
-    t->buf = wide;
+    if (st == CLATTN_SUCCESS)
+        t->buf = wide;
     return st;
 }
 

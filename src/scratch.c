@@ -24,10 +24,12 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
     /* Releasing a buffer that enqueued commands still use is safe: OpenCL frees it after them. */
     mems_release(&pool->mem[slot], 1);
     pool->bytes[slot] = 0;
-    static const char *const slot_names[SCRATCH_COUNT] = {
+    static const char *const slot_names[] = {
         "scores", "projected Q", "projected K", "projected V", "concatenated heads", "key lengths", "query offsets",
         "sinks", "ALiBi slopes", "partial outputs", "partial log-sum-exps", "query row starts",
-        "key row starts", "paged lengths", "block-id check flag"};
+        "key row starts", "paged lengths", "block-id check flag", "transposed K", "widened Q", "widened K",
+        "widened V", "float output"};
+    _Static_assert(sizeof slot_names / sizeof slot_names[0] == SCRATCH_COUNT, "a name for every scratch slot");
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     cl_mem mem = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err) : NULL;
     if (err != CL_SUCCESS)

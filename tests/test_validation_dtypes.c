@@ -591,10 +591,11 @@ static clattn_group *group_on(size_t dev)
 
 /* group.c refuses every type but float32, naming the first such field. Details of group calls are
  * clattn_last_error(NULL)'s. */
-enum group_mut { G_SDPA_Q_F16, G_SDPA_K_INT8, G_MHA_X_F16, G_MHA_W_BF16, G_MHA_O_F16 };
+enum group_mut { G_SDPA_Q_F16, G_SDPA_K_INT8, G_SDPA_V_INT8_NO_SCALES, G_MHA_X_F16, G_MHA_W_BF16, G_MHA_O_F16 };
 static const type_case group_cases[] = {
     {{G_SDPA_Q_F16, IV, 0, "clattn_group_sdpa_host: float16 q_dtype"}, "q_dtype"},
     {{G_SDPA_K_INT8, IV, 0, "clattn_group_sdpa_host: int8 K (with k_scales)"}, "k_dtype"},
+    {{G_SDPA_V_INT8_NO_SCALES, IV, 0, "clattn_group_sdpa_host: int8 V without v_scales"}, "v_dtype"},
     {{G_MHA_X_F16, IV, 0, "clattn_group_mha_host: float16 x_dtype"}, "x_dtype"},
     {{G_MHA_W_BF16, IV, 0, "clattn_group_mha_host: bfloat16 weight_dtype"}, "weight_dtype"},
     {{G_MHA_O_F16, IV, 0, "clattn_group_mha_host: float16 out_dtype"}, "out_dtype"},
@@ -618,6 +619,8 @@ START_TEST(test_group)
                 d.k_dtype = I8;
                 d.k_scales = stray_scales(clattn_group_context(g, 0), K_ROWS);
             }
+            if (!fixed && mut == G_SDPA_V_INT8_NO_SCALES)
+                d.v_dtype = I8;
             float *out = tu_host_alloc(N_O, NULL), *lse = tu_host_alloc(N_LSE, NULL);
             st = clattn_group_sdpa_host(g, &d, host_input(N_Q, 81), host_input(N_K, 82), host_input(N_K, 83), NULL,
                                         out, lse);

@@ -699,7 +699,8 @@ CLATTN_API clattn_status clattn_projection(clattn_context *ctx, size_t rows, siz
  * (B,H,L,S). desc->v_dim is not used; the sinks belong to the softmax and weights_output to
  * clattn_sdpa, so both are ignored here (clattn_softmax has no sinks: with sinks, use clattn_sdpa).
  * Q and K may be stored in any type of q_dtype and k_dtype (since 0.6.1; widened to float first, an int8
- * K by desc->k_scales); the scores are float32. */
+ * K by desc->k_scales); the scores are float32. The descriptor's types and scales are checked whole, as
+ * clattn_sdpa checks them (an int8 v_dtype needs its v_scales here too). */
 CLATTN_API clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
                                       cl_mem k, cl_mem mask, cl_mem scores);
 
@@ -711,7 +712,8 @@ CLATTN_API clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t
 
 /* Weighted sum: O = P·V. P (B,H,L,S), V (B,kv_heads,S,Dv), O (B,H,L,Dv). Uses desc's batch, heads,
  * kv_heads, q_len, kv_len and v_dim, and (since 0.6.1) v_dtype with v_scales and out_dtype: V in any type
- * (widened to float first), O rounded into its type; the weights are float32. */
+ * (widened to float first), O rounded into its type; the weights are float32. The descriptor's types and
+ * scales are checked whole, as clattn_sdpa checks them. */
 CLATTN_API clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                              cl_mem weights, cl_mem v, cl_mem out);
 

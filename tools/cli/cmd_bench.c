@@ -440,7 +440,7 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
         st = time_one_run(ctx, base, &bb, first_path(base), &t_base);
         if (st == CLATTN_SUCCESS)
             st = time_one_run(ctx, c, b, first_path(c), &t_case);
-        ratios[n++] = t_case / t_base;
+        ratios[n++] = t_case / (t_base > 1e-9 ? t_base : 1e-9); /* (a clock that did not move: no inf) */
         total += t_base + t_case;
     }
     buffers_free(&bb);
@@ -635,8 +635,11 @@ int cmd_bench(int argc, char **argv)
             if (strcmp(cases[e].name, c->versus) == 0)
                 base = &cases[e];
         versus_result versus = {0};
-        if (base && rc == CLI_OK && (st = versus_ratio(ctx, c, &b, base, &versus)) != CLATTN_SUCCESS)
-            rc = cli_fail_status("bench", ctx, st, c->name);
+        if (base && rc == CLI_OK && (st = versus_ratio(ctx, c, &b, base, &versus)) != CLATTN_SUCCESS) {
+            char pair[256];
+            snprintf(pair, sizeof pair, "%s, timed against %s", c->name, base->name);
+            rc = cli_fail_status("bench", ctx, st, pair);
+        }
         cli_progress_stop(progress);
         buffers_free(&b);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {

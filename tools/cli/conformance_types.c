@@ -95,7 +95,8 @@ static clattn_status read_buffer(typed_case *t, cl_mem m, size_t bytes, void *ho
 }
 
 /* A cache read back as the floats it stands for: widened, or dequantised by its rows' scales (`rows` of
- * `dim` values). An int8 row must lie within half a step of the float row x it was quantised from. */
+ * `dim` values). Each element must be the float row x's value rounded into the type; an int8 row must lie
+ * within half a step of x. */
 static bool stored_cache(typed_case *t, clattn_dtype type, cl_mem cache, cl_mem scales, const float *x, size_t rows,
                          size_t dim, float *out, const char *what, conformance_result *r)
 {
@@ -115,8 +116,18 @@ static bool stored_cache(typed_case *t, clattn_dtype type, cl_mem cache, cl_mem 
     if (!ok)
         snprintf(r->message, sizeof r->message, "case %zu: reading %s back: %s", r->cases, what,
                  clattn_status_string(st));
-    if (ok && type != CLATTN_INT8)
+    if (ok && type != CLATTN_INT8) {
+        /* float32, float16, bfloat16: each element the float row's value rounded to nearest even */
         widen(type, bytes, n, out);
+        for (size_t i = 0; ok && i < n; i++) {
+            const float want = stored_value(type, x[i]);
+            ok = out[i] == want || (isnan(out[i]) && isnan(want));
+            if (!ok)
+                snprintf(r->message, sizeof r->message, "case %zu: %s[%zu] appended as %s holds %g, not %g (%g "
+                         "rounded to nearest even)", r->cases, what, i, clattn_dtype_name(type), (double)out[i],
+                         (double)want, (double)x[i]);
+        }
+    }
     for (size_t row = 0; ok && type == CLATTN_INT8 && row < rows; row++) {
         float top = 0.0f;
         for (size_t i = 0; i < dim; i++)
