@@ -78,6 +78,17 @@ clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype ty
     return st;
 }
 
+clattn_status convert_float_target(clattn_context *ctx, tensor_view *t, clattn_dtype type, size_t elems)
+{
+    return type == CLATTN_FLOAT32 ? CLATTN_SUCCESS : scratch_get(ctx, SCRATCH_WIDE_O, elems * sizeof(float), &t->buf);
+}
+
+clattn_status convert_narrow(clattn_context *ctx, cl_mem wide, cl_mem out, clattn_dtype type, size_t elems)
+{
+    return type == CLATTN_FLOAT32 ? CLATTN_SUCCESS
+                                  : convert_elements(ctx, wide, CLATTN_FLOAT32, NULL, 1, out, type, elems);
+}
+
 clattn_status append_rows(clattn_context *ctx, cl_mem rows, clattn_dtype from, size_t batch, size_t kv_heads,
                           size_t new_len, size_t dim, const append_target *t, cl_mem lengths)
 {

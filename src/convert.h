@@ -21,6 +21,12 @@ clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype fro
 clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
                             size_t elems, scratch_slot slot);
 
+/* The other way, for an output: where code computing on floats writes an output stored as `type` — the
+ * view itself when float32, else a float temporary of `elems` (the scratch slot SCRATCH_WIDE_O), which
+ * convert_narrow then rounds into the output `out` (nothing to do for float32). */
+clattn_status convert_float_target(clattn_context *ctx, tensor_view *t, clattn_dtype type, size_t elems);
+clattn_status convert_narrow(clattn_context *ctx, cl_mem wide, cl_mem out, clattn_dtype type, size_t elems);
+
 /* Where clattn_append_rows writes: a dense cache of `capacity` rows per head (table NULL), or a paged
  * pool through a block table of `cols` columns and blocks of 2^shift rows. */
 typedef struct append_target {

@@ -406,10 +406,10 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     clattn_status st = check_context(first);
     if (st == CLATTN_SUCCESS && (st = sdpa_desc_read(first, desc, &full)) == CLATTN_SUCCESS)
         desc = &full;
-    /* int8 first: the descriptor's checks would ask for scales that a group call never takes. */
-    if (st == CLATTN_SUCCESS && (full.k_dtype == CLATTN_INT8 || full.v_dtype == CLATTN_INT8))
+    const char *int8_field = st == CLATTN_SUCCESS ? int8_kv_field(&full) : NULL; /* (see int8_kv_field) */
+    if (int8_field)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take float32 tensors and float masks",
-                         full.k_dtype == CLATTN_INT8 ? "k_dtype" : "v_dtype");
+                         int8_field);
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));

@@ -128,15 +128,16 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
 }
 
 /* The host variants take no int8 tensors: an int8 cache's scales are a device buffer. Checked before the
- * descriptor's other checks, which would ask an int8 K/V for those scales. */
+ * descriptor's other checks (see int8_kv_field). */
 static clattn_status no_int8(clattn_context *ctx, const clattn_sdpa_desc *desc)
 {
     clattn_sdpa_desc d;
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
-    if (st == CLATTN_SUCCESS && (d.k_dtype == CLATTN_INT8 || d.v_dtype == CLATTN_INT8))
+    const char *field = st == CLATTN_SUCCESS ? int8_kv_field(&d) : NULL;
+    if (field)
         st = set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                        "desc.%s is CLATTN_INT8: int8 caches (with their scales) are device buffers; use the "
-                       "cl_mem entry points", d.k_dtype == CLATTN_INT8 ? "k_dtype" : "v_dtype");
+                       "cl_mem entry points", field);
     return st;
 }
 

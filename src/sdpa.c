@@ -66,12 +66,12 @@ static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s
         st = convert_widen(ctx, &k, s->types.k, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
     if (st == CLATTN_SUCCESS)
         st = convert_widen(ctx, &v, s->types.v, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
-    if (st == CLATTN_SUCCESS && s->types.o != CLATTN_FLOAT32)
-        st = scratch_get(ctx, SCRATCH_WIDE_O, s->out_elems * sizeof(float), &wide_out.buf);
+    if (st == CLATTN_SUCCESS)
+        st = convert_float_target(ctx, &wide_out, s->types.o, s->out_elems);
     if (st == CLATTN_SUCCESS)
         st = staged_run(ctx, &floats, q, k, v, mask, wide_out, weights, lse);
-    if (st == CLATTN_SUCCESS && s->types.o != CLATTN_FLOAT32)
-        st = convert_elements(ctx, wide_out.buf, CLATTN_FLOAT32, NULL, 1, out.buf, s->types.o, s->out_elems);
+    if (st == CLATTN_SUCCESS)
+        st = convert_narrow(ctx, wide_out.buf, out.buf, s->types.o, s->out_elems);
     return st;
 }
 

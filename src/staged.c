@@ -285,11 +285,8 @@ clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *d
     /* On floats: V of another type widened first, an output of another type rounded from a float one. */
     tensor_view vv = view_bhld(v, s.kv_heads, s.kv_len, s.v_dim), ov = view_bhld(out, s.heads, s.q_len, s.v_dim);
     if ((st = convert_widen(ctx, &vv, s.types.v, s.v_scales, s.v_dim, s.v_elems, SCRATCH_WIDE_V)) != CLATTN_SUCCESS ||
-        (s.types.o != CLATTN_FLOAT32 &&
-         (st = scratch_get(ctx, SCRATCH_WIDE_O, s.out_elems * sizeof(float), &ov.buf)) != CLATTN_SUCCESS) ||
+        (st = convert_float_target(ctx, &ov, s.types.o, s.out_elems)) != CLATTN_SUCCESS ||
         (st = weighted_sum_launch(ctx, &s, weights, vv, ov, 0, s.batch * s.heads)) != CLATTN_SUCCESS)
         return st;
-    return s.types.o == CLATTN_FLOAT32
-               ? CLATTN_SUCCESS
-               : convert_elements(ctx, ov.buf, CLATTN_FLOAT32, NULL, 1, out, s.types.o, s.out_elems);
+    return convert_narrow(ctx, ov.buf, out, s.types.o, s.out_elems);
 }

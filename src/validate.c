@@ -140,6 +140,11 @@ static clattn_status check_types(clattn_context *ctx, const clattn_sdpa_desc *de
     return CLATTN_SUCCESS;
 }
 
+const char *int8_kv_field(const clattn_sdpa_desc *desc)
+{
+    return desc->k_dtype == CLATTN_INT8 ? "k_dtype" : desc->v_dtype == CLATTN_INT8 ? "v_dtype" : NULL;
+}
+
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *s)
 {

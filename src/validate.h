@@ -47,6 +47,11 @@ clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, 
  * size within size_t, for a descriptor already read by sdpa_desc_read. The masks are left empty. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
 
+/* For the entry points that take no int8 K/V (host arrays, the past/present form, group calls): the
+ * field of a descriptor already read that asks for int8 — "k_dtype" or "v_dtype" — or NULL. Asked before
+ * sdpa_shape_resolve, whose type checks would otherwise ask an int8 K/V for scales these never take. */
+const char *int8_kv_field(const clattn_sdpa_desc *desc);
+
 /* The scales of an int8 K and V of k_rows and v_rows rows (desc.k_scales, v_scales): k_rows (v_rows)
  * floats each when present (sdpa_shape_resolve made sure they are present exactly for int8). */
 clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_rows, size_t v_rows);

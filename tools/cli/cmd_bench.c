@@ -349,6 +349,21 @@ typedef struct bench_result {
     bench_run median; /* the run of median wall time, whose device time is reported beside it */
 } bench_result;
 
+/* One timed run: its wall time, and its kernels' device times from their profiling records (reading
+ * them also clears them for the next run). */
+static clattn_status time_one_run(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
+                                  bench_run *run)
+{
+    const double t0 = bench_now_seconds();
+    clattn_status st = run_once(ctx, c, b, algo, 0);
+    if (st == CLATTN_SUCCESS)
+        st = clattn_finish(ctx);
+    run->seconds = bench_now_seconds() - t0;
+    if (st == CLATTN_SUCCESS)
+        st = clattn_profile_read(ctx, run->kernels, CLATTN_PROFILE_MAX_ENTRIES, &run->kinds);
+    return st;
+}
+
 static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
                                bench_result *r)
 {
@@ -368,14 +383,7 @@ static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_bu
     size_t n = 0;
     while (n < 16 && (n < 3 || total < 2.0)) { /* fast cases: up to 16 runs, the median steadier */
         bench_run *run = &runs[n];
-        double t0 = bench_now_seconds();
-        st = run_once(ctx, c, b, algo, 0);
-        if (st == CLATTN_SUCCESS)
-            st = clattn_finish(ctx);
-        run->seconds = bench_now_seconds() - t0;
-        if (st == CLATTN_SUCCESS)
-            st = clattn_profile_read(ctx, run->kernels, CLATTN_PROFILE_MAX_ENTRIES, &run->kinds);
-        if (st != CLATTN_SUCCESS)
+        if ((st = time_one_run(ctx, c, b, algo, run)) != CLATTN_SUCCESS)
             return st;
         total += runs[n++].seconds;
         if (run->seconds > 20.0) /* one long-context run says enough */
@@ -390,22 +398,6 @@ static clattn_status time_case(clattn_context *ctx, const bench_case *c, case_bu
     r->gflops = case_flops(c) / (r->median.seconds * 1e9);
     r->peak_bytes = clattn_context_temp_peak_bytes(ctx);
     return CLATTN_SUCCESS;
-}
-
-/* One run's wall time (its kernels' profiling records drained, as time_case does). */
-static clattn_status time_one_run(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
-                                  double *seconds)
-{
-    const double t0 = bench_now_seconds();
-    clattn_status st = run_once(ctx, c, b, algo, 0);
-    if (st == CLATTN_SUCCESS)
-        st = clattn_finish(ctx);
-    *seconds = bench_now_seconds() - t0;
-    clattn_profile_entry drained[CLATTN_PROFILE_MAX_ENTRIES];
-    size_t kinds;
-    if (st == CLATTN_SUCCESS)
-        st = clattn_profile_read(ctx, drained, CLATTN_PROFILE_MAX_ENTRIES, &kinds);
-    return st;
 }
 
 /* The path a case's headline time is measured on: decode for a few query rows, else the fused kernel
@@ -432,14 +424,15 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
     cl_int err = buffers_make(ctx, base, &bb);
     if (err != CL_SUCCESS)
         return (clattn_status)err;
-    double ratios[41], total = 0, warm_up;
+    double ratios[41], total = 0;
     size_t n = 0;
-    clattn_status st = time_one_run(ctx, base, &bb, first_path(base), &warm_up);
+    static bench_run run_base, run_case; /* (static: the profiling records make them large) */
+    clattn_status st = time_one_run(ctx, base, &bb, first_path(base), &run_base); /* the warm-up */
     while (st == CLATTN_SUCCESS && n < 41 && (n < 9 || total < 3.0)) {
-        double t_base = 0, t_case = 0;
-        st = time_one_run(ctx, base, &bb, first_path(base), &t_base);
+        st = time_one_run(ctx, base, &bb, first_path(base), &run_base);
         if (st == CLATTN_SUCCESS)
-            st = time_one_run(ctx, c, b, first_path(c), &t_case);
+            st = time_one_run(ctx, c, b, first_path(c), &run_case);
+        const double t_base = run_base.seconds, t_case = run_case.seconds;
         ratios[n++] = t_case / (t_base > 1e-9 ? t_base : 1e-9); /* (a clock that did not move: no inf) */
         total += t_base + t_case;
     }
