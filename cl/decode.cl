@@ -24,6 +24,16 @@
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
+/* PREFETCH 1 asks for a 64-byte line through OpenCL C's own prefetch(), which every implementation
+ * compiles (some as nothing); 2 through Clang's __builtin_prefetch, which the host selects only on an
+ * implementation it has been seen to work on (PoCL): rusticl's SPIR-V translator exits on it (the
+ * process with it), so no compiler may ever meet it unasked. */
+#if PREFETCH == 2
+#define CLATTN_PREFETCH_LINE(p) __builtin_prefetch(p)
+#elif PREFETCH == 1
+#define CLATTN_PREFETCH_LINE(p) prefetch((__global const uchar *)(p), 64)
+#endif
+
 /* Where the kernels read a tile's K and V rows: staged in local memory (STAGE 1: GPUs, where the group
  * copies them with coalesced reads), or in place in global memory (CPUs: a copy would cost a pass of its
  * own, and the rows are prefetched a tile ahead instead). */
@@ -340,9 +350,9 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
                     __global const k_store *kn = K_ROW(j + TILE + x);
                     __global const v_store *vn = V_ROW(j + TILE + x);
                     for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
-                        __builtin_prefetch(kn + e);
+                        CLATTN_PREFETCH_LINE(kn + e);
                     for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
-                        __builtin_prefetch(vn + e);
+                        CLATTN_PREFETCH_LINE(vn + e);
                 }
 #endif
             /* (keys past the tile are never read: their scores are −inf, and so stay) */

@@ -10,6 +10,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* One compiled variant: head sizes and the work-group's shape are build options. */
 typedef struct decode_variant {
@@ -21,7 +22,7 @@ typedef struct decode_variant {
     unsigned tile;     /* keys per tile */
     unsigned r_max;    /* packed query rows per group */
     bool stage;        /* K/V tiles copied to local memory (else read in place) */
-    bool prefetch;     /* the next tile asked for with __builtin_prefetch (a Clang builtin) */
+    unsigned prefetch; /* the next tile asked for: PREFETCH_NONE, _CORE or _CLANG (see cl/decode.cl) */
     tensor_types types; /* storage types of Q, K, V and O (the partial kernel writes floats) */
     cl_program program;
     cl_kernel kernels[2]; /* partial, combine */
@@ -53,6 +54,17 @@ static cl_ulong local_bytes(const decode_variant *v)
  * beat staging the tiles in local memory by 20–40%, and without prefetching the cores waited on each
  * row). GPUs: 64 work-items stage each tile with coalesced reads, share its scores and spread the
  * output columns over their lanes. Tiles, then rows per group, shrink until local memory holds them. */
+enum { PREFETCH_NONE, PREFETCH_CORE, PREFETCH_CLANG };
+
+/* How the CPU kernels prefetch on this implementation: Clang's builtin where it was seen to compile and
+ * to help (PoCL: see choose_shape), OpenCL C's prefetch() anywhere else. A compiler that does not know
+ * the builtin may not fail cleanly (rusticl's SPIR-V translator exits the process), so it is chosen by
+ * name, never tried. */
+static unsigned prefetch_mode(const device_caps *caps)
+{
+    return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
+}
+
 static void choose_shape(const clattn_context *ctx, decode_variant *v)
 {
     const bool cpu = device_is_cpu(&ctx->caps);
@@ -63,7 +75,7 @@ static void choose_shape(const clattn_context *ctx, decode_variant *v)
     v->kq = cpu ? 4 : 1;
     v->rb = cpu ? 4 : 1;
     v->stage = !cpu;
-    v->prefetch = cpu;
+    v->prefetch = cpu ? prefetch_mode(&ctx->caps) : PREFETCH_NONE;
     v->tile = 32;
     v->r_max = 16;
     const unsigned smallest_tile = v->vec > v->kq ? v->vec : v->kq;
@@ -96,7 +108,7 @@ static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
     char options[256], types[64];
     tensor_types_options(v->types, types, sizeof types);
     snprintf(options, sizeof options,
-             "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%d%s",
+             "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u%s",
              v->dk, v->dv, v->wg, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, types);
     return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
 }
@@ -123,14 +135,14 @@ static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t d
         clFinish(ctx->queue);
         variants_release(d);
     }
-    decode_variant v = {pdk, pdv, 0, 0, 0, 0, 0, 0, false, false, types, NULL, {NULL, NULL}, CLATTN_SUCCESS};
+    decode_variant v = {pdk, pdv, 0, 0, 0, 0, 0, 0, false, PREFETCH_NONE, types, NULL, {NULL, NULL}, CLATTN_SUCCESS};
     choose_shape(ctx, &v);
     for (;;) {
         clattn_status st = variant_build(ctx, &v);
-        if (st != CLATTN_SUCCESS && st != CLATTN_ERROR_OUT_OF_HOST_MEMORY && v.prefetch) {
-            /* a compiler, or a runtime, without Clang's builtin: build it without */
+        if (st != CLATTN_SUCCESS && st != CLATTN_ERROR_OUT_OF_HOST_MEMORY && v.prefetch != PREFETCH_NONE) {
+            /* a compiler, or a runtime, that refused the prefetch: build it without */
             clear_error(ctx);
-            v.prefetch = false;
+            v.prefetch = PREFETCH_NONE;
             continue;
         }
         if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
