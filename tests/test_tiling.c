@@ -8,7 +8,8 @@
  *
  * The tiles actually compiled are read back from the program cache's key text (it holds the build
  * options, "-DBLOCK_M=… -DBLOCK_N=… -DVEC=… -DROWS=…"): an override that is silently ignored would
- * otherwise pass as the defaults. If the key has no such options the check is skipped with a note.
+ * otherwise pass as the defaults. M, N and R are each compared with the request (N may only be raised
+ * to VEC, or lowered where the device's local memory cannot hold it); a key without these options fails.
  *
  * Invalid CLATTN_TILE values: the call succeeds with the default tiles and clattn_last_warning says
  * why. Run with --small-work-group (meson registers it with POCL_MAX_WORK_GROUP_SIZE=8, which PoCL
@@ -209,9 +210,27 @@ static int read_built(built *out, size_t max)
     return count == 0 && unparsed > 0 ? -1 : count;
 }
 
-/* Every fused variant compiled in this test has rows-per-group m and rows-per-item r (0: any) and
- * m ≤ max_m; reports them. Returns the count found. */
-static int check_built(unsigned want_m, unsigned want_r, size_t max_m, size_t want_count)
+/* Local memory of a key tile of n keys as src/fused.c counts it: K and V rows of the padded head sizes,
+ * a flag per key and 64 bytes for the flags' alignment. */
+static unsigned long long tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
+{
+    return (unsigned long long)n * ((dk + dv) * sizeof(float) + 1) + 64;
+}
+
+static unsigned long long device_local_memory(void)
+{
+    cl_ulong local = 0;
+    cl_int err = clGetDeviceInfo(clattn_context_device(owned_ctx), CL_DEVICE_LOCAL_MEM_SIZE, sizeof local, &local,
+                                 NULL);
+    ck_assert_msg(err == CL_SUCCESS, "clGetDeviceInfo(CL_DEVICE_LOCAL_MEM_SIZE): %d", (int)err);
+    return local;
+}
+
+/* Every fused variant compiled in this test has rows-per-group m, keys-per-tile n and rows-per-item r
+ * (0: any) and m ≤ max_m; reports them. Returns the count found. The key tile N is kept as asked when
+ * it fits the device's local memory, raised to VEC when smaller (a tile holds whole vectors), and halved
+ * only when it does not fit — then to a tile that fits. */
+static int check_built(unsigned want_m, unsigned want_n, unsigned want_r, size_t max_m, size_t want_count)
 {
     built b[MAX_BUILT];
     int n = read_built(b, MAX_BUILT);
@@ -230,6 +249,20 @@ static int check_built(unsigned want_m, unsigned want_r, size_t max_m, size_t wa
         if (want_m)
             ck_assert_msg(b[i].m == want_m, "%s: BLOCK_M=%u compiled, CLATTN_TILE asked for %u", tu_label(), b[i].m,
                           want_m);
+        if (want_n) {
+            const unsigned long long local = device_local_memory();
+            if (tile_local_bytes(want_n, b[i].dk, b[i].dv) <= local) {
+                const unsigned expect = want_n > b[i].vec ? want_n : b[i].vec;
+                ck_assert_msg(b[i].n == expect,
+                              "%s: BLOCK_N=%u compiled (VEC=%u), CLATTN_TILE asked for %u, which fits the device's "
+                              "%llu bytes of local memory", tu_label(), b[i].n, b[i].vec, want_n, local);
+            } else {
+                ck_assert_msg(b[i].n < want_n && tile_local_bytes(b[i].n, b[i].dk, b[i].dv) <= local,
+                              "%s: BLOCK_N=%u compiled, CLATTN_TILE asked for %u, which does not fit the device's "
+                              "%llu bytes of local memory: a smaller tile that fits was expected", tu_label(), b[i].n,
+                              want_n, local);
+            }
+        }
         if (want_r)
             ck_assert_msg(b[i].rows == want_r, "%s: ROWS=%u compiled, CLATTN_TILE asked for %u", tu_label(),
                           b[i].rows, want_r);
@@ -316,8 +349,8 @@ START_TEST(test_tile)
     for (int g = 0; g < 2; g++)
         groups += (t->groups >> g) & 1;
     tu_set_label("CLATTN_TILE=%s on %s", t->tile, tu_dev_spec[dev]);
-    /* M is kept unless the device cannot launch it; R is always kept. */
-    check_built(t->m <= max_wg ? t->m : 0, t->r, max_wg, groups);
+    /* M is kept unless the device cannot launch it; N unless local memory is short; R is always kept. */
+    check_built(t->m <= max_wg ? t->m : 0, t->n, t->r, max_wg, groups);
 }
 END_TEST
 
@@ -407,7 +440,7 @@ START_TEST(test_work_group_limit)
     if (clattn_last_warning(ctx)[0])
         printf("  %s: warning \"%s\"\n", tu_label(), clattn_last_warning(ctx));
     tu_set_label("CLATTN_TILE=%s on %s (max work-group %zu)", tile ? tile : "(unset)", tu_dev_spec[dev], max_wg);
-    check_built(0, 0, max_wg, 1);
+    check_built(0, 0, 0, max_wg, 1);
 }
 END_TEST
 
