@@ -895,7 +895,7 @@ int main(void)
 {
     SRunner *sr = srunner_create(npy_suite());
     srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
+    const int rc = tu_srunner_exit(sr);
     srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return rc;
 }

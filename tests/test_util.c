@@ -120,7 +120,7 @@ int tu_main(Suite *(*make_suite)(void))
     /* OpenCL runtimes (PoCL's worker threads, GPU drivers) do not survive fork(): run in-process. */
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_ENV);
-    int failed = srunner_ntests_failed(sr);
+    const int rc = tu_srunner_exit(sr);
     srunner_free(sr);
     tu_release_all();
     tu_sys_teardown();
@@ -135,7 +135,7 @@ int tu_main(Suite *(*make_suite)(void))
     for (size_t i = 0; i < tu_ndev; i++)
         clUnloadPlatformCompiler(tu_dev[i].platform);
     tu_leak_check_now();
-    return failed ? 1 : 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

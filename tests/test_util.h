@@ -136,6 +136,11 @@ const char *tu_broken_kernel_dir(const char *victim);
  * device must never pass for green there. Prints why. */
 int tu_no_device_exit(const char *why);
 
+/* The exit status of a finished check run: 1 when a check failed, and 1 when no check ran at all (a
+ * CK_RUN_SUITE or CK_RUN_CASE naming nothing, an empty suite): a run that checked nothing must not
+ * pass for green. Prints why in that case. Every check program returns this (tu_main does). */
+int tu_srunner_exit(SRunner *sr);
+
 /* Frees the tracked host allocations, removes the scratch folders and restores the saved
  * environment. tu_tcase's teardown does this (and more); OpenCL-free suites add it themselves. */
 void tu_sys_teardown(void);
@@ -169,7 +174,7 @@ extern clattn_device_info tu_dev[TU_MAX_DEVICES];      /* facts about device i *
 extern char tu_dev_spec[TU_MAX_DEVICES][32];           /* "P:D" of device i */
 
 /* Creates the contexts, builds the suite with make_suite(), runs it, prints the max error line and
- * returns the process exit status (0 pass, 1 fail, 77 no device). */
+ * returns the process exit status (0 pass, 1 fail or no check run, 77 no device). */
 int tu_main(Suite *(*make_suite)(void));
 
 /* In a sanitizer build, runs LeakSanitizer's check now instead of at exit (tu_main does this). */

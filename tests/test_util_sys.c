@@ -352,6 +352,17 @@ const char *tu_broken_kernel_dir(const char *victim)
 /* Fixture                                                                                         */
 /* ---------------------------------------------------------------------------------------------- */
 
+int tu_srunner_exit(SRunner *sr)
+{
+    if (srunner_ntests_run(sr) == 0) {
+        const char *suite = getenv("CK_RUN_SUITE"), *tcase = getenv("CK_RUN_CASE");
+        printf("FAIL: no check ran (CK_RUN_SUITE=%s, CK_RUN_CASE=%s): nothing was tested\n",
+               suite ? suite : "(unset)", tcase ? tcase : "(unset)");
+        return 1;
+    }
+    return srunner_ntests_failed(sr) == 0 ? 0 : 1;
+}
+
 void tu_sys_teardown(void)
 {
     tu_release_host();
