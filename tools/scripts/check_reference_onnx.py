@@ -3,9 +3,10 @@
 implementation of the Attention operator, onnx.reference.ops.op_attention._compute_attention, and
 against a small numpy implementation written here from clattn.h's definitions.
 
-Usage:  .venv-bench/bin/python tools/scripts/check_reference_onnx.py [--per-kind N] [--seed S] [--cc CC]
+Usage:  .venv-test/bin/python tools/scripts/check_reference_onnx.py [--per-kind N] [--seed S] [--cc CC]
+(`meson test -C build reference-onnx` runs it so, with --per-kind 12.)
 
-Needs numpy and onnx (`.venv-bench/bin/pip install onnx`; see bench_peer.py for the venv) and a C
+Needs numpy and onnx (tools/setup.sh pip-installs them into .venv-test at the versions it names) and a C
 compiler: reference.c is compiled with a small shim (written to a temporary folder) into a shared
 object that ctypes loads. No clattn library, no OpenCL device: only clattn.h's types are needed.
 
