@@ -1,7 +1,9 @@
 /*
- * Device groups (clattn_group_*), run with PoCL showing two devices (POCL_DEVICES="pthread basic"), against
- * the fp64 reference:
+ * Device groups (clattn_group_*), run with PoCL showing two devices (POCL_DEVICES="pthread basic"; in the
+ * group suite, which the sanitizer build runs too, "pthread pthread"), against the fp64 reference:
  *
+ *  0. devices: at least two (a group of one device tests nothing of the split), and exactly as many PoCL
+ *     devices as POCL_DEVICES names: a device dropped on the way must fail here, not pass on the other.
  *  1. create: "all", spec lists, the shares (positive, summing to 1, kept in the cache: a second group
  *     reads them), and the refusals (empty specs, an empty entry, a device twice, an unknown device).
  *  2. table: batch splits (B ≥ devices) and key splits (B = 1: decode, long rows) with GQA, causal masks
@@ -17,7 +19,32 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+START_TEST(test_devices)
+{
+    tu_set_label("the devices of the group test");
+    const char *pocl_devices = getenv("POCL_DEVICES");
+    size_t named = 0, pocl = 0;
+    for (const char *p = pocl_devices ? pocl_devices : ""; *p;) {
+        while (*p == ' ')
+            p++;
+        if (*p)
+            named++;
+        while (*p && *p != ' ')
+            p++;
+    }
+    for (size_t i = 0; i < tu_ndev; i++) {
+        printf("device %s: %s (%s)\n", tu_dev_spec[i], tu_dev[i].name, tu_dev[i].platform_name);
+        pocl += strstr(tu_dev[i].platform_name, "Portable Computing Language") != NULL;
+    }
+    ck_assert_msg(tu_ndev >= 2, "%zu device(s) with a context: a group needs two (meson runs this test with "
+                  "POCL_DEVICES=\"%s\")", tu_ndev, pocl_devices ? pocl_devices : "");
+    ck_assert_msg(named == 0 || pocl == named, "POCL_DEVICES=\"%s\" names %zu devices, %zu PoCL devices have a context",
+                  pocl_devices, named, pocl);
+}
+END_TEST
 
 START_TEST(test_create)
 {
@@ -276,6 +303,7 @@ static Suite *make_suite(void)
                clattn_group_share(group, i));
     Suite *s = suite_create("group");
     TCase *tc = tu_tcase("create");
+    tcase_add_test(tc, test_devices);
     tcase_add_test(tc, test_create);
     suite_add_tcase(s, tc);
     tu_add_loop(s, "table", test_table, NCASES);
