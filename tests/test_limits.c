@@ -1,14 +1,25 @@
 /*
  * Resource limits, run with PoCL limited to 1 GiB of device memory (POCL_MEMORY_LIMIT=1, set by
  * meson; max allocation then 256 MiB): requests that cannot fit fail with their own status before
- * allocating anything, score matrices larger than one allocation are worked through in chunks, and a
- * context that hit a limit stays usable.
+ * allocating anything, score matrices larger than one allocation are worked through in chunks (holding
+ * at least one head's scores and at most one allocation), and a context that hit a limit stays usable.
+ *
+ * PoCL does not refuse allocations beyond POCL_MEMORY_LIMIT (it only lowers the sizes it reports), so a
+ * device filled by the caller never makes a staged call's temporary fail there. Built with the
+ * failure-injection hooks (-Dfault_injection=true, as CI's sanitizer build is), the allocation of the
+ * score temporary is made to fail instead, and the failure must be reported.
  */
 #include "test_util.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+
+#if CLATTN_TEST_FAULT_HOOKS
+/* Test-only hooks of the library (src/fault.c). */
+void clattn__fault_arm(unsigned long n);
+unsigned long clattn__fault_points(void);
+#endif
 
 static cl_ulong device_ulong(size_t dev, cl_device_info what)
 {
@@ -99,26 +110,72 @@ START_TEST(test_score_chunks)
     tu_fill_uniform(k, nk, 1.0f, 12);
     tu_fill_uniform(v, nk, 1.0f, 13);
     ref_sdpa(&d, q, k, v, NULL, ref, NULL, ref_lse);
+    clattn_context_release_temporaries(ctx); /* the peak below is this call's */
     clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, lse);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(out, nq, "out");
     check_close_named("out", out, ref, nq, NULL);
     check_close_named("lse", lse, ref_lse, (size_t)H * L, NULL);
-    /* One head's scores (64 MiB) at a time would do; the chunk must stay within one allocation. */
-    ck_assert_msg(clattn_context_temp_peak_bytes(ctx) <= device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE),
-                  "%s: temporaries of %zu bytes exceed one allocation", tu_label(), clattn_context_temp_peak_bytes(ctx));
+    /* One head's scores (64 MiB) at a time would do, and the staged path cannot do with less: the softmax
+     * reads a whole row of scores that the score kernel wrote to a temporary. The chunk must stay within
+     * one allocation. */
+    const size_t peak = clattn_context_temp_peak_bytes(ctx), head_scores = (size_t)L * S * sizeof(float);
+    ck_assert_msg(peak >= head_scores, "%s: temporaries of %zu bytes reported, less than one head's scores (%zu)",
+                  tu_label(), peak, head_scores);
+    ck_assert_msg(peak <= device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE),
+                  "%s: temporaries of %zu bytes exceed one allocation", tu_label(), peak);
     clattn_context_release_temporaries(ctx);
 }
 END_TEST
 
-/* The caller's own buffers fill the device; a staged call then needs a temporary that may not fit.
- * Either the runtime finds room (then the answer is right) or the call fails with a detail naming
- * the temporary; in both cases the context stays usable. */
+/* A staged call whose score temporary cannot be allocated: the call fails with the OpenCL status and a
+ * detail naming that temporary, writes no output, and the same call then succeeds on the same context.
+ * With the failure-injection hooks the allocation is made to fail (the points of the call are walked
+ * until the one allocating the scores); without them the caller's own buffers fill the device first,
+ * which fails the allocation only on runtimes that enforce their memory size (not PoCL: there the call
+ * succeeds, and its answer is checked). */
 START_TEST(test_allocation_failure_is_reported)
 {
     const size_t dev = (size_t)_i;
     clattn_context *ctx = tu_ctx[dev];
-    tu_set_label("device memory filled by the caller on %s", tu_dev_spec[dev]);
+    tu_set_label("the score temporary not allocated on %s", tu_dev_spec[dev]);
+    enum { H = 4, L = 2048, S = 2048, D = 2 };
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
+    d.algorithm = CLATTN_ALGORITHM_STAGED;
+    const size_t nq = (size_t)H * L * D;
+    float *q = tu_falloc(nq), *out = tu_host_alloc(nq, NULL);
+    double *ref = tu_dalloc(nq);
+    tu_fill_uniform(q, nq, 1.0f, 21);
+    ref_sdpa(&d, q, q, q, NULL, ref, NULL, NULL);
+    clattn_status st = CLATTN_SUCCESS;
+    char detail[512] = "";
+#if CLATTN_TEST_FAULT_HOOKS
+    /* The call's points, counted on a run without failure; then each in turn until the scores' one. */
+    clattn_context_release_temporaries(ctx);
+    clattn__fault_arm(0);
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, q, q, NULL, out, NULL, NULL), ctx, "the call without a failure");
+    const unsigned long points = clattn__fault_points();
+    for (size_t i = 0; i < nq + TU_GUARD; i++)
+        out[i] = tu_sentinel();
+    for (unsigned long n = 1; n <= points && !strstr(detail, "temporary scores"); n++) {
+        clattn_context_release_temporaries(ctx); /* every call allocates its temporaries again */
+        clattn__fault_arm(n);
+        st = clattn_sdpa_host(ctx, &d, q, q, q, NULL, out, NULL, NULL);
+        clattn__fault_arm(0);
+        snprintf(detail, sizeof detail, "%s", clattn_last_error(ctx));
+        ck_assert_msg(st != CLATTN_SUCCESS, "%s: point %lu of %lu made to fail, the call succeeded", tu_label(), n,
+                      points);
+        ck_assert_msg(tu_host_all_sentinel(out, nq), "%s: output written by a call failing at point %lu", tu_label(),
+                      n);
+    }
+    ck_assert_msg(strstr(detail, "temporary scores") != NULL,
+                  "%s: none of the call's %lu failure points failed the score temporary's allocation (last: %s)",
+                  tu_label(), points, detail);
+    ck_assert_msg(st == (clattn_status)CL_MEM_OBJECT_ALLOCATION_FAILURE,
+                  "%s: the scores' allocation failed, the call returned %s: %s", tu_label(), clattn_status_string(st),
+                  detail);
+    printf("allocation failure reported: %s: %s\n", clattn_status_string(st), detail);
+#else
     const cl_ulong max_alloc = device_ulong(dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
     const cl_ulong global = device_ulong(dev, CL_DEVICE_GLOBAL_MEM_SIZE);
     if (!limit_applies(dev, global <= ((cl_ulong)2 << 30)))
@@ -136,27 +193,25 @@ START_TEST(test_allocation_failure_is_reported)
         nfill++;
     }
     clFinish(clattn_context_queue(ctx));
-    enum { H = 4, L = 2048, S = 2048, D = 2 };
-    clattn_sdpa_desc d = tu_sdpa_desc(1, H, L, S, D, 0);
-    d.algorithm = CLATTN_ALGORITHM_STAGED;
-    const size_t nq = (size_t)H * L * D;
-    float *q = tu_falloc(nq), *out = tu_host_alloc(nq, NULL);
-    double *ref = tu_dalloc(nq);
-    tu_fill_uniform(q, nq, 1.0f, 21);
-    ref_sdpa(&d, q, q, q, NULL, ref, NULL, NULL);
     clattn_context_release_temporaries(ctx);
-    clattn_status st = clattn_sdpa_host(ctx, &d, q, q, q, NULL, out, NULL, NULL);
-    char detail[512];
+    st = clattn_sdpa_host(ctx, &d, q, q, q, NULL, out, NULL, NULL);
     snprintf(detail, sizeof detail, "%s", clattn_last_error(ctx));
     for (size_t i = 0; i < nfill; i++)
         clReleaseMemObject(filler[i]);
     if (st == CLATTN_SUCCESS) {
+        printf("note: %s: the call found room (this runtime does not enforce its memory size); the failure is "
+               "forced in the -Dfault_injection=true build\n", tu_label());
         check_close_named("out", out, ref, nq, NULL);
     } else {
         ck_assert_msg(detail[0] != '\0', "%s: %s without a detail", tu_label(), clattn_status_string(st));
         ck_assert_msg(tu_host_all_sentinel(out, nq), "%s: output written by a failed call", tu_label());
         printf("allocation failure reported: %s: %s\n", clattn_status_string(st), detail);
     }
+#endif
+    /* The context is usable: the same call again, with the right answer. */
+    st = clattn_sdpa_host(ctx, &d, q, q, q, NULL, out, NULL, NULL);
+    TU_ASSERT_OK(st, ctx, "the same call after the failure");
+    check_close_named("out after the failure", out, ref, nq, NULL);
     assert_context_usable(ctx);
 }
 END_TEST
