@@ -214,6 +214,18 @@ int run(const char *const *argv, const char *const *env_extra, const char *stdin
     return R.status;
 }
 
+int run_within(int seconds, const char *const *argv, const char *const *env_extra)
+{
+    const int limit = cli_run_timeout_s;
+    char why[1024];
+    cli_run_timeout_s = seconds;
+    const int rc = spawn_capture(argv, env_extra, NULL, why, sizeof why);
+    cli_run_timeout_s = limit; /* (before the assertion: a failed one leaves the test at once) */
+    ck_assert_msg(rc == 0, "%s", why);
+    split_warnings();
+    return R.status;
+}
+
 void add_v(argl *a, va_list ap)
 {
     for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {

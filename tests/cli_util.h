@@ -62,6 +62,8 @@ int spawn_capture(const char *const *argv, const char *const *env_extra, const c
                   size_t why_size);
 /* spawn_capture that must succeed, with the warnings split off; returns R.status. */
 int run(const char *const *argv, const char *const *env_extra, const char *stdin_path);
+/* run (stdin from /dev/null) with its own time limit. */
+int run_within(int seconds, const char *const *argv, const char *const *env_extra);
 
 /* An argument list under construction (argv[0] = the tool). */
 typedef struct argl {

@@ -81,10 +81,8 @@ END_TEST
  * JSON and as a table of the expected shape. */
 START_TEST(test_bench_skip_long)
 {
-    const int limit = cli_run_timeout_s;
-    cli_run_timeout_s = 60;
-    CLATTN("bench", "--skip-long", "--only", "65536", "--json");
-    cli_run_timeout_s = limit;
+    const char *const long_only[] = {exe, "bench", "--skip-long", "--only", "65536", "--json", NULL};
+    run_within(60, long_only, NULL);
     expect_status(EXIT_OK);
     python_check_stdout("long.json", "import json, sys\n"
                                      "d = json.load(sys.stdin)\n"
