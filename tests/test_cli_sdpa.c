@@ -1,0 +1,740 @@
+/* `clattn sdpa` end to end: every layout it reads (4-D, 3-D, 2-D, (B,L,H·D) with --heads), every mask
+ * flag, scale, variant (--kv-heads, --offset(s), --window, --softcap, --sinks, --alibi), --scores,
+ * --past/--present, float64 and the storage types' files and flags (--bf16, --out-dtype, --kv-int8) —
+ * each run's outputs against the fp64 reference on the inputs as the tool holds them. The library's own
+ * numerics (fully masked rows, variants crossed with each other, scale 0) are its suites' (README, Tests). */
+#include "cli_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------------- */
+/* sdpa against the reference                                                                      */
+/* ---------------------------------------------------------------------------------------------- */
+
+typedef struct sdpa_spec {
+    size_t rank, B, H, L, S, D, Dv;
+    float scale;               /* passed as --scale when not 0 (or when scale_zero) */
+    bool scale_eq;             /* spelled --scale=VALUE */
+    bool scale_zero;           /* pass --scale 0 (scale must be 0): uniform weights */
+    clattn_causal causal;      /* what the flags in extra ask for, for the reference */
+    const size_t *key_lengths; /* likewise (B entries) */
+    const float *mask;         /* likewise: the additive mask expanded to (B,H,L,S) */
+    bool f8;                   /* Q and V written as '<f8' */
+    size_t kv_heads;           /* K and V have this many heads, passed as --kv-heads (0: H, no flag) */
+    bool heads_layout;         /* rank 3 as (B,L,H·D), passed with --heads H (else (H,L,D)) */
+    float softcap;             /* what the flags in extra ask for, for the reference: */
+    const float *sinks;        /* H values */
+    const float *alibi;        /* H values */
+    const long long *offsets;  /* B values */
+    const clattn_window *window;
+    const char *const *extra;  /* the mask and variant flags */
+    uint64_t seed;
+} sdpa_spec;
+
+/* What a check read back from the tool's files, in their layout. */
+typedef struct sdpa_result {
+    const float *out, *w, *lse;
+} sdpa_result;
+
+/* Shape of a tensor of rank `rank` whose last two dimensions are (a, b), or (a) when b = 0. With
+ * heads_layout (rank 3 as (B,L,H·D)): (B, a, H·b). */
+
+static size_t tensor_shape(size_t rank, bool heads_layout, size_t B, size_t H, size_t a, size_t b, size_t *shape)
+{
+    size_t n = 0;
+    if (heads_layout) {
+        shape[n++] = B;
+        shape[n++] = a;
+        shape[n++] = H * b;
+        return n;
+    }
+    if (rank == 4)
+        shape[n++] = B;
+    if (rank >= 3)
+        shape[n++] = H;
+    shape[n++] = a;
+    if (b)
+        shape[n++] = b;
+    return n;
+}
+
+/* (A,X,Y,Z) → (A,Y,X,Z) of elements of `size` bytes: (B,H,L,D) to (B,L,H,D) and back. */
+
+static const char *save_input(const char *name, const float *f, size_t ndim, const size_t *shape, bool f8,
+                              double **as_double)
+{
+    if (!f8)
+        return save_f32(name, f, ndim, shape);
+    /* Doubles that are not floats: the tool must round them to the nearest float, as the reference's
+     * inputs are (the caller replaces its floats with the rounded values). */
+    const size_t n = product(ndim, shape);
+    double *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = (double)f[i] + (2 * rng_unit() - 1) * 1e-9;
+    *as_double = d;
+    return save_raw(name, 1, "<f8", "False", shape_text(ndim, shape), d, n * sizeof *d);
+}
+
+static sdpa_result sdpa_check(const sdpa_spec *s)
+{
+    ck_assert(s->rank == 4 || (s->rank == 3 && s->heads_layout) || (s->B == 1 && (s->rank == 3 || s->H == 1)));
+    ck_assert(!(s->heads_layout && (s->rank != 3 || s->f8)));
+    rng.state = s->seed;
+    const size_t B = s->B, H = s->H, L = s->L, S = s->S, D = s->D, Dv = s->Dv, N = s->kv_heads ? s->kv_heads : H;
+    const bool hl = s->heads_layout;
+    float *q = rand_floats(B * H * L * D, 1.5f), *k = rand_floats(B * N * S * D, 1.5f);
+    float *v = rand_floats(B * N * S * Dv, 1.0f);
+    size_t qs[4], ks[4], vs[4], os[4], ws[4], ls[4];
+    const size_t r = tensor_shape(s->rank, hl, B, H, L, D, qs);
+    tensor_shape(s->rank, hl, B, N, S, D, ks);
+    tensor_shape(s->rank, hl, B, N, S, Dv, vs);
+    tensor_shape(s->rank, hl, B, H, L, Dv, os);
+    const size_t wr = tensor_shape(hl ? 4 : s->rank, false, B, H, L, S, ws);
+    const size_t lr = tensor_shape(hl ? 4 : s->rank, false, B, H, L, 0, ls);
+
+    double *qd = NULL, *vd = NULL;
+    const char *qp, *kp, *vp;
+    if (hl) { /* the heads side by side in each row: (B,L,H·D) */
+        qp = save_f32("q.npy", swap_middle(q, sizeof *q, B, H, L, D), r, qs);
+        kp = save_f32("k.npy", swap_middle(k, sizeof *k, B, N, S, D), r, ks);
+        vp = save_f32("v.npy", swap_middle(v, sizeof *v, B, N, S, Dv), r, vs);
+    } else {
+        qp = save_input("q.npy", q, r, qs, s->f8, &qd);
+        kp = save_f32("k.npy", k, r, ks);
+        vp = save_input("v.npy", v, r, vs, s->f8, &vd);
+    }
+    for (size_t i = 0; qd && i < B * H * L * D; i++)
+        q[i] = (float)qd[i];
+    for (size_t i = 0; vd && i < B * N * S * Dv; i++)
+        v[i] = (float)vd[i];
+
+    argl a = {{0}, 0};
+    add(&a, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--out", P("out.npy"), "--weights", P("w.npy"), "--lse",
+        P("lse.npy"), NULL);
+    const bool pass_scale = s->scale != 0.0f || s->scale_zero;
+    if (pass_scale && s->scale_eq)
+        add(&a, fmt("--scale=%.9g", s->scale), NULL);
+    else if (pass_scale)
+        add(&a, "--scale", fmt("%.9g", s->scale), NULL);
+    if (hl)
+        add(&a, "--heads", fmt("%zu", H), NULL);
+    if (s->kv_heads)
+        add(&a, "--kv-heads", fmt("%zu", N), NULL);
+    add_list(&a, s->extra);
+    run_args(&a, NULL);
+    expect_status(EXIT_OK);
+
+    sdpa_result got = {load_f32(P("out.npy"), r, os), load_f32(P("w.npy"), wr, ws), load_f32(P("lse.npy"), lr, ls)};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = s->causal;
+    m.key_lengths = s->key_lengths;
+    m.additive = s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE;
+    m.query_offsets = s->offsets;
+    m.window = s->window;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.kv_heads = N;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = D;
+    d.v_dim = Dv;
+    d.scale = pass_scale ? s->scale : CLATTN_SCALE_DEFAULT;
+    d.masks = &m;
+    d.softcap = s->softcap;
+    d.sinks = s->sinks;
+    d.alibi_slopes = s->alibi;
+    double *ro = xmalloc(B * H * L * Dv * sizeof *ro), *rw = xmalloc(B * H * L * S * sizeof *rw);
+    double *rl = xmalloc(B * H * L * sizeof *rl);
+    ref_sdpa(&d, q, k, v, s->mask, ro, rw, rl);
+    expect_close("out", got.out, hl ? swap_middle(ro, sizeof *ro, B, H, L, Dv) : ro, B * H * L * Dv);
+    expect_close("weights", got.w, rw, B * H * L * S);
+    expect_close("lse", got.lse, rl, B * H * L);
+    return got;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Layouts, masks, scales                                                                          */
+/* ---------------------------------------------------------------------------------------------- */
+
+START_TEST(test_sdpa_4d)
+{
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 3, .L = 7, .S = 61, .D = 8, .Dv = 5, .seed = 1});
+}
+END_TEST
+
+START_TEST(test_sdpa_3d)
+{
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 3, .L = 5, .S = 9, .D = 4, .Dv = 6, .seed = 2});
+}
+END_TEST
+
+START_TEST(test_sdpa_2d)
+{
+    sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 6, .S = 11, .D = 8, .Dv = 3, .seed = 3});
+}
+END_TEST
+
+START_TEST(test_sdpa_causal)
+{
+    const char *const top_left[] = {"--causal", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 6, .S = 9, .D = 4, .Dv = 4,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = top_left, .seed = 4});
+}
+END_TEST
+
+START_TEST(test_sdpa_causal_bottom_right)
+{
+    const char *const bottom_right[] = {"--causal-bottom-right", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 9, .D = 4, .Dv = 3,
+                            .causal = CLATTN_CAUSAL_BOTTOM_RIGHT, .extra = bottom_right, .seed = 6});
+}
+END_TEST
+
+/* An additive float mask (L,S) with −inf entries and one row entirely −inf (zero weights and output,
+ * log-sum-exp −inf). */
+START_TEST(test_sdpa_mask_float)
+{
+    const size_t B = 2, H = 2, L = 6, S = 10;
+    rng.state = 70;
+    float *m = rand_mask(L * S);
+    for (size_t j = 0; j < S; j++)
+        m[2 * S + j] = -INFINITY;
+    m[0] = 0.0f; /* row 0 keeps at least one key */
+    const char *const extra[] = {"--mask", save_f32("mask.npy", m, 2, (size_t[]){L, S}), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 3,
+                            .mask = broadcast_mask(m, 2, (size_t[]){L, S}, B, H, L, S), .extra = extra, .seed = 7});
+}
+END_TEST
+
+/* A boolean '|b1' mask: True = may attend (adds 0), False adds −inf, as PyTorch's SDPA. */
+START_TEST(test_sdpa_mask_bool)
+{
+    const size_t B = 2, H = 2, L = 5, S = 8;
+    rng.state = 80;
+    unsigned char bits[5 * 8];
+    float add_mask[5 * 8];
+    for (size_t i = 0; i < L * S; i++) {
+        bits[i] = rng_unit() < 0.7;
+        if (i / S == 1)
+            bits[i] = 1; /* a row that sees everything */
+        if (i / S == 3)
+            bits[i] = i % S == 5; /* a row that sees only key 5 */
+        add_mask[i] = bits[i] ? 0.0f : -INFINITY;
+    }
+    const char *const extra[] = {"--mask", save_raw("mask.npy", 1, "|b1", "False", "(5, 8)", bits, sizeof bits), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 4,
+                            .mask = broadcast_mask(add_mask, 2, (size_t[]){L, S}, B, H, L, S), .extra = extra,
+                            .seed = 8});
+}
+END_TEST
+
+/* A full (B,H,L,S) mask, and float64 on disk. */
+START_TEST(test_sdpa_mask_bhls)
+{
+    const size_t B = 2, H = 3, L = 4, S = 7, n = B * H * L * S;
+    rng.state = 90;
+    float *m = rand_mask(n);
+    double *md = xmalloc(n * sizeof *md);
+    for (size_t i = 0; i < n; i++)
+        md[i] = m[i];
+    const char *const extra[] = {"--mask", save_raw("mask.npy", 1, "<f8", "False", "(2, 3, 4, 7)", md, n * 8), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 2, .mask = m,
+                            .extra = extra, .seed = 9});
+}
+END_TEST
+
+/* Masks with dimensions of 1 broadcast NumPy-style: (1,H,L,S), (H,1,S) and (B,1,1,S). */
+START_TEST(test_sdpa_mask_broadcast)
+{
+    const size_t B = 2, H = 3, L = 4, S = 6;
+    static const size_t shapes[][4] = {{1, 3, 4, 6}, {3, 1, 6, 0}, {2, 1, 1, 6}, {1, 6, 0, 0}};
+    static const size_t ranks[] = {4, 3, 4, 2};
+    for (size_t c = 0; c < sizeof ranks / sizeof ranks[0]; c++) {
+        rng.state = 100 + c;
+        const size_t n = product(ranks[c], shapes[c]);
+        float *m = rand_mask(n);
+        const char *const extra[] = {"--mask", save_f32(fmt("mask%zu.npy", c), m, ranks[c], shapes[c]), NULL};
+        sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 4,
+                                .mask = broadcast_mask(m, ranks[c], shapes[c], B, H, L, S), .extra = extra,
+                                .seed = 10 + c});
+    }
+}
+END_TEST
+
+/* Key lengths as numpy writes them by default ('<i8'), including 0 (every key masked) and S. */
+START_TEST(test_sdpa_key_lengths_i8)
+{
+    static const long long len[] = {5, 0, 9};
+    static const size_t len_z[] = {5, 0, 9};
+    const char *const extra[] = {"--key-lengths", save_i64("len.npy", len, 3), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 3, .H = 2, .L = 4, .S = 9, .D = 4, .Dv = 3, .key_lengths = len_z,
+                            .extra = extra, .seed = 11});
+}
+END_TEST
+
+START_TEST(test_sdpa_key_lengths_i4)
+{
+    static const long long len[] = {1, 7};
+    static const size_t len_z[] = {1, 7};
+    const char *const extra[] = {"--key-lengths", save_i32("len.npy", len, 2), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 7, .D = 8, .Dv = 8, .key_lengths = len_z,
+                            .extra = extra, .seed = 12});
+}
+END_TEST
+
+/* Every mask kind at once: causal, key lengths and a boolean mask, with an explicit scale. */
+START_TEST(test_sdpa_masks_combined)
+{
+    const size_t B = 2, H = 2, L = 5, S = 7;
+    static const long long len[] = {6, 3};
+    static const size_t len_z[] = {6, 3};
+    rng.state = 130;
+    unsigned char bits[2 * 1 * 7];
+    float add_mask[2 * 1 * 7];
+    for (size_t i = 0; i < sizeof bits; i++) {
+        bits[i] = rng_unit() < 0.75;
+        add_mask[i] = bits[i] ? 0.0f : -INFINITY;
+    }
+    const char *const extra[] = {"--causal-bottom-right", "--key-lengths", save_i64("len.npy", len, 2), "--mask",
+                                 save_raw("mask.npy", 1, "|b1", "False", "(2, 1, 1, 7)", bits, sizeof bits), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 4, .Dv = 4, .scale = 0.7f,
+                            .causal = CLATTN_CAUSAL_BOTTOM_RIGHT, .key_lengths = len_z,
+                            .mask = broadcast_mask(add_mask, 4, (size_t[]){2, 1, 1, 7}, B, H, L, S), .extra = extra,
+                            .seed = 13});
+}
+END_TEST
+
+/* --scale VALUE and --scale=VALUE; --scale 0 is a scale (uniform weights: the abi suite checks those
+ * numbers on the library's paths), not "the default". */
+START_TEST(test_sdpa_scale)
+{
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 5, .D = 4, .Dv = 4, .scale = -1.25f, .seed = 14});
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 3, .D = 2, .Dv = 2, .scale = 2.5f,
+                            .scale_eq = true, .seed = 16});
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 5, .D = 4, .Dv = 3, .scale_zero = true,
+                            .seed = 18});
+}
+END_TEST
+
+/* float64 inputs are rounded to float32 on load and work. */
+START_TEST(test_sdpa_f8_input)
+{
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 5, .S = 6, .D = 4, .Dv = 3, .f8 = true, .seed = 17});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The variants, --scores, past and present, --heads                                               */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* --kv-heads: grouped-query (6 query heads on 2 K/V heads) and multi-query (1) attention. */
+START_TEST(test_sdpa_kv_heads)
+{
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 6, .L = 5, .S = 9, .D = 4, .Dv = 3, .kv_heads = 2, .seed = 40});
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 4, .L = 3, .S = 7, .D = 8, .Dv = 8, .kv_heads = 1, .seed = 41});
+}
+END_TEST
+
+/* --past-k/--past-v/--present-k/--present-v (ONNX's past and present): the present files hold exactly
+ * concat(past, new) along the sequence, in K's layout (4-D, and (B,S,N·D) with --heads), and the
+ * output is attention over it; misuse is a usage error naming the flag. */
+START_TEST(test_sdpa_past_present)
+{
+    enum { B = 2, H = 4, N = 2, L = 2, S = 2, PAST = 7, T = PAST + S, D = 8, DV = 4 };
+    rng.state = 60;
+    float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * S * D, 1.0f);
+    float *v = rand_floats(B * N * S * DV, 1.0f), *pk = rand_floats(B * N * PAST * D, 1.0f);
+    float *pv = rand_floats(B * N * PAST * DV, 1.0f);
+    float *kk = xmalloc(B * N * T * D * sizeof *kk), *vv = xmalloc(B * N * T * DV * sizeof *vv);
+    for (size_t bh = 0; bh < B * N; bh++) { /* the concatenation the files must hold */
+        memcpy(kk + bh * T * D, pk + bh * PAST * D, PAST * D * sizeof *kk);
+        memcpy(kk + (bh * T + PAST) * D, k + bh * S * D, S * D * sizeof *kk);
+        memcpy(vv + bh * T * DV, pv + bh * PAST * DV, PAST * DV * sizeof *vv);
+        memcpy(vv + (bh * T + PAST) * DV, v + bh * S * DV, S * DV * sizeof *vv);
+    }
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.kv_heads = N;
+    d.q_len = L;
+    d.kv_len = T;
+    d.qk_dim = D;
+    d.v_dim = DV;
+    d.masks = &m;
+    double *ro = xmalloc(B * H * L * DV * sizeof *ro), *rl = xmalloc(B * H * L * sizeof *rl);
+    ref_sdpa(&d, q, kk, vv, NULL, ro, NULL, rl);
+    for (int packed = 0; packed < 2; packed++) {
+        const size_t r = packed ? 3 : 4;
+        size_t qs[4], ks[4], vs[4], pks[4], pvs[4], prk[4], prv[4], os[4], ls[4];
+        tensor_shape(r, packed, B, H, L, D, qs);
+        tensor_shape(r, packed, B, N, S, D, ks);
+        tensor_shape(r, packed, B, N, S, DV, vs);
+        tensor_shape(r, packed, B, N, PAST, D, pks);
+        tensor_shape(r, packed, B, N, PAST, DV, pvs);
+        tensor_shape(r, packed, B, N, T, D, prk);
+        tensor_shape(r, packed, B, N, T, DV, prv);
+        tensor_shape(r, packed, B, H, L, DV, os);
+        const size_t lr = tensor_shape(4, false, B, H, L, 0, ls);
+#define LAYOUT(x, X, Y, Z) (packed ? swap_middle((x), sizeof(float), B, (X), (Y), (Z)) : (void *)(x))
+        argl a = {{0}, 0};
+        add(&a, "sdpa", "--q", save_f32("q.npy", LAYOUT(q, H, L, D), r, qs), "--k",
+            save_f32("k.npy", LAYOUT(k, N, S, D), r, ks), "--v", save_f32("v.npy", LAYOUT(v, N, S, DV), r, vs),
+            "--past-k", save_f32("pk.npy", LAYOUT(pk, N, PAST, D), r, pks), "--past-v",
+            save_f32("pv.npy", LAYOUT(pv, N, PAST, DV), r, pvs), "--present-k", P("prk.npy"), "--present-v",
+            P("prv.npy"), "--out", P("out.npy"), "--lse", P("lse.npy"), "--kv-heads", "2", "--causal-bottom-right",
+            NULL);
+        if (packed)
+            add(&a, "--heads", "4", NULL);
+        run_args(&a, NULL);
+        expect_status(EXIT_OK);
+        const float *got_k = load_f32(P("prk.npy"), r, prk), *got_v = load_f32(P("prv.npy"), r, prv);
+        const float *want_k = LAYOUT(kk, N, T, D), *want_v = LAYOUT(vv, N, T, DV);
+        ck_assert_msg(memcmp(got_k, want_k, B * N * T * D * sizeof *kk) == 0, "`%s`: present_k is not concat(past_k, k)",
+                      R.cmd);
+        ck_assert_msg(memcmp(got_v, want_v, B * N * T * DV * sizeof *vv) == 0, "`%s`: present_v is not concat(past_v, v)",
+                      R.cmd);
+        expect_close("out", load_f32(P("out.npy"), r, os), packed ? swap_middle(ro, sizeof *ro, B, H, L, DV) : ro,
+                     B * H * L * DV);
+        expect_close("lse", load_f32(P("lse.npy"), lr, ls), rl, B * H * L);
+#undef LAYOUT
+    }
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--past-k", P("pk.npy"),
+           "--out", P("o2.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "--past-v");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--past-k", P("pk.npy"),
+           "--past-v", P("v.npy"), "--out", P("o2.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "rows");
+}
+END_TEST
+
+/* --offset N puts query i at key position N + i in every batch (negative: a causal mask hides every
+ * key from the first rows); --offsets OFF.npy gives one per batch, '<i8' or '<i4'. */
+START_TEST(test_sdpa_offsets)
+{
+    static const long long minus2[] = {-2, -2};
+    const char *const one[] = {"--causal", "--offset", "-2", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 5, .S = 8, .D = 4, .Dv = 4,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = minus2, .extra = one, .seed = 42});
+    static const long long per_batch[] = {3, 0, 6};
+    const char *const i8[] = {"--causal-bottom-right", "--offsets", save_i64("off.npy", per_batch, 3), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 3, .H = 2, .L = 4, .S = 9, .D = 4, .Dv = 3,
+                            .causal = CLATTN_CAUSAL_BOTTOM_RIGHT, .offsets = per_batch, .extra = i8, .seed = 43});
+    static const long long small[] = {-1, 2};
+    const char *const i4[] = {"--causal", "--offsets", save_i32("off4.npy", small, 2), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 1, .L = 3, .S = 5, .D = 8, .Dv = 2,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .offsets = small, .extra = i4, .seed = 44});
+}
+END_TEST
+
+/* --window L,R: keys p-L..p+R; -1 leaves a side unbounded. */
+START_TEST(test_sdpa_window)
+{
+    static const clattn_window w21 = {2, 1}, left_open = {-1, 0}, right_open = {1, -1};
+    const char *const both[] = {"--window", "2,1", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 6, .S = 8, .D = 4, .Dv = 4, .window = &w21,
+                            .extra = both, .seed = 45});
+    const char *const left[] = {"--window=-1,0", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 5, .S = 5, .D = 4, .Dv = 3, .window = &left_open,
+                            .extra = left, .seed = 46});
+    static const long long two[] = {2};
+    const char *const right[] = {"--window", "1,-1", "--offset", "2", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 2, .B = 1, .H = 1, .L = 4, .S = 9, .D = 4, .Dv = 4, .window = &right_open,
+                            .offsets = two, .extra = right, .seed = 47});
+}
+END_TEST
+
+/* --softcap C: C·tanh(s/C) on the scaled scores (a large scale, so that the cap matters); 0 is off. */
+START_TEST(test_sdpa_softcap)
+{
+    const char *const cap[] = {"--softcap", "1.5", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = 4, .S = 7, .D = 4, .Dv = 4, .scale = 2.0f,
+                            .softcap = 1.5f, .extra = cap, .seed = 48});
+    const char *const off[] = {"--softcap=0", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = 4, .S = 7, .D = 4, .Dv = 4, .extra = off, .seed = 49});
+}
+END_TEST
+
+/* --sinks SINKS.npy: one logit per head in each row's denominator; a row whose keys are all masked
+ * (key length 0) keeps zero weights, with the sink as its log-sum-exp. */
+START_TEST(test_sdpa_sinks)
+{
+    const size_t H = 3;
+    rng.state = 500;
+    float *sinks = rand_floats(H, 2.0f);
+    sinks[1] = 4.0f; /* a sink that takes most of the weight */
+    static const long long len[] = {6, 0};
+    static const size_t len_z[] = {6, 0};
+    const char *const extra[] = {"--sinks", save_f32("sinks.npy", sinks, 1, &H), "--key-lengths",
+                                 save_i64("len.npy", len, 2), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = H, .L = 4, .S = 6, .D = 4, .Dv = 3, .sinks = sinks,
+                            .key_lengths = len_z, .extra = extra, .seed = 50});
+}
+END_TEST
+
+/* --alibi SLOPES.npy: slope[h]·(j − p) added to the scores. */
+START_TEST(test_sdpa_alibi_file)
+{
+    const size_t H = 3;
+    rng.state = 510;
+    const float *slopes = rand_floats(H, 0.8f);
+    const char *const extra[] = {"--alibi", save_f32("slopes.npy", slopes, 1, &H), NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = H, .L = 5, .S = 9, .D = 4, .Dv = 4, .alibi = slopes,
+                            .extra = extra, .seed = 51});
+}
+END_TEST
+
+/* --alibi auto: Press et al.'s slopes, for H a power of two (8) and not (6, 12). */
+START_TEST(test_sdpa_alibi_auto)
+{
+    /* The test's own get_slopes against values worked by hand: 2^(-8(h+1)/H) for H = 8; for H = 6 the
+     * four of H = 4, then 2^-1 and 2^-3, every other one of H = 8. */
+    double s8[8], s6[6];
+    alibi_get_slopes(8, s8);
+    alibi_get_slopes(6, s6);
+    static const double want6[6] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+    for (size_t h = 0; h < 8; h++)
+        ck_assert_msg(fabs(s8[h] - ldexp(1.0, -(int)h - 1)) < 1e-15, "slope %zu of 8: %.17g", h, s8[h]);
+    for (size_t h = 0; h < 6; h++)
+        ck_assert_msg(fabs(s6[h] - want6[h]) < 1e-15, "slope %zu of 6: %.17g", h, s6[h]);
+
+    const char *const extra[] = {"--alibi", "auto", NULL};
+    static const size_t heads[] = {8, 6, 12};
+    for (size_t c = 0; c < 3; c++)
+        sdpa_check(&(sdpa_spec){.rank = 4, .B = 1, .H = heads[c], .L = 4, .S = 9, .D = 4, .Dv = 2,
+                                .alibi = alibi_auto(heads[c]), .extra = extra, .seed = 52 + c});
+}
+END_TEST
+
+/* Everything at once: grouped K/V heads, a window, soft-capping, sinks, ALiBi auto, per-batch offsets
+ * and a causal mask, with an explicit scale. */
+/* --scores MODE:FILE: the (B,H,L,S) scores at each of ONNX's qk_matmul_output_mode points, against the
+ * reference: Q·Kᵀ·scale of every key (qk), soft-capped, with the masks (−inf where hidden). */
+START_TEST(test_sdpa_scores)
+{
+    enum { B = 1, H = 2, L = 4, S = 6, D = 3 };
+    rng.state = 560;
+    const size_t qs[4] = {B, H, L, D}, ks[4] = {B, H, S, D}, ws[4] = {B, H, L, S};
+    float *q = rand_floats(B * H * L * D, 2.0f), *k = rand_floats(B * H * S * D, 2.0f),
+          *v = rand_floats(B * H * S * D, 1.0f);
+    save_f32("q.npy", q, 4, qs);
+    save_f32("k.npy", k, 4, ks);
+    save_f32("v.npy", v, 4, ks);
+    static const char *const modes[] = {"qk", "softcapped", "masked", "softmax"};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = D;
+    d.softcap = 1.25f;
+    d.masks = &m;
+    double *want = xmalloc(B * H * L * S * sizeof *want), *o = xmalloc(B * H * L * D * sizeof *o);
+    for (int mode = 0; mode < 4; mode++) {
+        const char *arg = fmt("%s:%s", modes[mode], P("s.npy"));
+        EXPECT(EXIT_OK, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o.npy"),
+               "--softcap", "1.25", "--causal", "--scores", arg);
+        if (mode == 2)
+            ref_score(&d, q, k, NULL, want);
+        else if (mode == 3)
+            ref_sdpa(&d, q, k, v, NULL, o, want, NULL);
+        else
+            for (size_t bh = 0; bh < B * H; bh++)
+                for (size_t i = 0; i < L; i++)
+                    for (size_t j = 0; j < S; j++) {
+                        double dot = 0;
+                        for (size_t t = 0; t < D; t++)
+                            dot += (double)q[(bh * L + i) * D + t] * k[(bh * S + j) * D + t];
+                        dot /= sqrt((double)D);
+                        want[(bh * L + i) * S + j] = mode == 0 ? dot : 1.25 * tanh(dot / 1.25);
+                    }
+        expect_close(modes[mode], load_f32(P("s.npy"), 4, ws), want, B * H * L * S);
+    }
+}
+END_TEST
+
+/* --heads H: 3-D arrays (B,L,H·D), as ONNX and PyTorch layers hold them, give the numbers of the 4-D
+ * (B,H,L,D) run on the same data; O is written back as (B,L,H·Dv), the weights (B,H,L,S) and the
+ * log-sum-exp (B,H,L) keep their heads. */
+START_TEST(test_sdpa_heads_layout)
+{
+    const size_t B = 2, H = 4, L = 5, S = 7, Dv = 3;
+    const char *const causal[] = {"--causal", NULL};
+    sdpa_spec s = {.rank = 4, .B = B, .H = H, .L = L, .S = S, .D = 6, .Dv = Dv, .kv_heads = 2,
+                   .causal = CLATTN_CAUSAL_TOP_LEFT, .extra = causal, .seed = 57};
+    const sdpa_result four = sdpa_check(&s);
+    s.rank = 3;
+    s.heads_layout = true;
+    const sdpa_result three = sdpa_check(&s);
+    const float *rows = swap_middle(four.out, sizeof *four.out, B, H, L, Dv);
+    ck_assert_msg(memcmp(three.out, rows, B * L * H * Dv * sizeof *rows) == 0,
+                  "O of the (B,L,H·D) run is not the 4-D run's O as (B,L,H·Dv)");
+    ck_assert_msg(memcmp(three.w, four.w, B * H * L * S * sizeof *four.w) == 0, "the weights differ from the 4-D run's");
+    ck_assert_msg(memcmp(three.lse, four.lse, B * H * L * sizeof *four.lse) == 0, "the lse differs from the 4-D run's");
+    /* Without --kv-heads, K and V hold the H heads too. */
+    sdpa_check(&(sdpa_spec){.rank = 3, .heads_layout = true, .B = 3, .H = 2, .L = 4, .S = 4, .D = 5, .Dv = 5,
+                            .seed = 58});
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Storage types                                                                                   */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* K or V (rows of `row` floats) as an int8 cache holds them after the library's quantising append
+ * (cl/convert.cl, README "Storage types"): per row, scale = max |x| / 127 and q = x·(127 / max |x|) rounded
+ * to nearest even; the values attention reads are q·scale. */
+static float *int8_dequantised(const float *x, size_t n, size_t row)
+{
+    float *held = xmalloc(n * sizeof *held);
+    for (size_t r = 0; r < n / row; r++) {
+        float top = 0.0f;
+        for (size_t d = 0; d < row; d++)
+            top = fmaxf(top, fabsf(x[r * row + d]));
+        const float scale = top / 127.0f, inv = top > 0.0f ? 127.0f / top : 0.0f;
+        for (size_t d = 0; d < row; d++)
+            held[r * row + d] = (float)lrintf(x[r * row + d] * inv) * scale;
+    }
+    return held;
+}
+
+/* Storage types on the command line, each output against the fp64 reference on the inputs as the tool
+ * holds them: '<f2' Q/K/V (the values half holds) written back with --out-dtype float16, within the
+ * float32 tolerance plus half an ulp of half; '<u2' with --bf16 and --out-dtype bfloat16, likewise with
+ * bfloat16's; --kv-int8 on the half files, against the reference on K and V quantised per row as the
+ * library's append does (dequantised), within the float32 tolerance — a tool that ignored the flag would
+ * be off by the quantisation error. Then the flags' usage errors. */
+START_TEST(test_sdpa_dtypes)
+{
+    enum { H = 2, L = 5, S = 40, D = 8, DV = 6 };
+    const size_t qs[3] = {H, L, D}, ks[3] = {H, S, D}, vs[3] = {H, S, DV}, os[3] = {H, L, DV}, no = H * L * DV;
+    rng.state = 41;
+    const float *q = rand_floats(H * L * D, 2.0f), *k = rand_floats(H * S * D, 2.0f), *v = rand_floats(H * S * DV, 2.0f);
+    const char *half[3], *bf[3];
+    const float *qh, *kh, *vh, *qb, *kb, *vb;
+    half[0] = save_narrow("qh.npy", NPY_F2, q, 3, qs, &qh);
+    half[1] = save_narrow("kh.npy", NPY_F2, k, 3, ks, &kh);
+    half[2] = save_narrow("vh.npy", NPY_F2, v, 3, vs, &vh);
+    bf[0] = save_narrow("qb.npy", NPY_U2, q, 3, qs, &qb);
+    bf[1] = save_narrow("kb.npy", NPY_U2, k, 3, ks, &kb);
+    bf[2] = save_narrow("vb.npy", NPY_U2, v, 3, vs, &vb);
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = 1;
+    d.heads = H;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = D;
+    d.v_dim = DV;
+    double *ro = xmalloc(no * sizeof *ro), *rw = xmalloc(H * L * S * sizeof *rw), *rl = xmalloc(H * L * sizeof *rl);
+    npy_dtype dt;
+
+    EXPECT(EXIT_OK, "sdpa", "--q", half[0], "--k", half[1], "--v", half[2], "--out", P("oh.npy"), "--out-dtype",
+           "float16");
+    expect_in("stdout", R.out, "float16");
+    const float *oh = load_any(P("oh.npy"), no, &dt);
+    ck_assert_msg(dt == NPY_F2, "--out-dtype float16 wrote %s", npy_dtype_name(dt));
+    ref_sdpa(&d, qh, kh, vh, NULL, ro, NULL, NULL);
+    expect_close_rounded("half out", oh, ro, no, 10, -14);
+
+    EXPECT(EXIT_OK, "sdpa", "--bf16", "--q", bf[0], "--k", bf[1], "--v", bf[2], "--out", P("ob.npy"), "--out-dtype",
+           "bfloat16");
+    const float *ob = load_any(P("ob.npy"), no, &dt);
+    ck_assert_msg(dt == NPY_U2, "--out-dtype bfloat16 wrote %s", npy_dtype_name(dt));
+    ref_sdpa(&d, qb, kb, vb, NULL, ro, NULL, NULL);
+    expect_close_rounded("bfloat16 out", ob, ro, no, 7, -126);
+
+    EXPECT(EXIT_OK, "sdpa", "--q", half[0], "--k", half[1], "--v", half[2], "--out", P("o8.npy"), "--weights",
+           P("w8.npy"), "--lse", P("l8.npy"), "--kv-int8");
+    const float *o8 = load_any(P("o8.npy"), no, &dt);
+    ck_assert_msg(dt == NPY_F4, "--kv-int8 without --out-dtype wrote %s", npy_dtype_name(dt));
+    ref_sdpa(&d, qh, int8_dequantised(kh, H * S * D, D), int8_dequantised(vh, H * S * DV, DV), NULL, ro, rw, rl);
+    expect_close("--kv-int8 out", o8, ro, no);
+    expect_close("--kv-int8 weights", load_f32(P("w8.npy"), 3, (size_t[]){H, L, S}), rw, H * L * S);
+    expect_close("--kv-int8 lse", load_f32(P("l8.npy"), 2, (size_t[]){H, L}), rl, H * L);
+
+    /* float32 copies of the half files' values, for the errors and the mask below */
+    save_f32("q4.npy", qh, 3, qs);
+    save_f32("k4.npy", kh, 3, ks);
+    save_f32("v4.npy", vh, 3, vs);
+    /* Usage errors, each naming what is wrong. */
+    EXPECT(EXIT_USAGE, "sdpa", "--bf16", "--q", half[0], "--k", bf[1], "--v", bf[2], "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", bf[0], "--k", bf[1], "--v", bf[2], "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", half[0], "--k", half[1], "--v", half[2], "--out", P("x.npy"),
+           "--out-dtype", "int8");
+    expect_in("stderr", R.err, "--out-dtype");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", half[0], "--k", half[1], "--v", half[2], "--out", P("x.npy"),
+           "--kv-int8", "--past-k", half[1], "--past-v", half[2]);
+    expect_in("stderr", R.err, "--kv-int8");
+    /* --bf16 on float32 files; big-endian half; a dtype no path takes (complex): each names its file. */
+    EXPECT(EXIT_USAGE, "sdpa", "--bf16", "--q", P("q4.npy"), "--k", P("k4.npy"), "--v", P("v4.npy"), "--out",
+           P("x.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    expect_in("stderr", R.err, "q4.npy");
+    uint16_t be[H * L * D];
+    memset(be, 0, sizeof be);
+    const char *big = save_raw("qbe.npy", 1, ">f2", "False", "(2, 5, 8)", be, sizeof be);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", big, "--k", half[1], "--v", half[2], "--out", P("x.npy"));
+    expect_in("stderr", R.err, "qbe.npy");
+    expect_in("stderr", R.err, "big-endian");
+    float c8[2 * H * L * D];
+    memset(c8, 0, sizeof c8);
+    const char *complex = save_raw("qc8.npy", 1, "<c8", "False", "(2, 5, 8)", c8, sizeof c8);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", complex, "--k", half[1], "--v", half[2], "--out", P("x.npy"));
+    expect_in("stderr", R.err, "qc8.npy");
+    expect_in("stderr", R.err, "'<f2'"); /* the list of what is supported names the 16-bit types */
+    ck_assert(!exists(P("x.npy")));
+    /* A half additive mask gives the same output, bit for bit, as the same mask in float32. */
+    float mask[L * S];
+    tu_fill_uniform(mask, L * S, 1.0f, 44);
+    for (size_t i = 0; i < L * S; i++)
+        mask[i] = i % 7 == 3 ? -INFINITY : npy_half_to_float(npy_float_to_half(mask[i]));
+    const size_t ms[2] = {L, S};
+    const float *mask_held;
+    save_narrow("mh.npy", NPY_F2, mask, 2, ms, &mask_held);
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q4.npy"), "--k", P("k4.npy"), "--v", P("v4.npy"), "--out", P("om4.npy"),
+           "--mask", save_f32("m4.npy", mask, 2, ms));
+    EXPECT(EXIT_OK, "sdpa", "--q", P("q4.npy"), "--k", P("k4.npy"), "--v", P("v4.npy"), "--out", P("omh.npy"),
+           "--mask", P("mh.npy"));
+    ck_assert_msg(memcmp(load_f32(P("om4.npy"), 3, os), load_f32(P("omh.npy"), 3, os), no * sizeof(float)) == 0,
+                  "a '<f2' mask and its '<f4' copy gave different outputs");
+}
+END_TEST
+
+/* ---------------------------------------------------------------------------------------------- */
+
+static Suite *sdpa_suite(void)
+{
+    Suite *s = suite_create("clattn cli sdpa");
+    struct {
+        const char *name;
+        const TTest *tests[16];
+    } groups[] = {
+        {"sdpa", {test_sdpa_4d, test_sdpa_3d, test_sdpa_2d, test_sdpa_causal, test_sdpa_causal_bottom_right,
+                  test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
+                  test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
+                  test_sdpa_f8_input}},
+        {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window,
+                           test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto,
+                           test_sdpa_heads_layout, test_sdpa_scores}},
+        {"sdpa-dtypes", {test_sdpa_dtypes}},
+    };
+    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+        TCase *tc = cli_tcase(groups[g].name);
+        for (size_t t = 0; groups[g].tests[t]; t++)
+            tcase_add_test(tc, groups[g].tests[t]);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+/* (The typed runs compile the half, bfloat16 and int8 kernels: tens of seconds when cold.) */
+int main(void) { return cli_main("test_cli_sdpa", sdpa_suite, 120); }
