@@ -10,8 +10,9 @@
  *     Cases cross grouped-query heads, large scores, soft-capping, causal masks, key lengths that
  *     hide whole rows, an additive mask with −inf and sinks. On a device without cl_khr_fp64 the same
  *     calls are CLATTN_ERROR_UNSUPPORTED_DEVICE naming cl_khr_fp64 and the device, nothing written.
- *  2. refused: CLATTN_ALGORITHM_FUSED and _DECODE, clattn_sdpa_ragged, an unknown precision and a set
- *     softmax_reserved are CLATTN_ERROR_INVALID_VALUE naming the field or the path, nothing written.
+ *  2. refused: CLATTN_ALGORITHM_FUSED and _DECODE, clattn_sdpa_ragged, clattn_group_sdpa_host, an
+ *     unknown precision and a set softmax_reserved are CLATTN_ERROR_INVALID_VALUE naming the field or
+ *     the path, nothing written.
  *  3. no fp64 (fault-injection builds only, whose library has clattn__fault_hide_fp64): a context made
  *     while the hook hides cl_khr_fp64 refuses the double softmax as a device without it does (with
  *     the status and the detail above) and still runs the float32 one.
@@ -240,6 +241,21 @@ START_TEST(test_refused)
     ck_assert_msg(strstr(clattn_last_error(ctx), "softmax_precision"), "%s: %s", tu_label(), clattn_last_error(ctx));
     d.q_len = L;
     d.kv_len = S;
+
+    /* A group call (one device here): its split over the keys would merge in float32. */
+    tu_set_label("double softmax through clattn_group_sdpa_host, on %s", tu_dev_spec[dev]);
+    clattn_group *g = NULL;
+    TU_ASSERT_OK(clattn_group_create(&g, tu_dev_spec[dev]), NULL, "clattn_group_create");
+    d.softmax_precision = CLATTN_SOFTMAX_DOUBLE;
+    st = clattn_group_sdpa_host(g, &d, q, k, k, NULL, o, NULL);
+    char detail[1024];
+    snprintf(detail, sizeof detail, "%s", clattn_last_error(NULL));
+    clattn_group_free(g);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE || (st == CLATTN_ERROR_UNSUPPORTED_DEVICE && !device_has_fp64(ctx)),
+                  "%s: status %s (%s)", tu_label(), clattn_status_string(st), detail);
+    ck_assert_msg(strstr(detail, st == CLATTN_ERROR_INVALID_VALUE ? "clattn_group_sdpa_host" : "cl_khr_fp64"),
+                  "%s: the detail \"%s\"", tu_label(), detail);
+    ck_assert_msg(tu_host_all_sentinel(o, B * H * L * D), "%s: out written", tu_label());
 
     tu_set_label("softmax_precision 2, on %s", tu_dev_spec[dev]);
     d.softmax_precision = (clattn_softmax_precision)2;
