@@ -272,6 +272,11 @@ clattn_status decode_check_call(clattn_context *ctx, const sdpa_shape *s, const 
                          "%s runs the decode kernels: desc.algorithm must be AUTO or DECODE", entry);
     if (s->qk_dim > DECODE_MAX_HEAD || s->v_dim > DECODE_MAX_HEAD)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s takes head sizes up to %d", entry, DECODE_MAX_HEAD);
+    if (s->softmax_double)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s runs the decode kernels, whose softmax is float32: desc.softmax_precision must be "
+                         "CLATTN_SOFTMAX_FLOAT (the double softmax is the staged path's, through clattn_sdpa)",
+                         entry);
     return CLATTN_SUCCESS;
 }
 

@@ -2,6 +2,7 @@
 #include "device.h"
 
 #include "error.h"
+#include "fault.h"
 #include "options.h"
 
 #include <ctype.h>
@@ -287,6 +288,31 @@ clattn_status clattn_device_select(const char *spec, clattn_device_info *info)
     return device_select_from(spec, "argument", info);
 }
 
+/* Whether CL_DEVICE_EXTENSIONS names cl_khr_fp64 as a whole word (the list has no fixed length). A
+ * fault-injection build can hide it, so that the refusal of double precision is tested on any device. */
+static clattn_status device_query_fp64(cl_device_id device, bool *fp64)
+{
+    size_t size = 0;
+    cl_int err = clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, 0, NULL, &size);
+    char *list = err == CL_SUCCESS ? malloc(size + 1) : NULL;
+    if (err != CL_SUCCESS)
+        return cl_error(NULL, err, "querying the device's extensions");
+    if (!list)
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "reading the device's extensions");
+    if ((err = clGetDeviceInfo(device, CL_DEVICE_EXTENSIONS, size, list, NULL)) != CL_SUCCESS) {
+        free(list);
+        return cl_error(NULL, err, "querying the device's extensions");
+    }
+    list[size] = '\0';
+    static const char name[] = "cl_khr_fp64";
+    *fp64 = false;
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p += sizeof name - 1)
+        if ((p == list || p[-1] == ' ') && (p[sizeof name - 1] == ' ' || p[sizeof name - 1] == '\0'))
+            *fp64 = !FAULT_HIDES_FP64();
+    free(list);
+    return CLATTN_SUCCESS;
+}
+
 clattn_status device_caps_query(cl_device_id device, device_caps *c)
 {
     cl_platform_id platform;
@@ -313,7 +339,7 @@ clattn_status device_caps_query(cl_device_id device, device_caps *c)
         return cl_error(NULL, err, "querying the device's limits");
     c->name[sizeof c->name - 1] = c->driver[sizeof c->driver - 1] = c->platform[sizeof c->platform - 1] = '\0';
     c->platform_version[sizeof c->platform_version - 1] = '\0';
-    return CLATTN_SUCCESS;
+    return device_query_fp64(device, &c->fp64);
 }
 
 bool device_is_cpu(const device_caps *caps)

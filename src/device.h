@@ -17,6 +17,7 @@ typedef struct device_caps {
     size_t max_work_group;       /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     cl_uint native_float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
     cl_uint compute_units;       /* CL_DEVICE_MAX_COMPUTE_UNITS */
+    bool fp64;                   /* cl_khr_fp64: double precision in kernels */
     char platform[256], platform_version[256], driver[256];
 } device_caps;
 

@@ -46,6 +46,17 @@ int fault_point_result(int code)
     return chosen != CL_SUCCESS ? chosen : code;
 }
 
+/* ---- a device without double precision ---------------------------------------------------------- */
+
+static atomic_int hide_fp64;
+
+/* Non-zero: contexts created from now on take their device for one without cl_khr_fp64. */
+CLATTN_API void clattn__fault_hide_fp64(int hide);
+
+void clattn__fault_hide_fp64(int hide) { atomic_store(&hide_fp64, hide != 0); }
+
+bool fault_hides_fp64(void) { return atomic_load(&hide_fp64) != 0; }
+
 /* ---- live OpenCL objects made by the library ---------------------------------------------------- */
 
 /* Kinds, in the order of clattn__fault_live_objects' result. */

@@ -15,4 +15,13 @@ int fault_point_result(int code);
 #define INJECT_FAULT(code) CL_SUCCESS
 #endif
 
+/* FAULT_HIDES_FP64(): whether a test asked (clattn__fault_hide_fp64) that the devices of contexts made
+ * from now on be taken for devices without cl_khr_fp64; always false outside a fault-injection build. */
+#ifdef CLATTN_FAULT_INJECTION
+bool fault_hides_fp64(void);
+#define FAULT_HIDES_FP64() fault_hides_fp64()
+#else
+#define FAULT_HIDES_FP64() false
+#endif
+
 #endif

@@ -425,6 +425,10 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (typed)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
                          "%s: group calls take float32 tensors and float masks", typed);
+    if (s.softmax_double) /* (a split over the keys merges in float32: no whole double softmax) */
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.softmax_precision: clattn_group_sdpa_host computes its softmax in float32 (split-K "
+                         "merges); the double softmax is for a single context's clattn_sdpa");
     if (s.v_dim > 512)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "group calls take head sizes up to 512");
     part parts[GROUP_MAX];

@@ -26,6 +26,25 @@ clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool
     return st != CLATTN_SUCCESS ? st : masks_resolve(ctx, d.masks, mask_given, s);
 }
 
+/* A double softmax needs the staged path — float_only names the float32-only path asked for, which
+ * refuses it; NULL when the staged path will run — and a device with cl_khr_fp64. */
+static clattn_status check_softmax_double(clattn_context *ctx, const sdpa_shape *s, const char *float_only)
+{
+    if (!s->softmax_double)
+        return CLATTN_SUCCESS;
+    if (float_only)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.softmax_precision is CLATTN_SOFTMAX_DOUBLE, but %s computes its softmax in float32: "
+                         "the double softmax runs on the staged path (CLATTN_ALGORITHM_AUTO or _STAGED)",
+                         float_only);
+    if (!ctx->caps.fp64)
+        return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE,
+                         "desc.softmax_precision is CLATTN_SOFTMAX_DOUBLE, but the device %s has no cl_khr_fp64 "
+                         "(no double precision in its kernels): use CLATTN_SOFTMAX_FLOAT there",
+                         ctx->caps.name);
+    return CLATTN_SUCCESS;
+}
+
 clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted)
 {
     const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED, decode = s->algorithm == CLATTN_ALGORITHM_DECODE;
@@ -36,14 +55,14 @@ clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, boo
     const size_t most = fused ? FUSED_MAX_HEAD : DECODE_MAX_HEAD;
     if ((fused || decode) && (s->qk_dim > most || s->v_dim > most))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s supports head sizes up to %zu", name, most);
-    return CLATTN_SUCCESS;
+    return check_softmax_double(ctx, s, fused || decode ? name : NULL);
 }
 
-/* The path AUTO takes without a weights output: decode for few query rows, else fused, when the head
- * sizes allow; staged otherwise. */
+/* The path AUTO takes without a weights output or a double softmax: decode for few query rows, else
+ * fused, when the head sizes allow; staged otherwise. */
 static clattn_algorithm auto_algorithm(const sdpa_shape *s, bool weights_wanted)
 {
-    if (weights_wanted)
+    if (weights_wanted || s->softmax_double)
         return CLATTN_ALGORITHM_STAGED;
     if (s->q_len <= DECODE_AUTO_MAX_ROWS && s->qk_dim <= DECODE_MAX_HEAD && s->v_dim <= DECODE_MAX_HEAD)
         return CLATTN_ALGORITHM_DECODE;

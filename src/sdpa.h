@@ -11,7 +11,8 @@
 /* The caller's descriptor, its shape and masks (mask_given: an additive mask came with the call). */
 clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool mask_given, sdpa_shape *s);
 
-/* CLATTN_ALGORITHM_FUSED can neither return weights nor serve head sizes above FUSED_MAX_HEAD. */
+/* CLATTN_ALGORITHM_FUSED can neither return weights nor serve head sizes above FUSED_MAX_HEAD; neither
+ * it nor DECODE runs a double softmax, which needs a device with cl_khr_fp64. */
 clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, bool weights_wanted);
 
 /* SDPA on validated shapes and views: the fused kernel or the staged path, as s->algorithm and the

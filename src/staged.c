@@ -28,6 +28,10 @@ struct staged_state {
     unsigned keys;   /* scores per work-item of the score kernel */
     unsigned chunks; /* vectors of outputs per work-item of the weighted sum */
     unsigned tile_rows, tile_vectors; /* the blocked score kernel's tile (CPUs), 0 where it is not built */
+    /* The double softmax (softmax_double.cl), a program of its own built on its first use: it needs
+     * cl_khr_fp64, which the rest of the staged path must not. */
+    cl_program double_program;
+    cl_kernel softmax_double;
 };
 
 clattn_status staged_prepare(clattn_context *ctx)
@@ -69,6 +73,7 @@ void staged_release(clattn_context *ctx)
     if (!ctx->staged)
         return;
     program_release(&ctx->staged->program, ctx->staged->kernels, KERNEL_COUNT);
+    program_release(&ctx->staged->double_program, &ctx->staged->softmax_double, 1);
     free(ctx->staged);
     ctx->staged = NULL;
 }
@@ -128,12 +133,27 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
-/* Softmax of `rows` rows of `cols` scores; the rows are rows row_base.. of the (B·H·L) whole, whose
- * log-sum-exps go to lse[row_base..]. sinks: NULL, or one logit per head of `heads` heads of q_len rows. */
-static clattn_status softmax_launch(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
-                                    cl_mem lse, size_t row_base, cl_mem sinks, size_t heads, size_t q_len)
+/* The double softmax's program, built once per context (after staged_prepare; the caller has checked
+ * that the device has cl_khr_fp64). No -cl-denorms-are-zero: it concerns float arithmetic, of which
+ * this kernel has none but its final rounding. */
+static clattn_status softmax_double_prepare(clattn_context *ctx)
 {
-    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_SOFTMAX]);
+    struct staged_state *s = ctx->staged;
+    if (s->softmax_double)
+        return CLATTN_SUCCESS;
+    static const char *const files[] = {"softmax_double.cl"};
+    static const char *const names[] = {"clattn_softmax_double"};
+    return program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &s->double_program, &s->softmax_double);
+}
+
+/* Softmax of `rows` rows of `cols` scores; the rows are rows row_base.. of the (B·H·L) whole, whose
+ * log-sum-exps go to lse[row_base..]. sinks: NULL, or one logit per head of `heads` heads of q_len rows.
+ * in_double: the double-precision kernel (softmax_double_prepare first). */
+static clattn_status softmax_launch(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
+                                    cl_mem lse, size_t row_base, cl_mem sinks, size_t heads, size_t q_len,
+                                    bool in_double)
+{
+    kernel_args a = kernel_args_begin(in_double ? ctx->staged->softmax_double : ctx->staged->kernels[KERNEL_SOFTMAX]);
     karg_mem(&a, scores);
     karg_mem(&a, weights);
     karg_mem(&a, lse);
@@ -200,7 +220,8 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
     }
     device_masks masks;
     cl_mem kt;
-    if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
+    if ((s->softmax_double && (st = softmax_double_prepare(ctx)) != CLATTN_SUCCESS) ||
+        (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
         (st = score_prepare_keys(ctx, s, k, &kt)) != CLATTN_SUCCESS)
         return st;
     for (size_t begin = 0; begin < bh_total && st == CLATTN_SUCCESS; begin += chunk) {
@@ -208,7 +229,7 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
         st = score_launch(ctx, s, q, k, kt, &masks, begin, count, scores, extra);
         if (st == CLATTN_SUCCESS)
             st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len, masks.sinks,
-                                s->heads, s->q_len);
+                                s->heads, s->q_len, s->softmax_double);
         if (st == CLATTN_SUCCESS)
             st = weighted_sum_launch(ctx, s, scores, v, out, begin, count);
     }
@@ -259,7 +280,7 @@ clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_m
         (lse && (st = check_buffer(ctx, lse, rows, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
         (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
         return st;
-    return softmax_launch(ctx, rows, cols, scores, weights, lse, 0, NULL, 1, rows);
+    return softmax_launch(ctx, rows, cols, scores, weights, lse, 0, NULL, 1, rows, false);
 }
 
 clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem weights, cl_mem v,

@@ -176,6 +176,10 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u",
                          desc->weights_reserved ? "weights_reserved" : "weights_output",
                          desc->weights_reserved ? desc->weights_reserved : (unsigned)desc->weights_output);
+    if ((unsigned)desc->softmax_precision > CLATTN_SOFTMAX_DOUBLE || desc->softmax_reserved != 0)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u",
+                         desc->softmax_reserved ? "softmax_reserved" : "softmax_precision",
+                         desc->softmax_reserved ? desc->softmax_reserved : (unsigned)desc->softmax_precision);
     clattn_status st = check_per_head(ctx, desc->sinks, desc->heads, "sinks");
     if (st == CLATTN_SUCCESS)
         st = check_per_head(ctx, desc->alibi_slopes, desc->heads, "alibi_slopes");
@@ -197,6 +201,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->sinks = desc->sinks;
     s->alibi_slopes = desc->alibi_slopes;
     s->weights_output = desc->weights_output;
+    s->softmax_double = desc->softmax_precision == CLATTN_SOFTMAX_DOUBLE;
     s->algorithm = desc->algorithm;
     s->types = (tensor_types){desc->q_dtype, desc->k_dtype, desc->v_dtype, desc->out_dtype};
     s->k_scales = desc->k_scales;

@@ -31,6 +31,7 @@ typedef struct sdpa_shape {
     float softcap;                     /* 0: off */
     const float *sinks, *alibi_slopes; /* the caller's host arrays of `heads` floats, or NULL */
     clattn_weights_output weights_output;
+    bool softmax_double; /* desc.softmax_precision CLATTN_SOFTMAX_DOUBLE: the staged path's double softmax */
     clattn_algorithm algorithm;
     size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems;
     clattn_masks masks;

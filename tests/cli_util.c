@@ -561,6 +561,7 @@ int cli_main(const char *name, Suite *(*make_suite)(void), int run_timeout_s)
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);
     const int ran = srunner_ntests_run(sr), failed = srunner_ntests_failed(sr);
+    const int rc = tu_srunner_exit(sr); /* (no check run is a failure too) */
     srunner_free(sr);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     printf("%s: %d check cases, %d failed, %.1f s\n", name, ran, failed,
@@ -568,5 +569,5 @@ int cli_main(const char *name, Suite *(*make_suite)(void), int run_timeout_s)
     free(R.out);
     free(R.err);
     tu_scratch_remove_all();
-    return failed == 0 ? 0 : 1;
+    return rc;
 }

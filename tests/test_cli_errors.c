@@ -268,8 +268,8 @@ static const char *e_key_lengths_float(argl *a)
 static const char *e_mask_shape(argl *a)
 {
     sdpa_args(a, 0, 0, 0);
-    add(a, "--mask", f32_file("mask45.npy", 2, (size_t[]){4, 5}), NULL);
-    return P("mask45.npy");
+    add(a, "--mask", f32_file("mask47.npy", 2, (size_t[]){4, 7}), NULL);
+    return P("mask47.npy");
 }
 static const char *e_mask_heads(argl *a)
 {
@@ -286,7 +286,7 @@ static const char *e_mask_rank(argl *a)
 static const char *e_mask_mha(argl *a)
 {
     mha_args(a, "2");
-    add(a, "--mask", f32_file("maskm.npy", 2, (size_t[]){4, 5}), NULL);
+    add(a, "--mask", f32_file("maskm.npy", 2, (size_t[]){4, 9}), NULL);
     return P("maskm.npy");
 }
 static const char *e_both_causal(argl *a)

@@ -423,6 +423,21 @@ typedef enum clattn_weights_output {
     CLATTN_WEIGHTS_MASKED = 3      /* after ALiBi and the masks, what the softmax takes (ONNX mode 2) */
 } clattn_weights_output;
 
+/* The precision of the staged path's softmax (since 0.6.2; ONNX's softmax_precision). The scores it
+ * takes — Q·Kᵀ·scale, soft-capped, with ALiBi and the masks — are float32 either way, as ONNX computes
+ * them in the inputs' type before casting them to softmax_precision. */
+typedef enum clattn_softmax_precision {
+    CLATTN_SOFTMAX_FLOAT = 0, /* float32 (default): every path */
+    /* double: the row maximum, the exponentials, their sum, the normalisation and the log-sum-exp in
+     * double precision, each weight and log-sum-exp then rounded to float32 once (ONNX's Cast back to
+     * the inputs' type); the weighted sum P·V accumulates in float32 over those weights. Needs a device
+     * with cl_khr_fp64 (else CLATTN_ERROR_UNSUPPORTED_DEVICE, and clattn_last_error names the device)
+     * and runs on the staged path only: AUTO chooses it, CLATTN_ALGORITHM_FUSED and _DECODE are
+     * CLATTN_ERROR_INVALID_VALUE, as are clattn_sdpa_ragged, clattn_sdpa_paged and
+     * clattn_group_sdpa_host (decode kernels and split-K merges, all float32). */
+    CLATTN_SOFTMAX_DOUBLE = 1
+} clattn_softmax_precision;
+
 /* Shape and options of scaled dot-product attention; start from CLATTN_SDPA_DESC_INIT. */
 typedef struct clattn_sdpa_desc {
     size_t struct_size; /* sizeof(clattn_sdpa_desc), set by CLATTN_SDPA_DESC_INIT */
@@ -464,11 +479,15 @@ typedef struct clattn_sdpa_desc {
      * dimension — (B, kv_heads, S) for a dense K, (blocks, kv_heads, block_size) for a paged pool,
      * (rows, kv_heads) or (kv_heads, rows) for a ragged batch. NULL otherwise. */
     cl_mem k_scales, v_scales;
+    /* Since 0.6.2. The softmax's precision (see clattn_softmax_precision). */
+    clattn_softmax_precision softmax_precision;
+    unsigned softmax_reserved; /* must be 0 */
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
-      CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL }
+      CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
+      CLATTN_SOFTMAX_FLOAT, 0 }
 
 /* O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
@@ -640,11 +659,14 @@ typedef struct clattn_mha_desc {
      * and has no bfloat16). attn_weights stays float32. */
     clattn_dtype x_dtype, weight_dtype, out_dtype;
     unsigned dtype_reserved; /* must be 0 */
+    /* Since 0.6.2. As in clattn_sdpa_desc (see clattn_softmax_precision); the projections stay float32. */
+    clattn_softmax_precision softmax_precision;
+    unsigned softmax_reserved; /* must be 0 */
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT                                                                                \
     { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
-      NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0 }
+      NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0, CLATTN_SOFTMAX_FLOAT, 0 }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

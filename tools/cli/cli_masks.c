@@ -47,10 +47,16 @@ static int load_mask(const char *command, cli_masks *m, size_t B, size_t H, size
     }
     for (size_t d = 0; d < a.ndim; d++)
         shape[4 - a.ndim + d] = a.shape[d];
+    /* The last dimension may also be narrower than S, as ONNX's Attention allows: the keys past it are
+     * masked (the library's masks.mask_kv_len). A 1 there broadcasts, as NumPy and PyTorch read it. */
+    const size_t cols = shape[3] == 1 ? S : shape[3];
     for (size_t d = 0; d < 4; d++) {
-        if (shape[d] != full[d] && shape[d] != 1) {
+        if (shape[d] != full[d] && shape[d] != 1 && !(d == 3 && shape[d] < S)) {
             rc = cli_fail(CLI_USAGE_ERROR, command,
-                          "%s: mask shape does not broadcast to (B=%zu, H=%zu, L=%zu, S=%zu): dimension %zu is %zu",
+                          d == 3 ? "%s: mask shape does not broadcast to (B=%zu, H=%zu, L=%zu, S=%zu): dimension %zu "
+                                   "is %zu, more than the S keys"
+                                 : "%s: mask shape does not broadcast to (B=%zu, H=%zu, L=%zu, S=%zu): dimension %zu "
+                                   "is %zu",
                           m->mask_path, B, H, L, S, d, shape[d]);
             goto done;
         }
@@ -61,18 +67,20 @@ static int load_mask(const char *command, cli_masks *m, size_t B, size_t H, size
     const bool per_head = shape[0] != 1 || shape[1] != 1;
     const size_t mats = per_head ? B * H : 1;
     m->masks.additive = per_head ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_L_S;
-    if (shape[0] == 1 && shape[1] == 1 && shape[2] == L && shape[3] == S) {
-        m->mask = values; /* already (L,S): no copy */
+    m->masks.mask_kv_len = cols < S ? cols : 0;
+    m->mask_cols = cols;
+    if (shape[0] == 1 && shape[1] == 1 && shape[2] == L && shape[3] == cols) {
+        m->mask = values; /* already (L,S), or (L,cols): no copy */
         goto done;
     }
-    /* Every product checked (mats, L, S ≥ 1): a crafted shape must not wrap the expanded mask's size. */
-    if (L > SIZE_MAX / mats || S > SIZE_MAX / sizeof *m->mask / (mats * L)) {
+    /* Every product checked (mats, L, cols ≥ 1): a crafted shape must not wrap the expanded mask's size. */
+    if (L > SIZE_MAX / mats || cols > SIZE_MAX / sizeof *m->mask / (mats * L)) {
         free(values);
         rc = cli_fail(CLI_USAGE_ERROR, command, "%s: the mask expanded to (%zu, %zu, %zu) is too large for memory",
-                      m->mask_path, mats, L, S);
+                      m->mask_path, mats, L, cols);
         goto done;
     }
-    const size_t count = mats * L * S;
+    const size_t count = mats * L * cols;
     m->mask = malloc(count * sizeof *m->mask);
     if (!m->mask) {
         free(values);
@@ -82,10 +90,10 @@ static int load_mask(const char *command, cli_masks *m, size_t B, size_t H, size
     for (size_t b = 0; b < (per_head ? B : 1); b++)
         for (size_t h = 0; h < (per_head ? H : 1); h++)
             for (size_t i = 0; i < L; i++)
-                for (size_t j = 0; j < S; j++) {
+                for (size_t j = 0; j < cols; j++) {
                     size_t src = (((shape[0] > 1 ? b : 0) * shape[1] + (shape[1] > 1 ? h : 0)) * shape[2] +
                                   (shape[2] > 1 ? i : 0)) * shape[3] + (shape[3] > 1 ? j : 0);
-                    m->mask[((b * (per_head ? H : 1) + h) * L + i) * S + j] = values[src];
+                    m->mask[((b * (per_head ? H : 1) + h) * L + i) * cols + j] = values[src];
                 }
     free(values);
 done:

@@ -13,7 +13,8 @@ typedef struct cli_masks {
     const char *mask_path, *lengths_path, *offset_text, *offsets_path, *window_text;
     /* Filled by cli_masks_load: */
     clattn_masks masks;     /* points into this struct (window), so the struct must not move */
-    float *mask;            /* (L,S) or (B,H,L,S) as masks.additive says; NULL without --mask */
+    float *mask;            /* (L,C) or (B,H,L,C) as masks.additive says; NULL without --mask */
+    size_t mask_cols;       /* its last dimension C: S, or fewer (masks.mask_kv_len, the rest masked) */
     size_t *lengths;        /* B entries; NULL without --key-lengths */
     long long *offsets;     /* B entries; NULL without --offset or --offsets */
     clattn_window window;   /* masks.window points here with --window */
@@ -31,7 +32,8 @@ typedef struct cli_masks {
     "  --mask M.npy           additive float mask (-inf allowed), or boolean mask where True means\n"        \
     "                         'may attend' (as PyTorch's scaled_dot_product_attention; note that\n"         \
     "                         nn.MultiheadAttention's masks use the opposite meaning). Shape (L,S),\n"      \
-    "                         (H,L,S) or (B,H,L,S); dimensions of 1 broadcast.\n"                           \
+    "                         (H,L,S) or (B,H,L,S); dimensions of 1 broadcast. The last dimension may\n"    \
+    "                         be narrower than S, as ONNX allows: the keys past it are masked.\n"          \
     "  --key-lengths LEN.npy  integer array (B,): keys j >= LEN[b] are masked in batch b\n"                  \
     "  --offset N             query i sits at key position p = N + i in every batch (may be negative);\n"   \
     "                         causal masks show keys j <= p, --window and --alibi measure from p.\n"        \
@@ -46,6 +48,7 @@ void cli_masks_free(cli_masks *m);
 
 typedef struct cli_variants {
     const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text;
+    bool softmax_double; /* --softmax-double: desc.softmax_precision = CLATTN_SOFTMAX_DOUBLE */
     /* Filled by cli_variants_parse: */
     size_t kv_heads; /* 0 without --kv-heads (then K/V have the query heads) */
     float softcap;   /* 0: off */
@@ -57,7 +60,8 @@ typedef struct cli_variants {
 
 #define CLI_VARIANT_OPTIONS(v)                                                                               \
     {"kv-heads", NULL, &(v)->kv_heads_text}, {"softcap", NULL, &(v)->softcap_text},                         \
-        {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}, {"scores", NULL, &(v)->scores_text}
+        {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}, {"scores", NULL, &(v)->scores_text}, \
+        {"softmax-double", &(v)->softmax_double, NULL}
 
 #define CLI_VARIANT_HELP                                                                                     \
     "  --softcap C            soft-cap the scaled scores: C·tanh(s/C) (Gemma 2; C >= 0, 0: off)\n"          \
@@ -72,7 +76,11 @@ typedef struct cli_variants {
     "  --scores MODE:FILE     write the scores (B,H,L,S) at one of ONNX's qk_matmul_output_mode points:\n" \
     "                         qk (Q·Kᵀ·scale, every key), softcapped, masked (with ALiBi and the masks,\n" \
     "                         -inf where hidden: what the softmax takes) or softmax (the weights);\n"     \
-    "                         instead of --weights, without --heatmap\n"
+    "                         instead of --weights, without --heatmap\n"                                   \
+    "  --softmax-double       the softmax in double precision (ONNX's softmax_precision = DOUBLE): the\n"  \
+    "                         scores stay float32, their max, exponentials, sum and normalisation are\n"  \
+    "                         double, the weights rounded to float32 once; runs the staged path and\n"   \
+    "                         needs a device with cl_khr_fp64 (see `clattn devices`)\n"
 
 /* Parses --kv-heads and --softcap (before any file is read). Reports and returns CLI_USAGE_ERROR. */
 int cli_variants_parse(const char *command, cli_variants *v);

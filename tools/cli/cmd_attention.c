@@ -398,6 +398,7 @@ int cmd_sdpa(int argc, char **argv)
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
     c.desc.weights_output = var.scores_mode;
+    c.desc.softmax_precision = var.softmax_double ? CLATTN_SOFTMAX_DOUBLE : CLATTN_SOFTMAX_FLOAT;
     c.desc.q_dtype = t[0].type;
     c.desc.k_dtype = t[1].type;
     c.desc.v_dtype = t[2].type;
@@ -422,7 +423,7 @@ int cmd_sdpa(int argc, char **argv)
     }
     size_t mask_elems = 0;
     if (m.mask)
-        mask_elems = (m.masks.additive == CLATTN_MASK_B_H_L_S ? B * H : 1) * L * T;
+        mask_elems = (m.masks.additive == CLATTN_MASK_B_H_L_S ? B * H : 1) * L * m.mask_cols;
     cli_progress *progress = cli_progress_start("clattn sdpa: running");
     clattn_status st = kv_int8     ? sdpa_kv_int8(&c, &t[1], &t[2], mask_elems)
                        : with_past ? clattn_sdpa_with_past_host(ctx, &c.desc, P, past_bits[0], past_bits[1], c.q, c.k,
@@ -662,6 +663,7 @@ int cmd_mha(int argc, char **argv)
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
     c.desc.weights_output = var.scores_mode;
+    c.desc.softmax_precision = var.softmax_double ? CLATTN_SOFTMAX_DOUBLE : CLATTN_SOFTMAX_FLOAT;
     c.desc.x_dtype = t[X].type;
     c.desc.weight_dtype = t[WQ].type;
     const void *bits[NT] = {0};

@@ -231,6 +231,8 @@ int cmd_ring(int argc, char **argv)
                         "and windows work)");
     if (var.scores_text)
         return cli_fail(CLI_USAGE_ERROR, cmd, "ring attention returns no scores or weights (--scores)");
+    if (var.softmax_double) /* (its fused kernel and log-sum-exp merges are float32) */
+        return cli_fail(CLI_USAGE_ERROR, cmd, "ring attention computes its softmax in float32 (--softmax-double)");
     if ((timeout_text && ((rc = cli_parse_float(cmd, "timeout", timeout_text, &timeout)) != CLI_OK)) ||
         (scale_text && (rc = cli_parse_float(cmd, "scale", scale_text, &desc.scale)) != CLI_OK) ||
         (rc = cli_variants_parse(cmd, &var)) != CLI_OK)
