@@ -2,7 +2,8 @@
  * the built binary (CLATTN_EXE) as a user runs it and looks at what is left in the folders.
  *
  *  - a destination that exists and is not a regular file is written through, never replaced: a
- *    character device, a FIFO with a reader, /dev/stdout (a regular file or a pipe behind it);
+ *    character device, a FIFO with a reader, /dev/stdout (a regular file or a pipe behind it); a reader
+ *    that goes away early fails the run (exit 2), its other outputs taken back;
  *  - temporaries are fresh files under random names: a link or a file planted at the name earlier
  *    versions used (NAME.clattn-PID.tmp, the pid fixed by exec) is never followed nor written;
  *  - every destination is checked before anything is written: two names of one file (the same
@@ -384,6 +385,32 @@ START_TEST(test_stdout_written_through)
 }
 END_TEST
 
+/* A reader that goes away early (`| true`, which reads nothing) makes the write fail: exit 2 naming
+ * the broken pipe, and the run's other output (--lse) is taken back, no temporary left — not a process
+ * killed by SIGPIPE with its temporaries behind. --out is 1.3 MB, more than a pipe holds, so the write
+ * meets the closed pipe whatever the order in which the two processes run. */
+START_TEST(test_reader_gone_early)
+{
+    enum { ROWS = 40000, D = 8, KEYS = 7 };
+    float *q = tu_falloc((size_t)ROWS * D), kv[KEYS * D];
+    tu_fill_uniform(q, (size_t)ROWS * D, 1.0f, 81);
+    char err[512];
+    ck_assert_msg(npy_save_f32(P("q.npy"), q, 4, (size_t[]){1, 1, ROWS, D}, err, sizeof err) == 0, "%s", err);
+    tu_fill_uniform(kv, KEYS * D, 1.0f, 82);
+    ck_assert_msg(npy_save_f32(P("k.npy"), kv, 4, (size_t[]){1, 1, KEYS, D}, err, sizeof err) == 0, "%s", err);
+    ck_assert_msg(npy_save_f32(P("v.npy"), kv, 4, (size_t[]){1, 1, KEYS, D}, err, sizeof err) == 0, "%s", err);
+    const char *status_file = P("status");
+    run_to((const char *const[]){"sh", "-c", "{ \"$0\" \"$@\"; echo $? > \"$STATUS\"; } | true", exe, "sdpa", "--q",
+                                 P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", "/dev/stdout", "--lse",
+                                 P("lse.npy"), NULL},
+           (const char *const[]){fmt("STATUS=%s", status_file), NULL}, NULL);
+    expect_status(EXIT_OK); /* (true's) */
+    expect_content(status_file, "2\n");
+    expect_in("stderr", R.err, "/dev/stdout: cannot write: Broken pipe");
+    expect_names(dir, "k.npy q.npy status v.npy");
+}
+END_TEST
+
 /* A stream is not written before every destination was checked: --lse is a folder, so nothing reaches
  * the standard output. */
 START_TEST(test_stream_not_written_when_another_output_is_refused)
@@ -598,6 +625,7 @@ static Suite *cli_files_suite(void)
     tcase_add_test(tc, test_fifo_written_through);
     tcase_add_test(tc, test_stdout_written_through);
     tcase_add_test(tc, test_stream_not_written_when_another_output_is_refused);
+    tcase_add_test(tc, test_reader_gone_early);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("temporaries");

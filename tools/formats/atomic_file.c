@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -99,12 +100,39 @@ static int create_beside(const char *final, const char *kind, char **path)
     return -1;
 }
 
+/* While a stream is written, SIGPIPE is ignored: a reader that goes away early (`--out /dev/stdout |
+ * head -c 1`) makes the write fail with EPIPE, reported, and the run's other outputs are taken back,
+ * where the signal would have killed the process with its temporaries left behind. Streams are written
+ * one at a time. */
+static struct sigaction pipe_before;
+static bool pipe_ignored;
+
+static void ignore_sigpipe(void)
+{
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    if (!pipe_ignored && sigaction(SIGPIPE, &ignore, &pipe_before) == 0)
+        pipe_ignored = true;
+}
+
+static void restore_sigpipe(void)
+{
+    if (pipe_ignored)
+        sigaction(SIGPIPE, &pipe_before, NULL);
+    pipe_ignored = false;
+}
+
 /* Closes and forgets everything, removing the temporary and any kept file (the caller undid or settled
  * a placement first). */
 static void release(atomic_file *t)
 {
+    const bool streaming = t->stream && t->fp;
     if (t->fp)
-        fclose(t->fp);
+        fclose(t->fp); /* (a stream's last bytes flushed while SIGPIPE is still ignored) */
+    if (streaming)
+        restore_sigpipe();
     if (t->tmp_path)
         unlink(t->tmp_path);
     if (t->backup_path)
@@ -188,6 +216,7 @@ int atomic_start(atomic_file *t, char *err, size_t err_size)
         close(fd);
         return fail(err, err_size, "cannot write: %s", strerror(e));
     }
+    ignore_sigpipe();
     return 0;
 }
 
@@ -205,6 +234,8 @@ int atomic_finish(atomic_file *t, char *err, size_t err_size)
     t->fp = NULL;
     if (fclose(fp) != 0 && !e)
         e = errno;
+    if (t->stream)
+        restore_sigpipe();
     return e ? fail(err, err_size, "cannot write: %s", strerror(e)) : 0;
 }
 
