@@ -34,7 +34,8 @@ typedef struct atomic_file {
 /* Checks where path leads and, for a staged file, creates its temporary (fp open on it). 0, or non-zero
  * with a reason in err (not naming the path) and nothing left behind. */
 int atomic_prepare(atomic_file *t, const char *path, char *err, size_t err_size);
-/* Opens a stream for writing (a FIFO waits here for its reader); nothing to do for a staged file. */
+/* Opens a stream for writing (a FIFO waits here for its reader); nothing to do for a staged file. Until
+ * atomic_finish, SIGPIPE is ignored: a reader gone early is a write error (EPIPE), not a kill. */
 int atomic_start(atomic_file *t, char *err, size_t err_size);
 /* Flushes and closes what was written (a staged file is synced too). */
 int atomic_finish(atomic_file *t, char *err, size_t err_size);
