@@ -141,17 +141,21 @@ static char *canonical_output(const char *path)
 
 int cli_check_distinct_outputs(const char *command, const char *const *flags, const char *const *paths, size_t n)
 {
-    char *canon[8] = {0};
+    char *canon[CLI_OUTPUTS_MAX] = {0};
+    struct stat st[CLI_OUTPUTS_MAX];
+    bool exists[CLI_OUTPUTS_MAX] = {0};
     int rc = CLI_OK;
-    if (n > sizeof canon / sizeof canon[0])
+    if (n > CLI_OUTPUTS_MAX)
         return cli_fail(CLI_USAGE_ERROR, command, "internal: too many outputs");
     for (size_t i = 0; i < n && rc == CLI_OK; i++) {
         if (!paths[i])
             continue;
         canon[i] = canonical_output(paths[i]);
+        exists[i] = stat(paths[i], &st[i]) == 0; /* (two hard links: one file under two names) */
         for (size_t j = 0; j < i && rc == CLI_OK; j++)
             if (paths[j] && (strcmp(paths[i], paths[j]) == 0 ||
-                             (canon[i] && canon[j] && strcmp(canon[i], canon[j]) == 0)))
+                             (canon[i] && canon[j] && strcmp(canon[i], canon[j]) == 0) ||
+                             (exists[i] && exists[j] && st[i].st_dev == st[j].st_dev && st[i].st_ino == st[j].st_ino)))
                 rc = cli_fail(CLI_USAGE_ERROR, command, "--%s and --%s name the same file (%s)", flags[j], flags[i],
                               paths[i]);
     }
@@ -280,85 +284,90 @@ float *cli_alloc_floats(size_t a, size_t b, size_t c)
     return malloc(n * c * sizeof(float) + 1);
 }
 
-const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *note)
+int cli_outputs_add(const char *command, cli_outputs *out, const char *path, const char *note, size_t *index)
 {
+    char err[512];
     if (out->count == CLI_OUTPUTS_MAX)
-        return NULL;
-    struct stat st;
-    const bool link = lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
-    char *target = link ? realpath(path, NULL) : strdup(path); /* NULL for a link to nothing */
-    const char *beside = target ? target : path;
-    size_t n = strlen(beside) + 40;
-    char *tmp = malloc(n), *copy = strdup(note ? note : "");
-    if (!tmp || !copy || (!link && !target)) {
-        free(tmp);
+        return cli_fail(CLI_RUNTIME_ERROR, command, "internal: more than %d outputs", CLI_OUTPUTS_MAX);
+    char *copy = strdup(note ? note : "");
+    if (!copy)
+        return cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of memory", path);
+    if (atomic_prepare(&out->file[out->count], path, err, sizeof err) != 0) {
         free(copy);
-        free(target);
-        return NULL;
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     }
-    snprintf(tmp, n, "%s.clattn-%ld.tmp", beside, (long)getpid());
-    out->final_path[out->count] = path;
-    out->target[out->count] = target;
-    out->tmp_path[out->count] = tmp;
+    out->path[out->count] = path;
     out->note[out->count] = copy;
+    if (index)
+        *index = out->count;
     out->count++;
-    return tmp;
+    return CLI_OK;
 }
 
-int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
-                    const size_t *shape)
+int cli_outputs_add_npy(const char *command, cli_outputs *out, const char *path, size_t ndim, const size_t *shape,
+                        clattn_dtype type, size_t *index)
 {
-    return cli_outputs_npy_as(command, out, path, data, ndim, shape, CLATTN_FLOAT32);
-}
-
-int cli_outputs_npy_as(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
-                       const size_t *shape, clattn_dtype type)
-{
-    char note[128], err[512];
+    char note[128];
     size_t used = (size_t)snprintf(note, sizeof note, "(");
     for (size_t d = 0; d < ndim && used < sizeof note; d++)
         used += (size_t)snprintf(note + used, sizeof note - used, "%s%zu", d ? ", " : "", shape[d]);
     if (used < sizeof note)
         snprintf(note + used, sizeof note - used, "%s) %s", ndim == 1 ? "," : "",
                  type == CLATTN_BFLOAT16 ? "bfloat16 ('<u2')" : clattn_dtype_name(type));
-    const char *tmp = cli_outputs_reserve(out, path, note);
-    if (!tmp)
-        return cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of memory", path);
-    const npy_dtype as = type == CLATTN_FLOAT16 ? NPY_F2 : type == CLATTN_BFLOAT16 ? NPY_U2 : NPY_F4;
-    if (npy_save_floats_as(tmp, as, data, ndim, shape, err, sizeof err) != 0)
-        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    return cli_outputs_add(command, out, path, note, index);
+}
+
+int cli_outputs_begin(const char *command, cli_outputs *out, size_t i, FILE **fp)
+{
+    char err[512];
+    if (atomic_start(&out->file[i], err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[i], err);
+    *fp = out->file[i].fp;
     return CLI_OK;
+}
+
+int cli_outputs_end(const char *command, cli_outputs *out, size_t i)
+{
+    char err[512];
+    if (atomic_finish(&out->file[i], err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[i], err);
+    return CLI_OK;
+}
+
+int cli_outputs_write_npy(const char *command, cli_outputs *out, size_t i, const float *data, size_t ndim,
+                          const size_t *shape, clattn_dtype type)
+{
+    char err[512];
+    FILE *fp = NULL;
+    int rc = cli_outputs_begin(command, out, i, &fp);
+    if (rc != CLI_OK)
+        return rc;
+    const npy_dtype as = type == CLATTN_FLOAT16 ? NPY_F2 : type == CLATTN_BFLOAT16 ? NPY_U2 : NPY_F4;
+    if (npy_write_floats_as(fp, as, data, ndim, shape, err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[i], err);
+    return cli_outputs_end(command, out, i);
 }
 
 int cli_outputs_commit(const char *command, cli_outputs *out)
 {
-    /* Everything that can be refused is refused before the first rename. */
-    for (size_t i = 0; i < out->count; i++) {
-        struct stat st;
-        if (!out->target[i])
-            return cli_fail(CLI_USAGE_ERROR, command, "%s: is a symbolic link to a missing file", out->final_path[i]);
-        if (stat(out->target[i], &st) == 0 && S_ISREG(st.st_mode) && chmod(out->tmp_path[i], st.st_mode & 07777) != 0)
-            return cli_fail(CLI_USAGE_ERROR, command, "%s: cannot keep the existing file's permissions: %s",
-                            out->final_path[i], strerror(errno));
-    }
-    for (size_t i = 0; i < out->count; i++) {
-        if (rename(out->tmp_path[i], out->target[i]) != 0)
-            return cli_fail(CLI_USAGE_ERROR, command, "%s: cannot move the finished file into place: %s",
-                            out->final_path[i], strerror(errno));
-        free(out->tmp_path[i]);
-        out->tmp_path[i] = NULL; /* committed: discard leaves it alone */
-        printf("wrote %s %s\n", out->final_path[i], out->note[i]);
-    }
+    /* The messages keep out of an output written to the standard output. */
+    FILE *say = stdout;
+    for (size_t i = 0; i < out->count; i++)
+        if (out->file[i].is_stdout)
+            say = stderr;
+    char err[512];
+    size_t failed;
+    if (atomic_commit_all(out->file, out->count, err, sizeof err, &failed) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[failed], err);
+    for (size_t i = 0; i < out->count; i++)
+        fprintf(say, "wrote %s %s\n", out->path[i], out->note[i]);
     return CLI_OK;
 }
 
 void cli_outputs_discard(cli_outputs *out)
 {
     for (size_t i = 0; i < out->count; i++) {
-        if (out->tmp_path[i])
-            remove(out->tmp_path[i]);
-        free(out->tmp_path[i]);
-        free(out->target[i]);
+        atomic_abort(&out->file[i]); /* (nothing left to do after a commit) */
         free(out->note[i]);
     }
     memset(out, 0, sizeof *out);

@@ -4,8 +4,10 @@
 #define CLATTN_CLI_H
 
 #include <clattn/clattn.h>
+#include "atomic_file.h"
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 /* Exit statuses, the same for every subcommand. */
 enum {
@@ -47,8 +49,9 @@ int cli_fail(int status, const char *command, const char *fmt, ...)
  * build log. Returns CLI_NO_PLATFORM or CLI_RUNTIME_ERROR. */
 int cli_fail_status(const char *command, const clattn_context *ctx, clattn_status status, const char *what);
 
-/* Outputs given twice under any name ("--out o.npy --weights ./o.npy") are a usage error, reported
- * before anything runs. flags[i] names the option of paths[i]; NULL paths are skipped. */
+/* Outputs given twice under any name ("--out o.npy --weights ./o.npy", a symbolic or hard link to the
+ * same file) are a usage error, reported before anything runs. flags[i] names the option of paths[i];
+ * NULL paths are skipped; at most CLI_OUTPUTS_MAX. */
 int cli_check_distinct_outputs(const char *command, const char *const *flags, const char *const *paths, size_t n);
 
 /* Prints the library's last warning on ctx to stderr ("clattn CMD: warning: ..."), once: the fused
@@ -94,33 +97,40 @@ float *cli_widen(const void *bits, size_t n, clattn_dtype type);
  * dimensions whose tensor already exists in memory, so it cannot overflow itself. */
 float *cli_alloc_floats(size_t a, size_t b, size_t c);
 
-/* The output files of one run, all or nothing: each is first written complete under a temporary name
- * beside its final path; only when every one is written are they renamed into place. A run that fails
- * part-way removes its temporaries and leaves any earlier file at those paths as it was. A path that is
- * a symbolic link is written through (the link stays, the file it names is replaced); a link to
- * nothing is refused; a file that exists keeps its permissions. */
+/* The output files of one run, all or nothing, written as tools/formats/atomic_file.h says. First every
+ * output is added (cli_outputs_add*): its destination checked (a folder, a missing folder, a link to
+ * nothing are refused) and, for a regular file or a new one, its temporary created beside it under a
+ * random name; then each is written in turn (a device, FIFO or the standard output as it comes, never
+ * replaced); only when every one is written are the temporaries renamed into place (cli_outputs_commit),
+ * every destination checked again first, and if a rename still fails the ones done are undone (new
+ * files removed, files that existed back with their old content). A run that fails anywhere before
+ * leaves no file behind and the files at those paths as they were; what went to a device or FIFO
+ * cannot be taken back. */
 #define CLI_OUTPUTS_MAX 16
 typedef struct cli_outputs {
     size_t count;
-    const char *final_path[CLI_OUTPUTS_MAX]; /* as given, for messages */
-    char *target[CLI_OUTPUTS_MAX];           /* the file replaced: final_path, or a link's target; NULL for a
-                                                link to nothing */
-    char *tmp_path[CLI_OUTPUTS_MAX];
-    char *note[CLI_OUTPUTS_MAX]; /* "(2, 4, 6, 64) float32", printed on commit */
+    const char *path[CLI_OUTPUTS_MAX]; /* as given, for messages */
+    char *note[CLI_OUTPUTS_MAX];       /* "(2, 4, 6, 64) float32", printed on commit */
+    atomic_file file[CLI_OUTPUTS_MAX];
 } cli_outputs;
 
-/* A temporary path for `path`, recorded in out (NULL when out of memory or slots). */
-const char *cli_outputs_reserve(cli_outputs *out, const char *path, const char *note);
-/* Writes a float32 .npy to a reserved temporary. Reports and returns CLI_USAGE_ERROR on failure. */
-int cli_outputs_npy(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
-                    const size_t *shape);
-/* The same in a storage type: '<f4', '<f2' (float16) or '<u2' (bfloat16 bit patterns), rounded to
- * nearest even. */
-int cli_outputs_npy_as(const char *command, cli_outputs *out, const char *path, const float *data, size_t ndim,
-                       const size_t *shape, clattn_dtype type);
-/* Renames every temporary into place and prints "wrote PATH NOTE" for each; on failure reports. */
+/* Adds path (its index in *index when not NULL); reports "PATH: reason" and returns CLI_USAGE_ERROR
+ * when its destination is refused. */
+int cli_outputs_add(const char *command, cli_outputs *out, const char *path, const char *note, size_t *index);
+/* The same for a .npy output of this shape in a storage type (float32, float16, bfloat16), the note made
+ * from them. */
+int cli_outputs_add_npy(const char *command, cli_outputs *out, const char *path, size_t ndim, const size_t *shape,
+                        clattn_dtype type, size_t *index);
+/* Output i's stream to write on (a FIFO waits here for its reader), then done with it; both report. */
+int cli_outputs_begin(const char *command, cli_outputs *out, size_t i, FILE **fp);
+int cli_outputs_end(const char *command, cli_outputs *out, size_t i);
+/* Begin, the .npy (rounded to nearest even into '<f2' or '<u2' for float16 and bfloat16), end. */
+int cli_outputs_write_npy(const char *command, cli_outputs *out, size_t i, const float *data, size_t ndim,
+                          const size_t *shape, clattn_dtype type);
+/* Renames every staged file into place and prints "wrote PATH NOTE" for each output (on stderr when one
+ * of them is the standard output); on failure reports. */
 int cli_outputs_commit(const char *command, cli_outputs *out);
-/* Removes the temporaries not yet committed and frees the list; call on every path. */
+/* Gives up what was not committed (temporaries removed) and frees the list; call on every path. */
 void cli_outputs_discard(cli_outputs *out);
 
 /* Splits "a,b,c" into labels (UTF-8 passes through). The caller frees with cli_free_labels. */

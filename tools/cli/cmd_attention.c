@@ -13,10 +13,10 @@ typedef struct output_opts {
     const char *out, *weights, *heatmap, *tokens, *key_tokens;
 } output_opts;
 
-/* Writes the first batch's heads of weights (B,H,L,S) as an SVG heatmap, labelled with --tokens
- * (queries, and keys too when --key-tokens is absent and L = S). */
-int write_heatmap(const char *command, const char *path, const char *shown_path, const float *weights, size_t B,
-                  size_t H, size_t L, size_t S, const char *tokens, const char *key_tokens)
+/* Writes the first batch's heads of weights (B,H,L,S) as an SVG heatmap to output i, labelled with
+ * --tokens (queries, and keys too when --key-tokens is absent and L = S). */
+int write_heatmap(const char *command, cli_outputs *out, size_t i, const float *weights, size_t B, size_t H, size_t L,
+                  size_t S, const char *tokens, const char *key_tokens)
 {
     size_t nq = 0, nk = 0;
     char **q_labels = tokens ? cli_split_labels(tokens, &nq) : NULL;
@@ -26,16 +26,19 @@ int write_heatmap(const char *command, const char *path, const char *shown_path,
         nk = nq;
     }
     int rc = CLI_OK;
+    FILE *fp = NULL;
     if ((q_labels && nq != L) || (k_labels && nk != S)) {
         rc = cli_fail(CLI_USAGE_ERROR, command, "--tokens gives %zu labels for %zu queries / %zu for %zu keys",
                       nq, L, nk, S);
-    } else {
+    } else if ((rc = cli_outputs_begin(command, out, i, &fp)) == CLI_OK) {
         char title[128], err[512];
         snprintf(title, sizeof title, B > 1 ? "Attention weights (batch 0 of %zu)" : "Attention weights", B);
         heatmap_opts opts = {(const char *const *)q_labels, q_labels ? nq : 0, (const char *const *)k_labels,
                              k_labels ? nk : 0, title};
-        if (heatmap_write_svg(path, weights, H, L, S, &opts, err, sizeof err) != 0)
-            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", shown_path, err);
+        if (heatmap_write_svg_to(fp, weights, H, L, S, &opts, err, sizeof err) != 0)
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[i], err);
+        else
+            rc = cli_outputs_end(command, out, i);
     }
     if (k_labels != q_labels)
         cli_free_labels(k_labels, nk);
@@ -43,23 +46,28 @@ int write_heatmap(const char *command, const char *path, const char *shown_path,
     return rc;
 }
 
-/* The heatmap and the .npy outputs of a run, committed together: a failure leaves nothing behind. */
+/* The heatmap and the .npy outputs of a run, committed together: every destination checked before
+ * anything is written, and a failure leaves nothing behind. */
 static int save_outputs(const char *command, const char *const *paths, float *const *data, const size_t *ndims,
                         const size_t (*shapes)[4], const clattn_dtype *types, size_t n, const output_opts *o,
                         const float *weights, size_t B, size_t H, size_t L, size_t S)
 {
     cli_outputs out = {0};
     int rc = CLI_OK;
-    if (o->heatmap) {
-        const char *tmp = cli_outputs_reserve(&out, o->heatmap, H > 16 ? "(heatmap of the first 16 heads)"
-                                                                       : "(heatmap of the attention weights)");
-        rc = tmp ? write_heatmap(command, tmp, o->heatmap, weights, B, H, L, S, o->tokens, o->key_tokens)
-                 : cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
-    }
+    size_t heatmap = 0, index[8] = {0};
+    if (o->heatmap)
+        rc = cli_outputs_add(command, &out, o->heatmap,
+                             H > 16 ? "(heatmap of the first 16 heads)" : "(heatmap of the attention weights)", &heatmap);
     for (size_t i = 0; i < n && rc == CLI_OK; i++)
         if (paths[i])
-            rc = cli_outputs_npy_as(command, &out, paths[i], data[i], ndims[i], shapes[i],
-                                    types ? types[i] : CLATTN_FLOAT32);
+            rc = cli_outputs_add_npy(command, &out, paths[i], ndims[i], shapes[i], types ? types[i] : CLATTN_FLOAT32,
+                                     &index[i]);
+    if (rc == CLI_OK && o->heatmap)
+        rc = write_heatmap(command, &out, heatmap, weights, B, H, L, S, o->tokens, o->key_tokens);
+    for (size_t i = 0; i < n && rc == CLI_OK; i++)
+        if (paths[i])
+            rc = cli_outputs_write_npy(command, &out, index[i], data[i], ndims[i], shapes[i],
+                                       types ? types[i] : CLATTN_FLOAT32);
     if (rc == CLI_OK)
         rc = cli_outputs_commit(command, &out);
     cli_outputs_discard(&out);

@@ -528,15 +528,14 @@ static int ring_model_run(clattn_context *ctx, const bench_case *cases, size_t n
     }
     ring_model_print(stdout, &m);
     cli_outputs out = {0};
-    const char *tmp = cli_outputs_reserve(&out, svg, "(ring attention model)");
-    if (!tmp)
-        return cli_fail(CLI_RUNTIME_ERROR, "bench", "out of memory");
-    if (ring_model_svg(tmp, &m) != 0) {
-        cli_outputs_discard(&out);
-        return cli_fail(CLI_USAGE_ERROR, "bench", "%s: cannot write the model's figure", svg);
-    }
-    const int rc = cli_outputs_commit("bench", &out);
-    cli_outputs_discard(&out); /* frees what the commit left (it removes nothing committed) */
+    FILE *fp = NULL;
+    int rc = cli_outputs_add("bench", &out, svg, "(ring attention model)", NULL);
+    if (rc == CLI_OK && (rc = cli_outputs_begin("bench", &out, 0, &fp)) == CLI_OK)
+        rc = ring_model_svg(fp, &m) != 0 ? cli_fail(CLI_USAGE_ERROR, "bench", "%s: cannot write the model's figure", svg)
+                                         : cli_outputs_end("bench", &out, 0);
+    if (rc == CLI_OK)
+        rc = cli_outputs_commit("bench", &out);
+    cli_outputs_discard(&out);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define N TUTORIAL_TOKENS
 #define DM TUTORIAL_D_MODEL
@@ -102,7 +103,8 @@ done:
     return st;
 }
 
-/* --save DIR and --heatmap FILE, committed together: a failure leaves no output behind. */
+/* --save DIR and --heatmap FILE, committed together: every destination checked before anything is
+ * written, and a failure leaves no output behind (nor DIR, when this run made it). */
 static int save_all(const char *dir, const char *heatmap, const demo_tensors *t)
 {
     const struct { const char *name; const float *data; size_t rows, cols; } files[] = {
@@ -112,26 +114,41 @@ static int save_all(const char *dir, const char *heatmap, const demo_tensors *t)
     };
     enum { NFILES = sizeof files / sizeof files[0] };
     char paths[NFILES][4096];
+    const char *names[NFILES + 1] = {heatmap}, *flags[NFILES + 1] = {"heatmap"};
+    for (size_t i = 0; dir && i < NFILES; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/%s.npy", dir, files[i].name);
+        names[i + 1] = paths[i];
+        flags[i + 1] = "save";
+    }
+    int rc = cli_check_distinct_outputs("demo", flags, names, dir ? NFILES + 1 : 1);
     cli_outputs out = {0};
-    int rc = CLI_OK;
-    if (dir && mkdir(dir, 0777) != 0 && errno != EEXIST)
-        rc = cli_fail(CLI_USAGE_ERROR, "demo", "%s: cannot create the folder: %s", dir, strerror(errno));
+    bool made_dir = false;
+    if (rc == CLI_OK && dir) {
+        made_dir = mkdir(dir, 0777) == 0;
+        if (!made_dir && errno != EEXIST)
+            rc = cli_fail(CLI_USAGE_ERROR, "demo", "%s: cannot create the folder: %s", dir, strerror(errno));
+    }
+    size_t index[NFILES + 1];
+    for (size_t i = 0; i < NFILES + 1 && rc == CLI_OK; i++)
+        if (names[i])
+            rc = i == 0 ? cli_outputs_add("demo", &out, heatmap, "(heatmap of the attention weights)", &index[0])
+                        : cli_outputs_add_npy("demo", &out, names[i], 2,
+                                              (const size_t[]){files[i - 1].rows, files[i - 1].cols}, CLATTN_FLOAT32,
+                                              &index[i]);
     if (rc == CLI_OK && heatmap) {
         char tokens[64];
         snprintf(tokens, sizeof tokens, "%s,%s,%s,%s", tutorial_words[0], tutorial_words[1], tutorial_words[2],
                  tutorial_words[3]);
-        const char *tmp = cli_outputs_reserve(&out, heatmap, "(heatmap of the attention weights)");
-        rc = tmp ? write_heatmap("demo", tmp, heatmap, t->weights, 1, 1, N, N, tokens, NULL)
-                 : cli_fail(CLI_RUNTIME_ERROR, "demo", "out of memory");
+        rc = write_heatmap("demo", &out, index[0], t->weights, 1, 1, N, N, tokens, NULL);
     }
-    for (size_t i = 0; dir && i < NFILES && rc == CLI_OK; i++) {
-        snprintf(paths[i], sizeof paths[i], "%s/%s.npy", dir, files[i].name);
-        const size_t shape[2] = {files[i].rows, files[i].cols};
-        rc = cli_outputs_npy("demo", &out, paths[i], files[i].data, 2, shape);
-    }
+    for (size_t i = 0; dir && i < NFILES && rc == CLI_OK; i++)
+        rc = cli_outputs_write_npy("demo", &out, index[i + 1], files[i].data, 2,
+                                   (const size_t[]){files[i].rows, files[i].cols}, CLATTN_FLOAT32);
     if (rc == CLI_OK)
         rc = cli_outputs_commit("demo", &out);
     cli_outputs_discard(&out);
+    if (rc != CLI_OK && made_dir)
+        rmdir(dir); /* (empty again: its files were taken back) */
     return rc;
 }
 

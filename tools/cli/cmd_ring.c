@@ -169,28 +169,51 @@ static void report(const clattn_ring_stats *st, int ranks, int rank, size_t L, s
     free(all);
 }
 
-static int write_slice_or_whole(const char *cmd, cli_outputs *outs, const char *path, const float *mine, size_t B,
-                                size_t H, size_t n, size_t width, bool gathered, int ranks, int rank,
-                                clattn_ring_layout layout, bool is_lse, char **names_kept)
+/* This rank's file for an output path: the whole tensor at path on rank 0 with --gather (nothing on the
+ * other ranks: *name stays NULL), else its own slice at path with "{rank}" replaced. */
+static int output_name(const char *cmd, const char *path, bool gathered, int rank, char **name)
+{
+    *name = NULL;
+    if (gathered && rank != 0)
+        return CLI_OK;
+    if (gathered && (*name = malloc(strlen(path) + 1)))
+        strcpy(*name, path);
+    else if (!gathered)
+        *name = with_rank(path, rank);
+    if (!*name)
+        return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
+    return CLI_OK;
+}
+
+/* The shape of this rank's file: (B,H,rows,width), or (B,H,rows) for the log-sum-exp. */
+static size_t file_shape(size_t B, size_t H, size_t n, size_t width, bool gathered, int ranks, int rank,
+                         clattn_ring_layout layout, bool is_lse, size_t shape[4])
 {
     clattn_ring_shard sh;
     clattn_ring_shard_of(n, ranks, rank, layout, &sh);
-    const size_t rows = gathered ? n : sh.rows;
-    const size_t shape[4] = {B, H, rows, width};
-    const size_t ndim = is_lse ? 3 : 4;
-    if (gathered) {
-        float *whole = NULL;
-        int rc = gather(cmd, mine, B * H, n, width, ranks, rank, layout, &whole);
-        if (rc == CLI_OK && rank == 0)
-            rc = cli_outputs_npy(cmd, outs, path, whole, ndim, shape);
-        free(whole);
-        return rc;
-    }
-    /* The name stays with the outputs until they are committed (they print it). */
-    char *own = with_rank(path, rank);
-    if (!own || !(*names_kept = own))
-        return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
-    return cli_outputs_npy(cmd, outs, own, mine, ndim, shape);
+    shape[0] = B;
+    shape[1] = H;
+    shape[2] = gathered ? n : sh.rows;
+    shape[3] = width;
+    return is_lse ? 3 : 4;
+}
+
+/* Writes output i (added by this rank, or by rank 0 alone with --gather): this rank's rows, or every
+ * rank's gathered on rank 0 (a collective call then: every rank makes it). */
+static int write_slice_or_whole(const char *cmd, cli_outputs *outs, size_t i, const float *mine, size_t B, size_t H,
+                                size_t n, size_t width, bool gathered, int ranks, int rank, clattn_ring_layout layout,
+                                bool is_lse)
+{
+    size_t shape[4];
+    const size_t ndim = file_shape(B, H, n, width, gathered, ranks, rank, layout, is_lse, shape);
+    if (!gathered)
+        return cli_outputs_write_npy(cmd, outs, i, mine, ndim, shape, CLATTN_FLOAT32);
+    float *whole = NULL;
+    int rc = gather(cmd, mine, B * H, n, width, ranks, rank, layout, &whole);
+    if (rc == CLI_OK && rank == 0)
+        rc = cli_outputs_write_npy(cmd, outs, i, whole, ndim, shape, CLATTN_FLOAT32);
+    free(whole);
+    return rc;
 }
 
 int cmd_ring(int argc, char **argv)
@@ -326,11 +349,25 @@ int cmd_ring(int argc, char **argv)
         goto done;
     }
     report(&stats, ranks, rank, L, S, layout);
+    /* Every destination checked (on every rank, before any writes) before anything is written. */
     cli_outputs outs = {0};
-    rc = agree(write_slice_or_whole(cmd, &outs, out_path, out, B, H, L, Dv, gathered, ranks, rank, layout, false,
-                                    &names[0]));
+    size_t index[2] = {0};
+    static const char *const out_flags[2] = {"out", "lse"};
+    rc = output_name(cmd, out_path, gathered, rank, &names[0]);
     if (rc == CLI_OK && lse_path)
-        rc = write_slice_or_whole(cmd, &outs, lse_path, lse, B, H, L, 1, gathered, ranks, rank, layout, true, &names[1]);
+        rc = output_name(cmd, lse_path, gathered, rank, &names[1]);
+    if (rc == CLI_OK)
+        rc = cli_check_distinct_outputs(cmd, out_flags, (const char *const[]){names[0], names[1]}, 2);
+    for (int i = 0; i < 2 && rc == CLI_OK; i++)
+        if (names[i]) {
+            size_t shape[4];
+            const size_t ndim = file_shape(B, H, L, i ? 1 : Dv, gathered, ranks, rank, layout, i == 1, shape);
+            rc = cli_outputs_add_npy(cmd, &outs, names[i], ndim, shape, CLATTN_FLOAT32, &index[i]);
+        }
+    if ((rc = agree(rc)) == CLI_OK)
+        rc = agree(write_slice_or_whole(cmd, &outs, index[0], out, B, H, L, Dv, gathered, ranks, rank, layout, false));
+    if (rc == CLI_OK && lse_path)
+        rc = write_slice_or_whole(cmd, &outs, index[1], lse, B, H, L, 1, gathered, ranks, rank, layout, true);
     /* A rank whose file could not be written makes every rank discard its own before any is renamed into
      * place (a rename that fails at the very end is reported by its rank alone). */
     if ((rc = agree(rc)) == CLI_OK)

@@ -59,11 +59,8 @@ void ring_model_print(FILE *out, const ring_model *m)
                 ring_model_hidden_rows(m, m->link_gbps[b]));
 }
 
-int ring_model_svg(const char *path, const ring_model *m)
+int ring_model_svg(FILE *f, const ring_model *m)
 {
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return -1;
     const double W = 780, H = 420, x0 = 70, y0 = 48, pw = 440, ph = 320;
     double lo = INFINITY, hi = 0;
     for (unsigned p = 1; p <= m->max_ranks; p *= 2) {
@@ -73,10 +70,8 @@ int ring_model_svg(const char *path, const ring_model *m)
         for (size_t b = 0; b < m->nlinks; b++)
             hi = fmax(hi, p * ring_model_step_s(m, p, m->link_gbps[b]));
     }
-    if (!(lo > 0) || !isfinite(hi)) { /* (a speed of 0 or inf: nothing to draw on a log scale) */
-        fclose(f);
+    if (!(lo > 0) || !isfinite(hi)) /* (a speed of 0 or inf: nothing to draw on a log scale) */
         return -1;
-    }
     const double llo = floor(log10(lo)), lhi = ceil(log10(hi)) > floor(log10(lo)) ? ceil(log10(hi)) : floor(log10(lo)) + 1;
     const double pmax = log2((double)m->max_ranks) > 0 ? log2((double)m->max_ranks) : 1;
 #define PX(p) (x0 + pw * log2((double)(p)) / pmax)
@@ -113,5 +108,5 @@ int ring_model_svg(const char *path, const ring_model *m)
     fputs("</svg>\n", f);
 #undef PX
 #undef PY
-    return fclose(f) == 0 ? 0 : -1;
+    return ferror(f) ? -1 : 0;
 }

@@ -33,7 +33,8 @@ double ring_model_hidden_rows(const ring_model *m, double gbps);
 
 /* The table of P against each link, on out. */
 void ring_model_print(FILE *out, const ring_model *m);
-/* The same as an SVG line chart (log-log) at path; 0, or -1 with errno when the file cannot be written. */
-int ring_model_svg(const char *path, const ring_model *m);
+/* The same as an SVG line chart (log-log) on f; 0, or -1 when there is nothing to draw (a speed of 0 or
+ * infinity) or f reports a write error. */
+int ring_model_svg(FILE *f, const ring_model *m);
 
 #endif

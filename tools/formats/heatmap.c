@@ -600,11 +600,12 @@ static int check_labels(const char *const *labels, size_t n_labels, size_t expec
     return 0;
 }
 
-int heatmap_write_svg(const char *path, const float *weights, size_t heads, size_t q_len, size_t kv_len,
-                      const heatmap_opts *opts, char *err, size_t err_size)
+/* The arguments' sizes and labels; 0, or -1 with a reason in err. */
+static int check_args(const float *weights, size_t heads, size_t q_len, size_t kv_len, const heatmap_opts *opts,
+                      char *err, size_t err_size)
 {
-    if (!path || !weights)
-        return fail(err, err_size, "heatmap_write_svg: %s is NULL", !path ? "path" : "weights");
+    if (!weights)
+        return fail(err, err_size, "heatmap_write_svg: weights is NULL");
     if (heads == 0 || q_len == 0 || kv_len == 0)
         return fail(err, err_size, "nothing to draw: heads %zu, q_len %zu, kv_len %zu", heads, q_len, kv_len);
     if (q_len > SIZE_MAX / kv_len || q_len * kv_len > SIZE_MAX / heads / sizeof(float))
@@ -612,7 +613,14 @@ int heatmap_write_svg(const char *path, const float *weights, size_t heads, size
     if (opts && (check_labels(opts->query_labels, opts->n_query_labels, q_len, "query", err, err_size) ||
                  check_labels(opts->key_labels, opts->n_key_labels, kv_len, "key", err, err_size)))
         return -1;
+    return 0;
+}
 
+int heatmap_write_svg_to(FILE *fp, const float *weights, size_t heads, size_t q_len, size_t kv_len,
+                         const heatmap_opts *opts, char *err, size_t err_size)
+{
+    if (check_args(weights, heads, q_len, kv_len, opts, err, err_size))
+        return -1;
     grid g;
     if (build_grid(&g, weights, heads, q_len, kv_len, opts, err, err_size))
         return -1;
@@ -633,12 +641,24 @@ int heatmap_write_svg(const char *path, const float *weights, size_t heads, size
     layout L;
     plan_layout(&L, &g, text_width(title, TITLE_FONT, SIZE_MAX), notes_w, n_notes);
 
+    write_svg(fp, &g, &L, title, notes, n_notes);
+    free(g.values);
+    return ferror(fp) ? fail(err, err_size, "cannot write: %s", strerror(errno ? errno : EIO)) : 0;
+}
+
+int heatmap_write_svg(const char *path, const float *weights, size_t heads, size_t q_len, size_t kv_len,
+                      const heatmap_opts *opts, char *err, size_t err_size)
+{
+    if (!path)
+        return fail(err, err_size, "heatmap_write_svg: path is NULL");
+    if (check_args(weights, heads, q_len, kv_len, opts, err, err_size)) /* (before a stream is opened) */
+        return -1;
     atomic_file t;
-    if (atomic_open(&t, path, err, err_size)) {
-        free(g.values);
+    if (atomic_open(&t, path, err, err_size))
+        return -1;
+    if (heatmap_write_svg_to(t.fp, weights, heads, q_len, kv_len, opts, err, err_size)) {
+        atomic_abort(&t);
         return -1;
     }
-    write_svg(t.fp, &g, &L, title, notes, n_notes);
-    free(g.values);
-    return atomic_commit(&t, path, err, err_size);
+    return atomic_commit(&t, err, err_size);
 }

@@ -927,26 +927,34 @@ int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t 
     return npy_save_floats_as(path, NPY_F4, data, ndim, shape, err, err_size);
 }
 
-int npy_save_floats_as(const char *path, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape,
-                       char *err, size_t err_size)
+/* The shape's element count and byte size, checked; 0, or -1 with a reason in err. */
+static int checked_count(npy_dtype dtype, const float *data, size_t ndim, const size_t *shape, size_t *count,
+                         char *err, size_t err_size)
 {
     if (dtype != NPY_F4 && dtype != NPY_F2 && dtype != NPY_U2)
         return fail(err, err_size, "cannot save floats as '%s'", npy_dtype_name(dtype));
-    if (!path)
-        return fail(err, err_size, "npy_save_f32: path is NULL");
     if (ndim > NPY_MAX_DIMS)
         return fail(err, err_size, "cannot save %zu dimensions; at most %d are supported", ndim, NPY_MAX_DIMS);
     if (ndim > 0 && !shape)
         return fail(err, err_size, "npy_save_f32: shape is NULL");
-    size_t count = 1, bytes;
+    size_t bytes;
+    *count = 1;
     for (size_t i = 0; i < ndim; i++)
-        if (!mul_size(count, shape[i], &count))
+        if (!mul_size(*count, shape[i], count))
             return fail(err, err_size, "npy_save_f32: the shape's element count overflows");
-    if (!mul_size(count, sizeof(float), &bytes))
+    if (!mul_size(*count, sizeof(float), &bytes))
         return fail(err, err_size, "npy_save_f32: the data size overflows");
-    if (count > 0 && !data)
+    if (*count > 0 && !data)
         return fail(err, err_size, "npy_save_f32: data is NULL");
+    return 0;
+}
 
+int npy_write_floats_as(FILE *fp, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape, char *err,
+                        size_t err_size)
+{
+    size_t count;
+    if (checked_count(dtype, data, ndim, shape, &count, err, err_size))
+        return -1;
     char header[512];
     const size_t header_len = build_header(header, sizeof header, dtype, ndim, shape);
     unsigned char prefix[10];
@@ -955,16 +963,26 @@ int npy_save_floats_as(const char *path, npy_dtype dtype, const float *data, siz
     prefix[7] = 0;
     prefix[8] = (unsigned char)(header_len & 0xFF);
     prefix[9] = (unsigned char)(header_len >> 8);
+    if (fwrite(prefix, 1, sizeof prefix, fp) != sizeof prefix || fwrite(header, 1, header_len, fp) != header_len ||
+        (count > 0 && !(dtype == NPY_F4 ? write_floats_le(fp, data, count) : write_narrowed_le(fp, dtype, data, count))))
+        return fail(err, err_size, "cannot write: %s", strerror(errno));
+    return 0;
+}
 
+int npy_save_floats_as(const char *path, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape,
+                       char *err, size_t err_size)
+{
+    size_t count;
+    if (!path)
+        return fail(err, err_size, "npy_save_f32: path is NULL");
+    if (checked_count(dtype, data, ndim, shape, &count, err, err_size)) /* (before a stream is opened) */
+        return -1;
     atomic_file t;
     if (atomic_open(&t, path, err, err_size))
         return -1;
-    if (fwrite(prefix, 1, sizeof prefix, t.fp) != sizeof prefix ||
-        fwrite(header, 1, header_len, t.fp) != header_len ||
-        (count > 0 && !(dtype == NPY_F4 ? write_floats_le(t.fp, data, count) : write_narrowed_le(t.fp, dtype, data, count)))) {
-        const int e = errno;
+    if (npy_write_floats_as(t.fp, dtype, data, ndim, shape, err, err_size)) {
         atomic_abort(&t);
-        return fail(err, err_size, "cannot write: %s", strerror(e));
+        return -1;
     }
-    return atomic_commit(&t, path, err, err_size);
+    return atomic_commit(&t, err, err_size);
 }

@@ -10,6 +10,7 @@
 #define CLATTN_TOOLS_NPY_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* '<f4' '<f8' '<i4' '<i8' '|b1' '<f2' '<u2' */
 typedef enum npy_dtype { NPY_F4, NPY_F8, NPY_I4, NPY_I8, NPY_B1, NPY_F2, NPY_U2 } npy_dtype;
@@ -53,9 +54,10 @@ int npy_bf16_to_float(const npy_array *a, float **out, char *err, size_t err_siz
 int npy_to_int64(const npy_array *a, long long **out, char *err, size_t err_size);
 
 /* Write count = product(shape) floats as a C-ordered '<f4' array (version 1.0 header, data starting at a
- * multiple of 64 bytes, as numpy writes). ndim 0 writes a scalar. The file is written under a temporary
- * name in the same folder and renamed over path, so no half-written file is ever visible at path; on
- * failure the temporary is removed and path is left as it was. */
+ * multiple of 64 bytes, as numpy writes). ndim 0 writes a scalar. Written as atomic_file.h says: a
+ * regular file (or a new one) under a temporary name in the same folder, renamed over path, so no
+ * half-written file is ever visible at path and on failure path is left as it was; a device, FIFO or the
+ * standard output written through. */
 int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t *shape, char *err,
                  size_t err_size);
 /* The same with the floats rounded to the nearest even of `dtype`: NPY_F4 (as npy_save_f32), NPY_F2
@@ -63,6 +65,9 @@ int npy_save_f32(const char *path, const float *data, size_t ndim, const size_t 
  * Other dtypes fail. */
 int npy_save_floats_as(const char *path, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape,
                        char *err, size_t err_size);
+/* The same .npy bytes written to fp as they come (the caller opened it and closes it). */
+int npy_write_floats_as(FILE *fp, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape, char *err,
+                        size_t err_size);
 
 /* IEEE half and bfloat16 from and to float: widening is exact; narrowing rounds to nearest even,
  * overflows to ±inf and keeps NaN a (quiet) NaN of the same sign. */
