@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/.." || exit 1
 
-packages="gcc libc6-dev python3 python3-venv pkg-config meson ninja-build ocl-icd-opencl-dev opencl-headers libclblast-dev check pocl-opencl-icd cmake g++ oclgrind libopenmpi-dev openmpi-bin"
+packages="gcc libc6-dev python3 python3-venv pkg-config meson ninja-build ocl-icd-opencl-dev opencl-headers libclblast-dev check pocl-opencl-icd mesa-opencl-icd cmake g++ oclgrind libopenmpi-dev openmpi-bin"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
