@@ -175,6 +175,16 @@ double clattn_group_share(const clattn_group *g, size_t i)
     return g->speed[i] / total;
 }
 
+/* What every group call starts with: each member context's last error and warning cleared (as a call on
+ * one context clears its own), so that after a group call, failed or not, a member's warning is this
+ * call's, never that of an earlier call or of the group's creation. Returns the first context's check. */
+static clattn_status group_begin_call(clattn_group *g)
+{
+    for (size_t i = 1; i < g->count; i++)
+        (void)check_context(g->ctx[i]);
+    return check_context(g->ctx[0]);
+}
+
 /* [begin[d], begin[d+1]) of n items for each device, in proportion to the shares (every item placed). */
 static void divide(const clattn_group *g, size_t n, size_t *begin)
 {
@@ -403,7 +413,7 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     clattn_context *first = g->ctx[0];
     sdpa_shape s;
     clattn_sdpa_desc full; /* the caller's descriptor at this version's size, for the parts' copies */
-    clattn_status st = check_context(first);
+    clattn_status st = group_begin_call(g);
     if (st == CLATTN_SUCCESS && (st = sdpa_desc_read(first, desc, &full)) == CLATTN_SUCCESS)
         desc = &full;
     const char *int8_field = st == CLATTN_SUCCESS ? int8_kv_field(&full) : NULL; /* (see int8_kv_field) */
@@ -539,7 +549,7 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
     clattn_mha_host_weights w;
     mha_shape m;
     clattn_mha_desc full;
-    clattn_status st = check_context(first);
+    clattn_status st = group_begin_call(g);
     if (st == CLATTN_SUCCESS)
         st = mha_host_weights_read(first, weights, &w);
     if (st == CLATTN_SUCCESS)

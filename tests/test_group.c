@@ -293,6 +293,34 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/* A member's creation warning (a malformed CLATTN_TILE) is gone after the next group call, failed or
+ * good: every member's last warning is that call's own. */
+START_TEST(test_warnings_scoped)
+{
+    tu_set_label("group calls clear every member's warning");
+    static const char *const names[] = {"CLATTN_TILE"};
+    tu_env_save(names, 1);
+    setenv("CLATTN_TILE", "not-a-tile", 1);
+    clattn_group *g = NULL;
+    clattn_status st = clattn_group_create(&g, "all");
+    tu_env_restore();
+    TU_ASSERT_OK(st, NULL, "clattn_group_create with a malformed CLATTN_TILE");
+    for (size_t i = 0; i < clattn_group_size(g); i++)
+        ck_assert_msg(strstr(clattn_last_warning(clattn_group_context(g, i)), "CLATTN_TILE"),
+                      "member %zu: no creation warning (\"%s\")", i, clattn_last_warning(clattn_group_context(g, i)));
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 3, 10, 8, 0);
+    d.heads = 0; /* a call that fails its checks */
+    float *x = tu_falloc(2 * 10 * 8), *o = tu_host_alloc(2 * 3 * 8, NULL);
+    st = clattn_group_sdpa_host(g, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_ZERO_SIZE, "%s: %s", clattn_status_string(st), clattn_last_error(NULL));
+    for (size_t i = 0; i < clattn_group_size(g); i++)
+        ck_assert_msg(!*clattn_last_warning(clattn_group_context(g, i)),
+                      "member %zu after a failed group call still warns \"%s\"", i,
+                      clattn_last_warning(clattn_group_context(g, i)));
+    clattn_group_free(g);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     clattn_status st = clattn_group_create(&group, "all");
@@ -311,6 +339,7 @@ static Suite *make_suite(void)
     tc = tu_tcase("bad");
     tcase_add_test(tc, test_bad);
     tcase_add_test(tc, test_broken_kernels);
+    tcase_add_test(tc, test_warnings_scoped);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -760,6 +760,8 @@ CLATTN_API void clattn_group_free(clattn_group *group);
  * group), and device i's share of the work (its measured speed over the sum; 0 out of range). */
 CLATTN_API size_t clattn_group_size(const clattn_group *group);
 CLATTN_API clattn_context *clattn_group_context(const clattn_group *group, size_t i);
+/* (Each group call clears every member context's last error and warning first, as a call on a context
+ * does: after it, clattn_last_warning of a member is that call's, failed or not, never an earlier one's.) */
 CLATTN_API double clattn_group_share(const clattn_group *group, size_t i);
 
 /* clattn_sdpa_host spread over the group, the devices working concurrently (a thread each): with at
