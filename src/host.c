@@ -6,6 +6,7 @@
 #include "fault.h"
 #include "kvcache.h"
 #include "mha.h"
+#include "ragged.h"
 #include "scratch.h"
 #include "sdpa.h"
 #include "validate.h"
@@ -167,6 +168,44 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
         return st;
     if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS)
         st = sdpa_run_dense(ctx, &s, t[0].mem, t[1].mem, t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem);
+    return host_tensors_finish(ctx, t, n, st);
+}
+
+clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_ragged *ragged,
+                                      const void *q, const void *k, const void *v, const void *mask, void *out,
+                                      float *lse)
+{
+    clattn_status st = check_context(ctx);
+    ragged_call c;
+    if (st != CLATTN_SUCCESS || (st = no_int8(ctx, desc)) != CLATTN_SUCCESS ||
+        (st = ragged_check(ctx, desc, ragged, mask != NULL, &c)) != CLATTN_SUCCESS)
+        return st;
+    const sdpa_shape *s = &c.s;
+    if (!q || !k || !v || !out)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         !q ? "q" : !k ? "k" : !v ? "v" : "out");
+    /* A batch whose sequences hold no rows at all has nothing to copy: an empty array is no buffer. */
+    host_tensor t[] = {
+        {c.q_elems ? q : NULL, NULL, c.q_elems, "q", NULL, dtype_bytes(s->types.q)},
+        {c.k_elems ? k : NULL, NULL, c.k_elems, "k", NULL, dtype_bytes(s->types.k)},
+        {c.v_elems ? v : NULL, NULL, c.v_elems, "v", NULL, dtype_bytes(s->types.v)},
+        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size},
+        {NULL, c.out_elems ? out : NULL, c.out_elems, "out", NULL, dtype_bytes(s->types.o)},
+        {NULL, c.lse_elems ? lse : NULL, c.lse_elems, "lse", NULL, 0},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    if (c.q_elems == 0) /* no query row anywhere: nothing to compute or write */
+        return CLATTN_SUCCESS;
+    if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
+        return st;
+    /* No key row anywhere (every row then zero, its lse −inf): the kernels still take a K and a V. */
+    cl_mem kb = NULL, vb = NULL;
+    if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS && !(kb = t[1].mem))
+        st = scratch_get(ctx, SCRATCH_K, sizeof(float), &kb);
+    if (st == CLATTN_SUCCESS && !(vb = t[2].mem))
+        st = scratch_get(ctx, SCRATCH_V, sizeof(float), &vb);
+    if (st == CLATTN_SUCCESS)
+        st = ragged_run(ctx, &c, t[0].mem, kb, vb, t[3].mem, t[4].mem, t[5].mem);
     return host_tensors_finish(ctx, t, n, st);
 }
 

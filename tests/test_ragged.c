@@ -5,6 +5,8 @@
  * split its keys; grouped-query heads; no mask, top-left and bottom-right (per sequence) causal masks,
  * sinks, a window; odd head sizes. Bad input: starts that decrease, buffers short of the last start,
  * key_lengths in the masks, desc.q_len shorter than a sequence: refused before anything is written.
+ * The host variant (clattn_sdpa_ragged_host) runs every case too, (rows, heads, D), a batch without any
+ * key row included, and is refused NULL arrays and int8 K/V without writing.
  */
 #include "test_util.h"
 
@@ -31,6 +33,7 @@ static const rcase cases[] = {
     {"no mask, long keys split, GQA 8/2", 2, 8, 2, 64, 64, {2, 1}, {1700, 600}, NONE, 0, 0, 0},
     {"window (4, 0), bottom-right", 3, 2, 1, 29, 8, {5, 2, 7}, {30, 2, 19}, BR, 1, 4, 0},
     {"an additive (B,H,L,S) mask padded to the longest", 3, 2, 1, 16, 16, {3, 1, 4}, {9, 20, 5}, NONE, 0, 0, 1},
+    {"no key row in the whole batch, sinks", 2, 2, 2, 8, 8, {2, 1}, {0, 0}, TL, 1, 0, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -49,12 +52,13 @@ static float *swap_rows_heads(const float *in, size_t rows, size_t heads, size_t
 
 START_TEST(test_table)
 {
-    const rcase *c = &cases[TU_CASE(_i) / 2];
-    const bool heads_rows = TU_CASE(_i) % 2; /* each case in both layouts */
+    const rcase *c = &cases[TU_CASE(_i) / 3];
+    /* each case in both layouts on device buffers, then (rows, heads, D) through the host variant */
+    const bool heads_rows = TU_CASE(_i) % 3 == 1, host = TU_CASE(_i) % 3 == 2;
     const size_t dev = TU_DEVICE(_i), dv = c->Dv;
     clattn_context *ctx = tu_ctx[dev];
-    tu_set_label("ragged \"%s\" %s on %s", c->name, heads_rows ? "(heads, rows, D)" : "(rows, heads, D)",
-                 tu_dev_spec[dev]);
+    tu_set_label("ragged%s \"%s\" %s on %s", host ? " (host arrays)" : "", c->name,
+                 heads_rows ? "(heads, rows, D)" : "(rows, heads, D)", tu_dev_spec[dev]);
     size_t qs[MAXB + 1] = {0}, ks[MAXB + 1] = {0};
     for (size_t b = 0; b < c->B; b++) {
         qs[b + 1] = qs[b] + c->q_counts[b];
@@ -96,17 +100,26 @@ START_TEST(test_table)
     r.q_starts = qs;
     r.k_starts = ks;
     r.layout = heads_rows ? CLATTN_RAGGED_HEADS_ROWS : CLATTN_RAGGED_ROWS_HEADS;
-    cl_mem mq = tu_dev_alloc(ctx, nq, heads_rows ? swap_rows_heads(q, RQ, c->H, c->D, false) : q),
-           mk = tu_dev_alloc(ctx, nk, heads_rows ? swap_rows_heads(k, RK, c->KVH, c->D, false) : k),
-           mv = tu_dev_alloc(ctx, nv, heads_rows ? swap_rows_heads(v, RK, c->KVH, dv, false) : v);
-    cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
-    cl_mem mm = mask ? tu_dev_alloc(ctx, c->B * c->H * Lmax * Smax, mask) : NULL;
-    clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, mq, mk, mv, mm, mo, ml);
-    TU_ASSERT_OK(st, ctx, "clattn_sdpa_ragged");
-    tu_finish(ctx);
-    tu_dev_check_guard(ctx, mo, no, "out");
-    tu_dev_check_guard(ctx, ml, nl, "lse");
-    const float *o = tu_dev_read_checked(ctx, mo, no, "out"), *l = tu_dev_read_checked(ctx, ml, nl, "lse");
+    const float *o, *l;
+    if (host) {
+        float *ho = tu_host_alloc(no, NULL), *hl = tu_host_alloc(nl, NULL);
+        TU_ASSERT_OK(clattn_sdpa_ragged_host(ctx, &d, &r, q, k, v, mask, ho, hl), ctx, "clattn_sdpa_ragged_host");
+        o = ho;
+        l = hl;
+    } else {
+        cl_mem mq = tu_dev_alloc(ctx, nq, heads_rows ? swap_rows_heads(q, RQ, c->H, c->D, false) : q),
+               mk = tu_dev_alloc(ctx, nk, heads_rows ? swap_rows_heads(k, RK, c->KVH, c->D, false) : k),
+               mv = tu_dev_alloc(ctx, nv, heads_rows ? swap_rows_heads(v, RK, c->KVH, dv, false) : v);
+        cl_mem mo = tu_dev_alloc(ctx, no, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
+        cl_mem mm = mask ? tu_dev_alloc(ctx, c->B * c->H * Lmax * Smax, mask) : NULL;
+        clattn_status st = clattn_sdpa_ragged(ctx, &d, &r, mq, mk, mv, mm, mo, ml);
+        TU_ASSERT_OK(st, ctx, "clattn_sdpa_ragged");
+        tu_finish(ctx);
+        tu_dev_check_guard(ctx, mo, no, "out");
+        tu_dev_check_guard(ctx, ml, nl, "lse");
+        o = tu_dev_read_checked(ctx, mo, no, "out");
+        l = tu_dev_read_checked(ctx, ml, nl, "lse");
+    }
     if (heads_rows) /* back to (rows, heads, dv) for the checks */
         o = swap_rows_heads(o, RQ, c->H, dv, true);
     for (size_t b = 0; b < c->B; b++) {
@@ -204,13 +217,29 @@ START_TEST(test_bad)
     ck_assert_msg(strstr(clattn_last_error(ctx), "layout") != NULL, "%s", clattn_last_error(ctx));
     tu_finish(ctx);
     ck_assert_msg(tu_dev_all_sentinel(ctx, o2, 5 * H * D), "%s: a refused call wrote out", tu_label());
+    /* The host variant: the same checks, and what only it refuses. */
+    r.layout = CLATTN_RAGGED_ROWS_HEADS;
+    float *hq = tu_falloc(5 * H * D), *hk = tu_falloc(20 * H * D), *ho = tu_host_alloc(5 * H * D, NULL);
+    ck_assert_int_eq(clattn_sdpa_ragged_host(ctx, &d, &r, NULL, hk, hk, NULL, ho, NULL), CLATTN_ERROR_NULL_ARGUMENT);
+    ck_assert_msg(strstr(clattn_last_error(ctx), "q") != NULL, "%s", clattn_last_error(ctx));
+    ck_assert_int_eq(clattn_sdpa_ragged_host(ctx, &d, &r, hq, hk, hk, NULL, NULL, NULL), CLATTN_ERROR_NULL_ARGUMENT);
+    ck_assert_int_eq(clattn_sdpa_ragged_host(ctx, &d, NULL, hq, hk, hk, NULL, ho, NULL), CLATTN_ERROR_NULL_ARGUMENT);
+    ks[2] = 9;
+    ck_assert_int_eq(clattn_sdpa_ragged_host(ctx, &d, &r, hq, hk, hk, NULL, ho, NULL), CLATTN_ERROR_INVALID_VALUE);
+    ks[2] = 12;
+    d.k_dtype = CLATTN_INT8;
+    ck_assert_int_eq(clattn_sdpa_ragged_host(ctx, &d, &r, hq, hk, hk, NULL, ho, NULL), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_msg(strstr(clattn_last_error(ctx), "k_dtype") != NULL, "%s", clattn_last_error(ctx));
+    d.k_dtype = CLATTN_FLOAT32;
+    ck_assert_msg(tu_host_all_sentinel(ho, 5 * H * D), "%s: a refused host call wrote out", tu_label());
+    TU_ASSERT_OK(clattn_sdpa_ragged_host(ctx, &d, &r, hq, hk, hk, NULL, ho, NULL), ctx, "a good host call");
 }
 END_TEST
 
 static Suite *ragged_suite(void)
 {
     Suite *s = suite_create("ragged");
-    tu_add_loop(s, "table", test_table, 2 * NCASES * tu_ndev);
+    tu_add_loop(s, "table", test_table, 3 * NCASES * tu_ndev);
     tu_add_loop(s, "bad", test_bad, tu_ndev);
     return s;
 }

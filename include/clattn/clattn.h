@@ -625,6 +625,20 @@ CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa
                                           const void *q, const void *k, const void *v,
                                           const void *mask, void *out, float *weights, float *lse);
 
+/* Host-memory variant of clattn_sdpa_ragged (since 0.6.2): the packed q, k, v, mask, out and lse as host
+ * arrays of the sizes the ragged call gives (q: q_starts[B] rows × H × Dqk, …), blocking, all or nothing.
+ * For an application that batches sequences of different lengths without keeping them on the device
+ * (a prefill of prompts of several lengths, as FlashAttention's varlen call takes them).
+ *
+ * Paged caches have no host variant, by design: a paged pool is the device-resident state a serving
+ * engine appends to and attends over call after call; a host variant would copy the whole pool (and
+ * every block no sequence uses) to the device and back on each call, which is exactly what a paged
+ * cache exists to avoid. Keep the pool in cl_mem buffers and call clattn_kv_append_paged and
+ * clattn_sdpa_paged. */
+CLATTN_API clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                                 const clattn_ragged *ragged, const void *q, const void *k,
+                                                 const void *v, const void *mask, void *out, float *lse);
+
 /* Shape and options of a multi-head attention layer (start from CLATTN_MHA_DESC_INIT):
  *   Q = X·W_Q + b_Q,  K = KV·W_K + b_K,  V = KV·W_V + b_V            (KV = X for self-attention)
  *   O_h = sdpa(Q_h, K_h, V_h) for each head h, concatenated to (B, L, H·Dv)

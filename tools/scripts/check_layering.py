@@ -50,7 +50,7 @@ ORDER = [
     "tune.c",                          # clattn_tune: GEMMs and fused tiles measured, the choices recorded
     "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
     "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
-    "ragged.c",                        # clattn_sdpa_ragged: sequences of different lengths packed
+    "ragged.h", "ragged.c",            # clattn_sdpa_ragged: sequences of different lengths packed
     "paged.h", "paged.c",              # paged caches: block-id checks, appends and attention through a table
     "host.c",                          # the *_host variants
     "context.c",                       # the owner
