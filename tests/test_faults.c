@@ -49,6 +49,8 @@ typedef enum {
     SC_SDPA_MEM_STAGED,
     SC_SDPA_DECODE,
     SC_SDPA_PAST,
+    SC_SDPA_RAGGED_HOST, /* batch 0 of the fixture as a ragged batch of one sequence, (heads, rows, D) */
+    SC_SDPA_PAGED,       /* both sequences appended to a paged pool, then attended over through it */
     SC_MHA_WEIGHTS, /* (the layers come last: out_count and weight_count tell them by this order) */
     SC_MHA_FUSED,
     SC_COUNT
@@ -56,6 +58,7 @@ typedef enum {
 static const char *const scenario_names[SC_COUNT] = {
     "sdpa_host fused (mask, key lengths, lse)", "sdpa_host staged with weights", "sdpa cl_mem staged",
     "sdpa_host decode (mask, key lengths, lse)", "sdpa_with_past_host (7 past rows, 16 new)",
+    "sdpa_ragged_host (one sequence, mask, lse)", "kv_append_paged then sdpa_paged (blocks of 8, mask, lse)",
     "mha_host with W_O, biases and weights (staged)", "mha_host without weights (fused)"};
 
 enum { B = 2, H = 3, L = 19, S = 23, D = 8, DM = 12, OD = 10, PAST = 7 };
@@ -101,6 +104,8 @@ static void fixture_prepare(scenario sc)
         fx.d.algorithm = CLATTN_ALGORITHM_STAGED;
     if (sc == SC_SDPA_DECODE)
         fx.d.algorithm = CLATTN_ALGORITHM_DECODE;
+    if (sc == SC_SDPA_PAGED) /* a cache's positions: query i of sequence b at lengths[b] − L + i */
+        fx.kl[1] = S;
     for (size_t bh = 0; bh < B * H; bh++) { /* K and V cut into a past and new rows */
         memcpy(fx.past_k + bh * PAST * D, fx.k + bh * S * D, PAST * D * sizeof(float));
         memcpy(fx.past_v + bh * PAST * D, fx.v + bh * S * D, PAST * D * sizeof(float));
@@ -178,6 +183,77 @@ static clattn_status run_scenario(clattn_context *ctx, scenario sc, float *out, 
         return clattn_sdpa_with_past_host(ctx, &d, PAST, fx.past_k, fx.past_v, fx.q, fx.new_k, fx.new_v, fx.mask,
                                           NULL, NULL, out, NULL, lse);
     }
+    case SC_SDPA_RAGGED_HOST: {
+        /* Batch 0's (H, L, D) and (H, S, D) are a one-sequence batch in the (heads, rows, D) layout; its
+         * key length is S, so the dense masks hold without key_lengths. */
+        static const size_t q_starts[2] = {0, L}, k_starts[2] = {0, S};
+        clattn_ragged r = CLATTN_RAGGED_INIT;
+        r.q_starts = q_starts;
+        r.k_starts = k_starts;
+        r.layout = CLATTN_RAGGED_HEADS_ROWS;
+        clattn_masks m = fx.dm;
+        m.key_lengths = NULL;
+        clattn_sdpa_desc d = fx.d;
+        d.batch = 1;
+        d.masks = &m;
+        return clattn_sdpa_ragged_host(ctx, &d, &r, fx.q, fx.k, fx.v, fx.mask, out, lse);
+    }
+    case SC_SDPA_PAGED: {
+        /* Blocks of 8 rows, the two sequences' blocks interleaved in a pool of 6 (ids 0 2 4 and 1 3 5). */
+        enum { BS = 8, MAXB = (S + BS - 1) / BS };
+        static const cl_int table[B * MAXB] = {0, 2, 4, 1, 3, 5};
+        const size_t pool_bytes = (size_t)B * MAXB * H * BS * D * sizeof(float);
+        cl_int err;
+        cl_context cl = clattn_context_cl_context(ctx);
+        cl_mem m[6] = {
+            clCreateBuffer(cl, CL_MEM_READ_WRITE, pool_bytes, NULL, &err),
+            clCreateBuffer(cl, CL_MEM_READ_WRITE, pool_bytes, NULL, &err),
+            clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof table, (void *)table, &err),
+            clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof fx.q, fx.q, &err),
+            clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof fx.k, fx.k, &err),
+            clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof fx.v, fx.v, &err),
+        };
+        cl_mem mo = clCreateBuffer(cl, CL_MEM_READ_WRITE, B * H * L * D * sizeof(float), NULL, &err),
+               ml = clCreateBuffer(cl, CL_MEM_READ_WRITE, B * H * L * sizeof(float), NULL, &err);
+        clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
+        cache.k_pool = m[0];
+        cache.v_pool = m[1];
+        cache.blocks = B * MAXB;
+        cache.block_size = BS;
+        cache.block_table = m[2];
+        cache.max_blocks = MAXB;
+        /* The mask's last dimension is the table's reach (max_blocks·block_size): the fixture's (L, S)
+         * columns, then columns no key reaches. */
+        float wide[L * BS * MAXB];
+        for (size_t i = 0; i < L; i++)
+            for (size_t j = 0; j < BS * MAXB; j++)
+                wide[i * BS * MAXB + j] = j < S ? fx.mask[i * S + j] : 0.0f;
+        cl_mem mask = clCreateBuffer(cl, CL_MEM_COPY_HOST_PTR, sizeof wide, wide, &err);
+        const size_t empty[B] = {0, 0};
+        clattn_sdpa_desc d = fx.d;
+        clattn_masks dm = fx.dm;
+        dm.key_lengths = NULL;
+        d.masks = &dm;
+        d.kv_len = S;
+        clattn_status st = clattn_kv_append_paged(ctx, &d, &cache, empty, S, m[4], m[5]);
+        d.kv_len = BS * MAXB;
+        if (st == CLATTN_SUCCESS)
+            st = clattn_sdpa_paged(ctx, &d, &cache, fx.kl, m[3], mask, mo, ml);
+        if (st == CLATTN_SUCCESS)
+            st = clattn_finish(ctx);
+        if (st == CLATTN_SUCCESS)
+            st = (clattn_status)clEnqueueReadBuffer(clattn_context_queue(ctx), mo, CL_TRUE, 0,
+                                                    B * H * L * D * sizeof(float), out, 0, NULL, NULL);
+        if (st == CLATTN_SUCCESS)
+            st = (clattn_status)clEnqueueReadBuffer(clattn_context_queue(ctx), ml, CL_TRUE, 0,
+                                                    B * H * L * sizeof(float), lse, 0, NULL, NULL);
+        for (int i = 0; i < 6; i++)
+            clReleaseMemObject(m[i]);
+        clReleaseMemObject(mask);
+        clReleaseMemObject(mo);
+        clReleaseMemObject(ml);
+        return st;
+    }
     case SC_MHA_WEIGHTS:
         return clattn_mha_host(ctx, &fx.md, fx.x, NULL, &hw, NULL, out, w);
     case SC_MHA_FUSED:
@@ -196,10 +272,20 @@ static void check_success(clattn_context *ctx, scenario sc, const char *when)
           *lse = tu_host_alloc(B * H * L, NULL);
     clattn_status st = run_scenario(ctx, sc, out, w, lse);
     TU_ASSERT_OK(st, ctx, when);
+    if (sc == SC_SDPA_RAGGED_HOST) { /* batch 0; a ragged lse is (rows, heads) */
+        check_close_named("out", out, fx.ref_out, (size_t)H * L * D, NULL);
+        float by_head[H * L];
+        for (size_t i = 0; i < L; i++)
+            for (size_t h = 0; h < H; h++)
+                by_head[h * L + i] = lse[i * H + h];
+        check_close_named("lse", by_head, fx.ref_lse, (size_t)H * L, NULL);
+        return;
+    }
     check_close_named("out", out, fx.ref_out, out_count(sc), NULL);
     if (sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_MHA_WEIGHTS)
         check_close_named("weights", w, fx.ref_w, weight_count(sc), NULL);
-    if (sc == SC_SDPA_FUSED || sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_SDPA_DECODE || sc == SC_SDPA_PAST)
+    if (sc == SC_SDPA_FUSED || sc == SC_SDPA_STAGED_WEIGHTS || sc == SC_SDPA_DECODE || sc == SC_SDPA_PAST ||
+        sc == SC_SDPA_PAGED)
         check_close_named("lse", lse, fx.ref_lse, B * H * L, NULL);
 }
 
@@ -262,7 +348,7 @@ START_TEST(test_fault_walk)
         clattn_finish(ctx); /* nothing of the failed call may still run */
         if (st != CLATTN_SUCCESS) {
             ck_assert_msg(has_detail, "%s: %s without a detail", tu_label(), clattn_status_string(st));
-            if (sc != SC_SDPA_MEM_STAGED) { /* host variants write nothing on failure */
+            if (sc != SC_SDPA_MEM_STAGED && sc != SC_SDPA_PAGED) { /* host variants write nothing on failure */
                 ck_assert_msg(tu_host_all_sentinel(out, out_count(sc)), "%s: out written by a failed call", tu_label());
                 ck_assert_msg(tu_host_all_sentinel(w, weight_count(sc)), "%s: weights written by a failed call",
                               tu_label());
@@ -270,7 +356,8 @@ START_TEST(test_fault_walk)
             }
         } else {
             /* recovered (the fused kernel fell back to the staged path): the answer must be right */
-            check_close_named("out (recovered)", out, fx.ref_out, out_count(sc), NULL);
+            check_close_named("out (recovered)", out, fx.ref_out,
+                              sc == SC_SDPA_RAGGED_HOST ? (size_t)H * L * D : out_count(sc), NULL);
         }
         clattn_context_release_temporaries(ctx);
         check_live(&base, "after the failed call");
