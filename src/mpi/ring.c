@@ -7,7 +7,9 @@
  * it posts the send of that slice to r + 1 and the receive of the next from r − 1, enqueues the uploads
  * and kernels, and polls both until done, so that the transfer hides behind the kernels; (3) a last
  * exchange of statuses, before any output is written, so that a failure on one rank is every rank's answer
- * and no rank writes its rows. Each wait on another rank ends at the ring's timeout. */
+ * and no rank writes its rows. Each wait on another rank ends at the ring's timeout, or at another rank's
+ * notice that it gave up (give_up). The caller's structs are read by clattn.h's struct_size rule
+ * (../versioned_rule.h), and the ranks' fingerprints are fingerprint.c's. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "clattn/clattn_mpi.h"
 
