@@ -443,6 +443,7 @@ END_TEST
  * rank's would arrive — is refused (CLATTN_ERROR_COMMUNICATION naming it) before any of its numbers is
  * read; then a rank's own failure, then a field that differs. */
 static uint32_t swap32(uint32_t x) { return x >> 24 | (x >> 8 & 0xff00u) | (x << 8 & 0xff0000u) | x << 24; }
+static uint64_t swap64(uint64_t x) { return (uint64_t)swap32((uint32_t)x) << 32 | swap32((uint32_t)(x >> 32)); }
 
 START_TEST(test_fingerprints)
 {
@@ -469,7 +470,7 @@ START_TEST(test_fingerprints)
                                                                         : "x86_64 little-endian void*8 size_t8 long8");
     foreign[2].status = (int32_t)swap32((uint32_t)CLATTN_ERROR_ZERO_SIZE);
     for (int f = 0; f < RING_FIELDS; f++)
-        foreign[2].field[f] = (uint64_t)swap32((uint32_t)foreign[2].field[f]) << 32;
+        foreign[2].field[f] = swap64(foreign[2].field[f]);
     clattn_status st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
     ck_assert_msg(st == CLATTN_ERROR_COMMUNICATION && who == 2, "%s, rank %d: %s", clattn_status_string(st), who, text);
     ck_assert_msg(strstr(text, "rank 2 runs on") && strstr(text, low ? "big-endian" : "little-endian"), "%s", text);
