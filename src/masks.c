@@ -7,12 +7,10 @@
 #include "fault.h"
 #include "scratch.h"
 #include "versioned.h"
+#include "versioned_rule.h" /* MASKS_SIZE_0_2 */
 
 #include <math.h>
 #include <stdlib.h>
-
-/* The first published layout (0.2.0) ends with `reserved`. */
-#define MASKS_SIZE_0_2 (offsetof(clattn_masks, reserved) + sizeof(unsigned))
 
 /* Query offsets and window sizes are kept within ±2^61, so that no position sum in cl/masks.cl (an
  * offset plus a row plus a window) overflows a long. */

@@ -5,6 +5,7 @@
 #include "context.h"
 #include "error.h"
 #include "versioned.h"
+#include "versioned_rule.h" /* SDPA_DESC_SIZE_0_2 */
 
 #include <stdarg.h>
 
@@ -91,9 +92,6 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
                          bytes, (unsigned long long)ctx->caps.max_alloc);
     return CLATTN_SUCCESS;
 }
-
-/* The first published layout (0.2.0) ends with `softcap`, then called `reserved` (and 0). */
-#define SDPA_DESC_SIZE_0_2 (offsetof(clattn_sdpa_desc, softcap) + sizeof(float))
 
 clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, clattn_sdpa_desc *out)
 {

@@ -2,19 +2,22 @@
  * Ring attention across MPI ranks (clattn_mpi.h), run by meson under `mpirun -np 2` and `mpirun -np 4
  * --oversubscribe`, every rank on the machine's first OpenCL device:
  *
- *  1. shards: clattn_ring_shard_of covers every row once, in order, for both layouts and uneven sizes.
+ *  0. rank and size: clattn_ring_rank/_size over the world and over a split communicator.
+ *  1. shards: clattn_ring_shard_of covers every row once, in order, for both layouts and uneven sizes;
+ *     fingerprints: the verdict refuses a rank of another platform before reading its numbers.
  *  2. table: non-causal and causal attention in both layouts, uneven L and S (not divisible by P), cross
  *     lengths (L ≠ S, bottom-right), GQA, key lengths, query offsets, windows, sinks, ALiBi, soft-capping —
  *     each rank's rows against the fp64 reference within the conformance tolerance, and against
- *     clattn_sdpa_host on the whole tensors in one process.
+ *     clattn_sdpa_host on the whole tensors in one process; the bytes each rank sends.
  *  3. memory: L = S = 512, D = 64: each rank's device memory (the library's own count: the call's buffers
  *     plus the context's temporaries' peak) at most 2 · (L + S)/P · B·H·(Dqk + Dv) floats, and the causal
  *     zigzag layout's pairs the same on every rank.
  *  4. bad: a rank whose kv_len differs (every rank gets CLATTN_ERROR_SHAPE_MISMATCH naming it), P > S, a
  *     NULL array on one rank, a descriptor clattn_sdpa refuses (every rank gets its status), a rank whose
  *     kernels do not build (it fails at its first pair, keeps passing slices, and every rank returns its
- *     status naming it), and last a rank that never calls: the others return CLATTN_ERROR_TIMEOUT naming
- *     it, within the ring's timeout.
+ *     status naming it), a rank that stops answering after its first step (every rank names it), and
+ *     last a rank that never calls: the others return CLATTN_ERROR_TIMEOUT naming it, within the ring's
+ *     timeout. Structs of older and newer headers are read by their struct_size.
  *
  * Every rank runs the same cases in the same order, without forking (CK_NOFORK). Rank 0 prints check's
  * summary; a failure on any rank fails the run (mpirun's exit status), and rank 0 prints every rank's.
@@ -23,10 +26,14 @@
 
 #include <clattn/clattn_mpi.h>
 
+#include "../src/mpi/fingerprint.h" /* compiled into this test: its verdict is unit-tested */
+
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int rank, ranks;
 static clattn_context *ctx;
@@ -38,6 +45,26 @@ static void take_rows(const float *all, size_t slices, size_t n, size_t width, c
 {
     ck_assert(clattn_ring_shard_take(sh, slices, n, width, all, out) == CLATTN_SUCCESS);
 }
+
+/* The ring's rank and size are its communicator's; NULL gives −1 and 0. A ring over a split communicator
+ * (two rings of the even and the odd ranks) has that communicator's. */
+START_TEST(test_rank_and_size)
+{
+    ck_assert_int_eq(clattn_ring_rank(ring), rank);
+    ck_assert_int_eq(clattn_ring_size(ring), ranks);
+    ck_assert_int_eq(clattn_ring_rank(NULL), -1);
+    ck_assert_int_eq(clattn_ring_size(NULL), 0);
+    MPI_Comm half;
+    MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half);
+    clattn_ring *r = NULL;
+    clattn_status st = clattn_ring_create(&r, ctx, half, 60.0);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: clattn_ring_create: %s", rank, clattn_ring_last_error(NULL));
+    ck_assert_int_eq(clattn_ring_rank(r), rank / 2);
+    ck_assert_int_eq(clattn_ring_size(r), (ranks - rank % 2 + 1) / 2);
+    clattn_ring_free(r);
+    MPI_Comm_free(&half);
+}
+END_TEST
 
 START_TEST(test_shards)
 {
@@ -168,7 +195,15 @@ START_TEST(test_table)
     tu_host_check_guard(o, my_no, "out");
     tu_host_check_guard(l, my_nl, "lse");
     ck_assert_uint_eq(stats.steps, (unsigned)ranks);
-    ck_assert(stats.bytes_sent == (ranks > 1 ? stats.bytes_sent : 0));
+    /* In step t < P − 1 this rank passes on the slice of rank − t, K and V: its rows of S in float32. */
+    size_t want_sent = 0;
+    for (int t = 0; t + 1 < ranks; t++) {
+        clattn_ring_shard held;
+        clattn_ring_shard_of(c->S, ranks, (rank - t + ranks) % ranks, c->layout, &held);
+        want_sent += c->B * c->KVH * held.rows * (c->D + c->DV) * sizeof(float);
+    }
+    ck_assert_msg(stats.bytes_sent == want_sent, "%s: rank %d sent %zu bytes, expected %zu", tu_label(), rank,
+                  stats.bytes_sent, want_sent);
     /* The fp64 reference over the whole tensors, and one process's clattn_sdpa_host: this rank's rows. */
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
     ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
@@ -322,6 +357,144 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/* The caller's structs as an older program built them (clattn.h's "Extensible structs"): a descriptor and
+ * masks of the first published layouts (0.2.0: the descriptor ends with softcap, the masks with
+ * `reserved`), in memory whose bytes past them are garbage, give the same rows as the whole structs; a
+ * newer program's stats (a field this library does not know, 0) are written up to this library's
+ * fields and the rest left alone, and a newer descriptor that sets a field unknown here is refused. */
+typedef struct newer_ring_stats {
+    clattn_ring_stats s;
+    size_t later; /* a newer header's field, left 0 as its INIT macro would */
+    size_t after;
+} newer_ring_stats;
+
+START_TEST(test_older_structs)
+{
+    tu_set_label("ring P %d: structs of older and newer headers", ranks);
+    const size_t B = 2, H = 2, S = 5 * (size_t)ranks + 3, D = 8;
+    const size_t desc_0_2 = offsetof(clattn_sdpa_desc, softcap) + sizeof(float);
+    const size_t masks_0_2 = offsetof(clattn_masks, reserved) + sizeof(unsigned);
+    const size_t lengths[2] = {S - 2, S / 2 + 1};
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    m.key_lengths = lengths;
+    clattn_sdpa_desc d = tu_sdpa_desc(B, H, S, S, D, D);
+    d.masks = &m;
+    /* Garbage past each old prefix: a reader that looked there would see kv_heads, sinks, dtypes, windows… */
+    union {
+        clattn_sdpa_desc d;
+        unsigned char bytes[sizeof(clattn_sdpa_desc) + 64];
+    } old_d;
+    union {
+        clattn_masks m;
+        unsigned char bytes[sizeof(clattn_masks) + 64];
+    } old_m;
+    memset(&old_d, 0xA5, sizeof old_d);
+    memset(&old_m, 0xA5, sizeof old_m);
+    memcpy(&old_m, &m, masks_0_2);
+    old_m.m.struct_size = masks_0_2;
+    memcpy(&old_d, &d, desc_0_2);
+    old_d.d.struct_size = desc_0_2;
+    old_d.d.masks = &old_m.m;
+    clattn_ring_shard sh;
+    clattn_ring_shard_of(S, ranks, rank, ZIGZAG, &sh);
+    const size_t n = B * H * sh.rows * D;
+    float *q = tu_falloc(n), *k = tu_falloc(n), *v = tu_falloc(n);
+    tu_fill_uniform(q, n, 1.0f, 31 + (uint64_t)rank);
+    tu_fill_uniform(k, n, 1.0f, 41 + (uint64_t)rank);
+    tu_fill_uniform(v, n, 1.0f, 51 + (uint64_t)rank);
+    float *whole_o = tu_falloc(n), *old_o = tu_host_alloc(n, NULL);
+    clattn_status st = clattn_ring_sdpa_host(ring, &d, ZIGZAG, q, k, v, whole_o, NULL, NULL);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: whole structs: %s: %s", rank, clattn_status_string(st),
+                  clattn_ring_last_error(ring));
+    newer_ring_stats newer_stats = {CLATTN_RING_STATS_INIT, 0, 0};
+    newer_stats.s.struct_size = offsetof(newer_ring_stats, after);
+    newer_stats.after = 77; /* past the struct_size: not the library's */
+    st = clattn_ring_sdpa_host(ring, &old_d.d, ZIGZAG, q, k, v, old_o, NULL, &newer_stats.s);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: 0.2 structs: %s: %s", rank, clattn_status_string(st),
+                  clattn_ring_last_error(ring));
+    ck_assert_msg(memcmp(old_o, whole_o, n * sizeof(float)) == 0, "rank %d: the old structs' rows differ", rank);
+    ck_assert_uint_eq(newer_stats.s.steps, (unsigned)ranks);
+    ck_assert(newer_stats.s.struct_size == offsetof(newer_ring_stats, after));
+    ck_assert(newer_stats.later == 0 && newer_stats.after == 77);
+    /* A newer descriptor that uses a field this library does not know: refused, naming the byte. */
+    union {
+        clattn_sdpa_desc d;
+        unsigned char bytes[sizeof(clattn_sdpa_desc) + 8];
+    } newer_d;
+    memset(&newer_d, 0, sizeof newer_d);
+    newer_d.d = d;
+    newer_d.d.struct_size = sizeof newer_d;
+    newer_d.bytes[sizeof(clattn_sdpa_desc)] = 1;
+    float *refused_o = tu_host_alloc(n, NULL);
+    st = clattn_ring_sdpa_host(ring, &newer_d.d, ZIGZAG, q, k, v, refused_o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "does not know");
+    ck_assert_msg(tu_host_all_sentinel(refused_o, n), "rank %d: a refused call wrote its output", rank);
+    /* A struct_size no version had (not a multiple of size_t's). */
+    clattn_sdpa_desc odd = d;
+    odd.struct_size = desc_0_2 + 4;
+    st = clattn_ring_sdpa_host(ring, &odd, ZIGZAG, q, k, v, refused_o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "desc->struct_size");
+}
+END_TEST
+
+/* The verdict over the ranks' fingerprints (src/mpi/fingerprint.c, compiled into this test): a rank of
+ * another platform — simulated by a big-endian platform text and its numbers byte-swapped, as such a
+ * rank's would arrive — is refused (CLATTN_ERROR_COMMUNICATION naming it) before any of its numbers is
+ * read; then a rank's own failure, then a field that differs. */
+static uint32_t swap32(uint32_t x) { return x >> 24 | (x >> 8 & 0xff00u) | (x << 8 & 0xff0000u) | x << 24; }
+static uint64_t swap64(uint64_t x) { return (uint64_t)swap32((uint32_t)x) << 32 | swap32((uint32_t)(x >> 32)); }
+
+START_TEST(test_fingerprints)
+{
+    enum { P = 3 };
+    clattn_sdpa_desc d = tu_sdpa_desc(2, 4, 33, 47, 16, 8);
+    ring_fingerprint all[P];
+    memset(all, 0, sizeof all);
+    for (int i = 0; i < P; i++)
+        ring_fingerprint_fill(&d, ZIGZAG, &all[i]);
+    const uint32_t probe = 1;
+    unsigned char low;
+    memcpy(&low, &probe, 1);
+    ck_assert_msg(strstr(all[0].platform, low ? "little-endian" : "big-endian") != NULL, "platform \"%s\"",
+                  all[0].platform);
+    ck_assert_msg(strstr(all[0].platform, sizeof(void *) == 8 ? "void*8" : "void*4") != NULL, "platform \"%s\"",
+                  all[0].platform);
+    char text[512];
+    int who = -7;
+    ck_assert(ring_fingerprints_verdict(all, P, 33, &who, text, sizeof text) == CLATTN_SUCCESS && who == -7);
+    /* Rank 2 of another byte order: its status reads as garbage (1 << 24 swapped), its fields too. */
+    ring_fingerprint foreign[P];
+    memcpy(foreign, all, sizeof all);
+    snprintf(foreign[2].platform, sizeof foreign[2].platform, "%s", low ? "s390x big-endian void*8 size_t8 long8"
+                                                                        : "x86_64 little-endian void*8 size_t8 long8");
+    foreign[2].status = (int32_t)swap32((uint32_t)CLATTN_ERROR_ZERO_SIZE);
+    for (int f = 0; f < RING_FIELDS; f++)
+        foreign[2].field[f] = swap64(foreign[2].field[f]);
+    clattn_status st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
+    ck_assert_msg(st == CLATTN_ERROR_COMMUNICATION && who == 2, "%s, rank %d: %s", clattn_status_string(st), who, text);
+    ck_assert_msg(strstr(text, "rank 2 runs on") && strstr(text, low ? "big-endian" : "little-endian"), "%s", text);
+    /* The same text from every rank but one, of another word size: refused the same way. */
+    memcpy(foreign, all, sizeof all);
+    char *width = strstr(foreign[1].platform, "void*");
+    ck_assert(width != NULL);
+    width[5] = width[5] == '8' ? '4' : '8';
+    st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
+    ck_assert_msg(st == CLATTN_ERROR_COMMUNICATION && who == 1, "%s, rank %d: %s", clattn_status_string(st), who, text);
+    /* One platform: rank 1's own failure is every rank's answer… */
+    memcpy(foreign, all, sizeof all);
+    foreign[1].status = CLATTN_ERROR_NULL_ARGUMENT;
+    snprintf(foreign[1].detail, sizeof foreign[1].detail, "host array q is NULL");
+    st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
+    ck_assert_msg(st == CLATTN_ERROR_NULL_ARGUMENT && who == 1 && strstr(text, "rank 1: host array q"), "%s", text);
+    /* …and a field that differs is a shape mismatch naming the rank and the field. */
+    memcpy(foreign, all, sizeof all);
+    foreign[2].field[4] += 1; /* kv_len */
+    st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
+    ck_assert_msg(st == CLATTN_ERROR_SHAPE_MISMATCH && who == 2 && strstr(text, "rank 2's kv_len is 48"), "%s", text);
+}
+END_TEST
+
 /* A rank whose kernels do not build (its context reads a broken common.cl): it fails at its first pair,
  * goes on passing slices, and every rank returns its status naming it; the others' rows were computed. */
 START_TEST(test_one_rank_fails)
@@ -353,6 +526,72 @@ START_TEST(test_one_rank_fails)
 }
 END_TEST
 
+/* A rank that stops answering mid-ring, through MPI's profiling interface: this MPI_Isend stands between
+ * the ring and MPI (PMPI_Isend is MPI's own). Armed on one rank, it lets that rank's first step's K and V
+ * sends (its first two sends of floats) through, then sleeps `stall_seconds` before its next send of
+ * any kind: the next step's slice (P > 2) or the call's final statuses (P = 2). */
+static int stall_armed;
+static int stall_float_sends;
+static double stall_seconds;
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req)
+{
+    if (stall_armed) {
+        if (stall_float_sends == 2) {
+            stall_armed = 0;
+            const struct timespec ts = {(time_t)stall_seconds, (long)((stall_seconds - (double)(time_t)stall_seconds) * 1e9)};
+            nanosleep(&ts, NULL);
+        } else if (type == MPI_FLOAT) {
+            stall_float_sends++;
+        }
+    }
+    return PMPI_Isend(buf, count, type, dest, tag, comm, req);
+}
+
+/* Rank 1 answers the first step, then sleeps past the ring's timeout: every other rank returns
+ * CLATTN_ERROR_TIMEOUT naming rank 1 (not the neighbour that gave up waiting on it), within the timeout
+ * and a grace; rank 1 itself, once awake, returns the same. */
+START_TEST(test_stalled_rank)
+{
+    if (ranks < 2)
+        return;
+    tu_set_label("ring P %d: rank 1 stops answering after its first step", ranks);
+    const double timeout = 1.5;
+    clattn_ring *r = NULL;
+    clattn_status st = clattn_ring_create(&r, ctx, MPI_COMM_WORLD, timeout);
+    ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: clattn_ring_create: %s", rank, clattn_ring_last_error(NULL));
+    const size_t S = 3 * (size_t)ranks + 2, D = 8;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, S, S, D, D);
+    float *q = tu_falloc(2 * S * D), *o = tu_host_alloc(2 * S * D, NULL);
+    tu_fill_uniform(q, 2 * S * D, 1.0f, 21);
+    if (rank == 1) {
+        stall_float_sends = 0;
+        stall_seconds = 3.0 * timeout;
+        stall_armed = 1;
+    }
+    const double t0 = MPI_Wtime();
+    st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
+    const double waited = MPI_Wtime() - t0;
+    stall_armed = 0;
+    const int named = clattn_ring_failed_rank(r);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", clattn_ring_last_error(r));
+    clattn_ring_free(r);
+    /* Every rank here before any check: a check that fails leaves the test (CK_NOFORK), and a rank that
+     * left early would meet the others in the wrong collective. */
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("ring: P %d: a rank that stopped after its first step: %s after %.2f s: %s\n", ranks,
+               clattn_status_string(st), waited, detail);
+    ck_assert_msg(st == CLATTN_ERROR_TIMEOUT && named == 1 && strstr(detail, "rank 1 did not answer within"),
+                  "%s: rank %d: %s, failed rank %d: %s", tu_label(), rank, clattn_status_string(st), named, detail);
+    ck_assert_msg(tu_host_all_sentinel(o, 2 * S * D), "rank %d: a failed call wrote its output", rank);
+    /* Bounded: the timeout and its grace after this rank's own work (the stalled rank: after its sleep). */
+    const double bound = (rank == 1 ? stall_seconds : 0.0) + 2.0 * timeout + 20.0;
+    ck_assert_msg(waited < bound, "rank %d: returned after %.2f s", rank, waited);
+}
+END_TEST
+
 /* Last: the last rank creates its ring but never calls (as if it had died); the others time out. */
 START_TEST(test_dead_rank)
 {
@@ -363,24 +602,34 @@ START_TEST(test_dead_rank)
     const double timeout = 1.5;
     clattn_status st = clattn_ring_create(&r, ctx, MPI_COMM_WORLD, timeout);
     ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: clattn_ring_create: %s", rank, clattn_ring_last_error(NULL));
+    clattn_status spent = CLATTN_ERROR_COMMUNICATION;
+    int named = ranks - 1;
+    double waited = timeout;
+    char detail[512] = "did not answer within";
     if (rank != ranks - 1) {
         const size_t S = 2 * (size_t)ranks, D = 8;
         clattn_sdpa_desc d = tu_sdpa_desc(1, 1, S, S, D, D);
         float *q = tu_falloc(S * D), *o = tu_falloc(S * D);
         const double t0 = MPI_Wtime();
         st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
-        const double waited = MPI_Wtime() - t0;
-        expect_failure_on(r, st, CLATTN_ERROR_TIMEOUT, ranks - 1, "did not answer within");
-        ck_assert_msg(waited >= timeout && waited < timeout + 30.0, "rank %d: returned after %.2f s", rank, waited);
-        if (rank == 0)
-            printf("ring: P %d: a rank that never called: %s after %.2f s: %s\n", ranks, clattn_status_string(
-                   CLATTN_ERROR_TIMEOUT), waited, clattn_ring_last_error(r));
+        waited = MPI_Wtime() - t0;
+        named = clattn_ring_failed_rank(r);
+        snprintf(detail, sizeof detail, "%s", clattn_ring_last_error(r));
         /* The ring is spent: later calls say so at once. */
-        st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
-        ck_assert(st == CLATTN_ERROR_COMMUNICATION);
+        spent = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
+    } else {
+        st = CLATTN_ERROR_TIMEOUT; /* (this rank made no call) */
     }
     clattn_ring_free(r);
+    /* Every rank here before any check (see test_stalled_rank). */
     MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("ring: P %d: a rank that never called: %s after %.2f s: %s\n", ranks, clattn_status_string(st), waited,
+               detail);
+    ck_assert_msg(st == CLATTN_ERROR_TIMEOUT && named == ranks - 1 && strstr(detail, "did not answer within"),
+                  "%s: rank %d: %s, failed rank %d: %s", tu_label(), rank, clattn_status_string(st), named, detail);
+    ck_assert_msg(waited >= timeout && waited < timeout + 30.0, "rank %d: returned after %.2f s", rank, waited);
+    ck_assert(spent == CLATTN_ERROR_COMMUNICATION);
 }
 END_TEST
 
@@ -389,11 +638,15 @@ static Suite *make_suite(void)
     Suite *s = suite_create("ring");
     TCase *tc = tcase_create("ring");
     tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_rank_and_size);
     tcase_add_test(tc, test_shards);
+    tcase_add_test(tc, test_fingerprints);
     tcase_add_loop_test(tc, test_table, 0, NCASES);
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_bad);
+    tcase_add_test(tc, test_older_structs);
     tcase_add_test(tc, test_one_rank_fails);
+    tcase_add_test(tc, test_stalled_rank);
     tcase_add_test(tc, test_dead_rank);
     suite_add_tcase(s, tc);
     return s;

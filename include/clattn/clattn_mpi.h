@@ -10,8 +10,15 @@
  * sequence, so that every rank has the same work at every step and none idles.
  *
  * The application keeps its communicator and its MPI_Init: clattn works on a duplicate of it. Every wait
- * on another rank is bounded by the ring's timeout: a rank that died or stopped calling makes the others
- * return CLATTN_ERROR_TIMEOUT (naming it) instead of hanging. */
+ * on another rank is bounded by the ring's timeout: a rank that died or stopped calling, before the call
+ * or in the middle of it, makes the others return CLATTN_ERROR_TIMEOUT (naming it) instead of hanging. A
+ * rank that gives up tells every other whom it was waiting on, which ends their waits too, and each rank
+ * names the rank at the end of that chain of waits (the one that stopped), not the neighbour that gave
+ * up before it.
+ *
+ * The structs passed in (clattn_sdpa_desc, its clattn_masks, clattn_ring_stats) follow clattn.h's
+ * "Extensible structs" rule: an older program's smaller struct is read (the fields it lacks take their
+ * defaults), a newer one's is accepted while the fields unknown here are 0. */
 #ifndef CLATTN_CLATTN_MPI_H
 #define CLATTN_CLATTN_MPI_H
 
@@ -66,7 +73,8 @@ typedef struct clattn_ring_s clattn_ring;
 /* Collective over comm: a ring over comm's ranks (a duplicate of comm, so clattn's messages never meet
  * the application's) whose attention runs on ctx, each rank with its own context (its own device). The
  * context stays the caller's and must outlive the ring. timeout_s bounds every wait for another rank,
- * from here on (0: 60 s; negative or NaN: CLATTN_ERROR_INVALID_VALUE). */
+ * from here on (0: 60 s; negative or NaN: CLATTN_ERROR_INVALID_VALUE); a rank that gave up then waits at
+ * most min(timeout_s, 2 s) more for the others' word of whom they waited on. */
 CLATTN_MPI_API clattn_status clattn_ring_create(clattn_ring **ring, clattn_context *ctx, MPI_Comm comm,
                                                 double timeout_s);
 
@@ -97,7 +105,9 @@ typedef struct clattn_ring_stats {
 /* Collective: attention of this rank's queries over every rank's keys. desc describes the whole call —
  * q_len = L and kv_len = S of the full sequences, the other fields as for clattn_sdpa — and must be the
  * same on every rank (checked before any work: a rank that differs makes every rank return
- * CLATTN_ERROR_SHAPE_MISMATCH naming it and the field). Queries are dealt by `layout` over L, keys and
+ * CLATTN_ERROR_SHAPE_MISMATCH naming it and the field; a rank of another platform than rank 0's —
+ * architecture, byte order, pointer or integer widths: the ranks exchange raw bytes — makes every rank
+ * return CLATTN_ERROR_COMMUNICATION naming it, before any of its numbers is read). Queries are dealt by `layout` over L, keys and
  * values over S (clattn_ring_shard_of says which rows): q (B, H, rows_q, Dqk), k (B, kv_heads, rows_k,
  * Dqk), v (B, kv_heads, rows_k, Dv), out (B, H, rows_q, Dv) and lse (B, H, rows_q, may be NULL) hold the
  * rank's rows in shard order, float32 host arrays. Masks: causal (either kind), key lengths and query

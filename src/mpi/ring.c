@@ -7,13 +7,19 @@
  * it posts the send of that slice to r + 1 and the receive of the next from r − 1, enqueues the uploads
  * and kernels, and polls both until done, so that the transfer hides behind the kernels; (3) a last
  * exchange of statuses, before any output is written, so that a failure on one rank is every rank's answer
- * and no rank writes its rows. Each wait on another rank ends at the ring's timeout. */
+ * and no rank writes its rows. Each wait on another rank ends at the ring's timeout, or at another rank's
+ * notice that it gave up (give_up). The caller's structs are read by clattn.h's struct_size rule
+ * (../versioned_rule.h), and the ranks' fingerprints are fingerprint.c's. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "clattn/clattn_mpi.h"
+
+#include "../versioned_rule.h"
+#include "fingerprint.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +27,11 @@
 #include <string.h>
 #include <time.h>
 
-enum { TAG_CHECK = 1, TAG_KEYS = 2, TAG_VALUES = 3, TAG_STATUS = 4 };
+enum { TAG_CHECK = 1, TAG_KEYS = 2, TAG_VALUES = 3, TAG_STATUS = 4, TAG_NOTICE = 5 };
+
+/* A notice: what a rank that gave up on a wait tells every other, as text ("<rank it waited on> <what>",
+ * readable by a rank of any platform). */
+#define NOTICE_BYTES 160
 
 struct clattn_ring_s {
     clattn_context *ctx;
@@ -33,6 +43,13 @@ struct clattn_ring_s {
     char detail[512];
     float *host[2][2]; /* [buffer][K, V]: received slices (kept, never freed, once broken) */
     size_t host_elems[2][2];
+    /* Notices (see give_up): one receive from any rank always posted, every rank's last notice kept
+     * ("" none), and this rank's own, which abandoned sends may read after the call. */
+    MPI_Request notice_req;
+    char notice_in[NOTICE_BYTES];
+    char (*notices)[NOTICE_BYTES];
+    char notice_out[NOTICE_BYTES];
+    bool notice_sent;
 };
 
 static _Thread_local char create_detail[512];
@@ -150,11 +167,118 @@ static void nap(void)
     nanosleep(&ts, NULL);
 }
 
+/* Notices. A rank that gives up on a wait — its timeout passed, or a notice came — tells every other
+ * rank whom it was waiting on. Every wait also ends at a notice, so that one rank that stops answering
+ * ends every rank's call at once, and each rank names it by following who waited on whom: rank 3 waits
+ * on rank 2, which reported that it waited on rank 1, which reported nothing — rank 1 stopped. */
+
+/* Moves the notices that arrived into r->notices; how many did. */
+static int notices_poll(clattn_ring *r)
+{
+    int arrived = 0;
+    while (r->notices && r->notice_req != MPI_REQUEST_NULL) {
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Test(&r->notice_req, &flag, &status) != MPI_SUCCESS || !flag)
+            break;
+        if (status.MPI_SOURCE >= 0 && status.MPI_SOURCE < r->size) {
+            r->notice_in[NOTICE_BYTES - 1] = '\0';
+            memcpy(r->notices[status.MPI_SOURCE], r->notice_in, NOTICE_BYTES);
+            arrived++;
+        }
+        if (MPI_Irecv(r->notice_in, NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE, TAG_NOTICE, r->comm, &r->notice_req) !=
+            MPI_SUCCESS)
+            r->notice_req = MPI_REQUEST_NULL;
+    }
+    return arrived;
+}
+
+/* The rank that rank `from`'s notice says it waited on (−1: none, or no notice). */
+static int notice_waited_on(const clattn_ring *r, int from, const char **what)
+{
+    int waited_on = -1, used = 0;
+    if (from < 0 || from >= r->size || !r->notices[from][0] ||
+        sscanf(r->notices[from], "%d %n", &waited_on, &used) != 1 || waited_on < -1 || waited_on >= r->size)
+        return -1;
+    if (what)
+        *what = r->notices[from] + used;
+    return waited_on;
+}
+
+/* The end of the chain of waits from rank `start`: the first rank that sent no notice (or this rank, or
+ * the start of a cycle). *reporter is the last rank whose notice moved the chain (−1: none). */
+static int follow_waits(const clattn_ring *r, int start, int *reporter)
+{
+    bool *seen = calloc((size_t)r->size, sizeof *seen);
+    int at = start;
+    *reporter = -1;
+    if (!seen)
+        return start;
+    seen[r->rank] = true;
+    while (at >= 0 && !seen[at]) {
+        seen[at] = true;
+        const int next = notice_waited_on(r, at, NULL);
+        if (next < 0)
+            break;
+        *reporter = at;
+        at = next;
+    }
+    free(seen);
+    return at;
+}
+
+/* This rank gives up on a wait in which it was waiting on rank `late` (−1: on no one, a notice ended
+ * it): it tells every other rank, gathers their notices for a grace (until every rank but the one
+ * named has reported), and names the rank at the end of the chain of waits. */
+static clattn_status give_up(clattn_ring *r, int late, const char *what)
+{
+    r->broken = true;
+    if (!r->notices)
+        return fail(r, CLATTN_ERROR_TIMEOUT, late, "rank %d: rank %d did not answer within %g s (%s)", r->rank, late,
+                    r->timeout_s, what);
+    if (!r->notice_sent) {
+        r->notice_sent = true;
+        snprintf(r->notice_out, sizeof r->notice_out, "%d %s", late, what);
+        for (int i = 0; i < r->size; i++) {
+            MPI_Request req = MPI_REQUEST_NULL;
+            if (i != r->rank && MPI_Isend(r->notice_out, NOTICE_BYTES, MPI_BYTE, i, TAG_NOTICE, r->comm, &req) ==
+                                    MPI_SUCCESS)
+                MPI_Request_free(&req); /* abandoned: a rank that stopped may never receive it */
+        }
+    }
+    /* A rank that gave up without waiting on anyone starts from the first notice it holds. */
+    int start = late, first_reporter = -1, reporter = -1, named = -1;
+    const double grace = r->timeout_s < 2.0 ? r->timeout_s : 2.0, until = now_s() + grace;
+    for (;;) {
+        for (int i = 0; start < 0 && i < r->size; i++)
+            if (i != r->rank && (start = notice_waited_on(r, i, NULL)) >= 0)
+                first_reporter = i;
+        named = follow_waits(r, start, &reporter);
+        if (reporter < 0)
+            reporter = first_reporter;
+        int silent = 0;
+        for (int i = 0; i < r->size; i++)
+            silent += i != r->rank && i != named && !r->notices[i][0];
+        if (!silent || now_s() > until)
+            break;
+        nap();
+        notices_poll(r);
+    }
+    if (reporter < 0)
+        return fail(r, CLATTN_ERROR_TIMEOUT, named, "rank %d: rank %d did not answer within %g s (%s)", r->rank, named,
+                    r->timeout_s, what);
+    const char *reported = "";
+    notice_waited_on(r, reporter, &reported);
+    return fail(r, CLATTN_ERROR_TIMEOUT, named, "rank %d: rank %d did not answer within %g s (%s, as rank %d reported)",
+                r->rank, named, r->timeout_s, reported, reporter);
+}
+
 /* One wait: requests on other ranks (peer[i] is the rank request i waits on) and, when `device` is given,
  * the kernels before that event. The timeout runs from when this rank's own work is done (the device's,
- * else the call's start). On timeout the point-to-point receives are cancelled and the sends abandoned
- * (a collective request cannot be: `collective` leaves it be), and the ring is marked broken.
- * *device_done_at, when given, receives the time the device finished. */
+ * else the call's start); a notice from another rank that gave up ends the wait too (give_up). Then the
+ * point-to-point receives are cancelled and the sends abandoned (a collective request cannot be:
+ * `collective` leaves it be), and the ring is marked broken. *device_done_at, when given, receives the
+ * time the device finished. */
 static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const int *peer, cl_event device,
                               bool collective, const char *what, double *device_done_at)
 {
@@ -178,13 +302,15 @@ static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const in
             if (code != MPI_SUCCESS)
                 return mpi_failed(r, code, "MPI_Testall");
         }
+        if (notices_poll(r))
+            break; /* another rank gave up: this call cannot succeed */
         if (done && own_done >= 0)
             return CLATTN_SUCCESS;
         if (own_done >= 0 && now_s() - own_done > r->timeout_s)
             break;
         nap();
     }
-    /* Timed out: name the first rank still owing something, then let go of every request. */
+    /* Given up: name the first rank still owing something, then let go of every request. */
     int late = -1;
     for (int i = 0; i < n; i++) {
         int flag = 1;
@@ -199,9 +325,7 @@ static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const in
             }
         }
     }
-    r->broken = true;
-    return fail(r, CLATTN_ERROR_TIMEOUT, late, "rank %d: rank %d did not answer within %g s (%s)", r->rank, late,
-                r->timeout_s, what);
+    return give_up(r, late, what);
 }
 
 /* Every rank sends `bytes` of `mine` to every other and receives theirs: all[i·bytes] is rank i's. */
@@ -270,6 +394,8 @@ clattn_status clattn_ring_create(clattn_ring **out, clattn_context *ctx, MPI_Com
     r->ctx = ctx;
     r->timeout_s = timeout_s > 0 ? timeout_s : 60.0;
     r->failed_rank = -1;
+    r->comm = MPI_COMM_NULL;
+    r->notice_req = MPI_REQUEST_NULL;
     MPI_Comm_rank(comm, &r->rank);
     MPI_Comm_size(comm, &r->size);
     /* A non-blocking duplicate, so that a rank that never arrives ends in a timeout, not a hang. */
@@ -280,12 +406,18 @@ clattn_status clattn_ring_create(clattn_ring **out, clattn_context *ctx, MPI_Com
                            : mpi_failed(r, code, "MPI_Comm_idup");
     if (st == CLATTN_SUCCESS && (code = MPI_Comm_set_errhandler(r->comm, MPI_ERRORS_RETURN)) != MPI_SUCCESS)
         st = mpi_failed(r, code, "MPI_Comm_set_errhandler");
+    if (st == CLATTN_SUCCESS && !(r->notices = calloc((size_t)r->size, sizeof *r->notices)))
+        st = fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the notices", r->rank);
+    if (st == CLATTN_SUCCESS && (code = MPI_Irecv(r->notice_in, NOTICE_BYTES, MPI_BYTE, MPI_ANY_SOURCE, TAG_NOTICE,
+                                                  r->comm, &r->notice_req)) != MPI_SUCCESS)
+        st = mpi_failed(r, code, "MPI_Irecv (notices)");
     if (st != CLATTN_SUCCESS) {
         snprintf(create_detail, sizeof create_detail, "%s", r->detail);
         if (r->broken)
             return st; /* the unfinished duplication may still write r->comm: r is left to it */
         if (r->comm != MPI_COMM_NULL)
             MPI_Comm_free(&r->comm);
+        free(r->notices);
         free(r);
         return st;
     }
@@ -302,7 +434,12 @@ void clattn_ring_free(clattn_ring *r)
     for (int b = 0; b < 2; b++)
         for (int t = 0; t < 2; t++)
             free(r->host[b][t]);
+    if (r->notice_req != MPI_REQUEST_NULL) { /* (a cancelled receive completes at once) */
+        MPI_Cancel(&r->notice_req);
+        MPI_Wait(&r->notice_req, MPI_STATUS_IGNORE);
+    }
     MPI_Comm_free(&r->comm);
+    free(r->notices);
     free(r);
 }
 
@@ -315,64 +452,36 @@ const char *clattn_ring_last_error(const clattn_ring *r) { return r ? r->detail 
 /* The collective check                                                                            */
 /* ---------------------------------------------------------------------------------------------- */
 
-/* What every rank must agree on, as numbers; names beside them for the message. */
-static const char *const field_names[] = {
-    "batch", "heads", "kv_heads", "q_len", "kv_len", "qk_dim", "v_dim", "scale", "softcap", "algorithm",
-    "causal", "key_lengths", "query_offsets", "window", "sinks", "alibi_slopes", "storage types", "layout",
-    "weights_output", "struct_size"};
-#define FIELDS (sizeof field_names / sizeof field_names[0])
+/* The caller's structs, read by the struct_size rule (versioned_rule.h, as libclattn reads them): an
+ * older struct's missing fields take their defaults (0), a newer one's unknown fields must be 0. */
+typedef struct ring_call {
+    clattn_sdpa_desc desc; /* desc.masks points to `masks` when the caller gave masks */
+    clattn_masks masks;
+} ring_call;
 
-typedef struct fingerprint {
-    int32_t status; /* this rank's own checks */
-    int32_t pad;
-    uint64_t field[FIELDS];
-    char detail[256];
-} fingerprint;
+/* clattn_ring_stats as published in 0.6: the oldest struct_size read. */
+#define RING_STATS_SIZE_0_6 (offsetof(clattn_ring_stats, wait_seconds) + sizeof(double))
 
-/* FNV-1a over an array the caller passes by pointer (its contents must agree too). */
-static uint64_t hash_bytes(const void *p, size_t bytes)
+static clattn_status read_versioned(const void *src, size_t ours, size_t oldest, const char *name, const char *init,
+                                    void *dst, char *detail, size_t cap)
 {
-    uint64_t h = 1469598103934665603ull;
-    if (!p)
-        return 0;
-    for (size_t i = 0; i < bytes; i++)
-        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-    return h | 1; /* never 0, the "absent" value */
-}
-
-static uint64_t float_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-/* The descriptor's fields (a valid one: the caller checked struct_size and the pointer). */
-static void fingerprint_fields(const clattn_sdpa_desc *d, clattn_ring_layout layout, uint64_t *f)
-{
-    const clattn_masks *m = d->masks;
-    const size_t kv_heads = d->kv_heads ? d->kv_heads : d->heads;
-    uint64_t i = 0;
-    f[i++] = d->batch;
-    f[i++] = d->heads;
-    f[i++] = kv_heads;
-    f[i++] = d->q_len;
-    f[i++] = d->kv_len;
-    f[i++] = d->qk_dim;
-    f[i++] = d->v_dim ? d->v_dim : d->qk_dim;
-    f[i++] = float_bits(d->scale);
-    f[i++] = float_bits(d->softcap);
-    f[i++] = (uint64_t)d->algorithm;
-    f[i++] = m ? (uint64_t)m->causal : 0;
-    f[i++] = m && m->key_lengths ? hash_bytes(m->key_lengths, d->batch * sizeof *m->key_lengths) : 0;
-    f[i++] = m && m->query_offsets ? hash_bytes(m->query_offsets, d->batch * sizeof *m->query_offsets) : 0;
-    f[i++] = m && m->window ? hash_bytes(m->window, sizeof *m->window) : 0;
-    f[i++] = d->sinks ? hash_bytes(d->sinks, d->heads * sizeof *d->sinks) : 0;
-    f[i++] = d->alibi_slopes ? hash_bytes(d->alibi_slopes, d->heads * sizeof *d->alibi_slopes) : 0;
-    f[i++] = (uint64_t)d->q_dtype | (uint64_t)d->k_dtype << 8 | (uint64_t)d->v_dtype << 16 | (uint64_t)d->out_dtype << 24;
-    f[i++] = (uint64_t)layout;
-    f[i++] = (uint64_t)d->weights_output;
-    f[i++] = d->struct_size;
+    size_t given = 0, byte = 0;
+    switch (versioned_check(src, ours, ours, oldest, &given, &byte)) {
+    case VERSIONED_BAD_SIZE:
+        snprintf(detail, cap, "%s->struct_size is %zu, not the size of any version of it (start from %s)", name,
+                 given, init);
+        return CLATTN_ERROR_INVALID_VALUE;
+    case VERSIONED_RESERVED_SET: /* (no reserved bytes are passed: fields_end is ours) */
+    case VERSIONED_UNKNOWN_FIELD:
+        snprintf(detail, cap, "%s sets a field at byte %zu that this clattn_mpi (%s, %zu bytes) does not know: the "
+                 "program was built against a newer header", name, byte, CLATTN_VERSION_STRING, ours);
+        return CLATTN_ERROR_INVALID_VALUE;
+    case VERSIONED_OK:
+        break;
+    }
+    if (dst)
+        versioned_take(src, given, ours, dst);
+    return CLATTN_SUCCESS;
 }
 
 static bool mul_ok(size_t a, size_t b, size_t *out)
@@ -383,27 +492,32 @@ static bool mul_ok(size_t a, size_t b, size_t *out)
     return true;
 }
 
-/* This rank's own checks, before anything is exchanged: what clattn_sdpa cannot see (the ring's rules,
- * the host arrays, the message sizes). The descriptor's other rules are clattn_sdpa's, in the first pair. */
-static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout,
+/* This rank's own checks, before anything is exchanged: the caller's structs read into *call, then what
+ * clattn_sdpa cannot see (the ring's rules, the host arrays, the message sizes). The descriptor's other
+ * rules are clattn_sdpa's, in the first pair. */
+static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given, clattn_ring_layout layout,
                                   const float *q, const float *k, const float *v, const float *out,
-                                  const clattn_ring_stats *stats, char *detail,
-                                  size_t cap)
+                                  const clattn_ring_stats *stats, ring_call *call, char *detail, size_t cap)
 {
-    if (!d) {
+    if (!given) {
         snprintf(detail, cap, "desc is NULL");
         return CLATTN_ERROR_NULL_ARGUMENT;
     }
-    if (d->struct_size != sizeof(clattn_sdpa_desc)) {
-        snprintf(detail, cap, "desc->struct_size is %zu, not sizeof(clattn_sdpa_desc) = %zu (start from "
-                 "CLATTN_SDPA_DESC_INIT)", d->struct_size, sizeof(clattn_sdpa_desc));
-        return CLATTN_ERROR_INVALID_VALUE;
+    clattn_status st = read_versioned(given, sizeof call->desc, SDPA_DESC_SIZE_0_2, "desc", "CLATTN_SDPA_DESC_INIT",
+                                      &call->desc, detail, cap);
+    if (st == CLATTN_SUCCESS && call->desc.masks) {
+        st = read_versioned(call->desc.masks, sizeof call->masks, MASKS_SIZE_0_2, "desc->masks", "CLATTN_MASKS_INIT",
+                            &call->masks, detail, cap);
+        call->desc.masks = &call->masks;
+        call->masks.struct_size = sizeof call->masks;
     }
-    if (stats && stats->struct_size != sizeof *stats) {
-        snprintf(detail, cap, "stats->struct_size is %zu, not sizeof(clattn_ring_stats) = %zu (start from "
-                 "CLATTN_RING_STATS_INIT)", stats->struct_size, sizeof *stats);
-        return CLATTN_ERROR_INVALID_VALUE;
-    }
+    if (st == CLATTN_SUCCESS && stats)
+        st = read_versioned(stats, sizeof *stats, RING_STATS_SIZE_0_6, "stats", "CLATTN_RING_STATS_INIT", NULL, detail,
+                            cap);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    call->desc.struct_size = sizeof call->desc; /* what clattn_sdpa is handed: this header's struct, whole */
+    const clattn_sdpa_desc *d = &call->desc;
     if (layout != CLATTN_RING_CONTIGUOUS && layout != CLATTN_RING_ZIGZAG) {
         snprintf(detail, cap, "layout %d is not a clattn_ring_layout", (int)layout);
         return CLATTN_ERROR_INVALID_VALUE;
@@ -421,11 +535,6 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, cla
         return CLATTN_ERROR_INVALID_VALUE;
     }
     const clattn_masks *m = d->masks;
-    if (m && m->struct_size != sizeof(clattn_masks)) {
-        snprintf(detail, cap, "desc->masks->struct_size is %zu, not sizeof(clattn_masks) = %zu (start from "
-                 "CLATTN_MASKS_INIT)", m->struct_size, sizeof(clattn_masks));
-        return CLATTN_ERROR_INVALID_VALUE;
-    }
     /* What each pair's masks are made from (positions and lengths of the whole sequences) must be sound
      * before the pairs shift them. */
     for (size_t b = 0; m && b < d->batch; b++) {
@@ -470,37 +579,32 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *d, cla
     return CLATTN_SUCCESS;
 }
 
-/* Exchange fingerprints; the first rank that failed its own checks, else the first field any rank has
- * otherwise than rank 0, is every rank's answer. */
-static clattn_status collective_check(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout,
+/* Exchange fingerprints (fingerprint.h), all ranks reaching the same verdict; on success *call holds the
+ * caller's structs as read. */
+static clattn_status collective_check(clattn_ring *r, const clattn_sdpa_desc *given, clattn_ring_layout layout,
                                       const float *q, const float *k, const float *v, const float *out,
-                                      const clattn_ring_stats *stats)
+                                      const clattn_ring_stats *stats, ring_call *call)
 {
-    fingerprint mine;
+    ring_fingerprint mine;
     memset(&mine, 0, sizeof mine);
-    mine.status = local_checks(r, d, layout, q, k, v, out, stats, mine.detail, sizeof mine.detail);
+    memset(call, 0, sizeof *call);
+    mine.status = local_checks(r, given, layout, q, k, v, out, stats, call, mine.detail, sizeof mine.detail);
+    ring_platform(mine.platform);
     if (mine.status == CLATTN_SUCCESS)
-        fingerprint_fields(d, layout, mine.field);
-    fingerprint *all = malloc((size_t)r->size * sizeof *all);
+        ring_fingerprint_fill(&call->desc, layout, &mine);
+    ring_fingerprint *all = malloc((size_t)r->size * sizeof *all);
     if (!all)
         return fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the fingerprints", r->rank);
     clattn_status st = exchange_all(r, &mine, (int)sizeof mine, all, TAG_CHECK, "the check of shapes and options");
-    for (int i = 0; i < r->size && st == CLATTN_SUCCESS; i++)
-        if (all[i].status != CLATTN_SUCCESS) {
-            all[i].detail[sizeof all[i].detail - 1] = '\0';
-            /* P > L or S fails every rank alike: name the first rank left without rows. */
-            const bool too_many = strstr(all[i].detail, "every rank needs") != NULL;
-            const int who = too_many && d ? (int)(d->q_len < d->kv_len ? d->q_len : d->kv_len) : i;
-            st = fail(r, (clattn_status)all[i].status, who, "rank %d: %s", i, all[i].detail);
-        }
-    for (int i = 1; i < r->size && st == CLATTN_SUCCESS; i++)
-        for (size_t f = 0; f < FIELDS; f++)
-            if (all[i].field[f] != all[0].field[f]) {
-                st = fail(r, CLATTN_ERROR_SHAPE_MISMATCH, i, "rank %d's %s is %llu, rank 0's is %llu%s", i,
-                          field_names[f], (unsigned long long)all[i].field[f], (unsigned long long)all[0].field[f],
-                          f >= 11 && f <= 15 ? " (hashes of the arrays)" : "");
-                break;
-            }
+    if (st == CLATTN_SUCCESS) {
+        /* (0 when the descriptor could not be read: call is zeroed) */
+        const size_t least_rows = call->desc.q_len < call->desc.kv_len ? call->desc.q_len : call->desc.kv_len;
+        int who = -1;
+        char detail[sizeof r->detail];
+        st = ring_fingerprints_verdict(all, r->size, least_rows, &who, detail, sizeof detail);
+        if (st != CLATTN_SUCCESS)
+            fail(r, st, who, "%s", detail);
+    }
     if (!r->broken)
         free(all); /* else an abandoned receive may still write it */
     return st;
@@ -924,12 +1028,17 @@ clattn_status clattn_ring_sdpa_host(clattn_ring *r, const clattn_sdpa_desc *desc
     clattn_ring_stats local = CLATTN_RING_STATS_INIT;
     clattn_ring_stats *into = stats ? &local : NULL;
     const double started = now_s();
-    clattn_status st = collective_check(r, desc, layout, q, k, v, out, stats);
-    if (st == CLATTN_SUCCESS)
-        st = run_ring(r, desc, layout, q, k, v, out, lse, into); /* (its outcome agreed by every rank) */
+    ring_call call;
+    clattn_status st = collective_check(r, desc, layout, q, k, v, out, stats, &call);
+    if (st == CLATTN_SUCCESS) /* (its outcome agreed by every rank) */
+        st = run_ring(r, &call.desc, layout, q, k, v, out, lse, into);
     if (stats && st == CLATTN_SUCCESS) {
         local.seconds = now_s() - started;
-        *stats = local;
+        /* As many bytes as the caller's struct_size names (checked): an older struct gets its fields, a newer
+         * one keeps its later ones. */
+        const size_t given = stats->struct_size;
+        memcpy((char *)stats + sizeof stats->struct_size, (const char *)&local + sizeof local.struct_size,
+               (given < sizeof local ? given : sizeof local) - sizeof local.struct_size);
     }
     return st;
 }

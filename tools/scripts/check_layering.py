@@ -26,7 +26,8 @@ ORDER = [
     "status.c",                        # status names and descriptions
     "dtype.h", "dtype.c",              # storage types: sizes and names
     "error.h", "error.c",              # error detail per context and per thread, warnings, build logs
-    "versioned.h", "versioned.c",      # the struct_size rule of the public structs
+    "versioned_rule.h",                # the struct_size rule as a verdict (header-only; libclattn_mpi's too)
+    "versioned.h", "versioned.c",      # the struct_size rule of the public structs, worded for a context
     "options.h", "options.c",          # context options; the only reader of the environment
     "device.h", "device.c",            # platforms, devices, the device-spec grammar, device facts
     "scratch.h",                       # the reused temporaries' types
