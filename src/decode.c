@@ -67,12 +67,7 @@ static unsigned prefetch_mode(const device_caps *caps)
 
 static void choose_shape(const clattn_context *ctx, decode_variant *v)
 {
-    /* llvmpipe (Mesa's rusticl on the CPU) runs work-items as the lanes of its SIMD registers, as a GPU
-     * does, and gets the GPU shape: its compiler also miscompiles the CPU shape (Mesa 22.3: wrong rows
-     * for 3 or more query rows at head size 64 with VEC 1 or 2, where PoCL and oclgrind's checks find
-     * the same kernel correct). */
-    const bool llvmpipe = strstr(ctx->caps.platform, "rusticl") && strstr(ctx->caps.name, "llvmpipe");
-    const bool cpu = device_is_cpu(&ctx->caps) && !llvmpipe;
+    const bool cpu = device_is_cpu(&ctx->caps) && !device_is_llvmpipe(&ctx->caps); /* (see device.h) */
     v->vec = device_vector_width(&ctx->caps);
     v->wg = cpu ? 1 : 64;
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)

@@ -347,6 +347,11 @@ bool device_is_cpu(const device_caps *caps)
     return (caps->type & CL_DEVICE_TYPE_CPU) != 0 && (caps->type & CL_DEVICE_TYPE_GPU) == 0;
 }
 
+bool device_is_llvmpipe(const device_caps *caps)
+{
+    return strstr(caps->platform, "rusticl") != NULL && strncmp(caps->name, "llvmpipe", 8) == 0;
+}
+
 unsigned device_vector_width(const device_caps *caps)
 {
     unsigned vec = 1;

@@ -24,6 +24,11 @@ typedef struct device_caps {
 /* A CPU that is not also a GPU: the devices whose kernels work SIMD-wide inside each work-item. (oclgrind
  * says it is every type at once; it gets the GPU shape, the one with shared local memory to check.) */
 bool device_is_cpu(const device_caps *caps);
+/* Mesa's llvmpipe (rusticl's CPU device): a CPU that runs work-items as the lanes of its SIMD registers,
+ * as a GPU does. The fused and decode kernels take their GPU shape there: their CPU shapes (one
+ * work-item's own vector code) were miscompiled by Mesa 22.3 (wrong rows at head size 64; PoCL and
+ * oclgrind's checks find the same kernels correct), and its lanes are its work-items anyway. */
+bool device_is_llvmpipe(const device_caps *caps);
 /* The float vector width such kernels use on this device: its native width up to 16 on a CPU, else 1. */
 unsigned device_vector_width(const device_caps *caps);
 

@@ -76,7 +76,7 @@ static cl_ulong tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
 static void choose_tiles(clattn_context *ctx, const struct fused_state *f, unsigned dk, unsigned dv,
                          fused_variant *v)
 {
-    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0;
+    const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0 && !device_is_llvmpipe(&ctx->caps); /* (device.h) */
     unsigned vec = 1;
     if (cpu)
         while (vec < 16 && vec * 2 <= ctx->caps.native_float_width)
