@@ -4,7 +4,8 @@
  * GPUs). Q and
  * K are read through (batch, head, row) strides so that both SDPA's (B,H,L,D) and the layer's (B,L,H·D)
  * layouts work without a transpose; query head h reads K head h / group (grouped-query attention).
- * Scores are (chunk, L, S). When `extra` is given it also receives, at (B, H, L, S), the scores at the
+ * Scores are (chunk, L, S). The scale is split between q and the dot products as clattn_score_split says,
+ * as on the fused and decode paths. When `extra` is given it also receives, at (B, H, L, S), the scores at the
  * point `extra_mode` names (clattn_weights_output: Q·Kᵀ·scale of every key, after soft-capping, or
  * what the softmax takes). */
 __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
@@ -29,6 +30,11 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
     __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
     __global const float *k_head = k + clattn_view_offset(b, h / group, 0, k_bs, k_hs, k_rs);
+    /* q times a power of two, each dot product times the scale's rest (clattn_score_split) */
+    float q_max = 0.0f, q_factor;
+    for (ulong e = 0; e < dim; e++)
+        q_max = fmax(q_max, fabs(qrow[e]));
+    const float factor = clattn_score_split(q_max, scale, &q_factor);
     /* The dot products of the work-item's keys (inside the buffer; wasted for hidden keys unless the
      * raw scores of extra modes 1 and 2 want them): KEYS chains VEC lanes wide that share each load of q,
      * unrolled so that they stay in registers, then the rest of the head one element at a time. */
@@ -40,13 +46,13 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     ulong d = 0;
     if (keys == KEYS) {
         for (; d + VEC <= dim; d += VEC) {
-            const vec_t qv = VLOAD(qrow + d);
+            const vec_t qv = VLOAD(qrow + d) * q_factor;
             UNROLL for (int x = 0; x < KEYS; x++)
                 lanes[x] = fma(qv, VLOAD(k_head + (j0 + x) * k_rs + d), lanes[x]);
         }
     } else { /* the last keys of the row */
         for (; d + VEC <= dim; d += VEC) {
-            const vec_t qv = VLOAD(qrow + d);
+            const vec_t qv = VLOAD(qrow + d) * q_factor;
             for (int x = 0; x < keys; x++)
                 lanes[x] = fma(qv, VLOAD(k_head + (j0 + x) * k_rs + d), lanes[x]);
         }
@@ -54,8 +60,8 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     UNROLL for (int x = 0; x < KEYS; x++) {
         float acc = HSUM(lanes[x]);
         for (ulong e = d; x < keys && e < dim; e++)
-            acc = fma(qrow[e], k_head[(j0 + x) * k_rs + e], acc);
-        dot[x] = acc * scale;
+            acc = fma(qrow[e] * q_factor, k_head[(j0 + x) * k_rs + e], acc);
+        dot[x] = acc * factor;
     }
     for (int x = 0; x < KEYS; x++) {
         const ulong j = j0 + x;
@@ -111,8 +117,14 @@ __kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs
     __global const float *kt_head = kt + (b * (heads / group) + h / group) * dim * kv_len + j0;
     /* Rows past the end read the last row (in bounds) and are never stored. */
     __global const float *qr[SR];
-    UNROLL for (int r = 0; r < SR; r++)
+    float q_factor[SR], factor[SR]; /* q times a power of two, each dot product times the scale's rest */
+    UNROLL for (int r = 0; r < SR; r++) {
         qr[r] = q + clattn_view_offset(b, h, min(i0 + r, q_len - 1), q_bs, q_hs, q_rs);
+        float q_max = 0.0f;
+        for (ulong d = 0; d < dim; d++)
+            q_max = fmax(q_max, fabs(qr[r][d]));
+        factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
+    }
     vec_t acc[SR][SV];
     UNROLL for (int r = 0; r < SR; r++)
         UNROLL for (int u = 0; u < SV; u++)
@@ -131,7 +143,7 @@ __kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs
                 kv[u] = VLOAD(lane + u * VEC);
         }
         UNROLL for (int r = 0; r < SR; r++) {
-            const vec_t qv = (vec_t)qr[r][d];
+            const vec_t qv = (vec_t)(qr[r][d] * q_factor[r]);
             UNROLL for (int u = 0; u < SV; u++)
                 acc[r][u] = fma(qv, kv[u], acc[r][u]);
         }
@@ -149,12 +161,12 @@ __kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs
         __global float *out = scores + clattn_matrix_offset(local_bh, i, j0, q_len, kv_len);
         if (plain && j0 >= begin && j0 + SN <= end) {
             UNROLL for (int u = 0; u < SV; u++)
-                VSTORE(acc[r][u] * scale, out + u * VEC);
+                VSTORE(acc[r][u] * factor[r], out + u * VEC);
             continue;
         }
         float dot[SN];
         UNROLL for (int u = 0; u < SV; u++)
-            VSTORE(acc[r][u] * scale, dot + u * VEC);
+            VSTORE(acc[r][u] * factor[r], dot + u * VEC);
         for (int t = 0; t < SN && j0 + t < kv_len; t++) {
             const ulong j = j0 + t;
             const bool visible = j >= begin && j < end;
