@@ -31,9 +31,13 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
     __global const float *k_head = k + clattn_view_offset(b, h / group, 0, k_bs, k_hs, k_rs);
     /* q times a power of two, each dot product times the scale's rest (clattn_score_split) */
-    float q_max = 0.0f, q_factor;
-    for (ulong e = 0; e < dim; e++)
-        q_max = fmax(q_max, fabs(qrow[e]));
+    vec_t top = (vec_t)0.0f;
+    ulong qd = 0;
+    for (; qd + VEC <= dim; qd += VEC)
+        top = fmax(top, fabs(VLOAD(qrow + qd)));
+    float q_max = HMAX(top), q_factor;
+    for (; qd < dim; qd++)
+        q_max = fmax(q_max, fabs(qrow[qd]));
     const float factor = clattn_score_split(q_max, scale, &q_factor);
     /* The dot products of the work-item's keys (inside the buffer; wasted for hidden keys unless the
      * raw scores of extra modes 1 and 2 want them): KEYS chains VEC lanes wide that share each load of q,
@@ -117,36 +121,67 @@ __kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs
     __global const float *kt_head = kt + (b * (heads / group) + h / group) * dim * kv_len + j0;
     /* Rows past the end read the last row (in bounds) and are never stored. */
     __global const float *qr[SR];
-    float q_factor[SR], factor[SR]; /* q times a power of two, each dot product times the scale's rest */
-    UNROLL for (int r = 0; r < SR; r++) {
+    UNROLL for (int r = 0; r < SR; r++)
         qr[r] = q + clattn_view_offset(b, h, min(i0 + r, q_len - 1), q_bs, q_hs, q_rs);
-        float q_max = 0.0f;
-        for (ulong d = 0; d < dim; d++)
-            q_max = fmax(q_max, fabs(qr[r][d]));
-        factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
+    /* The dot products as they are, then scaled: exactly the scores of clattn_score_split's split (its q
+     * factor is a power of two) unless a dot product overflowed — then, for this tile only, again with q
+     * times that power of two. Under a scale above 2^64 always so: products below float's normal range
+     * would matter there. (A multiply per element of q in the loop costs the blocked kernel a third of
+     * its time; a tile's test costs nothing.) */
+    float q_factor[SR], factor[SR];
+    UNROLL for (int r = 0; r < SR; r++) {
+        q_factor[r] = 1.0f;
+        factor[r] = scale;
     }
     vec_t acc[SR][SV];
-    UNROLL for (int r = 0; r < SR; r++)
-        UNROLL for (int u = 0; u < SV; u++)
-            acc[r][u] = (vec_t)0.0f;
     const bool full = j0 + SN <= kv_len;
-    for (ulong d = 0; d < dim; d++) {
-        vec_t kv[SV];
-        if (full) {
+    for (int pass = fabs(scale) > 0x1p64f ? 1 : 0; pass < 2; pass++) {
+        if (pass == 1)
+            UNROLL for (int r = 0; r < SR; r++) {
+                vec_t top = (vec_t)0.0f;
+                ulong d = 0;
+                for (; d + VEC <= dim; d += VEC)
+                    top = fmax(top, fabs(VLOAD(qr[r] + d)));
+                float q_max = HMAX(top);
+                for (; d < dim; d++)
+                    q_max = fmax(q_max, fabs(qr[r][d]));
+                factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
+            }
+        UNROLL for (int r = 0; r < SR; r++)
             UNROLL for (int u = 0; u < SV; u++)
-                kv[u] = VLOAD(kt_head + d * kv_len + u * VEC);
-        } else {
-            float lane[SN];
-            for (int t = 0; t < SN; t++)
-                lane[t] = j0 + t < kv_len ? kt_head[d * kv_len + t] : 0.0f;
-            UNROLL for (int u = 0; u < SV; u++)
-                kv[u] = VLOAD(lane + u * VEC);
+                acc[r][u] = (vec_t)0.0f;
+        for (ulong d = 0; d < dim; d++) {
+            vec_t kv[SV];
+            if (full) {
+                UNROLL for (int u = 0; u < SV; u++)
+                    kv[u] = VLOAD(kt_head + d * kv_len + u * VEC);
+            } else {
+                float lane[SN];
+                for (int t = 0; t < SN; t++)
+                    lane[t] = j0 + t < kv_len ? kt_head[d * kv_len + t] : 0.0f;
+                UNROLL for (int u = 0; u < SV; u++)
+                    kv[u] = VLOAD(lane + u * VEC);
+            }
+            if (pass == 0) {
+                UNROLL for (int r = 0; r < SR; r++)
+                    UNROLL for (int u = 0; u < SV; u++)
+                        acc[r][u] = fma((vec_t)qr[r][d], kv[u], acc[r][u]);
+            } else {
+                UNROLL for (int r = 0; r < SR; r++) {
+                    const vec_t qv = (vec_t)(qr[r][d] * q_factor[r]);
+                    UNROLL for (int u = 0; u < SV; u++)
+                        acc[r][u] = fma(qv, kv[u], acc[r][u]);
+                }
+            }
         }
-        UNROLL for (int r = 0; r < SR; r++) {
-            const vec_t qv = (vec_t)(qr[r][d] * q_factor[r]);
+        if (pass == 1)
+            break;
+        lanes_t overflow = 0;
+        UNROLL for (int r = 0; r < SR; r++)
             UNROLL for (int u = 0; u < SV; u++)
-                acc[r][u] = fma(qv, kv[u], acc[r][u]);
-        }
+                overflow |= NAN_LANES(acc[r][u] - acc[r][u]); /* (inf − inf and NaN are NaN) */
+        if (!ANY_LANE(overflow))
+            break;
     }
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     /* Nothing but the scale where every key of the tile is visible and no term or mask applies. */
