@@ -47,6 +47,36 @@ inline float clattn_row_finish(float m, float l, float sink, float *lse)
     return empty ? 0.0f : factor / sum;
 }
 
+/* How a query row's scores q·k·scale are formed without a float overflowing or underflowing on the way
+ * when the scores themselves are finite: q is multiplied by *q_factor, a power of two (exact) that
+ * brings the row's largest |q| (q_max) into [0.5, 1), and each dot product by the factor returned,
+ * scale / *q_factor. Multiplying q by the scale first overflows where q·scale passes FLT_MAX (scale
+ * 1e30, q 1e10, k 1e-28: scores 1e12); scaling the dot product overflows where q·k does (scale 1e-30,
+ * q and k 1e20: scores 1e10); a q of largest element near 1 leaves neither (the dot product is about as
+ * large as k, the factor about scale·q_max). Both factors stay normal floats: where scale·q_max lies
+ * beyond float's range, q keeps a larger or smaller share. A scale of 0 zeroes q (every score 0, as
+ * documented); a q_max of 0, inf or NaN leaves q as it is (its inf or NaN reaches the scores either way).
+ * Shared by the fused, decode and score kernels, so that every path forms its scores alike. */
+inline float clattn_score_split(float q_max, float scale, float *q_factor)
+{
+    if (scale == 0.0f) {
+        *q_factor = 0.0f;
+        return 1.0f;
+    }
+    if (!(q_max > 0.0f) || isinf(q_max)) {
+        *q_factor = 1.0f;
+        return scale;
+    }
+    int eq, es;
+    (void)frexp(q_max, &eq);
+    const float ms = frexp(scale, &es); /* scale = ms·2^es, |ms| in [0.5, 1) */
+    /* The score factor ms·2^t: t = es + eq ideally (q_factor 2^−eq), kept where ms·2^t is a normal float
+     * (t in [−125, 128]) and q_factor = 2^(es − t) one too (es − t in [−126, 127]). */
+    const int t = clamp(es + eq, max(-125, es - 127), min(128, es + 126));
+    *q_factor = ldexp(1.0f, es - t);
+    return ldexp(ms, t);
+}
+
 /* Storage types (clattn_dtype). A kernel that reads or writes tensors of other types than float is
  * built with their types as options — Q_T, K_T, V_T (read) and O_T (written), each 0 float, 1 IEEE half,
  * 2 bfloat16, 3 int8 — and uses these macros; arithmetic stays float. Half goes through OpenCL 1.2's

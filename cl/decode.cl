@@ -67,7 +67,7 @@ inline ulong clattn_kv_row(ulong head, ulong rs, __global const int *table, uint
     return head + (ulong)table[j >> shift] * block_stride + (j & (((ulong)1 << shift) - 1)) * rs;
 }
 
-/* KQ dot products q · k_x over n elements, key rows k_rs apart (q scaled, in local memory): VEC
+/* KQ dot products q · k_x over n elements, key rows k_rs apart (q in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
  * a call would return the sums through the stack. */
 __attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, K_TILE_T *k, ulong k_rs, ulong n,
@@ -122,14 +122,19 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
 #endif
 
 /* One row's scores of the tile's keys g … g+KQ−1 (absolute j … j+KQ−1), whose rows lie k_rs apart from
- * k_group: −inf where the row cannot see the key (outside [begin, end)) or it lies past the tile's
- * `keys`. */
+ * k_group: each dot product times its key's int8 scale (k_scale[x]; 1 otherwise) and the row's share of
+ * the scale (factor, clattn_score_split), or −inf where the row cannot see the key (outside
+ * [begin, end)) or it lies past the tile's `keys`. The factors never meet a hidden key: its scale may be
+ * 0 (an all-zero row) or NaN (a row that held inf or NaN), and −inf times either is NaN. */
 __attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, K_TILE_T *k_group,
                                                                     ulong k_rs, ulong dk, ulong j, ulong g,
-                                                                    ulong keys, ulong begin, ulong end, float *s)
+                                                                    ulong keys, ulong begin, ulong end,
+                                                                    const float *k_scale, float factor, float *s)
 {
     if (j >= begin && j + KQ <= end && g + KQ <= keys) {
         clattn_decode_dots(q, k_group, k_rs, dk, s);
+        UNROLL for (int x = 0; x < KQ; x++)
+            s[x] = s[x] * k_scale[x] * factor;
         return;
     }
     for (int x = 0; x < KQ; x++) {
@@ -137,7 +142,7 @@ __attribute__((always_inline)) inline void clattn_decode_row_scores(__local cons
         if (g + x < keys && j + x >= begin && j + x < end) {
             float one[KQ];
             clattn_decode_dots(q, k_group + x * k_rs, 0, dk, one);
-            s[x] = one[0];
+            s[x] = one[0] * k_scale[x] * factor;
         }
     }
 }
@@ -258,8 +263,10 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
 #define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
 #define K_ROW(j) (k + K_ROW_AT(j))
 #define V_ROW(j) (v + V_ROW_AT(j))
-    /* An int8 row read in place is dequantised by its scale: a key's score (q·k_int8·scale) and a value's
-     * weight (p·scale·v_int8) take the factor; staged rows have it already. */
+    /* An int8 row read in place is dequantised by its scale: a visible key's score (q·k_int8·scale) and a
+     * value's nonzero weight (p·scale·v_int8) take the factor — never a hidden key's −inf or a weight of
+     * 0, which must stay what they are whatever the scale (0, or NaN for a row that held inf or NaN);
+     * staged rows have it already. */
 #if K_T == 3 && !STAGE
 #define K_SCALE(j) k_scales[K_ROW_AT(j) / dk]
 #else
@@ -287,6 +294,7 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
     long pos[R_MAX];
     float m[R_MAX], l[R_MAX], slope[R_MAX], alpha[R_MAX];
+    float score_factor[R_MAX]; /* a row's dot products times this are its scores (clattn_score_split) */
     vec_t acc[R_MAX][COLS_PER_ITEM];
     /* The walk: this split's keys that some row can see. */
     ulong walk_begin = split * slice, walk_end = min(walk_begin + slice, kv_len);
@@ -316,10 +324,22 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
         row_end[r] = max(min(row_end[r], walk_end), row_begin[r]);
     }
     walk_begin -= walk_begin % KQ;
+    /* The rows' q, times the power of two of clattn_score_split, into local memory: every work-item
+     * reads each row whole for its largest element (a few hundred floats, once), then writes its part. */
+    float q_factor[R_MAX];
+    for (int r = 0; r < rows; r++) {
+        const ulong at = clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs);
+        float q_max = 0.0f;
+        for (ulong d = 0; d < dk; d++)
+            q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
+        score_factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
+    }
     for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
         const int r = (int)(t / DK);
         const ulong d = t % DK;
-        q_tile[t] = d < dk ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) * scale : 0.0f;
+        q_tile[t] = d < dk ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) *
+                                 q_factor[r]
+                           : 0.0f;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 
@@ -373,27 +393,31 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
                 if (whole)
                     clattn_decode_dots_block(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, s);
                 UNROLL for (int y = 0; y < RB; y++) {
-                    if (!whole)
+                    if (whole)
+                        UNROLL for (int x = 0; x < KQ; x++)
+                            s[y][x] = s[y][x] * k_scale[x] * score_factor[r + y];
+                    else
                         clattn_decode_row_scores(q_tile + (r + y) * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys,
-                                                 row_begin[r + y], row_end[r + y], s[y]);
+                                                 row_begin[r + y], row_end[r + y], k_scale, score_factor[r + y],
+                                                 s[y]);
                     for (int x = 0; x < KQ; x++)
                         s_tile[(r + y) * TILE + g + x] =
-                            score_terms ? clattn_decode_terms(s[y][x] * k_scale[x], softcap, slope[r + y], j + x, pos[r + y], mask,
+                            score_terms ? clattn_decode_terms(s[y][x], softcap, slope[r + y], j + x, pos[r + y], mask,
                                                               mask_type, mask_layout, b, row_h[r + y], heads,
                                                               row_i[r + y], q_len, mask_cols)
-                                        : s[y][x] * k_scale[x];
+                                        : s[y][x];
                 }
             }
 #endif
             for (; r < rows; r++) {
                 float s[KQ];
                 clattn_decode_row_scores(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys, row_begin[r], row_end[r],
-                                         s);
+                                         k_scale, score_factor[r], s);
                 for (int x = 0; x < KQ; x++)
                     s_tile[r * TILE + g + x] =
-                        score_terms ? clattn_decode_terms(s[x] * k_scale[x], softcap, slope[r], j + x, pos[r], mask, mask_type,
+                        score_terms ? clattn_decode_terms(s[x], softcap, slope[r], j + x, pos[r], mask, mask_type,
                                                           mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
-                                    : s[x] * k_scale[x];
+                                    : s[x];
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -441,8 +465,9 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
                 float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
                 if (p0 == 0.0f && p1 == 0.0f)
                     continue;
-                p0 *= V_TILE_SCALE(jj);
-                p1 *= V_TILE_SCALE(jj);
+                /* (a weight of 0 stays 0: the other row's key may be one it cannot see) */
+                p0 = p0 == 0.0f ? 0.0f : p0 * V_TILE_SCALE(jj);
+                p1 = p1 == 0.0f ? 0.0f : p1 * V_TILE_SCALE(jj);
                 V_TILE_T *v_row = V_TILE_ROW(jj) + lid * VEC;
                 if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
                     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {

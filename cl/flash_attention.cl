@@ -1,10 +1,11 @@
 /* Fused attention ("flash" style): O = softmax(Q·Kᵀ·scale + masks)·V in one pass over the keys, with
  * an online softmax, so nothing of size L×S is ever stored.
  *
- * One work-item owns ROWS adjacent query rows: their scaled q and output accumulators live in private
- * memory, their running maxima m and sums l in floats. A work-group of BLOCK_M work-items walks the
- * keys in tiles of BLOCK_N, staged in local memory by the whole group: K transposed (kt[d][j]) and V
- * as it is (vt[j][d]). Each row then takes the tile VEC keys at a time:
+ * One work-item owns ROWS adjacent query rows: their q (times a power of two; the scale's rest
+ * multiplies each dot product: clattn_score_split) and output accumulators live in private memory,
+ * their running maxima m and sums l in floats. A work-group of BLOCK_M work-items walks the keys in
+ * tiles of BLOCK_N, staged in local memory by the whole group: K transposed (kt[d][j]) and V as it is
+ * (vt[j][d]). Each row then takes the tile VEC keys at a time:
  *   s = Σ_d q[d]·kt[d][j..j+VEC)         VEC-wide multiply-adds, no horizontal sums;
  *   acc[d..d+VEC) += p_j · vt[j][d..]     VEC-wide again, for each key j.
  * Every vector loaded from the tile serves all ROWS rows of the work-item. VEC is the device's native
@@ -75,6 +76,7 @@ void clattn_flash_attention(__global const q_store *q, ulong q_bs, ulong q_hs, u
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
     float m[ROWS], slope[ROWS];
+    float score_factor[ROWS]; /* a row's dot products times this are its scores (clattn_score_split) */
     vec_t l[ROWS]; /* the rows' sums of weights, lane by lane: added up once, at the end */
     ulong row_i[ROWS], row_h[ROWS];      /* each packed row's query and query head */
     long pos[ROWS];                       /* the rows' absolute positions */
@@ -83,8 +85,14 @@ void clattn_flash_attention(__global const q_store *q, ulong q_bs, ulong q_hs, u
         const ulong rho = first + r;
         const bool active = rho < packed_rows;
         const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
+        float q_max = 0.0f, q_factor;
+        for (int d = 0; d < DK; d++) {
+            q_row[r][d] = (active && (ulong)d < dk) ? LOAD_Q(q, clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d) : 0.0f;
+            q_max = fmax(q_max, fabs(q_row[r][d]));
+        }
+        score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
         for (int d = 0; d < DK; d++)
-            q_row[r][d] = (active && (ulong)d < dk) ? LOAD_Q(q, clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d) * scale : 0.0f;
+            q_row[r][d] *= q_factor;
         for (int c = 0; c < DV / VEC; c++)
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
@@ -167,6 +175,9 @@ void clattn_flash_attention(__global const q_store *q, ulong q_bs, ulong q_hs, u
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
+            UNROLL for (int r = 0; r < ROWS; r++)
+                UNROLL for (int u = 0; u < KV; u++)
+                    s[r][u] *= score_factor[r];
             float pj[ROWS][STEP];
             float block_max[ROWS];
             lanes_t nan_lanes = 0;

@@ -4,7 +4,8 @@
  * GPUs). Q and
  * K are read through (batch, head, row) strides so that both SDPA's (B,H,L,D) and the layer's (B,L,H·D)
  * layouts work without a transpose; query head h reads K head h / group (grouped-query attention).
- * Scores are (chunk, L, S). When `extra` is given it also receives, at (B, H, L, S), the scores at the
+ * Scores are (chunk, L, S). The scale is split between q and the dot products as clattn_score_split says,
+ * as on the fused and decode paths. When `extra` is given it also receives, at (B, H, L, S), the scores at the
  * point `extra_mode` names (clattn_weights_output: Q·Kᵀ·scale of every key, after soft-capping, or
  * what the softmax takes). */
 __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
@@ -29,6 +30,15 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
     __global const float *qrow = q + clattn_view_offset(b, h, i, q_bs, q_hs, q_rs);
     __global const float *k_head = k + clattn_view_offset(b, h / group, 0, k_bs, k_hs, k_rs);
+    /* q times a power of two, each dot product times the scale's rest (clattn_score_split) */
+    vec_t top = (vec_t)0.0f;
+    ulong qd = 0;
+    for (; qd + VEC <= dim; qd += VEC)
+        top = fmax(top, fabs(VLOAD(qrow + qd)));
+    float q_max = HMAX(top), q_factor;
+    for (; qd < dim; qd++)
+        q_max = fmax(q_max, fabs(qrow[qd]));
+    const float factor = clattn_score_split(q_max, scale, &q_factor);
     /* The dot products of the work-item's keys (inside the buffer; wasted for hidden keys unless the
      * raw scores of extra modes 1 and 2 want them): KEYS chains VEC lanes wide that share each load of q,
      * unrolled so that they stay in registers, then the rest of the head one element at a time. */
@@ -40,13 +50,13 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     ulong d = 0;
     if (keys == KEYS) {
         for (; d + VEC <= dim; d += VEC) {
-            const vec_t qv = VLOAD(qrow + d);
+            const vec_t qv = VLOAD(qrow + d) * q_factor;
             UNROLL for (int x = 0; x < KEYS; x++)
                 lanes[x] = fma(qv, VLOAD(k_head + (j0 + x) * k_rs + d), lanes[x]);
         }
     } else { /* the last keys of the row */
         for (; d + VEC <= dim; d += VEC) {
-            const vec_t qv = VLOAD(qrow + d);
+            const vec_t qv = VLOAD(qrow + d) * q_factor;
             for (int x = 0; x < keys; x++)
                 lanes[x] = fma(qv, VLOAD(k_head + (j0 + x) * k_rs + d), lanes[x]);
         }
@@ -54,8 +64,8 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
     UNROLL for (int x = 0; x < KEYS; x++) {
         float acc = HSUM(lanes[x]);
         for (ulong e = d; x < keys && e < dim; e++)
-            acc = fma(qrow[e], k_head[(j0 + x) * k_rs + e], acc);
-        dot[x] = acc * scale;
+            acc = fma(qrow[e] * q_factor, k_head[(j0 + x) * k_rs + e], acc);
+        dot[x] = acc * factor;
     }
     for (int x = 0; x < KEYS; x++) {
         const ulong j = j0 + x;
@@ -113,28 +123,65 @@ __kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs
     __global const float *qr[SR];
     UNROLL for (int r = 0; r < SR; r++)
         qr[r] = q + clattn_view_offset(b, h, min(i0 + r, q_len - 1), q_bs, q_hs, q_rs);
+    /* The dot products as they are, then scaled: exactly the scores of clattn_score_split's split (its q
+     * factor is a power of two) unless a dot product overflowed — then, for this tile only, again with q
+     * times that power of two. Under a scale above 2^64 always so: products below float's normal range
+     * would matter there. (A multiply per element of q in the loop costs the blocked kernel a third of
+     * its time; a tile's test costs nothing.) */
+    float q_factor[SR], factor[SR];
+    UNROLL for (int r = 0; r < SR; r++) {
+        q_factor[r] = 1.0f;
+        factor[r] = scale;
+    }
     vec_t acc[SR][SV];
-    UNROLL for (int r = 0; r < SR; r++)
-        UNROLL for (int u = 0; u < SV; u++)
-            acc[r][u] = (vec_t)0.0f;
     const bool full = j0 + SN <= kv_len;
-    for (ulong d = 0; d < dim; d++) {
-        vec_t kv[SV];
-        if (full) {
+    for (int pass = fabs(scale) > 0x1p64f ? 1 : 0; pass < 2; pass++) {
+        if (pass == 1)
+            UNROLL for (int r = 0; r < SR; r++) {
+                vec_t top = (vec_t)0.0f;
+                ulong d = 0;
+                for (; d + VEC <= dim; d += VEC)
+                    top = fmax(top, fabs(VLOAD(qr[r] + d)));
+                float q_max = HMAX(top);
+                for (; d < dim; d++)
+                    q_max = fmax(q_max, fabs(qr[r][d]));
+                factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
+            }
+        UNROLL for (int r = 0; r < SR; r++)
             UNROLL for (int u = 0; u < SV; u++)
-                kv[u] = VLOAD(kt_head + d * kv_len + u * VEC);
-        } else {
-            float lane[SN];
-            for (int t = 0; t < SN; t++)
-                lane[t] = j0 + t < kv_len ? kt_head[d * kv_len + t] : 0.0f;
-            UNROLL for (int u = 0; u < SV; u++)
-                kv[u] = VLOAD(lane + u * VEC);
+                acc[r][u] = (vec_t)0.0f;
+        for (ulong d = 0; d < dim; d++) {
+            vec_t kv[SV];
+            if (full) {
+                UNROLL for (int u = 0; u < SV; u++)
+                    kv[u] = VLOAD(kt_head + d * kv_len + u * VEC);
+            } else {
+                float lane[SN];
+                for (int t = 0; t < SN; t++)
+                    lane[t] = j0 + t < kv_len ? kt_head[d * kv_len + t] : 0.0f;
+                UNROLL for (int u = 0; u < SV; u++)
+                    kv[u] = VLOAD(lane + u * VEC);
+            }
+            if (pass == 0) {
+                UNROLL for (int r = 0; r < SR; r++)
+                    UNROLL for (int u = 0; u < SV; u++)
+                        acc[r][u] = fma((vec_t)qr[r][d], kv[u], acc[r][u]);
+            } else {
+                UNROLL for (int r = 0; r < SR; r++) {
+                    const vec_t qv = (vec_t)(qr[r][d] * q_factor[r]);
+                    UNROLL for (int u = 0; u < SV; u++)
+                        acc[r][u] = fma(qv, kv[u], acc[r][u]);
+                }
+            }
         }
-        UNROLL for (int r = 0; r < SR; r++) {
-            const vec_t qv = (vec_t)qr[r][d];
+        if (pass == 1)
+            break;
+        lanes_t overflow = 0;
+        UNROLL for (int r = 0; r < SR; r++)
             UNROLL for (int u = 0; u < SV; u++)
-                acc[r][u] = fma(qv, kv[u], acc[r][u]);
-        }
+                overflow |= NAN_LANES(acc[r][u] - acc[r][u]); /* (inf − inf and NaN are NaN) */
+        if (!ANY_LANE(overflow))
+            break;
     }
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     /* Nothing but the scale where every key of the tile is visible and no term or mask applies. */
@@ -149,12 +196,12 @@ __kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs
         __global float *out = scores + clattn_matrix_offset(local_bh, i, j0, q_len, kv_len);
         if (plain && j0 >= begin && j0 + SN <= end) {
             UNROLL for (int u = 0; u < SV; u++)
-                VSTORE(acc[r][u] * scale, out + u * VEC);
+                VSTORE(acc[r][u] * factor[r], out + u * VEC);
             continue;
         }
         float dot[SN];
         UNROLL for (int u = 0; u < SV; u++)
-            VSTORE(acc[r][u] * scale, dot + u * VEC);
+            VSTORE(acc[r][u] * factor[r], dot + u * VEC);
         for (int t = 0; t < SN && j0 + t < kv_len; t++) {
             const ulong j = j0 + t;
             const bool visible = j >= begin && j < end;
