@@ -84,17 +84,27 @@ bool exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 const char *list_dir(const char *path)
 {
     DIR *d = opendir(path);
     ck_assert_msg(d != NULL, "opendir %s: %s", path, strerror(errno));
-    char *names = fmt("%s", "");
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
+    size_t n = 0;
+    while (readdir(d) != NULL)
+        n++;
+    rewinddir(d);
+    const char **names = xmalloc((n + 1) * sizeof *names);
+    size_t k = 0;
+    for (struct dirent *e; k < n && (e = readdir(d)) != NULL;)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            names = fmt("%s%s\n", names, e->d_name);
+            names[k++] = fmt("%s", e->d_name);
     closedir(d);
-    return names;
+    qsort(names, k, sizeof *names, by_name);
+    char *joined = fmt("%s", "");
+    for (size_t i = 0; i < k; i++)
+        joined = fmt("%s%s\n", joined, names[i]);
+    return joined;
 }
 
 /* ---------------------------------------------------------------------------------------------- */

@@ -38,7 +38,7 @@ void *xmalloc(size_t n);  /* tracked, zeroed */
 char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2))); /* tracked */
 const char *P(const char *name); /* a path inside the current case's folder */
 bool exists(const char *path);
-const char *list_dir(const char *path); /* entry names, one per line ("" when empty) */
+const char *list_dir(const char *path); /* entry names, sorted, one per line ("" when empty) */
 
 /* A test case whose fixture gives each test its own folder and frees its allocations. */
 TCase *cli_tcase(const char *name);
@@ -70,7 +70,7 @@ int spawn_capture(const char *const *argv, const char *const *env_extra, const c
                   size_t why_size);
 /* spawn_capture that must succeed, with the warnings split off; returns R.status. */
 int run(const char *const *argv, const char *const *env_extra, const char *stdin_path);
-/* run (stdin from /dev/null) with the child's stdout going to stdout_path instead (R.out is then ""). */
+/* run (stdin from /dev/null) with the child's stdout going to stdout_path (R.out is then ""); NULL: captured. */
 int run_to(const char *const *argv, const char *const *env_extra, const char *stdout_path);
 /* run (stdin from /dev/null) with its own time limit. */
 int run_within(int seconds, const char *const *argv, const char *const *env_extra);
