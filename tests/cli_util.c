@@ -66,23 +66,45 @@ TCase *cli_tcase(const char *name)
     return tc;
 }
 
+Suite *cli_suite(const char *title, const cli_group *groups, size_t n_groups)
+{
+    Suite *s = suite_create(title);
+    for (size_t g = 0; g < n_groups; g++) {
+        TCase *tc = cli_tcase(groups[g].name);
+        for (size_t t = 0; groups[g].tests[t]; t++)
+            tcase_add_loop_test(tc, groups[g].tests[t], 0, groups[g].loops);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
 bool exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
 }
 
+static int by_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 const char *list_dir(const char *path)
 {
     DIR *d = opendir(path);
     ck_assert_msg(d != NULL, "opendir %s: %s", path, strerror(errno));
-    char *names = fmt("%s", "");
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
+    size_t n = 0;
+    while (readdir(d) != NULL)
+        n++;
+    rewinddir(d);
+    const char **names = xmalloc((n + 1) * sizeof *names);
+    size_t k = 0;
+    for (struct dirent *e; k < n && (e = readdir(d)) != NULL;)
         if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            names = fmt("%s%s\n", names, e->d_name);
+            names[k++] = fmt("%s", e->d_name);
     closedir(d);
-    return names;
+    qsort(names, k, sizeof *names, by_name);
+    char *joined = fmt("%s", "");
+    for (size_t i = 0; i < k; i++)
+        joined = fmt("%s%s\n", joined, names[i]);
+    return joined;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -111,10 +133,33 @@ static void split_warnings(void)
     *write = '\0';
 }
 
-/* The child leads a process group of its own, so that a run past the time limit is killed with everything
+int wait_deadline(pid_t pid, int seconds)
+{
+    struct timespec start, now, nap = {0, 1000000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (int st = 0;;) {
+        const pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
+        if (w < 0 && errno != EINTR)
+            return -2;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > seconds) {
+            /* (a group whose id is pid's can only be the one pid leads: pid is ours and alive) */
+            if (kill(-pid, SIGKILL) != 0)
+                kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* spawn_capture with stdout sent to stdout_path when not NULL (R.out is then "").
+ * The child leads a process group of its own, so that a run past the time limit is killed with everything
  * it started (mpiexec's ranks). */
-int spawn_capture(const char *const *argv, const char *const *env_extra, const char *stdin_path, char *why,
-                  size_t why_size)
+static int spawn_into(const char *const *argv, const char *const *env_extra, const char *stdin_path,
+                      const char *stdout_path, char *why, size_t why_size)
 {
     char out_path[600], err_path[600];
     snprintf(out_path, sizeof out_path, "%s/.stdout", root);
@@ -158,7 +203,7 @@ int spawn_capture(const char *const *argv, const char *const *env_extra, const c
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 0, stdin_path ? stdin_path : "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_addopen(&fa, 1, stdout_path ? stdout_path : out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
@@ -174,30 +219,17 @@ int spawn_capture(const char *const *argv, const char *const *env_extra, const c
         return -1;
     }
 
-    struct timespec start, now, nap = {0, 1000000};
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    int st = 0;
-    for (;;) {
-        const pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            break;
-        if (w < 0 && errno != EINTR) {
-            snprintf(why, why_size, "waitpid: %s", strerror(errno));
-            return -1;
-        }
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec > cli_run_timeout_s) {
-            kill(-pid, SIGKILL);
-            waitpid(pid, &st, 0);
+    R.status = wait_deadline(pid, cli_run_timeout_s);
+    if (R.status < 0) {
+        if (R.status == -1)
             snprintf(why, why_size, "`%s` did not finish within %d s (killed)", R.cmd, cli_run_timeout_s);
-            return -1;
-        }
-        nanosleep(&nap, NULL);
+        else
+            snprintf(why, why_size, "waitpid: %s", strerror(errno));
+        return -1;
     }
-    R.status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
     free(R.out);
     free(R.err);
-    R.out = tu_read_file(out_path, NULL);
+    R.out = stdout_path ? calloc(1, 1) : tu_read_file(out_path, NULL);
     R.err = tu_read_file(err_path, NULL);
     if (!R.out || !R.err) {
         snprintf(why, why_size, "cannot read the captured output of `%s`", R.cmd);
@@ -206,10 +238,24 @@ int spawn_capture(const char *const *argv, const char *const *env_extra, const c
     return 0;
 }
 
+int spawn_capture(const char *const *argv, const char *const *env_extra, const char *stdin_path, char *why,
+                  size_t why_size)
+{
+    return spawn_into(argv, env_extra, stdin_path, NULL, why, why_size);
+}
+
 int run(const char *const *argv, const char *const *env_extra, const char *stdin_path)
 {
     char why[1024];
     ck_assert_msg(spawn_capture(argv, env_extra, stdin_path, why, sizeof why) == 0, "%s", why);
+    split_warnings();
+    return R.status;
+}
+
+int run_to(const char *const *argv, const char *const *env_extra, const char *stdout_path)
+{
+    char why[1024];
+    ck_assert_msg(spawn_into(argv, env_extra, NULL, stdout_path, why, sizeof why) == 0, "%s", why);
     split_warnings();
     return R.status;
 }
@@ -252,6 +298,12 @@ void add_list(argl *a, const char *const *list)
 }
 
 int run_args(const argl *a, const char *const *env_extra) { return run(a->v, env_extra, NULL); }
+
+void run_expect(const argl *a, int want)
+{
+    run(a->v, NULL, NULL);
+    expect_status(want);
+}
 
 int clattn_env(const char *const *env_extra, ...)
 {
@@ -431,6 +483,14 @@ float *load_f32(const char *path, size_t ndim, const size_t *shape)
     return a.data;
 }
 
+const float *expect_file_close(const char *what, const char *path, size_t ndim, const size_t *shape,
+                               const double *ref)
+{
+    const float *got = load_f32(path, ndim, shape);
+    expect_close(what, got, ref, product(ndim, shape));
+    return got;
+}
+
 float *load_any(const char *path, size_t n, npy_dtype *dtype)
 {
     npy_array a;
@@ -457,6 +517,47 @@ void expect_close_rounded(const char *what, const float *got, const double *ref,
     check_close_rounded(what, got, ref, n, bits, min_exp, NULL);
 }
 
+clattn_sdpa_desc sdpa_desc(size_t B, size_t H, size_t N, size_t L, size_t S, size_t D, size_t Dv,
+                           const clattn_masks *m)
+{
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B;
+    d.heads = H;
+    d.kv_heads = N;
+    d.q_len = L;
+    d.kv_len = S;
+    d.qk_dim = D;
+    d.v_dim = Dv;
+    d.masks = m;
+    return d;
+}
+
+clattn_masks flag_masks(clattn_causal causal, const size_t *key_lengths, const long long *offsets,
+                        const clattn_window *window, bool additive)
+{
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = causal;
+    m.key_lengths = key_lengths;
+    m.query_offsets = offsets;
+    m.window = window;
+    m.additive = additive ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE;
+    return m;
+}
+
+void raw_scores(const float *q, const float *k, size_t mats, size_t rows, size_t keys, size_t D, double cap,
+                double *out)
+{
+    for (size_t mat = 0; mat < mats; mat++)
+        for (size_t i = 0; i < rows; i++)
+            for (size_t j = 0; j < keys; j++) {
+                double dot = 0;
+                for (size_t t = 0; t < D; t++)
+                    dot += (double)q[(mat * rows + i) * D + t] * k[(mat * keys + j) * D + t];
+                dot /= sqrt((double)D);
+                out[(mat * rows + i) * keys + j] = cap > 0 ? cap * tanh(dot / cap) : dot;
+            }
+}
+
 float *broadcast_mask(const float *m, size_t ndim, const size_t *mshape, size_t B, size_t H, size_t L, size_t S)
 {
     size_t sh[4] = {1, 1, 1, 1};
@@ -480,6 +581,16 @@ float *rand_mask(size_t n)
         if (rng_unit() < 0.2)
             m[i] = -INFINITY;
     return m;
+}
+
+float *concat_rows(const float *first, size_t Y, const float *second, size_t Y2, size_t AX, size_t Z)
+{
+    float *out = xmalloc(AX * (Y + Y2) * Z * sizeof *out);
+    for (size_t i = 0; i < AX; i++) {
+        memcpy(out + i * (Y + Y2) * Z, first + i * Y * Z, Y * Z * sizeof *out);
+        memcpy(out + (i * (Y + Y2) + Y) * Z, second + i * Y2 * Z, Y2 * Z * sizeof *out);
+    }
+    return out;
 }
 
 void *swap_middle(const void *in, size_t size, size_t A, size_t X, size_t Y, size_t Z)

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* pid_t */
 
 enum { EXIT_OK = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2, EXIT_NO_PLATFORM = 3 };
 
@@ -37,10 +38,17 @@ void *xmalloc(size_t n);  /* tracked, zeroed */
 char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2))); /* tracked */
 const char *P(const char *name); /* a path inside the current case's folder */
 bool exists(const char *path);
-const char *list_dir(const char *path); /* entry names, one per line ("" when empty) */
+const char *list_dir(const char *path); /* entry names, sorted, one per line ("" when empty) */
 
 /* A test case whose fixture gives each test its own folder and frees its allocations. */
 TCase *cli_tcase(const char *name);
+/* One cli_tcase of a suite: its tests (NULL-terminated), each run `loops` times (_i = 0 … loops − 1). */
+typedef struct cli_group {
+    const char *name;
+    int loops;
+    const TTest *tests[16];
+} cli_group;
+Suite *cli_suite(const char *title, const cli_group *groups, size_t n_groups);
 
 /* ---------------------------------------------------------------------------------------------- */
 /* Running processes                                                                               */
@@ -62,8 +70,13 @@ int spawn_capture(const char *const *argv, const char *const *env_extra, const c
                   size_t why_size);
 /* spawn_capture that must succeed, with the warnings split off; returns R.status. */
 int run(const char *const *argv, const char *const *env_extra, const char *stdin_path);
+/* run (stdin from /dev/null) with the child's stdout going to stdout_path (R.out is then ""); NULL: captured. */
+int run_to(const char *const *argv, const char *const *env_extra, const char *stdout_path);
 /* run (stdin from /dev/null) with its own time limit. */
 int run_within(int seconds, const char *const *argv, const char *const *env_extra);
+/* Waits for pid at most `seconds`, then kills it (with its process group when it leads one). Its exit
+ * status (128 + signal when killed by one), -1 when it was killed for time, -2 when waitpid failed. */
+int wait_deadline(pid_t pid, int seconds);
 
 /* An argument list under construction (argv[0] = the tool). */
 typedef struct argl {
@@ -74,6 +87,7 @@ void add(argl *a, ...);                            /* NULL-terminated */
 void add_v(argl *a, va_list ap);                   /* the same, from a va_list (argv[0] not added) */
 void add_list(argl *a, const char *const *list);   /* NULL-terminated list, or NULL */
 int run_args(const argl *a, const char *const *env_extra);
+void run_expect(const argl *a, int want);          /* run_args (own environment), then expect_status */
 int clattn_env(const char *const *env_extra, ...); /* clattn ARGS... (NULL-terminated) */
 /* clattn ARGS... with the test's own environment. */
 #define CLATTN(...) clattn_env(NULL, __VA_ARGS__, (const char *)NULL)
@@ -116,6 +130,9 @@ const char *f32_file(const char *name, size_t ndim, const size_t *shape); /* ran
 
 /* A float32 .npy that must have exactly the given shape. */
 float *load_f32(const char *path, size_t ndim, const size_t *shape);
+/* load_f32, then expect_close against ref (as many values as the shape holds); returns what it read. */
+const float *expect_file_close(const char *what, const char *path, size_t ndim, const size_t *shape,
+                               const double *ref);
 /* Any float .npy output ('<f4', '<f2', or '<u2' bfloat16 bit patterns) of n elements as floats. */
 float *load_any(const char *path, size_t n, npy_dtype *dtype);
 
@@ -124,10 +141,25 @@ void expect_close(const char *what, const float *got, const double *ref, size_t 
 /* The same plus half an ulp of a type with `bits` mantissa bits (half: 10, −14; bfloat16: 7, −126). */
 void expect_close_rounded(const char *what, const float *got, const double *ref, size_t n, int bits, int min_exp);
 
+/* The reference's description of sdpa over Q (B,H,L,D), K (B,N,S,D), V (B,N,S,Dv) under masks m (NULL:
+ * none); N = 0 means H, Dv = 0 means D; every other field at CLATTN_SDPA_DESC_INIT's value. */
+clattn_sdpa_desc sdpa_desc(size_t B, size_t H, size_t N, size_t L, size_t S, size_t D, size_t Dv,
+                           const clattn_masks *m);
+/* The masks a run's flags ask for (additive: a (B,H,L,S) mask is passed to the reference beside them). */
+clattn_masks flag_masks(clattn_causal causal, const size_t *key_lengths, const long long *offsets,
+                        const clattn_window *window, bool additive);
+/* Q·Kᵀ/√D of every key (rows × keys per matrix, `mats` matrices), soft-capped (cap·tanh(s/cap)) when
+ * cap > 0, unmasked: --scores qk and softcapped, computed apart from the reference's own score path. */
+void raw_scores(const float *q, const float *k, size_t mats, size_t rows, size_t keys, size_t D, double cap,
+                double *out);
+
 /* An additive mask of shape mshape (rank ≤ 4, NumPy broadcasting) expanded to (B,H,L,S). */
 float *broadcast_mask(const float *m, size_t ndim, const size_t *mshape, size_t B, size_t H, size_t L, size_t S);
 /* n entries uniform in [-1, 1], about one in five −inf. */
 float *rand_mask(size_t n);
+/* (A, X, Y, Z) → (A, X, Y + Y2, Z) floats, AX = A·X: each (a, x) block of `first` followed by that of
+ * `second` (past and new rows: what --present-k and --present-v hold). */
+float *concat_rows(const float *first, size_t Y, const float *second, size_t Y2, size_t AX, size_t Z);
 /* (A,X,Y,Z) → (A,Y,X,Z) of elements of `size` bytes: (B,H,L,D) to (B,L,H,D) and back. */
 void *swap_middle(const void *in, size_t size, size_t A, size_t X, size_t Y, size_t Z);
 /* Press et al.'s ALiBi slopes for n heads (their get_slopes), and the same rounded to float. */

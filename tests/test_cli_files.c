@@ -14,77 +14,28 @@
  *    existed with their old content, no temporary, no folder the run made.
  *
  * Every spawned process has a deadline (killed past it), and a FIFO's reader is a process of its own
- * killed when the tool is done, so no case can hang. Exit status 77 (meson's SKIP) when `clattn devices`
- * finds no OpenCL platform. */
-#define _XOPEN_SOURCE 700 /* posix_spawn, nanosleep, clock_gettime, mknod, mkfifo, symlink, link */
+ * killed when the tool is done, so no case can hang. What the cli tests share is in cli_util.h. */
+#define _XOPEN_SOURCE 700 /* posix_spawnp, mknod, mkfifo, symlink, link */
 
-#define TU_NO_OPENCL /* this process never calls OpenCL: the OpenCL-free part of the test utility */
-#include "test_util.h"
-#include "npy.h"
+#include "cli_util.h"
 
-#include <check.h>
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
 
-enum { EXIT_OK = 0, EXIT_USAGE = 2, EXIT_NO_PLATFORM = 3 };
-
 #define RUN_TIMEOUT_S 240   /* one process (a cold kernel compile under load can take minutes) */
 #define READER_GRACE_S 30   /* a FIFO's reader, once the tool is done */
 
-static const char *exe;  /* the clattn binary */
-static const char *root; /* scratch folder: captures and one sub-folder per case */
-static char dir[1100];   /* the current case's folder */
-static unsigned case_no;
-
 /* ---------------------------------------------------------------------------------------------- */
-/* Paths and files (tracked allocations are freed after each case)                                */
+/* Files and folders                                                                               */
 /* ---------------------------------------------------------------------------------------------- */
-
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-    va_list ap;
-    va_start(ap, f);
-    const int n = vsnprintf(NULL, 0, f, ap);
-    va_end(ap);
-    char *s = tu_track_malloc((size_t)n + 1);
-    va_start(ap, f);
-    vsnprintf(s, (size_t)n + 1, f, ap);
-    va_end(ap);
-    return s;
-}
-
-/* A path inside the current case's folder. */
-static const char *P(const char *name) { return fmt("%s/%s", dir, name); }
-
-static void case_setup(void)
-{
-    snprintf(dir, sizeof dir, "%s/case%03u", root, ++case_no);
-    ck_assert_msg(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-}
-
-static void case_teardown(void) { tu_release_host(); }
-
-static bool exists(const char *path)
-{
-    struct stat st;
-    return lstat(path, &st) == 0;
-}
 
 /* The whole file (NULL when it cannot be read), its size in *len. */
 static char *slurp(const char *path, size_t *len)
@@ -112,24 +63,11 @@ static void expect_same_bytes(const char *path, const char *reference)
 /* The names in a folder, sorted, one space between them. */
 static const char *names_in(const char *folder)
 {
-    DIR *d = opendir(folder);
-    ck_assert_msg(d != NULL, "opendir %s: %s", folder, strerror(errno));
-    const char *names[64];
-    size_t n = 0;
-    for (struct dirent *e; (e = readdir(d)) != NULL;)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && n < 64)
-            names[n++] = fmt("%s", e->d_name);
-    closedir(d);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
-            const char *t = names[j];
-            names[j] = names[j - 1];
-            names[j - 1] = t;
-        }
-    const char *joined = "";
-    for (size_t i = 0; i < n; i++)
-        joined = fmt("%s%s%s", joined, i ? " " : "", names[i]);
-    return joined;
+    char *names = fmt("%s", list_dir(folder));
+    for (char *c = names; *c; c++)
+        if (*c == '\n')
+            *c = c[1] ? ' ' : '\0';
+    return names;
 }
 
 /* The path of the (first) entry of folder whose name starts with prefix; NULL when none. */
@@ -152,123 +90,6 @@ static void expect_names(const char *folder, const char *want)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Running processes (from tests/test_cli.c's helpers, cut down)                                   */
-/* ---------------------------------------------------------------------------------------------- */
-
-/* The last process run: exit status (128 + signal when killed), stdout (unless sent elsewhere) and
- * stderr, command line. */
-static struct {
-    int status;
-    char *out, *err;
-    char cmd[4096];
-} R;
-
-/* The environment with "NAME=value" entries of extra set (NULL: none). */
-static char **environment(const char *const *extra)
-{
-    size_t n_env = 0, n_extra = 0;
-    while (environ[n_env])
-        n_env++;
-    while (extra && extra[n_extra])
-        n_extra++;
-    char **envp = tu_track_malloc((n_env + n_extra + 1) * sizeof *envp);
-    size_t k = 0;
-    for (size_t i = 0; i < n_env; i++) {
-        bool overridden = false;
-        for (size_t j = 0; j < n_extra && !overridden; j++) {
-            const size_t name_len = strcspn(extra[j], "=");
-            overridden = strncmp(environ[i], extra[j], name_len) == 0 && environ[i][name_len] == '=';
-        }
-        if (!overridden)
-            envp[k++] = environ[i];
-    }
-    for (size_t j = 0; j < n_extra; j++)
-        envp[k++] = (char *)extra[j];
-    envp[k] = NULL;
-    return envp;
-}
-
-/* Waits for pid until deadline_s from now; kills it past that. Its status, or -1 when killed for time. */
-static int wait_deadline(pid_t pid, int deadline_s)
-{
-    struct timespec start, now, nap = {0, 1000000};
-    clock_gettime(CLOCK_MONOTONIC, &start);
-    for (int st = 0;;) {
-        const pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : 255;
-        ck_assert_msg(w == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if (now.tv_sec - start.tv_sec > deadline_s) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &st, 0);
-            return -1;
-        }
-        nanosleep(&nap, NULL);
-    }
-}
-
-/* Spawns argv (argv[0] looked up in PATH unless it has a '/'), stdin from /dev/null, stdout into
- * stdout_path (NULL: captured into R.out), stderr into R.err; env_extra: "NAME=value" entries. */
-static int run_to(const char *const *argv, const char *const *env_extra, const char *stdout_path)
-{
-    const char *out_path = fmt("%s/.stdout", root), *err_path = fmt("%s/.stderr", root);
-    size_t used = 0;
-    R.cmd[0] = '\0';
-    for (size_t i = 0; argv[i] && used + 1 < sizeof R.cmd; i++)
-        used += (size_t)snprintf(R.cmd + used, sizeof R.cmd - used, i ? " %s" : "%s",
-                                 i == 0 && strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[i]);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, stdout_path ? stdout_path : out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    pid_t pid;
-    const int rc = posix_spawnp(&pid, argv[0], &fa, NULL, (char *const *)argv, environment(env_extra));
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_msg(rc == 0, "cannot start %s: %s", argv[0], strerror(rc));
-    R.status = wait_deadline(pid, RUN_TIMEOUT_S);
-    ck_assert_msg(R.status >= 0, "`%s` did not finish within %d s (killed)", R.cmd, RUN_TIMEOUT_S);
-    R.out = stdout_path ? fmt("%s", "") : slurp(out_path, NULL);
-    R.err = slurp(err_path, NULL);
-    ck_assert_msg(R.out && R.err, "cannot read the captured output of `%s`", R.cmd);
-    return R.status;
-}
-
-/* An argument list under construction. */
-typedef struct argl {
-    const char *v[64];
-    size_t n;
-} argl;
-
-static void add(argl *a, ...)
-{
-    va_list ap;
-    va_start(ap, a);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
-        ck_assert(a->n + 2 < sizeof a->v / sizeof a->v[0]);
-        a->v[a->n++] = s;
-    }
-    va_end(ap);
-    a->v[a->n] = NULL;
-}
-
-static void expect_status(int want)
-{
-    ck_assert_msg(R.status == want, "`%s` exited %d, expected %d\n--- stderr:\n%.3000s--- stdout:\n%.1500s", R.cmd,
-                  R.status, want, R.err, R.out);
-}
-
-static void expect_in(const char *what, const char *text, const char *needle)
-{
-    ck_assert_msg(strstr(text, needle) != NULL, "`%s`: %s does not mention \"%s\":\n%.3000s", R.cmd, what, needle,
-                  text);
-}
-
-/* clattn ARGS... (NULL-terminated), stdout captured. */
-#define CLATTN(...) run_to((const char *const[]){exe, __VA_ARGS__, NULL}, NULL, NULL)
-
-/* ---------------------------------------------------------------------------------------------- */
 /* Inputs                                                                                          */
 /* ---------------------------------------------------------------------------------------------- */
 
@@ -279,16 +100,14 @@ static void inputs(void)
     static const char *const names[3] = {"q.npy", "k.npy", "v.npy"};
     float data[2 * 7 * 5];
     for (int t = 0; t < 3; t++) {
-        const size_t n = shapes[t][1] * shapes[t][2] * shapes[t][3];
-        tu_fill_uniform(data, n, 1.0f, 40u + (unsigned)t);
-        char err[512];
-        ck_assert_msg(npy_save_f32(P(names[t]), data, 4, shapes[t], err, sizeof err) == 0, "%s", err);
+        tu_fill_uniform(data, product(4, shapes[t]), 1.0f, 40u + (unsigned)t);
+        save_f32(names[t], data, 4, shapes[t]);
     }
 }
 
 static void sdpa(argl *a)
 {
-    add(a, exe, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), NULL);
+    add(a, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), NULL);
 }
 
 /* The reference bytes of --out: the same run into a plain new file, with --weights into ref-w.npy when
@@ -394,11 +213,10 @@ START_TEST(test_reader_gone_early)
     enum { ROWS = 40000, D = 8, KEYS = 7 };
     float *q = tu_falloc((size_t)ROWS * D), kv[KEYS * D];
     tu_fill_uniform(q, (size_t)ROWS * D, 1.0f, 81);
-    char err[512];
-    ck_assert_msg(npy_save_f32(P("q.npy"), q, 4, (size_t[]){1, 1, ROWS, D}, err, sizeof err) == 0, "%s", err);
+    save_f32("q.npy", q, 4, (size_t[]){1, 1, ROWS, D});
     tu_fill_uniform(kv, KEYS * D, 1.0f, 82);
-    ck_assert_msg(npy_save_f32(P("k.npy"), kv, 4, (size_t[]){1, 1, KEYS, D}, err, sizeof err) == 0, "%s", err);
-    ck_assert_msg(npy_save_f32(P("v.npy"), kv, 4, (size_t[]){1, 1, KEYS, D}, err, sizeof err) == 0, "%s", err);
+    save_f32("k.npy", kv, 4, (size_t[]){1, 1, KEYS, D});
+    save_f32("v.npy", kv, 4, (size_t[]){1, 1, KEYS, D});
     const char *status_file = P("status");
     run_to((const char *const[]){"sh", "-c", "{ \"$0\" \"$@\"; echo $? > \"$STATUS\"; } | true", exe, "sdpa", "--q",
                                  P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", "/dev/stdout", "--lse",
@@ -560,7 +378,7 @@ START_TEST(test_output_failing_last)
     if (is_demo) {
         /* demo writes the heatmap, then x … out.npy into --save: the last of them fails. */
         const bool heatmap_fails = strcmp(c->flag, "demo --heatmap") == 0;
-        add(&a, exe, "demo", "--save", save, "--heatmap", heatmap_fails ? bad : old, NULL);
+        add(&a, "demo", "--save", save, "--heatmap", heatmap_fails ? bad : old, NULL);
         if (!heatmap_fails) {
             ck_assert_int_eq(mkdir(save, 0700), 0);
             ck_assert_int_eq(mkdir(fmt("%s/out.npy", save), 0700), 0);
@@ -569,16 +387,14 @@ START_TEST(test_output_failing_last)
     } else if (is_mha) {
         static const size_t wshape[2] = {5, 6}, xshape[3] = {1, 3, 5};
         float w[5 * 6];
-        char err[512];
         const char *names[4] = {"x.npy", "wq.npy", "wk.npy", "wv.npy"};
         for (int i = 0; i < 4; i++) {
             tu_fill_uniform(w, 30, 1.0f, 70u + (unsigned)i);
-            ck_assert_msg(npy_save_f32(P(names[i]), w, i ? 2 : 3, i ? wshape : xshape, err, sizeof err) == 0, "%s",
-                          err);
+            save_f32(names[i], w, i ? 2 : 3, i ? wshape : xshape);
         }
         /* Written in this order: heatmap, out, weights. */
         const bool out_fails = strcmp(c->flag, "mha --out") == 0;
-        add(&a, exe, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv", P("wv.npy"),
+        add(&a, "mha", "--x", P("x.npy"), "--wq", P("wq.npy"), "--wk", P("wk.npy"), "--wv", P("wv.npy"),
             "--heads", "2", "--heatmap", old, "--out", out_fails ? bad : P("o/y.npy"), "--weights",
             out_fails ? P("o/a.npy") : bad, NULL);
     } else {
@@ -600,7 +416,7 @@ START_TEST(test_output_failing_last)
         }
         add(&a, c->flag, fmt(c->value, bad), NULL);
     }
-    run_to(a.v, NULL, NULL);
+    run_args(&a, NULL);
     ck_assert_msg(R.status == EXIT_USAGE, "%s: `%s` exited %d, expected 2\n--- stderr:\n%.3000s--- stdout:\n%.1500s",
                   c->name, R.cmd, R.status, R.err, R.out);
     const char *named = is_demo && strcmp(c->flag, "demo --save") == 0 ? fmt("%s/out.npy", save) : bad;
@@ -618,9 +434,7 @@ END_TEST
 static Suite *cli_files_suite(void)
 {
     Suite *s = suite_create("clattn cli files");
-    TCase *tc = tcase_create("streams");
-    tcase_add_checked_fixture(tc, case_setup, case_teardown);
-    tcase_set_timeout(tc, 300);
+    TCase *tc = cli_tcase("streams");
     tcase_add_test(tc, test_device_written_through);
     tcase_add_test(tc, test_fifo_written_through);
     tcase_add_test(tc, test_stdout_written_through);
@@ -628,52 +442,15 @@ static Suite *cli_files_suite(void)
     tcase_add_test(tc, test_reader_gone_early);
     suite_add_tcase(s, tc);
 
-    tc = tcase_create("temporaries");
-    tcase_add_checked_fixture(tc, case_setup, case_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = cli_tcase("temporaries");
     tcase_add_test(tc, test_planted_temporary_left_alone);
     suite_add_tcase(s, tc);
 
-    tc = tcase_create("checked first");
-    tcase_add_checked_fixture(tc, case_setup, case_teardown);
-    tcase_set_timeout(tc, 300);
+    tc = cli_tcase("checked first");
     tcase_add_test(tc, test_two_names_of_one_file);
     tcase_add_loop_test(tc, test_output_failing_last, 0, N_FAILING);
     suite_add_tcase(s, tc);
     return s;
 }
 
-int main(void)
-{
-    exe = getenv("CLATTN_EXE");
-    if (!exe || !*exe) {
-        fprintf(stderr, "test_cli_files: CLATTN_EXE must name the clattn binary (set by tests/meson.build)\n");
-        return 1;
-    }
-    root = tu_scratch_make("test_cli_files");
-    if (!root) {
-        fprintf(stderr, "test_cli_files: cannot make a scratch folder: %s\n", strerror(errno));
-        return 1;
-    }
-    /* No OpenCL platform or device: skip (meson shows SKIP). */
-    const char *const probe[] = {exe, "devices", NULL};
-    pid_t pid;
-    int status = -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    if (posix_spawn(&pid, exe, &fa, NULL, (char *const *)probe, environ) == 0 && waitpid(pid, &status, 0) == pid)
-        status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    posix_spawn_file_actions_destroy(&fa);
-    if (status == EXIT_NO_PLATFORM) {
-        tu_scratch_remove_all();
-        return tu_no_device_exit("clattn devices found none");
-    }
-    SRunner *sr = srunner_create(cli_files_suite());
-    srunner_set_fork_status(sr, CK_NOFORK); /* (every deadline is this file's own) */
-    srunner_run_all(sr, CK_NORMAL);
-    const int rc = tu_srunner_exit(sr); /* (no check run is a failure too) */
-    srunner_free(sr);
-    tu_scratch_remove_all();
-    return rc;
-}
+int main(void) { return cli_main("test_cli_files", cli_files_suite, RUN_TIMEOUT_S); }

@@ -74,8 +74,7 @@ static void mha_check(const mha_spec *s)
     if (s->scale != 0.0f)
         add(&a, "--scale", fmt("%.9g", s->scale), NULL);
     add_list(&a, s->extra);
-    run_args(&a, NULL);
-    expect_status(EXIT_OK);
+    run_expect(&a, EXIT_OK);
 
     const float *y, *p;
     if (s->rank == 3) {
@@ -85,12 +84,7 @@ static void mha_check(const mha_spec *s)
         y = load_f32(P("y.npy"), 2, (size_t[]){L, d_out});
         p = load_f32(P("a.npy"), 3, (size_t[]){H, L, S});
     }
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.causal = s->causal;
-    m.key_lengths = s->key_lengths;
-    m.query_offsets = s->offsets;
-    m.window = s->window;
-    m.additive = s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE;
+    const clattn_masks m = flag_masks(s->causal, s->key_lengths, s->offsets, s->window, s->mask != NULL);
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
     d.batch = B;
     d.q_len = L;
@@ -302,15 +296,8 @@ START_TEST(test_mha_scores)
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     m.additive = CLATTN_MASK_B_H_L_S;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.q_len = L;
-    d.kv_len = S;
-    d.qk_dim = DK;
-    d.v_dim = DV;
+    clattn_sdpa_desc d = sdpa_desc(B, H, 0, L, S, DK, DV, &m);
     d.softcap = 1.25f;
-    d.masks = &m;
     clattn_mha_desc md = CLATTN_MHA_DESC_INIT;
     md.batch = B;
     md.q_len = L;
@@ -330,25 +317,16 @@ START_TEST(test_mha_scores)
         add(&a, "mha", "--heads", "2", "--out", P("y.npy"), "--softcap", "1.25", "--causal-bottom-right", "--scores",
             fmt("%s:%s", modes[mode], P("s.npy")), NULL);
         add_list(&a, args);
-        run_args(&a, NULL);
-        expect_status(EXIT_OK);
+        run_expect(&a, EXIT_OK);
         if (mode == 2)
             ref_score(&d, q, k, full_mask, want);
         else if (mode == 3)
             ref_mha(&md, x, kv, &w, full_mask, y, want);
         else
-            for (size_t bh = 0; bh < B * H; bh++)
-                for (size_t i = 0; i < L; i++)
-                    for (size_t j = 0; j < S; j++) {
-                        double dot = 0;
-                        for (size_t t = 0; t < DK; t++)
-                            dot += (double)q[(bh * L + i) * DK + t] * k[(bh * S + j) * DK + t];
-                        dot /= sqrt((double)DK);
-                        want[(bh * L + i) * S + j] = mode == 0 ? dot : 1.25 * tanh(dot / 1.25);
-                    }
-        expect_close(modes[mode], load_f32(P("s.npy"), 4, (size_t[]){B, H, L, S}), want, B * H * L * S);
+            raw_scores(q, k, B * H, L, S, DK, mode == 0 ? 0.0 : 1.25, want);
+        expect_file_close(modes[mode], P("s.npy"), 4, (size_t[]){B, H, L, S}, want);
     }
-    expect_close("out", load_f32(P("y.npy"), 3, (size_t[]){B, L, H * DV}), y, B * L * H * DV);
+    expect_file_close("out", P("y.npy"), 3, (size_t[]){B, L, H * DV}, y);
 }
 END_TEST
 
@@ -434,24 +412,14 @@ END_TEST
 
 static Suite *mha_suite(void)
 {
-    Suite *s = suite_create("clattn cli mha");
-    struct {
-        const char *name;
-        const TTest *tests[16];
-    } groups[] = {
-        {"mha", {test_mha_self_biases_wo, test_mha_2d, test_mha_cross, test_mha_masks, test_mha_causal_bottom_right,
-                 test_mha_scores}},
-        {"mha-variants", {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,
-                          test_mha_alibi}},
-        {"mha-dtypes", {test_mha_dtypes}},
+    const cli_group groups[] = {
+        {"mha", 1, {test_mha_self_biases_wo, test_mha_2d, test_mha_cross, test_mha_masks, test_mha_causal_bottom_right,
+                    test_mha_scores}},
+        {"mha-variants", 1, {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,
+                             test_mha_alibi}},
+        {"mha-dtypes", 1, {test_mha_dtypes}},
     };
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-        TCase *tc = cli_tcase(groups[g].name);
-        for (size_t t = 0; groups[g].tests[t]; t++)
-            tcase_add_test(tc, groups[g].tests[t]);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return cli_suite("clattn cli mha", groups, sizeof groups / sizeof groups[0]);
 }
 
 int main(void) { return cli_main("test_cli_mha", mha_suite, 120); }

@@ -337,23 +337,13 @@ END_TEST
 
 static Suite *misc_suite(void)
 {
-    Suite *s = suite_create("clattn cli misc");
-    struct {
-        const char *name;
-        const TTest *tests[8];
-    } groups[] = {
-        {"usage", {test_version_and_help, test_usage_errors}},
-        {"demo", {test_demo_table, test_demo_save}},
-        {"heatmap", {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
-        {"warnings", {test_warnings_reach_user}},
+    const cli_group groups[] = {
+        {"usage", 1, {test_version_and_help, test_usage_errors}},
+        {"demo", 1, {test_demo_table, test_demo_save}},
+        {"heatmap", 1, {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
+        {"warnings", 1, {test_warnings_reach_user}},
     };
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-        TCase *tc = cli_tcase(groups[g].name);
-        for (size_t t = 0; groups[g].tests[t]; t++)
-            tcase_add_test(tc, groups[g].tests[t]);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return cli_suite("clattn cli misc", groups, sizeof groups / sizeof groups[0]);
 }
 
 int main(void) { return cli_main("test_cli_misc", misc_suite, 60); }

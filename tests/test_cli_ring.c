@@ -41,16 +41,9 @@ START_TEST(test_ring_cli)
     const size_t qs[4] = {B, H, L, D}, ks[4] = {B, N, L, D}, vs[4] = {B, N, L, DV}, os[4] = {B, H, L, DV};
     rng.state = 900;
     float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * L * D, 1.0f), *v = rand_floats(B * N * L * DV, 1.0f);
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.kv_heads = N;
-    d.q_len = d.kv_len = L;
-    d.qk_dim = D;
-    d.v_dim = DV;
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_TOP_LEFT;
-    d.masks = &m;
+    const clattn_sdpa_desc d = sdpa_desc(B, H, N, L, L, D, DV, &m);
     double *ro = tu_dalloc(B * H * L * DV), *rl = tu_dalloc(B * H * L);
     ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
     const char *qp = save_f32("q.npy", q, 4, qs), *kp = save_f32("k.npy", k, 4, ks), *vp = save_f32("v.npy", v, 4, vs);
@@ -58,8 +51,8 @@ START_TEST(test_ring_cli)
     expect_status(EXIT_OK);
     expect_in("stdout", R.out, "2 ranks, L 37, S 37, zigzag layout");
     expect_in("stdout", R.out, "rank 1:");
-    expect_close("gathered out", load_f32(P("o.npy"), 4, os), ro, B * H * L * DV);
-    expect_close("gathered lse", load_f32(P("l.npy"), 3, os), rl, B * H * L);
+    expect_file_close("gathered out", P("o.npy"), 4, os, ro);
+    expect_file_close("gathered lse", P("l.npy"), 3, os, rl);
     /* Sharded files: contiguous runs of 19 and 18 rows. */
     const size_t first = (L + 1) / 2, n[2] = {first, L - first}, r0[2] = {0, first};
     for (int r = 0; r < 2; r++) {
@@ -79,10 +72,8 @@ START_TEST(test_ring_cli)
             for (size_t e = 0; e < n[r]; e++)
                 want_l[s * n[r] + e] = rl[s * L + r0[r] + e];
         }
-        expect_close(fmt("rank %d's slice", r), load_f32(fmt("%s/o.%d.npy", dir, r), 4, (size_t[]){B, H, n[r], DV}),
-                     want, B * H * n[r] * DV);
-        expect_close(fmt("rank %d's lse", r), load_f32(fmt("%s/l.%d.npy", dir, r), 3, (size_t[]){B, H, n[r]}), want_l,
-                     B * H * n[r]);
+        expect_file_close(fmt("rank %d's slice", r), P(fmt("o.%d.npy", r)), 4, (size_t[]){B, H, n[r], DV}, want);
+        expect_file_close(fmt("rank %d's lse", r), P(fmt("l.%d.npy", r)), 3, (size_t[]){B, H, n[r]}, want_l);
     }
     /* Sharded files of other lengths than the shards (10 and 27 rows of 37), an output for one rank only,
      * more ranks than keys. */
@@ -146,28 +137,16 @@ static void ring_check(const ring_spec *s)
     expect_status(EXIT_OK);
     expect_in("stdout", R.out, fmt("2 ranks, L %zu, S %zu", L, S));
 
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.causal = s->causal;
-    m.key_lengths = s->key_lengths;
-    m.query_offsets = s->offsets;
-    m.window = s->window;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.kv_heads = N;
-    d.q_len = L;
-    d.kv_len = S;
-    d.qk_dim = D;
-    d.v_dim = Dv;
+    const clattn_masks m = flag_masks(s->causal, s->key_lengths, s->offsets, s->window, false);
+    clattn_sdpa_desc d = sdpa_desc(B, H, N, L, S, D, Dv, &m);
     d.scale = s->scale != 0.0f ? s->scale : CLATTN_SCALE_DEFAULT;
-    d.masks = &m;
     d.softcap = s->softcap;
     d.sinks = s->sinks;
     d.alibi_slopes = s->alibi;
     double *ro = tu_dalloc(B * H * L * Dv), *rl = tu_dalloc(B * H * L);
     ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
-    expect_close("out", load_f32(P("o.npy"), 4, (size_t[]){B, H, L, Dv}), ro, B * H * L * Dv);
-    expect_close("lse", load_f32(P("l.npy"), 3, (size_t[]){B, H, L}), rl, B * H * L);
+    expect_file_close("out", P("o.npy"), 4, (size_t[]){B, H, L, Dv}, ro);
+    expect_file_close("lse", P("l.npy"), 3, (size_t[]){B, H, L}, rl);
 }
 
 /* --kv-heads (grouped-query: 4 query heads on 2 K/V heads) with --scale; K of other heads than

@@ -124,26 +124,12 @@ static sdpa_result sdpa_check(const sdpa_spec *s)
     if (s->kv_heads)
         add(&a, "--kv-heads", fmt("%zu", N), NULL);
     add_list(&a, s->extra);
-    run_args(&a, NULL);
-    expect_status(EXIT_OK);
+    run_expect(&a, EXIT_OK);
 
     sdpa_result got = {load_f32(P("out.npy"), r, os), load_f32(P("w.npy"), wr, ws), load_f32(P("lse.npy"), lr, ls)};
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.causal = s->causal;
-    m.key_lengths = s->key_lengths;
-    m.additive = s->mask ? CLATTN_MASK_B_H_L_S : CLATTN_MASK_NONE;
-    m.query_offsets = s->offsets;
-    m.window = s->window;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.kv_heads = N;
-    d.q_len = L;
-    d.kv_len = S;
-    d.qk_dim = D;
-    d.v_dim = Dv;
+    const clattn_masks m = flag_masks(s->causal, s->key_lengths, s->offsets, s->window, s->mask != NULL);
+    clattn_sdpa_desc d = sdpa_desc(B, H, N, L, S, D, Dv, &m);
     d.scale = pass_scale ? s->scale : CLATTN_SCALE_DEFAULT;
-    d.masks = &m;
     d.softcap = s->softcap;
     d.sinks = s->sinks;
     d.alibi_slopes = s->alibi;
@@ -349,24 +335,11 @@ START_TEST(test_sdpa_past_present)
     float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * S * D, 1.0f);
     float *v = rand_floats(B * N * S * DV, 1.0f), *pk = rand_floats(B * N * PAST * D, 1.0f);
     float *pv = rand_floats(B * N * PAST * DV, 1.0f);
-    float *kk = xmalloc(B * N * T * D * sizeof *kk), *vv = xmalloc(B * N * T * DV * sizeof *vv);
-    for (size_t bh = 0; bh < B * N; bh++) { /* the concatenation the files must hold */
-        memcpy(kk + bh * T * D, pk + bh * PAST * D, PAST * D * sizeof *kk);
-        memcpy(kk + (bh * T + PAST) * D, k + bh * S * D, S * D * sizeof *kk);
-        memcpy(vv + bh * T * DV, pv + bh * PAST * DV, PAST * DV * sizeof *vv);
-        memcpy(vv + (bh * T + PAST) * DV, v + bh * S * DV, S * DV * sizeof *vv);
-    }
+    /* the concatenation the files must hold */
+    const float *kk = concat_rows(pk, PAST, k, S, B * N, D), *vv = concat_rows(pv, PAST, v, S, B * N, DV);
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.kv_heads = N;
-    d.q_len = L;
-    d.kv_len = T;
-    d.qk_dim = D;
-    d.v_dim = DV;
-    d.masks = &m;
+    const clattn_sdpa_desc d = sdpa_desc(B, H, N, L, T, D, DV, &m);
     double *ro = xmalloc(B * H * L * DV * sizeof *ro), *rl = xmalloc(B * H * L * sizeof *rl);
     ref_sdpa(&d, q, kk, vv, NULL, ro, NULL, rl);
     for (int packed = 0; packed < 2; packed++) {
@@ -391,17 +364,15 @@ START_TEST(test_sdpa_past_present)
             NULL);
         if (packed)
             add(&a, "--heads", "4", NULL);
-        run_args(&a, NULL);
-        expect_status(EXIT_OK);
+        run_expect(&a, EXIT_OK);
         const float *got_k = load_f32(P("prk.npy"), r, prk), *got_v = load_f32(P("prv.npy"), r, prv);
         const float *want_k = LAYOUT(kk, N, T, D), *want_v = LAYOUT(vv, N, T, DV);
         ck_assert_msg(memcmp(got_k, want_k, B * N * T * D * sizeof *kk) == 0, "`%s`: present_k is not concat(past_k, k)",
                       R.cmd);
         ck_assert_msg(memcmp(got_v, want_v, B * N * T * DV * sizeof *vv) == 0, "`%s`: present_v is not concat(past_v, v)",
                       R.cmd);
-        expect_close("out", load_f32(P("out.npy"), r, os), packed ? swap_middle(ro, sizeof *ro, B, H, L, DV) : ro,
-                     B * H * L * DV);
-        expect_close("lse", load_f32(P("lse.npy"), lr, ls), rl, B * H * L);
+        expect_file_close("out", P("out.npy"), r, os, packed ? swap_middle(ro, sizeof *ro, B, H, L, DV) : ro);
+        expect_file_close("lse", P("lse.npy"), lr, ls, rl);
 #undef LAYOUT
     }
     EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--past-k", P("pk.npy"),
@@ -528,14 +499,8 @@ START_TEST(test_sdpa_scores)
     static const char *const modes[] = {"qk", "softcapped", "masked", "softmax"};
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_TOP_LEFT;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.q_len = L;
-    d.kv_len = S;
-    d.qk_dim = D;
+    clattn_sdpa_desc d = sdpa_desc(B, H, 0, L, S, D, 0, &m);
     d.softcap = 1.25f;
-    d.masks = &m;
     double *want = xmalloc(B * H * L * S * sizeof *want), *o = xmalloc(B * H * L * D * sizeof *o);
     for (int mode = 0; mode < 4; mode++) {
         const char *arg = fmt("%s:%s", modes[mode], P("s.npy"));
@@ -546,16 +511,8 @@ START_TEST(test_sdpa_scores)
         else if (mode == 3)
             ref_sdpa(&d, q, k, v, NULL, o, want, NULL);
         else
-            for (size_t bh = 0; bh < B * H; bh++)
-                for (size_t i = 0; i < L; i++)
-                    for (size_t j = 0; j < S; j++) {
-                        double dot = 0;
-                        for (size_t t = 0; t < D; t++)
-                            dot += (double)q[(bh * L + i) * D + t] * k[(bh * S + j) * D + t];
-                        dot /= sqrt((double)D);
-                        want[(bh * L + i) * S + j] = mode == 0 ? dot : 1.25 * tanh(dot / 1.25);
-                    }
-        expect_close(modes[mode], load_f32(P("s.npy"), 4, ws), want, B * H * L * S);
+            raw_scores(q, k, B * H, L, S, D, mode == 0 ? 0.0 : 1.25, want);
+        expect_file_close(modes[mode], P("s.npy"), 4, ws, want);
     }
 }
 END_TEST
@@ -625,13 +582,7 @@ START_TEST(test_sdpa_dtypes)
     bf[0] = save_narrow("qb.npy", NPY_U2, q, 3, qs, &qb);
     bf[1] = save_narrow("kb.npy", NPY_U2, k, 3, ks, &kb);
     bf[2] = save_narrow("vb.npy", NPY_U2, v, 3, vs, &vb);
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = 1;
-    d.heads = H;
-    d.q_len = L;
-    d.kv_len = S;
-    d.qk_dim = D;
-    d.v_dim = DV;
+    const clattn_sdpa_desc d = sdpa_desc(1, H, 0, L, S, D, DV, NULL);
     double *ro = xmalloc(no * sizeof *ro), *rw = xmalloc(H * L * S * sizeof *rw), *rl = xmalloc(H * L * sizeof *rl);
     npy_dtype dt;
 
@@ -656,8 +607,8 @@ START_TEST(test_sdpa_dtypes)
     ck_assert_msg(dt == NPY_F4, "--kv-int8 without --out-dtype wrote %s", npy_dtype_name(dt));
     ref_sdpa(&d, qh, int8_dequantised(kh, H * S * D, D), int8_dequantised(vh, H * S * DV, DV), NULL, ro, rw, rl);
     expect_close("--kv-int8 out", o8, ro, no);
-    expect_close("--kv-int8 weights", load_f32(P("w8.npy"), 3, (size_t[]){H, L, S}), rw, H * L * S);
-    expect_close("--kv-int8 lse", load_f32(P("l8.npy"), 2, (size_t[]){H, L}), rl, H * L);
+    expect_file_close("--kv-int8 weights", P("w8.npy"), 3, (size_t[]){H, L, S}, rw);
+    expect_file_close("--kv-int8 lse", P("l8.npy"), 2, (size_t[]){H, L}, rl);
 
     /* float32 copies of the half files' values, for the errors and the mask below */
     save_f32("q4.npy", qh, 3, qs);
@@ -713,27 +664,17 @@ END_TEST
 
 static Suite *sdpa_suite(void)
 {
-    Suite *s = suite_create("clattn cli sdpa");
-    struct {
-        const char *name;
-        const TTest *tests[16];
-    } groups[] = {
-        {"sdpa", {test_sdpa_4d, test_sdpa_3d, test_sdpa_2d, test_sdpa_causal, test_sdpa_causal_bottom_right,
-                  test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
-                  test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
-                  test_sdpa_f8_input}},
-        {"sdpa-variants", {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window,
-                           test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto,
-                           test_sdpa_heads_layout, test_sdpa_scores}},
-        {"sdpa-dtypes", {test_sdpa_dtypes}},
+    const cli_group groups[] = {
+        {"sdpa", 1, {test_sdpa_4d, test_sdpa_3d, test_sdpa_2d, test_sdpa_causal, test_sdpa_causal_bottom_right,
+                     test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
+                     test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
+                     test_sdpa_f8_input}},
+        {"sdpa-variants", 1, {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window,
+                              test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto,
+                              test_sdpa_heads_layout, test_sdpa_scores}},
+        {"sdpa-dtypes", 1, {test_sdpa_dtypes}},
     };
-    for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-        TCase *tc = cli_tcase(groups[g].name);
-        for (size_t t = 0; groups[g].tests[t]; t++)
-            tcase_add_test(tc, groups[g].tests[t]);
-        suite_add_tcase(s, tc);
-    }
-    return s;
+    return cli_suite("clattn cli sdpa", groups, sizeof groups / sizeof groups[0]);
 }
 
 /* (The typed runs compile the half, bfloat16 and int8 kernels: tens of seconds when cold.) */
