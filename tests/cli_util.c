@@ -37,6 +37,10 @@ void *xmalloc(size_t n) { return tu_track_malloc(n); }
 
 char *fmt(const char *f, ...)
 {
+    /* (f is never NULL; saying so keeps GCC 12's -Wformat-truncation from warning, in the sanitizer
+     * build, about the null path UBSan's checks add) */
+    if (!f)
+        f = "";
     va_list ap;
     va_start(ap, f);
     const int n = vsnprintf(NULL, 0, f, ap);

@@ -35,8 +35,8 @@ extern int cli_run_timeout_s; /* a spawned process is killed after this long (cl
 
 void *track(void *p);     /* tu_track */
 void *xmalloc(size_t n);  /* tracked, zeroed */
-char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2))); /* tracked */
-const char *P(const char *name); /* a path inside the current case's folder */
+char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2), returns_nonnull)); /* tracked */
+const char *P(const char *name) __attribute__((returns_nonnull)); /* a path inside the current case's folder */
 bool exists(const char *path);
 const char *list_dir(const char *path); /* entry names, sorted, one per line ("" when empty) */
 

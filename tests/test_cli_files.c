@@ -135,12 +135,14 @@ START_TEST(test_device_written_through)
 {
     inputs();
     const char *dev = P("fakenull");
+    /* (formatted before dev meets mknod: UBSan's null check there left GCC 12 a null path to warn of) */
+    const char *wrote = fmt("wrote %s (1, 2, 3, 4) float32", dev);
     const bool own = mknod(dev, S_IFCHR | 0666, makedev(1, 3)) == 0;
     if (!own)
         ck_assert_int_eq(symlink("/dev/null", dev), 0);
     CLATTN("sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", dev, "--lse", P("lse.npy"));
     expect_status(EXIT_OK);
-    expect_in("stdout", R.out, fmt("wrote %s (1, 2, 3, 4) float32", dev));
+    expect_in("stdout", R.out, wrote);
     struct stat st;
     ck_assert_int_eq(stat(dev, &st), 0);
     ck_assert_msg(S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3), "%s was replaced (mode %o)", dev,
