@@ -11,8 +11,7 @@
 
 /* Work-item i: element i of n; an int8 source's value is multiplied by the scale of its row (`row`
  * elements per row). */
-__kernel void clattn_convert(__global const q_store *src, __global const float *scales, ulong row,
-                             __global o_store *dst, ulong n)
+__kernel void clattn_convert(CLATTN_PARAMETERS(CLATTN_CONVERT_PARAMS))
 {
     const ulong i = get_global_id(0);
     if (i >= n)
@@ -31,9 +30,7 @@ __kernel void clattn_convert(__global const q_store *src, __global const float *
  * ·capacity, or, through sequence b's row of the block table, row j % 2^shift of block table[j >> shift]
  * (each block holding kv_heads heads of 2^shift rows). An int8 cache's scale goes to the same row
  * index of dst_scales. */
-__kernel void clattn_append_rows(__global const q_store *rows, ulong new_len, ulong kv_heads, ulong dim,
-                                 ulong batch, __global o_store *dst, __global float *dst_scales, ulong capacity,
-                                 __global const int *table, ulong cols, uint shift, __global const ulong *lengths)
+__kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
 {
     const ulong r = get_global_id(0), bh = get_global_id(1);
     if (r >= new_len || bh >= batch * kv_heads)

@@ -217,21 +217,9 @@ CLATTN_DECODE_STAGE(clattn_decode_stage_v, v_store, LOAD_V)
 #endif
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
-void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ulong q_rs,
-                           __global const k_store *k, ulong k_bs, ulong k_hs, ulong k_rs,
-                           __global const v_store *v, ulong v_bs, ulong v_hs, ulong v_rs,
-                           __global float *o, ulong o_bs, ulong o_hs, ulong o_rs, ulong o_split_stride,
-                           __global float *lse, ulong lse_split_stride,
-                           ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
-                           ulong slice,
-                           int causal, __global const ulong *key_lengths, __global const uchar *mask,
-                           int mask_layout, int mask_type, ulong mask_cols, __global const long *offsets,
-                           long win_left, long win_right,
-                           float softcap, __global const float *alibi, __global const float *sinks,
-                           __global const ulong *q_starts, __global const ulong *k_starts,
-                           __global const ulong *o_starts, __global const int *block_table, ulong table_cols,
-                           uint block_shift, __global const float *k_scales, __global const float *v_scales)
+void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_DECODE_PARTIAL_PARAMS)
     __local float q_tile[R_MAX * DK];
 #if STAGE
     __local float k_stage[TILE * DK];
@@ -529,11 +517,9 @@ void clattn_decode_partial(__global const q_store *q, ulong q_bs, ulong q_hs, ul
  * merged into the output view and lse (NULL: not wanted): lse = log Σ_p exp(lse_p) (+ exp(sink)),
  * out = Σ_p exp(lse_p − lse)·out_p. A part that saw no key (lse −inf) adds nothing; a NaN part
  * poisons the row; a row no part saw is zero with lse = the sink (−inf without one). */
-__kernel void clattn_decode_combine(__global const float *part_out, __global const float *part_lse, ulong parts,
-                                    ulong rows, ulong dv, ulong heads, ulong q_len, __global const float *sinks,
-                                    __global o_store *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
-                                    __global const ulong *o_starts)
+__kernel void clattn_decode_combine(CLATTN_PARAMETERS(CLATTN_DECODE_COMBINE_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_DECODE_COMBINE_PARAMS)
     const ulong d = get_global_id(0), r = get_global_id(1);
     if (d >= dv || r >= rows)
         return;

@@ -37,17 +37,9 @@
 #endif
 
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
-void clattn_flash_attention(__global const q_store *q, ulong q_bs, ulong q_hs, ulong q_rs,
-                            __global const k_store *k, ulong k_bs, ulong k_hs, ulong k_rs,
-                            __global const v_store *v, ulong v_bs, ulong v_hs, ulong v_rs,
-                            __global o_store *o, ulong o_bs, ulong o_hs, ulong o_rs, __global float *lse,
-                            ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dk, ulong dv, float scale,
-                            int causal, __global const ulong *key_lengths, __global const uchar *mask,
-                            int mask_layout, int mask_type, ulong mask_cols, __global const long *offsets,
-                            long win_left, long win_right,
-                            float softcap, __global const float *alibi, __global const float *sinks,
-                            __global const float *k_scales, __global const float *v_scales)
+void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_FLASH_PARAMS)
     __local float kt[DK * BLOCK_N];
     __local float vt[BLOCK_N * DV];
     /* Per key of the tile: does its value row hold an inf or NaN? Only then must a weight of 0 skip it

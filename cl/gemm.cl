@@ -91,8 +91,7 @@ inline void gemm_tile(__global const q_store *x, __global const k_store *w, __gl
     }
 }
 
-__kernel void clattn_gemm(__global const q_store *x, __global const k_store *w, __global const k_store *bias,
-                          __global o_store *y, ulong rows, ulong in, ulong out, ulong seq_len, ulong head_dim)
+__kernel void clattn_gemm(CLATTN_PARAMETERS(CLATTN_GEMM_PARAMS))
 {
     const ulong r0 = get_global_id(ROW_DIM) * MR;
     const ulong c0 = get_global_id(1 - ROW_DIM) * NR;

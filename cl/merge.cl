@@ -5,9 +5,7 @@
  * where a missing b (NULL) or sink counts as lse −inf. One work-item per row, which reads all of its
  * row before writing it, so `out` and `lse` may be the buffers of a. The parts' storage types are
  * build options: Q_T of a, K_T of b, O_T of out (cl/common.cl). */
-__kernel void clattn_merge(__global const q_store *out_a, __global const float *lse_a, __global const k_store *out_b,
-                           __global const float *lse_b, __global const float *sinks, ulong heads, ulong q_len,
-                           ulong rows, ulong dim, __global o_store *out, __global float *lse)
+__kernel void clattn_merge(CLATTN_PARAMETERS(CLATTN_MERGE_PARAMS))
 {
     const ulong r = get_global_id(0);
     if (r >= rows)

@@ -4,8 +4,7 @@
 
 /* Work-item (c, b): sequence b needs blocks 0 … ⌈(lengths[b] + extra) / 2^shift⌉ − 1; a needed id outside
  * [0, blocks) records its table index (the smallest one wins). */
-__kernel void clattn_paged_check(__global const int *table, ulong cols, ulong batch, __global const ulong *lengths,
-                                 ulong extra, uint shift, ulong blocks, __global int *first_bad)
+__kernel void clattn_paged_check(CLATTN_PARAMETERS(CLATTN_PAGED_CHECK_PARAMS))
 {
     const ulong c = get_global_id(0), b = get_global_id(1);
     if (b >= batch || c >= cols)

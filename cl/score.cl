@@ -8,15 +8,9 @@
  * as on the fused and decode paths. When `extra` is given it also receives, at (B, H, L, S), the scores at the
  * point `extra_mode` names (clattn_weights_output: Q·Kᵀ·scale of every key, after soft-capping, or
  * what the softmax takes). */
-__kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
-                           __global const float *k, ulong k_bs, ulong k_hs, ulong k_rs,
-                           __global float *scores, ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dim,
-                           float scale, int causal, __global const ulong *key_lengths,
-                           __global const uchar *mask, int mask_layout, int mask_type, ulong mask_cols,
-                           __global const long *offsets,
-                           long win_left, long win_right, float softcap, __global const float *alibi,
-                           ulong bh_begin, __global float *extra, int extra_mode)
+__kernel void clattn_score(CLATTN_PARAMETERS(CLATTN_SCORE_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_SCORE_PARAMS)
     const ulong j0 = get_global_id(0) * KEYS; /* this work-item's keys: j0 … j0+KEYS−1 */
     const ulong i = get_global_id(1);
     const ulong local_bh = get_global_id(2);
@@ -92,8 +86,7 @@ __kernel void clattn_score(__global const float *q, ulong q_bs, ulong q_hs, ulon
  * column d and SR broadcasts of Q feed SR·SV multiply-adds (clattn_gemm's micro-kernel). Row tiles run
  * along dimension 0, so the work-groups a thread takes in turn reuse one panel of kt (dim × SN floats)
  * from its cache. Scores and the extra output are the same as clattn_score's. */
-__kernel void clattn_transpose_k(__global const float *k, ulong k_bs, ulong k_hs, ulong k_rs, __global float *kt,
-                                 ulong batch, ulong kv_heads, ulong kv_len, ulong dim)
+__kernel void clattn_transpose_k(CLATTN_PARAMETERS(CLATTN_TRANSPOSE_K_PARAMS))
 {
     const ulong j = get_global_id(0), bg = get_global_id(1);
     if (j >= kv_len || bg >= batch * kv_heads)
@@ -106,14 +99,9 @@ __kernel void clattn_transpose_k(__global const float *k, ulong k_bs, ulong k_hs
 
 #define SN (SV * VEC)
 
-__kernel void clattn_score_tiled(__global const float *q, ulong q_bs, ulong q_hs, ulong q_rs,
-                                 __global const float *kt, __global float *scores, ulong heads, ulong group,
-                                 ulong q_len, ulong kv_len, ulong dim, float scale, int causal,
-                                 __global const ulong *key_lengths, __global const uchar *mask, int mask_layout,
-                                 int mask_type, ulong mask_cols, __global const long *offsets, long win_left,
-                                 long win_right, float softcap, __global const float *alibi, ulong bh_begin,
-                                 __global float *extra, int extra_mode)
+__kernel void clattn_score_tiled(CLATTN_PARAMETERS(CLATTN_SCORE_TILED_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_SCORE_TILED_PARAMS)
     const ulong i0 = get_global_id(0) * SR, j0 = get_global_id(1) * SN, local_bh = get_global_id(2);
     if (i0 >= q_len || j0 >= kv_len)
         return;

@@ -4,10 +4,9 @@
  * denominator, without a weight of its own: the weights then sum to less than 1 and the log-sum-exp
  * includes it (a row with no visible key but a sink: zero weights, log-sum-exp = the sink).
  * `in` and `out` may be the same buffer. */
-__kernel void clattn_softmax(__global const float *in, __global float *out, __global float *lse,
-                             ulong row_base, ulong rows, ulong cols, __global const float *sinks, ulong heads,
-                             ulong q_len)
+__kernel void clattn_softmax(CLATTN_PARAMETERS(CLATTN_SOFTMAX_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_SOFTMAX_PARAMS)
     const ulong r = get_global_id(0);
     if (r >= rows)
         return;

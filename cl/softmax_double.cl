@@ -8,10 +8,9 @@
  * the sum, then for the weights) rather than kept, since the output buffer holds floats only. */
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 
-__kernel void clattn_softmax_double(__global const float *in, __global float *out, __global float *lse,
-                                    ulong row_base, ulong rows, ulong cols, __global const float *sinks, ulong heads,
-                                    ulong q_len)
+__kernel void clattn_softmax_double(CLATTN_PARAMETERS(CLATTN_SOFTMAX_PARAMS))
 {
+    CLATTN_ABSENT(CLATTN_SOFTMAX_PARAMS)
     const ulong r = get_global_id(0);
     if (r >= rows)
         return;

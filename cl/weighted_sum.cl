@@ -4,9 +4,7 @@
  * P is (chunk, L, S); V and O are read and written through (batch, head, row) strides, so heads can
  * be written straight into the layer's concatenated (B, L, H·Dv) layout; query head h reads V head
  * h / group (grouped-query attention). */
-__kernel void clattn_weighted_sum(__global const float *p, __global const float *v, ulong v_bs, ulong v_hs,
-                                  ulong v_rs, __global float *o, ulong o_bs, ulong o_hs, ulong o_rs,
-                                  ulong heads, ulong group, ulong q_len, ulong kv_len, ulong dim, ulong bh_begin)
+__kernel void clattn_weighted_sum(CLATTN_PARAMETERS(CLATTN_WEIGHTED_SUM_PARAMS))
 {
     const ulong col = get_global_id(0) * VEC * CHUNKS; /* this work-item's columns: col … */
     const ulong i = get_global_id(1);

@@ -1,14 +1,8 @@
 /* clattn_context, the owner at the top of the library: it creates the OpenCL objects, resolves the
- * options once, and frees every part (each path's state through that path's release function). */
+ * options once, and frees every part (the kernel cache, with what the paths keep in it, in one call). */
 #include "context.h"
 
-#include "convert.h"
-#include "decode.h"
-#include "fused.h"
-#include "merge.h"
-#include "paged.h"
-#include "projection.h"
-#include "staged.h"
+#include "program.h"
 #include "validate.h"
 #include "versioned.h"
 
@@ -182,13 +176,7 @@ void clattn_context_free(clattn_context *ctx)
         clFinish(ctx->queue); /* temporaries may still be in use by enqueued work */
     scratch_release(&ctx->scratch);
     profile_release(&ctx->profile);
-    projection_release(ctx);
-    staged_release(ctx);
-    merge_release(ctx);
-    fused_release(ctx);
-    decode_release(ctx);
-    paged_release(ctx);
-    convert_release(ctx);
+    program_cache_free(ctx);
     if (ctx->queue)
         clReleaseCommandQueue(ctx->queue);
     if (ctx->device)

@@ -1,6 +1,6 @@
 /* The fields of a clattn_context. context.c, the owner at the top of the library, creates and frees
- * them; every module reads the ones it needs. A path's own state (compiled kernels, tiles) is an
- * opaque pointer owned by that path's file, created on first use and released through it. */
+ * them; every module reads the ones it needs. Every program the paths build, and what a path keeps
+ * beside them (a tuning choice), lives in one kernel cache (program.c): a new path adds nothing here. */
 #ifndef CLATTN_CONTEXT_H
 #define CLATTN_CONTEXT_H
 
@@ -10,13 +10,7 @@
 #include "profile.h"
 #include "scratch.h"
 
-struct projection_state; /* projection.c */
-struct staged_state;     /* staged.c */
-struct fused_state;      /* fused.c */
-struct decode_state;     /* decode.c */
-struct merge_state;      /* merge.c */
-struct paged_state;      /* paged.c */
-struct convert_state;    /* convert.c */
+struct program_cache; /* program.c */
 
 struct clattn_context_s {
     error_state errors; /* first: error.c reaches it from the handle (see error.h) */
@@ -27,13 +21,7 @@ struct clattn_context_s {
     context_options options;
     scratch_pool scratch;
     profile_log profile; /* kernels' device time, when options.profile */
-    struct projection_state *projection;
-    struct staged_state *staged;
-    struct fused_state *fused;
-    struct decode_state *decode;
-    struct merge_state *merge;
-    struct paged_state *paged;
-    struct convert_state *convert;
+    struct program_cache *programs; /* made on first use */
 };
 
 #endif

@@ -43,6 +43,4 @@ typedef struct append_target {
 clattn_status append_rows(clattn_context *ctx, cl_mem rows, clattn_dtype from, size_t batch, size_t kv_heads,
                           size_t new_len, size_t dim, const append_target *t, cl_mem lengths);
 
-void convert_release(clattn_context *ctx);
-
 #endif

@@ -1,5 +1,5 @@
-/* The decode path (cl/decode.cl): which compiled variant serves a head size, how the keys are split
- * over work-groups on this device, and the two launches (partial results per split, then their merge). */
+/* The decode path (cl/decode.cl): the kernels' shape for a call's head sizes on this device, how the
+ * keys are split over work-groups, and the two launches (partial results per split, then their merge). */
 #include "decode.h"
 
 #include "context.h"
@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One compiled variant: head sizes and the work-group's shape are build options. */
-typedef struct decode_variant {
+/* The kernels' shape for one call: head sizes and the work-group's shape are build options. */
+typedef struct decode_shape {
     unsigned dk, dv;   /* padded head sizes */
     unsigned wg;       /* work-items per group */
     unsigned vec;      /* float vector width inside a work-item */
@@ -23,26 +23,16 @@ typedef struct decode_variant {
     unsigned r_max;    /* packed query rows per group */
     bool stage;        /* K/V tiles copied to local memory (else read in place) */
     unsigned prefetch; /* the next tile asked for: PREFETCH_NONE, _CORE or _CLANG (see cl/decode.cl) */
-    tensor_types types; /* storage types of Q, K, V and O (the partial kernel writes floats) */
-    cl_program program;
-    cl_kernel kernels[2]; /* partial, combine */
-    clattn_status failure; /* a variant that did not build on this device is not tried again */
-} decode_variant;
+} decode_shape;
 
-#define DECODE_VARIANTS_MAX 16
 /* Fewest keys per split: below this a split's fixed cost (its queries, its partial row) dominates. */
 #define DECODE_MIN_SLICE 256
 #define DECODE_MAX_SPLITS 64
 
-struct decode_state {
-    decode_variant variants[DECODE_VARIANTS_MAX];
-    size_t count;
-};
-
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 
-/* Local memory of a variant: the queries, the tile's scores and weights, and the staged K and V. */
-static cl_ulong local_bytes(const decode_variant *v)
+/* Local memory of a shape: the queries, the tile's scores and weights, and the staged K and V. */
+static cl_ulong local_bytes(const decode_shape *v)
 {
     return sizeof(float) * ((cl_ulong)v->r_max * (v->dk + 2 * v->tile) +
                             (v->stage ? (cl_ulong)v->tile * (v->dk + v->dv) : 0));
@@ -65,7 +55,7 @@ static unsigned prefetch_mode(const device_caps *caps)
     return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
 }
 
-static void choose_shape(const clattn_context *ctx, decode_variant *v)
+static void choose_shape(const clattn_context *ctx, decode_shape *v)
 {
     const bool cpu = device_is_cpu(&ctx->caps) && !device_is_llvmpipe(&ctx->caps); /* (see device.h) */
     v->vec = device_vector_width(&ctx->caps);
@@ -85,95 +75,29 @@ static void choose_shape(const clattn_context *ctx, decode_variant *v)
         v->r_max /= 2;
 }
 
-static void variants_release(struct decode_state *d)
+/* The kernels for this shape and the call's features; a compiler, or a runtime, that refuses the
+ * prefetch gets them without. */
+static clattn_status decode_kernels(clattn_context *ctx, const sdpa_shape *s, decode_shape *v, feature_set features,
+                                    const family_build **out)
 {
-    for (size_t i = 0; i < d->count; i++)
-        program_release(&d->variants[i].program, d->variants[i].kernels, 2);
-    d->count = 0;
-}
-
-void decode_release(clattn_context *ctx)
-{
-    if (!ctx->decode)
-        return;
-    variants_release(ctx->decode);
-    free(ctx->decode);
-    ctx->decode = NULL;
-}
-
-static clattn_status variant_build(clattn_context *ctx, decode_variant *v)
-{
-    static const char *const files[] = {"masks.cl", "vec.cl", "decode.cl"};
-    static const char *const names[] = {"clattn_decode_partial", "clattn_decode_combine"};
-    char options[256], types[64];
-    tensor_types_options(v->types, types, sizeof types);
-    snprintf(options, sizeof options,
-             "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DWG=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u%s",
-             v->dk, v->dv, v->wg, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, types);
-    return program_build_kernels(ctx, files, 3, options, names, 2, &v->program, v->kernels);
-}
-
-/* The kernels for head sizes (dk, dv), built on first use; a group size the device cannot launch
- * with this kernel (CL_KERNEL_WORK_GROUP_SIZE) makes it rebuild with a smaller one. */
-static clattn_status decode_variant_get(clattn_context *ctx, size_t dk, size_t dv, tensor_types types,
-                                        decode_variant **out)
-{
-    const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
-    if (!ctx->decode && !(ctx->decode = calloc(1, sizeof *ctx->decode)))
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the decode path's state");
-    struct decode_state *d = ctx->decode;
-    for (size_t i = 0; i < d->count; i++)
-        if (d->variants[i].dk == pdk && d->variants[i].dv == pdv && tensor_types_equal(d->variants[i].types, types)) {
-            *out = &d->variants[i];
-            if (d->variants[i].failure != CLATTN_SUCCESS)
-                return set_error(ctx, d->variants[i].failure,
-                                 "the decode kernels for head sizes %u/%u did not build on this device earlier", pdk,
-                                 pdv);
-            return CLATTN_SUCCESS;
-        }
-    if (d->count == DECODE_VARIANTS_MAX) { /* many head sizes in one context: start over */
-        clFinish(ctx->queue);
-        variants_release(d);
-    }
-    decode_variant v = {pdk, pdv, 0, 0, 0, 0, 0, 0, false, PREFETCH_NONE, types, NULL, {NULL, NULL}, CLATTN_SUCCESS};
-    choose_shape(ctx, &v);
     for (;;) {
-        clattn_status st = variant_build(ctx, &v);
-        if (st != CLATTN_SUCCESS && st != CLATTN_ERROR_OUT_OF_HOST_MEMORY && v.prefetch != PREFETCH_NONE) {
-            /* a compiler, or a runtime, that refused the prefetch: build it without */
-            clear_error(ctx);
-            v.prefetch = PREFETCH_NONE;
-            continue;
-        }
-        if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
-            v.failure = st;
-            d->variants[d->count++] = v;
-        }
-        if (st != CLATTN_SUCCESS)
+        char options[256], types[64];
+        tensor_types_options(s->types, types, sizeof types);
+        snprintf(options, sizeof options,
+                 "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u%s",
+                 v->dk, v->dv, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, types);
+        clattn_status st = program_get(ctx, &family_decode, options, v->wg, features, out);
+        if (st == CLATTN_SUCCESS || st == CLATTN_ERROR_OUT_OF_HOST_MEMORY || v->prefetch == PREFETCH_NONE)
             return st;
-        size_t launchable;
-        if ((st = kernel_group_limit(ctx, v.kernels[0], &launchable)) != CLATTN_SUCCESS) {
-            program_release(&v.program, v.kernels, 2);
-            return st;
-        }
-        if (launchable >= v.wg)
-            break;
-        program_release(&v.program, v.kernels, 2);
-        if (launchable == 0)
-            return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the decode kernel cannot launch on %s",
-                             ctx->caps.name);
-        while (v.wg > launchable)
-            v.wg /= 2;
+        clear_error(ctx);
+        v->prefetch = PREFETCH_NONE;
     }
-    d->variants[d->count] = v;
-    *out = &d->variants[d->count++];
-    return CLATTN_SUCCESS;
 }
 
 /* Splits of the keys: enough work-groups to keep every compute unit busy (four per unit, so uneven
  * slices even out), but at least DECODE_MIN_SLICE keys each. The keys are those any batch can see:
  * up to the longest key length when lengths are given (a cache's capacity beyond it is never read). */
-static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const decode_variant *v, size_t *splits,
+static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const decode_shape *v, size_t *splits,
                         size_t *slice)
 {
     size_t keys = s->kv_len;
@@ -214,53 +138,35 @@ typedef struct partial_target {
     cl_mem o_starts; /* ragged final output: the rows of each sequence */
 } partial_target;
 
-static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, const decode_variant *dv,
-                                    const device_masks *masks, const decode_layout *lay, tensor_view q, tensor_view k,
-                                    tensor_view v, const partial_target *t, size_t splits, size_t slice)
+static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, const decode_shape *dv,
+                                    const family_build *fb, const device_masks *masks, const decode_layout *lay,
+                                    tensor_view q, tensor_view k, tensor_view v, const partial_target *t,
+                                    size_t splits, size_t slice)
 {
-    kernel_args a = kernel_args_begin(dv->kernels[0]);
-    karg_view(&a, q);
-    karg_view(&a, k);
-    karg_view(&a, v);
-    karg_view(&a, t->out);
-    karg_ulong(&a, t->out_split_stride);
-    karg_mem(&a, t->lse);
-    karg_ulong(&a, t->lse_split_stride);
-    karg_sdpa_sizes(&a, s);
-    karg_ulong(&a, slice);
-    masks_kernel_args(&a, masks);
-    karg_mem(&a, t->sinks);
-    karg_mem(&a, lay->q_starts);
-    karg_mem(&a, lay->k_starts);
-    karg_mem(&a, t->o_starts);
-    karg_mem(&a, lay->block_table);
-    karg_ulong(&a, lay->table_cols);
-    cl_uint shift = lay->block_shift;
-    karg(&a, sizeof shift, &shift);
-    karg_mem(&a, s->k_scales);
-    karg_mem(&a, s->v_scales);
+    decode_partial_params p = {.q = q, .k = k, .v = v, .o = t->out, .o_split_stride = t->out_split_stride,
+                               .lse = t->lse, .lse_split_stride = t->lse_split_stride, .heads = s->heads,
+                               .group = s->group, .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim,
+                               .dv = s->v_dim, .scale = s->scale, .slice = slice, .sinks = t->sinks,
+                               .q_starts = lay->q_starts, .k_starts = lay->k_starts, .o_starts = t->o_starts,
+                               .block_table = lay->block_table, .table_cols = lay->table_cols,
+                               .block_shift = lay->block_shift, .k_scales = s->k_scales, .v_scales = s->v_scales};
+    PARAMS_SET_MASKS(decode_partial_params, &p, masks);
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_decode_partial, &p, fb->features);
     const size_t row_groups = (s->q_len * s->group + dv->r_max - 1) / dv->r_max;
-    const size_t local[2] = {dv->wg, 1};
-    const size_t global[2] = {splits * row_groups * dv->wg, s->batch * s->kv_heads};
+    const size_t local[2] = {fb->group, 1};
+    const size_t global[2] = {splits * row_groups * fb->group, s->batch * s->kv_heads};
     return kernel_launch(ctx, &a, "decode partial", 2, global, local);
 }
 
-static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, const decode_variant *dv,
+static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, const family_build *fb,
                                     cl_mem part_out, cl_mem part_lse, size_t splits, cl_mem sinks, tensor_view out,
                                     cl_mem lse, cl_mem o_starts)
 {
-    kernel_args a = kernel_args_begin(dv->kernels[1]);
-    karg_mem(&a, part_out);
-    karg_mem(&a, part_lse);
-    karg_ulong(&a, splits);
-    karg_ulong(&a, s->lse_elems);
-    karg_ulong(&a, s->v_dim);
-    karg_ulong(&a, s->heads);
-    karg_ulong(&a, s->q_len);
-    karg_mem(&a, sinks);
-    karg_view(&a, out);
-    karg_mem(&a, lse);
-    karg_mem(&a, o_starts);
+    const decode_combine_params p = {part_out, part_lse, splits, s->lse_elems, s->v_dim, s->heads, s->q_len,
+                                     sinks,    out,      lse,    o_starts};
+    kernel_args a = kernel_args_begin(fb->kernels[1]);
+    params_bind(&a, &params_decode_combine, &p, fb->features);
     const size_t global[2] = {s->v_dim, s->lse_elems};
     return kernel_launch_auto(ctx, &a, "decode combine", 2, global);
 }
@@ -287,18 +193,25 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
         return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE,
                          "the decode kernels support head sizes up to %d, not %zu", DECODE_MAX_HEAD,
                          s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
-    decode_variant *dv = NULL;
+    decode_shape dv = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0, 0, false, PREFETCH_NONE};
+    choose_shape(ctx, &dv);
     device_masks masks;
-    clattn_status st = decode_variant_get(ctx, s->qk_dim, s->v_dim, s->types, &dv);
-    if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
+    const family_build *fb;
+    clattn_status st = masks_upload(ctx, s, mask, &masks);
+    feature_set features = call_features(s);
+    if (lay->q_starts)
+        features |= FEATURE_BIT(RAGGED);
+    if (lay->block_table)
+        features |= FEATURE_BIT(PAGED);
+    if (st != CLATTN_SUCCESS || (st = decode_kernels(ctx, s, &dv, features, &fb)) != CLATTN_SUCCESS)
         return st;
     size_t splits, slice;
-    plan_splits(ctx, s, dv, &splits, &slice);
+    plan_splits(ctx, s, &dv, &splits, &slice);
     /* One pass writes the final rows, when they are floats (the partial kernel writes floats; another
      * output type goes through the combine pass, which rounds into it). */
     if (splits == 1 && s->types.o == CLATTN_FLOAT32) {
         const partial_target final = {out, 0, lse, 0, masks.sinks, lay->q_starts};
-        return launch_partial(ctx, s, dv, &masks, lay, q, k, v, &final, 1, slice);
+        return launch_partial(ctx, s, &dv, fb, &masks, lay, q, k, v, &final, 1, slice);
     }
     /* Partial rows per split in dense temporaries (B,H,L,Dv) and (B,H,L) (plan_splits kept them within
      * one allocation), then their merge into the output. */
@@ -310,9 +223,9 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
         return st;
     const partial_target parts = {view_bhld(part_out, s->heads, s->q_len, s->v_dim), s->out_elems, part_lse,
                                   s->lse_elems, NULL, NULL};
-    st = launch_partial(ctx, s, dv, &masks, lay, q, k, v, &parts, splits, slice);
+    st = launch_partial(ctx, s, &dv, fb, &masks, lay, q, k, v, &parts, splits, slice);
     return st != CLATTN_SUCCESS ? st
-                                : launch_combine(ctx, s, dv, part_out, part_lse, splits, masks.sinks, out, lse,
+                                : launch_combine(ctx, s, fb, part_out, part_lse, splits, masks.sinks, out, lse,
                                                  lay->q_starts);
 }
 

@@ -36,6 +36,4 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
 clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                          cl_mem mask, tensor_view out, cl_mem lse);
 
-void decode_release(clattn_context *ctx);
-
 #endif

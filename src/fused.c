@@ -1,5 +1,5 @@
-/* The fused ("flash") attention kernel: which compiled variant serves a head size, how large its tiles
- * are on this device, and its launch. */
+/* The fused ("flash") attention kernel: its shape for a call's head sizes on this device (how large its
+ * tiles are), and its launch. */
 #include "fused.h"
 
 #include "cache.h"
@@ -13,49 +13,41 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One compiled variant of the fused kernel: head sizes and tiles are build options. */
-typedef struct fused_variant {
+/* The fused kernel's shape for one call: head sizes and tiles are build options. */
+typedef struct fused_shape {
     unsigned dk, dv;           /* padded head sizes */
     unsigned block_m, block_n; /* rows per work-group, keys per tile */
     unsigned vec;              /* float vector width inside a work-item */
     unsigned rows;             /* query rows per work-item */
     unsigned kv;               /* key vectors per step of a row's walk */
-    tensor_types types;        /* storage types of Q, K, V and O */
-    cl_program program;
-    cl_kernel kernel;
-    clattn_status failure; /* a variant that did not build on this device is not tried again */
-} fused_variant;
+} fused_shape;
 
-#define FUSED_VARIANTS_MAX 16
-
-struct fused_state {
-    fused_variant variants[FUSED_VARIANTS_MAX];
-    size_t count;
-    /* Tiles measured by clattn_tune (its record, read at the first build) or set by fused_use_tiles;
-     * tiles_read: looked for already. */
-    bool tiles_read, tiles_set;
-    unsigned tile_m, tile_n, tile_rows;
-};
+/* Tiles measured by clattn_tune (its record, read at the first call) or set by fused_use_tiles, kept
+ * for the context's life; read: looked for already. */
+typedef struct fused_tiles {
+    bool read, set;
+    unsigned m, n, rows;
+} fused_tiles;
 
 const char fused_record_name[] = "fused tile choice, format 1";
 
 /* The record of clattn_tune's tiles for this device, read once per context. */
-static void read_tile_record(clattn_context *ctx, struct fused_state *f)
+static void read_tile_record(clattn_context *ctx, fused_tiles *f)
 {
-    if (f->tiles_read)
+    if (f->read)
         return;
-    f->tiles_read = true;
+    f->read = true;
     char *record = cache_record_load(ctx, fused_record_name);
     if (!record)
         return;
-    f->tiles_set = options_parse_tile(record, &f->tile_m, &f->tile_n, &f->tile_rows);
-    if (!f->tiles_set)
+    f->set = options_parse_tile(record, &f->m, &f->n, &f->rows);
+    if (!f->set)
         set_warning(ctx, "the tuning record of the fused kernel's tiles for %s is damaged; run clattn tune again",
                     ctx->caps.name);
     free(record);
 }
 
-/* Head sizes are compiled in, rounded up to a multiple of 16: few variants, little padding. */
+/* Head sizes are compiled in, rounded up to a multiple of 16: few programs, little padding. */
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 
 /* Tiles from the device's limits: BLOCK_M work-items per work-group (ROWS query rows each), BLOCK_N keys
@@ -73,8 +65,7 @@ static cl_ulong tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
     return (cl_ulong)n * ((dk + dv) * sizeof(float) + 1) + 64;
 }
 
-static void choose_tiles(clattn_context *ctx, const struct fused_state *f, unsigned dk, unsigned dv,
-                         fused_variant *v)
+static void choose_tiles(clattn_context *ctx, const fused_tiles *f, unsigned dk, unsigned dv, fused_shape *v)
 {
     const bool cpu = (ctx->caps.type & CL_DEVICE_TYPE_CPU) != 0 && !device_is_llvmpipe(&ctx->caps); /* (device.h) */
     unsigned vec = 1;
@@ -87,11 +78,11 @@ static void choose_tiles(clattn_context *ctx, const struct fused_state *f, unsig
         n = ctx->options.tile_n;
         if (ctx->options.tile_rows)
             rows = ctx->options.tile_rows;
-    } else if (f->tiles_set) {
-        m = f->tile_m;
-        n = f->tile_n;
-        if (f->tile_rows)
-            rows = f->tile_rows;
+    } else if (f->set) {
+        m = f->m;
+        n = f->n;
+        if (f->rows)
+            rows = f->rows;
     }
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
@@ -109,113 +100,18 @@ static void choose_tiles(clattn_context *ctx, const struct fused_state *f, unsig
     v->kv = cpu && n % (2 * vec) == 0 ? 2 : 1; /* two key vectors per step when the tile holds them */
 }
 
-static void variant_release(fused_variant *v)
+/* The context's tiles: its record's, or fused_use_tiles's. */
+static fused_tiles *tiles_of(clattn_context *ctx)
 {
-    if (v->kernel)
-        clReleaseKernel(v->kernel);
-    if (v->program)
-        clReleaseProgram(v->program);
-    v->kernel = NULL;
-    v->program = NULL;
-}
-
-/* Release every variant, keeping the (empty) state. */
-static void variants_release(struct fused_state *f)
-{
-    for (size_t i = 0; i < f->count; i++)
-        variant_release(&f->variants[i]);
-    f->count = 0;
+    return program_path_state(ctx, fused_record_name, sizeof(fused_tiles), NULL);
 }
 
 clattn_status fused_use_tiles(clattn_context *ctx, unsigned m, unsigned n, unsigned rows)
 {
-    if (!ctx->fused && !(ctx->fused = calloc(1, sizeof *ctx->fused)))
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the fused path's state");
-    struct fused_state *f = ctx->fused;
-    clFinish(ctx->queue); /* no launch of the variants released here is still pending */
-    variants_release(f);
-    f->tiles_read = true;
-    f->tiles_set = m != 0;
-    f->tile_m = m;
-    f->tile_n = n;
-    f->tile_rows = rows;
-    return CLATTN_SUCCESS;
-}
-
-void fused_release(clattn_context *ctx)
-{
-    if (!ctx->fused)
-        return;
-    variants_release(ctx->fused);
-    free(ctx->fused);
-    ctx->fused = NULL;
-}
-
-static clattn_status variant_build(clattn_context *ctx, fused_variant *v)
-{
-    static const char *const files[] = {"masks.cl", "vec.cl", "flash_attention.cl"};
-    char options[224], types[64];
-    tensor_types_options(v->types, types, sizeof types);
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_M=%u -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s",
-             v->block_m, v->block_n, v->vec, v->kv, v->rows, v->dk, v->dv, types);
-    clattn_status st = program_build(ctx, files, 3, options, &v->program);
-    if (st == CLATTN_SUCCESS)
-        st = kernel_create(ctx, v->program, "clattn_flash_attention", &v->kernel);
-    if (st != CLATTN_SUCCESS)
-        variant_release(v);
-    return st;
-}
-
-/* The kernel for head sizes (dk, dv) and storage types, built on first use. A device may not launch the group size we
- * asked for with this kernel's register and local-memory use (CL_KERNEL_WORK_GROUP_SIZE): then it is
- * rebuilt with fewer rows per group. */
-static clattn_status fused_variant_get(clattn_context *ctx, size_t dk, size_t dv, tensor_types types,
-                                       fused_variant **out)
-{
-    const unsigned pdk = pad_head(dk), pdv = pad_head(dv);
-    if (!ctx->fused && !(ctx->fused = calloc(1, sizeof *ctx->fused)))
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the fused path's state");
-    struct fused_state *f = ctx->fused;
-    for (size_t i = 0; i < f->count; i++)
-        if (f->variants[i].dk == pdk && f->variants[i].dv == pdv && tensor_types_equal(f->variants[i].types, types)) {
-            *out = &f->variants[i];
-            if (f->variants[i].failure != CLATTN_SUCCESS)
-                return set_error(ctx, f->variants[i].failure, "the fused kernel for head sizes %u/%u did not build "
-                                 "on this device earlier", pdk, pdv);
-            return CLATTN_SUCCESS;
-        }
-    if (f->count == FUSED_VARIANTS_MAX) { /* many head sizes in one context: start over */
-        clFinish(ctx->queue);
-        variants_release(f);
-    }
-    fused_variant v = {pdk, pdv, 0, 0, 0, 0, 0, types, NULL, NULL, CLATTN_SUCCESS};
-    if (!ctx->options.tile_set)
-        read_tile_record(ctx, f);
-    choose_tiles(ctx, f, pdk, pdv, &v);
-    for (;;) {
-        clattn_status st = variant_build(ctx, &v);
-        if (st == CLATTN_ERROR_BUILD_FAILED) { /* remember, so that later calls fall back at once */
-            v.failure = st;
-            f->variants[f->count++] = v;
-        }
-        if (st != CLATTN_SUCCESS)
-            return st;
-        size_t launchable;
-        if ((st = kernel_group_limit(ctx, v.kernel, &launchable)) != CLATTN_SUCCESS) {
-            variant_release(&v);
-            return st;
-        }
-        if (launchable >= v.block_m)
-            break;
-        variant_release(&v);
-        if (launchable == 0)
-            return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel cannot launch on %s",
-                             ctx->caps.name);
-        while (v.block_m > launchable)
-            v.block_m /= 2;
-    }
-    f->variants[f->count] = v;
-    *out = &f->variants[f->count++];
+    fused_tiles *f = tiles_of(ctx);
+    if (!f)
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    *f = (fused_tiles){true, m != 0, m, n, rows}; /* the cache keeps the programs of other tiles apart */
     return CLATTN_SUCCESS;
 }
 
@@ -225,27 +121,35 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     if (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD)
         return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel supports head sizes up to %d, not %zu",
                          FUSED_MAX_HEAD, s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
-    fused_variant *fv = NULL;
+    fused_tiles *tiles = tiles_of(ctx);
+    if (!tiles)
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    if (!ctx->options.tile_set)
+        read_tile_record(ctx, tiles);
+    fused_shape sh = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0};
+    choose_tiles(ctx, tiles, sh.dk, sh.dv, &sh);
     device_masks masks;
-    clattn_status st = fused_variant_get(ctx, s->qk_dim, s->v_dim, s->types, &fv);
-    if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS)
+    clattn_status st = masks_upload(ctx, s, mask, &masks);
+    if (st != CLATTN_SUCCESS)
         return st;
-    kernel_args a = kernel_args_begin(fv->kernel);
-    karg_view(&a, q);
-    karg_view(&a, k);
-    karg_view(&a, v);
-    karg_view(&a, out);
-    karg_mem(&a, lse);
-    karg_sdpa_sizes(&a, s);
-    masks_kernel_args(&a, &masks);
-    karg_mem(&a, masks.sinks);
-    karg_mem(&a, s->k_scales);
-    karg_mem(&a, s->v_scales);
+    char options[256], types[64];
+    tensor_types_options(s->types, types, sizeof types);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s",
+             sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, types);
+    const family_build *fb;
+    if ((st = program_get(ctx, &family_fused, options, sh.block_m, call_features(s), &fb)) != CLATTN_SUCCESS)
+        return st;
+    flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
+                      .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
+                      .sinks = masks.sinks, .k_scales = s->k_scales, .v_scales = s->v_scales};
+    PARAMS_SET_MASKS(flash_params, &p, &masks);
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_flash, &p, fb->features);
     /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
      * see cl/flash_attention.cl) and per (batch, K/V head). */
-    const size_t rows_per_group = (size_t)fv->block_m * fv->rows, packed_rows = s->q_len * s->group;
-    const size_t local[2] = {fv->block_m, 1};
-    const size_t global[2] = {(packed_rows + rows_per_group - 1) / rows_per_group * fv->block_m,
+    const size_t rows_per_group = (size_t)fb->group * sh.rows, packed_rows = s->q_len * s->group;
+    const size_t local[2] = {fb->group, 1};
+    const size_t global[2] = {(packed_rows + rows_per_group - 1) / rows_per_group * fb->group,
                               s->batch * s->kv_heads};
     return kernel_launch(ctx, &a, "fused attention", 2, global, local);
 }

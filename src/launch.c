@@ -49,17 +49,6 @@ void karg_view(kernel_args *a, tensor_view t)
     karg_ulong(a, t.row_stride);
 }
 
-void karg_sdpa_sizes(kernel_args *a, const sdpa_shape *s)
-{
-    karg_ulong(a, s->heads);
-    karg_ulong(a, s->group);
-    karg_ulong(a, s->q_len);
-    karg_ulong(a, s->kv_len);
-    karg_ulong(a, s->qk_dim);
-    karg_ulong(a, s->v_dim);
-    karg_float(a, s->scale);
-}
-
 clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
                             const size_t *global, const size_t *local)
 {

@@ -32,10 +32,6 @@ void karg_ulong(kernel_args *a, size_t v);
 void karg_int(kernel_args *a, int v);
 void karg_float(kernel_args *a, float v);
 void karg_view(kernel_args *a, tensor_view t); /* buffer and its three strides */
-struct sdpa_shape;
-/* An attention kernel's sizes, in the order the fused and decode kernels take them: heads, group,
- * q_len, kv_len, qk_dim, v_dim (ulong) and the scale (float). */
-void karg_sdpa_sizes(kernel_args *a, const struct sdpa_shape *s);
 
 clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
                             const size_t *global, const size_t *local);

@@ -130,15 +130,21 @@ clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out)
 {
     const clattn_masks *m = &s->masks;
-    *out = (device_masks){(cl_int)m->causal, NULL, additive, additive ? (cl_int)m->additive : CLATTN_MASK_NONE,
-                          (cl_int)m->mask_type, s->mask_cols, NULL, m->window ? m->window->left : -1,
-                          m->window ? m->window->right : -1, s->softcap, NULL, NULL};
+    *out = (device_masks){0};
+    out->causal = (int)m->causal;
+    out->mask = additive;
+    out->mask_layout = additive ? (int)m->additive : CLATTN_MASK_NONE;
+    out->mask_type = (int)m->mask_type;
+    out->mask_cols = s->mask_cols;
+    out->win_left = m->window ? m->window->left : -1;
+    out->win_right = m->window ? m->window->right : -1;
+    out->softcap = s->softcap;
     clattn_status st = CLATTN_SUCCESS;
     if (m->key_lengths)
         st = scratch_upload_integers(ctx, SCRATCH_KEY_LENGTHS, m->key_lengths, NULL, s->batch, "key lengths", &out->key_lengths);
     if (st == CLATTN_SUCCESS && m->query_offsets)
         st = scratch_upload_integers(ctx, SCRATCH_QUERY_OFFSETS, NULL, m->query_offsets, s->batch, "query offsets",
-                             &out->query_offsets);
+                             &out->offsets);
     if (st == CLATTN_SUCCESS && s->alibi_slopes)
         st = scratch_upload(ctx, SCRATCH_ALIBI, s->alibi_slopes, s->heads * sizeof(float), "ALiBi slopes", &out->alibi);
     if (st == CLATTN_SUCCESS && s->sinks)
@@ -146,17 +152,29 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
     return st;
 }
 
-void masks_kernel_args(kernel_args *a, const device_masks *m)
+feature_set call_features(const sdpa_shape *s)
 {
-    karg(a, sizeof m->causal, &m->causal);
-    karg_mem(a, m->key_lengths);
-    karg_mem(a, m->additive);
-    karg(a, sizeof m->layout, &m->layout);
-    karg(a, sizeof m->type, &m->type);
-    karg_ulong(a, m->cols);
-    karg_mem(a, m->query_offsets);
-    karg(a, sizeof m->win_left, &m->win_left);
-    karg(a, sizeof m->win_right, &m->win_right);
-    karg_float(a, m->softcap);
-    karg_mem(a, m->alibi);
+    const clattn_masks *m = &s->masks;
+    feature_set f = FEATURE_BIT(ALL);
+    if (m->causal != CLATTN_CAUSAL_NONE)
+        f |= FEATURE_BIT(CAUSAL);
+    if (m->key_lengths)
+        f |= FEATURE_BIT(KEY_LENGTHS);
+    if (m->additive != CLATTN_MASK_NONE)
+        f |= FEATURE_BIT(MASK);
+    if (m->query_offsets)
+        f |= FEATURE_BIT(OFFSETS);
+    if (m->window)
+        f |= FEATURE_BIT(WINDOW);
+    if (s->softcap > 0.0f)
+        f |= FEATURE_BIT(SOFTCAP);
+    if (s->alibi_slopes)
+        f |= FEATURE_BIT(ALIBI);
+    if (s->sinks)
+        f |= FEATURE_BIT(SINKS);
+    if (s->types.k == CLATTN_INT8)
+        f |= FEATURE_BIT(K_SCALES);
+    if (s->types.v == CLATTN_INT8)
+        f |= FEATURE_BIT(V_SCALES);
+    return f;
 }

@@ -4,6 +4,7 @@
 #define CLATTN_MASKS_H
 
 #include "launch.h"
+#include "params.h"
 #include "validate.h"
 
 #include <stdbool.h>
@@ -20,28 +21,21 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool
 clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_t *keys, const size_t *queries,
                                  long long *offsets, const char *what);
 
-/* The masks and score terms of one call as the kernels take them. */
+/* The masks and score terms of one call as the kernels take them: the fields of cl/params.h's
+ * CLATTN_MASK_PARAMS (causal, key_lengths, mask, mask_layout, mask_type, mask_cols, offsets, win_left,
+ * win_right, softcap, alibi, logit_scale: PARAMS_SET_MASKS copies them into a kernel's struct), and
+ * the sinks, which the kernels that take the softmax pass. */
 typedef struct device_masks {
-    cl_int causal;
-    cl_mem key_lengths;   /* (B) ulong, or NULL */
-    cl_mem additive;      /* the caller's mask, or NULL */
-    cl_int layout;
-    cl_int type;          /* float or bool entries */
-    size_t cols;          /* the mask's keys per row */
-    cl_mem query_offsets; /* (B) long, or NULL */
-    cl_long win_left, win_right; /* −1: unbounded */
-    cl_float softcap;     /* 0: off */
-    cl_mem alibi;         /* (H) float slopes, or NULL */
-    cl_mem sinks;         /* (H) float logits, or NULL: the softmax's, not a score term */
+    CLATTN_MASK_PARAMS(PARAM_FIELD)
+    cl_mem sinks; /* (H) float logits, or NULL */
 } device_masks;
 
 /* Upload what the kernels need (key lengths, query offsets, ALiBi slopes and sinks go to reused
  * temporaries; the copies block, so the caller's arrays may go as soon as this returns). */
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out);
 
-/* The mask and score-term arguments of every attention kernel that makes scores, in their order:
- * causal, key lengths, mask, its layout, type and keys per row, query offsets, window left and right,
- * softcap, ALiBi slopes. (Sinks are passed by the kernels that take the softmax.) */
-void masks_kernel_args(kernel_args *a, const device_masks *m);
+/* The call's features (cl/params.h), from its resolved shape: which masks and score terms it has,
+ * sinks, and int8 K/V scales (the K/V layout's are the caller's to add). */
+feature_set call_features(const sdpa_shape *s);
 
 #endif

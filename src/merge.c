@@ -1,6 +1,5 @@
 /* clattn_merge: combine partial results (outputs and log-sum-exps over disjoint key sets) into the result
  * over their union, by a chain of two-way merges on the device (cl/merge.cl), the sinks in the last. */
-#include "merge.h"
 
 #include "context.h"
 #include "dtype.h"
@@ -15,42 +14,14 @@
 #include <stdlib.h>
 
 
-/* One program per storage-type triple: part a's, part b's and the output's (a chain of merges keeps its
- * running result in float, so that only the last pass rounds). */
-struct merge_state {
-    cl_program programs[DTYPE_COUNT][DTYPE_COUNT][DTYPE_COUNT];
-    cl_kernel kernels[DTYPE_COUNT][DTYPE_COUNT][DTYPE_COUNT];
-};
-
-static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dtype b, clattn_dtype o, cl_kernel *out)
+/* One program per storage-type triple (params.c: family_merge): part a's, part b's and the output's (a
+ * chain of merges keeps its running result in float, so that only the last pass rounds). */
+static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dtype b, clattn_dtype o,
+                                  const family_build **out)
 {
-    if (!ctx->merge && !(ctx->merge = calloc(1, sizeof *ctx->merge)))
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the merge state");
-    struct merge_state *m = ctx->merge;
-    if (!m->kernels[a][b][o]) {
-        static const char *const files[] = {"merge.cl"};
-        static const char *const names[] = {"clattn_merge"};
-        char options[64];
-        snprintf(options, sizeof options, "-cl-std=CL1.2 -DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
-        clattn_status st =
-            program_build_kernels(ctx, files, 1, options, names, 1, &m->programs[a][b][o], &m->kernels[a][b][o]);
-        if (st != CLATTN_SUCCESS)
-            return st;
-    }
-    *out = m->kernels[a][b][o];
-    return CLATTN_SUCCESS;
-}
-
-void merge_release(clattn_context *ctx)
-{
-    if (!ctx->merge)
-        return;
-    for (int a = 0; a < DTYPE_COUNT; a++)
-        for (int b = 0; b < DTYPE_COUNT; b++)
-            for (int o = 0; o < DTYPE_COUNT; o++)
-                program_release(&ctx->merge->programs[a][b][o], &ctx->merge->kernels[a][b][o], 1);
-    free(ctx->merge);
-    ctx->merge = NULL;
+    char options[64];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
+    return program_get(ctx, &family_merge, options, 0, 0, out);
 }
 
 /* One part's output buffer and storage type. */
@@ -62,22 +33,14 @@ typedef struct typed_mem {
 static clattn_status merge_launch(clattn_context *ctx, const sdpa_shape *s, typed_mem out_a, cl_mem lse_a,
                                   typed_mem out_b, cl_mem lse_b, cl_mem sinks, typed_mem out, cl_mem lse)
 {
-    cl_kernel kernel = NULL;
-    clattn_status st = merge_kernel(ctx, out_a.type, out_b.type, out.type, &kernel);
+    const family_build *fb;
+    clattn_status st = merge_kernel(ctx, out_a.type, out_b.type, out.type, &fb);
     if (st != CLATTN_SUCCESS)
         return st;
-    kernel_args a = kernel_args_begin(kernel);
-    karg_mem(&a, out_a.mem);
-    karg_mem(&a, lse_a);
-    karg_mem(&a, out_b.mem);
-    karg_mem(&a, lse_b);
-    karg_mem(&a, sinks);
-    karg_ulong(&a, s->heads);
-    karg_ulong(&a, s->q_len);
-    karg_ulong(&a, s->lse_elems);
-    karg_ulong(&a, s->v_dim);
-    karg_mem(&a, out.mem);
-    karg_mem(&a, lse);
+    const merge_params p = {out_a.mem, lse_a, out_b.mem, lse_b, sinks, s->heads, s->q_len, s->lse_elems, s->v_dim,
+                            out.mem,   lse};
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_merge, &p, fb->features);
     const size_t global[1] = {s->lse_elems};
     return kernel_launch_auto(ctx, &a, "merge", 1, global);
 }

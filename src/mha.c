@@ -143,7 +143,7 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
         (st = scratch_get(ctx, SCRATCH_V, s->v_elems * sizeof(float), &v_all)) != CLATTN_SUCCESS ||
         (m->has_out_proj &&
          (st = scratch_get(ctx, SCRATCH_CONCAT, s->out_elems * sizeof(float), &concat)) != CLATTN_SUCCESS) ||
-        (st = projection_prepare(ctx)) != CLATTN_SUCCESS || (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
+        (st = projection_prepare(ctx)) != CLATTN_SUCCESS || (st = staged_prepare(ctx, s, NULL)) != CLATTN_SUCCESS)
         return st;
 
     cl_mem kv_in = kv ? kv : x;

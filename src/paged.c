@@ -2,7 +2,6 @@
  * (clattn.h: clattn_paged_cache). Before anything reads or writes through the table, a kernel checks
  * every block id the call can reach and the call reads its verdict back; attention then runs the decode
  * kernels through the table, and appends write new rows through it (cl/convert.cl, in the pools' types). */
-#include "paged.h"
 
 #include "context.h"
 #include "convert.h"
@@ -16,38 +15,6 @@
 
 #include <limits.h>
 #include <stdlib.h>
-
-struct paged_state {
-    cl_program program;
-    cl_kernel kernels[1]; /* the block-id check */
-};
-
-void paged_release(clattn_context *ctx)
-{
-    if (!ctx->paged)
-        return;
-    program_release(&ctx->paged->program, ctx->paged->kernels, 1);
-    free(ctx->paged);
-    ctx->paged = NULL;
-}
-
-static clattn_status paged_prepare(clattn_context *ctx)
-{
-    if (ctx->paged)
-        return CLATTN_SUCCESS;
-    struct paged_state *p = calloc(1, sizeof *p);
-    if (!p)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the paged cache's state");
-    static const char *const files[] = {"paged.cl"};
-    static const char *const names[] = {"clattn_paged_check"};
-    clattn_status st = program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &p->program, p->kernels);
-    if (st != CLATTN_SUCCESS) {
-        free(p);
-        return st;
-    }
-    ctx->paged = p;
-    return CLATTN_SUCCESS;
-}
 
 /* A paged call's checked facts. */
 typedef struct paged_shape {
@@ -115,23 +82,18 @@ static clattn_status ids_check(clattn_context *ctx, const paged_shape *p, size_t
 {
     cl_mem flag;
     const cl_int none = INT_MAX;
-    clattn_status st = paged_prepare(ctx);
+    const family_build *fb;
+    clattn_status st = program_get(ctx, &family_paged_check, "-cl-std=CL1.2", 0, 0, &fb);
     if (st == CLATTN_SUCCESS)
         st = scratch_upload_integers(ctx, SCRATCH_PAGED_LENGTHS, lengths, NULL, batch, "lengths", lengths_buf);
     if (st == CLATTN_SUCCESS)
         st = scratch_upload(ctx, SCRATCH_PAGED_FLAG, &none, sizeof none, "the block-id check's flag", &flag);
     if (st != CLATTN_SUCCESS)
         return st;
-    kernel_args a = kernel_args_begin(ctx->paged->kernels[0]);
-    karg_mem(&a, p->cache.block_table);
-    karg_ulong(&a, p->cache.max_blocks);
-    karg_ulong(&a, batch);
-    karg_mem(&a, *lengths_buf);
-    karg_ulong(&a, extra);
-    const cl_uint shift = p->shift;
-    karg(&a, sizeof shift, &shift);
-    karg_ulong(&a, p->cache.blocks);
-    karg_mem(&a, flag);
+    const paged_check_params params = {p->cache.block_table, p->cache.max_blocks, batch, *lengths_buf, extra,
+                                       p->shift,             p->cache.blocks,     flag};
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_paged_check, &params, fb->features);
     const size_t global[2] = {p->cache.max_blocks, batch};
     if ((st = kernel_launch_auto(ctx, &a, "paged block-id check", 2, global)) != CLATTN_SUCCESS)
         return st;

@@ -1,5 +1,5 @@
 /* Kernel sources (embedded at build time; a kernel folder from the context options replaces them for
- * development), and programs built from them through the binary cache. */
+ * development), programs built from them through the binary cache, and the context's kernel cache. */
 #include "program.h"
 
 #include "cache.h"
@@ -7,6 +7,7 @@
 #include "context.h"
 #include "error.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,17 +46,18 @@ static const char *embedded_source(const char *name)
     return NULL;
 }
 
-/* One source text: common.cl, then the named files in order, each behind a #line so that build logs
- * name the file. */
+/* One source text: params.h and common.cl, then the named files in order, each behind a #line so that
+ * build logs name the file. */
 static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles, char **out)
 {
     const char *dir = ctx->options.kernel_dir;
-    const char *names[PROGRAM_FILES_MAX + 1] = {"common.cl"};
-    char *texts[PROGRAM_FILES_MAX + 1] = {0};
-    size_t lengths[PROGRAM_FILES_MAX + 1];
-    const size_t n = nfiles + 1;
+    enum { FIRST = 2 }; /* the files every program starts with */
+    const char *names[PROGRAM_FILES_MAX + FIRST] = {"params.h", "common.cl"};
+    char *texts[PROGRAM_FILES_MAX + FIRST] = {0};
+    size_t lengths[PROGRAM_FILES_MAX + FIRST];
+    const size_t n = nfiles + FIRST;
     for (size_t i = 0; i < nfiles; i++)
-        names[i + 1] = files[i];
+        names[i + FIRST] = files[i];
     size_t total = 1;
     clattn_status st = CLATTN_SUCCESS;
     for (size_t i = 0; i < n; i++) {
@@ -193,4 +195,230 @@ clattn_status kernel_group_limit(clattn_context *ctx, cl_kernel kernel, size_t *
     *limit = 0;
     cl_int err = clGetKernelWorkGroupInfo(kernel, ctx->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof *limit, limit, NULL);
     return err == CL_SUCCESS ? CLATTN_SUCCESS : cl_error(ctx, err, "clGetKernelWorkGroupInfo(CL_KERNEL_WORK_GROUP_SIZE)");
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The kernel cache                                                                                */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* Programs kept per context before the least recently used goes (the on-disk cache makes a rebuild
+ * cheap); never one of the PROGRAM_CACHE_KEEP most recently asked for. */
+#define PROGRAM_CACHE_MAX 96
+#define PATH_STATES_MAX 8
+
+typedef struct cache_entry {
+    const kernel_family *family;
+    char *options;           /* as the path gave them */
+    unsigned asked_group;    /* the group asked for */
+    uint64_t hash;           /* of the three above and the features, to find an entry fast */
+    cl_program program;
+    family_build build;
+    clattn_status failure;   /* a build that failed on this device is not tried again */
+    unsigned long last_use;
+} cache_entry;
+
+typedef struct path_state {
+    const void *key;
+    void *data;
+    void (*release)(clattn_context *, void *);
+} path_state;
+
+struct program_cache {
+    cache_entry *entries[PROGRAM_CACHE_MAX];
+    size_t count;
+    unsigned long clock; /* program_get calls so far */
+    path_state states[PATH_STATES_MAX];
+    size_t nstates;
+};
+
+static struct program_cache *cache_of(clattn_context *ctx)
+{
+    if (!ctx->programs && !(ctx->programs = calloc(1, sizeof *ctx->programs)))
+        set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the kernel cache");
+    return ctx->programs;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+static uint64_t entry_hash(const kernel_family *family, const char *options, unsigned group, feature_set features)
+{
+    uint64_t h = fnv1a(14695981039346656037u, &family, sizeof family);
+    h = fnv1a(h, options, strlen(options));
+    h = fnv1a(h, &group, sizeof group);
+    return fnv1a(h, &features, sizeof features);
+}
+
+static void entry_free(cache_entry *e)
+{
+    program_release(&e->program, e->build.kernels, FAMILY_KERNELS_MAX);
+    free(e->options);
+    free(e);
+}
+
+/* The full build options: the path's, the group size, and the features the family's kernels name. */
+static void full_options(const kernel_family *family, const char *options, unsigned group, feature_set relevant,
+                         feature_set features, char *buf, size_t size)
+{
+    size_t used = (size_t)snprintf(buf, size, "%s", options);
+    if (family->group_define && used < size)
+        used += (size_t)snprintf(buf + used, size - used, " -D%s=%u", family->group_define, group);
+    for (int f = FEATURE_ALL + 1; f < FEATURE_COUNT && used < size; f++)
+        if (relevant & (1u << f))
+            used += (size_t)snprintf(buf + used, size - used, " -DHAS_%s=%d", feature_name((enum call_feature)f),
+                                     (features >> f) & 1);
+}
+
+/* Build e's program and kernels; with a group_define, halve the group until kernels[0] can launch. */
+static clattn_status entry_build(clattn_context *ctx, cache_entry *e, feature_set relevant)
+{
+    const kernel_family *f = e->family;
+    unsigned group = e->asked_group;
+    for (;;) {
+        char options[1024];
+        full_options(f, e->options, group, relevant, e->build.features, options, sizeof options);
+        clattn_status st = program_build(ctx, f->files, f->nfiles, options, &e->program);
+        for (size_t i = 0; i < f->nkernels && st == CLATTN_SUCCESS; i++) {
+            cl_int err;
+            e->build.kernels[i] = clCreateKernel(e->program, f->kernels[i]->name, &err);
+            if (err == CL_INVALID_KERNEL_NAME && i >= f->required)
+                e->build.kernels[i] = NULL, err = CL_SUCCESS; /* not in this build */
+            if (err != CL_SUCCESS) {
+                e->build.kernels[i] = NULL;
+                st = set_error(ctx, (clattn_status)err, "clCreateKernel(%s) failed: %s", f->kernels[i]->name,
+                               clattn_status_string((clattn_status)err));
+            }
+        }
+        if (st != CLATTN_SUCCESS || !f->group_define) {
+            if (st != CLATTN_SUCCESS)
+                program_release(&e->program, e->build.kernels, FAMILY_KERNELS_MAX);
+            e->build.group = group;
+            return st;
+        }
+        size_t launchable;
+        if ((st = kernel_group_limit(ctx, e->build.kernels[0], &launchable)) != CLATTN_SUCCESS) {
+            program_release(&e->program, e->build.kernels, FAMILY_KERNELS_MAX);
+            return st;
+        }
+        if (launchable >= group) {
+            e->build.group = group;
+            return CLATTN_SUCCESS;
+        }
+        program_release(&e->program, e->build.kernels, FAMILY_KERNELS_MAX);
+        if (launchable == 0)
+            return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the %s kernel cannot launch on %s", f->name,
+                             ctx->caps.name);
+        while (group > launchable)
+            group /= 2;
+    }
+}
+
+/* Room for one more entry: the least recently used goes, unless it is among the most recent (a call
+ * may still hold those). */
+static clattn_status make_room(clattn_context *ctx, struct program_cache *c)
+{
+    if (c->count < PROGRAM_CACHE_MAX)
+        return CLATTN_SUCCESS;
+    size_t oldest = 0;
+    for (size_t i = 1; i < c->count; i++)
+        if (c->entries[i]->last_use < c->entries[oldest]->last_use)
+            oldest = i;
+    if (c->clock - c->entries[oldest]->last_use < PROGRAM_CACHE_KEEP) /* cannot be: MAX > KEEP */
+        return set_error(ctx, (clattn_status)CL_OUT_OF_RESOURCES, "the kernel cache is full");
+    clFinish(ctx->queue); /* no launch of the kernels released here is still pending */
+    entry_free(c->entries[oldest]);
+    c->entries[oldest] = c->entries[--c->count];
+    return CLATTN_SUCCESS;
+}
+
+clattn_status program_get(clattn_context *ctx, const kernel_family *family, const char *options, unsigned group,
+                          feature_set features, const family_build **out)
+{
+    *out = NULL;
+    struct program_cache *c = cache_of(ctx);
+    if (!c)
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    const feature_set relevant = params_features(family->kernels, family->nkernels);
+    features = (features | FEATURE_BIT(ALL)) & relevant;
+    if (!family->group_define)
+        group = 0;
+    const uint64_t hash = entry_hash(family, options, group, features);
+    c->clock++;
+    for (size_t i = 0; i < c->count; i++) {
+        cache_entry *e = c->entries[i];
+        if (e->hash != hash || e->family != family || e->asked_group != group || e->build.features != features ||
+            strcmp(e->options, options) != 0)
+            continue;
+        e->last_use = c->clock;
+        if (e->failure != CLATTN_SUCCESS)
+            return set_error(ctx, e->failure, "the %s kernels (%s) did not build on %s earlier", family->name,
+                             options, ctx->caps.name);
+        *out = &e->build;
+        return CLATTN_SUCCESS;
+    }
+    clattn_status st = make_room(ctx, c);
+    cache_entry *e = st == CLATTN_SUCCESS ? calloc(1, sizeof *e) : NULL;
+    if (st == CLATTN_SUCCESS && (!e || !(e->options = malloc(strlen(options) + 1)))) {
+        free(e);
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating a kernel cache entry");
+    }
+    if (st != CLATTN_SUCCESS)
+        return st;
+    strcpy(e->options, options);
+    e->family = family;
+    e->asked_group = group;
+    e->hash = hash;
+    e->build.features = features;
+    e->last_use = c->clock;
+    st = entry_build(ctx, e, relevant);
+    if (st == CLATTN_ERROR_BUILD_FAILED) { /* remembered, so that later calls fall back at once */
+        e->failure = st;
+        c->entries[c->count++] = e;
+        return st;
+    }
+    if (st != CLATTN_SUCCESS) {
+        entry_free(e);
+        return st;
+    }
+    c->entries[c->count++] = e;
+    *out = &e->build;
+    return CLATTN_SUCCESS;
+}
+
+void *program_path_state(clattn_context *ctx, const void *key, size_t size, void (*release)(clattn_context *, void *))
+{
+    struct program_cache *c = cache_of(ctx);
+    if (!c)
+        return NULL;
+    for (size_t i = 0; i < c->nstates; i++)
+        if (c->states[i].key == key)
+            return c->states[i].data;
+    void *data = c->nstates < PATH_STATES_MAX ? calloc(1, size) : NULL;
+    if (!data) {
+        set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating a path's state");
+        return NULL;
+    }
+    c->states[c->nstates++] = (path_state){key, data, release};
+    return data;
+}
+
+void program_cache_free(clattn_context *ctx)
+{
+    struct program_cache *c = ctx->programs;
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nstates; i++) {
+        if (c->states[i].release)
+            c->states[i].release(ctx, c->states[i].data);
+        free(c->states[i].data);
+    }
+    for (size_t i = 0; i < c->count; i++)
+        entry_free(c->entries[i]);
+    free(c);
+    ctx->programs = NULL;
 }

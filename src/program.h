@@ -1,13 +1,15 @@
 /* Kernel sources (embedded at build time, or a folder of .cl files from the context options), programs
- * built from them through the binary cache, and the build log of the last build. */
+ * built from them through the binary cache, the build log of the last build, and THE kernel cache: every
+ * program a context builds, keyed by (family, build options, features), owned by the context. */
 #ifndef CLATTN_PROGRAM_H
 #define CLATTN_PROGRAM_H
 
 #include "clattn/clattn.h"
+#include "params.h"
 
 #include <stddef.h>
 
-/* Build a program from cl/common.cl followed by the named files of cl/, with these build options,
+/* Build a program from cl/params.h and cl/common.cl followed by the named files of cl/, with these build options,
  * through the binary cache. On a compile error: CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
                             cl_program *out);
@@ -25,5 +27,32 @@ clattn_status kernel_group_limit(clattn_context *ctx, cl_kernel kernel, size_t *
 
 /* Release kernels (NULL entries skipped) and their program, and set them all to NULL. */
 void program_release(cl_program *program, cl_kernel *kernels, size_t nkernels);
+
+/* A family built for one call: its kernels (NULL past family->required where the build has none),
+ * the work-group size of kernels[0] it launches with, and the features it was built for. */
+typedef struct family_build {
+    cl_kernel kernels[FAMILY_KERNELS_MAX];
+    unsigned group;        /* the value of family->group_define (0: the family has none) */
+    feature_set features;  /* the call's features that the family's kernels take */
+} family_build;
+
+/* `family` built with `options` (the path's tiles and types) and the call's `features` (only those
+ * its kernels name become -DHAS_x options: the rest cannot change its program), from the context's
+ * cache, built on first use. With a group_define, `group` work-items is asked for (-D<define>=group)
+ * and, where the device cannot launch kernels[0] with that many (CL_KERNEL_WORK_GROUP_SIZE), halved
+ * until it can; a build that failed is remembered and fails again at once. The pointer stays valid
+ * until PROGRAM_CACHE_KEEP more programs have been asked for: a call uses what it got before that. */
+#define PROGRAM_CACHE_KEEP 16
+clattn_status program_get(clattn_context *ctx, const kernel_family *family, const char *options, unsigned group,
+                          feature_set features, const family_build **out);
+
+/* State a path keeps beside its programs for the context's life (a tuning choice, a fallback taken
+ * once): zeroed memory of `size` bytes under `key` (the address of something of the path's), made on
+ * first use; `release` (may be NULL) runs on it when the context goes. NULL when out of memory (an
+ * error is set). */
+void *program_path_state(clattn_context *ctx, const void *key, size_t size, void (*release)(clattn_context *, void *));
+
+/* Everything the context's cache holds (clattn_context_free). */
+void program_cache_free(clattn_context *ctx);
 
 #endif

@@ -23,14 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What the context's projections run, kept beside its programs (program_path_state): the programs
+ * themselves (clattn's GEMM per storage types, the bias pass) are in the kernel cache. */
 struct projection_state {
+    bool ready;         /* choice resolved and its kernels built */
     gemm_choice choice; /* what runs: impl, and clattn's tile (resolved, never 0) */
-    cl_program gemm_program, bias_program;
-    cl_kernel gemm, add_bias;
-    /* clattn's kernel for X, W and Y in other storage types (float32, float16, bfloat16 each), built
-     * on first use with the same tile. */
-    cl_program typed_programs[3][3][3];
-    cl_kernel typed_gemms[3][3][3];
     unsigned vec; /* the GEMM kernel's VEC */
     bool blas_unusable; /* CLBlast cannot launch here: projections use clattn's kernel from now on */
     unsigned blas_transient_failures; /* CLBlast calls in a row that ran out of resources */
@@ -81,28 +78,21 @@ static gemm_choice initial_choice(clattn_context *ctx)
 
 static bool blas_fits(const clattn_context *ctx) { return ctx->caps.max_work_group >= BLAS_MIN_WORK_GROUP; }
 
-/* clattn's GEMM kernel for these storage types (NULL: all float, the state's own kernel). */
-static clattn_status build_gemm_typed(clattn_context *ctx, struct projection_state *p, const gemm_types *t,
+/* clattn's GEMM kernel for these storage types (NULL: all float) with the state's tile. */
+static clattn_status build_gemm_typed(clattn_context *ctx, const struct projection_state *p, const gemm_types *t,
                                       cl_kernel *out)
 {
     const bool typed = t && (t->x != CLATTN_FLOAT32 || t->w != CLATTN_FLOAT32 || t->y != CLATTN_FLOAT32);
-    cl_program *program = typed ? &p->typed_programs[t->x][t->w][t->y] : &p->gemm_program;
-    cl_kernel *kernel = typed ? &p->typed_gemms[t->x][t->w][t->y] : &p->gemm;
-    if (!*kernel) {
-        char options[128], types[48] = "";
-        if (typed)
-            snprintf(types, sizeof types, " -DQ_T=%d -DK_T=%d -DO_T=%d", (int)t->x, (int)t->w, (int)t->y);
-        snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec,
-                 p->choice.rows, p->choice.vectors, device_is_cpu(&ctx->caps) ? 0 : 1, types);
-        static const char *const files[] = {"vec.cl", "gemm.cl"};
-        static const char *const names[] = {"clattn_gemm"};
-        clattn_status st = program_build_kernels(ctx, files, 2, options, names, 1, program, kernel);
-        if (st != CLATTN_SUCCESS)
-            return st;
-    }
-    if (out)
-        *out = *kernel;
-    return CLATTN_SUCCESS;
+    char options[128], types[48] = "";
+    if (typed)
+        snprintf(types, sizeof types, " -DQ_T=%d -DK_T=%d -DO_T=%d", (int)t->x, (int)t->w, (int)t->y);
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
+             p->choice.vectors, device_is_cpu(&ctx->caps) ? 0 : 1, types);
+    const family_build *fb;
+    clattn_status st = program_get(ctx, &family_gemm, options, 0, 0, &fb);
+    if (st == CLATTN_SUCCESS && out)
+        *out = fb->kernels[0];
+    return st;
 }
 
 static clattn_status build_gemm(clattn_context *ctx, struct projection_state *p)
@@ -110,13 +100,19 @@ static clattn_status build_gemm(clattn_context *ctx, struct projection_state *p)
     return build_gemm_typed(ctx, p, NULL, NULL);
 }
 
+static clattn_status bias_kernel(clattn_context *ctx, cl_kernel *out)
+{
+    const family_build *fb;
+    clattn_status st = program_get(ctx, &family_add_bias, "-cl-std=CL1.2", 0, 0, &fb);
+    if (st == CLATTN_SUCCESS && out)
+        *out = fb->kernels[0];
+    return st;
+}
+
 static clattn_status build_bias(clattn_context *ctx, struct projection_state *p)
 {
-    if (p->add_bias)
-        return CLATTN_SUCCESS;
-    static const char *const files[] = {"projection.cl"};
-    static const char *const names[] = {"clattn_add_bias"};
-    return program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &p->bias_program, &p->add_bias);
+    (void)p;
+    return bias_kernel(ctx, NULL);
 }
 
 /* Build what `choice` needs; where clattn's kernel does not build but CLBlast can run, CLBlast instead
@@ -145,73 +141,67 @@ static clattn_status state_build(clattn_context *ctx, struct projection_state *p
     return build_bias(ctx, p);
 }
 
-static void state_free(struct projection_state *p)
+/* At the context's end: CLBlast's cache keeps a reference to every cl_context it built programs for;
+ * without this a freed context stays alive (megabytes per create/project/free cycle, and a crash in
+ * CLBlast's exit-time destructor under some runtimes). Its C API can only clear the whole cache, so
+ * other live contexts rebuild their GEMM programs on next use (from the OpenCL runtime's own binary
+ * cache where it has one). */
+static void state_release(clattn_context *ctx, void *data)
 {
-    program_release(&p->gemm_program, &p->gemm, 1);
-    program_release(&p->bias_program, &p->add_bias, 1);
-    for (int x = 0; x < 3; x++)
-        for (int w = 0; w < 3; w++)
-            for (int y = 0; y < 3; y++)
-                program_release(&p->typed_programs[x][w][y], &p->typed_gemms[x][w][y], 1);
-    free(p);
+    (void)ctx;
+    const struct projection_state *p = data;
+    if (p->blas_used) {
+        pthread_mutex_lock(&blas_lock);
+        CLBlastClearCache();
+        pthread_mutex_unlock(&blas_lock);
+    }
 }
 
-/* A fresh state for `choice` (its tile completed), built. */
-static clattn_status state_create(clattn_context *ctx, gemm_choice choice, bool allow_fallback,
-                                  struct projection_state **out)
+static struct projection_state *state_of(clattn_context *ctx)
 {
-    struct projection_state *p = calloc(1, sizeof *p);
-    if (!p)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the projection state");
-    p->vec = device_vector_width(&ctx->caps);
-    p->choice = choice;
-    default_tile(ctx, p->vec, &p->choice);
-    clattn_status st = state_build(ctx, p, allow_fallback);
-    if (st != CLATTN_SUCCESS) {
-        state_free(p);
+    return program_path_state(ctx, projection_record_name, sizeof(struct projection_state), state_release);
+}
+
+/* Resolve and build `choice` (its tile completed) into *p, which is left as it was on failure. */
+static clattn_status state_make(clattn_context *ctx, gemm_choice choice, bool allow_fallback,
+                                struct projection_state *p)
+{
+    struct projection_state next = *p;
+    next.vec = device_vector_width(&ctx->caps);
+    next.choice = choice;
+    next.blas_unusable = false;
+    next.blas_transient_failures = 0;
+    default_tile(ctx, next.vec, &next.choice);
+    clattn_status st = state_build(ctx, &next, allow_fallback);
+    if (st != CLATTN_SUCCESS)
         return st;
-    }
-    *out = p;
+    next.ready = true;
+    *p = next;
     return CLATTN_SUCCESS;
 }
 
 clattn_status projection_prepare(clattn_context *ctx)
 {
-    if (ctx->projection)
-        return CLATTN_SUCCESS;
-    return state_create(ctx, initial_choice(ctx), true, &ctx->projection);
+    struct projection_state *p = state_of(ctx);
+    if (!p)
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    return p->ready ? CLATTN_SUCCESS : state_make(ctx, initial_choice(ctx), true, p);
 }
 
-void projection_release(clattn_context *ctx)
+void projection_reset(clattn_context *ctx)
 {
-    if (!ctx->projection)
-        return;
-    if (ctx->projection->blas_used) {
-        /* CLBlast's cache keeps a reference to every cl_context it built programs for: without this a
-         * freed context stays alive (megabytes per create/project/free cycle, and a crash in CLBlast's
-         * exit-time destructor under some runtimes). Its C API can only clear the whole cache, so
-         * other live contexts rebuild their GEMM programs on next use (from the OpenCL runtime's own
-         * binary cache where it has one). */
-        pthread_mutex_lock(&blas_lock);
-        CLBlastClearCache();
-        pthread_mutex_unlock(&blas_lock);
-    }
-    state_free(ctx->projection);
-    ctx->projection = NULL;
+    struct projection_state *p = state_of(ctx);
+    if (p)
+        p->ready = false;
 }
 
 clattn_status projection_use(clattn_context *ctx, gemm_choice choice)
 {
-    struct projection_state *p;
-    clattn_status st = state_create(ctx, choice, false, &p);
-    if (st != CLATTN_SUCCESS)
-        return st;
-    projection_release(ctx);
-    ctx->projection = p;
-    return CLATTN_SUCCESS;
+    struct projection_state *p = state_of(ctx);
+    return p ? state_make(ctx, choice, false, p) : CLATTN_ERROR_OUT_OF_HOST_MEMORY;
 }
 
-gemm_choice projection_choice(const clattn_context *ctx) { return ctx->projection->choice; }
+gemm_choice projection_choice(clattn_context *ctx) { return state_of(ctx)->choice; }
 
 static clattn_status blas_status(clattn_context *ctx, CLBlastStatusCode code, const char *what)
 {
@@ -238,21 +228,16 @@ static bool blas_cannot_launch(clattn_status st)
 static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x,
                                  cl_mem w, cl_mem bias, cl_mem y, const projection_heads *heads, const gemm_types *t)
 {
-    struct projection_state *p = ctx->projection;
+    const struct projection_state *p = state_of(ctx); /* made by projection_prepare */
     cl_kernel kernel;
     clattn_status st = build_gemm_typed(ctx, p, t, &kernel); /* built already unless CLBlast is falling back */
     if (st != CLATTN_SUCCESS)
         return st;
+    const gemm_params params = {x,       w,      bias,
+                                y,       rows,   in_dim,
+                                out_dim, heads ? heads->seq_len : 0, heads ? heads->head_dim : 0};
     kernel_args a = kernel_args_begin(kernel);
-    karg_mem(&a, x);
-    karg_mem(&a, w);
-    karg_mem(&a, bias);
-    karg_mem(&a, y);
-    karg_ulong(&a, rows);
-    karg_ulong(&a, in_dim);
-    karg_ulong(&a, out_dim);
-    karg_ulong(&a, heads ? heads->seq_len : 0);
-    karg_ulong(&a, heads ? heads->head_dim : 0);
+    params_bind(&a, &params_gemm, &params, 0);
     const size_t row_tiles = (rows + p->choice.rows - 1) / p->choice.rows;
     const size_t col_tiles = (out_dim + p->vec * p->choice.vectors - 1) / (p->vec * p->choice.vectors);
     if (!device_is_cpu(&ctx->caps)) { /* GPUs: columns along dimension 0, groups the device's size */
@@ -268,7 +253,7 @@ static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim
 static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
                                cl_mem bias, cl_mem y)
 {
-    struct projection_state *p = ctx->projection;
+    struct projection_state *p = state_of(ctx); /* made by projection_prepare */
     /* CLBlast hands back the event of its last kernel only (a GEMM may pad and transpose first): a
      * marker before it starts the profiled span. */
     cl_event since = NULL, event = NULL;
@@ -307,20 +292,20 @@ static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, 
         p->blas_unusable = true;
         return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, NULL, NULL);
     }
-    if (st != CLATTN_SUCCESS || !bias)
+    cl_kernel add_bias;
+    if (st != CLATTN_SUCCESS || !bias || (st = bias_kernel(ctx, &add_bias)) != CLATTN_SUCCESS)
         return st;
-    kernel_args a = kernel_args_begin(p->add_bias);
-    karg_mem(&a, y);
-    karg_mem(&a, bias);
-    karg_ulong(&a, rows);
-    karg_ulong(&a, out_dim);
+    const add_bias_params params = {y, bias, rows, out_dim};
+    kernel_args a = kernel_args_begin(add_bias);
+    params_bind(&a, &params_add_bias, &params, 0);
     const size_t global[2] = {out_dim, rows};
     return kernel_launch_auto(ctx, &a, "projection bias", 2, global);
 }
 
-bool projection_splits_heads(const clattn_context *ctx)
+bool projection_splits_heads(clattn_context *ctx)
 {
-    return ctx->projection->choice.impl == GEMM_CLATTN || ctx->projection->blas_unusable;
+    const struct projection_state *p = state_of(ctx); /* made by projection_prepare */
+    return p->choice.impl == GEMM_CLATTN || p->blas_unusable;
 }
 
 clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, size_t out_dim, cl_mem x, cl_mem w,
@@ -330,7 +315,7 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
      * cl_khr_fp16, and it has no bfloat16). */
     if (types && (types->x != CLATTN_FLOAT32 || types->w != CLATTN_FLOAT32 || types->y != CLATTN_FLOAT32))
         return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads, types);
-    const struct projection_state *p = ctx->projection;
+    const struct projection_state *p = state_of(ctx); /* made by projection_prepare */
     if (p->choice.impl == GEMM_CLBLAST && !p->blas_unusable && !heads)
         return blas_gemm(ctx, rows, in_dim, out_dim, x, w, bias, y);
     return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads, NULL);

@@ -31,14 +31,14 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
 
 /* Whether the context's GEMM writes heads split in the same pass (clattn's kernel; CLBlast's would
  * need a pass of its own, so layers leave its output as it is and read heads strided). */
-bool projection_splits_heads(const clattn_context *ctx);
+bool projection_splits_heads(clattn_context *ctx);
 
-void projection_release(clattn_context *ctx);
-
-/* For tuning: replace ctx's projection state with one built for `choice` exactly (no fallback; on
- * failure the old state stays), and read back what a state runs (its tile completed). */
+/* For tuning: replace ctx's projection choice with `choice` exactly, its kernels built (no fallback; on
+ * failure the old choice stays); read back what runs (its tile completed); and forget the choice, so
+ * that the next projection_prepare resolves the default again. */
 clattn_status projection_use(clattn_context *ctx, gemm_choice choice);
-gemm_choice projection_choice(const clattn_context *ctx);
+gemm_choice projection_choice(clattn_context *ctx);
+void projection_reset(clattn_context *ctx);
 
 /* The name of the tuning record that holds a device's choice (options.gemm's syntax, one line). */
 extern const char projection_record_name[];

@@ -18,111 +18,81 @@
  * work through the (batch, head) pairs in chunks whose scores fit this budget. */
 #define SCORE_SCRATCH_BUDGET ((size_t)256 << 20)
 
-/* The last two exist on CPUs only (VEC > 1): K transposed, then scores blocked like a GEMM. */
-enum { KERNEL_SCORE, KERNEL_SOFTMAX, KERNEL_WEIGHTED_SUM, KERNEL_TRANSPOSE_K, KERNEL_SCORE_TILED, KERNEL_COUNT };
+/* The family's kernels (params.c: family_staged); the last two exist on CPUs only (VEC > 1): K
+ * transposed, then scores blocked like a GEMM. */
+enum { KERNEL_SCORE, KERNEL_SOFTMAX, KERNEL_WEIGHTED_SUM, KERNEL_TRANSPOSE_K, KERNEL_SCORE_TILED };
 
-struct staged_state {
-    cl_program program;
-    cl_kernel kernels[KERNEL_COUNT];
+/* The staged kernels of one call, and their shape on this device. */
+typedef struct staged_kernels {
+    const family_build *fb;
     unsigned vec;  /* the kernels' VEC */
     unsigned keys;   /* scores per work-item of the score kernel */
     unsigned chunks; /* vectors of outputs per work-item of the weighted sum */
     unsigned tile_rows, tile_vectors; /* the blocked score kernel's tile (CPUs), 0 where it is not built */
-    /* The double softmax (softmax_double.cl), a program of its own built on its first use: it needs
-     * cl_khr_fp64, which the rest of the staged path must not. */
-    cl_program double_program;
-    cl_kernel softmax_double;
-};
+} staged_kernels;
 
-clattn_status staged_prepare(clattn_context *ctx)
+clattn_status staged_prepare(clattn_context *ctx, const sdpa_shape *s, staged_kernels *out)
 {
-    if (ctx->staged)
-        return CLATTN_SUCCESS;
-    struct staged_state *s = calloc(1, sizeof *s);
-    if (!s)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the staged path's state");
-    static const char *const files[] = {"masks.cl", "vec.cl", "score.cl", "softmax.cl", "weighted_sum.cl"};
-    static const char *const names[KERNEL_COUNT] = {"clattn_score", "clattn_softmax", "clattn_weighted_sum",
-                                                    "clattn_transpose_k", "clattn_score_tiled"};
     /* CPUs work VEC lanes wide inside each work-item (PoCL runs a work-item's vector code as written);
      * GPUs one element per work-item. */
     const bool cpu = device_is_cpu(&ctx->caps);
-    s->vec = device_vector_width(&ctx->caps);
-    s->keys = s->chunks = cpu ? 4 : 1;
+    staged_kernels k = {NULL, device_vector_width(&ctx->caps), cpu ? 4 : 1, cpu ? 4 : 1, 0, 0};
     /* The blocked score kernel's tile: clattn_gemm's (6 rows × 3 vectors of 16 with 32 vector registers,
      * 6 × 2 with 16). */
-    if (s->vec > 1) {
-        s->tile_rows = 6;
-        s->tile_vectors = s->vec >= 16 ? 3 : 2;
+    if (k.vec > 1) {
+        k.tile_rows = 6;
+        k.tile_vectors = k.vec >= 16 ? 3 : 2;
     }
     char options[160];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
-             s->vec, s->keys, s->chunks, s->tile_rows, s->tile_vectors);
-    clattn_status st = program_build_kernels(ctx, files, sizeof files / sizeof files[0], options, names,
-                                             s->vec > 1 ? KERNEL_COUNT : KERNEL_TRANSPOSE_K, &s->program, s->kernels);
-    if (st != CLATTN_SUCCESS) {
-        free(s);
-        return st;
-    }
-    ctx->staged = s;
-    return CLATTN_SUCCESS;
-}
-
-void staged_release(clattn_context *ctx)
-{
-    if (!ctx->staged)
-        return;
-    program_release(&ctx->staged->program, ctx->staged->kernels, KERNEL_COUNT);
-    program_release(&ctx->staged->double_program, &ctx->staged->softmax_double, 1);
-    free(ctx->staged);
-    ctx->staged = NULL;
+             k.vec, k.keys, k.chunks, k.tile_rows, k.tile_vectors);
+    clattn_status st = program_get(ctx, &family_staged, options, 0, s ? call_features(s) : 0, &k.fb);
+    if (st == CLATTN_SUCCESS && k.vec > 1 && (!k.fb->kernels[KERNEL_TRANSPOSE_K] || !k.fb->kernels[KERNEL_SCORE_TILED]))
+        st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "the staged program of VEC %u lacks its blocked score kernels",
+                       k.vec);
+    if (out)
+        *out = k;
+    return st;
 }
 
 /* Where the blocked score kernel runs (CPUs), K of every (batch, K/V head) transposed into the
  * SCRATCH_KEYS_T slot for it; elsewhere *kt = NULL. Before the first score_launch of a call. */
-static clattn_status score_prepare_keys(clattn_context *ctx, const sdpa_shape *s, tensor_view k, cl_mem *kt)
+static clattn_status score_prepare_keys(clattn_context *ctx, const staged_kernels *sk, const sdpa_shape *s,
+                                        tensor_view k, cl_mem *kt)
 {
     *kt = NULL;
-    if (!ctx->staged->tile_rows)
+    if (!sk->tile_rows)
         return CLATTN_SUCCESS;
     clattn_status st = scratch_get(ctx, SCRATCH_KEYS_T, s->k_elems * sizeof(float), kt);
     if (st != CLATTN_SUCCESS)
         return st;
-    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_TRANSPOSE_K]);
-    karg_view(&a, k);
-    karg_mem(&a, *kt);
-    karg_ulong(&a, s->batch);
-    karg_ulong(&a, s->kv_heads);
-    karg_ulong(&a, s->kv_len);
-    karg_ulong(&a, s->qk_dim);
+    const transpose_k_params p = {k, *kt, s->batch, s->kv_heads, s->kv_len, s->qk_dim};
+    kernel_args a = kernel_args_begin(sk->fb->kernels[KERNEL_TRANSPOSE_K]);
+    params_bind(&a, &params_transpose_k, &p, sk->fb->features);
     const size_t global[2] = {s->kv_len, s->batch * s->kv_heads};
     return kernel_launch_auto(ctx, &a, "score", 2, global); /* part of the score stage's time */
 }
 
 /* Scores of heads [bh_begin, bh_begin + bh_count) of the flattened (batch, head) index into `scores`,
  * which holds just those heads; kt: from score_prepare_keys. */
-static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, cl_mem kt,
-                                  const device_masks *masks, size_t bh_begin, size_t bh_count, cl_mem scores,
-                                  cl_mem extra)
+static clattn_status score_launch(clattn_context *ctx, const staged_kernels *st, const sdpa_shape *s, tensor_view q,
+                                  tensor_view k, cl_mem kt, const device_masks *masks, size_t bh_begin, size_t bh_count,
+                                  cl_mem scores, cl_mem extra)
 {
-    const struct staged_state *st = ctx->staged;
-    kernel_args a = kernel_args_begin(st->kernels[kt ? KERNEL_SCORE_TILED : KERNEL_SCORE]);
-    karg_view(&a, q);
-    if (kt)
-        karg_mem(&a, kt);
-    else
-        karg_view(&a, k);
-    karg_mem(&a, scores);
-    karg_ulong(&a, s->heads);
-    karg_ulong(&a, s->group);
-    karg_ulong(&a, s->q_len);
-    karg_ulong(&a, s->kv_len);
-    karg_ulong(&a, s->qk_dim);
-    karg_float(&a, s->scale);
-    masks_kernel_args(&a, masks);
-    karg_ulong(&a, bh_begin);
-    karg_mem(&a, extra);
-    karg_int(&a, (int)s->weights_output);
+    kernel_args a = kernel_args_begin(st->fb->kernels[kt ? KERNEL_SCORE_TILED : KERNEL_SCORE]);
+    if (kt) {
+        score_tiled_params p = {.q = q, .kt = kt, .scores = scores, .heads = s->heads, .group = s->group,
+                                .q_len = s->q_len, .kv_len = s->kv_len, .dim = s->qk_dim, .scale = s->scale,
+                                .bh_begin = bh_begin, .extra = extra, .extra_mode = (int)s->weights_output};
+        PARAMS_SET_MASKS(score_tiled_params, &p, masks);
+        params_bind(&a, &params_score_tiled, &p, st->fb->features);
+    } else {
+        score_params p = {.q = q, .k = k, .scores = scores, .heads = s->heads, .group = s->group,
+                          .q_len = s->q_len, .kv_len = s->kv_len, .dim = s->qk_dim, .scale = s->scale,
+                          .bh_begin = bh_begin, .extra = extra, .extra_mode = (int)s->weights_output};
+        PARAMS_SET_MASKS(score_params, &p, masks);
+        params_bind(&a, &params_score, &p, st->fb->features);
+    }
     if (kt) { /* a work-group per tile, its vector code the work-item's; row tiles along dimension 0 */
         const size_t keys = (size_t)st->tile_vectors * st->vec, local[3] = {1, 1, 1};
         const size_t global[3] = {(s->q_len + st->tile_rows - 1) / st->tile_rows, (s->kv_len + keys - 1) / keys,
@@ -133,54 +103,36 @@ static clattn_status score_launch(clattn_context *ctx, const sdpa_shape *s, tens
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
-/* The double softmax's program, built once per context (after staged_prepare; the caller has checked
- * that the device has cl_khr_fp64). No -cl-denorms-are-zero: it concerns float arithmetic, of which
- * this kernel has none but its final rounding. */
-static clattn_status softmax_double_prepare(clattn_context *ctx)
+/* The double softmax's program, a family of its own (the caller has checked that the device has
+ * cl_khr_fp64, which the rest of the staged path must not need). No -cl-denorms-are-zero: it concerns
+ * float arithmetic, of which this kernel has none but its final rounding. */
+static clattn_status softmax_double_kernel(clattn_context *ctx, feature_set features, const family_build **out)
 {
-    struct staged_state *s = ctx->staged;
-    if (s->softmax_double)
-        return CLATTN_SUCCESS;
-    static const char *const files[] = {"softmax_double.cl"};
-    static const char *const names[] = {"clattn_softmax_double"};
-    return program_build_kernels(ctx, files, 1, "-cl-std=CL1.2", names, 1, &s->double_program, &s->softmax_double);
+    return program_get(ctx, &family_softmax_double, "-cl-std=CL1.2", 0, features, out);
 }
 
-/* Softmax of `rows` rows of `cols` scores; the rows are rows row_base.. of the (B·H·L) whole, whose
- * log-sum-exps go to lse[row_base..]. sinks: NULL, or one logit per head of `heads` heads of q_len rows.
- * in_double: the double-precision kernel (softmax_double_prepare first). */
-static clattn_status softmax_launch(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights,
-                                    cl_mem lse, size_t row_base, cl_mem sinks, size_t heads, size_t q_len,
-                                    bool in_double)
+/* Softmax of `rows` rows of `cols` scores with `fb`'s kernel `index` (the staged family's softmax or
+ * the double one); the rows are rows row_base.. of the (B·H·L) whole, whose log-sum-exps go to
+ * lse[row_base..]. sinks: NULL, or one logit per head of `heads` heads of q_len rows. */
+static clattn_status softmax_launch(clattn_context *ctx, const family_build *fb, size_t index, size_t rows, size_t cols,
+                                    cl_mem scores, cl_mem weights, cl_mem lse, size_t row_base, cl_mem sinks,
+                                    size_t heads, size_t q_len)
 {
-    kernel_args a = kernel_args_begin(in_double ? ctx->staged->softmax_double : ctx->staged->kernels[KERNEL_SOFTMAX]);
-    karg_mem(&a, scores);
-    karg_mem(&a, weights);
-    karg_mem(&a, lse);
-    karg_ulong(&a, row_base);
-    karg_ulong(&a, rows);
-    karg_ulong(&a, cols);
-    karg_mem(&a, sinks);
-    karg_ulong(&a, heads);
-    karg_ulong(&a, q_len);
+    const softmax_params p = {scores, weights, lse, row_base, rows, cols, sinks, heads, q_len};
+    kernel_args a = kernel_args_begin(fb->kernels[index]);
+    params_bind(&a, &params_softmax, &p, fb->features);
     const size_t global[1] = {rows};
     return kernel_launch_auto(ctx, &a, "softmax", 1, global);
 }
 
-static clattn_status weighted_sum_launch(clattn_context *ctx, const sdpa_shape *s, cl_mem weights, tensor_view v,
-                                         tensor_view out, size_t bh_begin, size_t bh_count)
+static clattn_status weighted_sum_launch(clattn_context *ctx, const staged_kernels *sk, const sdpa_shape *s,
+                                         cl_mem weights, tensor_view v, tensor_view out, size_t bh_begin,
+                                         size_t bh_count)
 {
-    kernel_args a = kernel_args_begin(ctx->staged->kernels[KERNEL_WEIGHTED_SUM]);
-    karg_mem(&a, weights);
-    karg_view(&a, v);
-    karg_view(&a, out);
-    karg_ulong(&a, s->heads);
-    karg_ulong(&a, s->group);
-    karg_ulong(&a, s->q_len);
-    karg_ulong(&a, s->kv_len);
-    karg_ulong(&a, s->v_dim);
-    karg_ulong(&a, bh_begin);
-    const size_t cols = (size_t)ctx->staged->vec * ctx->staged->chunks;
+    const weighted_sum_params p = {weights, v, out, s->heads, s->group, s->q_len, s->kv_len, s->v_dim, bh_begin};
+    kernel_args a = kernel_args_begin(sk->fb->kernels[KERNEL_WEIGHTED_SUM]);
+    params_bind(&a, &params_weighted_sum, &p, sk->fb->features);
+    const size_t cols = (size_t)sk->vec * sk->chunks;
     const size_t global[3] = {(s->v_dim + cols - 1) / cols, s->q_len, bh_count};
     return kernel_launch_auto(ctx, &a, "weighted-sum", 3, global);
 }
@@ -195,9 +147,15 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
      * then works in a temporary, as when no weights are wanted. */
     cl_mem extra = s->weights_output != CLATTN_WEIGHTS_SOFTMAX ? weights : NULL;
     cl_mem scores = extra ? NULL : weights;
-    clattn_status st = staged_prepare(ctx);
+    staged_kernels sk;
+    const family_build *softmax_fb = NULL;
+    clattn_status st = staged_prepare(ctx, s, &sk);
+    if (st == CLATTN_SUCCESS)
+        st = s->softmax_double ? softmax_double_kernel(ctx, call_features(s), &softmax_fb) : CLATTN_SUCCESS;
     if (st != CLATTN_SUCCESS)
         return st;
+    if (!softmax_fb)
+        softmax_fb = sk.fb;
     if (!scores) {
         size_t budget = SCORE_SCRATCH_BUDGET < ctx->caps.max_alloc ? SCORE_SCRATCH_BUDGET : (size_t)ctx->caps.max_alloc;
         if (head_bytes > ctx->caps.max_alloc)
@@ -207,7 +165,7 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
                              s->q_len, s->kv_len, head_bytes, (unsigned long long)ctx->caps.max_alloc);
         /* The transposed K of the blocked score kernel comes out of the same budget, so the temporaries
          * together stay within it (and within one allocation's size) where a head's scores leave room. */
-        const size_t kt_bytes = ctx->staged->tile_rows ? s->k_elems * sizeof(float) : 0;
+        const size_t kt_bytes = sk.tile_rows ? s->k_elems * sizeof(float) : 0;
         if (budget >= kt_bytes + head_bytes)
             budget -= kt_bytes;
         chunk = budget / head_bytes;
@@ -220,18 +178,18 @@ clattn_status staged_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q
     }
     device_masks masks;
     cl_mem kt;
-    if ((s->softmax_double && (st = softmax_double_prepare(ctx)) != CLATTN_SUCCESS) ||
-        (st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
-        (st = score_prepare_keys(ctx, s, k, &kt)) != CLATTN_SUCCESS)
+    if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
+        (st = score_prepare_keys(ctx, &sk, s, k, &kt)) != CLATTN_SUCCESS)
         return st;
+    const size_t softmax_index = s->softmax_double ? 0 : KERNEL_SOFTMAX;
     for (size_t begin = 0; begin < bh_total && st == CLATTN_SUCCESS; begin += chunk) {
         size_t count = bh_total - begin < chunk ? bh_total - begin : chunk;
-        st = score_launch(ctx, s, q, k, kt, &masks, begin, count, scores, extra);
+        st = score_launch(ctx, &sk, s, q, k, kt, &masks, begin, count, scores, extra);
         if (st == CLATTN_SUCCESS)
-            st = softmax_launch(ctx, count * s->q_len, s->kv_len, scores, scores, lse, begin * s->q_len, masks.sinks,
-                                s->heads, s->q_len, s->softmax_double);
+            st = softmax_launch(ctx, softmax_fb, softmax_index, count * s->q_len, s->kv_len, scores, scores, lse,
+                                begin * s->q_len, masks.sinks, s->heads, s->q_len);
         if (st == CLATTN_SUCCESS)
-            st = weighted_sum_launch(ctx, s, scores, v, out, begin, count);
+            st = weighted_sum_launch(ctx, &sk, s, scores, v, out, begin, count);
     }
     return st;
 }
@@ -253,16 +211,18 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_buffer(ctx, scores, s.weight_elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
-        (st = staged_prepare(ctx)) != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
+        (st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS)
         return st;
     /* This stage computes on floats: Q and K of other types are widened first (int8 by its scales). */
     tensor_view qv = view_bhld(q, s.heads, s.q_len, s.qk_dim), kv = view_bhld(k, s.kv_heads, s.kv_len, s.qk_dim);
     cl_mem kt;
-    if ((st = convert_widen(ctx, &qv, s.types.q, NULL, s.qk_dim, s.q_elems, SCRATCH_WIDE_Q)) != CLATTN_SUCCESS ||
+    staged_kernels sk;
+    if ((st = staged_prepare(ctx, &s, &sk)) != CLATTN_SUCCESS ||
+        (st = convert_widen(ctx, &qv, s.types.q, NULL, s.qk_dim, s.q_elems, SCRATCH_WIDE_Q)) != CLATTN_SUCCESS ||
         (st = convert_widen(ctx, &kv, s.types.k, s.k_scales, s.qk_dim, s.k_elems, SCRATCH_WIDE_K)) != CLATTN_SUCCESS ||
-        (st = score_prepare_keys(ctx, &s, kv, &kt)) != CLATTN_SUCCESS)
+        (st = score_prepare_keys(ctx, &sk, &s, kv, &kt)) != CLATTN_SUCCESS)
         return st;
-    return score_launch(ctx, &s, qv, kv, kt, &masks, 0, s.batch * s.heads, scores, NULL);
+    return score_launch(ctx, &sk, &s, qv, kv, kt, &masks, 0, s.batch * s.heads, scores, NULL);
 }
 
 clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_mem scores, cl_mem weights, cl_mem lse)
@@ -277,10 +237,12 @@ clattn_status clattn_softmax(clattn_context *ctx, size_t rows, size_t cols, cl_m
         return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "softmax: rows=%zu cols=%zu overflows", rows, cols);
     if ((st = check_buffer(ctx, scores, elems, sizeof(float), "scores")) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, weights, elems, sizeof(float), "weights")) != CLATTN_SUCCESS ||
-        (lse && (st = check_buffer(ctx, lse, rows, sizeof(float), "lse")) != CLATTN_SUCCESS) ||
-        (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
+        (lse && (st = check_buffer(ctx, lse, rows, sizeof(float), "lse")) != CLATTN_SUCCESS))
         return st;
-    return softmax_launch(ctx, rows, cols, scores, weights, lse, 0, NULL, 1, rows, false);
+    staged_kernels sk;
+    if ((st = staged_prepare(ctx, NULL, &sk)) != CLATTN_SUCCESS)
+        return st;
+    return softmax_launch(ctx, sk.fb, KERNEL_SOFTMAX, rows, cols, scores, weights, lse, 0, NULL, 1, rows);
 }
 
 clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem weights, cl_mem v,
@@ -300,14 +262,16 @@ clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *d
         (st = check_buffer(ctx, weights, s.weight_elems, sizeof(float), "weights")) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, v, s.v_elems, s.types.v, "v")) != CLATTN_SUCCESS ||
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
-        (st = staged_prepare(ctx)) != CLATTN_SUCCESS)
+        (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS)
+        return st;
+    staged_kernels sk;
+    if ((st = staged_prepare(ctx, NULL, &sk)) != CLATTN_SUCCESS)
         return st;
     /* On floats: V of another type widened first, an output of another type rounded from a float one. */
     tensor_view vv = view_bhld(v, s.kv_heads, s.kv_len, s.v_dim), ov = view_bhld(out, s.heads, s.q_len, s.v_dim);
     if ((st = convert_widen(ctx, &vv, s.types.v, s.v_scales, s.v_dim, s.v_elems, SCRATCH_WIDE_V)) != CLATTN_SUCCESS ||
         (st = convert_float_target(ctx, &ov, s.types.o, s.out_elems)) != CLATTN_SUCCESS ||
-        (st = weighted_sum_launch(ctx, &s, weights, vv, ov, 0, s.batch * s.heads)) != CLATTN_SUCCESS)
+        (st = weighted_sum_launch(ctx, &sk, &s, weights, vv, ov, 0, s.batch * s.heads)) != CLATTN_SUCCESS)
         return st;
     return convert_narrow(ctx, ov.buf, out, s.types.o, s.out_elems);
 }

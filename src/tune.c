@@ -187,7 +187,7 @@ clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result)
         }
     }
     if (best.impl == GEMM_DEFAULT) {
-        projection_release(ctx); /* the next call prepares the default again */
+        projection_reset(ctx); /* the next call prepares the default again */
         st = set_error(ctx, CLATTN_ERROR_BLAS, "clattn_tune: no projection GEMM ran on %s", ctx->caps.name);
         goto done;
     }

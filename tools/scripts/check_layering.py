@@ -37,9 +37,10 @@ ORDER = [
     "scratch.c",                       # reused temporaries
     "profile.c",                       # kernels' device time from their profiling events
     "launch.h", "launch.c",            # tensor views, kernel arguments, launches
+    "params.h", "params.c",            # every kernel's parameters (cl/params.h) bound; the kernel families
     "sha256.h", "sha256.c",            # SHA-256, for the cache's keys
     "cache.h", "cache.c",              # on-disk program binaries and tuning records
-    "program.h", "program.c",          # kernel sources, builds, build logs
+    "program.h", "program.c",          # kernel sources, builds, build logs; THE kernel cache
     "convert.h", "convert.c",          # storage-type conversions on the device, quantising row writes
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
     "projection.h", "projection.c",    # GEMM (clattn's kernel, or CLBlast + bias), chosen per device
@@ -49,10 +50,10 @@ ORDER = [
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "mha.h", "mha.c",                  # clattn_mha
     "tune.c",                          # clattn_tune: GEMMs and fused tiles measured, the choices recorded
-    "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
+    "merge.c",                         # clattn_merge: partial results over disjoint key sets combined
     "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
     "ragged.h", "ragged.c",            # clattn_sdpa_ragged: sequences of different lengths packed
-    "paged.h", "paged.c",              # paged caches: block-id checks, appends and attention through a table
+    "paged.c",                         # paged caches: block-id checks, appends and attention through a table
     "host.c",                          # the *_host variants
     "context.c",                       # the owner
     "group.c",                         # device groups: one call over the contexts of several devices

@@ -1,0 +1,251 @@
+/* Every kernel's parameters, declared once. This file is read twice: as OpenCL C (program.c puts it
+ * first in every program), where CLATTN_PARAMETERS(list) writes a kernel's parameter list, and as C
+ * by the host (src/params.h), where the same list makes the struct a path fills and the table that
+ * binds it (params_bind). A parameter cannot be added to one side only.
+ *
+ * An entry is X(feature, kind, type, name, absent):
+ *   feature  ALL, or the call feature that brings the parameter (CLATTN_FEATURES). A program is built
+ *            with -DHAS_<feature>=0 or 1 for every feature its kernels name; where it is 0 the kernel
+ *            has no such parameter, and CLATTN_ABSENT(list), at the top of its body, declares `name`
+ *            as the constant `absent` instead: the code that reads it stays as it is and the compiler
+ *            folds it away (an unused feature costs no argument and no branch).
+ *   kind     MEM (a buffer), VIEW (a buffer and its element strides name_bs, name_hs, name_rs),
+ *            ULONG, LONG, INT, UINT or FLOAT.
+ *   type     the OpenCL C type (the pointer type for MEM and VIEW).
+ * Feature names are not macros anywhere (they are pasted onto HAS_). */
+
+/* The features a call may have, each a build option of the kernels that take it. */
+#define CLATTN_FEATURES(F)                                                                                   \
+    F(CAUSAL)       /* a causal mask (top-left or bottom-right)                         */                   \
+    F(KEY_LENGTHS)  /* key lengths per batch                                             */                  \
+    F(OFFSETS)      /* query positions per batch                                         */                  \
+    F(WINDOW)       /* a sliding window                                                  */                  \
+    F(MASK)         /* an additive or boolean mask tensor                                */                  \
+    F(SOFTCAP)      /* soft-capping c·tanh(s/c)                                          */                  \
+    F(ALIBI)        /* ALiBi slopes per head                                             */                  \
+    F(LOGIT_SCALE)  /* a scale per head multiplying the scaled score (before soft-capping) */                \
+    F(SINKS)        /* a sink logit per head in the softmax's denominator                */                  \
+    F(RAGGED)       /* sequences packed row after row (row starts)                       */                  \
+    F(PAGED)        /* K/V rows in blocks of a pool, through a block table               */                  \
+    F(K_SCALES)     /* int8 K: a scale per row                                           */                  \
+    F(V_SCALES)     /* int8 V: a scale per row                                           */
+
+/* The masks and score terms, in every kernel that makes scores (cl/masks.cl applies them). */
+#define CLATTN_MASK_PARAMS(X)                                                                                \
+    X(CAUSAL, INT, int, causal, CAUSAL_NONE)                                                                 \
+    X(KEY_LENGTHS, MEM, __global const ulong *, key_lengths, 0)                                              \
+    X(MASK, MEM, __global const uchar *, mask, 0)                                                            \
+    X(MASK, INT, int, mask_layout, MASK_NONE)                                                                \
+    X(MASK, INT, int, mask_type, MASK_FLOAT)                                                                 \
+    X(MASK, ULONG, ulong, mask_cols, 0)                                                                      \
+    X(OFFSETS, MEM, __global const long *, offsets, 0)                                                       \
+    X(WINDOW, LONG, long, win_left, -1)                                                                      \
+    X(WINDOW, LONG, long, win_right, -1)                                                                     \
+    X(SOFTCAP, FLOAT, float, softcap, 0.0f)                                                                  \
+    X(ALIBI, MEM, __global const float *, alibi, 0)                                                          \
+    X(LOGIT_SCALE, MEM, __global const float *, logit_scale, 0)
+
+/* An attention kernel's sizes. */
+#define CLATTN_SDPA_SIZES(X)                                                                                 \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, group, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, dk, 0)                                                                              \
+    X(ALL, ULONG, ulong, dv, 0)                                                                              \
+    X(ALL, FLOAT, float, scale, 0)
+
+/* int8 K and V: their row scales. */
+#define CLATTN_KV_SCALES(X)                                                                                  \
+    X(K_SCALES, MEM, __global const float *, k_scales, 0)                                                    \
+    X(V_SCALES, MEM, __global const float *, v_scales, 0)
+
+/* cl/flash_attention.cl */
+#define CLATTN_FLASH_PARAMS(X)                                                                               \
+    X(ALL, VIEW, __global const q_store *, q, 0)                                                             \
+    X(ALL, VIEW, __global const k_store *, k, 0)                                                             \
+    X(ALL, VIEW, __global const v_store *, v, 0)                                                             \
+    X(ALL, VIEW, __global o_store *, o, 0)                                                                   \
+    X(ALL, MEM, __global float *, lse, 0)                                                                    \
+    CLATTN_SDPA_SIZES(X)                                                                                     \
+    CLATTN_MASK_PARAMS(X)                                                                                    \
+    X(SINKS, MEM, __global const float *, sinks, 0)                                                          \
+    CLATTN_KV_SCALES(X)
+
+/* cl/decode.cl: the partial pass (or, with one split, the whole one). */
+#define CLATTN_DECODE_PARTIAL_PARAMS(X)                                                                      \
+    X(ALL, VIEW, __global const q_store *, q, 0)                                                             \
+    X(ALL, VIEW, __global const k_store *, k, 0)                                                             \
+    X(ALL, VIEW, __global const v_store *, v, 0)                                                             \
+    X(ALL, VIEW, __global float *, o, 0)                                                                     \
+    X(ALL, ULONG, ulong, o_split_stride, 0)                                                                  \
+    X(ALL, MEM, __global float *, lse, 0)                                                                    \
+    X(ALL, ULONG, ulong, lse_split_stride, 0)                                                                \
+    CLATTN_SDPA_SIZES(X)                                                                                     \
+    X(ALL, ULONG, ulong, slice, 0)                                                                           \
+    CLATTN_MASK_PARAMS(X)                                                                                    \
+    X(SINKS, MEM, __global const float *, sinks, 0)                                                          \
+    X(RAGGED, MEM, __global const ulong *, q_starts, 0)                                                      \
+    X(RAGGED, MEM, __global const ulong *, k_starts, 0)                                                      \
+    X(RAGGED, MEM, __global const ulong *, o_starts, 0)                                                      \
+    X(PAGED, MEM, __global const int *, block_table, 0)                                                      \
+    X(PAGED, ULONG, ulong, table_cols, 0)                                                                    \
+    X(PAGED, UINT, uint, block_shift, 0)                                                                     \
+    CLATTN_KV_SCALES(X)
+
+/* cl/decode.cl: the splits' merge. */
+#define CLATTN_DECODE_COMBINE_PARAMS(X)                                                                      \
+    X(ALL, MEM, __global const float *, part_out, 0)                                                         \
+    X(ALL, MEM, __global const float *, part_lse, 0)                                                         \
+    X(ALL, ULONG, ulong, parts, 0)                                                                           \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, dv, 0)                                                                              \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(SINKS, MEM, __global const float *, sinks, 0)                                                          \
+    X(ALL, VIEW, __global o_store *, o, 0)                                                                   \
+    X(ALL, MEM, __global float *, lse, 0)                                                                    \
+    X(RAGGED, MEM, __global const ulong *, o_starts, 0)
+
+/* cl/score.cl: scores of the staged path, and the blocked variant over a transposed K (CPUs). */
+#define CLATTN_SCORE_TAIL(X)                                                                                 \
+    X(ALL, MEM, __global float *, scores, 0)                                                                 \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, group, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, dim, 0)                                                                             \
+    X(ALL, FLOAT, float, scale, 0)                                                                           \
+    CLATTN_MASK_PARAMS(X)                                                                                    \
+    X(ALL, ULONG, ulong, bh_begin, 0)                                                                        \
+    X(ALL, MEM, __global float *, extra, 0)                                                                  \
+    X(ALL, INT, int, extra_mode, 0)
+#define CLATTN_SCORE_PARAMS(X)                                                                               \
+    X(ALL, VIEW, __global const float *, q, 0)                                                               \
+    X(ALL, VIEW, __global const float *, k, 0)                                                               \
+    CLATTN_SCORE_TAIL(X)
+#define CLATTN_SCORE_TILED_PARAMS(X)                                                                         \
+    X(ALL, VIEW, __global const float *, q, 0)                                                               \
+    X(ALL, MEM, __global const float *, kt, 0)                                                               \
+    CLATTN_SCORE_TAIL(X)
+#define CLATTN_TRANSPOSE_K_PARAMS(X)                                                                         \
+    X(ALL, VIEW, __global const float *, k, 0)                                                               \
+    X(ALL, MEM, __global float *, kt, 0)                                                                     \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_heads, 0)                                                                        \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, dim, 0)
+
+/* cl/softmax.cl and cl/softmax_double.cl */
+#define CLATTN_SOFTMAX_PARAMS(X)                                                                             \
+    X(ALL, MEM, __global const float *, in, 0)                                                               \
+    X(ALL, MEM, __global float *, out, 0)                                                                    \
+    X(ALL, MEM, __global float *, lse, 0)                                                                    \
+    X(ALL, ULONG, ulong, row_base, 0)                                                                        \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, cols, 0)                                                                            \
+    X(SINKS, MEM, __global const float *, sinks, 0)                                                          \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)
+
+/* cl/weighted_sum.cl */
+#define CLATTN_WEIGHTED_SUM_PARAMS(X)                                                                        \
+    X(ALL, MEM, __global const float *, p, 0)                                                                \
+    X(ALL, VIEW, __global const float *, v, 0)                                                               \
+    X(ALL, VIEW, __global float *, o, 0)                                                                     \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, group, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, dim, 0)                                                                             \
+    X(ALL, ULONG, ulong, bh_begin, 0)
+
+/* cl/merge.cl: two partial results over disjoint keys into one (sinks, when given, in the last). */
+#define CLATTN_MERGE_PARAMS(X)                                                                               \
+    X(ALL, MEM, __global const q_store *, out_a, 0)                                                          \
+    X(ALL, MEM, __global const float *, lse_a, 0)                                                            \
+    X(ALL, MEM, __global const k_store *, out_b, 0)                                                          \
+    X(ALL, MEM, __global const float *, lse_b, 0)                                                            \
+    X(ALL, MEM, __global const float *, sinks, 0)                                                            \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, dim, 0)                                                                             \
+    X(ALL, MEM, __global o_store *, out, 0)                                                                  \
+    X(ALL, MEM, __global float *, lse, 0)
+
+/* cl/convert.cl: storage-type conversion, and rows appended to a cache (dense or paged). */
+#define CLATTN_CONVERT_PARAMS(X)                                                                             \
+    X(ALL, MEM, __global const q_store *, src, 0)                                                            \
+    X(ALL, MEM, __global const float *, scales, 0)                                                           \
+    X(ALL, ULONG, ulong, row, 0)                                                                             \
+    X(ALL, MEM, __global o_store *, dst, 0)                                                                  \
+    X(ALL, ULONG, ulong, n, 0)
+#define CLATTN_APPEND_ROWS_PARAMS(X)                                                                         \
+    X(ALL, MEM, __global const q_store *, rows, 0)                                                           \
+    X(ALL, ULONG, ulong, new_len, 0)                                                                         \
+    X(ALL, ULONG, ulong, kv_heads, 0)                                                                        \
+    X(ALL, ULONG, ulong, dim, 0)                                                                             \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
+    X(ALL, MEM, __global o_store *, dst, 0)                                                                  \
+    X(ALL, MEM, __global float *, dst_scales, 0)                                                             \
+    X(ALL, ULONG, ulong, capacity, 0)                                                                        \
+    X(ALL, MEM, __global const int *, table, 0)                                                              \
+    X(ALL, ULONG, ulong, cols, 0)                                                                            \
+    X(ALL, UINT, uint, shift, 0)                                                                             \
+    X(ALL, MEM, __global const ulong *, lengths, 0)
+
+/* cl/paged.cl: every block id a call can reach, checked. */
+#define CLATTN_PAGED_CHECK_PARAMS(X)                                                                         \
+    X(ALL, MEM, __global const int *, table, 0)                                                              \
+    X(ALL, ULONG, ulong, cols, 0)                                                                            \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
+    X(ALL, MEM, __global const ulong *, lengths, 0)                                                          \
+    X(ALL, ULONG, ulong, extra, 0)                                                                           \
+    X(ALL, UINT, uint, shift, 0)                                                                             \
+    X(ALL, ULONG, ulong, blocks, 0)                                                                          \
+    X(ALL, MEM, __global int *, first_bad, 0)
+
+/* cl/gemm.cl and cl/projection.cl */
+#define CLATTN_GEMM_PARAMS(X)                                                                                \
+    X(ALL, MEM, __global const q_store *, x, 0)                                                              \
+    X(ALL, MEM, __global const k_store *, w, 0)                                                              \
+    X(ALL, MEM, __global const k_store *, bias, 0)                                                           \
+    X(ALL, MEM, __global o_store *, y, 0)                                                                    \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, in, 0)                                                                              \
+    X(ALL, ULONG, ulong, out, 0)                                                                             \
+    X(ALL, ULONG, ulong, seq_len, 0)                                                                         \
+    X(ALL, ULONG, ulong, head_dim, 0)
+#define CLATTN_ADD_BIAS_PARAMS(X)                                                                            \
+    X(ALL, MEM, __global float *, y, 0)                                                                      \
+    X(ALL, MEM, __global const float *, bias, 0)                                                             \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, cols, 0)
+
+#ifdef __OPENCL_C_VERSION__
+/* The kernel side: CLATTN_PARAMETERS(list) is a parameter list, CLATTN_ABSENT(list) the constants that
+ * stand for the parameters a build leaves out. */
+#define HAS_ALL 1
+#define CLATTN_PCAT_(a, b) a##b
+#define CLATTN_PCAT(a, b) CLATTN_PCAT_(a, b)
+#define CLATTN_IF_1(...) __VA_ARGS__
+#define CLATTN_IF_0(...)
+#define CLATTN_NOT_1 0
+#define CLATTN_NOT_0 1
+#define CLATTN_WHEN(feature) CLATTN_PCAT(CLATTN_IF_, CLATTN_PCAT(HAS_, feature))
+#define CLATTN_UNLESS(feature) CLATTN_PCAT(CLATTN_IF_, CLATTN_PCAT(CLATTN_NOT_, CLATTN_PCAT(HAS_, feature)))
+#define CLATTN_DECLARE_VIEW(type, name) , type name, ulong name##_bs, ulong name##_hs, ulong name##_rs
+#define CLATTN_DECLARE_MEM(type, name) , type name
+#define CLATTN_DECLARE_ULONG(type, name) , type name
+#define CLATTN_DECLARE_LONG(type, name) , type name
+#define CLATTN_DECLARE_INT(type, name) , type name
+#define CLATTN_DECLARE_UINT(type, name) , type name
+#define CLATTN_DECLARE_FLOAT(type, name) , type name
+#define CLATTN_DECLARE(feature, kind, type, name, absent) CLATTN_WHEN(feature)(CLATTN_DECLARE_##kind(type, name))
+#define CLATTN_DROP_FIRST_(empty, ...) __VA_ARGS__
+#define CLATTN_DROP_FIRST(...) CLATTN_DROP_FIRST_(__VA_ARGS__)
+#define CLATTN_PARAMETERS(list) CLATTN_DROP_FIRST(list(CLATTN_DECLARE))
+#define CLATTN_CONSTANT(feature, kind, type, name, absent) CLATTN_UNLESS(feature)(type const name = absent;)
+#define CLATTN_ABSENT(list) list(CLATTN_CONSTANT)
+#endif

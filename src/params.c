@@ -1,0 +1,133 @@
+/* The kernels' parameter tables, made from cl/params.h's lists, their binding, and the kernel families
+ * (which files make a program, which kernels it defines). */
+#include "params.h"
+
+#include <stddef.h>
+
+#define PARAM_KIND_MEM PARAM_MEM
+#define PARAM_KIND_VIEW PARAM_VIEW
+#define PARAM_KIND_ULONG PARAM_ULONG
+#define PARAM_KIND_LONG PARAM_LONG
+#define PARAM_KIND_INT PARAM_INT
+#define PARAM_KIND_UINT PARAM_UINT
+#define PARAM_KIND_FLOAT PARAM_FLOAT
+/* One table row; PARAM_STRUCT names the kernel's struct while its table is written. */
+#define PARAM_ROW(feature, kind, type, name, absent) \
+    {FEATURE_##feature, PARAM_KIND_##kind, offsetof(PARAM_STRUCT, name), #name, #type},
+#define PARAM_TABLE(kernel_name, list)                                                                       \
+    {kernel_name, (const param_info[]){list(PARAM_ROW)}, sizeof((const param_info[]){list(PARAM_ROW)}) /    \
+                                                             sizeof(param_info)}
+
+#define PARAM_STRUCT flash_params
+const kernel_params params_flash = PARAM_TABLE("clattn_flash_attention", CLATTN_FLASH_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT decode_partial_params
+const kernel_params params_decode_partial = PARAM_TABLE("clattn_decode_partial", CLATTN_DECODE_PARTIAL_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT decode_combine_params
+const kernel_params params_decode_combine = PARAM_TABLE("clattn_decode_combine", CLATTN_DECODE_COMBINE_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT score_params
+const kernel_params params_score = PARAM_TABLE("clattn_score", CLATTN_SCORE_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT score_tiled_params
+const kernel_params params_score_tiled = PARAM_TABLE("clattn_score_tiled", CLATTN_SCORE_TILED_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT transpose_k_params
+const kernel_params params_transpose_k = PARAM_TABLE("clattn_transpose_k", CLATTN_TRANSPOSE_K_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT softmax_params
+const kernel_params params_softmax = PARAM_TABLE("clattn_softmax", CLATTN_SOFTMAX_PARAMS);
+const kernel_params params_softmax_double = PARAM_TABLE("clattn_softmax_double", CLATTN_SOFTMAX_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT weighted_sum_params
+const kernel_params params_weighted_sum = PARAM_TABLE("clattn_weighted_sum", CLATTN_WEIGHTED_SUM_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT merge_params
+const kernel_params params_merge = PARAM_TABLE("clattn_merge", CLATTN_MERGE_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT convert_params
+const kernel_params params_convert = PARAM_TABLE("clattn_convert", CLATTN_CONVERT_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT append_rows_params
+const kernel_params params_append_rows = PARAM_TABLE("clattn_append_rows", CLATTN_APPEND_ROWS_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT paged_check_params
+const kernel_params params_paged_check = PARAM_TABLE("clattn_paged_check", CLATTN_PAGED_CHECK_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT gemm_params
+const kernel_params params_gemm = PARAM_TABLE("clattn_gemm", CLATTN_GEMM_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT add_bias_params
+const kernel_params params_add_bias = PARAM_TABLE("clattn_add_bias", CLATTN_ADD_BIAS_PARAMS);
+#undef PARAM_STRUCT
+
+#define FEATURE_NAME_(name) #name,
+static const char *const feature_names[FEATURE_COUNT] = {"ALL", CLATTN_FEATURES(FEATURE_NAME_)};
+#undef FEATURE_NAME_
+
+const char *feature_name(enum call_feature f) { return (unsigned)f < FEATURE_COUNT ? feature_names[f] : "?"; }
+
+void params_bind(kernel_args *a, const kernel_params *k, const void *values, feature_set features)
+{
+    const unsigned char *base = values;
+    features |= FEATURE_BIT(ALL);
+    for (size_t i = 0; i < k->count; i++) {
+        const param_info *p = &k->params[i];
+        if (!(features & (1u << p->feature)))
+            continue;
+        const void *field = base + p->offset;
+        switch (p->kind) {
+        case PARAM_MEM: karg_mem(a, *(const cl_mem *)field); break;
+        case PARAM_VIEW: karg_view(a, *(const tensor_view *)field); break;
+        case PARAM_ULONG: karg_ulong(a, *(const size_t *)field); break;
+        case PARAM_LONG: {
+            const cl_long v = *(const long long *)field;
+            karg(a, sizeof v, &v);
+            break;
+        }
+        case PARAM_INT: karg_int(a, *(const int *)field); break;
+        case PARAM_UINT: {
+            const cl_uint v = *(const unsigned *)field;
+            karg(a, sizeof v, &v);
+            break;
+        }
+        case PARAM_FLOAT: karg_float(a, *(const float *)field); break;
+        }
+    }
+}
+
+feature_set params_features(const kernel_params *const *kernels, size_t count)
+{
+    feature_set f = FEATURE_BIT(ALL);
+    for (size_t k = 0; k < count; k++)
+        for (size_t i = 0; i < kernels[k]->count; i++)
+            f |= 1u << kernels[k]->params[i].feature;
+    return f;
+}
+
+/* The families. Every program starts with params.h and common.cl (program.c); masks.cl and vec.cl come
+ * first where a family applies masks or works in vectors. */
+const kernel_family family_fused = {"fused attention", {"masks.cl", "vec.cl", "flash_attention.cl"}, 3,
+                                    {&params_flash}, 1, 1, "BLOCK_M"};
+const kernel_family family_decode = {"decode", {"masks.cl", "vec.cl", "decode.cl"}, 3,
+                                     {&params_decode_partial, &params_decode_combine}, 2, 2, "WG"};
+/* The blocked score kernel and K's transpose exist where VEC > 1 (CPUs). */
+const kernel_family family_staged = {"staged attention",
+                                     {"masks.cl", "vec.cl", "score.cl", "softmax.cl", "weighted_sum.cl"}, 5,
+                                     {&params_score, &params_softmax, &params_weighted_sum, &params_transpose_k,
+                                      &params_score_tiled},
+                                     5, 3, NULL};
+const kernel_family family_softmax_double = {"double softmax", {"softmax_double.cl"}, 1,
+                                             {&params_softmax_double}, 1, 1, NULL};
+const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
+const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
+                                      2, NULL};
+const kernel_family family_paged_check = {"block-id check", {"paged.cl"}, 1, {&params_paged_check}, 1, 1, NULL};
+const kernel_family family_gemm = {"GEMM", {"vec.cl", "gemm.cl"}, 2, {&params_gemm}, 1, 1, NULL};
+const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias}, 1, 1, NULL};
+
+const kernel_family *const kernel_families[] = {&family_fused,  &family_decode,      &family_staged,
+                                                &family_softmax_double, &family_merge, &family_convert,
+                                                &family_paged_check,    &family_gemm,  &family_add_bias};
+const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];
