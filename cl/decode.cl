@@ -148,13 +148,13 @@ __attribute__((always_inline)) inline void clattn_decode_row_scores(__local cons
 }
 
 /* A visible key's score with the soft-cap, ALiBi and the additive mask applied (−inf stays −inf). */
-inline float clattn_decode_terms(float s, float softcap, float slope, ulong j, long pos, __global const uchar *mask,
+inline float clattn_decode_terms(float s, float softcap, clattn_row_terms t, ulong j, long pos, __global const uchar *mask,
                                  int mask_type, int mask_layout, ulong b, ulong h, ulong heads, ulong i, ulong q_len,
                                  ulong mask_cols)
 {
     if (s == -INFINITY)
         return s;
-    return clattn_score_terms(s, softcap, slope, (long)j, pos,
+    return clattn_score_terms(s, softcap, t, (long)j, pos,
                               clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols));
 }
 
@@ -240,7 +240,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
         return; /* (the whole group: no barrier is skipped by part of it) */
     const int rows = (int)min((ulong)R_MAX, packed_rows - first);
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
-    const bool score_terms = softcap > 0.0f || alibi || mask_layout != MASK_NONE;
+    const bool score_terms = CLATTN_SCORE_TERMS_ON || mask_layout != MASK_NONE;
     /* K/V rows: a dense view, a ragged one (rows from k_starts[b]), or a paged pool read through the
      * sequence's block table (k_bs and v_bs are then the pool's block strides). */
     __global const int *table = block_table ? block_table + b * table_cols : NULL;
@@ -281,7 +281,8 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
 
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
     long pos[R_MAX];
-    float m[R_MAX], l[R_MAX], slope[R_MAX], alpha[R_MAX];
+    float m[R_MAX], l[R_MAX], alpha[R_MAX];
+    clattn_row_terms terms[R_MAX];
     float score_factor[R_MAX]; /* a row's dot products times this are its scores (clattn_score_split) */
     vec_t acc[R_MAX][COLS_PER_ITEM];
     /* The walk: this split's keys that some row can see. */
@@ -299,7 +300,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
         }
         m[r] = -INFINITY;
         l[r] = 0.0f;
-        slope[r] = alibi ? alibi[row_h[r]] : 0.0f;
+        terms[r] = CLATTN_ROW_TERMS(row_h[r]);
         for (int c = 0; c < COLS_PER_ITEM; c++)
             acc[r][c] = (vec_t)0.0f;
     }
@@ -390,7 +391,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                                                  s[y]);
                     for (int x = 0; x < KQ; x++)
                         s_tile[(r + y) * TILE + g + x] =
-                            score_terms ? clattn_decode_terms(s[y][x], softcap, slope[r + y], j + x, pos[r + y], mask,
+                            score_terms ? clattn_decode_terms(s[y][x], softcap, terms[r + y], j + x, pos[r + y], mask,
                                                               mask_type, mask_layout, b, row_h[r + y], heads,
                                                               row_i[r + y], q_len, mask_cols)
                                         : s[y][x];
@@ -403,7 +404,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                                          k_scale, score_factor[r], s);
                 for (int x = 0; x < KQ; x++)
                     s_tile[r * TILE + g + x] =
-                        score_terms ? clattn_decode_terms(s[x], softcap, slope[r], j + x, pos[r], mask, mask_type,
+                        score_terms ? clattn_decode_terms(s[x], softcap, terms[r], j + x, pos[r], mask, mask_type,
                                                           mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
                                     : s[x];
             }

@@ -58,7 +58,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     const ulong kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     /* Softcap and ALiBi change every score: such calls take the per-key path of each step. */
-    const bool score_terms = softcap > 0.0f || alibi;
+    const bool score_terms = CLATTN_SCORE_TERMS_ON;
 
     const ulong k_first = clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
     const ulong v_first = clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
@@ -67,7 +67,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
-    float m[ROWS], slope[ROWS];
+    float m[ROWS];
+    clattn_row_terms terms[ROWS];
     float score_factor[ROWS]; /* a row's dot products times this are its scores (clattn_score_split) */
     vec_t l[ROWS]; /* the rows' sums of weights, lane by lane: added up once, at the end */
     ulong row_i[ROWS], row_h[ROWS];      /* each packed row's query and query head */
@@ -89,7 +90,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
         l[r] = (vec_t)0.0f;
-        slope[r] = alibi && active ? alibi[h] : 0.0f;
+        terms[r] = CLATTN_ROW_TERMS(active ? h : 0);
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
         if (!active)
@@ -180,7 +181,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                         VSTORE(s[r][u], lane + u * VEC);
                     for (int x = 0; x < STEP; x++)
                         lane[x] = j + x >= row_begin[r] && j + x < row_end[r]
-                                      ? clattn_score_terms(lane[x], softcap, slope[r], (long)(j + x), pos[r],
+                                      ? clattn_score_terms(lane[x], softcap, terms[r], (long)(j + x), pos[r],
                                                            clattn_additive_mask(mask, mask_type, mask_layout, b,
                                                                                 row_h[r], heads, row_i[r],
                                                                                 j + x, q_len, mask_cols))

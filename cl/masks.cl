@@ -1,8 +1,10 @@
-/* Every mask kind, and the one rule of which keys a query row may see and what its scores become: used
- * by the staged kernels and the fused one alike. To add a mask kind: its constant here and its part of
- * clattn_visible_range (for masks that hide a range of keys) or clattn_score_terms /
- * clattn_additive_mask (for values added to the scores), its arguments in src/masks.c
- * (masks_kernel_args), and its checks and upload beside them. */
+/* Every mask kind and score term, and the one rule of which keys a query row may see and what its
+ * scores become: used by every kernel that makes scores (staged, fused, decode). Their parameters are
+ * CLATTN_MASK_PARAMS of cl/params.h, which every such kernel takes; the functions here read them by
+ * name, so a kernel never names a term. To add a mask kind or a score term: its parameter (and its
+ * feature) in cl/params.h, its part here (clattn_visible_range for masks that hide a range of keys,
+ * clattn_row_terms and clattn_score_terms for what changes a score), and its checks and upload in
+ * src/masks.c. */
 
 /* Mask kinds, as in clattn.h's clattn_causal and clattn_mask_layout. */
 #define CAUSAL_NONE 0
@@ -55,13 +57,39 @@ inline void clattn_visible_range(int causal, long p, ulong key_len, long win_lef
     *end = (ulong)hi;
 }
 
-/* The score of one visible key as the softmax takes it, in ONNX's order: the scaled dot product
- * soft-capped (softcap > 0), then ALiBi's slope·(j − p) and the additive mask entry added. */
-inline float clattn_score_terms(float scaled, float softcap, float alibi_slope, long j, long p, float mask)
+/* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(h) inside a
+ * kernel, from its parameters): ALiBi's slope (0 without). */
+typedef struct clattn_row_terms {
+    float slope;
+} clattn_row_terms;
+
+inline clattn_row_terms clattn_row_terms_of(__global const float *alibi, ulong h)
 {
+    clattn_row_terms t;
+    t.slope = alibi ? alibi[h] : 0.0f;
+    return t;
+}
+#define CLATTN_ROW_TERMS(h) clattn_row_terms_of(alibi, (h))
+
+/* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
+ * kernels then take their per-key path. */
+#define CLATTN_SCORE_TERMS_ON (softcap > 0.0f || alibi)
+
+/* The scaled dot product with the terms that come before the masks (clattn_weights_output's
+ * SOFTCAPPED scores): soft-capped where softcap > 0. */
+inline float clattn_capped_score(float scaled, float softcap, clattn_row_terms t)
+{
+    (void)t;
     if (softcap > 0.0f)
         scaled = softcap * tanh(scaled / softcap);
-    return scaled + alibi_slope * (float)(j - p) + mask;
+    return scaled;
+}
+
+/* The score of one visible key as the softmax takes it, in ONNX's order: the scaled dot product
+ * soft-capped (clattn_capped_score), then ALiBi's slope·(j − p) and the additive mask entry added. */
+inline float clattn_score_terms(float scaled, float softcap, clattn_row_terms t, long j, long p, float mask)
+{
+    return clattn_capped_score(scaled, softcap, t) + t.slope * (float)(j - p) + mask;
 }
 
 /* What the mask adds to the score of (batch b, head h, query i, key j): its float entry, or 0 / −inf

@@ -14,21 +14,25 @@
  *   type     the OpenCL C type (the pointer type for MEM and VIEW).
  * Feature names are not macros anywhere (they are pasted onto HAS_). */
 
-/* The features a call may have, each a build option of the kernels that take it. */
+/* The features a call may have, each a build option of the kernels that take it: F(name, group). A
+ * call with any feature of a group (RANGE, TERMS) gets the build with all of that group (their
+ * parameters then hold neutral values: NULL, -1, 0, which the kernels take for "none"): the masks that
+ * bound a row's walk cost a few tests per row, and the score terms share the per-key path, so one build
+ * serves every combination, where apart each combination would be a compile of its own (seconds on
+ * PoCL). OWN: built on its own. */
 #define CLATTN_FEATURES(F)                                                                                   \
-    F(CAUSAL)       /* a causal mask (top-left or bottom-right)                         */                   \
-    F(KEY_LENGTHS)  /* key lengths per batch                                             */                  \
-    F(OFFSETS)      /* query positions per batch                                         */                  \
-    F(WINDOW)       /* a sliding window                                                  */                  \
-    F(MASK)         /* an additive or boolean mask tensor                                */                  \
-    F(SOFTCAP)      /* soft-capping c·tanh(s/c)                                          */                  \
-    F(ALIBI)        /* ALiBi slopes per head                                             */                  \
-    F(LOGIT_SCALE)  /* a scale per head multiplying the scaled score (before soft-capping) */                \
-    F(SINKS)        /* a sink logit per head in the softmax's denominator                */                  \
-    F(RAGGED)       /* sequences packed row after row (row starts)                       */                  \
-    F(PAGED)        /* K/V rows in blocks of a pool, through a block table               */                  \
-    F(K_SCALES)     /* int8 K: a scale per row                                           */                  \
-    F(V_SCALES)     /* int8 V: a scale per row                                           */
+    F(CAUSAL, RANGE)      /* a causal mask (top-left or bottom-right) */                                     \
+    F(KEY_LENGTHS, RANGE) /* key lengths per batch */                                                        \
+    F(OFFSETS, RANGE)     /* query positions per batch */                                                    \
+    F(WINDOW, RANGE)      /* a sliding window */                                                             \
+    F(MASK, OWN)          /* an additive or boolean mask tensor */                                           \
+    F(SOFTCAP, TERMS)     /* soft-capping c·tanh(s/c) */                                                     \
+    F(ALIBI, TERMS)       /* ALiBi slopes per head */                                                        \
+    F(SINKS, OWN)         /* a sink logit per head in the softmax's denominator */                           \
+    F(RAGGED, OWN)        /* sequences packed row after row (row starts) */                                  \
+    F(PAGED, OWN)         /* K/V rows in blocks of a pool, through a block table */                          \
+    F(K_SCALES, OWN)      /* int8 K: a scale per row */                                                      \
+    F(V_SCALES, OWN)      /* int8 V: a scale per row */
 
 /* The masks and score terms, in every kernel that makes scores (cl/masks.cl applies them). */
 #define CLATTN_MASK_PARAMS(X)                                                                                \
@@ -42,8 +46,7 @@
     X(WINDOW, LONG, long, win_left, -1)                                                                      \
     X(WINDOW, LONG, long, win_right, -1)                                                                     \
     X(SOFTCAP, FLOAT, float, softcap, 0.0f)                                                                  \
-    X(ALIBI, MEM, __global const float *, alibi, 0)                                                          \
-    X(LOGIT_SCALE, MEM, __global const float *, logit_scale, 0)
+    X(ALIBI, MEM, __global const float *, alibi, 0)
 
 /* An attention kernel's sizes. */
 #define CLATTN_SDPA_SIZES(X)                                                                                 \

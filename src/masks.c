@@ -127,6 +127,20 @@ clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_
     return CLATTN_SUCCESS;
 }
 
+/* The per-head arrays a call may upload, each in a temporary of its own (SCRATCH_PER_HEAD onwards). */
+enum { HEAD_ALIBI, HEAD_SINKS, HEAD_ARRAYS };
+_Static_assert(SCRATCH_PER_HEAD + HEAD_ARRAYS - 1 <= SCRATCH_PER_HEAD_LAST, "scratch.h: more per-head slots");
+
+/* `heads` floats of the caller's (NULL: none, *out = NULL) into per-head slot `which`. */
+static clattn_status upload_per_head(clattn_context *ctx, const sdpa_shape *s, int which, const float *values,
+                                     const char *what, cl_mem *out)
+{
+    *out = NULL;
+    return values ? scratch_upload(ctx, (scratch_slot)(SCRATCH_PER_HEAD + which), values, s->heads * sizeof(float),
+                                   what, out)
+                  : CLATTN_SUCCESS;
+}
+
 clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem additive, device_masks *out)
 {
     const clattn_masks *m = &s->masks;
@@ -145,10 +159,10 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
     if (st == CLATTN_SUCCESS && m->query_offsets)
         st = scratch_upload_integers(ctx, SCRATCH_QUERY_OFFSETS, NULL, m->query_offsets, s->batch, "query offsets",
                              &out->offsets);
-    if (st == CLATTN_SUCCESS && s->alibi_slopes)
-        st = scratch_upload(ctx, SCRATCH_ALIBI, s->alibi_slopes, s->heads * sizeof(float), "ALiBi slopes", &out->alibi);
-    if (st == CLATTN_SUCCESS && s->sinks)
-        st = scratch_upload(ctx, SCRATCH_SINKS, s->sinks, s->heads * sizeof(float), "sinks", &out->sinks);
+    if (st == CLATTN_SUCCESS)
+        st = upload_per_head(ctx, s, HEAD_ALIBI, s->alibi_slopes, "ALiBi slopes", &out->alibi);
+    if (st == CLATTN_SUCCESS)
+        st = upload_per_head(ctx, s, HEAD_SINKS, s->sinks, "sinks", &out->sinks);
     return st;
 }
 

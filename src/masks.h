@@ -23,7 +23,7 @@ clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_
 
 /* The masks and score terms of one call as the kernels take them: the fields of cl/params.h's
  * CLATTN_MASK_PARAMS (causal, key_lengths, mask, mask_layout, mask_type, mask_cols, offsets, win_left,
- * win_right, softcap, alibi, logit_scale: PARAMS_SET_MASKS copies them into a kernel's struct), and
+ * win_right, softcap, alibi: PARAMS_SET_MASKS copies them into a kernel's struct), and
  * the sinks, which the kernels that take the softmax pass. */
 typedef struct device_masks {
     CLATTN_MASK_PARAMS(PARAM_FIELD)

@@ -62,7 +62,7 @@ const kernel_params params_gemm = PARAM_TABLE("clattn_gemm", CLATTN_GEMM_PARAMS)
 const kernel_params params_add_bias = PARAM_TABLE("clattn_add_bias", CLATTN_ADD_BIAS_PARAMS);
 #undef PARAM_STRUCT
 
-#define FEATURE_NAME_(name) #name,
+#define FEATURE_NAME_(name, group) #name,
 static const char *const feature_names[FEATURE_COUNT] = {"ALL", CLATTN_FEATURES(FEATURE_NAME_)};
 #undef FEATURE_NAME_
 
@@ -95,6 +95,22 @@ void params_bind(kernel_args *a, const kernel_params *k, const void *values, fea
         case PARAM_FLOAT: karg_float(a, *(const float *)field); break;
         }
     }
+}
+
+/* Each feature's group (cl/params.h's CLATTN_FEATURES). */
+enum feature_group { GROUP_OWN, GROUP_RANGE, GROUP_TERMS };
+#define FEATURE_GROUP_(name, group) GROUP_##group,
+static const enum feature_group feature_groups[FEATURE_COUNT] = {GROUP_OWN, CLATTN_FEATURES(FEATURE_GROUP_)};
+#undef FEATURE_GROUP_
+
+feature_set features_built(feature_set features)
+{
+    feature_set built = features;
+    for (int f = 0; f < FEATURE_COUNT; f++)
+        for (int g = 0; g < FEATURE_COUNT && feature_groups[f] != GROUP_OWN; g++)
+            if ((features & (1u << f)) && feature_groups[g] == feature_groups[f])
+                built |= 1u << g;
+    return built;
 }
 
 feature_set params_features(const kernel_params *const *kernels, size_t count)

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 /* Call features: bit FEATURE_x of a feature set; FEATURE_ALL is always set. */
-#define FEATURE_ENUM_(name) FEATURE_##name,
+#define FEATURE_ENUM_(name, group) FEATURE_##name,
 enum call_feature { FEATURE_ALL, CLATTN_FEATURES(FEATURE_ENUM_) FEATURE_COUNT };
 #undef FEATURE_ENUM_
 #define FEATURE_BIT(name) (1u << FEATURE_##name)
@@ -85,6 +85,9 @@ extern const kernel_params params_flash, params_decode_partial, params_decode_co
 /* Bind `values` (the kernel's struct) to a's kernel in the list's order, the parameters of features
  * not in `features` left out (the build left them out too). */
 void params_bind(kernel_args *a, const kernel_params *k, const void *values, feature_set features);
+
+/* The features a build for a call with `features` has: the whole group of each (cl/params.h). */
+feature_set features_built(feature_set features);
 
 /* The features any parameter of these kernels names (FEATURE_ALL included). */
 feature_set params_features(const kernel_params *const *kernels, size_t count);

@@ -46,13 +46,13 @@ static const char *embedded_source(const char *name)
     return NULL;
 }
 
-/* One source text: params.h and common.cl, then the named files in order, each behind a #line so that
+/* One source text: common.cl and params.h, then the named files in order, each behind a #line so that
  * build logs name the file. */
 static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles, char **out)
 {
     const char *dir = ctx->options.kernel_dir;
     enum { FIRST = 2 }; /* the files every program starts with */
-    const char *names[PROGRAM_FILES_MAX + FIRST] = {"params.h", "common.cl"};
+    const char *names[PROGRAM_FILES_MAX + FIRST] = {"common.cl", "params.h"};
     char *texts[PROGRAM_FILES_MAX + FIRST] = {0};
     size_t lengths[PROGRAM_FILES_MAX + FIRST];
     const size_t n = nfiles + FIRST;
@@ -261,10 +261,10 @@ static void entry_free(cache_entry *e)
     free(e);
 }
 
-/* The full build options: the path's, the group size, and the features the family's kernels name. */
-static void full_options(const kernel_family *family, const char *options, unsigned group, feature_set relevant,
-                         feature_set features, char *buf, size_t size)
+void program_options(const kernel_family *family, const char *options, unsigned group, feature_set features,
+                     char *buf, size_t size)
 {
+    const feature_set relevant = params_features(family->kernels, family->nkernels);
     size_t used = (size_t)snprintf(buf, size, "%s", options);
     if (family->group_define && used < size)
         used += (size_t)snprintf(buf + used, size - used, " -D%s=%u", family->group_define, group);
@@ -275,13 +275,13 @@ static void full_options(const kernel_family *family, const char *options, unsig
 }
 
 /* Build e's program and kernels; with a group_define, halve the group until kernels[0] can launch. */
-static clattn_status entry_build(clattn_context *ctx, cache_entry *e, feature_set relevant)
+static clattn_status entry_build(clattn_context *ctx, cache_entry *e)
 {
     const kernel_family *f = e->family;
     unsigned group = e->asked_group;
     for (;;) {
         char options[1024];
-        full_options(f, e->options, group, relevant, e->build.features, options, sizeof options);
+        program_options(f, e->options, group, e->build.features, options, sizeof options);
         clattn_status st = program_build(ctx, f->files, f->nfiles, options, &e->program);
         for (size_t i = 0; i < f->nkernels && st == CLATTN_SUCCESS; i++) {
             cl_int err;
@@ -344,7 +344,7 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     if (!c)
         return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
     const feature_set relevant = params_features(family->kernels, family->nkernels);
-    features = (features | FEATURE_BIT(ALL)) & relevant;
+    features = features_built(features | FEATURE_BIT(ALL)) & relevant;
     if (!family->group_define)
         group = 0;
     const uint64_t hash = entry_hash(family, options, group, features);
@@ -375,7 +375,7 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     e->hash = hash;
     e->build.features = features;
     e->last_use = c->clock;
-    st = entry_build(ctx, e, relevant);
+    st = entry_build(ctx, e);
     if (st == CLATTN_ERROR_BUILD_FAILED) { /* remembered, so that later calls fall back at once */
         e->failure = st;
         c->entries[c->count++] = e;

@@ -9,7 +9,7 @@
 
 #include <stddef.h>
 
-/* Build a program from cl/params.h and cl/common.cl followed by the named files of cl/, with these build options,
+/* Build a program from cl/common.cl and cl/params.h followed by the named files of cl/, with these build options,
  * through the binary cache. On a compile error: CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
                             cl_program *out);
@@ -45,6 +45,11 @@ typedef struct family_build {
 #define PROGRAM_CACHE_KEEP 16
 clattn_status program_get(clattn_context *ctx, const kernel_family *family, const char *options, unsigned group,
                           feature_set features, const family_build **out);
+
+/* The build options program_get builds `family` with: `options`, -D<group_define>=group, and
+ * -DHAS_x=0/1 for each feature the family's kernels name. */
+void program_options(const kernel_family *family, const char *options, unsigned group, feature_set features,
+                     char *buf, size_t size);
 
 /* State a path keeps beside its programs for the context's life (a tuning choice, a fallback taken
  * once): zeroed memory of `size` bytes under `key` (the address of something of the path's), made on

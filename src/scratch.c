@@ -26,7 +26,8 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
     pool->bytes[slot] = 0;
     static const char *const slot_names[] = {
         "scores", "projected Q", "projected K", "projected V", "concatenated heads", "key lengths", "query offsets",
-        "sinks", "ALiBi slopes", "partial outputs", "partial log-sum-exps", "query row starts",
+        "per-head values", "per-head values", "per-head values", "per-head values", "per-head values",
+        "per-head values", "partial outputs", "partial log-sum-exps", "query row starts",
         "key row starts", "paged lengths", "block-id check flag", "transposed K", "widened Q", "widened K",
         "widened V", "float output"};
     _Static_assert(sizeof slot_names / sizeof slot_names[0] == SCRATCH_COUNT, "a name for every scratch slot");

@@ -15,8 +15,8 @@ typedef enum scratch_slot {
     SCRATCH_CONCAT,
     SCRATCH_KEY_LENGTHS,
     SCRATCH_QUERY_OFFSETS,
-    SCRATCH_SINKS,
-    SCRATCH_ALIBI,
+    SCRATCH_PER_HEAD,    /* the masks' and score terms' arrays of one value per head (sinks, ALiBi …): */
+    SCRATCH_PER_HEAD_LAST = SCRATCH_PER_HEAD + 5, /* six slots, numbered by masks.c */
     SCRATCH_PARTIAL_OUT, /* the decode path's per-split outputs and log-sum-exps */
     SCRATCH_PARTIAL_LSE,
     SCRATCH_Q_STARTS,    /* a ragged batch's row starts */

@@ -204,6 +204,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->types = (tensor_types){desc->q_dtype, desc->k_dtype, desc->v_dtype, desc->out_dtype};
     s->k_scales = desc->k_scales;
     s->v_scales = desc->v_scales;
+    s->desc = *desc;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;
     s->mask_elem_size = sizeof(float);

@@ -38,6 +38,9 @@ typedef struct sdpa_shape {
     size_t mask_elems, mask_elem_size, mask_cols; /* the mask's entries, their size, its keys per row */
     tensor_types types;       /* storage types of Q, K, V and the output */
     cl_mem k_scales, v_scales; /* an int8 K's and V's row scales, else NULL */
+    /* The caller's descriptor as read: the score terms added since (masks.c reads, checks and uploads
+     * their fields) need no field here. */
+    clattn_sdpa_desc desc;
 } sdpa_shape;
 
 /* The caller's descriptor (NULL is an error) copied by the struct_size rule (versioned.h) into `out`. */
