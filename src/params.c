@@ -98,7 +98,7 @@ void params_bind(kernel_args *a, const kernel_params *k, const void *values, fea
 }
 
 /* Each feature's group (cl/params.h's CLATTN_FEATURES). */
-enum feature_group { GROUP_OWN, GROUP_RANGE, GROUP_TERMS };
+enum feature_group { GROUP_OWN, GROUP_MASKS, GROUP_LAYOUT };
 #define FEATURE_GROUP_(name, group) GROUP_##group,
 static const enum feature_group feature_groups[FEATURE_COUNT] = {GROUP_OWN, CLATTN_FEATURES(FEATURE_GROUP_)};
 #undef FEATURE_GROUP_
