@@ -58,35 +58,36 @@ inline void clattn_visible_range(int causal, long p, ulong key_len, long win_lef
 }
 
 /* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(h) inside a
- * kernel, from its parameters): ALiBi's slope (0 without). */
+ * kernel, from its parameters): ALiBi's slope (0 without) and the logit scale (1 without). */
 typedef struct clattn_row_terms {
-    float slope;
+    float slope, logit_scale;
 } clattn_row_terms;
 
-inline clattn_row_terms clattn_row_terms_of(__global const float *alibi, ulong h)
+inline clattn_row_terms clattn_row_terms_of(__global const float *alibi, __global const float *logit_scale, ulong h)
 {
     clattn_row_terms t;
     t.slope = alibi ? alibi[h] : 0.0f;
+    t.logit_scale = logit_scale ? logit_scale[h] : 1.0f;
     return t;
 }
-#define CLATTN_ROW_TERMS(h) clattn_row_terms_of(alibi, (h))
+#define CLATTN_ROW_TERMS(h) clattn_row_terms_of(alibi, logit_scale, (h))
 
 /* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
  * kernels then take their per-key path. */
-#define CLATTN_SCORE_TERMS_ON (softcap > 0.0f || alibi)
+#define CLATTN_SCORE_TERMS_ON (softcap > 0.0f || alibi || logit_scale)
 
 /* The scaled dot product with the terms that come before the masks (clattn_weights_output's
- * SOFTCAPPED scores): soft-capped where softcap > 0. */
+ * SOFTCAPPED scores): times the head's logit scale, then soft-capped where softcap > 0. */
 inline float clattn_capped_score(float scaled, float softcap, clattn_row_terms t)
 {
-    (void)t;
+    scaled *= t.logit_scale;
     if (softcap > 0.0f)
         scaled = softcap * tanh(scaled / softcap);
     return scaled;
 }
 
 /* The score of one visible key as the softmax takes it, in ONNX's order: the scaled dot product
- * soft-capped (clattn_capped_score), then ALiBi's slope·(j − p) and the additive mask entry added. */
+ * scaled per head and soft-capped (clattn_capped_score), then ALiBi's slope·(j − p) and the additive mask entry added. */
 inline float clattn_score_terms(float scaled, float softcap, clattn_row_terms t, long j, long p, float mask)
 {
     return clattn_capped_score(scaled, softcap, t) + t.slope * (float)(j - p) + mask;

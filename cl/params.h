@@ -16,7 +16,7 @@
 
 /* The features a call may have, each a build option of the kernels that take it: F(name, group). A
  * call with any feature of a group gets the build with the whole group, the parameters it does not use
- * holding neutral values (NULL, −1, 0: what the kernels' code takes for "none"),
+ * holding neutral values (NULL, −1, 0, a logit scale of NULL: what the kernels' code takes for "none"),
  * so a call without any feature of a group gets a build without its parameters or their branches.
  * Groups trade specialisation for compiles (seconds each on PoCL): the masks and score terms one, the
  * K/V layouts another (measured on PoCL's CPU device: a feature present but neutral costs nothing
@@ -30,6 +30,7 @@
     F(MASK, MASKS)        /* an additive or boolean mask tensor */                                           \
     F(SOFTCAP, MASKS)     /* soft-capping c·tanh(s/c) */                                                     \
     F(ALIBI, MASKS)       /* ALiBi slopes per head */                                                        \
+    F(LOGIT_SCALE, MASKS) /* a scale per head multiplying the scaled score */                                \
     F(SINKS, MASKS)       /* a sink logit per head in the softmax's denominator */                           \
     F(RAGGED, LAYOUT)     /* sequences packed row after row (row starts) */                                  \
     F(PAGED, LAYOUT)      /* K/V rows in blocks of a pool, through a block table */                          \
@@ -48,7 +49,8 @@
     X(WINDOW, LONG, long, win_left, -1)                                                                      \
     X(WINDOW, LONG, long, win_right, -1)                                                                     \
     X(SOFTCAP, FLOAT, float, softcap, 0.0f)                                                                  \
-    X(ALIBI, MEM, __global const float *, alibi, 0)
+    X(ALIBI, MEM, __global const float *, alibi, 0)                                                          \
+    X(LOGIT_SCALE, MEM, __global const float *, logit_scale, 0)
 
 /* An attention kernel's sizes. */
 #define CLATTN_SDPA_SIZES(X)                                                                                 \

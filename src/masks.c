@@ -68,6 +68,10 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     if (copy.reserved != 0 || copy.mask_reserved != 0)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.%s is %u, not 0 (start from CLATTN_MASKS_INIT)",
                          copy.reserved ? "reserved" : "mask_reserved", copy.reserved ? copy.reserved : copy.mask_reserved);
+    for (size_t h = 0; s->desc.logit_scale && h < s->heads; h++)
+        if (!isfinite(s->desc.logit_scale[h]))
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.logit_scale[%zu] = %g is not finite", h,
+                             (double)s->desc.logit_scale[h]);
     if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS ||
         (st = check_alibi_reach(ctx, &copy, s)) != CLATTN_SUCCESS)
         return st;
@@ -128,7 +132,7 @@ clattn_status masks_per_sequence(clattn_context *ctx, sdpa_shape *s, const size_
 }
 
 /* The per-head arrays a call may upload, each in a temporary of its own (SCRATCH_PER_HEAD onwards). */
-enum { HEAD_ALIBI, HEAD_SINKS, HEAD_ARRAYS };
+enum { HEAD_ALIBI, HEAD_SINKS, HEAD_LOGIT_SCALE, HEAD_ARRAYS };
 _Static_assert(SCRATCH_PER_HEAD + HEAD_ARRAYS - 1 <= SCRATCH_PER_HEAD_LAST, "scratch.h: more per-head slots");
 
 /* `heads` floats of the caller's (NULL: none, *out = NULL) into per-head slot `which`. */
@@ -163,6 +167,8 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
         st = upload_per_head(ctx, s, HEAD_ALIBI, s->alibi_slopes, "ALiBi slopes", &out->alibi);
     if (st == CLATTN_SUCCESS)
         st = upload_per_head(ctx, s, HEAD_SINKS, s->sinks, "sinks", &out->sinks);
+    if (st == CLATTN_SUCCESS)
+        st = upload_per_head(ctx, s, HEAD_LOGIT_SCALE, s->desc.logit_scale, "logit scales", &out->logit_scale);
     return st;
 }
 
@@ -186,6 +192,8 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(ALIBI);
     if (s->sinks)
         f |= FEATURE_BIT(SINKS);
+    if (s->desc.logit_scale)
+        f |= FEATURE_BIT(LOGIT_SCALE);
     if (s->types.k == CLATTN_INT8)
         f |= FEATURE_BIT(K_SCALES);
     if (s->types.v == CLATTN_INT8)

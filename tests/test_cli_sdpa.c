@@ -28,6 +28,7 @@ typedef struct sdpa_spec {
     float softcap;             /* what the flags in extra ask for, for the reference: */
     const float *sinks;        /* H values */
     const float *alibi;        /* H values */
+    const float *logit_scale;  /* H values */
     const long long *offsets;  /* B values */
     const clattn_window *window;
     const char *const *extra;  /* the mask and variant flags */
@@ -133,6 +134,7 @@ static sdpa_result sdpa_check(const sdpa_spec *s)
     d.softcap = s->softcap;
     d.sinks = s->sinks;
     d.alibi_slopes = s->alibi;
+    d.logit_scale = s->logit_scale;
     double *ro = xmalloc(B * H * L * Dv * sizeof *ro), *rw = xmalloc(B * H * L * S * sizeof *rw);
     double *rl = xmalloc(B * H * L * sizeof *rl);
     ref_sdpa(&d, q, k, v, s->mask, ro, rw, rl);
@@ -460,6 +462,19 @@ START_TEST(test_sdpa_alibi_file)
 }
 END_TEST
 
+/* --logit-scale SCALES.npy: each head's scaled scores times its scale, before --softcap. */
+START_TEST(test_sdpa_logit_scale)
+{
+    const size_t H = 4;
+    rng.state = 520;
+    const float *scales = rand_floats(H, 2.0f);
+    const char *const extra[] = {"--logit-scale", save_f32("scales.npy", scales, 1, &H), "--softcap", "1.75",
+                                 "--causal", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = H, .L = 6, .S = 11, .D = 5, .Dv = 3, .causal = CLATTN_CAUSAL_TOP_LEFT,
+                            .softcap = 1.75f, .logit_scale = scales, .extra = extra, .seed = 52});
+}
+END_TEST
+
 /* --alibi auto: Press et al.'s slopes, for H a power of two (8) and not (6, 12). */
 START_TEST(test_sdpa_alibi_auto)
 {
@@ -670,7 +685,7 @@ static Suite *sdpa_suite(void)
                      test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
                      test_sdpa_f8_input}},
         {"sdpa-variants", 1, {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window,
-                              test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_alibi_auto,
+                              test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_logit_scale, test_sdpa_alibi_auto,
                               test_sdpa_heads_layout, test_sdpa_scores}},
         {"sdpa-dtypes", 1, {test_sdpa_dtypes}},
     };

@@ -482,14 +482,18 @@ typedef struct clattn_sdpa_desc {
     /* Since 0.6.2. The softmax's precision (see clattn_softmax_precision). */
     clattn_softmax_precision softmax_precision;
     unsigned softmax_reserved; /* must be 0 */
+    /* Since 0.7. NULL, or `heads` finite logit scales on the host (a temperature per head): the score
+     * s = Q·Kᵀ·scale of head h becomes s·logit_scale[h] before soft-capping, ALiBi and the masks, in
+     * float. CLATTN_WEIGHTS_QK outputs s without it; CLATTN_WEIGHTS_SOFTCAPPED with it. */
+    const float *logit_scale;
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
       CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
-      CLATTN_SOFTMAX_FLOAT, 0 }
+      CLATTN_SOFTMAX_FLOAT, 0, NULL }
 
-/* O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
+/* O = softmax(softcap(Q·Kᵀ·scale·logit_scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
  * Q and O are (B,H,L,·), K and V (B,kv_heads,S,·).
  * mask: the additive mask buffer when desc->masks->additive is not NONE, else NULL.

@@ -247,8 +247,7 @@ static void alibi_slopes(size_t H, float *slopes)
                            : (float)exp2(-8.0 * (double)(2 * (h - n0) + 1) / (double)(2 * n0));
 }
 
-/* --FLAG's file: H finite floats. */
-static int load_per_head(const char *command, const char *flag, const char *path, size_t H, float **values)
+int cli_load_per_head(const char *command, const char *flag, const char *path, size_t H, float **values)
 {
     cli_tensor t;
     int rc = cli_load_tensor(command, path, 0, NPY_MAX_DIMS, &t);
@@ -277,11 +276,11 @@ int cli_variants_load(const char *command, cli_variants *v, size_t H)
                         H);
     int rc = CLI_OK;
     if (v->sinks_path)
-        rc = load_per_head(command, "sinks", v->sinks_path, H, &v->sinks);
+        rc = cli_load_per_head(command, "sinks", v->sinks_path, H, &v->sinks);
     if (rc != CLI_OK || !v->alibi_text)
         return rc;
     if (strcmp(v->alibi_text, "auto") != 0)
-        return load_per_head(command, "alibi", v->alibi_text, H, &v->alibi);
+        return cli_load_per_head(command, "alibi", v->alibi_text, H, &v->alibi);
     if (!(v->alibi = malloc(H * sizeof *v->alibi)))
         return cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
     alibi_slopes(H, v->alibi);

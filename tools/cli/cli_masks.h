@@ -46,6 +46,10 @@ typedef struct cli_masks {
 int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t L, size_t S);
 void cli_masks_free(cli_masks *m);
 
+/* --FLAG's file (PATH): H finite floats, into *values (the caller frees them). Reports and returns
+ * CLI_USAGE_ERROR on a bad file, shape or value. */
+int cli_load_per_head(const char *command, const char *flag, const char *path, size_t H, float **values);
+
 typedef struct cli_variants {
     const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text;
     bool softmax_double; /* --softmax-double: desc.softmax_precision = CLATTN_SOFTMAX_DOUBLE */

@@ -124,8 +124,8 @@ static int heads_first(const char *cmd, cli_tensor *t, size_t heads)
 static const char sdpa_help[] =
     "usage: clattn sdpa --q Q.npy --k K.npy --v V.npy --out O.npy [options]\n"
     "\n"
-    "Scaled dot-product attention O = softmax(softcap(Q·Kᵀ·scale) + ALiBi + masks)·V, in ONNX Attention's\n"
-    "order, with the sinks in the softmax's denominator.\n"
+    "Scaled dot-product attention O = softmax(softcap(Q·Kᵀ·scale·logit_scale) + ALiBi + masks)·V, in ONNX\n"
+    "Attention's order, with the sinks in the softmax's denominator.\n"
     "Q (B,H,L,D), K (B,N,S,D), V (B,N,S,Dv), where N = H unless --kv-heads says otherwise; 3-D (H,L,D)\n"
     "and 2-D (L,D) arrays are taken as B=1 (and H=1). With --heads H, 3-D arrays are (B,L,H·D) instead,\n"
     "as ONNX and PyTorch layers produce them: Q (B,L,H·D), K (B,S,N·D), V (B,S,N·Dv).\n"
@@ -150,7 +150,9 @@ static const char sdpa_help[] =
     "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n"
     "  --heads H              3-D inputs are (B,L,H·D): their last dimension holds H heads\n"
     "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
-    "                         attention; 1: multi-query); N divides H\n" CLI_VARIANT_HELP CLI_MASK_HELP
+    "                         attention; 1: multi-query); N divides H\n"
+    "  --logit-scale SC.npy   float array (H,): a scale per head multiplying the scaled scores before\n"
+    "                         soft-capping (a temperature per head)\n" CLI_VARIANT_HELP CLI_MASK_HELP
     "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
     "  --tokens a,b,c         query labels for the heatmap (and key labels when L = S)\n"
     "  --key-tokens a,b,c     key labels for the heatmap\n"
@@ -321,6 +323,8 @@ int cmd_sdpa(int argc, char **argv)
     const char *path[3] = {NULL}; /* Q, K, V */
     const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
     const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL, *out_dtype_text = NULL;
+    const char *logit_scale_path = NULL;
+    float *logit_scale = NULL;
     output_opts o = {0};
     cli_masks m = {0};
     cli_variants var = {0};
@@ -333,6 +337,7 @@ int cmd_sdpa(int argc, char **argv)
         {"tokens", NULL, &o.tokens},    {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device},
         {"past-k", NULL, &past_path[0]}, {"past-v", NULL, &past_path[1]},
         {"present-k", NULL, &present_path[0]}, {"present-v", NULL, &present_path[1]},
+        {"logit-scale", NULL, &logit_scale_path},
         CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
     };
     int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
@@ -384,7 +389,8 @@ int cmd_sdpa(int argc, char **argv)
     /* With a past, attention runs over T = P + S keys: the masks and the weights count them all. */
     const bool with_past = past_path[0] || present_path[0] || present_path[1];
     const size_t B = d.B, H = d.H, L = d.L, S = d.S, Dv = d.Dv, T = P + S;
-    if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK)
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK ||
+        (logit_scale_path && (rc = cli_load_per_head(cmd, "logit-scale", logit_scale_path, H, &logit_scale)) != CLI_OK))
         goto done;
     for (size_t i = 0; i < 3 && d.packed && rc == CLI_OK; i++)
         rc = heads_first(cmd, &t[i], i == 0 ? H : d.N);
@@ -405,6 +411,7 @@ int cmd_sdpa(int argc, char **argv)
     c.desc.softcap = var.softcap;
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
+    c.desc.logit_scale = logit_scale;
     c.desc.weights_output = var.scores_mode;
     c.desc.softmax_precision = var.softmax_double ? CLATTN_SOFTMAX_DOUBLE : CLATTN_SOFTMAX_FLOAT;
     c.desc.q_dtype = t[0].type;
@@ -500,6 +507,7 @@ done:
     clattn_context_free(ctx);
     cli_masks_free(&m);
     cli_variants_free(&var);
+    free(logit_scale);
     for (size_t i = 0; i < 3; i++)
         cli_tensor_free(&t[i]);
     for (size_t i = 0; i < 2; i++) {

@@ -78,6 +78,8 @@ static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double
                         for (size_t t = 0; t < D; t++)
                             dot += qq[i * D + t] * kk[j * D + t];
                         s = dot * scale;
+                        if (d->logit_scale)
+                            s *= (double)d->logit_scale[h];
                         if (cap > 0.0)
                             s = cap * tanh(s / cap);
                         if (d->alibi_slopes)
