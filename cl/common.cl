@@ -21,6 +21,33 @@ inline ulong clattn_row_offset(__global const ulong *starts, ulong b, ulong h, u
     return starts ? (starts[b] + i) * rs + h * hs : clattn_view_offset(b, h, i, bs, hs, rs);
 }
 
+/* K/V addressing, the one piece every kernel that reads K and V rows uses. A K or V head of sequence b
+ * is read at its rows j = 0, 1, … wherever they lie: a dense view (row 0 at b·bs + g·hs, rows rs apart),
+ * a ragged batch (starts: sequence b's rows from row starts[b] of the packed tensor, heads hs apart) or a
+ * paged pool (block_table: row j is row j % 2^shift of block table[j >> shift] of the sequence's row of
+ * the table, blocks bs elements apart; the host checked every id the call can reach). clattn_kv_base
+ * and clattn_kv_table give a head's base and its row of the table (NULL: not paged), clattn_kv_row a
+ * row's element offset; without a table or starts (constants where the build has neither) they are the
+ * dense view's arithmetic and nothing more. An int8 row's scale is entry offset / head size of the
+ * scales (one per row, in the rows' order). */
+inline ulong clattn_kv_base(ulong b, ulong g, ulong bs, ulong hs, ulong rs, __global const ulong *starts,
+                            __global const int *block_table)
+{
+    return (block_table ? 0 : starts ? starts[b] * rs : b * bs) + g * hs;
+}
+
+inline __global const int *clattn_kv_table(__global const int *block_table, ulong table_cols, ulong b)
+{
+    return block_table ? block_table + b * table_cols : 0;
+}
+
+inline ulong clattn_kv_row(ulong head, ulong rs, __global const int *table, uint shift, ulong block_stride, ulong j)
+{
+    if (!table)
+        return head + j * rs;
+    return head + (ulong)table[j >> shift] * block_stride + (j & (((ulong)1 << shift) - 1)) * rs;
+}
+
 /* Entry (i, j) of matrix m in a stack of dense (rows, cols) matrices: scores, weights, masks. */
 inline ulong clattn_matrix_offset(ulong m, ulong i, ulong j, ulong rows, ulong cols)
 {

@@ -12,7 +12,7 @@
  *
  * Inside a work-group the keys go in tiles of TILE, staged in local memory on GPUs, read in place (and
  * prefetched a tile ahead) on CPUs. K/V rows come from a dense view, a ragged batch (cumulative row
- * starts per sequence) or a paged pool through a block table (clattn_kv_row). The WG work-items share
+ * starts per sequence) or a paged pool through a block table (cl/common.cl's K/V addressing). The WG work-items share
  * the tile's scores (each computes whole dot products for some keys, RB rows × KQ keys at a time),
  * every work-item follows each row's running maximum and sum, and each owns some VEC-wide columns of
  * every row's output accumulator. On CPUs WG is 1 and VEC the SIMD width (one work-item streams its
@@ -54,18 +54,6 @@
 #define KT_LOAD(p, i) LOAD_K(p, i)
 #define VT_LOAD(p, i) LOAD_V(p, i)
 #endif
-
-/* The element offset of row j of one K/V head whose row 0 is at offset `head`: rows rs apart, or,
- * through a block table (a paged cache: `table` holds the sequence's block ids, blocks of 2^shift rows,
- * block_stride elements apart), row j % 2^shift of block table[j >> shift]. The host checked every id
- * the call can reach. An int8 row's scale is entry offset / head size of the scales (one per row, in
- * the rows' order). */
-inline ulong clattn_kv_row(ulong head, ulong rs, __global const int *table, uint shift, ulong block_stride, ulong j)
-{
-    if (!table)
-        return head + j * rs;
-    return head + (ulong)table[j >> shift] * block_stride + (j & (((ulong)1 << shift) - 1)) * rs;
-}
 
 /* KQ dot products q · k_x over n elements, key rows k_rs apart (q in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
@@ -243,10 +231,9 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
     const bool score_terms = CLATTN_SCORE_TERMS_ON || mask_layout != MASK_NONE;
     /* K/V rows: a dense view, a ragged one (rows from k_starts[b]), or a paged pool read through the
      * sequence's block table (k_bs and v_bs are then the pool's block strides). */
-    __global const int *table = block_table ? block_table + b * table_cols : NULL;
-    const ulong k_first = block_table ? 0 : k_starts ? k_starts[b] * k_rs : b * k_bs;
-    const ulong v_first = block_table ? 0 : k_starts ? k_starts[b] * v_rs : b * v_bs;
-    const ulong k_head = k_first + kv_head * k_hs, v_head = v_first + kv_head * v_hs;
+    __global const int *table = clattn_kv_table(block_table, table_cols, b);
+    const ulong k_head = clattn_kv_base(b, kv_head, k_bs, k_hs, k_rs, k_starts, block_table);
+    const ulong v_head = clattn_kv_base(b, kv_head, v_bs, v_hs, v_rs, k_starts, block_table);
 #define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
 #define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
 #define K_ROW(j) (k + K_ROW_AT(j))

@@ -14,8 +14,9 @@
  * rescaled only when its row maximum grows, and divided by l once, at the end.
  *
  * Build options: BLOCK_M, BLOCK_N (a multiple of VEC·KV), VEC, KV (vectors of keys per step), ROWS,
- * and DK, DV (head sizes rounded up
- * to a multiple of 16; the padding is zero). Keys a row cannot see — causal masks and key lengths —
+ * DK, DV (head sizes rounded up to a multiple of 16; the padding is zero), and the call's features
+ * (cl/params.h). K/V rows come through cl/common.cl's addressing (dense, ragged or paged: a chunked
+ * prefill over a paged cache runs here), Q/O rows of a ragged batch from its row starts. Keys a row cannot see — causal masks and key lengths —
  * end the work-item's walk at its last row's limit, and tiles no row of the group can see are never
  * loaded. */
 
@@ -25,13 +26,15 @@
 /* The dequantisation factor of key j's K and V rows: an int8 row's scale (one per row, in the order of
  * the rows: element offset / head size), else 1. Applied as the tile is staged, so the rest of the
  * kernel sees floats. */
+#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
+#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
 #if K_T == 3
-#define K_ROW_SCALE(j) k_scales[(k_first + (j) * k_rs) / dk]
+#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
 #else
 #define K_ROW_SCALE(j) 1.0f
 #endif
 #if V_T == 3
-#define V_ROW_SCALE(j) v_scales[(v_first + (j) * v_rs) / dv]
+#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
 #else
 #define V_ROW_SCALE(j) 1.0f
 #endif
@@ -51,19 +54,22 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
      * query head kv_head·group + ρ % group — so each K/V tile in local memory serves every query head
      * of the group, and visibility still only grows with ρ. Without grouping, ρ is the query. */
     const ulong lid = get_local_id(0);
-    const ulong packed_rows = q_len * group;
-    const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
-    const ulong first = group_first + lid * ROWS; /* this work-item's packed rows: first .. first+ROWS-1 */
     const ulong bkv = get_global_id(1);
     const ulong kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    /* A ragged batch's sequence b has q_starts[b+1] − q_starts[b] query rows (q_len is the longest). */
+    const ulong packed_rows = (q_starts ? q_starts[b + 1] - q_starts[b] : q_len) * group;
+    const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
+    const ulong first = group_first + lid * ROWS; /* this work-item's packed rows: first .. first+ROWS-1 */
+    if (group_first >= packed_rows)
+        return; /* (a short sequence of a ragged batch: the whole group, so no barrier is skipped by part of it) */
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     /* Softcap and ALiBi change every score: such calls take the per-key path of each step. */
     const bool score_terms = CLATTN_SCORE_TERMS_ON;
 
-    const ulong k_first = clattn_view_offset(b, kv_head, 0, k_bs, k_hs, k_rs);
-    const ulong v_first = clattn_view_offset(b, kv_head, 0, v_bs, v_hs, v_rs);
-    __global const k_store *k_head = k + k_first;
-    __global const v_store *v_head = v + v_first;
+    /* K/V rows through cl/common.cl's addressing: a dense view, a ragged batch or a paged pool. */
+    __global const int *table = clattn_kv_table(block_table, table_cols, b);
+    const ulong k_head = clattn_kv_base(b, kv_head, k_bs, k_hs, k_rs, k_starts, block_table);
+    const ulong v_head = clattn_kv_base(b, kv_head, v_bs, v_hs, v_rs, k_starts, block_table);
 
     float q_row[ROWS][DK];
     vec_t acc[ROWS][DV / VEC];
@@ -80,7 +86,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
         float q_max = 0.0f, q_factor;
         for (int d = 0; d < DK; d++) {
-            q_row[r][d] = (active && (ulong)d < dk) ? LOAD_Q(q, clattn_view_offset(b, h, i, q_bs, q_hs, q_rs) + d) : 0.0f;
+            q_row[r][d] = (active && (ulong)d < dk) ? LOAD_Q(q, clattn_row_offset(q_starts, b, h, i, q_bs, q_hs, q_rs) + d)
+                                                    : 0.0f;
             q_max = fmax(q_max, fabs(q_row[r][d]));
         }
         score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
@@ -116,13 +123,14 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
             const ulong j = j0 + jj;
-            const bool in = j < kv_len;
+            const bool in = j < key_len; /* (keys from key_len on are hidden: a ragged or paged row may end there) */
+            const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
             const float ks = in ? K_ROW_SCALE(j) : 0.0f, vs = in ? V_ROW_SCALE(j) : 0.0f;
             for (int d = 0; d < DK; d++)
-                kt[d * BLOCK_N + jj] = (in && (ulong)d < dk) ? LOAD_K(k_head, j * k_rs + d) * ks : 0.0f;
+                kt[d * BLOCK_N + jj] = (in && (ulong)d < dk) ? LOAD_K(k, k_row + d) * ks : 0.0f;
             bool bad = false;
             for (int d = 0; d < DV; d++) {
-                const float value = (in && (ulong)d < dv) ? LOAD_V(v_head, j * v_rs + d) * vs : 0.0f;
+                const float value = (in && (ulong)d < dv) ? LOAD_V(v, v_row + d) * vs : 0.0f;
                 vt[jj * DV + d] = value;
                 bad |= !isfinite(value);
             }
@@ -132,11 +140,11 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* GPU: neighbouring work-items copy neighbouring elements, so global reads coalesce. */
         for (ulong t = lid; t < BLOCK_N * DK; t += BLOCK_M) {
             const ulong jj = t / DK, d = t % DK, j = j0 + jj;
-            kt[d * BLOCK_N + jj] = (j < kv_len && d < dk) ? LOAD_K(k_head, j * k_rs + d) * K_ROW_SCALE(j) : 0.0f;
+            kt[d * BLOCK_N + jj] = (j < key_len && d < dk) ? LOAD_K(k, K_ROW_AT(j) + d) * K_ROW_SCALE(j) : 0.0f;
         }
         for (ulong t = lid; t < BLOCK_N * DV; t += BLOCK_M) {
             const ulong jj = t / DV, d = t % DV, j = j0 + jj;
-            vt[t] = (j < kv_len && d < dv) ? LOAD_V(v_head, j * v_rs + d) * V_ROW_SCALE(j) : 0.0f;
+            vt[t] = (j < key_len && d < dv) ? LOAD_V(v, V_ROW_AT(j) + d) * V_ROW_SCALE(j) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
@@ -283,14 +291,14 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* A sink joins the denominator as one more logit without a value. */
         float row_lse;
         const float inv = clattn_row_finish(m[r], HSUM(l[r]), sinks ? sinks[h] : -INFINITY, &row_lse);
-        const ulong out = clattn_view_offset(b, h, i, o_bs, o_hs, o_rs);
+        const ulong out = clattn_row_offset(q_starts, b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
             VSTORE(acc[r][c] * inv, row + c * VEC);
         for (int d = 0; d < DV; d++)
             if ((ulong)d < dv)
                 STORE_O(row[d], o, out + d);
-        if (lse)
-            lse[clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
+        if (lse) /* (B, H, L), or (rows, H) for a ragged batch */
+            lse[q_starts ? (q_starts[b] + i) * heads + h : clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
     }
 }

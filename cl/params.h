@@ -62,6 +62,16 @@
     X(ALL, ULONG, ulong, dv, 0)                                                                              \
     X(ALL, FLOAT, float, scale, 0)
 
+/* Where Q/O and K/V rows lie beyond a dense view (cl/common.cl's K/V addressing): a ragged batch's row
+ * starts (B+1 each, Q's also O's), or a paged cache's block table (B rows of table_cols ids, blocks of
+ * 2^block_shift rows; the K/V views' batch strides are then the pool's block strides). */
+#define CLATTN_KV_LAYOUT(X)                                                                                  \
+    X(RAGGED, MEM, __global const ulong *, q_starts, 0)                                                      \
+    X(RAGGED, MEM, __global const ulong *, k_starts, 0)                                                      \
+    X(PAGED, MEM, __global const int *, block_table, 0)                                                      \
+    X(PAGED, ULONG, ulong, table_cols, 0)                                                                    \
+    X(PAGED, UINT, uint, block_shift, 0)
+
 /* int8 K and V: their row scales. */
 #define CLATTN_KV_SCALES(X)                                                                                  \
     X(K_SCALES, MEM, __global const float *, k_scales, 0)                                                    \
@@ -77,6 +87,7 @@
     CLATTN_SDPA_SIZES(X)                                                                                     \
     CLATTN_MASK_PARAMS(X)                                                                                    \
     X(SINKS, MEM, __global const float *, sinks, 0)                                                          \
+    CLATTN_KV_LAYOUT(X)                                                                                      \
     CLATTN_KV_SCALES(X)
 
 /* cl/decode.cl: the partial pass (or, with one split, the whole one). */
@@ -92,12 +103,8 @@
     X(ALL, ULONG, ulong, slice, 0)                                                                           \
     CLATTN_MASK_PARAMS(X)                                                                                    \
     X(SINKS, MEM, __global const float *, sinks, 0)                                                          \
-    X(RAGGED, MEM, __global const ulong *, q_starts, 0)                                                      \
-    X(RAGGED, MEM, __global const ulong *, k_starts, 0)                                                      \
-    X(RAGGED, MEM, __global const ulong *, o_starts, 0)                                                      \
-    X(PAGED, MEM, __global const int *, block_table, 0)                                                      \
-    X(PAGED, ULONG, ulong, table_cols, 0)                                                                    \
-    X(PAGED, UINT, uint, block_shift, 0)                                                                     \
+    CLATTN_KV_LAYOUT(X)                                                                                      \
+    X(RAGGED, MEM, __global const ulong *, o_starts, 0) /* O's starts when it is the final output */         \
     CLATTN_KV_SCALES(X)
 
 /* cl/decode.cl: the splits' merge. */

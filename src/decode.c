@@ -139,7 +139,7 @@ typedef struct partial_target {
 } partial_target;
 
 static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, const decode_shape *dv,
-                                    const family_build *fb, const device_masks *masks, const decode_layout *lay,
+                                    const family_build *fb, const device_masks *masks, const kv_layout *lay,
                                     tensor_view q, tensor_view k, tensor_view v, const partial_target *t,
                                     size_t splits, size_t slice)
 {
@@ -173,9 +173,10 @@ static clattn_status launch_combine(clattn_context *ctx, const sdpa_shape *s, co
 
 clattn_status decode_check_call(clattn_context *ctx, const sdpa_shape *s, const char *entry)
 {
-    if (s->algorithm != CLATTN_ALGORITHM_AUTO && s->algorithm != CLATTN_ALGORITHM_DECODE)
+    if (s->algorithm != CLATTN_ALGORITHM_AUTO && s->algorithm != CLATTN_ALGORITHM_DECODE &&
+        s->algorithm != CLATTN_ALGORITHM_FUSED)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "%s runs the decode kernels: desc.algorithm must be AUTO or DECODE", entry);
+                         "%s runs the decode or the fused kernel: desc.algorithm must be AUTO, DECODE or FUSED", entry);
     if (s->qk_dim > DECODE_MAX_HEAD || s->v_dim > DECODE_MAX_HEAD)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s takes head sizes up to %d", entry, DECODE_MAX_HEAD);
     if (s->softmax_double)
@@ -186,7 +187,7 @@ clattn_status decode_check_call(clattn_context *ctx, const sdpa_shape *s, const 
     return CLATTN_SUCCESS;
 }
 
-clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const decode_layout *lay, tensor_view q,
+clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
                                 tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
     if (s->qk_dim > DECODE_MAX_HEAD || s->v_dim > DECODE_MAX_HEAD)
@@ -198,11 +199,7 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
     device_masks masks;
     const family_build *fb;
     clattn_status st = masks_upload(ctx, s, mask, &masks);
-    feature_set features = call_features(s);
-    if (lay->q_starts)
-        features |= FEATURE_BIT(RAGGED);
-    if (lay->block_table)
-        features |= FEATURE_BIT(PAGED);
+    const feature_set features = call_features(s) | layout_features(lay);
     if (st != CLATTN_SUCCESS || (st = decode_kernels(ctx, s, &dv, features, &fb)) != CLATTN_SUCCESS)
         return st;
     size_t splits, slice;
@@ -232,6 +229,6 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
 clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                          cl_mem mask, tensor_view out, cl_mem lse)
 {
-    const decode_layout dense = {NULL, NULL, NULL, 0, 0};
+    const kv_layout dense = {NULL, NULL, NULL, 0, 0};
     return decode_run_layout(ctx, s, &dense, q, k, v, mask, out, lse);
 }

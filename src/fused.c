@@ -115,9 +115,12 @@ clattn_status fused_use_tiles(clattn_context *ctx, unsigned m, unsigned n, unsig
     return CLATTN_SUCCESS;
 }
 
-clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
-                        cl_mem mask, tensor_view out, cl_mem lse)
+clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
+                        tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
+    static const kv_layout dense = {NULL, NULL, NULL, 0, 0};
+    if (!lay)
+        lay = &dense;
     if (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD)
         return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE, "the fused kernel supports head sizes up to %d, not %zu",
                          FUSED_MAX_HEAD, s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
@@ -137,11 +140,14 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q,
     snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s",
              sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, types);
     const family_build *fb;
-    if ((st = program_get(ctx, &family_fused, options, sh.block_m, call_features(s), &fb)) != CLATTN_SUCCESS)
+    if ((st = program_get(ctx, &family_fused, options, sh.block_m, call_features(s) | layout_features(lay), &fb)) !=
+        CLATTN_SUCCESS)
         return st;
     flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
                       .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
-                      .sinks = masks.sinks, .k_scales = s->k_scales, .v_scales = s->v_scales};
+                      .sinks = masks.sinks, .q_starts = lay->q_starts, .k_starts = lay->k_starts,
+                      .block_table = lay->block_table, .table_cols = lay->table_cols, .block_shift = lay->block_shift,
+                      .k_scales = s->k_scales, .v_scales = s->v_scales};
     PARAMS_SET_MASKS(flash_params, &p, &masks);
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_flash, &p, fb->features);

@@ -8,9 +8,10 @@
 /* Largest head size the fused kernel compiles for; larger ones take the staged path. */
 #define FUSED_MAX_HEAD 256
 
-/* SDPA on a validated shape and views; lse (B,H,L) may be NULL. */
-clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
-                        cl_mem mask, tensor_view out, cl_mem lse);
+/* SDPA on a validated shape and views, K/V (and Q/O) rows laid out as `lay` says (NULL: dense); lse
+ * (B,H,L), or (rows, H) for a ragged batch, may be NULL. */
+clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
+                        tensor_view v, cl_mem mask, tensor_view out, cl_mem lse);
 
 /* For tuning: from now on, build the fused kernel with these tiles (m work-items per group, n keys per
  * tile, rows per work-item; m = 0: the record's or the device's defaults again). The context's tile

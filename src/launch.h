@@ -16,6 +16,18 @@ typedef struct tensor_view {
 tensor_view view_bhld(cl_mem buf, size_t heads, size_t rows, size_t cols);
 tensor_view view_blhd(cl_mem buf, size_t heads, size_t rows, size_t cols);
 
+/* Where K/V rows (and Q/O rows) lie beyond a dense view (cl/common.cl's K/V addressing): a ragged batch
+ * (sequences packed row after row) or a paged cache (K/V rows in blocks of a pool, found through a block
+ * table). All NULL: dense. */
+typedef struct kv_layout {
+    cl_mem q_starts;    /* ragged: (B+1) ulong first rows of each sequence in q, out and lse, or NULL */
+    cl_mem k_starts;    /* ragged: the same in k and v, or NULL */
+    cl_mem block_table; /* paged: (B, table_cols) int block ids, all checked, or NULL; the K/V views'
+                         * batch strides are then the pool's block strides */
+    size_t table_cols;
+    unsigned block_shift; /* log2 of the rows per block */
+} kv_layout;
+
 /* Kernel arguments set in order; the first failure is kept and reported by kernel_launch, which then
  * enqueues nothing. Start with kernel_args_begin(kernel). */
 typedef struct kernel_args {

@@ -10,6 +10,7 @@
 #include "fault.h"
 #include "masks.h"
 #include "program.h"
+#include "sdpa.h"
 #include "validate.h"
 #include "versioned.h"
 
@@ -156,8 +157,8 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
         const size_t bs = p.cache.block_size;
         const tensor_view kv = {p.cache.k_pool, s.kv_heads * bs * s.qk_dim, bs * s.qk_dim, s.qk_dim};
         const tensor_view vv = {p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
-        const decode_layout lay = {NULL, NULL, p.cache.block_table, p.cache.max_blocks, p.shift};
-        st = decode_run_layout(ctx, &s, &lay, view_bhld(q, s.heads, s.q_len, s.qk_dim), kv, vv, mask,
+        const kv_layout lay = {NULL, NULL, p.cache.block_table, p.cache.max_blocks, p.shift};
+        st = sdpa_run_layout(ctx, &s, &lay, view_bhld(q, s.heads, s.q_len, s.qk_dim), kv, vv, mask,
                                view_bhld(out, s.heads, s.q_len, s.v_dim), lse);
     }
     free(offsets);

@@ -113,6 +113,11 @@ feature_set features_built(feature_set features)
     return built;
 }
 
+feature_set layout_features(const kv_layout *lay)
+{
+    return (lay->q_starts ? FEATURE_BIT(RAGGED) : 0) | (lay->block_table ? FEATURE_BIT(PAGED) : 0);
+}
+
 feature_set params_features(const kernel_params *const *kernels, size_t count)
 {
     feature_set f = FEATURE_BIT(ALL);

@@ -89,6 +89,9 @@ void params_bind(kernel_args *a, const kernel_params *k, const void *values, fea
 /* The features a build for a call with `features` has: the whole group of each (cl/params.h). */
 feature_set features_built(feature_set features);
 
+/* The K/V layout's features: RAGGED, PAGED or none. */
+feature_set layout_features(const kv_layout *lay);
+
 /* The features any parameter of these kernels names (FEATURE_ALL included). */
 feature_set params_features(const kernel_params *const *kernels, size_t count);
 

@@ -103,7 +103,7 @@ clattn_status ragged_run(clattn_context *ctx, const ragged_call *c, cl_mem q, cl
         keys[b] = r->k_starts[b + 1] - r->k_starts[b];
         queries[b] = r->q_starts[b + 1] - r->q_starts[b];
     }
-    decode_layout lay = {NULL, NULL, NULL, 0, 0};
+    kv_layout lay = {NULL, NULL, NULL, 0, 0};
     clattn_status st = masks_per_sequence(ctx, &s, keys, queries, offsets, "ragged.k_starts");
     if (st == CLATTN_SUCCESS)
         st = scratch_upload_integers(ctx, SCRATCH_Q_STARTS, r->q_starts, NULL, s.batch + 1, "ragged.q_starts",
@@ -118,7 +118,7 @@ clattn_status ragged_run(clattn_context *ctx, const ragged_call *c, cl_mem q, cl
                       vv = {v, 0, hr ? rows_k * s.v_dim : s.v_dim, hr ? s.v_dim : s.kv_heads * s.v_dim},
                       ov = {out, 0, hr ? rows_q * s.v_dim : s.v_dim, hr ? s.v_dim : s.heads * s.v_dim};
     if (st == CLATTN_SUCCESS)
-        st = decode_run_layout(ctx, &s, &lay, qv, kv, vv, mask, ov, lse);
+        st = sdpa_run_layout(ctx, &s, &lay, qv, kv, vv, mask, ov, lse);
     free(counts);
     free(offsets);
     return st;

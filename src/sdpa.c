@@ -100,7 +100,7 @@ clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, 
     const clattn_algorithm path = s->algorithm == CLATTN_ALGORITHM_AUTO ? auto_algorithm(s, weights != NULL)
                                                                          : s->algorithm;
     if (path == CLATTN_ALGORITHM_FUSED || path == CLATTN_ALGORITHM_DECODE) {
-        clattn_status st = path == CLATTN_ALGORITHM_FUSED ? fused_run(ctx, s, q, k, v, mask, out, lse)
+        clattn_status st = path == CLATTN_ALGORITHM_FUSED ? fused_run(ctx, s, NULL, q, k, v, mask, out, lse)
                                                           : decode_run(ctx, s, q, k, v, mask, out, lse);
         if (st == CLATTN_SUCCESS || s->algorithm != CLATTN_ALGORITHM_AUTO || !kernel_can_fall_back(st))
             return st;
@@ -138,4 +138,21 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
         (st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
         return st;
     return sdpa_run_dense(ctx, &s, q, k, v, mask, out, weights, lse);
+}
+
+clattn_status sdpa_run_layout(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
+                              tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
+{
+    const bool fused_fits = s->qk_dim <= FUSED_MAX_HEAD && s->v_dim <= FUSED_MAX_HEAD;
+    const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED ||
+                       (s->algorithm == CLATTN_ALGORITHM_AUTO && s->q_len > DECODE_AUTO_MAX_ROWS && fused_fits);
+    if (!fused)
+        return decode_run_layout(ctx, s, lay, q, k, v, mask, out, lse);
+    clattn_status st = fused_run(ctx, s, lay, q, k, v, mask, out, lse);
+    if (st == CLATTN_SUCCESS || s->algorithm != CLATTN_ALGORITHM_AUTO || !kernel_can_fall_back(st))
+        return st;
+    set_warning(ctx, "the fused kernel is not available on %s (%s: %.1500s); the decode kernels ran instead",
+                ctx->caps.name, clattn_status_string(st), clattn_last_error(ctx));
+    clear_error(ctx);
+    return decode_run_layout(ctx, s, lay, q, k, v, mask, out, lse);
 }

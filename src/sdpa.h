@@ -20,6 +20,13 @@ clattn_status sdpa_check_algorithm(clattn_context *ctx, const sdpa_shape *s, boo
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                        cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse);
 
+/* SDPA with K/V (and Q/O) rows laid out as `lay` says (ragged batches, paged caches): AUTO takes the
+ * fused kernel where the longest sequence has more than DECODE_AUTO_MAX_ROWS query rows (a prefill, a
+ * chunk of one) and the head sizes allow, else the decode kernels, and falls back to them where the
+ * fused kernel cannot run; FUSED and DECODE take theirs. lse is (rows, H) for a ragged batch. */
+clattn_status sdpa_run_layout(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
+                              tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse);
+
 /* sdpa_run on dense (B,H,L,D) buffers that hold their tensors (checked by the caller). */
 clattn_status sdpa_run_dense(clattn_context *ctx, const sdpa_shape *s, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
                              cl_mem out, cl_mem weights, cl_mem lse);

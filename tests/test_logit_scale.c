@@ -9,6 +9,8 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -205,6 +207,26 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* A 0.6 descriptor (struct_size ending before logit_scale) is read without it: whatever lies in the
+ * field's place is never read, and the call is the one without logit scales. */
+START_TEST(test_older_descriptor)
+{
+    const size_t dev = (size_t)_i;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("a 0.6 descriptor on %s", tu_dev_spec[dev]);
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 3, 5, 4, 4);
+    float q[24], k[40], v[40], plain[24], old[24];
+    tu_fill_uniform(q, 24, 1.0f, 4);
+    tu_fill_uniform(k, 40, 1.0f, 5);
+    tu_fill_uniform(v, 40, 1.0f, 6);
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, k, v, NULL, plain, NULL, NULL), ctx, "the current descriptor");
+    d.struct_size = offsetof(clattn_sdpa_desc, logit_scale);
+    d.logit_scale = (const float *)(uintptr_t)0x10; /* past the 0.6 layout: must not be read */
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, k, v, NULL, old, NULL, NULL), ctx, "a 0.6 descriptor");
+    ck_assert_msg(memcmp(plain, old, sizeof plain) == 0, "%s: the outputs differ", tu_label());
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("logit_scale");
@@ -212,6 +234,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "weights_outputs", test_weights_outputs, tu_ndev);
     tu_add_loop(s, "layouts", test_layouts, tu_ndev);
     tu_add_loop(s, "refusals", test_refusals, tu_ndev);
+    tu_add_loop(s, "older_descriptor", test_older_descriptor, tu_ndev);
     return s;
 }
 

@@ -3,7 +3,8 @@
  * same rows gathered into a contiguous cache, on every device:
  *  1. attention: block sizes 8 to 256, blocks handed out in a shuffled order (and shared by no two
  *     sequences), lengths that end mid-block, at a block's end and at 0; grouped-query heads; decode
- *     (L 1) and chunked prefill (L 5, bottom-right causal: each sequence's last query at its last key);
+ *     (L 1) and chunked prefill (L 5, bottom-right causal: each sequence's last query at its last key;
+ *     L 12 and 37 on the fused kernel, a sequence with fewer keys than queries);
  *     long enough to split the keys; sinks and a window; an additive mask over the table's reach.
  *  2. append: new rows written through the table land exactly at rows lengths[b] … of each sequence
  *     (the rest of the pool untouched), and attention over the grown cache agrees with the reference.
@@ -33,6 +34,9 @@ static const pcase cases[] = {
     {"chunked prefill L 5, blocks of 64", 2, 4, 4, 5, 32, 16, 64, 12, {700, 129}, BR, 1, 0, 0},
     {"decode, blocks of 256, sinks, window 100", 2, 4, 1, 1, 27, 9, 256, 4, {1024, 300}, BR, 1, 100, 0},
     {"an additive (L, S) mask, blocks of 32", 2, 3, 3, 2, 16, 16, 32, 6, {77, 192}, NONE, 0, 0, 1},
+    /* Prefill lengths (more than 8 query rows): the fused kernel through the table (0.7). */
+    {"chunked prefill L 37, blocks of 16, GQA 8/2, sinks", 2, 8, 2, 37, 64, 64, 16, 20, {300, 37}, BR, 1, 0, 0},
+    {"prefill L 12 over fewer keys, (L, S) mask, window 9", 2, 3, 3, 12, 20, 12, 8, 8, {64, 9}, BR, 0, 9, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

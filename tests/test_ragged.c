@@ -2,7 +2,8 @@
  * Ragged ("varlen") batches (clattn_sdpa_ragged): sequences of different query and key lengths packed
  * row after row, each against the fp64 reference of its own dense attention, on every device:
  * in both layouts ((rows, heads, D) and (heads, rows, D)): sequences with no queries, with no keys (their rows zero, lse −inf or the sink), one long enough to
- * split its keys; grouped-query heads; no mask, top-left and bottom-right (per sequence) causal masks,
+ * split its keys; prefill lengths (the fused kernel, 0.7); grouped-query heads; no mask, top-left and
+ * bottom-right (per sequence) causal masks,
  * sinks, a window; odd head sizes. Bad input: starts that decrease, buffers short of the last start,
  * key_lengths in the masks, desc.q_len shorter than a sequence: refused before anything is written.
  * The host variant (clattn_sdpa_ragged_host) runs every case too, (rows, heads, D), a batch without any
@@ -34,6 +35,9 @@ static const rcase cases[] = {
     {"window (4, 0), bottom-right", 3, 2, 1, 29, 8, {5, 2, 7}, {30, 2, 19}, BR, 1, 4, 0},
     {"an additive (B,H,L,S) mask padded to the longest", 3, 2, 1, 16, 16, {3, 1, 4}, {9, 20, 5}, NONE, 0, 0, 1},
     {"no key row in the whole batch, sinks", 2, 2, 2, 8, 8, {2, 1}, {0, 0}, TL, 1, 0, 0},
+    /* Prefill lengths (more than 8 query rows): the fused kernel over the packed rows (0.7). */
+    {"prefill: 40 and 17 queries, GQA 6/2", 2, 6, 2, 32, 24, {40, 17}, {40, 90}, BR, 0, 0, 0},
+    {"prefill with sinks, a window, a mask, no queries", 3, 2, 1, 24, 20, {12, 0, 30}, {12, 5, 64}, BR, 1, 6, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -559,7 +559,9 @@ typedef struct clattn_ragged {
  * read as for clattn_sdpa with those sizes). In the masks, key_lengths must be NULL (the starts give
  * them); CLATTN_CAUSAL_BOTTOM_RIGHT aligns each sequence's last query with its last key (query i of
  * sequence b sits at i + S_b − L_b), TOP_LEFT puts it at i, and query_offsets override both. Runs the
- * decode kernels (split over the keys for few rows); never returns the weights. */
+ * decode kernels (split over the keys for few rows) or, where the longest sequence has more than 8
+ * query rows (since 0.7; desc.algorithm AUTO or FUSED), the fused kernel over the packed rows; DECODE
+ * forces the decode kernels, STAGED is refused. Never returns the weights. */
 CLATTN_API clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                             const clattn_ragged *ragged, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
                                             cl_mem out, cl_mem lse);
@@ -585,7 +587,9 @@ typedef struct clattn_paged_cache {
  * key_lengths must be NULL; CLATTN_CAUSAL_BOTTOM_RIGHT aligns each sequence's last query with its last
  * key (the usual decode and chunked-prefill setting). The block ids a call can reach are checked on
  * the device before anything runs: an id outside the pool is CLATTN_ERROR_INVALID_VALUE naming the table
- * entry, and nothing is written. Runs the decode kernels, for any L. */
+ * entry, and nothing is written. Runs the decode kernels for up to 8 query rows and, since 0.7, the fused
+ * kernel through the table for more (a chunked prefill; desc.algorithm AUTO or FUSED; DECODE forces the
+ * decode kernels for any L, STAGED is refused). */
 CLATTN_API clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                            const clattn_paged_cache *cache, const size_t *lengths, cl_mem q,
                                            cl_mem mask, cl_mem out, cl_mem lse);

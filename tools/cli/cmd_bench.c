@@ -76,6 +76,20 @@ static const bench_case full_cases[] = {
     {"decode one sequence L=1 S=67584 H=8 D=128", BENCH_SDPA, 1, 8, 1, 67584, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode ragged B=16 S=256..8192 (67584 keys) H=8 D=128", BENCH_RAGGED, 16, 8, 1, 8192, 128,
      CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, "decode one sequence L=1 S=67584 H=8 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Chunked prefill over a paged cache, and a ragged batch at prefill lengths, each against the same rows
+     * as one dense call (the fused kernel through the table or the row starts). */
+    {"prefill L=256 S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 256, 4096, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, NULL,
+     0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"prefill paged blocks of 16 L=256 S=4096 H=8 D=64", BENCH_PAGED, 1, 8, 256, 4096, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
+     false, 0, 0, "prefill L=256 S=4096 H=8 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"prefill L=1024 S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 1024, 4096, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
+     NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"prefill paged blocks of 16 L=1024 S=4096 H=8 D=64", BENCH_PAGED, 1, 8, 1024, 4096, 64, CLATTN_CAUSAL_BOTTOM_RIGHT,
+     0, false, 0, 0, "prefill L=1024 S=4096 H=8 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"prefill B=4 L=S=512 H=8 D=64", BENCH_SDPA, 4, 8, 512, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, NULL, 0,
+     CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"prefill ragged B=4 L=S=512 H=8 D=64", BENCH_RAGGED, 4, 8, 512, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
+     "prefill B=4 L=S=512 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
 };
 
@@ -132,10 +146,13 @@ typedef struct case_buffers {
     size_t lengths[64];   /* paged: each sequence's rows */
 } case_buffers;
 
-/* Keys of sequence b of a ragged case: spread evenly from 256 to S. */
+/* Keys of sequence b of a ragged case: spread evenly from 256 to S (decode rows). */
+/* Keys of sequence b of a ragged case: spread evenly from 256 to S (decode rows). */
 static size_t ragged_keys(const bench_case *c, size_t b)
 {
-    return c->B > 1 ? 256 + b * (c->S - 256) / (c->B - 1) : c->S;
+    /* (A ragged prefill, more than 8 query rows each, gives every sequence S keys: the same rows as one
+     * dense call of B sequences.) */
+    return c->B > 1 && c->L <= 8 ? 256 + b * (c->S - 256) / (c->B - 1) : c->S;
 }
 
 /* Keys the case reads: every sequence's. */
@@ -458,7 +475,9 @@ static const char bench_help[] =
     "and with float16, bfloat16 and int8 caches, each against plain decode (runs alternated: the median\n"
     "of the pairs' time ratios); a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
     "sequence of as many keys; decode cases print their K/V bandwidth against a read-and-sum kernel;\n"
-    "the tutorial's 4-token example.\n"
+    "chunked prefill (L=256 and 1024 over S=4096, H=8, D=64, bottom-right causal) through a paged cache\n"
+    "of 16-row blocks and a ragged batch of 4 sequences of L=S=512, each against the same rows as one\n"
+    "dense call (alternated); the tutorial's 4-token example.\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
     "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
     "time of the same run from the kernels' own profiling events (the rest of its wall time is host\n"
@@ -599,7 +618,7 @@ int cmd_bench(int argc, char **argv)
             break;
         }
         /* Decode cases (few query rows) set the decode path against the fused kernel; ragged batches and
-         * paged caches have the decode path only. */
+         * paged caches run the path AUTO chooses (decode for few rows, fused for more). */
         const bool gemm = c->kind == BENCH_GEMM;
         const bool decode = !gemm && c->kind != BENCH_MHA && c->L <= 8;
         const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED;

@@ -1,7 +1,8 @@
 /* `clattn devices --check`: a few SDPA cases per device — every mask kind and every variant (grouped-query
  * heads, windows, offsets, soft-capping, sinks, ALiBi) on the staged, fused and decode paths — compared
  * with the fp64 reference of the test suite (tools/reference) under the suite's tolerance
- * |out − ref| ≤ 2e-5 + 1e-4·|ref|; then the storage types (conformance_types.c). */
+ * |out − ref| ≤ 2e-5 + 1e-4·|ref|; then the storage types (conformance_types.c), and the K/V layouts and
+ * the merge (conformance_layouts.c). */
 #include "conformance.h"
 #include "reference.h"
 
@@ -182,5 +183,7 @@ void conformance_run(const char *device_spec, conformance_result *r)
     }
     if (r->passed)
         r->passed = conformance_run_types(ctx, &seed, r);
+    if (r->passed)
+        r->passed = conformance_run_layouts(ctx, &seed, r);
     clattn_context_free(ctx);
 }

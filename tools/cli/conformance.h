@@ -31,4 +31,7 @@ bool conformance_compare(const char *what, const float *out, const double *ref, 
 /* conformance_types.c: the storage types' cases on ctx; counts into r, false at the first failure. */
 bool conformance_run_types(clattn_context *ctx, uint64_t *seed, conformance_result *r);
 
+/* conformance_layouts.c: ragged batches and paged caches at decode and prefill lengths, and the merge. */
+bool conformance_run_layouts(clattn_context *ctx, uint64_t *seed, conformance_result *r);
+
 #endif
