@@ -47,6 +47,7 @@ ORDER = [
     "fused.h", "fused.c",              # the fused flash kernel
     "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
+    "partition.h", "partition.c",      # the partition primitive: a query block x a key run -> the sub-call; the merge
     "mha.h", "mha.c",                  # clattn_mha
     "tune.c",                          # clattn_tune: GEMMs and fused tiles measured, the choices recorded
     "merge.h", "merge.c",              # clattn_merge: partial results over disjoint key sets combined
