@@ -62,10 +62,12 @@ clattn_status clattn_partition_part(clattn_partition *p, size_t q0, size_t q_row
     *part = NULL;
     const sdpa_shape *s = &p->shape;
     if (!q_rows || !k_rows)
-        return set_error(p->ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_partition_part: %s is 0", !q_rows ? "q_rows" : "k_rows");
+        return set_error(p->ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_partition_part: %s is 0",
+                         !q_rows ? "q_rows" : "k_rows");
     const bool rows_out = q0 > s->q_len || q_rows > s->q_len - q0;
     if (rows_out || k0 > s->kv_len || k_rows > s->kv_len - k0)
-        return set_error(p->ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_partition_part: %s [%zu, %zu + %zu) pass the call's %zu",
+        return set_error(p->ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "clattn_partition_part: %s [%zu, %zu + %zu) pass the call's %zu",
                          rows_out ? "query rows" : "keys", rows_out ? q0 : k0, rows_out ? q0 : k0,
                          rows_out ? q_rows : k_rows, rows_out ? s->q_len : s->kv_len);
     if (partition_part_make(s, &p->desc, q0, q_rows, k0, k_rows, &p->part))

@@ -169,10 +169,11 @@ static void check_device_merge(clattn_context *ctx, const clattn_sdpa_desc *d, s
     md.q_len = qn;
     md.masks = NULL;
     TU_ASSERT_OK(clattn_merge(ctx, &md, parts, mo, ml, o, l), ctx, "clattn_merge");
-    const float *dev_o = tu_dev_read_checked(ctx, o, rows * dv, "merged out"), *dev_l = tu_dev_read_checked(ctx, l, rows,
-                                                                                                            "merged lse");
-    for (size_t i = 0; i < rows * dv + rows; i++) {
-        const float a = i < rows * dv ? out[i] : lse[i - rows * dv], b = i < rows * dv ? dev_o[i] : dev_l[i - rows * dv];
+    const float *dev_o = tu_dev_read_checked(ctx, o, rows * dv, "merged out");
+    const float *dev_l = tu_dev_read_checked(ctx, l, rows, "merged lse");
+    for (size_t i = 0; i < rows * dv + rows; i++) { /* the outputs, then the log-sum-exps */
+        const bool is_out = i < rows * dv;
+        const float a = is_out ? out[i] : lse[i - rows * dv], b = is_out ? dev_o[i] : dev_l[i - rows * dv];
         if (a == b || (isnan(a) && isnan(b)))
             continue;
         const double gap = fabs((double)a - (double)b), bound = 8 * (double)FLT_EPSILON * (1.0 + fabs((double)b));

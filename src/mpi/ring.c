@@ -4,8 +4,9 @@
  * libclattn like any application, and libclattn itself never needs MPI.
  *
  * One call: (1) every rank sends every other rank a fingerprint of its descriptor and its own argument
- * checks (the ring's rules, then libclattn's of the whole call), and all reach the same verdict; (2) P steps, in step t rank r holds the K/V slice of rank r − t:
- * it posts the send of that slice to r + 1 and the receive of the next from r − 1, enqueues the uploads
+ * checks (the ring's rules, then libclattn's of the whole call), and all reach the same verdict; (2) P
+ * steps, in step t rank r holds the K/V slice of rank r − t: it posts the send of that slice to r + 1 and
+ * the receive of the next from r − 1, enqueues the uploads
  * and kernels, and polls both until done, so that the transfer hides behind the kernels; (3) a last
  * exchange of statuses, before any output is written, so that a failure on one rank is every rank's answer
  * and no rank writes its rows. Each wait on another rank ends at the ring's timeout, or at another rank's
