@@ -1,13 +1,14 @@
-/* Device groups: one attention call spread over the contexts of several devices. Independent batches
- * are divided between the devices; a batch too small to divide is split along the keys instead (SDPA),
- * each device computing a partial result over its slice (masks shifted to the slice's absolute
- * positions) that the log-sum-exp merge combines exactly, or along the queries (layers: each device
- * projects all keys and values, and its own query rows). Each device's share follows its measured
- * speed. */
+/* Device groups: one attention call spread over the contexts of several devices, a scheduler of threads.
+ * Independent batches are divided between the devices; a batch too small to divide is split along the
+ * keys instead (SDPA), each device running the partition primitive's sub-call over its run of keys
+ * (partition.h) and the host merging the partial results as clattn_merge does, or along the queries
+ * (layers: each device projects all keys and values, and its own query rows, whose masks the primitive
+ * moves to them). Each device's share follows its measured speed. */
 #include "cache.h"
 #include "context.h"
 #include "error.h"
 #include "mha.h"
+#include "partition.h"
 #include "sdpa.h"
 #include "versioned.h"
 #include "validate.h"
@@ -208,11 +209,11 @@ typedef struct part_head {
 /* One device's part of a group call, run on a thread of its own. */
 typedef struct part {
     part_head head; /* first: run_parts reaches it */
-    clattn_sdpa_desc desc;
+    clattn_sdpa_desc desc; /* a run of batches' call */
     clattn_masks masks;
     clattn_window window;
-    size_t *key_lengths;
-    long long *offsets;
+    partition_part keys; /* a run of keys' sub-call (its desc run instead of `desc`) */
+    bool by_keys;
     const float *q, *k, *v, *mask;
     float *out, *lse;
 } part;
@@ -220,7 +221,8 @@ typedef struct part {
 static void *part_run(void *arg)
 {
     part *p = arg;
-    p->head.status = clattn_sdpa_host(p->head.ctx, &p->desc, p->q, p->k, p->v, p->mask, p->out, NULL, p->lse);
+    const clattn_sdpa_desc *d = p->by_keys ? &p->keys.desc : &p->desc;
+    p->head.status = clattn_sdpa_host(p->head.ctx, d, p->q, p->k, p->v, p->mask, p->out, NULL, p->lse);
     if (p->head.status != CLATTN_SUCCESS)
         snprintf(p->head.error, sizeof p->head.error, "%s", clattn_last_error(p->head.ctx));
     return NULL;
@@ -264,14 +266,6 @@ static size_t mask_batch_rows(const sdpa_shape *s)
     }
 }
 
-static size_t mask_rows_total(const sdpa_shape *s)
-{
-    const size_t per_batch = mask_batch_rows(s);
-    if (per_batch)
-        return per_batch * s->batch;
-    return s->masks.additive == CLATTN_MASK_1_H_L_S ? s->heads * s->q_len : s->q_len;
-}
-
 /* The call's masks for one device's part (the window copied beside them), and for a run of batches
  * starting at b0 their per-batch arrays advanced to it. */
 static void part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, size_t b0)
@@ -285,15 +279,6 @@ static void part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, s
         m->key_lengths = s->masks.key_lengths + b0;
     if (s->masks.query_offsets)
         m->query_offsets = s->masks.query_offsets + b0;
-}
-
-/* The absolute position of batch b's first query (clattn_masks: its offset, else S − L under a
- * bottom-right causal mask, else 0): a part that moves the keys or the queries keeps it through offsets. */
-static long long first_position(const sdpa_shape *s, size_t b)
-{
-    if (s->masks.query_offsets)
-        return s->masks.query_offsets[b];
-    return s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? (long long)s->kv_len - (long long)s->q_len : 0;
 }
 
 /* Batches [b0, b1) on one device: every per-batch array sliced. */
@@ -315,94 +300,57 @@ static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, 
     p->mask = mask ? mask + (rows ? b0 * rows * s->mask_cols : 0) : NULL;
 }
 
-/* Keys [s0, s1) on one device: K and V rows copied out, the masks moved to the slice's positions (query
- * offsets = absolute position − s0, key lengths clipped), the mask's columns copied, no sinks. */
+/* Keys [s0, s1) on one device: the partition primitive's sub-call of every query row over them, its K
+ * and V rows and the mask's columns copied out. A run that the masks hide entirely sits the call out. */
 static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
                               const float *v, const float *mask, float *out, float *lse, size_t s0, size_t s1)
 {
     const size_t n = s1 - s0, bkv = s->batch * s->kv_heads;
-    p->desc = *d;
-    p->desc.kv_len = n;
-    p->desc.sinks = NULL; /* counted once, in the merge */
-    p->desc.masks = &p->masks;
-    part_masks(s, &p->masks, &p->window, 0);
-    p->masks.mask_kv_len = 0;
-    p->key_lengths = malloc(s->batch * sizeof *p->key_lengths);
-    p->offsets = malloc(s->batch * sizeof *p->offsets);
+    p->by_keys = true;
+    if (!partition_part_init(&p->keys, s->batch))
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's slice of the keys");
+    if (!partition_part_make(s, d, 0, s->q_len, s0, n, &p->keys)) {
+        p->head.ctx = NULL;
+        return CLATTN_SUCCESS;
+    }
     float *kk = malloc(bkv * n * s->qk_dim * sizeof *kk), *vv = malloc(bkv * n * s->v_dim * sizeof *vv);
-    const size_t mrows = mask ? mask_rows_total(s) : 0;
-    float *mm = mask ? malloc(mrows * n * sizeof *mm) : NULL;
+    float *mm = mask ? malloc(partition_mask_elems(s, &p->keys) * sizeof *mm) : NULL;
     p->k = kk;
     p->v = vv;
     p->mask = mm;
-    if (!p->key_lengths || !p->offsets || !kk || !vv || (mask && !mm))
+    if (!kk || !vv || (mask && !mm))
         return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's slice of the keys");
-    for (size_t b = 0; b < s->batch; b++) {
-        const size_t len = s->masks.key_lengths ? s->masks.key_lengths[b] : s->kv_len;
-        p->key_lengths[b] = len <= s0 ? 0 : len - s0 < n ? len - s0 : n;
-        const long long first = first_position(s, b);
-        p->offsets[b] = first - (long long)s0;
-    }
-    p->masks.key_lengths = p->key_lengths;
-    p->masks.query_offsets = p->offsets;
-    for (size_t r = 0; r < bkv; r++) {
-        memcpy(kk + r * n * s->qk_dim, k + (r * s->kv_len + s0) * s->qk_dim, n * s->qk_dim * sizeof *kk);
-        memcpy(vv + r * n * s->v_dim, v + (r * s->kv_len + s0) * s->v_dim, n * s->v_dim * sizeof *vv);
-    }
-    /* The mask's columns [s0, s1); columns past a narrower mask are masked (−inf), as in the whole call. */
-    for (size_t r = 0; r < mrows; r++)
-        for (size_t j = 0; j < n; j++)
-            mm[r * n + j] = s0 + j < s->mask_cols ? mask[r * s->mask_cols + s0 + j] : -INFINITY;
+    partition_rows_host(true, bkv, s->kv_len, s->qk_dim, s0, n, (float *)k, kk);
+    partition_rows_host(true, bkv, s->kv_len, s->v_dim, s0, n, (float *)v, vv);
+    if (mask)
+        partition_mask_host(s, &p->keys, mask, mm);
     p->q = q;
     p->out = out;
     p->lse = lse;
     return CLATTN_SUCCESS;
 }
 
-static void part_free(part *p, bool copies)
+static void part_free(part *p)
 {
-    free(p->key_lengths);
-    free(p->offsets);
-    if (copies) {
+    partition_part_release(&p->keys);
+    if (p->by_keys) {
         free((void *)p->k);
         free((void *)p->v);
         free((void *)p->mask);
     }
 }
 
-/* The parts' outputs and log-sum-exps (each over its keys) merged into out and lse, sinks once. */
+/* The parts that ran, merged into out and lse (the sinks once), as clattn_merge merges them. */
 static void merge_parts(const sdpa_shape *s, const part *parts, size_t n, float *out, float *lse)
 {
-    const size_t rows = s->batch * s->heads * s->q_len;
-    for (size_t r = 0; r < rows; r++) {
-        const double sink = s->sinks ? s->sinks[r / s->q_len % s->heads] : -INFINITY;
-        double top = sink;
-        bool nan = false;
-        for (size_t p = 0; p < n; p++)
-            if (parts[p].head.ctx) {
-                top = fmax(top, parts[p].lse[r]);
-                nan |= isnan(parts[p].lse[r]);
-            }
-        float *o = out + r * s->v_dim;
-        if (nan || top == -INFINITY) {
-            for (size_t e = 0; e < s->v_dim; e++)
-                o[e] = nan ? NAN : 0.0f;
-            lse[r] = nan ? NAN : (float)sink;
-            continue;
+    const float *outs[GROUP_MAX], *lses[GROUP_MAX];
+    size_t ran = 0;
+    for (size_t p = 0; p < n; p++)
+        if (parts[p].head.ctx) {
+            outs[ran] = parts[p].out;
+            lses[ran++] = parts[p].lse;
         }
-        double sum = sink == -INFINITY ? 0.0 : exp(sink - top), acc[512] = {0};
-        for (size_t p = 0; p < n; p++) {
-            if (!parts[p].head.ctx || parts[p].lse[r] == -INFINITY)
-                continue;
-            const double w = exp(parts[p].lse[r] - top);
-            sum += w;
-            for (size_t e = 0; e < s->v_dim; e++)
-                acc[e] += w * parts[p].out[r * s->v_dim + e];
-        }
-        for (size_t e = 0; e < s->v_dim; e++)
-            o[e] = (float)(acc[e] / sum);
-        lse[r] = (float)(top + log(sum));
-    }
+    partition_merge_host(s->lse_elems, s->heads, s->q_len, s->v_dim, s->sinks, ran, outs, lses, out, lse);
 }
 
 clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *desc, const float *q, const float *k,
@@ -439,8 +387,6 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
                          "desc.softmax_precision: clattn_group_sdpa_host computes its softmax in float32 (split-K "
                          "merges); the double softmax is for a single context's clattn_sdpa");
-    if (s.v_dim > 512)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "group calls take head sizes up to 512");
     part parts[GROUP_MAX];
     memset(parts, 0, sizeof parts);
     size_t begin[GROUP_MAX + 1];
@@ -468,7 +414,7 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
         merge_parts(&s, parts, g->count, out, lse_all);
 done:
     for (size_t d = 0; d < g->count; d++)
-        part_free(&parts[d], !by_batch);
+        part_free(&parts[d]);
     if (lse_all != lse)
         free(lse_all);
     free(scratch);
@@ -479,9 +425,9 @@ done:
 typedef struct layer_part {
     part_head head; /* first: run_parts reaches it */
     clattn_mha_desc desc;
-    clattn_masks masks;
+    clattn_masks masks; /* a run of batches' */
     clattn_window window;
-    long long *offsets;
+    partition_part rows; /* a run of query rows' masks (the partition primitive's, over every key) */
     const float *x, *kv, *mask;
     const clattn_mha_host_weights *w;
     float *out;
@@ -498,8 +444,8 @@ static void *layer_part_run(void *arg)
 }
 
 /* Query rows [i0, i1) of every batch on one device, as cross-attention from those rows to all of the
- * layer's keys (self-attention: X itself), their positions shifted by i0: rows of X, of the mask and
- * of the output copied. */
+ * layer's keys (self-attention: X itself), their masks the partition primitive's for that block (its
+ * rows of X, of the mask and of the output copied). */
 static clattn_status layer_rows_part(layer_part *p, const mha_shape *m, const clattn_mha_desc *d, const float *x,
                                      const float *kv, const float *mask, size_t i0, size_t i1)
 {
@@ -509,33 +455,21 @@ static clattn_status layer_rows_part(layer_part *p, const mha_shape *m, const cl
     p->desc.q_len = n;
     p->desc.kv_len = s->kv_len;
     p->desc.kv_dim = m->kv_dim;
-    p->desc.masks = &p->masks;
-    part_masks(s, &p->masks, &p->window, 0);
-    p->offsets = malloc(s->batch * sizeof *p->offsets);
+    p->desc.masks = &p->rows.masks;
+    const bool made = partition_part_init(&p->rows, s->batch);
     p->x_copy = malloc(s->batch * n * m->model_dim * sizeof *p->x_copy);
     p->out_copy = malloc(s->batch * n * width * sizeof *p->out_copy);
-    const size_t per_batch = mask_batch_rows(s), mats = mask ? (per_batch ? s->batch * per_batch / s->q_len
-                                                                           : mask_rows_total(s) / s->q_len)
-                                                             : 0;
-    p->mask_copy = mask && s->masks.additive != CLATTN_MASK_B_1_1_S ? malloc(mats * n * s->mask_cols * sizeof *p->mask_copy)
-                                                                      : NULL;
-    if (!p->offsets || !p->x_copy || !p->out_copy ||
-        (mask && s->masks.additive != CLATTN_MASK_B_1_1_S && !p->mask_copy))
+    if (made) /* (a hidden block still runs: a layer's empty rows are its biases) */
+        (void)partition_part_make(s, NULL, i0, n, 0, s->kv_len, &p->rows);
+    p->mask_copy = mask && made ? malloc(partition_mask_elems(s, &p->rows) * sizeof *p->mask_copy) : NULL;
+    if (!made || !p->x_copy || !p->out_copy || (mask && !p->mask_copy))
         return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's query rows");
-    for (size_t b = 0; b < s->batch; b++) {
-        const long long first = first_position(s, b);
-        p->offsets[b] = first + (long long)i0;
-        memcpy(p->x_copy + b * n * m->model_dim, x + (b * s->q_len + i0) * m->model_dim,
-               n * m->model_dim * sizeof *p->x_copy);
-    }
-    p->masks.query_offsets = p->offsets;
-    /* Mask rows [i0, i1) of every (L, S) matrix it holds; a padding row per batch stays as it is. */
-    for (size_t t = 0; p->mask_copy && t < mats; t++)
-        memcpy(p->mask_copy + t * n * s->mask_cols, mask + (t * s->q_len + i0) * s->mask_cols,
-               n * s->mask_cols * sizeof *p->mask_copy);
+    partition_rows_host(true, s->batch, s->q_len, m->model_dim, i0, n, (float *)x, p->x_copy);
+    if (mask)
+        partition_mask_host(s, &p->rows, mask, p->mask_copy);
     p->x = p->x_copy;
     p->kv = kv ? kv : x; /* self-attention: every row of X gives keys and values */
-    p->mask = p->mask_copy ? p->mask_copy : mask;
+    p->mask = p->mask_copy;
     p->out = p->out_copy;
     return CLATTN_SUCCESS;
 }
@@ -603,13 +537,12 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
         st = run_parts(parts, sizeof parts[0], g->count, layer_part_run);
     /* A query split's rows back into place, all or nothing. */
     for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS && !by_batch; d++) {
-        const size_t n = begin[d + 1] - begin[d];
-        for (size_t b = 0; parts[d].head.ctx && b < s->batch; b++)
-            memcpy(out + (b * s->q_len + begin[d]) * width, parts[d].out_copy + b * n * width,
-                   n * width * sizeof *out);
+        if (parts[d].head.ctx)
+            partition_rows_host(false, s->batch, s->q_len, width, begin[d], begin[d + 1] - begin[d], out,
+                                parts[d].out_copy);
     }
     for (size_t d = 0; d < g->count; d++) {
-        free(parts[d].offsets);
+        partition_part_release(&parts[d].rows);
         free(parts[d].x_copy);
         free(parts[d].mask_copy);
         free(parts[d].out_copy);

@@ -8,7 +8,7 @@
  *     reads them), and the refusals (empty specs, an empty entry, a device twice, an unknown device).
  *  2. table: batch splits (B ≥ devices) and key splits (B = 1: decode, long rows) with GQA, causal masks
  *     of both kinds, key lengths, query offsets, windows, sinks, ALiBi, soft-capping, additive masks
- *     (shared, per batch and head, narrower than S) and fully masked rows — each equal to the reference
+ *     (shared, per batch and head, narrower than S), fully masked rows and a head size of 520 — each equal to the reference
  *     within the conformance tolerance, out and log-sum-exp.
  *  3. layers: clattn_group_mha_host by batches and by query rows (self- and cross-attention, causal of
  *     both kinds, GQA, additive masks, with and without W_O) against the fp64 layer reference.
@@ -114,6 +114,8 @@ static const gcase cases[] = {
      250},
     {"keys: L 5 at offset 800 of S 900, window (100, 0)", 1, 2, 1, 5, 900, 32, TL, 0, 1, 0, 0, 100, 0, M0, 0},
     {"keys: S < L bottom-right (fully masked rows), (L,S) mask", 1, 2, 2, 40, 17, 8, BR, 0, 0, 0, 0, -2, 0, MLS, 0},
+    {"keys: head size 520 (past the 512 of the old host merge), L 3, S 77, bottom-right, key lengths, sinks", 1, 2, 1,
+     3, 77, 520, BR, 1, 0, 1, 0, -2, 0, M0, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 

@@ -515,6 +515,33 @@ CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc
 CLATTN_API clattn_status clattn_merge(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t parts,
                                       const cl_mem *outs, const cl_mem *lses, cl_mem out, cl_mem lse);
 
+/* One call kept for cutting into parts (since 0.7; see below). */
+typedef struct clattn_partition_s clattn_partition;
+
+/* A call cut into parts: the partition primitive that device groups and ring attention
+ * (clattn_mpi.h) schedule. Part (q0, q_rows, k0, k_rows) is the sub-call that attends exactly the pairs of
+ * query rows [q0, q0 + q_rows) and keys [k0, k0 + k_rows) of the call: its Q, O and lse are the block's
+ * rows of every (batch, head), its K and V the run's rows, and its descriptor carries the call's options
+ * with q_len = q_rows, kv_len = k_rows, the positions moved to the run (query_offsets[b] = the block's
+ * first absolute position − k0, so that causal masks, windows and ALiBi distances are the call's), the key
+ * lengths clipped to the run, and no sinks. With an additive mask the part takes its sub-view: rows
+ * [q0, q0 + q_rows) of each (L, S) matrix (a (B,1,1,S) mask: its rows whole) and columns
+ * [k0, k0 + masks->mask_kv_len) of the part's descriptor, in the call's layout. Parts over disjoint keys
+ * merge with clattn_merge (the call's sinks given there, once) into the call's rows exactly.
+ *
+ * clattn_partition_create checks the whole call as clattn_sdpa does (mask_given: an additive mask comes
+ * with it; no weights output) and keeps it: desc and the host arrays it points to must stay unchanged
+ * until clattn_partition_free (which accepts NULL). clattn_partition_part sets *part to the part's
+ * descriptor, valid until the next clattn_partition_part or free of this partition — or to NULL when the
+ * masks (causal, window, key lengths, a narrower additive mask) hide every key of the run from every query
+ * of the block in every batch: that part is the empty row (out 0, lse −inf) and may be skipped. Rows or
+ * keys outside the call are CLATTN_ERROR_INVALID_VALUE, none CLATTN_ERROR_ZERO_SIZE. */
+CLATTN_API clattn_status clattn_partition_create(clattn_context *ctx, const clattn_sdpa_desc *desc, int mask_given,
+                                                 clattn_partition **partition);
+CLATTN_API clattn_status clattn_partition_part(clattn_partition *partition, size_t q0, size_t q_rows, size_t k0,
+                                               size_t k_rows, const clattn_sdpa_desc **part);
+CLATTN_API void clattn_partition_free(clattn_partition *partition);
+
 /* A KV cache the application owns (since 0.3): K (B, kv_heads, capacity, Dqk) and V (B, kv_heads,
  * capacity, Dv) buffers, described by desc (batch, heads and kv_heads, kv_len = the capacity, qk_dim,
  * v_dim; q_len is not used), and per-sequence lengths on the host. clattn_kv_append writes new_len new

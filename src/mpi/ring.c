@@ -1,10 +1,12 @@
-/* Ring attention over MPI (include/clattn/clattn_mpi.h). Built on clattn's public API only — clattn_sdpa
- * for each (query run, key run) pair, clattn_merge for the running result — so that this library is a
- * client of libclattn like any application, and libclattn itself never needs MPI.
+/* Ring attention over MPI (include/clattn/clattn_mpi.h), a scheduler of processes. Built on clattn's public
+ * API only — clattn_partition for the whole call's checks and each (query run, key run) pair's sub-call,
+ * clattn_sdpa to run it, clattn_merge for the running result — so that this library is a client of
+ * libclattn like any application, and libclattn itself never needs MPI.
  *
  * One call: (1) every rank sends every other rank a fingerprint of its descriptor and its own argument
- * checks, and all reach the same verdict; (2) P steps, in step t rank r holds the K/V slice of rank r − t:
- * it posts the send of that slice to r + 1 and the receive of the next from r − 1, enqueues the uploads
+ * checks (the ring's rules, then libclattn's of the whole call), and all reach the same verdict; (2) P
+ * steps, in step t rank r holds the K/V slice of rank r − t: it posts the send of that slice to r + 1 and
+ * the receive of the next from r − 1, enqueues the uploads
  * and kernels, and polls both until done, so that the transfer hides behind the kernels; (3) a last
  * exchange of statuses, before any output is written, so that a failure on one rank is every rank's answer
  * and no rank writes its rows. Each wait on another rank ends at the ring's timeout, or at another rank's
@@ -457,6 +459,7 @@ const char *clattn_ring_last_error(const clattn_ring *r) { return r ? r->detail 
 typedef struct ring_call {
     clattn_sdpa_desc desc; /* desc.masks points to `masks` when the caller gave masks */
     clattn_masks masks;
+    clattn_partition *partition; /* the call, checked by libclattn: the pairs' sub-calls come from it */
 } ring_call;
 
 /* clattn_ring_stats as published in 0.6: the oldest struct_size read. */
@@ -492,9 +495,9 @@ static bool mul_ok(size_t a, size_t b, size_t *out)
     return true;
 }
 
-/* This rank's own checks, before anything is exchanged: the caller's structs read into *call, then what
- * clattn_sdpa cannot see (the ring's rules, the host arrays, the message sizes). The descriptor's other
- * rules are clattn_sdpa's, in the first pair. */
+/* This rank's own checks, before anything is exchanged: the caller's structs read into *call, the ring's
+ * own rules, libclattn's checks of the whole call (clattn_partition_create: those of clattn_sdpa), then
+ * what clattn_sdpa cannot see (the host arrays, the message sizes). */
 static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given, clattn_ring_layout layout,
                                   const float *q, const float *k, const float *v, const float *out,
                                   const clattn_ring_stats *stats, ring_call *call, char *detail, size_t cap)
@@ -523,31 +526,8 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
         return CLATTN_ERROR_INVALID_VALUE;
     }
     const size_t kv_heads = d->kv_heads ? d->kv_heads : d->heads, v_dim = d->v_dim ? d->v_dim : d->qk_dim;
-    if (!d->batch || !d->heads || !d->q_len || !d->kv_len || !d->qk_dim) {
-        snprintf(detail, cap, "desc->%s is 0", !d->batch ? "batch" : !d->heads ? "heads" : !d->q_len ? "q_len" :
-                 !d->kv_len ? "kv_len" : "qk_dim");
-        return CLATTN_ERROR_ZERO_SIZE;
-    }
-    if ((size_t)r->size > d->q_len || (size_t)r->size > d->kv_len) {
-        const bool queries = (size_t)r->size > d->q_len;
-        snprintf(detail, cap, "%d ranks for %zu %s: every rank needs at least one", r->size,
-                 queries ? d->q_len : d->kv_len, queries ? "queries" : "keys");
-        return CLATTN_ERROR_INVALID_VALUE;
-    }
     const clattn_masks *m = d->masks;
-    /* What each pair's masks are made from (positions and lengths of the whole sequences) must be sound
-     * before the pairs shift them. */
-    for (size_t b = 0; m && b < d->batch; b++) {
-        if (m->key_lengths && m->key_lengths[b] > d->kv_len) {
-            snprintf(detail, cap, "masks->key_lengths[%zu] = %zu > S = %zu", b, m->key_lengths[b], d->kv_len);
-            return CLATTN_ERROR_INVALID_MASK;
-        }
-        const long long limit = 1LL << 61;
-        if (m->query_offsets && (m->query_offsets[b] > limit || m->query_offsets[b] < -limit)) {
-            snprintf(detail, cap, "masks->query_offsets[%zu] = %lld is beyond ±2^61", b, m->query_offsets[b]);
-            return CLATTN_ERROR_INVALID_VALUE;
-        }
-    }
+    /* The ring's own rules first: libclattn would word them as its own calls' (a NULL mask, int8 scales). */
     if (m && m->additive != CLATTN_MASK_NONE) {
         snprintf(detail, cap, "ring calls take no additive mask (masks->additive)");
         return CLATTN_ERROR_INVALID_VALUE;
@@ -558,6 +538,18 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
     }
     if (d->algorithm == CLATTN_ALGORITHM_STAGED && d->weights_output != CLATTN_WEIGHTS_SOFTMAX) {
         snprintf(detail, cap, "ring calls return no weights (desc->weights_output)");
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    /* The whole call, as clattn_sdpa checks it: the pairs' shifted positions and clipped lengths could no
+     * longer show a bad value of the call's own (a key length beyond S, an offset beyond ±2^61). */
+    if ((st = clattn_partition_create(r->ctx, d, 0, &call->partition)) != CLATTN_SUCCESS) {
+        snprintf(detail, cap, "%s", clattn_last_error(r->ctx));
+        return st;
+    }
+    if ((size_t)r->size > d->q_len || (size_t)r->size > d->kv_len) {
+        const bool queries = (size_t)r->size > d->q_len;
+        snprintf(detail, cap, "%d ranks for %zu %s: every rank needs at least one", r->size,
+                 queries ? d->q_len : d->kv_len, queries ? "queries" : "keys");
         return CLATTN_ERROR_INVALID_VALUE;
     }
     if (!q || !k || !v || !out) {
@@ -687,64 +679,6 @@ static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, float *h
                                    rows * row_bytes, row_bytes, total * row_bytes, host, 0, NULL, NULL);
 }
 
-/* The absolute position of batch b's first query (as clattn_masks defines it). */
-static long long first_position(const clattn_sdpa_desc *d, size_t b)
-{
-    const clattn_masks *m = d->masks;
-    if (m && m->query_offsets)
-        return m->query_offsets[b];
-    return m && m->causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? (long long)d->kv_len - (long long)d->q_len : 0;
-}
-
-/* Whether the masks hide every key of run [k0, k0 + kn) from every query of run [q0, q0 + qn) in every
- * batch: then the pair adds nothing and is skipped. */
-static bool pair_hidden(const clattn_sdpa_desc *d, size_t q0, size_t qn, size_t k0)
-{
-    const clattn_masks *m = d->masks;
-    if (!m)
-        return false;
-    for (size_t b = 0; b < d->batch; b++) {
-        const long long last_query = first_position(d, b) + (long long)(q0 + qn) - 1;
-        const bool causal_hides = m->causal != CLATTN_CAUSAL_NONE && (long long)k0 > last_query;
-        const bool padding_hides = m->key_lengths && m->key_lengths[b] <= k0;
-        if (!causal_hides && !padding_hides)
-            return false;
-    }
-    return true;
-}
-
-/* Per-pair masks: positions moved to the key run (query offset = absolute position − k0), key lengths
- * clipped to it. */
-typedef struct pair_masks {
-    clattn_masks masks;
-    clattn_window window;
-    size_t *key_lengths;
-    long long *offsets;
-} pair_masks;
-
-static void pair_desc(const clattn_sdpa_desc *d, pair_masks *pm, size_t q0, size_t qn, size_t k0, size_t kn,
-                      clattn_sdpa_desc *out)
-{
-    *out = *d;
-    out->q_len = qn;
-    out->kv_len = kn;
-    out->sinks = NULL; /* counted once, at the end */
-    out->masks = &pm->masks;
-    pm->masks = d->masks ? *d->masks : (clattn_masks)CLATTN_MASKS_INIT;
-    pm->masks.mask_kv_len = 0;
-    if (d->masks && d->masks->window) {
-        pm->window = *d->masks->window;
-        pm->masks.window = &pm->window;
-    }
-    for (size_t b = 0; b < d->batch; b++) {
-        pm->offsets[b] = first_position(d, b) + (long long)q0 - (long long)k0;
-        const size_t len = d->masks && d->masks->key_lengths ? d->masks->key_lengths[b] : d->kv_len;
-        pm->key_lengths[b] = len <= k0 ? 0 : len - k0 < kn ? len - k0 : kn;
-    }
-    pm->masks.query_offsets = pm->offsets;
-    pm->masks.key_lengths = pm->key_lengths;
-}
-
 /* A call's shape, resolved. */
 typedef struct ring_shape {
     size_t batch, heads, kv_heads, qk_dim, v_dim;
@@ -810,9 +744,8 @@ static clattn_status start_results(clattn_ring *r, const ring_shape *s, ring_buf
 
 /* Step t's work on the device: the held slice's runs uploaded, every visible pair attended and merged
  * into its query run's result. */
-static clattn_status attend_slice(clattn_ring *r, const clattn_sdpa_desc *d, const ring_shape *s, ring_buffers *b,
-                                  pair_masks *pm, const clattn_ring_shard *ks, const float *k, const float *v,
-                                  unsigned *pairs)
+static clattn_status attend_slice(clattn_ring *r, clattn_partition *partition, const ring_shape *s, ring_buffers *b,
+                                  const clattn_ring_shard *ks, const float *k, const float *v, unsigned *pairs)
 {
     cl_command_queue queue = clattn_context_queue(r->ctx);
     const size_t bkv = s->batch * s->kv_heads;
@@ -821,9 +754,14 @@ static clattn_status attend_slice(clattn_ring *r, const clattn_sdpa_desc *d, con
             continue;
         bool uploaded = false;
         for (int qc = 0; qc < 2; qc++) {
-            if (!s->qs.len[qc] || pair_hidden(d, s->qs.start[qc], s->qs.len[qc], ks->start[kc]))
+            if (!s->qs.len[qc])
                 continue;
-            if (!uploaded) {
+            const clattn_sdpa_desc *pd = NULL;
+            clattn_status st =
+                clattn_partition_part(partition, s->qs.start[qc], s->qs.len[qc], ks->start[kc], ks->len[kc], &pd);
+            if (st == CLATTN_SUCCESS && !pd)
+                continue; /* the masks hide the pair: it adds nothing */
+            if (st == CLATTN_SUCCESS && !uploaded) {
                 const size_t row0 = kc ? ks->len[0] : 0;
                 cl_int err = copy_rows(queue, true, b->k[kc], (float *)k, bkv, ks->rows, row0, ks->len[kc], s->qk_dim);
                 if (err == CL_SUCCESS)
@@ -832,12 +770,11 @@ static clattn_status attend_slice(clattn_ring *r, const clattn_sdpa_desc *d, con
                     return cl_failed(r, err, "uploading a K/V run");
                 uploaded = true;
             }
-            clattn_sdpa_desc pd;
-            pair_desc(d, pm, s->qs.start[qc], s->qs.len[qc], ks->start[kc], ks->len[kc], &pd);
-            clattn_status st = clattn_sdpa(r->ctx, &pd, b->q[qc], b->k[kc], b->v[kc], NULL, b->part_out, NULL, b->part_lse);
+            if (st == CLATTN_SUCCESS)
+                st = clattn_sdpa(r->ctx, pd, b->q[qc], b->k[kc], b->v[kc], NULL, b->part_out, NULL, b->part_lse);
             if (st == CLATTN_SUCCESS) {
                 const cl_mem outs[2] = {b->out[qc], b->part_out}, lses[2] = {b->lse[qc], b->part_lse};
-                st = clattn_merge(r->ctx, &pd, 2, outs, lses, b->out[qc], b->lse[qc]);
+                st = clattn_merge(r->ctx, pd, 2, outs, lses, b->out[qc], b->lse[qc]);
             }
             if (st != CLATTN_SUCCESS)
                 return fail(r, st, r->rank, "rank %d: attention over keys %zu–%zu: %s", r->rank, ks->start[kc],
@@ -914,7 +851,8 @@ static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
 
 /* The P steps. A rank whose device work fails goes on passing slices (its neighbours need them) and
  * reports at the end. */
-static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_ring_layout layout, const float *q,
+static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_partition *partition,
+                              clattn_ring_layout layout, const float *q,
                               const float *k, const float *v, float *out, float *lse, clattn_ring_stats *stats)
 {
     ring_shape s = {d->batch, d->heads, d->kv_heads ? d->kv_heads : d->heads, d->qk_dim,
@@ -930,12 +868,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
     }
     ring_buffers b;
     memset(&b, 0, sizeof b);
-    pair_masks pm;
-    pm.key_lengths = malloc(d->batch * sizeof *pm.key_lengths);
-    pm.offsets = malloc(d->batch * sizeof *pm.offsets);
-    clattn_status st = !pm.key_lengths || !pm.offsets
-                           ? fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: the per-pair masks", r->rank)
-                           : allocate(r, &s, &b);
+    clattn_status st = allocate(r, &s, &b);
     if (st == CLATTN_SUCCESS)
         st = start_results(r, &s, &b, q);
     /* Every rank ready (its buffers made) before any slice travels: one that is not stops them all. */
@@ -963,7 +896,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         const double started = now_s();
         cl_event marker = NULL;
         if (st == CLATTN_SUCCESS)
-            st = attend_slice(r, d, &s, &b, &pm, &held, held_k, held_v, stats ? &stats->pairs : &(unsigned){0});
+            st = attend_slice(r, partition, &s, &b, &held, held_k, held_v, stats ? &stats->pairs : &(unsigned){0});
         if (st == CLATTN_SUCCESS) {
             cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &marker);
             if (err == CL_SUCCESS)
@@ -1009,8 +942,6 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
                             sizeof(float);
     }
     release_buffers(&b);
-    free(pm.key_lengths);
-    free(pm.offsets);
     return st;
 }
 
@@ -1031,7 +962,8 @@ clattn_status clattn_ring_sdpa_host(clattn_ring *r, const clattn_sdpa_desc *desc
     ring_call call;
     clattn_status st = collective_check(r, desc, layout, q, k, v, out, stats, &call);
     if (st == CLATTN_SUCCESS) /* (its outcome agreed by every rank) */
-        st = run_ring(r, &call.desc, layout, q, k, v, out, lse, into);
+        st = run_ring(r, &call.desc, call.partition, layout, q, k, v, out, lse, into);
+    clattn_partition_free(call.partition);
     if (stats && st == CLATTN_SUCCESS) {
         local.seconds = now_s() - started;
         /* As many bytes as the caller's struct_size names (checked): an older struct gets its fields, a newer

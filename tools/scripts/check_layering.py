@@ -43,11 +43,13 @@ ORDER = [
     "program.h", "program.c",          # kernel sources, builds, build logs; THE kernel cache
     "convert.h", "convert.c",          # storage-type conversions on the device, quantising row writes
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
+    "partition.h", "partition.c",      # the partition primitive: a query block x a key run -> the sub-call; the merge
     "projection.h", "projection.c",    # GEMM (clattn's kernel, or CLBlast + bias), chosen per device
     "staged.h", "staged.c",            # score / softmax / weighted-sum path, the public stage calls
     "fused.h", "fused.c",              # the fused flash kernel
     "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
+    "partition_api.c",                 # clattn_partition_*: the primitive behind the whole call's checks
     "mha.h", "mha.c",                  # clattn_mha
     "tune.c",                          # clattn_tune: GEMMs and fused tiles measured, the choices recorded
     "merge.c",                         # clattn_merge: partial results over disjoint key sets combined
