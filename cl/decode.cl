@@ -136,7 +136,7 @@ __attribute__((always_inline)) inline void clattn_decode_row_scores(__local cons
 }
 
 /* A visible key's score with the soft-cap, ALiBi and the additive mask applied (−inf stays −inf). */
-inline float clattn_decode_terms(float s, float softcap, clattn_row_terms t, ulong j, long pos, __global const uchar *mask,
+inline float clattn_decode_terms(float s, float softcap, const clattn_row_terms *t, ulong j, long pos, __global const uchar *mask,
                                  int mask_type, int mask_layout, ulong b, ulong h, ulong heads, ulong i, ulong q_len,
                                  ulong mask_cols)
 {
@@ -287,7 +287,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
         }
         m[r] = -INFINITY;
         l[r] = 0.0f;
-        terms[r] = CLATTN_ROW_TERMS(row_h[r]);
+        CLATTN_ROW_TERMS(&terms[r], row_h[r]);
         for (int c = 0; c < COLS_PER_ITEM; c++)
             acc[r][c] = (vec_t)0.0f;
     }
@@ -378,7 +378,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                                                  s[y]);
                     for (int x = 0; x < KQ; x++)
                         s_tile[(r + y) * TILE + g + x] =
-                            score_terms ? clattn_decode_terms(s[y][x], softcap, terms[r + y], j + x, pos[r + y], mask,
+                            score_terms ? clattn_decode_terms(s[y][x], softcap, &terms[r + y], j + x, pos[r + y], mask,
                                                               mask_type, mask_layout, b, row_h[r + y], heads,
                                                               row_i[r + y], q_len, mask_cols)
                                         : s[y][x];
@@ -391,7 +391,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                                          k_scale, score_factor[r], s);
                 for (int x = 0; x < KQ; x++)
                     s_tile[r * TILE + g + x] =
-                        score_terms ? clattn_decode_terms(s[x], softcap, terms[r], j + x, pos[r], mask, mask_type,
+                        score_terms ? clattn_decode_terms(s[x], softcap, &terms[r], j + x, pos[r], mask, mask_type,
                                                           mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
                                     : s[x];
             }

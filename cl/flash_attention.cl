@@ -97,7 +97,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
         l[r] = (vec_t)0.0f;
-        terms[r] = CLATTN_ROW_TERMS(active ? h : 0);
+        CLATTN_ROW_TERMS(&terms[r], h);
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
         if (!active)
@@ -189,7 +189,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                         VSTORE(s[r][u], lane + u * VEC);
                     for (int x = 0; x < STEP; x++)
                         lane[x] = j + x >= row_begin[r] && j + x < row_end[r]
-                                      ? clattn_score_terms(lane[x], softcap, terms[r], (long)(j + x), pos[r],
+                                      ? clattn_score_terms(lane[x], softcap, &terms[r], (long)(j + x), pos[r],
                                                            clattn_additive_mask(mask, mask_type, mask_layout, b,
                                                                                 row_h[r], heads, row_i[r],
                                                                                 j + x, q_len, mask_cols))

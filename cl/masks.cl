@@ -57,20 +57,21 @@ inline void clattn_visible_range(int causal, long p, ulong key_len, long win_lef
     *end = (ulong)hi;
 }
 
-/* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(h) inside a
- * kernel, from its parameters): ALiBi's slope (0 without) and the logit scale (1 without). */
+/* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(&t, h) inside a
+ * kernel, from its parameters): ALiBi's slope (0 without) and the logit scale (1 without). Filled and
+ * read through pointers: returned or passed by value, a struct makes Clang's inliner emit
+ * llvm.experimental.noalias.scope.decl, which oclgrind's LLVM cannot run. */
 typedef struct clattn_row_terms {
     float slope, logit_scale;
 } clattn_row_terms;
 
-inline clattn_row_terms clattn_row_terms_of(__global const float *alibi, __global const float *logit_scale, ulong h)
+inline void clattn_row_terms_of(clattn_row_terms *t, __global const float *alibi, __global const float *logit_scale,
+                                ulong h)
 {
-    clattn_row_terms t;
-    t.slope = alibi ? alibi[h] : 0.0f;
-    t.logit_scale = logit_scale ? logit_scale[h] : 1.0f;
-    return t;
+    t->slope = alibi ? alibi[h] : 0.0f;
+    t->logit_scale = logit_scale ? logit_scale[h] : 1.0f;
 }
-#define CLATTN_ROW_TERMS(h) clattn_row_terms_of(alibi, logit_scale, (h))
+#define CLATTN_ROW_TERMS(t, h) clattn_row_terms_of((t), alibi, logit_scale, (h))
 
 /* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
  * kernels then take their per-key path. */
@@ -78,19 +79,20 @@ inline clattn_row_terms clattn_row_terms_of(__global const float *alibi, __globa
 
 /* The scaled dot product with the terms that come before the masks (clattn_weights_output's
  * SOFTCAPPED scores): times the head's logit scale, then soft-capped where softcap > 0. */
-inline float clattn_capped_score(float scaled, float softcap, clattn_row_terms t)
+inline float clattn_capped_score(float scaled, float softcap, const clattn_row_terms *t)
 {
-    scaled *= t.logit_scale;
+    scaled *= t->logit_scale;
     if (softcap > 0.0f)
         scaled = softcap * tanh(scaled / softcap);
     return scaled;
 }
 
 /* The score of one visible key as the softmax takes it, in ONNX's order: the scaled dot product
- * scaled per head and soft-capped (clattn_capped_score), then ALiBi's slope·(j − p) and the additive mask entry added. */
-inline float clattn_score_terms(float scaled, float softcap, clattn_row_terms t, long j, long p, float mask)
+ * scaled per head and soft-capped (clattn_capped_score), then ALiBi's slope·(j − p) and the additive mask
+ * entry added. */
+inline float clattn_score_terms(float scaled, float softcap, const clattn_row_terms *t, long j, long p, float mask)
 {
-    return clattn_capped_score(scaled, softcap, t) + t.slope * (float)(j - p) + mask;
+    return clattn_capped_score(scaled, softcap, t) + t->slope * (float)(j - p) + mask;
 }
 
 /* What the mask adds to the score of (batch b, head h, query i, key j): its float entry, or 0 / −inf

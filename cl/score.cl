@@ -61,13 +61,14 @@ __kernel void clattn_score(CLATTN_PARAMETERS(CLATTN_SCORE_PARAMS))
             acc = fma(qrow[e] * q_factor, k_head[(j0 + x) * k_rs + e], acc);
         dot[x] = acc * factor;
     }
-    const clattn_row_terms terms = CLATTN_ROW_TERMS(h);
+    clattn_row_terms terms;
+    CLATTN_ROW_TERMS(&terms, h);
     for (int x = 0; x < KEYS; x++) {
         const ulong j = j0 + x;
         if (j >= kv_len)
             break;
         const bool visible = j >= begin && j < end;
-        const float value = visible ? clattn_score_terms(dot[x], softcap, terms, (long)j, p,
+        const float value = visible ? clattn_score_terms(dot[x], softcap, &terms, (long)j, p,
                                                          clattn_additive_mask(mask, mask_type, mask_layout, b, h,
                                                                               heads, i, j, q_len, mask_cols))
                                     : -INFINITY;
@@ -75,7 +76,7 @@ __kernel void clattn_score(CLATTN_PARAMETERS(CLATTN_SCORE_PARAMS))
         if (extra)
             extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
                 extra_mode == WEIGHTS_QK ? dot[x]
-                : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[x], softcap, terms)
+                : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[x], softcap, &terms)
                                                    : value;
     }
 }
@@ -175,7 +176,8 @@ __kernel void clattn_score_tiled(CLATTN_PARAMETERS(CLATTN_SCORE_TILED_PARAMS))
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     /* Nothing but the scale where every key of the tile is visible and no term or mask applies. */
     const bool plain = full && !CLATTN_SCORE_TERMS_ON && mask_layout == MASK_NONE && !extra;
-    const clattn_row_terms terms = CLATTN_ROW_TERMS(h);
+    clattn_row_terms terms;
+    CLATTN_ROW_TERMS(&terms, h);
     for (int r = 0; r < SR; r++) {
         const ulong i = i0 + r;
         if (i >= q_len)
@@ -195,7 +197,7 @@ __kernel void clattn_score_tiled(CLATTN_PARAMETERS(CLATTN_SCORE_TILED_PARAMS))
         for (int t = 0; t < SN && j0 + t < kv_len; t++) {
             const ulong j = j0 + t;
             const bool visible = j >= begin && j < end;
-            const float value = visible ? clattn_score_terms(dot[t], softcap, terms, (long)j, p,
+            const float value = visible ? clattn_score_terms(dot[t], softcap, &terms, (long)j, p,
                                                              clattn_additive_mask(mask, mask_type, mask_layout, b, h,
                                                                                   heads, i, j, q_len, mask_cols))
                                         : -INFINITY;
@@ -203,7 +205,7 @@ __kernel void clattn_score_tiled(CLATTN_PARAMETERS(CLATTN_SCORE_TILED_PARAMS))
             if (extra)
                 extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
                     extra_mode == WEIGHTS_QK ? dot[t]
-                    : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[t], softcap, terms)
+                    : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[t], softcap, &terms)
                                                        : value;
         }
     }

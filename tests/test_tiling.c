@@ -23,6 +23,7 @@
 #include "test_util.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +161,9 @@ static int option(const char *key, const char *name, unsigned *value)
     return at && (!end || at < end) && sscanf(at + strlen(pattern), "%u", value) == 1;
 }
 
-/* The fused variants stored in the test's cache folder; -1 when the keys do not carry the options. */
+/* The fused variants stored in the test's cache folder, one per tile and head sizes (since 0.7 a call's
+ * features are build options too: programs that differ only in them are one variant here); -1 when the
+ * keys do not carry the options. */
 static int read_built(built *out, size_t max)
 {
     char folder[PATH_MAX];
@@ -198,9 +201,12 @@ static int read_built(built *out, size_t max)
         built b;
         if (key && option(key, "BLOCK_M", &b.m) && option(key, "BLOCK_N", &b.n) && option(key, "VEC", &b.vec) &&
             option(key, "ROWS", &b.rows) && option(key, "DK", &b.dk) && option(key, "DV", &b.dv)) {
-            if ((size_t)count < max)
+            bool seen = false;
+            for (int i = 0; i < count && (size_t)i < max; i++)
+                seen |= memcmp(&out[i], &b, sizeof b) == 0;
+            if (!seen && (size_t)count < max)
                 out[count] = b;
-            count++;
+            count += !seen;
         } else {
             unparsed++;
         }
