@@ -199,7 +199,12 @@ typedef struct clattn_context_options {
     { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL, 0, 0, NULL }
 
 /* Create a context as `options` say (NULL: every default). Kernels are compiled on the first call that
- * needs them and reused for the life of the context. */
+ * needs them and reused for the life of the context, in one kernel cache per context: since 0.7 each
+ * kernel is built for the features of the call that runs it (which masks and score terms it has, int8
+ * K/V, a ragged or paged K/V layout) beside its storage types, head sizes and tiles, so a call with no
+ * mask or score term runs a kernel without their arguments or branches (features build in groups: the
+ * README's "Kernels and the program cache"); a first call with new features compiles (seconds on PoCL,
+ * then the on-disk cache). */
 CLATTN_API clattn_status clattn_context_create_with_options(clattn_context **ctx,
                                                             const clattn_context_options *options);
 

@@ -13,6 +13,19 @@
 
 enum { H = 4, KVH = 2, D = 16, B = 2, MAX_ROWS = 12, MAX_KEYS = 40, BLOCK = 8 };
 
+/* The cases' descriptor: B sequences (batch), H query heads over KVH K/V heads of D, L query rows. */
+static clattn_sdpa_desc layout_desc(size_t batch, size_t L, const clattn_masks *m)
+{
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = batch;
+    d.heads = H;
+    d.kv_heads = KVH;
+    d.q_len = L;
+    d.qk_dim = D;
+    d.masks = m;
+    return d;
+}
+
 /* Sequence b's rows gathered from packed (rows, heads, D) tensors into a dense (1, heads, n, D) one. */
 static void gather_rows(const float *packed, size_t first, size_t n, size_t heads, float *dense)
 {
@@ -30,14 +43,8 @@ static void sequence_reference(const float *q, const float *k, const float *v, s
     m.causal = CLATTN_CAUSAL_TOP_LEFT;
     long long offset = (long long)S - (long long)L;
     m.query_offsets = &offset;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = 1;
-    d.heads = H;
-    d.kv_heads = KVH;
-    d.q_len = L;
+    clattn_sdpa_desc d = layout_desc(1, L, &m);
     d.kv_len = S ? S : 1;
-    d.qk_dim = D;
-    d.masks = &m;
     d.logit_scale = logit_scale;
     double dense[H * MAX_ROWS * D];
     if (S == 0) { /* no keys: every row zero */
@@ -97,12 +104,7 @@ static bool ragged_case(clattn_context *ctx, size_t rows0, size_t rows1, uint64_
     conformance_fill(v, k_starts[B] * KVH * D, seed, false);
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.kv_heads = KVH;
-    d.qk_dim = D;
-    d.masks = &m;
+    clattn_sdpa_desc d = layout_desc(B, 0, &m);
     d.logit_scale = scales;
     clattn_ragged rg = CLATTN_RAGGED_INIT;
     rg.q_starts = q_starts;
@@ -136,13 +138,7 @@ static bool paged_case(clattn_context *ctx, size_t L, uint64_t *seed, conformanc
     pc.max_blocks = MAX_BLOCKS;
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B;
-    d.heads = H;
-    d.kv_heads = KVH;
-    d.q_len = L;
-    d.qk_dim = D;
-    d.masks = &m;
+    const clattn_sdpa_desc d = layout_desc(B, L, &m);
     r->cases++;
     clattn_status st = err != CL_SUCCESS ? (clattn_status)err : clattn_sdpa_paged(ctx, &d, &pc, lengths, mq, NULL, mo, NULL);
     if (st == CLATTN_SUCCESS)
