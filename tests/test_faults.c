@@ -316,6 +316,25 @@ static void warm_all_paths(clattn_context *ctx)
     TU_ASSERT_OK(clattn_mha_host(ctx, &md, x, NULL, &hw, NULL, y, NULL), ctx, "warm-up: layer");
 }
 
+/* Since 0.7 a call's features (its masks and terms, a ragged or paged layout) are build options of its
+ * kernels: the programs a failure may fall back to are those of this scenario's features on every path,
+ * so the scenario itself runs once on each (a path that refuses it builds nothing). */
+static void warm_scenario_paths(clattn_context *ctx, scenario sc)
+{
+    static const clattn_algorithm algorithms[] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
+                                                  CLATTN_ALGORITHM_DECODE};
+    const clattn_algorithm sdpa_was = fx.d.algorithm, mha_was = fx.md.algorithm;
+    for (size_t a = 0; a < sizeof algorithms / sizeof algorithms[0]; a++) {
+        float *out = tu_host_alloc(out_count(sc), NULL), *w = tu_host_alloc(weight_count(sc), NULL),
+              *lse = tu_host_alloc(B * H * L, NULL);
+        fx.d.algorithm = fx.md.algorithm = algorithms[a];
+        (void)run_scenario(ctx, sc, out, w, lse);
+    }
+    fx.d.algorithm = sdpa_was;
+    fx.md.algorithm = mha_was;
+    clattn_finish(ctx);
+}
+
 START_TEST(test_fault_walk)
 {
     const scenario sc = (scenario)TU_CASE(_i);
@@ -331,6 +350,7 @@ START_TEST(test_fault_walk)
     const unsigned long points = clattn__fault_points();
     ck_assert_msg(points > 0, "%s: no failure points were passed", tu_label());
     warm_all_paths(ctx);
+    warm_scenario_paths(ctx, sc);
     clattn_context_release_temporaries(ctx);
     const live_objects base = live_now();
     check_success(ctx, sc, "unarmed, again");
