@@ -124,7 +124,9 @@ static clattn_status context_create(clattn_context **out, const clattn_context_o
     ctx->profile.enabled = opts.profile != 0;
     if (st == CLATTN_SUCCESS)
         st = device_caps_query(ctx->device, &ctx->caps);
-    if (st == CLATTN_SUCCESS && (st = options_resolve(ctx, &opts, &ctx->options)) != CLATTN_SUCCESS)
+    if (st == CLATTN_SUCCESS && ((st = options_resolve(ctx, &opts, &ctx->options)) != CLATTN_SUCCESS ||
+                                 (st = tuning_options_resolve(ctx, &ctx->caps, &ctx->options, &ctx->tuning)) !=
+                                     CLATTN_SUCCESS))
         set_error(NULL, st, "%s", clattn_last_error(ctx)); /* the caller gets no context to ask */
     if (st != CLATTN_SUCCESS) {
         clattn_context_free(ctx);

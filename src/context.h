@@ -9,6 +9,7 @@
 #include "options.h"
 #include "profile.h"
 #include "scratch.h"
+#include "tuning_tables.h"
 
 struct program_cache; /* program.c */
 
@@ -19,6 +20,7 @@ struct clattn_context_s {
     cl_command_queue queue;
     device_caps caps;
     context_options options;
+    tuning_options tuning; /* the kernel families' parameters the options fix (tuning.c looks them up) */
     scratch_pool scratch;
     profile_log profile; /* kernels' device time, when options.profile */
     struct program_cache *programs; /* made on first use */

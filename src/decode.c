@@ -7,6 +7,7 @@
 #include "masks.h"
 #include "program.h"
 #include "scratch.h"
+#include "tuning.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,12 +39,11 @@ static cl_ulong local_bytes(const decode_shape *v)
                             (v->stage ? (cl_ulong)v->tile * (v->dk + v->dv) : 0));
 }
 
-/* CPUs: one work-item per group streams its keys in place, vectorised over the head dimension at the
- * native SIMD width (PoCL runs a work-item's vector code as written), 4 rows × 4 keys of dot products
- * at a time, the next tile prefetched (measured on PoCL, decode L=1..8: in place with prefetching
- * beat staging the tiles in local memory by 20–40%, and without prefetching the cores waited on each
- * row). GPUs: 64 work-items stage each tile with coalesced reads, share its scores and spread the
- * output columns over their lanes. Tiles, then rows per group, shrink until local memory holds them. */
+/* The kernels' shape (tuning_tables.c: the values and why): one work-item per group streams its keys
+ * in place at VEC lanes, `keys per step` rows × keys of dot products at a time, the next tile
+ * prefetched (CPUs); or a group of work-items stages each tile in local memory with coalesced reads,
+ * shares its scores and spreads the output columns over its lanes (GPUs). Tiles, then rows per group,
+ * shrink until local memory holds them. */
 enum { PREFETCH_NONE, PREFETCH_CORE, PREFETCH_CLANG };
 
 /* How the CPU kernels prefetch on this implementation: Clang's builtin where it was seen to compile and
@@ -55,19 +55,17 @@ static unsigned prefetch_mode(const device_caps *caps)
     return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
 }
 
-static void choose_shape(const clattn_context *ctx, decode_shape *v)
+static void choose_shape(const clattn_context *ctx, const tuning_values *t, decode_shape *v)
 {
-    const bool cpu = device_is_cpu(&ctx->caps) && !device_is_llvmpipe(&ctx->caps); /* (see device.h) */
-    v->vec = device_vector_width(&ctx->caps);
-    v->wg = cpu ? 1 : 64;
+    v->r_max = t->v[1];
+    v->tile = t->v[2];
+    v->wg = t->v[3];
+    v->vec = t->v[4];
+    v->kq = v->rb = t->v[5];
+    v->stage = v->wg > 1; /* the staging shape, even where the device's groups are smaller (then halved) */
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
-    v->kq = cpu ? 4 : 1;
-    v->rb = cpu ? 4 : 1;
-    v->stage = !cpu;
-    v->prefetch = cpu ? prefetch_mode(&ctx->caps) : PREFETCH_NONE;
-    v->tile = 32;
-    v->r_max = 16;
+    v->prefetch = v->stage ? PREFETCH_NONE : prefetch_mode(&ctx->caps);
     const unsigned smallest_tile = v->vec > v->kq ? v->vec : v->kq;
     while (v->tile > smallest_tile && local_bytes(v) > ctx->caps.local_mem)
         v->tile /= 2;
@@ -94,11 +92,11 @@ static clattn_status decode_kernels(clattn_context *ctx, const sdpa_shape *s, de
     }
 }
 
-/* Splits of the keys: enough work-groups to keep every compute unit busy (four per unit, so uneven
- * slices even out), but at least DECODE_MIN_SLICE keys each. The keys are those any batch can see:
+/* Splits of the keys: enough work-groups to keep every compute unit busy (`per_unit` per unit, so
+ * uneven slices even out), but at least DECODE_MIN_SLICE keys each. The keys are those any batch can see:
  * up to the longest key length when lengths are given (a cache's capacity beyond it is never read). */
-static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const decode_shape *v, size_t *splits,
-                        size_t *slice)
+static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const decode_shape *v, unsigned per_unit,
+                        size_t *splits, size_t *slice)
 {
     size_t keys = s->kv_len;
     if (s->masks.key_lengths) {
@@ -109,7 +107,7 @@ static void plan_splits(const clattn_context *ctx, const sdpa_shape *s, const de
     }
     const size_t row_groups = (s->q_len * s->group + v->r_max - 1) / v->r_max;
     const size_t groups = s->batch * s->kv_heads * row_groups;
-    const size_t target = 4 * (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1);
+    const size_t target = per_unit * (size_t)(ctx->caps.compute_units ? ctx->caps.compute_units : 1);
     size_t n = (target + groups - 1) / groups;
     const size_t most = keys / DECODE_MIN_SLICE;
     if (n > most)
@@ -194,16 +192,20 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
         return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE,
                          "the decode kernels support head sizes up to %d, not %zu", DECODE_MAX_HEAD,
                          s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim);
+    tuning_values t;
+    clattn_status st = tuning_lookup(ctx, TUNING_DECODE, &t, NULL);
+    if (st != CLATTN_SUCCESS)
+        return st;
     decode_shape dv = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0, 0, false, PREFETCH_NONE};
-    choose_shape(ctx, &dv);
+    choose_shape(ctx, &t, &dv);
     device_masks masks;
     const family_build *fb;
-    clattn_status st = masks_upload(ctx, s, mask, &masks);
+    st = masks_upload(ctx, s, mask, &masks);
     const feature_set features = call_features(s) | layout_features(lay);
     if (st != CLATTN_SUCCESS || (st = decode_kernels(ctx, s, &dv, features, &fb)) != CLATTN_SUCCESS)
         return st;
     size_t splits, slice;
-    plan_splits(ctx, s, &dv, &splits, &slice);
+    plan_splits(ctx, s, &dv, t.v[0], &splits, &slice);
     /* One pass writes the final rows, when they are floats (the partial kernel writes floats; another
      * output type goes through the combine pass, which rounds into it). */
     if (splits == 1 && s->types.o == CLATTN_FLOAT32) {

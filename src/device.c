@@ -342,20 +342,30 @@ clattn_status device_caps_query(cl_device_id device, device_caps *c)
     return device_query_fp64(device, &c->fp64);
 }
 
-bool device_is_cpu(const device_caps *caps)
-{
-    return (caps->type & CL_DEVICE_TYPE_CPU) != 0 && (caps->type & CL_DEVICE_TYPE_GPU) == 0;
-}
-
-bool device_is_llvmpipe(const device_caps *caps)
+static bool is_llvmpipe(const device_caps *caps)
 {
     return strstr(caps->platform, "rusticl") != NULL && strncmp(caps->name, "llvmpipe", 8) == 0;
 }
 
-unsigned device_vector_width(const device_caps *caps)
+device_class device_class_of(const device_caps *caps)
+{
+    if (is_llvmpipe(caps))
+        return DEVICE_CLASS_CPU_LANES;
+    if ((caps->type & CL_DEVICE_TYPE_CPU) != 0 && (caps->type & CL_DEVICE_TYPE_GPU) == 0)
+        return DEVICE_CLASS_CPU;
+    return DEVICE_CLASS_GPU;
+}
+
+const char *device_class_name(device_class c)
+{
+    static const char *const names[DEVICE_CLASSES] = {"cpu", "cpu-lanes", "gpu"};
+    return c < DEVICE_CLASSES ? names[c] : "?";
+}
+
+unsigned device_simd_width(const device_caps *caps)
 {
     unsigned vec = 1;
-    while (device_is_cpu(caps) && vec < 16 && vec * 2 <= caps->native_float_width)
+    while (vec < 16 && vec * 2 <= caps->native_float_width)
         vec *= 2;
     return vec;
 }

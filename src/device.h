@@ -21,16 +21,24 @@ typedef struct device_caps {
     char platform[256], platform_version[256], driver[256];
 } device_caps;
 
-/* A CPU that is not also a GPU: the devices whose kernels work SIMD-wide inside each work-item. (oclgrind
- * says it is every type at once; it gets the GPU shape, the one with shared local memory to check.) */
-bool device_is_cpu(const device_caps *caps);
-/* Mesa's llvmpipe (rusticl's CPU device): a CPU that runs work-items as the lanes of its SIMD registers,
- * as a GPU does. The fused and decode kernels take their GPU shape there: their CPU shapes (one
- * work-item's own vector code) were miscompiled by Mesa 22.3 (wrong rows at head size 64; PoCL and
- * oclgrind's checks find the same kernels correct), and its lanes are its work-items anyway. */
-bool device_is_llvmpipe(const device_caps *caps);
-/* The float vector width such kernels use on this device: its native width up to 16 on a CPU, else 1. */
-unsigned device_vector_width(const device_caps *caps);
+/* The one device-class rule: which row of the kernel families' parameter tables (tuning_tables.c) a
+ * device gets by default.
+ *  CPU        a CPU that is not also a GPU (PoCL, Intel's CPU runtime): kernels work SIMD-wide inside each
+ *             work-item, whose vector code these runtimes run as written;
+ *  CPU_LANES  Mesa's llvmpipe (rusticl's CPU device): a CPU that runs work-items as the lanes of its SIMD
+ *             registers, as a GPU does (the fused and decode kernels take the GPU shape there: their CPU
+ *             shapes were miscompiled by Mesa 22.3, wrong rows at head size 64, where PoCL and
+ *             oclgrind's checks find the same kernels correct);
+ *  GPU        everything else, oclgrind included (it says it is every type at once; the GPU shape is the
+ *             one with shared local memory to check, and its checks run the CPU shapes through
+ *             CLATTN_TUNING: tests/oclgrind_check.sh). */
+typedef enum device_class { DEVICE_CLASS_CPU, DEVICE_CLASS_CPU_LANES, DEVICE_CLASS_GPU, DEVICE_CLASSES } device_class;
+device_class device_class_of(const device_caps *caps);
+/* "cpu", "cpu-lanes" or "gpu". */
+const char *device_class_name(device_class c);
+/* The device's native float vector width as a width OpenCL C has, up to 16: what a table's VEC of 0
+ * means. */
+unsigned device_simd_width(const device_caps *caps);
 
 /* Query every fact of `caps` for `device`; failures are recorded outside any context. */
 clattn_status device_caps_query(cl_device_id device, device_caps *caps);

@@ -13,12 +13,4 @@
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
                         tensor_view v, cl_mem mask, tensor_view out, cl_mem lse);
 
-/* For tuning: from now on, build the fused kernel with these tiles (m work-items per group, n keys per
- * tile, rows per work-item; m = 0: the record's or the device's defaults again). The context's tile
- * option still wins. */
-clattn_status fused_use_tiles(clattn_context *ctx, unsigned m, unsigned n, unsigned rows);
-
-/* The name of the tuning record that holds a device's tiles ("MxNxR", one line). */
-extern const char fused_record_name[];
-
 #endif

@@ -30,23 +30,28 @@ static char *dup_string(const char *s)
     return copy;
 }
 
-bool options_parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *rows)
+size_t options_parse_numbers(const char *text, unsigned long *out, size_t max)
 {
-    unsigned long parts[3] = {0, 0, 0};
     size_t count = 0;
     const char *p = text;
     for (;;) {
-        if (count == 3 || !isdigit((unsigned char)*p))
-            return false;
+        if (count == max || !isdigit((unsigned char)*p))
+            return 0;
         unsigned long v = 0;
         while (isdigit((unsigned char)*p) && v < 100000)
             v = v * 10 + (unsigned long)(*p++ - '0');
-        parts[count++] = v;
+        out[count++] = v;
         if (*p == '\0')
-            break;
+            return count;
         if (*p++ != 'x')
-            return false;
+            return 0;
     }
+}
+
+bool options_parse_tile(const char *text, unsigned *m, unsigned *n, unsigned *rows)
+{
+    unsigned long parts[3] = {0, 0, 0};
+    const size_t count = options_parse_numbers(text, parts, 3);
     if (count < 2 || parts[0] < 1 || parts[0] > 1024 || parts[1] < 1 || parts[1] > 256 ||
         (count == 3 && (parts[2] < 1 || parts[2] > 8)))
         return false;
@@ -79,31 +84,19 @@ static bool parse_tile_into(const char *text, context_options *out)
 
 static bool parse_gemm_into(const char *text, context_options *out) { return options_parse_gemm(text, &out->gemm); }
 
-/* Digits only, within [lo, hi]; *p moves past them. */
-static bool parse_bounded(const char **p, unsigned lo, unsigned hi, unsigned *out)
-{
-    unsigned long v = 0;
-    if (!isdigit((unsigned char)**p))
-        return false;
-    while (isdigit((unsigned char)**p) && v < 100000)
-        v = v * 10 + (unsigned long)(*(*p)++ - '0');
-    *out = (unsigned)v;
-    return v >= lo && v <= hi;
-}
-
 bool options_parse_gemm(const char *text, gemm_choice *out)
 {
     gemm_choice c = {GEMM_DEFAULT, 0, 0};
+    unsigned long tile[2];
     if (strcmp(text, "clblast") == 0) {
         c.impl = GEMM_CLBLAST;
     } else if (strcmp(text, "clattn") == 0) {
         c.impl = GEMM_CLATTN;
     } else {
-        const char *p = text + 7;
-        if (strncmp(text, "clattn:", 7) != 0 || !parse_bounded(&p, 1, 16, &c.rows) || *p++ != 'x' ||
-            !parse_bounded(&p, 1, 8, &c.vectors) || *p != '\0')
+        if (strncmp(text, "clattn:", 7) != 0 || options_parse_numbers(text + 7, tile, 2) != 2 || tile[0] < 1 ||
+            tile[0] > 16 || tile[1] < 1 || tile[1] > 8)
             return false;
-        c.impl = GEMM_CLATTN;
+        c = (gemm_choice){GEMM_CLATTN, (unsigned)tile[0], (unsigned)tile[1]};
     }
     *out = c;
     return true;
@@ -198,6 +191,11 @@ clattn_status options_resolve(clattn_context *ctx, const clattn_context_options 
         st = resolve_spec(ctx, api->gemm, "gemm", "CLATTN_GEMM", parse_gemm_into,
                           "is not clblast, clattn or clattn:RxV (1 ≤ R ≤ 16, 1 ≤ V ≤ 8)",
                           "using the measured or default GEMM", out);
+    /* options.tuning: its grammar is the parameter tables' (tuning_tables.c), read there. */
+    const char *tuning = api->tuning ? api->tuning : options_env("CLATTN_TUNING");
+    out->tuning_from_env = !api->tuning;
+    if (st == CLATTN_SUCCESS && tuning && *tuning && !(out->tuning = dup_string(tuning)))
+        st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying options.tuning");
     if (st != CLATTN_SUCCESS)
         options_free(out);
     return st;
@@ -207,5 +205,6 @@ void options_free(context_options *options)
 {
     free(options->cache_dir);
     free(options->kernel_dir);
-    options->cache_dir = options->kernel_dir = NULL;
+    free(options->tuning);
+    options->cache_dir = options->kernel_dir = options->tuning = NULL;
 }

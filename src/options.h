@@ -1,6 +1,6 @@
 /* A context's configuration, resolved once when the context is created: what the program set through
  * clattn_context_options, else the environment (CLATTN_CACHE, XDG_CACHE_HOME/HOME, CLATTN_KERNEL_DIR,
- * CLATTN_TILE, CLATTN_GEMM), else the defaults. Nothing below reads the environment after this. */
+ * CLATTN_TILE, CLATTN_GEMM, CLATTN_TUNING), else the defaults. Nothing below reads the environment after this. */
 #ifndef CLATTN_OPTIONS_H
 #define CLATTN_OPTIONS_H
 
@@ -15,6 +15,10 @@ typedef struct gemm_choice {
     gemm_impl impl;
     unsigned rows, vectors; /* clattn's tile: rows × vectors of VEC columns; 0: the device's default */
 } gemm_choice;
+
+/* Plain decimal numbers joined by 'x' ("64x64x4"), at most `max` of them, into out: how many, or 0 when
+ * `text` is not such a list. */
+size_t options_parse_numbers(const char *text, unsigned long *out, size_t max);
 
 /* The fused kernel's tile: "MxN" or "MxNxR", plain decimal numbers within 1 ≤ M ≤ 1024, 1 ≤ N ≤ 256,
  * 1 ≤ R ≤ 8 (*rows 0 when R is not given). */
@@ -32,6 +36,8 @@ typedef struct context_options {
     bool tile_set;    /* a tile override: rows per group, keys per tile, rows per work-item (0: default) */
     unsigned tile_m, tile_n, tile_rows;
     gemm_choice gemm; /* impl GEMM_DEFAULT: not set (a tuning record or the device decides) */
+    char *tuning;     /* options.tuning, else CLATTN_TUNING: read by tuning_options_resolve; NULL: unset */
+    bool tuning_from_env;
 } context_options;
 
 /* Fill `out` from `api` (may be NULL: all defaults) and the environment. A malformed value set through

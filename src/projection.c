@@ -1,12 +1,10 @@
 /* Projections Y = X·W (+ bias) and the public clattn_projection. Two GEMMs serve them: clattn's own
  * register-blocked kernel (cl/gemm.cl, the bias its accumulators' starting value) and CLBlast's SGEMM
- * followed by a bias pass. Which one a context uses comes from options.gemm, else from clattn_tune's
- * record for the device, else from the device: clattn's kernel on CPUs (CLBlast's kernels are tuned for
- * GPUs: about 30 GFLOP/s on PoCL's CPU device where clattn's reaches BLAS speed), CLBlast elsewhere.
- * Either falls back to the other where it cannot build or launch, with a warning. */
+ * followed by a bias pass. Which one a context uses, and clattn's tile, is the gemm family's parameters
+ * (tuning.c: options.gemm, else clattn_tune's record for the device, else the device class's row of
+ * tuning_tables.c). Either falls back to the other where it cannot build or launch, with a warning. */
 #include "projection.h"
 
-#include "cache.h"
 #include "context.h"
 #include "device.h"
 #include "error.h"
@@ -14,6 +12,7 @@
 #include "launch.h"
 #include "profile.h"
 #include "program.h"
+#include "tuning.h"
 #include "validate.h"
 
 #include <clblast_c.h>
@@ -43,38 +42,14 @@ static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
  * allows fewer they fail at launch — and print to stderr — so such devices use clattn's kernel. */
 #define BLAS_MIN_WORK_GROUP 64
 
-const char projection_record_name[] = "projection GEMM choice, format 1";
-
-/* clattn's tiles where nothing says otherwise, measured on PoCL's CPU device (AVX-512: 6 rows × 3
- * vectors of 16, 18 of the 32 vector registers as accumulators; 255 GFLOP/s on 512×768·768×2304 where
- * 8×2 gives 206 and 4×5 226); narrower SIMD (16 registers) gets 6 × 2. GPUs: 4 × 4 per work-item. */
-static void default_tile(const clattn_context *ctx, unsigned vec, gemm_choice *c)
+/* What tuned values say runs: the implementation and clattn's tile (completed: never 0). */
+static gemm_choice choice_of(const tuning_values *v)
 {
-    if (c->rows)
-        return;
-    const bool cpu = device_is_cpu(&ctx->caps);
-    c->rows = cpu ? 6 : 4;
-    c->vectors = !cpu ? 4 : vec >= 16 ? 3 : 2;
+    return (gemm_choice){v->v[0] == TUNING_GEMM_CLBLAST ? GEMM_CLBLAST : GEMM_CLATTN, v->v[1], v->v[2]};
 }
 
-/* The choice before any fallback: options.gemm, else a tuning record, else the device's default. */
-static gemm_choice initial_choice(clattn_context *ctx)
-{
-    gemm_choice c = ctx->options.gemm;
-    if (c.impl != GEMM_DEFAULT)
-        return c;
-    char *record = cache_record_load(ctx, projection_record_name);
-    if (record) {
-        if (!options_parse_gemm(record, &c) || c.impl == GEMM_DEFAULT) {
-            set_warning(ctx, "the tuning record for %s is damaged; run clattn tune again", ctx->caps.name);
-            c.impl = GEMM_DEFAULT;
-        }
-        free(record);
-    }
-    if (c.impl == GEMM_DEFAULT)
-        c = (gemm_choice){device_is_cpu(&ctx->caps) ? GEMM_CLATTN : GEMM_CLBLAST, 0, 0};
-    return c;
-}
+/* The key of the projection's path state in the kernel cache. */
+static const char projection_state_key = 0;
 
 static bool blas_fits(const clattn_context *ctx) { return ctx->caps.max_work_group >= BLAS_MIN_WORK_GROUP; }
 
@@ -87,7 +62,7 @@ static clattn_status build_gemm_typed(clattn_context *ctx, const struct projecti
     if (typed)
         snprintf(types, sizeof types, " -DQ_T=%d -DK_T=%d -DO_T=%d", (int)t->x, (int)t->w, (int)t->y);
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
-             p->choice.vectors, device_is_cpu(&ctx->caps) ? 0 : 1, types);
+             p->choice.vectors, p->vec > 1 ? 0 : 1, types);
     const family_build *fb;
     clattn_status st = program_get(ctx, &family_gemm, options, 0, 0, &fb);
     if (st == CLATTN_SUCCESS && out)
@@ -159,19 +134,18 @@ static void state_release(clattn_context *ctx, void *data)
 
 static struct projection_state *state_of(clattn_context *ctx)
 {
-    return program_path_state(ctx, projection_record_name, sizeof(struct projection_state), state_release);
+    return program_path_state(ctx, &projection_state_key, sizeof(struct projection_state), state_release);
 }
 
-/* Resolve and build `choice` (its tile completed) into *p, which is left as it was on failure. */
-static clattn_status state_make(clattn_context *ctx, gemm_choice choice, bool allow_fallback,
+/* Build what the (completed) values `v` say into *p, which is left as it was on failure. */
+static clattn_status state_make(clattn_context *ctx, const tuning_values *v, bool allow_fallback,
                                 struct projection_state *p)
 {
     struct projection_state next = *p;
-    next.vec = device_vector_width(&ctx->caps);
-    next.choice = choice;
+    next.vec = v->v[3];
+    next.choice = choice_of(v);
     next.blas_unusable = false;
     next.blas_transient_failures = 0;
-    default_tile(ctx, next.vec, &next.choice);
     clattn_status st = state_build(ctx, &next, allow_fallback);
     if (st != CLATTN_SUCCESS)
         return st;
@@ -185,7 +159,11 @@ clattn_status projection_prepare(clattn_context *ctx)
     struct projection_state *p = state_of(ctx);
     if (!p)
         return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
-    return p->ready ? CLATTN_SUCCESS : state_make(ctx, initial_choice(ctx), true, p);
+    if (p->ready)
+        return CLATTN_SUCCESS;
+    tuning_values v;
+    clattn_status st = tuning_lookup(ctx, TUNING_GEMM, &v, NULL);
+    return st != CLATTN_SUCCESS ? st : state_make(ctx, &v, true, p);
 }
 
 void projection_reset(clattn_context *ctx)
@@ -195,13 +173,11 @@ void projection_reset(clattn_context *ctx)
         p->ready = false;
 }
 
-clattn_status projection_use(clattn_context *ctx, gemm_choice choice)
+clattn_status projection_use(clattn_context *ctx, const tuning_values *v)
 {
     struct projection_state *p = state_of(ctx);
-    return p ? state_make(ctx, choice, false, p) : CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    return p ? state_make(ctx, v, false, p) : CLATTN_ERROR_OUT_OF_HOST_MEMORY;
 }
-
-gemm_choice projection_choice(clattn_context *ctx) { return state_of(ctx)->choice; }
 
 static clattn_status blas_status(clattn_context *ctx, CLBlastStatusCode code, const char *what)
 {
@@ -240,11 +216,11 @@ static clattn_status gemm_kernel(clattn_context *ctx, size_t rows, size_t in_dim
     params_bind(&a, &params_gemm, &params, 0);
     const size_t row_tiles = (rows + p->choice.rows - 1) / p->choice.rows;
     const size_t col_tiles = (out_dim + p->vec * p->choice.vectors - 1) / (p->vec * p->choice.vectors);
-    if (!device_is_cpu(&ctx->caps)) { /* GPUs: columns along dimension 0, groups the device's size */
+    if (p->vec == 1) { /* GPUs: columns along dimension 0, groups the device's size */
         const size_t global[2] = {col_tiles, row_tiles};
         return kernel_launch_auto(ctx, &a, "projection GEMM (clattn)", 2, global);
     }
-    /* CPUs: a work-group per tile (its vector code is the work-item's), rows along dimension 0. */
+    /* CPUs (VEC > 1): a work-group per tile (its vector code is the work-item's), rows along dimension 0. */
     const size_t global[2] = {row_tiles, col_tiles}, local[2] = {1, 1};
     return kernel_launch(ctx, &a, "projection GEMM (clattn)", 2, global, local);
 }

@@ -4,6 +4,7 @@
 
 #include "clattn/clattn.h"
 #include "options.h"
+#include "tuning_tables.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,14 +34,10 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
  * need a pass of its own, so layers leave its output as it is and read heads strided). */
 bool projection_splits_heads(clattn_context *ctx);
 
-/* For tuning: replace ctx's projection choice with `choice` exactly, its kernels built (no fallback; on
- * failure the old choice stays); read back what runs (its tile completed); and forget the choice, so
- * that the next projection_prepare resolves the default again. */
-clattn_status projection_use(clattn_context *ctx, gemm_choice choice);
-gemm_choice projection_choice(clattn_context *ctx);
+/* For tuning: replace ctx's projection choice with the gemm family's completed values `v` exactly, its
+ * kernels built (no fallback; on failure the old choice stays); and forget the choice, so that the next
+ * projection_prepare looks the family's values up again. */
+clattn_status projection_use(clattn_context *ctx, const tuning_values *v);
 void projection_reset(clattn_context *ctx);
-
-/* The name of the tuning record that holds a device's choice (options.gemm's syntax, one line). */
-extern const char projection_record_name[];
 
 #endif

@@ -9,6 +9,7 @@
 #include "masks.h"
 #include "program.h"
 #include "scratch.h"
+#include "tuning.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,20 +34,21 @@ typedef struct staged_kernels {
 
 clattn_status staged_prepare(clattn_context *ctx, const sdpa_shape *s, staged_kernels *out)
 {
-    /* CPUs work VEC lanes wide inside each work-item (PoCL runs a work-item's vector code as written);
-     * GPUs one element per work-item. */
-    const bool cpu = device_is_cpu(&ctx->caps);
-    staged_kernels k = {NULL, device_vector_width(&ctx->caps), cpu ? 4 : 1, cpu ? 4 : 1, 0, 0};
-    /* The blocked score kernel's tile: clattn_gemm's (6 rows × 3 vectors of 16 with 32 vector registers,
-     * 6 × 2 with 16). */
+    /* The shape (tuning_tables.c: the values and why): VEC lanes inside each work-item (VEC > 1, with the
+     * blocked score kernel) or one element per work-item. */
+    tuning_values t;
+    clattn_status st = tuning_lookup(ctx, TUNING_STAGED, &t, NULL);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    staged_kernels k = {NULL, t.v[4], t.v[0], t.v[1], 0, 0};
     if (k.vec > 1) {
-        k.tile_rows = 6;
-        k.tile_vectors = k.vec >= 16 ? 3 : 2;
+        k.tile_rows = t.v[2];
+        k.tile_vectors = t.v[3];
     }
     char options[160];
     snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
              k.vec, k.keys, k.chunks, k.tile_rows, k.tile_vectors);
-    clattn_status st = program_get(ctx, &family_staged, options, 0, s ? call_features(s) : 0, &k.fb);
+    st = program_get(ctx, &family_staged, options, 0, s ? call_features(s) : 0, &k.fb);
     if (st == CLATTN_SUCCESS && k.vec > 1 && (!k.fb->kernels[KERNEL_TRANSPOSE_K] || !k.fb->kernels[KERNEL_SCORE_TILED]))
         st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "the staged program of VEC %u lacks its blocked score kernels",
                        k.vec);

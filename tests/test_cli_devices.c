@@ -131,9 +131,9 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------- */
 
 /* `clattn tune` in a program cache of its own (XDG_CACHE_HOME in the case's folder: the records it writes
- * would change every later test's GEMM): --json with every field typed and the choice the fastest of what
- * it measured; the text form with CLATTN_TILE fixing the fused tiles (nothing of them measured, and the
- * GEMMs alone take seconds); usage errors. */
+ * would change every later test's GEMM): --json with every field typed, every family reported and each
+ * choice the fastest of what it measured; the text form with CLATTN_TILE fixing the fused tiles and
+ * CLATTN_TUNING the decode kernels' (nothing of them measured); usage errors. */
 START_TEST(test_tune)
 {
     const char *cache = P("cache");
@@ -148,7 +148,7 @@ START_TEST(test_tune)
         "d = json.load(sys.stdin)\n"
         "keys = {'device': str, 'gemm': str, 'gemm_gflops': float, 'clblast_gflops': float, 'clattn_gflops': float,\n"
         "        'fused_tile': str, 'fused_gflops': float, 'fused_default_gflops': float, 'candidates': int,\n"
-        "        'seconds': float}\n"
+        "        'seconds': float, 'families': list}\n"
         "assert set(d) == set(keys), sorted(d)\n"
         "for k, t in keys.items():\n"
         "    assert isinstance(d[k], t) or (t is float and isinstance(d[k], int)), (k, d[k])\n"
@@ -159,17 +159,32 @@ START_TEST(test_tune)
         "t = d['fused_tile'].split('x')\n"
         "assert len(t) == 3 and all(p.isdigit() and int(p) > 0 for p in t), d['fused_tile']\n"
         "assert d['fused_gflops'] >= d['fused_default_gflops'] > 0, ('not the fastest tile', d)\n"
-        "assert d['candidates'] >= 3 and d['seconds'] > 0, d\n");
+        "assert d['candidates'] >= 3 and d['seconds'] > 0, d\n"
+        "fam = {f['family']: f for f in d['families']}\n"
+        "assert list(fam) == ['gemm', 'fused', 'decode', 'staged'], list(fam)\n"
+        "for f in fam.values():\n"
+        "    assert set(f) == {'family', 'shape', 'unit', 'chosen', 'default', 'speed', 'default_speed',\n"
+        "                      'candidates', 'fixed'}, sorted(f)\n"
+        "    assert f['fixed'] is False and f['candidates'] >= 2, f\n"
+        "    assert f['speed'] >= f['default_speed'] > 0, ('not the fastest candidate', f)\n"
+        "    assert f['chosen'] and f['default'] and f['shape'], f\n"
+        "assert fam['gemm']['chosen'] == d['gemm'] and fam['gemm']['speed'] == d['gemm_gflops'], d\n"
+        "assert fam['fused']['chosen'].startswith(d['fused_tile']), d\n"
+        "assert fam['decode']['unit'] == 'GB/s' and fam['staged']['unit'] == 'GFLOP/s', d\n"
+        "assert d['candidates'] == fam['gemm']['candidates'] + fam['fused']['candidates'], d\n");
 
-    const char *const fixed_tile[] = {fmt("XDG_CACHE_HOME=%s", cache), "CLATTN_TILE=64x64x4", "CLATTN_GEMM", NULL};
+    const char *const fixed_tile[] = {fmt("XDG_CACHE_HOME=%s", cache), "CLATTN_TILE=64x64x4", "CLATTN_GEMM",
+                                      "CLATTN_TUNING=decode=4x8", NULL};
     clattn_env(fixed_tile, "tune", "--device", "0:0", (const char *)NULL);
     expect_status(EXIT_OK);
     static const char *const lines[] = {"device        ", "CLBlast       ", "clattn        ", "chosen GEMM   ",
                                         "fused tiles   set by CLATTN_TILE or options.tile: not measured",
+                                        "decode        4x8x32x1x",
+                                        "set by CLATTN_TUNING or options.tuning: not measured", "staged        ",
                                         "candidates measured in", "recorded for later runs"};
     for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
         expect_in("stdout", R.out, lines[i]);
-    ck_assert_msg(count_lines(R.out) == 6, "six lines:\n%s", R.out);
+    ck_assert_msg(count_lines(R.out) == 8, "eight lines:\n%s", R.out);
 
     EXPECT(EXIT_USAGE, "tune", "--jsn");
     expect_in("stderr", R.err, "--jsn");

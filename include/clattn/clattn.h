@@ -193,10 +193,23 @@ typedef struct clattn_context_options {
      * driver and library version, else the device's default: clattn's kernel on CPUs, CLBlast elsewhere.
      * "": that measured choice or default. A malformed value here is CLATTN_ERROR_INVALID_VALUE. */
     const char *gemm;
+    /* Since 0.8. The kernel families' parameters, each family's otherwise what clattn_tune recorded for
+     * this device, else its device class's defaults (the README's "Per-device parameters" lists every
+     * family, value and default): entries "family=values" joined by commas, e.g.
+     * "decode=8x16,staged=8x4". Families: gemm (options.gemm's syntax), fused (MxNxR as options.tile, then
+     * VEC), decode (splits per compute unit x rows per group x keys per tile x work-items per group x VEC
+     * x keys per step), staged (scores per work-item x output vectors per work-item x blocked score rows x
+     * blocked score vectors x VEC); a prefix of a family's values may be given, the rest are its
+     * defaults; VEC 0 is the device's native width. "class=cpu", "class=cpu-lanes" or "class=gpu" takes
+     * that device class's defaults instead of the device's own (for checking kernels in another shape).
+     * options.tile and options.gemm win over the fused and gemm entries. NULL: CLATTN_TUNING (a malformed
+     * value there is ignored with a warning); "": none. A malformed value here is
+     * CLATTN_ERROR_INVALID_VALUE. */
+    const char *tuning;
 } clattn_context_options;
 
 #define CLATTN_CONTEXT_OPTIONS_INIT \
-    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL, 0, 0, NULL }
+    { sizeof(clattn_context_options), NULL, NULL, NULL, NULL, CLATTN_CACHE_DEFAULT, NULL, NULL, NULL, 0, 0, NULL, NULL }
 
 /* Create a context as `options` say (NULL: every default). Kernels are compiled on the first call that
  * needs them and reused for the life of the context, in one kernel cache per context: since 0.7 each
@@ -272,16 +285,40 @@ typedef struct clattn_tune_result {
     double seconds;        /* wall time of the whole tuning, compiles included */
 } clattn_tune_result;
 
-/* Measure the projection GEMMs on ctx's device — CLBlast's SGEMM and clattn's own kernel with several
- * tiles — and the fused kernel's tiles, each compiled, warmed up and timed at its best of three runs,
- * and use the fastest from now on. The choices are stored with the program cache as records keyed by
- * device, driver and library version, so later contexts on the same device start with them (unless
- * options.gemm or options.tile say otherwise);
- * a record from another driver or version is never found, and a damaged one is ignored with a warning
- * (the device's default is used until clattn_tune runs again). Takes seconds (every candidate is
- * compiled, CLBlast's kernels included); nothing tunes implicitly. Blocks until done; result may be
- * NULL. Fails only when no candidate runs at all. */
+/* Measure every kernel family's candidates on ctx's device — the projection GEMM (CLBlast's SGEMM and
+ * clattn's own kernel with several tiles), the fused kernel's tiles and, since 0.8, the decode kernels'
+ * splits and rows per group and the staged kernels' shape — each compiled, warmed up and timed at its
+ * best of three runs, and use the fastest from now on. The choices are stored with the program cache as
+ * records keyed by device, driver and library version, so later contexts on the same device start with
+ * them (unless options.gemm, options.tile or options.tuning say otherwise: a family they fix is not
+ * measured); a record from another driver or version is never found, and a damaged one is ignored with
+ * a warning (the device's default is used until clattn_tune runs again). Takes seconds (every candidate
+ * is compiled, CLBlast's kernels included); nothing tunes implicitly. Blocks until done; result may be
+ * NULL (clattn_tune_report gives every family's figures). Fails only when no projection GEMM runs at
+ * all (a family none of whose candidates runs keeps its defaults, unrecorded). */
 CLATTN_API clattn_status clattn_tune(clattn_context *ctx, clattn_tune_result *result);
+
+/* One kernel family's tuning, as clattn_tune_report gives it (since 0.8). */
+typedef struct clattn_tune_family {
+    const char *family;      /* "gemm", "fused", "decode" or "staged" (options.tuning's names); static */
+    const char *shape;       /* what was measured, in words; static */
+    const char *unit;        /* of the speeds: "GFLOP/s", or "GB/s" of K and V read (decode); static */
+    char chosen[48];         /* the values now in use, in options.tuning's syntax for the family */
+    char device_default[48]; /* the device class's defaults, in the same syntax */
+    double speed;            /* the chosen values' speed (0: the options fix them, nothing measured) */
+    double default_speed;    /* the defaults' speed (0: they did not run, or nothing measured) */
+    unsigned candidates;     /* values measured (0 when the options fix the family's) */
+    int fixed;               /* 1: the options fix this family's values */
+} clattn_tune_family;
+
+/* More families than clattn has: an array this long always suffices. */
+#define CLATTN_TUNE_MAX_FAMILIES 8
+
+/* The figures of the last clattn_tune on ctx, one entry per kernel family: families[0..*count). Before
+ * any clattn_tune on ctx: CLATTN_ERROR_INVALID_VALUE. When `capacity` is smaller than the number of
+ * families: CLATTN_ERROR_BUFFER_TOO_SMALL with *count that number (families may then be NULL). */
+CLATTN_API clattn_status clattn_tune_report(clattn_context *ctx, clattn_tune_family *families, size_t capacity,
+                                            size_t *count);
 
 /* Block until all work clattn enqueued on the context's queue has finished. */
 CLATTN_API clattn_status clattn_finish(clattn_context *ctx);

@@ -30,6 +30,7 @@ ORDER = [
     "versioned.h", "versioned.c",      # the struct_size rule of the public structs, worded for a context
     "options.h", "options.c",          # context options; the only reader of the environment
     "device.h", "device.c",            # platforms, devices, the device-spec grammar, device facts
+    "tuning_tables.h", "tuning_tables.c",  # the kernel families' per-device parameters: one table each, one class rule
     "scratch.h",                       # the reused temporaries' types
     "profile.h",                       # the kernel-time log's types
     "context.h",                       # the context's fields
@@ -41,6 +42,7 @@ ORDER = [
     "sha256.h", "sha256.c",            # SHA-256, for the cache's keys
     "cache.h", "cache.c",              # on-disk program binaries and tuning records
     "program.h", "program.c",          # kernel sources, builds, build logs; THE kernel cache
+    "tuning.h", "tuning.c",            # the one lookup of a family's parameters: options -> record -> table
     "convert.h", "convert.c",          # storage-type conversions on the device, quantising row writes
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
     "partition.h", "partition.c",      # the partition primitive: a query block x a key run -> the sub-call; the merge
@@ -51,7 +53,7 @@ ORDER = [
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "partition_api.c",                 # clattn_partition_*: the primitive behind the whole call's checks
     "mha.h", "mha.c",                  # clattn_mha
-    "tune.c",                          # clattn_tune: GEMMs and fused tiles measured, the choices recorded
+    "tune.c",                          # clattn_tune: every family's candidates measured, the choices recorded
     "merge.c",                         # clattn_merge: partial results over disjoint key sets combined
     "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
     "ragged.h", "ragged.c",            # clattn_sdpa_ragged: sequences of different lengths packed
