@@ -330,8 +330,11 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
 #define K_TILE_ROW(jj) (k_stage + (jj) * DK)
 #define V_TILE_ROW(jj) (v_stage + (jj) * DV)
 #else
-#define K_TILE_ROW(jj) K_ROW(j0 + (jj))
-#define V_TILE_ROW(jj) V_ROW(j0 + (jj))
+/* In place, a row's address is formed for every step of the tile, also past its last key (whose
+ * scores are −inf and whose rows are never read): clamped to the last key, so that a paged cache's
+ * block table is never read beyond the call's blocks. */
+#define K_TILE_ROW(jj) K_ROW(j0 + min((ulong)(jj), keys - 1))
+#define V_TILE_ROW(jj) V_ROW(j0 + min((ulong)(jj), keys - 1))
 #endif
         /* Scores: KQ keys at a time per work-item, RB rows at a time where every row of the block sees
          * all of them; keys a row cannot see are −inf. */
