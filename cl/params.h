@@ -264,4 +264,10 @@
 #define CLATTN_PARAMETERS(list) CLATTN_DROP_FIRST(list(CLATTN_DECLARE))
 #define CLATTN_CONSTANT(feature, kind, type, name, absent) CLATTN_UNLESS(feature)(type const name = absent;)
 #define CLATTN_ABSENT(list) list(CLATTN_CONSTANT)
+/* An absent parameter is a constant, so a test of it (`mask_layout != MASK_NONE || ...`) is a constant
+ * operand of && or ||: meant, and folded; without this Clang-based compilers (PoCL, rusticl, oclgrind)
+ * print "1 warning generated." on the application's stderr at each such build. */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wconstant-logical-operand"
+#endif
 #endif
