@@ -398,7 +398,7 @@ END_TEST
 
 /* clattn_context_options of 0.2.0 ended with `tile`: such a struct is read with profile off; the
  * reserved member that 0.2.1 added after `profile` must be 0; one of 0.3 ends with `reserved`, so a
- * `gemm` beyond its size is never read. */
+ * `gemm` beyond its size is never read; one of 0.7 ends with `gemm`, so a `tuning` beyond it neither. */
 START_TEST(test_options_layouts)
 {
     tu_set_label("clattn_context_options layouts on %s", tu_dev_spec[_i]);
@@ -424,6 +424,14 @@ START_TEST(test_options_layouts)
     ctx = NULL;
     ck_assert_int_eq(clattn_context_create_with_options(&ctx, &opts), CLATTN_ERROR_INVALID_VALUE);
     opts.struct_size = offsetof(clattn_context_options, gemm); /* ... and unread in a 0.3 one */
+    clattn_context_free(create_with(&opts));
+    opts.gemm = NULL;
+    opts.struct_size = sizeof opts;
+    opts.tuning = "not=tuning"; /* refused in a 0.8 struct ... */
+    ctx = NULL;
+    ck_assert_int_eq(clattn_context_create_with_options(&ctx, &opts), CLATTN_ERROR_INVALID_VALUE);
+    ck_assert_ptr_null(ctx);
+    opts.struct_size = offsetof(clattn_context_options, tuning); /* ... and unread in a 0.7 one */
     clattn_context_free(create_with(&opts));
 }
 END_TEST
