@@ -71,7 +71,7 @@ clattn_status tuning_use(clattn_context *ctx, tuning_family f, const tuning_valu
     tuned *t = tuned_of(ctx, f);
     if (!t)
         return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
-    t->read = true; /* a record written before this choice must not replace it */
+    t->read = v != NULL; /* a choice: no record replaces it; none: the record is looked for again */
     t->set = v != NULL;
     if (v)
         t->values = *v;

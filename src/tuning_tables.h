@@ -33,7 +33,7 @@ typedef struct tuning_table {
     unsigned least;     /* fewest a spelling may give; the rest come from the device class's defaults */
     tuning_value_range range[TUNING_MAX_VALUES];
     tuning_values defaults[DEVICE_CLASSES];
-    const tuning_values *candidates[DEVICE_CLASSES]; /* the first is the class's default */
+    const tuning_values *candidates[DEVICE_CLASSES]; /* the class's default among them (once completed) */
     unsigned candidate_count[DEVICE_CLASSES];
 } tuning_table;
 
