@@ -505,6 +505,27 @@ static unsigned long long launches_of(clattn_context *ctx, const char *name)
     return count;
 }
 
+/* Call `d` on uniform inputs (seeds seed+1..3) and check out and lse against the fp64 reference, with
+ * `kernel` the one that ran (its profile entry). */
+static void check_sdpa_run(clattn_context *ctx, const clattn_sdpa_desc *d, const char *kernel, unsigned seed,
+                           size_t nq, size_t nk, size_t nl)
+{
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
+    tu_fill_uniform(q, nq, 1.0f, seed + 1);
+    tu_fill_uniform(k, nk, 1.0f, seed + 2);
+    tu_fill_uniform(v, nk, 1.0f, seed + 3);
+    float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
+    clattn_status st = clattn_sdpa_host(ctx, d, q, k, v, NULL, o, NULL, l);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
+    tu_host_check_guard(o, nq, "out");
+    tu_host_check_guard(l, nl, "lse");
+    ck_assert_msg(launches_of(ctx, kernel) == 1, "%s: %s did not run", tu_label(), kernel);
+    double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
+    ref_sdpa(d, q, k, v, NULL, ro, NULL, rl);
+    check_close_named("out", o, ro, nq, NULL);
+    check_close_named("lse", l, rl, nl, NULL);
+}
+
 /* The fused kernel: B 1, H 3 over one K/V head (111 packed rows), L 37, S 45, D 24, bottom-right causal;
  * out and lse. */
 static void check_fused(clattn_context *ctx)
@@ -517,20 +538,7 @@ static void check_fused(clattn_context *ctx)
     masks.causal = BR;
     d.masks = &masks;
     const size_t nq = B * H * L * D, nk = B * KVH * S * D, nl = B * H * L;
-    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
-    tu_fill_uniform(q, nq, 1.0f, 101);
-    tu_fill_uniform(k, nk, 1.0f, 102);
-    tu_fill_uniform(v, nk, 1.0f, 103);
-    float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
-    clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, o, NULL, l);
-    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host(FUSED)");
-    tu_host_check_guard(o, nq, "out");
-    tu_host_check_guard(l, nl, "lse");
-    ck_assert_msg(launches_of(ctx, "fused attention") == 1, "%s: the fused kernel did not run", tu_label());
-    double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
-    ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
-    check_close_named("out", o, ro, nq, NULL);
-    check_close_named("lse", l, rl, nl, NULL);
+    check_sdpa_run(ctx, &d, "fused attention", 100, nq, nk, nl);
 }
 
 /* The decode kernels: B 2, H 6 over 3 K/V heads, L 3, S 700, D 40, a cache of 700 and 333 keys with the
@@ -549,20 +557,7 @@ static void check_decode(clattn_context *ctx)
     masks.query_offsets = offsets;
     d.masks = &masks;
     const size_t nq = B * H * L * D, nk = B * KVH * S * D, nl = B * H * L;
-    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
-    tu_fill_uniform(q, nq, 1.0f, 201);
-    tu_fill_uniform(k, nk, 1.0f, 202);
-    tu_fill_uniform(v, nk, 1.0f, 203);
-    float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
-    clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, o, NULL, l);
-    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host(DECODE)");
-    tu_host_check_guard(o, nq, "out");
-    tu_host_check_guard(l, nl, "lse");
-    ck_assert_msg(launches_of(ctx, "decode partial") == 1, "%s: the decode kernel did not run", tu_label());
-    double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
-    ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
-    check_close_named("out", o, ro, nq, NULL);
-    check_close_named("lse", l, rl, nl, NULL);
+    check_sdpa_run(ctx, &d, "decode partial", 200, nq, nk, nl);
 }
 
 /* The staged kernels: B 1, H 3, L 29, S 53, D 24, an additive (L,S) mask with −inf entries, causal;
