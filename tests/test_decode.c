@@ -60,20 +60,6 @@ static const dcase cases[] = {
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
-/* Launches of the kernel kind `name` since the last read (0 if it did not run). */
-static unsigned long long launches_of(clattn_context *ctx, const char *name)
-{
-    clattn_profile_entry e[CLATTN_PROFILE_MAX_ENTRIES];
-    size_t n = 0;
-    clattn_status st = clattn_profile_read(ctx, e, CLATTN_PROFILE_MAX_ENTRIES, &n);
-    TU_ASSERT_OK(st, ctx, "clattn_profile_read");
-    unsigned long long count = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(e[i].name, name) == 0)
-            count += e[i].launches;
-    return count;
-}
-
 START_TEST(test_table)
 {
     const dcase *c = &cases[TU_CASE(_i)];
@@ -142,13 +128,13 @@ START_TEST(test_table)
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host(DECODE)");
     tu_host_check_guard(o, no, "out");
     tu_host_check_guard(l, nl, "lse");
-    const unsigned long long partial = launches_of(ctx, "decode partial");
+    const unsigned long long partial = tu_launches_of(ctx, "decode partial");
     ck_assert_msg(partial == 1, "%s: %llu decode partial launches, expected 1", tu_label(), partial);
     /* rereading the profile reset it: run again to see the merge pass */
     st = clattn_sdpa_host(ctx, &d, q, k, v, mask, o, NULL, l);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host(DECODE) again");
     if (c->must_split)
-        ck_assert_msg(launches_of(ctx, "decode combine") == 1, "%s: the keys were not split", tu_label());
+        ck_assert_msg(tu_launches_of(ctx, "decode combine") == 1, "%s: the keys were not split", tu_label());
 
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
     ref_sdpa(&d, q, k, v, ref_mask, ro, NULL, rl);
@@ -173,12 +159,12 @@ START_TEST(test_auto)
     clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, o, NULL, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host(AUTO)");
     const bool decode = L <= 8;
-    ck_assert_msg(launches_of(ctx, decode ? "decode partial" : "fused attention") == 1,
+    ck_assert_msg(tu_launches_of(ctx, decode ? "decode partial" : "fused attention") == 1,
                   "%s: AUTO did not take the %s path", tu_label(), decode ? "decode" : "fused");
     /* Asking for the weights takes the staged path whatever L is. */
     st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, o, w, NULL);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host(AUTO, weights)");
-    ck_assert_msg(launches_of(ctx, "softmax") >= 1, "%s: AUTO with weights did not take the staged path",
+    ck_assert_msg(tu_launches_of(ctx, "softmax") >= 1, "%s: AUTO with weights did not take the staged path",
                   tu_label());
     double *ro = tu_dalloc(no);
     ref_sdpa(&d, q, k, v, NULL, ro, NULL, NULL);

@@ -491,20 +491,6 @@ typedef struct candidate_case {
 static candidate_case candidate_cases[MAX_CANDIDATE_CASES];
 static size_t n_candidate_cases;
 
-/* Launches of the kernel kind `name` since the profile was last read. */
-static unsigned long long launches_of(clattn_context *ctx, const char *name)
-{
-    clattn_profile_entry e[CLATTN_PROFILE_MAX_ENTRIES];
-    size_t n = 0;
-    clattn_status st = clattn_profile_read(ctx, e, CLATTN_PROFILE_MAX_ENTRIES, &n);
-    TU_ASSERT_OK(st, ctx, "clattn_profile_read");
-    unsigned long long count = 0;
-    for (size_t i = 0; i < n; i++)
-        if (strcmp(e[i].name, name) == 0)
-            count += e[i].launches;
-    return count;
-}
-
 /* Call `d` on uniform inputs (seeds seed+1..3) and check out and lse against the fp64 reference, with
  * `kernel` the one that ran (its profile entry). */
 static void check_sdpa_run(clattn_context *ctx, const clattn_sdpa_desc *d, const char *kernel, unsigned seed,
@@ -519,7 +505,7 @@ static void check_sdpa_run(clattn_context *ctx, const clattn_sdpa_desc *d, const
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host");
     tu_host_check_guard(o, nq, "out");
     tu_host_check_guard(l, nl, "lse");
-    ck_assert_msg(launches_of(ctx, kernel) == 1, "%s: %s did not run", tu_label(), kernel);
+    ck_assert_msg(tu_launches_of(ctx, kernel) == 1, "%s: %s did not run", tu_label(), kernel);
     double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
     ref_sdpa(d, q, k, v, NULL, ro, NULL, rl);
     check_close_named("out", o, ro, nq, NULL);
@@ -584,7 +570,7 @@ static void check_staged(clattn_context *ctx)
     tu_host_check_guard(o, nq, "out");
     tu_host_check_guard(w, nw, "weights");
     tu_host_check_guard(l, nl, "lse");
-    ck_assert_msg(launches_of(ctx, "softmax") >= 1, "%s: the staged path did not run", tu_label());
+    ck_assert_msg(tu_launches_of(ctx, "softmax") >= 1, "%s: the staged path did not run", tu_label());
     double *ro = tu_dalloc(nq), *rw = tu_dalloc(nw), *rl = tu_dalloc(nl);
     ref_sdpa(&d, q, k, v, mask, ro, rw, rl);
     check_close_named("out", o, ro, nq, NULL);
@@ -612,7 +598,7 @@ static void check_gemm(clattn_context *ctx, const tuning_values *v)
     /* CLBlast cannot launch where work groups are smaller than 64: clattn's kernel serves, warned. */
     const bool blas = v->v[0] == TUNING_GEMM_CLBLAST && ctx->caps.max_work_group >= 64;
     const char *kind = blas ? "projection GEMM (CLBlast)" : "projection GEMM (clattn)";
-    ck_assert_msg(launches_of(ctx, kind) >= 1, "%s: no \"%s\" ran", tu_label(), kind);
+    ck_assert_msg(tu_launches_of(ctx, kind) >= 1, "%s: no \"%s\" ran", tu_label(), kind);
 }
 
 START_TEST(test_candidates)

@@ -463,3 +463,16 @@ void tu_check_typed(const char *what, const float *out, const double *ref, size_
     const int min_exp = type == CLATTN_FLOAT16 ? -14 : -126;
     check_close_rounded(what, out, ref, n, bits, min_exp, max_err);
 }
+
+unsigned long long tu_launches_of(clattn_context *ctx, const char *name)
+{
+    clattn_profile_entry e[CLATTN_PROFILE_MAX_ENTRIES];
+    size_t n = 0;
+    clattn_status st = clattn_profile_read(ctx, e, CLATTN_PROFILE_MAX_ENTRIES, &n);
+    TU_ASSERT_OK(st, ctx, "clattn_profile_read");
+    unsigned long long count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(e[i].name, name) == 0)
+            count += e[i].launches;
+    return count;
+}

@@ -308,6 +308,10 @@ cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t);
 cl_mem tu_typed_scales(clattn_context *ctx, const tu_typed *t);
 /* n elements of `type` read back from m and widened (tracked floats; int8 is not an output). */
 float *tu_typed_read(clattn_context *ctx, cl_mem m, clattn_dtype type, size_t n);
+/* Launches of the kernel kind `name` (a clattn_profile_entry name) since the context's profile was last
+ * read (0 if none ran); reads, and so restarts, the profile. The context must profile. */
+unsigned long long tu_launches_of(clattn_context *ctx, const char *name);
+
 /* check_close_rounded with the output type's rounding. */
 void tu_check_typed(const char *what, const float *out, const double *ref, size_t n, clattn_dtype type,
                     double *max_err);
