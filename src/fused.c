@@ -10,8 +10,6 @@
 
 #include <stdbool.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 /* The fused kernel's shape for one call: head sizes and tiles are build options. */
 typedef struct fused_shape {

@@ -151,13 +151,10 @@ bool tuning_parse(tuning_family f, const char *text, const tuning_values *base, 
 void tuning_format(tuning_family f, const tuning_values *v, char *out, size_t size)
 {
     const tuning_table *t = &tuning_tables[f];
-    if (f == TUNING_GEMM) {
-        if (v->v[0] == TUNING_GEMM_CLBLAST)
-            snprintf(out, size, "clblast");
-        else if (v->v[1] && v->v[2])
-            snprintf(out, size, "clattn:%ux%u", v->v[1], v->v[2]);
-        else
-            snprintf(out, size, "clattn");
+    if (f == TUNING_GEMM) { /* options.gemm's spelling; a tile only where both its numbers are known */
+        const gemm_choice c = {v->v[0] == TUNING_GEMM_CLBLAST ? GEMM_CLBLAST : GEMM_CLATTN,
+                               v->v[1] && v->v[2] ? v->v[1] : 0, v->v[2]};
+        options_format_gemm(&c, out, size);
         return;
     }
     unsigned n = t->count;
