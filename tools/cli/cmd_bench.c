@@ -5,6 +5,7 @@
  * staged path, so their ratio comes from the same run. tools/scripts/bench_peer.py adds numpy and
  * PyTorch. */
 #define _POSIX_C_SOURCE 200809L
+#include "bench_native.h"
 #include "bench_stream.h"
 #include "cli.h"
 #include "ring_model.h"
@@ -462,6 +463,45 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
     return CLATTN_SUCCESS;
 }
 
+/* The bytes a decode case reads: its K/V rows in the cache's type, with an int8 cache's scales. */
+static double case_kv_bytes(const bench_case *c)
+{
+    const double kv_rows = (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
+    return 2.0 * kv_rows * (c->D * (double)clattn_dtype_size(c->kv_type) + (c->kv_type == CLATTN_INT8 ? sizeof(float) : 0));
+}
+
+/* A bandwidth-bound case against the machine's native read of as many bytes (bench_native.h), their
+ * runs alternated like versus_ratio's pairs: the median of the pairs' time ratios native/case is the
+ * fraction of the limit the case reaches, and the native read's median time gives the limit. */
+typedef struct native_result {
+    double fraction, low, high, native_gbps;
+    size_t pairs;
+    unsigned threads;
+} native_result;
+
+static clattn_status native_fraction(clattn_context *ctx, const bench_case *c, case_buffers *b, bench_native *native,
+                                     native_result *r)
+{
+    double ratios[41], natives[41], total = 0;
+    size_t n = 0;
+    static bench_run run; /* (static: the profiling records make it large) */
+    clattn_status st = CLATTN_SUCCESS;
+    while (st == CLATTN_SUCCESS && n < 41 && (n < 9 || total < 3.0)) {
+        const double t_native = bench_native_pass(native);
+        st = time_one_run(ctx, c, b, first_path(c), &run);
+        natives[n] = t_native;
+        ratios[n++] = t_native / (run.seconds > 1e-9 ? run.seconds : 1e-9);
+        total += t_native + run.seconds;
+    }
+    if (st != CLATTN_SUCCESS)
+        return st;
+    qsort(ratios, n, sizeof ratios[0], bench_compare_doubles);
+    qsort(natives, n, sizeof natives[0], bench_compare_doubles);
+    *r = (native_result){ratios[n / 2], ratios[0], ratios[n - 1],
+                         (double)bench_native_bytes(native) / natives[n / 2] * 1e-9, n, bench_native_threads(native)};
+    return CLATTN_SUCCESS;
+}
+
 static const char bench_help[] =
     "usage: clattn bench [--quick] [--skip-long] [--only TEXT] [--json] [--device SPEC]\n"
     "\n"
@@ -608,6 +648,8 @@ int cmd_bench(int argc, char **argv)
     bool first = true;
     clattn_context *blas_ctx = NULL;
     double previous_fused_ms = 0, stream_bytes = 0, stream_gbps = 0;
+    bench_native *native = NULL; /* the native read of the last decode case's bytes */
+    double native_bytes = 0;
     for (size_t i = 0; i < ncases && rc == CLI_OK; i++) {
         const bench_case *c = &cases[i];
         if ((skip_long && c->L >= 65536) || (only && !strstr(c->name, only)))
@@ -651,6 +693,17 @@ int cmd_bench(int argc, char **argv)
             snprintf(pair, sizeof pair, "%s, timed against %s", c->name, base->name);
             rc = cli_fail_status("bench", ctx, st, pair);
         }
+        /* A decode case against the native read of its K/V bytes, while its buffers are still there. */
+        native_result nat = {0};
+        const double kv_bytes = decode ? case_kv_bytes(c) : 0;
+        if (decode && rc == CLI_OK && kv_bytes != native_bytes) {
+            bench_native_close(native);
+            native_bytes = kv_bytes;
+            if (bench_native_open((size_t)kv_bytes, true, &native) != 0)
+                native = NULL; /* (then no such line: the read-and-sum kernel's stays) */
+        }
+        if (decode && rc == CLI_OK && native && (st = native_fraction(ctx, c, &b, native, &nat)) != CLATTN_SUCCESS)
+            rc = cli_fail_status("bench", ctx, st, c->name);
         cli_progress_stop(progress);
         buffers_free(&b);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
@@ -684,13 +737,9 @@ int cmd_bench(int argc, char **argv)
         /* A windowed case follows the same case without a window: the time a window saves. */
         if (!json && rc == CLI_OK && c->window > 0 && previous_fused_ms > 0)
             printf("%-46s without/with window time: %.2fx\n", "", previous_fused_ms / res[0].ms);
-        /* Decode reads its K/V once: its bandwidth against a plain read of as many bytes. */
+        /* Decode reads its K/V once: its bandwidth against the machine's native read of as many bytes
+         * (alternated with it), and the OpenCL read-and-sum kernel's beside it. */
         if (decode && rc == CLI_OK) {
-            /* (in the cache's type, with an int8 cache's scales) */
-            const double kv_rows = (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
-            const double kv_bytes = 2.0 * kv_rows *
-                                    (c->D * (double)clattn_dtype_size(c->kv_type) +
-                                     (c->kv_type == CLATTN_INT8 ? sizeof(float) : 0));
             if (kv_bytes != stream_bytes) {
                 stream_bytes = kv_bytes;
                 if ((err = bench_stream_gbps(ctx, (size_t)kv_bytes, &stream_gbps)) != CL_SUCCESS)
@@ -699,13 +748,21 @@ int cmd_bench(int argc, char **argv)
             const double kv_gbps = kv_bytes / (res[0].ms * 1e6);
             if (json)
                 printf(", {\"name\": \"%s\", \"kind\": \"bandwidth\", \"kv_bytes\": %.0f, \"kv_gbps\": %.3f, "
-                       "\"stream_gbps\": %.3f}", c->name, kv_bytes, kv_gbps, stream_gbps);
-            else
-                printf("%-46s K/V read %.1f GB/s = %.0f%% of streaming (read-and-sum of as many bytes: %.1f GB/s)\n"
-                       "%-46s K/V cache %.1f MiB (%s%s)\n", "",
-                       kv_gbps, stream_gbps > 0 ? 100.0 * kv_gbps / stream_gbps : 0.0, stream_gbps, "",
-                       kv_bytes / 1048576.0, clattn_dtype_name(c->kv_type),
+                       "\"stream_gbps\": %.3f, \"native_gbps\": %.3f, \"native_fraction\": %.4f, "
+                       "\"native_low\": %.4f, \"native_high\": %.4f, \"native_pairs\": %zu, \"native_threads\": %u}",
+                       c->name, kv_bytes, kv_gbps, stream_gbps, nat.native_gbps, nat.fraction, nat.low, nat.high,
+                       nat.pairs, nat.threads);
+            else {
+                printf("%-46s K/V read %.1f GB/s; read-and-sum kernel of as many bytes: %.1f GB/s\n", "", kv_gbps,
+                       stream_gbps);
+                if (nat.pairs)
+                    printf("%-46s against the native read (%u pinned threads, %.1f GB/s): %.0f%% of it (runs "
+                           "alternated, median of %zu pairs, %.0f%%-%.0f%%)\n",
+                           "", nat.threads, nat.native_gbps, 100.0 * nat.fraction, nat.pairs, 100.0 * nat.low,
+                           100.0 * nat.high);
+                printf("%-46s K/V cache %.1f MiB (%s%s)\n", "", kv_bytes / 1048576.0, clattn_dtype_name(c->kv_type),
                        c->kv_type == CLATTN_INT8 ? " and a float scale per row" : "");
+            }
         }
         if (base && rc == CLI_OK) {
             if (json)
@@ -724,6 +781,7 @@ int cmd_bench(int argc, char **argv)
         printf("\n]}\n");
     if (rc == CLI_OK && ring_svg)
         rc = ring_model_run(ctx, cases, ncases, ring_svg, given_gflops);
+    bench_native_close(native);
     clattn_context_free(blas_ctx);
     clattn_context_free(ctx);
     return rc;
