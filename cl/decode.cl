@@ -24,6 +24,24 @@
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
+/* ROWS_T 1 (CPUs, many packed rows: the host's choice): the scores put the rows in the lanes — each of
+ * R_PAD/VEC vectors holds VEC rows' scores of one key, formed over d as q_t[d] (the rows' d-th elements,
+ * transposed once) times the key's d-th element — and the tile's scores and weights are stored key by
+ * key. A key's scores then cost no horizontal sum (with rows along d, each dot product of a head of
+ * 128 ended in a sum of 16 lanes that cost as much as its 8 FMAs), the softmax runs VEC rows at a time,
+ * and the bookkeeping per score is shared by VEC rows. KT keys a step keep KT chains of FMAs apart. */
+#ifndef ROWS_T
+#define ROWS_T 0
+#endif
+#if ROWS_T
+#define R_PAD ((R_MAX + VEC - 1) / VEC * VEC)
+#define KT 8
+#define TILE_AT(r, g) ((g) * R_PAD + (r))
+#else
+#define R_PAD R_MAX
+#define TILE_AT(r, g) ((r) * TILE + (g))
+#endif
+
 /* PREFETCH 1 asks for a 64-byte line through OpenCL C's own prefetch(), which every implementation
  * compiles (some as nothing); 2 through Clang's __builtin_prefetch, which the host selects only on an
  * implementation it has been seen to work on (PoCL): rusticl's SPIR-V translator exits on it (the
@@ -208,13 +226,13 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
 {
     CLATTN_ABSENT(CLATTN_DECODE_PARTIAL_PARAMS)
-    __local float q_tile[R_MAX * DK];
+    __local float q_tile[R_PAD * DK]; /* row by row; ROWS_T: element by element, the rows side by side */
 #if STAGE
     __local float k_stage[TILE * DK];
     __local float v_stage[TILE * DV];
 #endif
-    __local float s_tile[R_MAX * TILE]; /* scores of the tile's keys, per row */
-    __local float p_tile[R_MAX * TILE]; /* their weights exp(s − m) */
+    __local float s_tile[R_PAD * TILE]; /* scores of the tile's keys (at TILE_AT(row, key)) */
+    __local float p_tile[R_PAD * TILE]; /* their weights exp(s − m) */
 
     const ulong lid = get_local_id(0);
     const ulong row_groups = (q_len * group + R_MAX - 1) / R_MAX;
@@ -268,9 +286,13 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
 
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
     long pos[R_MAX];
-    float m[R_MAX], l[R_MAX], alpha[R_MAX];
+    float m[R_PAD], l[R_MAX], alpha[R_MAX];
     clattn_row_terms terms[R_MAX];
-    float score_factor[R_MAX]; /* a row's dot products times this are its scores (clattn_score_split) */
+    float score_factor[R_PAD]; /* a row's dot products times this are its scores (clattn_score_split) */
+    for (int r = rows; r < R_PAD; r++) { /* (lanes past the rows, ROWS_T: computed, never read) */
+        m[r] = -INFINITY;
+        score_factor[r] = 0.0f;
+    }
     vec_t acc[R_MAX][COLS_PER_ITEM];
     /* The walk: this split's keys that some row can see. */
     ulong walk_begin = split * slice, walk_end = min(walk_begin + slice, kv_len);
@@ -310,6 +332,15 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
             q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
         score_factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
     }
+#if ROWS_T
+    for (ulong t = 0; t < (ulong)R_PAD * DK; t++) { /* (one work-item) */
+        const int r = (int)(t % R_PAD);
+        const ulong d = t / R_PAD;
+        q_tile[t] = d < dk && r < rows
+                        ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) * q_factor[r]
+                        : 0.0f;
+    }
+#else
     for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
         const int r = (int)(t / DK);
         const ulong d = t % DK;
@@ -317,6 +348,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                                  q_factor[r]
                            : 0.0f;
     }
+#endif
     barrier(CLK_LOCAL_MEM_FENCE);
 
     for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
@@ -336,6 +368,67 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
 #define K_TILE_ROW(jj) K_ROW(j0 + min((ulong)(jj), keys - 1))
 #define V_TILE_ROW(jj) V_ROW(j0 + min((ulong)(jj), keys - 1))
 #endif
+#if ROWS_T
+        for (ulong g = 0; g < TILE; g += KT) {
+            const ulong j = j0 + g;
+#if PREFETCH
+            UNROLL for (int x = 0; x < KT; x++) /* (the next tile's keys: see below) */
+                if (j + TILE + x < walk_end) {
+                    __global const k_store *kn = K_ROW(j + TILE + x);
+                    __global const v_store *vn = V_ROW(j + TILE + x);
+                    for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
+                        CLATTN_PREFETCH_LINE(kn + e);
+                    for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
+                        CLATTN_PREFETCH_LINE(vn + e);
+                }
+#endif
+            K_TILE_T *k_row[KT];
+            float k_scale[KT];
+            UNROLL for (int x = 0; x < KT; x++) {
+                k_row[x] = K_TILE_ROW(g + x);
+#if K_T == 3
+                k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
+#else
+                k_scale[x] = 1.0f;
+#endif
+            }
+            vec_t sum[R_PAD / VEC][KT]; /* (each element of K, broadcast, serves every row vector) */
+            UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++)
+                UNROLL for (int x = 0; x < KT; x++)
+                    sum[rv][x] = (vec_t)0.0f;
+            for (ulong d = 0; d < dk; d++) {
+                float kd[KT];
+                UNROLL for (int x = 0; x < KT; x++)
+                    kd[x] = KT_LOAD(k_row[x], d);
+                UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+                    const vec_t qv = VLOAD(q_tile + d * R_PAD + rv * VEC);
+                    UNROLL for (int x = 0; x < KT; x++)
+                        sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
+                }
+            }
+            UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+                const vec_t factor = VLOAD(score_factor + rv * VEC);
+                UNROLL for (int x = 0; x < KT; x++)
+                    VSTORE(sum[rv][x] * k_scale[x] * factor, s_tile + (g + x) * R_PAD + rv * VEC);
+            }
+        }
+        /* Keys a row cannot see, and a partial tile's end, are −inf; the score terms apply to the rest
+         * (a tile every row sees whole, without terms, as it is). */
+        bool tile_whole = !score_terms && keys == TILE;
+        for (int r = 0; r < rows; r++)
+            tile_whole = tile_whole && row_begin[r] <= j0 && j0 + TILE <= row_end[r];
+        if (!tile_whole)
+            for (ulong g = 0; g < TILE; g++)
+                for (int r = 0; r < rows; r++) {
+                    const ulong j = j0 + g;
+                    const float sc = s_tile[TILE_AT(r, g)];
+                    s_tile[TILE_AT(r, g)] =
+                        g >= keys || j < row_begin[r] || j >= row_end[r] ? -INFINITY
+                        : score_terms ? clattn_decode_terms(sc, softcap, &terms[r], j, pos[r], mask, mask_type, mask_layout,
+                                                            b, row_h[r], heads, row_i[r], q_len, mask_cols)
+                                      : sc;
+                }
+#else
         /* Scores: KQ keys at a time per work-item, RB rows at a time where every row of the block sees
          * all of them; keys a row cannot see are −inf. */
         for (ulong g = lid * KQ; g < TILE; g += WG * KQ) {
@@ -399,7 +492,44 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                                     : s[x];
             }
         }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
+#if ROWS_T
+        /* VEC rows at a time: the tile's maximum (NaN where a score is), then each row's update, then
+         * the weights and their sum. */
+        float tile_sum[R_PAD], tile_max[R_PAD];
+        int tile_nan[R_PAD];
+        UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+            vec_t top = (vec_t)-INFINITY;
+            lanes_t nan_lanes = (lanes_t)0;
+            for (int g = 0; g < TILE; g++) {
+                const vec_t sv = VLOAD(s_tile + g * R_PAD + rv * VEC);
+                top = fmax(top, sv);
+                nan_lanes |= isnan(sv);
+            }
+            VSTORE(top, tile_max + rv * VEC);
+            CLATTN_CAT(vstore, VEC)(nan_lanes, 0, tile_nan + rv * VEC);
+        }
+        for (int r = 0; r < rows; r++) {
+            const float top = tile_nan[r] ? NAN : tile_max[r];
+            alpha[r] = 1.0f;
+            if (!(top <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
+                alpha[r] = exp(m[r] - top);
+                m[r] = top;
+            }
+        }
+        UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+            const vec_t mv = VLOAD(m + rv * VEC);
+            vec_t sum = (vec_t)0.0f;
+            for (int g = 0; g < TILE; g++) {
+                const vec_t sv = VLOAD(s_tile + g * R_PAD + rv * VEC);
+                const vec_t pv = ZERO_WHERE_MASKED(clattn_exp_weight(sv - mv), sv);
+                VSTORE(pv, p_tile + g * R_PAD + rv * VEC);
+                sum += pv;
+            }
+            VSTORE(sum, tile_sum + rv * VEC);
+        }
+#else
         /* Each work-item follows every row's maximum (the same values in all of them); a NaN score
          * makes the row NaN, as on the other paths. The weights are computed VEC keys at a time. */
         for (int r = 0; r < rows; r++) {
@@ -421,6 +551,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
                 VSTORE(ZERO_WHERE_MASKED(clattn_exp_weight(sv - (vec_t)m[r]), sv), p_tile + r * TILE + x);
             }
         }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
         /* Weighted sums, the accumulators in registers for the tile: two rows at a time where both
          * weigh a key (each load of V then serves both), else row by row. A weight of 0 — a masked or
@@ -441,7 +572,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
             clattn_decode_rescale(acc[r], alpha[r], a0);
             clattn_decode_rescale(acc[r + 1], alpha[r + 1], a1);
             for (ulong jj = 0; jj < keys; jj++) {
-                float p0 = p_tile[r * TILE + jj], p1 = p_tile[(r + 1) * TILE + jj];
+                float p0 = p_tile[TILE_AT(r, jj)], p1 = p_tile[TILE_AT(r + 1, jj)];
                 if (p0 == 0.0f && p1 == 0.0f)
                     continue;
                 /* (a weight of 0 stays 0: the other row's key may be one it cannot see) */
@@ -469,18 +600,23 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
             vec_t a[COLS_PER_ITEM];
             clattn_decode_rescale(acc[r], alpha[r], a);
             for (ulong jj = 0; jj < keys; jj++)
-                if (p_tile[r * TILE + jj] != 0.0f)
-                    clattn_decode_add(a, p_tile[r * TILE + jj] * V_TILE_SCALE(jj), V_TILE_ROW(jj) + lid * VEC, full,
+                if (p_tile[TILE_AT(r, jj)] != 0.0f)
+                    clattn_decode_add(a, p_tile[TILE_AT(r, jj)] * V_TILE_SCALE(jj), V_TILE_ROW(jj) + lid * VEC, full,
                                       tail, tail_n);
             UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
                 acc[r][c] = a[c];
         }
+#if ROWS_T
+        for (int y = 0; y < rows; y++)
+            l[y] = l[y] * alpha[y] + tile_sum[y];
+#else
         for (int y = 0; y < rows; y++) {
             vec_t sum = (vec_t)0.0f;
             for (int x = 0; x < TILE; x += VEC)
                 sum += VLOAD(p_tile + y * TILE + x);
             l[y] = l[y] * alpha[y] + HSUM(sum);
         }
+#endif
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 

@@ -23,6 +23,7 @@ typedef struct decode_shape {
     unsigned tile;     /* keys per tile */
     unsigned r_max;    /* packed query rows per group */
     bool stage;        /* K/V tiles copied to local memory (else read in place) */
+    bool rows_t;       /* the scores with the rows in the lanes (ROWS_T, cl/decode.cl) */
     unsigned prefetch; /* the next tile asked for: PREFETCH_NONE, _CORE or _CLANG (see cl/decode.cl) */
 } decode_shape;
 
@@ -35,7 +36,8 @@ static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 /* Local memory of a shape: the queries, the tile's scores and weights, and the staged K and V. */
 static cl_ulong local_bytes(const decode_shape *v)
 {
-    return sizeof(float) * ((cl_ulong)v->r_max * (v->dk + 2 * v->tile) +
+    const cl_ulong r_pad = v->rows_t ? (v->r_max + v->vec - 1) / v->vec * v->vec : v->r_max;
+    return sizeof(float) * (r_pad * (v->dk + 2 * v->tile) +
                             (v->stage ? (cl_ulong)v->tile * (v->dk + v->dv) : 0));
 }
 
@@ -55,7 +57,7 @@ static unsigned prefetch_mode(const device_caps *caps)
     return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
 }
 
-static void choose_shape(const clattn_context *ctx, const tuning_values *t, decode_shape *v)
+static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const tuning_values *t, decode_shape *v)
 {
     v->r_max = t->v[1];
     v->tile = t->v[2];
@@ -66,6 +68,11 @@ static void choose_shape(const clattn_context *ctx, const tuning_values *t, deco
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
     v->prefetch = v->stage ? PREFETCH_NONE : prefetch_mode(&ctx->caps);
+    /* Rows in the lanes once a group's rows fill them (grouped-query decode L = 4 over 4 query heads a
+     * K/V head, 16 rows: 1.3x faster; 8 rows in 16 lanes were slower than rows along d), in place with
+     * vectors of 4 or more (ROWS_T steps 8 keys at a time). */
+    const size_t group_rows = s->q_len * s->group < v->r_max ? s->q_len * s->group : v->r_max;
+    v->rows_t = !v->stage && v->vec >= 4 && v->tile % 8 == 0 && group_rows >= v->vec;
     const unsigned smallest_tile = v->vec > v->kq ? v->vec : v->kq;
     while (v->tile > smallest_tile && local_bytes(v) > ctx->caps.local_mem)
         v->tile /= 2;
@@ -82,8 +89,8 @@ static clattn_status decode_kernels(clattn_context *ctx, const sdpa_shape *s, de
         char options[256], types[64];
         tensor_types_options(s->types, types, sizeof types);
         snprintf(options, sizeof options,
-                 "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u%s",
-                 v->dk, v->dv, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, types);
+                 "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u -DROWS_T=%d%s",
+                 v->dk, v->dv, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, v->rows_t, types);
         clattn_status st = program_get(ctx, &family_decode, options, v->wg, features, out);
         if (st == CLATTN_SUCCESS || st == CLATTN_ERROR_OUT_OF_HOST_MEMORY || v->prefetch == PREFETCH_NONE)
             return st;
@@ -196,8 +203,8 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
     clattn_status st = tuning_lookup(ctx, TUNING_DECODE, &t, NULL);
     if (st != CLATTN_SUCCESS)
         return st;
-    decode_shape dv = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0, 0, false, PREFETCH_NONE};
-    choose_shape(ctx, &t, &dv);
+    decode_shape dv = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0, 0, false, false, PREFETCH_NONE};
+    choose_shape(ctx, s, &t, &dv);
     device_masks masks;
     const family_build *fb;
     st = masks_upload(ctx, s, mask, &masks);

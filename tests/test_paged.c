@@ -34,6 +34,8 @@ static const pcase cases[] = {
     {"chunked prefill L 5, blocks of 64", 2, 4, 4, 5, 32, 16, 64, 12, {700, 129}, BR, 1, 0, 0},
     {"decode, blocks of 256, sinks, window 100", 2, 4, 1, 1, 27, 9, 256, 4, {1024, 300}, BR, 1, 100, 0},
     {"an additive (L, S) mask, blocks of 32", 2, 3, 3, 2, 16, 16, 32, 6, {77, 192}, NONE, 0, 0, 1},
+    /* 32 packed rows a K/V head: on CPUs the decode scores with the rows in the lanes (ROWS_T). */
+    {"speculative decode L 4, GQA 16/2, blocks of 16, sinks", 2, 16, 2, 4, 64, 40, 16, 40, {613, 300}, BR, 1, 0, 0},
     /* Prefill lengths (more than 8 query rows): the fused kernel through the table (0.7). */
     {"chunked prefill L 37, blocks of 16, GQA 8/2, sinks", 2, 8, 2, 37, 64, 64, 16, 20, {300, 37}, BR, 1, 0, 0},
     {"prefill L 12 over fewer keys, (L, S) mask, window 9", 2, 3, 3, 12, 20, 12, 8, 8, {64, 9}, BR, 0, 9, 1},
