@@ -27,6 +27,8 @@ START_TEST(test_bench_quick_json)
         "assert [r['kv_dtype'] for r in rows if 'int8' in r['name']] == ['int8', 'int8'], rows\n"
         "assert sorted(r['name'] for r in bandwidth) == sorted(r['name'] for r in rows if r['path'] == 'decode'), d\n"
         "assert all(r['kv_gbps'] > 0 and r['stream_gbps'] > 0 for r in bandwidth), bandwidth\n"
+        "assert all(r['native_gbps'] > 0 and r['native_threads'] >= 1 and r['native_pairs'] >= 9 and\n"
+        "           0 < r['native_low'] <= r['native_fraction'] <= r['native_high'] for r in bandwidth), bandwidth\n"
         "staged = {'score', 'softmax', 'weighted-sum'}\n"
         "for r in rows:\n"
         "    k = r['kernels']\n"
@@ -50,7 +52,8 @@ START_TEST(test_bench_quick_json)
     expect_in("stdout", R.out, "staged/fused time");
     expect_in("stdout", R.out, "fused/decode time");
     expect_in("stdout", R.out, "CLBlast/gemm time");
-    expect_in("stdout", R.out, "% of streaming");
+    expect_in("stdout", R.out, "read-and-sum kernel of as many bytes");
+    expect_in("stdout", R.out, "against the native read (");
     expect_in("stdout", R.out, "time against \"decode L=1 S=512 H=4 D=64\"");
 }
 END_TEST

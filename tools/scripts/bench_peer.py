@@ -352,8 +352,8 @@ def main():
             notes += [r[k] for k in ("skip", "note") if r.get(k)]
         if title in bandwidth:
             bw = bandwidth[title]
-            notes.append("K/V %.1f GB/s = %.0f%% of a read-and-sum's %.1f GB/s" % (
-                bw["kv_gbps"], 100 * bw["kv_gbps"] / bw["stream_gbps"] if bw["stream_gbps"] else 0, bw["stream_gbps"]))
+            notes.append("K/V %.1f GB/s; %.0f%% of the native read (%.1f GB/s, alternated); read-and-sum kernel %.1f GB/s" % (
+                bw["kv_gbps"], 100 * bw.get("native_fraction", 0), bw.get("native_gbps", 0), bw["stream_gbps"]))
         line = "%-46s %-7s %s %s %s %s  %s" % (title[:46], paths[0], fmt(main_row["ms"]), fmt(main_row.get("device_ms")),
                                                fmt(other["ms"] if other else None), " ".join(cells), "; ".join(notes))
         print(line.rstrip(), flush=True)
