@@ -60,6 +60,9 @@ static const bench_case full_cases[] = {
     {"decode L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8,
      "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* (16 packed rows a K/V head: the rows in the lanes, cl/decode.cl's ROWS_T, on AVX-512) */
+    {"decode GQA L=4 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 4, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 8,
+     "decode GQA L=1 S=8192 H=32 kv=8 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=2 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 2, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
      "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=4 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 4, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
@@ -510,7 +513,8 @@ static const char bench_help[] =
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
     "512 keys (fused only); the projection GEMM 512x768 . 768x2304 with a bias (the device's GEMM, then\n"
     "CLBlast's); SDPA B=8 H=12 L=S=512 and H=12 L=S=512 alone; a BERT-base layer (L=512, d_model=768, H=12, with\n"
-    "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query),\n"
+    "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query, L=1\n"
+    "and 4),\n"
     "with L=2, 4 and 8 query rows (speculative verification), through a paged cache of 16-row blocks\n"
     "and with float16, bfloat16 and int8 caches, each against plain decode (runs alternated: the median\n"
     "of the pairs' time ratios); a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
