@@ -68,11 +68,10 @@ static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const t
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
     v->prefetch = v->stage ? PREFETCH_NONE : prefetch_mode(&ctx->caps);
-    /* Rows in the lanes once a group's rows fill them (grouped-query decode L = 4 over 4 query heads a
-     * K/V head, 16 rows: 1.3x faster; 8 rows in 16 lanes were slower than rows along d), in place with
-     * vectors of 4 or more (ROWS_T steps 8 keys at a time). */
+    /* Rows in the lanes from `rows in lanes from` packed rows a group (by default, once they fill the
+     * lanes), in place with vectors of 4 or more (ROWS_T steps 8 keys at a time). */
     const size_t group_rows = s->q_len * s->group < v->r_max ? s->q_len * s->group : v->r_max;
-    v->rows_t = !v->stage && v->vec >= 4 && v->tile % 8 == 0 && group_rows >= v->vec;
+    v->rows_t = !v->stage && v->vec >= 4 && v->tile % 8 == 0 && group_rows >= t->v[6];
     const unsigned smallest_tile = v->vec > v->kq ? v->vec : v->kq;
     while (v->tile > smallest_tile && local_bytes(v) > ctx->caps.local_mem)
         v->tile /= 2;

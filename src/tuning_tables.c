@@ -45,16 +45,21 @@ static const tuning_values fused_gpu[] = {
 };
 
 /* ---- decode kernels: {splits per compute unit, rows per group, keys per tile, work-items per group,
- * VEC, keys per step} ----------------------------------------------------------------------------
+ * VEC, keys per step, rows in lanes from} -----------------------------------------------------------
  * The keys are split until there are `splits` work-groups per compute unit (uneven slices even out),
  * never below 256 keys a split; a group takes up to `rows` packed query rows (the query heads that
  * share a K/V head, times L). CPUs: one work-item per group streams its keys in place at the native
  * SIMD width, 4 rows × 4 keys of dot products a step, the next tile prefetched (decode L = 1..8: in
  * place with prefetching beat staging the tiles in local memory by 20–40%, and without prefetching the
  * cores waited on each row). GPUs and llvmpipe: 64 work-items stage each tile with coalesced reads and
- * spread the output columns over their lanes. Candidates: fewer and more splits, fewer rows a group. */
+ * spread the output columns over their lanes. In place, a group of at least `rows in lanes from` packed
+ * rows (0: the SIMD width) forms its scores with the rows in the lanes (cl/decode.cl's ROWS_T): grouped-
+ * query decode with 16 rows a K/V head, L = 4, ran 1.3x faster so, where 8 rows in 16 lanes ran slower
+ * than along d. Candidates: fewer and more splits, fewer rows a group, and the rows never in the lanes
+ * (1024; clattn_tune's decode probe has 16 rows a group). */
 static const tuning_values decode_cpu[] = {
-    {{4, 16, 32, 1, 0, 4}}, {{1, 16, 32, 1, 0, 4}}, {{16, 16, 32, 1, 0, 4}}, {{4, 4, 32, 1, 0, 4}},
+    {{4, 16, 32, 1, 0, 4, 0}}, {{1, 16, 32, 1, 0, 4, 0}}, {{16, 16, 32, 1, 0, 4, 0}}, {{4, 4, 32, 1, 0, 4, 0}},
+    {{4, 16, 32, 1, 0, 4, 1024}},
 };
 static const tuning_values decode_lanes[] = {
     {{4, 16, 32, 64, 0, 1}}, {{1, 16, 32, 64, 0, 1}}, {{16, 16, 32, 64, 0, 1}}, {{4, 4, 32, 64, 0, 1}},
@@ -87,9 +92,10 @@ const tuning_table tuning_tables[TUNING_FAMILIES] = {
                        {"VEC", 0, 16}},
                       {fused_cpu[0], fused_gpu[0], fused_gpu[0]},
                       CLASSES(fused_cpu, fused_gpu, fused_gpu)},
-    [TUNING_DECODE] = {"decode", "decode parameters, format 1", 6, 1,
+    [TUNING_DECODE] = {"decode", "decode parameters, format 1", 7, 1,
                        {{"splits per compute unit", 1, 64}, {"rows per group", 1, 64}, {"keys per tile", 1, 256},
-                        {"work-items per group", 1, 1024}, {"VEC", 0, 16}, {"keys per step", 1, 8}},
+                        {"work-items per group", 1, 1024}, {"VEC", 0, 16}, {"keys per step", 1, 8},
+                        {"rows in lanes from", 0, 1024}},
                        {decode_cpu[0], decode_lanes[0], decode_gpu[0]},
                        CLASSES(decode_cpu, decode_lanes, decode_gpu)},
     [TUNING_STAGED] = {"staged", "staged parameters, format 1", 5, 1,
@@ -201,6 +207,10 @@ void tuning_complete(const device_caps *caps, const tuning_options *o, tuning_fa
             v->v[1] = d.v[1], v->v[2] = d.v[2];
         if (v->v[2] == 0)
             v->v[2] = v->v[3] > 1 ? vectors_for(v->v[3]) : 4;
+        break;
+    case TUNING_DECODE:
+        if (v->v[6] == 0) /* rows in the lanes once they fill them */
+            v->v[6] = v->v[4];
         break;
     case TUNING_STAGED:
         if (v->v[3] == 0)

@@ -13,7 +13,7 @@
 
 typedef enum tuning_family { TUNING_GEMM, TUNING_FUSED, TUNING_DECODE, TUNING_STAGED, TUNING_FAMILIES } tuning_family;
 
-#define TUNING_MAX_VALUES 6
+#define TUNING_MAX_VALUES 7
 
 /* A family's values in its table's order; 0 where a value's range allows it means "the device's" (its
  * SIMD width, a tile that follows from it), filled in by tuning_complete. */

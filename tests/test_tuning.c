@@ -264,6 +264,7 @@ typedef struct good_case {
 static const good_case good[] = {
     {"decode=8", -1, BIT(TUNING_DECODE), TUNING_DECODE, 1, {8}},
     {"decode=8x16x32x1x0x4", -1, BIT(TUNING_DECODE), TUNING_DECODE, 6, {8, 16, 32, 1, 0, 4}},
+    {"decode=8x16x32x1x0x4x1024", -1, BIT(TUNING_DECODE), TUNING_DECODE, 7, {8, 16, 32, 1, 0, 4, 1024}},
     {"fused=64x64x4x16", -1, BIT(TUNING_FUSED), TUNING_FUSED, 4, {64, 64, 4, 16}},
     {"fused=32x32", -1, BIT(TUNING_FUSED), TUNING_FUSED, 2, {32, 32}},
     {"staged=8x4", -1, BIT(TUNING_STAGED), TUNING_STAGED, 2, {8, 4}},
@@ -281,7 +282,7 @@ static const good_case good[] = {
 
 static const char *const bad[] = {
     "bogus=1", "decode=", "decode=8,", ",decode=8", "decode=8;staged=4", "fused=64", "fused=64x64x4x3", "staged=0",
-    "decode=65", "class=fpga", "gemm=clattn:0x1", "decode=1x2x3x4x5x6x7", "decode", "=8", "decode=8,,staged=4",
+    "decode=65", "class=fpga", "gemm=clattn:0x1", "decode=1x2x3x4x4x4x4x4", "decode", "=8", "decode=8,,staged=4",
     "Decode=8", "decode=8 ", "decode=x8", "gemm=8", "class=", "decode=0x16", "fused=2000x64",
 };
 #define N_BAD (sizeof bad / sizeof bad[0])
