@@ -51,6 +51,17 @@
 #elif PREFETCH == 1
 #define CLATTN_PREFETCH_LINE(p) prefetch((__global const uchar *)(p), 64)
 #endif
+#if PREFETCH
+/* A key's K and V rows, line by line. */
+__attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global const k_store *k_row,
+                                                                      __global const v_store *v_row, ulong dk, ulong dv)
+{
+    for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
+        CLATTN_PREFETCH_LINE(k_row + e);
+    for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
+        CLATTN_PREFETCH_LINE(v_row + e);
+}
+#endif
 
 /* Where the kernels read a tile's K and V rows: staged in local memory (STAGE 1: GPUs, where the group
  * copies them with coalesced reads), or in place in global memory (CPUs: a copy would cost a pass of its
@@ -373,14 +384,8 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
             const ulong j = j0 + g;
 #if PREFETCH
             UNROLL for (int x = 0; x < KT; x++) /* (the next tile's keys: see below) */
-                if (j + TILE + x < walk_end) {
-                    __global const k_store *kn = K_ROW(j + TILE + x);
-                    __global const v_store *vn = V_ROW(j + TILE + x);
-                    for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
-                        CLATTN_PREFETCH_LINE(kn + e);
-                    for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
-                        CLATTN_PREFETCH_LINE(vn + e);
-                }
+                if (j + TILE + x < walk_end)
+                    clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
 #endif
             K_TILE_T *k_row[KT];
             float k_scale[KT];
@@ -438,14 +443,8 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
              * arithmetic, so that they arrive while this tile computes (in one burst, the requests
              * would wait for each other). */
             UNROLL for (int x = 0; x < KQ; x++)
-                if (j + TILE + x < walk_end) {
-                    __global const k_store *kn = K_ROW(j + TILE + x);
-                    __global const v_store *vn = V_ROW(j + TILE + x);
-                    for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
-                        CLATTN_PREFETCH_LINE(kn + e);
-                    for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
-                        CLATTN_PREFETCH_LINE(vn + e);
-                }
+                if (j + TILE + x < walk_end)
+                    clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
 #endif
             /* (keys past the tile are never read: their scores are −inf, and so stay) */
             float k_scale[KQ];
