@@ -113,7 +113,7 @@ static void check_attention(clattn_context *ctx, const pcase *c, const pool *p, 
     const size_t nq = c->B * c->H * c->L * c->D, no = c->B * c->H * c->L * dv, nl = c->B * c->H * c->L;
     float *q = tu_falloc(nq);
     tu_fill_uniform(q, nq, 1.0f, seed);
-    float sinks[8];
+    float sinks[16]; /* (H ≤ 16 in every case) */
     for (size_t h = 0; h < c->H; h++)
         sinks[h] = 0.2f * (float)h - 0.5f;
     clattn_masks m = CLATTN_MASKS_INIT;
