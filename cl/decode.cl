@@ -33,6 +33,9 @@
 #ifndef ROWS_T
 #define ROWS_T 0
 #endif
+#if ROWS_T && (STAGE || WG != 1)
+#error "ROWS_T reads K in place with one work-item a group"
+#endif
 #if ROWS_T
 #define R_PAD ((R_MAX + VEC - 1) / VEC * VEC)
 #define KT 8
