@@ -77,6 +77,8 @@ static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const t
         v->tile /= 2;
     while (v->r_max > 1 && local_bytes(v) > ctx->caps.local_mem)
         v->r_max /= 2;
+    if (v->tile % 8 != 0) /* (a tile shrunk below ROWS_T's step: the rows along d) */
+        v->rows_t = false;
 }
 
 /* The kernels for this shape and the call's features; a compiler, or a runtime, that refuses the
