@@ -18,6 +18,7 @@ typedef struct fused_shape {
     unsigned vec;              /* float vector width inside a work-item */
     unsigned rows;             /* query rows per work-item */
     unsigned kv;               /* key vectors per step of a row's walk */
+    bool lanes;                /* cl/flash_lanes.cl: the rows in the SIMD lanes */
 } fused_shape;
 
 /* Head sizes are compiled in, rounded up to a multiple of 16: few programs, little padding. */
@@ -51,6 +52,10 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
     v->vec = vec;
     v->rows = rows;
     v->kv = vec > 1 && n % (2 * vec) == 0 ? 2 : 1; /* two key vectors per step when the tile holds them */
+    /* Rows in the lanes: `rows` vectors of VEC rows a work-item, the tile's keys 8 a step. */
+    v->lanes = t->v[4] == 2 && vec > 1 && n % 8 == 0;
+    if (v->lanes)
+        v->rows = rows * vec;
 }
 
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
@@ -66,7 +71,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     clattn_status st = tuning_lookup(ctx, TUNING_FUSED, &tiles, NULL);
     if (st != CLATTN_SUCCESS)
         return st;
-    fused_shape sh = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0};
+    fused_shape sh = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0, false};
     choose_tiles(ctx, &tiles, sh.dk, sh.dv, &sh);
     device_masks masks;
     st = masks_upload(ctx, s, mask, &masks);
@@ -74,10 +79,12 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
         return st;
     char options[256], types[64];
     tensor_types_options(s->types, types, sizeof types);
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s",
-             sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, types);
+    /* (-DLANES=1 names the rows-in-lanes kernel in the program cache's key, where tests read it.) */
+    snprintf(options, sizeof options,
+             "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
+             sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, sh.lanes ? " -DLANES=1" : "", types);
     const family_build *fb;
-    if ((st = program_get(ctx, &family_fused, options, sh.block_m, call_features(s) | layout_features(lay), &fb)) !=
+    if ((st = program_get(ctx, sh.lanes ? &family_fused_lanes : &family_fused, options, sh.block_m, call_features(s) | layout_features(lay), &fb)) !=
         CLATTN_SUCCESS)
         return st;
     flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
@@ -87,7 +94,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
                       .k_scales = s->k_scales, .v_scales = s->v_scales};
     PARAMS_SET_MASKS(flash_params, &p, &masks);
     kernel_args a = kernel_args_begin(fb->kernels[0]);
-    params_bind(&a, &params_flash, &p, fb->features);
+    params_bind(&a, sh.lanes ? &params_flash_lanes : &params_flash, &p, fb->features);
     /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
      * see cl/flash_attention.cl) and per (batch, K/V head). */
     const size_t rows_per_group = (size_t)fb->group * sh.rows, packed_rows = s->q_len * s->group;

@@ -20,6 +20,7 @@
 
 #define PARAM_STRUCT flash_params
 const kernel_params params_flash = PARAM_TABLE("clattn_flash_attention", CLATTN_FLASH_PARAMS);
+const kernel_params params_flash_lanes = PARAM_TABLE("clattn_flash_lanes", CLATTN_FLASH_PARAMS);
 #undef PARAM_STRUCT
 #define PARAM_STRUCT decode_partial_params
 const kernel_params params_decode_partial = PARAM_TABLE("clattn_decode_partial", CLATTN_DECODE_PARTIAL_PARAMS);
@@ -131,6 +132,14 @@ feature_set params_features(const kernel_params *const *kernels, size_t count)
  * first where a family applies masks or works in vectors. */
 const kernel_family family_fused = {"fused attention", {"masks.cl", "vec.cl", "flash_attention.cl"}, 3,
                                     {&params_flash}, 1, 1, "BLOCK_M"};
+/* The same attention with the rows in the SIMD lanes (CPUs: the tuning's choice). */
+const kernel_family family_fused_lanes = {"fused attention, rows in lanes",
+                                          {"masks.cl", "vec.cl", "flash_lanes.cl"},
+                                          3,
+                                          {&params_flash_lanes},
+                                          1,
+                                          1,
+                                          "BLOCK_M"};
 const kernel_family family_decode = {"decode", {"masks.cl", "vec.cl", "decode.cl"}, 3,
                                      {&params_decode_partial, &params_decode_combine}, 2, 2, "WG"};
 /* The blocked score kernel and K's transpose exist where VEC > 1 (CPUs). */
@@ -148,7 +157,7 @@ const kernel_family family_paged_check = {"block-id check", {"paged.cl"}, 1, {&p
 const kernel_family family_gemm = {"GEMM", {"vec.cl", "gemm.cl"}, 2, {&params_gemm}, 1, 1, NULL};
 const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias}, 1, 1, NULL};
 
-const kernel_family *const kernel_families[] = {&family_fused,  &family_decode,      &family_staged,
+const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
                                                 &family_softmax_double, &family_merge, &family_convert,
                                                 &family_paged_check,    &family_gemm,  &family_add_bias};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

@@ -78,7 +78,7 @@ typedef struct add_bias_params { CLATTN_ADD_BIAS_PARAMS(PARAM_FIELD) } add_bias_
     } while (0)
 
 /* The kernels' tables (params.c). */
-extern const kernel_params params_flash, params_decode_partial, params_decode_combine, params_score,
+extern const kernel_params params_flash, params_flash_lanes, params_decode_partial, params_decode_combine, params_score,
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
     params_merge, params_convert, params_append_rows, params_paged_check, params_gemm, params_add_bias;
 
@@ -110,7 +110,7 @@ typedef struct kernel_family {
 } kernel_family;
 
 /* Every family, for the tests that hold each kernel's signature against its table. */
-extern const kernel_family family_fused, family_decode, family_staged, family_softmax_double, family_merge,
+extern const kernel_family family_fused, family_fused_lanes, family_decode, family_staged, family_softmax_double, family_merge,
     family_convert, family_paged_check, family_gemm, family_add_bias;
 extern const kernel_family *const kernel_families[];
 extern const size_t kernel_family_count;

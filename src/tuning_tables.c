@@ -31,15 +31,21 @@ static const tuning_values gemm_gpu[] = {
     {{TUNING_GEMM_CLATTN, 4, 4, 1}},  {{TUNING_GEMM_CLATTN, 8, 4, 1}}, {{TUNING_GEMM_CLATTN, 8, 8, 1}},
 };
 
-/* ---- fused kernel: {rows per work-group M, keys per tile N, rows per work-item R, VEC} ----------
+/* ---- fused kernel: {work-items per group M, keys per tile N, rows per work-item R, VEC, row layout} ---
+ * Row layout 1: each work-item's R rows along d (cl/flash_attention.cl); 2: R vectors of VEC rows in the
+ * SIMD lanes (cl/flash_lanes.cl; where VEC is 1 or N not a multiple of 8, the first); 0: the second where
+ * VEC > 1.
  * CPUs: VEC the native SIMD width (PoCL runs a work-item's vector code as written, where spreading rows
- * over lanes would need its work-item vectoriser), 64 work-items of 4 rows (each key tile copied once
- * for 256 rows: 54 ms for L = S = 2048, H = 8 where 32 work-items took 59–65 ms, and 128 or tiles of
- * 128 keys about 108) and tiles of 64 keys. GPUs and llvmpipe (whose work-items are its lanes, and
- * whose Mesa 22.3 miscompiled the CPU shape): VEC 1, 64 work-items of one row, tiles of 32 keys.
- * Candidates: on CPUs half the group as well (each is a compile of 10–15 s on PoCL, so few; halving
- * the keys per tile measured no faster); on GPUs groups of 32–128 and tiles of 16–64 keys. */
-static const tuning_values fused_cpu[] = {{{64, 64, 4, 0}}, {{32, 64, 4, 0}}};
+ * over lanes would need its work-item vectoriser), and the rows in the lanes (cl/flash_lanes.cl): 16
+ * work-items of R = 2 vectors of rows (32 rows with AVX-512, each key tile copied once for 512) over
+ * tiles of 64 keys — at L = S = 2048, H = 8 about 1.15x faster than the rows along d (cl/flash_attention.cl's
+ * CPU shape: 64 work-items of 4 rows, 2 key vectors a step), which stays a candidate;
+ * 8 work-items, tiles of 128 keys or 3 row vectors measured within noise of, or slower than, the default.
+ * GPUs and llvmpipe (whose work-items are its lanes, and whose Mesa 22.3 miscompiled the CPU shape): VEC
+ * 1, 64 work-items of one row, tiles of 32 keys (VEC 1 has no lanes to put rows in).
+ * Candidates: on CPUs a few around the default and the rows along d (each is a compile of seconds on
+ * PoCL, so few); on GPUs groups of 32–128 and tiles of 16–64 keys. */
+static const tuning_values fused_cpu[] = {{{16, 64, 2, 0, 2}}, {{8, 64, 2, 0, 2}}, {{64, 64, 4, 0, 1}}};
 static const tuning_values fused_gpu[] = {
     {{64, 32, 1, 1}}, {{128, 32, 1, 1}}, {{32, 32, 1, 1}}, {{64, 16, 1, 1}}, {{64, 64, 1, 1}},
 };
@@ -87,9 +93,9 @@ const tuning_table tuning_tables[TUNING_FAMILIES] = {
                       {"vectors", 0, 8}, {"VEC", 0, 16}},
                      {CLATTN_6, CLATTN_6, gemm_gpu[0]},
                      CLASSES(gemm_cpu, gemm_cpu, gemm_gpu)},
-    [TUNING_FUSED] = {"fused", "fused tile choice, format 1", 4, 2,
-                      {{"rows per work-group", 1, 1024}, {"keys per tile", 1, 256}, {"rows per work-item", 1, 8},
-                       {"VEC", 0, 16}},
+    [TUNING_FUSED] = {"fused", "fused tile choice, format 2", 5, 2,
+                      {{"work-items per group", 1, 1024}, {"keys per tile", 1, 256}, {"rows per work-item", 1, 8},
+                       {"VEC", 0, 16}, {"row layout", 0, 2}},
                       {fused_cpu[0], fused_gpu[0], fused_gpu[0]},
                       CLASSES(fused_cpu, fused_gpu, fused_gpu)},
     [TUNING_DECODE] = {"decode", "decode parameters, format 1", 7, 1,
@@ -208,6 +214,10 @@ void tuning_complete(const device_caps *caps, const tuning_options *o, tuning_fa
         if (v->v[2] == 0)
             v->v[2] = v->v[3] > 1 ? vectors_for(v->v[3]) : 4;
         break;
+    case TUNING_FUSED:
+        if (v->v[4] == 0) /* rows in the lanes where there are lanes */
+            v->v[4] = v->v[3] > 1 ? 2 : 1;
+        break;
     case TUNING_DECODE:
         if (v->v[6] == 0) /* rows in the lanes once they fill them */
             v->v[6] = v->v[4];
@@ -289,6 +299,7 @@ clattn_status tuning_options_resolve(clattn_context *ctx, const device_caps *cap
         v->v[0] = o->tile_m, v->v[1] = o->tile_n;
         if (o->tile_rows)
             v->v[2] = o->tile_rows;
+        v->v[4] = 1; /* R rows a work-item: the rows along d, as the tile option meant before 0.9 */
         out->fixed |= 1u << TUNING_FUSED;
     }
     if (o->gemm.impl != GEMM_DEFAULT) {

@@ -3,7 +3,8 @@
  * every program (the call fails with the build log available), of the fused or the decode kernels only
  * (AUTO falls back to the staged path with a warning, the explicit algorithm fails), and a folder
  * without kernel files.
- * Each case saves CLATTN_KERNEL_DIR and makes a scratch folder; tu_tcase's fixture restores both.
+ * Each case saves CLATTN_KERNEL_DIR (and CLATTN_TUNING) and makes a scratch folder; tu_tcase's fixture
+ * restores them.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,13 +23,13 @@
 /* Kernel sources: unreadable, and failing to compile                                              */
 /* ---------------------------------------------------------------------------------------------- */
 
-static const char *const kernel_env[] = {"CLATTN_KERNEL_DIR"};
+static const char *const kernel_env[] = {"CLATTN_KERNEL_DIR", "CLATTN_TUNING"};
 
 /* CLATTN_KERNEL_DIR = dir; its previous value is saved, and put back by tu_env_restore() (the test,
  * as soon as its contexts have read it) or else by tu_tcase's fixture. */
 static void set_kernel_dir(const char *dir)
 {
-    tu_env_save(kernel_env, 1);
+    tu_env_save(kernel_env, 2);
     ck_assert(setenv("CLATTN_KERNEL_DIR", dir, 1) == 0);
 }
 
@@ -109,13 +110,17 @@ START_TEST(test_kernel_build_failure)
 }
 END_TEST
 
-/* Only the fused kernel, or only the decode kernels, fail to build: AUTO falls back to the staged path
- * with a warning and the right answer; asking for that kernel explicitly is an error. */
+/* Only a fused kernel (either shape: the tuning chooses which, on every device), or only the decode
+ * kernels, fail to build: AUTO falls back to the staged path with a warning and the right answer; asking
+ * for that kernel explicitly is an error. */
 static const struct {
     const char *file;
     clattn_algorithm algorithm;
-    size_t q_len; /* what makes AUTO choose it */
-} kernels[] = {{"flash_attention.cl", CLATTN_ALGORITHM_FUSED, 11}, {"decode.cl", CLATTN_ALGORITHM_DECODE, 3}};
+    size_t q_len;       /* what makes AUTO choose it */
+    const char *tuning; /* CLATTN_TUNING: which shape of the fused kernel (NULL: as it is) */
+} kernels[] = {{"flash_attention.cl", CLATTN_ALGORITHM_FUSED, 11, "fused=64x64x4x0x1"},
+               {"flash_lanes.cl", CLATTN_ALGORITHM_FUSED, 11, "fused=4x16x2x4x2"},
+               {"decode.cl", CLATTN_ALGORITHM_DECODE, 3, NULL}};
 
 START_TEST(test_path_build_failure_falls_back)
 {
@@ -123,6 +128,8 @@ START_TEST(test_path_build_failure_falls_back)
     tu_set_label("%s build failure on %s", kernels[which].file, tu_dev_spec[dev]);
     const char *dir = tu_broken_kernel_dir(kernels[which].file);
     set_kernel_dir(dir);
+    if (kernels[which].tuning)
+        ck_assert(setenv("CLATTN_TUNING", kernels[which].tuning, 1) == 0);
     fresh_q_len = kernels[which].q_len;
     clattn_context *ctx = tu_context_new(tu_dev_spec[dev]);
     float *out, *out2;
@@ -184,7 +191,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("kernel_build");
     TCase *tc = tu_tcase("kernel_sources");
     tcase_add_loop_test(tc, test_kernel_build_failure, 0, (int)tu_ndev);
-    tcase_add_loop_test(tc, test_path_build_failure_falls_back, 0, (int)(2 * tu_ndev));
+    tcase_add_loop_test(tc, test_path_build_failure_falls_back, 0, (int)(sizeof kernels / sizeof kernels[0] * tu_ndev));
     tcase_add_loop_test(tc, test_kernel_source_missing, 0, (int)tu_ndev);
     suite_add_tcase(s, tc);
     return s;

@@ -28,6 +28,7 @@ typedef struct family_case {
 
 static const family_case cases[] = {
     {&family_fused, "-cl-std=CL1.2 -DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=2 -DDK=16 -DDV=32", 4, false},
+    {&family_fused_lanes, "-cl-std=CL1.2 -DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=8 -DDK=16 -DDV=32", 4, false},
     {&family_decode, "-cl-std=CL1.2 -DDK=16 -DDV=32 -DVEC=4 -DKQ=2 -DRB=2 -DTILE=16 -DR_MAX=4 -DSTAGE=0 -DPREFETCH=0", 1,
      false},
     {&family_decode, "-cl-std=CL1.2 -DDK=16 -DDV=16 -DVEC=1 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 8,

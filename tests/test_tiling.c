@@ -65,23 +65,31 @@ static const shape shapes[] = {
 #define N_SHAPES (sizeof shapes / sizeof shapes[0])
 
 typedef struct {
-    const char *tile;
+    const char *tile; /* CLATTN_TILE, or with `lanes` CLATTN_TUNING's fused values */
     unsigned m, n, r; /* as requested */
     int groups;       /* bit 0: group 1, bit 1: group 2 */
+    bool lanes;       /* the rows in the lanes (cl/flash_lanes.cl): r vectors of VEC rows a work-item */
 } tile_case;
 
 /* What each one exercises on a CPU device with 16-wide native vectors (PoCL here), where the key tile
  * must hold whole vectors: VEC is halved until it divides N (N is raised to VEC when smaller). */
 static const tile_case tiles[] = {
-    {"1x1x1", 1, 1, 1, 1},       /* one row per group and item; N raised to 8, VEC 8 */
-    {"3x9x1", 3, 9, 1, 1},       /* N 9: VEC 1, the scalar (GPU-style) tile copy and walk */
-    {"9x18x5", 9, 18, 5, 1},     /* N 18: VEC 2; 5 rows per item */
-    {"5x12x8", 5, 12, 8, 1},     /* N 12: VEC 4; the most rows per item */
-    {"7x48x3", 7, 48, 3, 3},     /* VEC 16, two key vectors per step; both head-size groups */
-    {"100x16x1", 100, 16, 1, 1}, /* a group larger than most shapes' L, odd group size */
-    {"2x256x2", 2, 256, 2, 3},   /* the largest key tile (more than any S), both groups */
-    {"64x64x4", 64, 64, 4, 1},   /* larger groups than the CPU defaults */
-    {"1x16x8", 1, 16, 8, 2},     /* 8 rows of 80-float q and accumulators per item */
+    {"1x1x1", 1, 1, 1, 1, false},       /* one row per group and item; N raised to 8, VEC 8 */
+    {"3x9x1", 3, 9, 1, 1, false},       /* N 9: VEC 1, the scalar (GPU-style) tile copy and walk */
+    {"9x18x5", 9, 18, 5, 1, false},     /* N 18: VEC 2; 5 rows per item */
+    {"5x12x8", 5, 12, 8, 1, false},     /* N 12: VEC 4; the most rows per item */
+    {"7x48x3", 7, 48, 3, 3, false},     /* VEC 16, two key vectors per step; both head-size groups */
+    {"100x16x1", 100, 16, 1, 1, false}, /* a group larger than most shapes' L, odd group size */
+    {"2x256x2", 2, 256, 2, 3, false},   /* the largest key tile (more than any S), both groups */
+    {"64x64x4", 64, 64, 4, 1, false},   /* larger groups than the CPU defaults */
+    {"1x16x8", 1, 16, 8, 2, false},     /* 8 rows of 80-float q and accumulators per item */
+    /* The rows in the lanes, through CLATTN_TUNING="fused=M x N x R x VEC x 2" (N a multiple of 8 and of
+     * VEC; ROWS = R·VEC): */
+    {"1x8x1x0x2", 1, 8, 1, 1, true},     /* N 8: VEC 8 (halved from 16 to divide N), 8 rows an item */
+    {"3x24x3x4x2", 3, 24, 3, 1, true},   /* VEC 4, three row vectors, three work-items */
+    {"5x40x1x2x2", 5, 40, 1, 1, true},   /* VEC 2: the narrowest lanes */
+    {"16x64x2x0x2", 16, 64, 2, 3, true}, /* the CPU default; both head-size groups */
+    {"2x256x8x0x2", 2, 256, 8, 2, true}, /* the largest tile and the most row vectors, heads of 80 */
 };
 #define N_TILES (sizeof tiles / sizeof tiles[0])
 
@@ -89,8 +97,8 @@ static const tile_case tiles[] = {
 /* Environment, folders and contexts, restored by the fixtures                                    */
 /* ---------------------------------------------------------------------------------------------- */
 
-#define N_ENV 3
-static const char *const env_names[N_ENV] = {"CLATTN_TILE", "XDG_CACHE_HOME", "CLATTN_CACHE"};
+#define N_ENV 4
+static const char *const env_names[N_ENV] = {"CLATTN_TILE", "XDG_CACHE_HOME", "CLATTN_CACHE", "CLATTN_TUNING"};
 static const char *tmp_dir; /* the test's program cache: a scratch folder */
 static clattn_context *owned_ctx;
 
@@ -128,6 +136,7 @@ static void fresh_cache(void)
 /* CLATTN_TILE = tile (NULL: unset), then a new context. */
 static clattn_context *context_with_tile(size_t dev, const char *tile)
 {
+    unsetenv("CLATTN_TUNING");
     if (tile)
         ck_assert(setenv("CLATTN_TILE", tile, 1) == 0);
     else
@@ -144,6 +153,7 @@ static clattn_context *context_with_tile(size_t dev, const char *tile)
 
 typedef struct built {
     unsigned m, n, vec, rows, dk, dv;
+    unsigned lanes; /* 1: built with -DLANES=1 (cl/flash_lanes.cl); unsigned, so memcmp sees no padding */
 } built;
 
 #define MAX_BUILT 16
@@ -201,6 +211,8 @@ static int read_built(built *out, size_t max)
         built b;
         if (key && option(key, "BLOCK_M", &b.m) && option(key, "BLOCK_N", &b.n) && option(key, "VEC", &b.vec) &&
             option(key, "ROWS", &b.rows) && option(key, "DK", &b.dk) && option(key, "DV", &b.dv)) {
+            b.lanes = 0;
+            (void)option(key, "LANES", &b.lanes);
             bool seen = false;
             for (int i = 0; i < count && (size_t)i < max; i++)
                 seen |= memcmp(&out[i], &b, sizeof b) == 0;
@@ -233,10 +245,12 @@ static unsigned long long device_local_memory(void)
 }
 
 /* Every fused variant compiled in this test has rows-per-group m, keys-per-tile n and rows-per-item r
- * (0: any) and m ≤ max_m; reports them. Returns the count found. The key tile N is kept as asked when
+ * (0: any; with `lanes`, r vectors of VEC rows, and the rows-in-lanes kernel; without, the other) and
+ * m ≤ max_m; reports them. Returns the count found. The key tile N is kept as asked when
  * it fits the device's local memory, raised to VEC when smaller (a tile holds whole vectors), and halved
  * only when it does not fit — then to a tile that fits. */
-static int check_built(unsigned want_m, unsigned want_n, unsigned want_r, size_t max_m, size_t want_count)
+static int check_built(unsigned want_m, unsigned want_n, unsigned want_r, bool lanes, size_t max_m,
+                       size_t want_count)
 {
     built b[MAX_BUILT];
     int n = read_built(b, MAX_BUILT);
@@ -248,8 +262,11 @@ static int check_built(unsigned want_m, unsigned want_n, unsigned want_r, size_t
     ck_assert_msg((size_t)n == want_count, "%s: %d fused variants compiled, expected %zu", tu_label(), n,
                   want_count);
     for (int i = 0; i < n && i < MAX_BUILT; i++) {
-        printf("  %s: compiled BLOCK_M=%u BLOCK_N=%u VEC=%u ROWS=%u DK=%u DV=%u\n", tu_label(), b[i].m, b[i].n,
-               b[i].vec, b[i].rows, b[i].dk, b[i].dv);
+        printf("  %s: compiled BLOCK_M=%u BLOCK_N=%u VEC=%u ROWS=%u DK=%u DV=%u%s\n", tu_label(), b[i].m, b[i].n,
+               b[i].vec, b[i].rows, b[i].dk, b[i].dv, b[i].lanes ? " LANES=1" : "");
+        if (want_m)
+            ck_assert_msg((b[i].lanes == 1) == lanes, "%s: the %s kernel compiled", tu_label(),
+                          b[i].lanes ? "rows-in-lanes" : "rows-along-d");
         ck_assert_msg(b[i].m >= 1 && b[i].m <= max_m, "%s: BLOCK_M=%u, device limit %zu", tu_label(), b[i].m,
                       max_m);
         if (want_m)
@@ -270,8 +287,9 @@ static int check_built(unsigned want_m, unsigned want_n, unsigned want_r, size_t
             }
         }
         if (want_r)
-            ck_assert_msg(b[i].rows == want_r, "%s: ROWS=%u compiled, CLATTN_TILE asked for %u", tu_label(),
-                          b[i].rows, want_r);
+            ck_assert_msg(b[i].rows == want_r * (lanes ? b[i].vec : 1),
+                          "%s: ROWS=%u compiled (VEC=%u), the tile asked for %u%s", tu_label(), b[i].rows, b[i].vec,
+                          want_r, lanes ? " vectors of rows" : "");
         ck_assert_msg(b[i].vec >= 1 && b[i].n % b[i].vec == 0, "%s: BLOCK_N=%u is not a multiple of VEC=%u",
                       tu_label(), b[i].n, b[i].vec);
     }
@@ -342,7 +360,17 @@ START_TEST(test_tile)
     size_t ti = TU_CASE(_i), dev = TU_DEVICE(_i);
     const tile_case *t = &tiles[ti];
     fresh_cache();
-    clattn_context *ctx = context_with_tile(dev, t->tile);
+    clattn_context *ctx;
+    if (t->lanes) {
+        char tuning[64];
+        snprintf(tuning, sizeof tuning, "fused=%s", t->tile);
+        ctx = context_with_tile(dev, NULL);
+        ck_assert(setenv("CLATTN_TUNING", tuning, 1) == 0);
+        clattn_context_free(owned_ctx);
+        ctx = owned_ctx = tu_context_new(tu_dev_spec[dev]);
+    } else {
+        ctx = context_with_tile(dev, t->tile);
+    }
     const size_t max_wg = device_max_work_group(ctx);
     size_t groups = 0;
     for (size_t si = 0; si < N_SHAPES; si++) {
@@ -356,7 +384,7 @@ START_TEST(test_tile)
         groups += (t->groups >> g) & 1;
     tu_set_label("CLATTN_TILE=%s on %s", t->tile, tu_dev_spec[dev]);
     /* M is kept unless the device cannot launch it; N unless local memory is short; R is always kept. */
-    check_built(t->m <= max_wg ? t->m : 0, t->n, t->r, max_wg, groups);
+    check_built(t->m <= max_wg ? t->m : 0, t->n, t->r, t->lanes, max_wg, groups);
 }
 END_TEST
 
@@ -446,7 +474,7 @@ START_TEST(test_work_group_limit)
     if (clattn_last_warning(ctx)[0])
         printf("  %s: warning \"%s\"\n", tu_label(), clattn_last_warning(ctx));
     tu_set_label("CLATTN_TILE=%s on %s (max work-group %zu)", tile ? tile : "(unset)", tu_dev_spec[dev], max_wg);
-    check_built(0, 0, 0, max_wg, 1);
+    check_built(0, 0, 0, false, max_wg, 1);
 }
 END_TEST
 

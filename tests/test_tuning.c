@@ -455,7 +455,7 @@ START_TEST(test_lookup)
                      tu_dev_spec[dev]);
         ctx = context_with(dev, tiles[i].tuning, tiles[i].tile, "", NULL);
         want = completed_defaults(ctx, TUNING_FUSED);
-        want.v[0] = 32, want.v[1] = 64;
+        want.v[0] = 32, want.v[1] = 64, want.v[4] = 1; /* a tile is of the rows along d */
         if (tiles[i].rows)
             want.v[2] = tiles[i].rows;
         got = lookup_from(ctx, TUNING_FUSED, TUNING_FROM_OPTIONS);

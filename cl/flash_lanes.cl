@@ -1,0 +1,272 @@
+/* Fused attention for CPUs with the query rows in the SIMD lanes: the same result as
+ * cl/flash_attention.cl (whose comment explains the packed rows, the walk and the masks), each key
+ * tile's work shaped as two small GEMMs with the softmax's bookkeeping once per tile.
+ *
+ * A work-item owns ROWS packed rows, ROWS / VEC vectors of VEC rows: their q transposed (qt[d][row]),
+ * their output accumulators likewise (ot[d][row]), their running maxima m and sums l one lane a row.
+ * For each tile of BLOCK_N keys, staged in local memory by the group as the rows lie (kn[j][d],
+ * vn[j][d], converted to float):
+ *   scores  st[j][rows] = Σ_d kn[j][d] · qt[d][rows]: per d, KT broadcast elements of K times the row
+ *           vectors of qt, KT × ROWS/VEC multiply-adds with no horizontal sum;
+ *   softmax the tile's maximum, the rescaling and the exponentials lane by lane over the tile's
+ *           BLOCK_N keys (no per-row reduction across lanes, once per tile rather than per step);
+ *   output  ot[d][rows] += Σ_j vn[j][d] · st[j][rows]: per key, DB broadcast elements of V times the
+ *           row vectors of weights.
+ * Everything a row needs stays in its lane from the first score to the output, so the only
+ * horizontal work is none; the private arrays (qt, ot, st: a few KiB each) stay in the core's caches.
+ *
+ * Build options as cl/flash_attention.cl's (BLOCK_M, BLOCK_N a multiple of KT, VEC > 1, DK, DV, the
+ * features), with ROWS a multiple of VEC. */
+
+#if VEC < 2
+#error "the rows-in-lanes fused kernel puts rows in SIMD lanes: VEC must be at least 2"
+#endif
+#if ROWS % VEC != 0 || BLOCK_N % 8 != 0
+#error "ROWS must be a multiple of VEC and BLOCK_N of 8"
+#endif
+#define RV (ROWS / VEC) /* row vectors per work-item */
+#define KT 8            /* keys per step of the scores */
+#define DB 8            /* value columns per step of the output */
+
+#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
+#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
+#if K_T == 3
+#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
+#else
+#define K_ROW_SCALE(j) 1.0f
+#endif
+#if V_T == 3
+#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#else
+#define V_ROW_SCALE(j) 1.0f
+#endif
+
+__kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
+void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_FLASH_PARAMS)
+    __local float kn[BLOCK_N * DK];
+    __local float vn[BLOCK_N * DV];
+    __local uchar v_nonfinite[BLOCK_N]; /* as in cl/flash_attention.cl: only such keys need care */
+
+    const ulong lid = get_local_id(0);
+    const ulong bkv = get_global_id(1);
+    const ulong kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    const ulong packed_rows = (q_starts ? q_starts[b + 1] - q_starts[b] : q_len) * group;
+    const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
+    const ulong first = group_first + lid * ROWS;
+    if (group_first >= packed_rows)
+        return;
+    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    const bool score_terms = CLATTN_SCORE_TERMS_ON;
+
+    __global const int *table = clattn_kv_table(block_table, table_cols, b);
+    const ulong k_head = clattn_kv_base(b, kv_head, k_bs, k_hs, k_rs, k_starts, block_table);
+    const ulong v_head = clattn_kv_base(b, kv_head, v_bs, v_hs, v_rs, k_starts, block_table);
+
+    float qt[DK * ROWS];      /* qt[d·ROWS + r]: row r's q (times its power of two) */
+    float ot[DV * ROWS];      /* ot[d·ROWS + r]: row r's Σ exp(score − m)·v */
+    float st[BLOCK_N * ROWS]; /* st[x·ROWS + r]: row r's score of the tile's key x, then its weight */
+    float score_factor[ROWS];
+    vec_t m[RV], l[RV];
+    clattn_row_terms terms[ROWS];
+    ulong row_i[ROWS], row_h[ROWS];
+    long pos[ROWS];
+    ulong row_begin[ROWS], row_end[ROWS];
+    for (int r = 0; r < ROWS; r++) {
+        const ulong rho = first + r;
+        const bool active = rho < packed_rows;
+        const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
+        const ulong at = active ? clattn_row_offset(q_starts, b, h, i, q_bs, q_hs, q_rs) : 0;
+        float q_max = 0.0f, q_factor;
+        for (ulong d = 0; d < dk && active; d++)
+            q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
+        score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
+        for (int d = 0; d < DK; d++)
+            qt[d * ROWS + r] = (active && (ulong)d < dk) ? LOAD_Q(q, at + d) * q_factor : 0.0f;
+        for (int d = 0; d < DV; d++)
+            ot[d * ROWS + r] = 0.0f;
+        CLATTN_ROW_TERMS(&terms[r], h);
+        pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+        clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
+        if (!active)
+            row_begin[r] = row_end[r] = 0;
+    }
+    for (int rv = 0; rv < RV; rv++) {
+        m[rv] = (vec_t)-INFINITY;
+        l[rv] = (vec_t)0.0f;
+    }
+    /* The work-item's walk spans its rows' visible keys; a tile lies wholly inside every active row's
+     * range when it starts at or after the largest begin and ends by the smallest end (both grow with
+     * the row: the last and the first active rows). */
+    ulong item_begin = ULONG_MAX, item_end = 0, full_begin = 0, full_end = ULONG_MAX;
+    for (int r = 0; r < ROWS; r++)
+        if (first + r < packed_rows) {
+            item_begin = min(item_begin, row_begin[r]);
+            item_end = max(item_end, row_end[r]);
+            full_begin = max(full_begin, row_begin[r]);
+            full_end = min(full_end, row_end[r]);
+        }
+    const ulong group_last = min(group_first + BLOCK_M * ROWS, packed_rows) - 1;
+    ulong group_begin, group_end, unused;
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_first / group, q_len, kv_len),
+                         key_len, win_left, win_right, &group_begin, &unused);
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_last / group, q_len, kv_len),
+                         key_len, win_left, win_right, &unused, &group_end);
+
+    for (ulong j0 = group_begin / BLOCK_N * BLOCK_N; j0 < group_end; j0 += BLOCK_N) {
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
+            const ulong j = j0 + jj;
+            const bool in = j < key_len;
+            const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
+            const float ks = in ? K_ROW_SCALE(j) : 0.0f, vs = in ? V_ROW_SCALE(j) : 0.0f;
+            for (int d = 0; d < DK; d++)
+                kn[jj * DK + d] = (in && (ulong)d < dk) ? LOAD_K(k, k_row + d) * ks : 0.0f;
+            bool bad = false;
+            for (int d = 0; d < DV; d++) {
+                const float value = (in && (ulong)d < dv) ? LOAD_V(v, v_row + d) * vs : 0.0f;
+                vn[jj * DV + d] = value;
+                bad |= !isfinite(value);
+            }
+            v_nonfinite[jj] = bad;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+
+        /* (An `if` around the work, not `continue`: PoCL 3.1 miscompiles early exits between barriers.) */
+        if (j0 < item_end && j0 + BLOCK_N > item_begin) {
+            /* Scores: KT keys × RV row vectors a step, each broadcast element of K serving every row
+             * vector and each vector of qt every key. */
+            for (int g = 0; g < BLOCK_N; g += KT) {
+                vec_t sum[RV][KT];
+                UNROLL for (int rv = 0; rv < RV; rv++)
+                    UNROLL for (int x = 0; x < KT; x++)
+                        sum[rv][x] = (vec_t)0.0f;
+                for (int d = 0; d < DK; d++) {
+                    float kd[KT];
+                    UNROLL for (int x = 0; x < KT; x++)
+                        kd[x] = kn[(g + x) * DK + d];
+                    UNROLL for (int rv = 0; rv < RV; rv++) {
+                        const vec_t qv = VLOAD(qt + d * ROWS + rv * VEC);
+                        UNROLL for (int x = 0; x < KT; x++)
+                            sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
+                    }
+                }
+                UNROLL for (int rv = 0; rv < RV; rv++) {
+                    const vec_t factor = VLOAD(score_factor + rv * VEC);
+                    UNROLL for (int x = 0; x < KT; x++)
+                        VSTORE(sum[rv][x] * factor, st + (g + x) * ROWS + rv * VEC);
+                }
+            }
+            /* Masks and score terms, score by score, where a tile is not wholly visible to every row or
+             * the call has a mask tensor or terms. */
+            if (j0 < full_begin || j0 + BLOCK_N > full_end || mask_layout != MASK_NONE || score_terms)
+                for (int x = 0; x < BLOCK_N; x++) {
+                    const ulong j = j0 + x;
+                    for (int r = 0; r < ROWS; r++)
+                        st[x * ROWS + r] =
+                            j >= row_begin[r] && j < row_end[r]
+                                ? clattn_score_terms(st[x * ROWS + r], softcap, &terms[r], (long)j, pos[r],
+                                                     clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r],
+                                                                          heads, row_i[r], j, q_len, mask_cols))
+                                : -INFINITY;
+                }
+            /* The online softmax, once per tile and lane by lane: the tile's maximum (a NaN score makes
+             * its row NaN, as in cl/flash_attention.cl), rows whose maximum grew rescaled, then the
+             * weights in place of the scores. */
+            bool zero_weight = false;
+            for (int rv = 0; rv < RV; rv++) {
+                vec_t top = VLOAD(st + rv * VEC);
+                lanes_t nan_lanes = NAN_LANES(top);
+                for (int x = 1; x < BLOCK_N; x++) {
+                    const vec_t s = VLOAD(st + x * ROWS + rv * VEC);
+                    top = QMAX(top, s);
+                    nan_lanes |= NAN_LANES(s);
+                }
+                top = select(top, (vec_t)NAN, nan_lanes);
+                const lanes_t kept = top <= m[rv];
+                if (!all(kept)) {
+                    const vec_t grown = select(top, m[rv], kept);
+                    /* (m = −inf and a grown maximum: exp(−inf) = 0, which drops nothing; a NaN maximum
+                     * makes the factor NaN, and the row with it.) */
+                    const vec_t alpha = select(clattn_exp_weight(m[rv] - grown), (vec_t)1.0f, kept);
+                    /* A factor that underflowed to 0 drops what came before outright: an inf value
+                     * added so far must not turn into 0·inf = NaN. */
+                    const lanes_t dropped = alpha == (vec_t)0.0f;
+                    l[rv] = select(l[rv] * alpha, (vec_t)0.0f, dropped);
+                    for (int d = 0; d < DV; d++) {
+                        float *acc = ot + d * ROWS + rv * VEC;
+                        VSTORE(select(VLOAD(acc) * alpha, (vec_t)0.0f, dropped), acc);
+                    }
+                    m[rv] = grown;
+                }
+                /* While every key so far is masked (m = −inf) a row has nothing to add. */
+                const lanes_t unseen = m[rv] == (vec_t)-INFINITY;
+                vec_t smallest = (vec_t)1.0f;
+                for (int x = 0; x < BLOCK_N; x++) {
+                    float *at = st + x * ROWS + rv * VEC;
+                    const vec_t p = select(clattn_exp_weight(VLOAD(at) - m[rv]), (vec_t)0.0f, unseen);
+                    l[rv] += p;
+                    smallest = fmin(smallest, p);
+                    VSTORE(p, at);
+                }
+                zero_weight |= ANY_ZERO(smallest);
+            }
+            /* Where some weight is 0 and the key's value row holds an inf or NaN, rows of weight 0 skip
+             * that key (0·inf would be NaN), as on the staged path; finite rows take the plain path. */
+            bool careful = false;
+            if (zero_weight)
+                for (int x = 0; x < BLOCK_N; x++)
+                    careful |= v_nonfinite[x] != 0;
+            /* Output: DB value columns × RV row vectors a step, over every key of the tile. */
+            for (int d0 = 0; d0 < DV; d0 += DB) {
+                vec_t acc[RV][DB];
+                UNROLL for (int rv = 0; rv < RV; rv++)
+                    UNROLL for (int c = 0; c < DB; c++)
+                        acc[rv][c] = VLOAD(ot + (d0 + c) * ROWS + rv * VEC);
+                if (!careful) {
+                    for (int x = 0; x < BLOCK_N; x++) {
+                        float vd[DB];
+                        UNROLL for (int c = 0; c < DB; c++)
+                            vd[c] = vn[x * DV + d0 + c];
+                        UNROLL for (int rv = 0; rv < RV; rv++) {
+                            const vec_t p = VLOAD(st + x * ROWS + rv * VEC);
+                            UNROLL for (int c = 0; c < DB; c++)
+                                acc[rv][c] = fma(p, (vec_t)vd[c], acc[rv][c]);
+                        }
+                    }
+                } else {
+                    for (int x = 0; x < BLOCK_N; x++)
+                        UNROLL for (int rv = 0; rv < RV; rv++) {
+                            const vec_t p = VLOAD(st + x * ROWS + rv * VEC);
+                            const lanes_t skip = p == (vec_t)0.0f;
+                            UNROLL for (int c = 0; c < DB; c++)
+                                acc[rv][c] = select(fma(p, (vec_t)vn[x * DV + d0 + c], acc[rv][c]), acc[rv][c],
+                                                    skip);
+                        }
+                }
+                UNROLL for (int rv = 0; rv < RV; rv++)
+                    UNROLL for (int c = 0; c < DB; c++)
+                        VSTORE(acc[rv][c], ot + (d0 + c) * ROWS + rv * VEC);
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+
+    float row_m[ROWS], row_l[ROWS];
+    for (int rv = 0; rv < RV; rv++) {
+        VSTORE(m[rv], row_m + rv * VEC);
+        VSTORE(l[rv], row_l + rv * VEC);
+    }
+    for (int r = 0; r < ROWS; r++) {
+        if (first + r >= packed_rows)
+            break;
+        const ulong i = row_i[r], h = row_h[r];
+        float row_lse;
+        const float inv = clattn_row_finish(row_m[r], row_l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
+        const ulong out = clattn_row_offset(q_starts, b, h, i, o_bs, o_hs, o_rs);
+        for (ulong d = 0; d < dv; d++)
+            STORE_O(ot[d * ROWS + r] * inv, o, out + d);
+        if (lse)
+            lse[q_starts ? (q_starts[b] + i) * heads + h : clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
+    }
+}
