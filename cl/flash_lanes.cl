@@ -30,15 +30,17 @@
 
 #define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
 #define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
+/* x of key j's K (V) row as a float: an int8 row's scale applied (one per row, in the order of the
+ * rows), other types as they are (a multiplication by 1 would cost a pass of its own). */
 #if K_T == 3
-#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
+#define K_SCALED(x, j) ((x) * k_scales[K_ROW_AT(j) / dk])
 #else
-#define K_ROW_SCALE(j) 1.0f
+#define K_SCALED(x, j) (x)
 #endif
 #if V_T == 3
-#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#define V_SCALED(x, j) ((x) * v_scales[V_ROW_AT(j) / dv])
 #else
-#define V_ROW_SCALE(j) 1.0f
+#define V_SCALED(x, j) (x)
 #endif
 
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
@@ -64,9 +66,12 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     const ulong k_head = clattn_kv_base(b, kv_head, k_bs, k_hs, k_rs, k_starts, block_table);
     const ulong v_head = clattn_kv_base(b, kv_head, v_bs, v_hs, v_rs, k_starts, block_table);
 
-    float qt[DK * ROWS];      /* qt[d·ROWS + r]: row r's q (times its power of two) */
-    float ot[DV * ROWS];      /* ot[d·ROWS + r]: row r's Σ exp(score − m)·v */
-    float st[BLOCK_N * ROWS]; /* st[x·ROWS + r]: row r's score of the tile's key x, then its weight */
+    /* Vectors of rows, so that every vector access is aligned (to float arrays PoCL's compiler stores
+     * a vector in four pieces), and each a float view for the row-by-row work. */
+    vec_t qt_v[DK * RV];      /* qt[d·ROWS + r]: row r's q (times its power of two) */
+    vec_t ot_v[DV * RV];      /* ot[d·ROWS + r]: row r's Σ exp(score − m)·v */
+    vec_t st_v[BLOCK_N * RV]; /* st[x·ROWS + r]: row r's score of the tile's key x, then its weight */
+    float *qt = (float *)qt_v, *ot = (float *)ot_v, *st = (float *)st_v;
     float score_factor[ROWS];
     vec_t m[RV], l[RV];
     clattn_row_terms terms[ROWS];
@@ -78,8 +83,13 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         const bool active = rho < packed_rows;
         const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
         const ulong at = active ? clattn_row_offset(q_starts, b, h, i, q_bs, q_hs, q_rs) : 0;
-        float q_max = 0.0f, q_factor;
-        for (ulong d = 0; d < dk && active; d++)
+        /* (The row's largest |q| a vector at a time: one element a step is a chain of dependent maxima.) */
+        vec_t q_top = (vec_t)0.0f;
+        ulong d0 = 0;
+        for (; active && d0 + VEC <= dk; d0 += VEC)
+            q_top = fmax(q_top, fabs(VLOAD_AS(Q_T, q + at + d0)));
+        float q_max = HMAX(q_top), q_factor;
+        for (ulong d = d0; d < dk && active; d++)
             q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
         score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
         for (int d = 0; d < DK; d++)
@@ -119,12 +129,11 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             const ulong j = j0 + jj;
             const bool in = j < key_len;
             const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
-            const float ks = in ? K_ROW_SCALE(j) : 0.0f, vs = in ? V_ROW_SCALE(j) : 0.0f;
             for (int d = 0; d < DK; d++)
-                kn[jj * DK + d] = (in && (ulong)d < dk) ? LOAD_K(k, k_row + d) * ks : 0.0f;
+                kn[jj * DK + d] = (in && (ulong)d < dk) ? K_SCALED(LOAD_K(k, k_row + d), j) : 0.0f;
             bool bad = false;
             for (int d = 0; d < DV; d++) {
-                const float value = (in && (ulong)d < dv) ? LOAD_V(v, v_row + d) * vs : 0.0f;
+                const float value = (in && (ulong)d < dv) ? V_SCALED(LOAD_V(v, v_row + d), j) : 0.0f;
                 vn[jj * DV + d] = value;
                 bad |= !isfinite(value);
             }
@@ -134,6 +143,15 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 
         /* (An `if` around the work, not `continue`: PoCL 3.1 miscompiles early exits between barriers.) */
         if (j0 < item_end && j0 + BLOCK_N > item_begin) {
+            /* A tile wholly visible to every row, without a mask tensor or score terms, takes its scores
+             * as they are, and their maxima as they are formed. */
+            const bool plain = j0 >= full_begin && j0 + BLOCK_N <= full_end && mask_layout == MASK_NONE && !score_terms;
+            vec_t top[RV];
+            lanes_t nan_lanes[RV];
+            UNROLL for (int rv = 0; rv < RV; rv++) {
+                top[rv] = (vec_t)-INFINITY;
+                nan_lanes[rv] = 0;
+            }
             /* Scores: KT keys × RV row vectors a step, each broadcast element of K serving every row
              * vector and each vector of qt every key. */
             for (int g = 0; g < BLOCK_N; g += KT) {
@@ -146,20 +164,23 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     UNROLL for (int x = 0; x < KT; x++)
                         kd[x] = kn[(g + x) * DK + d];
                     UNROLL for (int rv = 0; rv < RV; rv++) {
-                        const vec_t qv = VLOAD(qt + d * ROWS + rv * VEC);
+                        const vec_t qv = qt_v[d * RV + rv];
                         UNROLL for (int x = 0; x < KT; x++)
                             sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
                     }
                 }
                 UNROLL for (int rv = 0; rv < RV; rv++) {
                     const vec_t factor = VLOAD(score_factor + rv * VEC);
-                    UNROLL for (int x = 0; x < KT; x++)
-                        VSTORE(sum[rv][x] * factor, st + (g + x) * ROWS + rv * VEC);
+                    UNROLL for (int x = 0; x < KT; x++) {
+                        const vec_t score = sum[rv][x] * factor;
+                        top[rv] = QMAX(top[rv], score);
+                        nan_lanes[rv] |= NAN_LANES(score);
+                        st_v[(g + x) * RV + rv] = score;
+                    }
                 }
             }
-            /* Masks and score terms, score by score, where a tile is not wholly visible to every row or
-             * the call has a mask tensor or terms. */
-            if (j0 < full_begin || j0 + BLOCK_N > full_end || mask_layout != MASK_NONE || score_terms)
+            /* Otherwise masks and score terms, score by score, and the maxima of what they leave. */
+            if (!plain) {
                 for (int x = 0; x < BLOCK_N; x++) {
                     const ulong j = j0 + x;
                     for (int r = 0; r < ROWS; r++)
@@ -170,22 +191,25 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                                                                           heads, row_i[r], j, q_len, mask_cols))
                                 : -INFINITY;
                 }
+                for (int rv = 0; rv < RV; rv++) {
+                    top[rv] = (vec_t)-INFINITY;
+                    nan_lanes[rv] = 0;
+                    for (int x = 0; x < BLOCK_N; x++) {
+                        const vec_t score = st_v[x * RV + rv];
+                        top[rv] = QMAX(top[rv], score);
+                        nan_lanes[rv] |= NAN_LANES(score);
+                    }
+                }
+            }
             /* The online softmax, once per tile and lane by lane: the tile's maximum (a NaN score makes
              * its row NaN, as in cl/flash_attention.cl), rows whose maximum grew rescaled, then the
              * weights in place of the scores. */
             bool zero_weight = false;
             for (int rv = 0; rv < RV; rv++) {
-                vec_t top = VLOAD(st + rv * VEC);
-                lanes_t nan_lanes = NAN_LANES(top);
-                for (int x = 1; x < BLOCK_N; x++) {
-                    const vec_t s = VLOAD(st + x * ROWS + rv * VEC);
-                    top = QMAX(top, s);
-                    nan_lanes |= NAN_LANES(s);
-                }
-                top = select(top, (vec_t)NAN, nan_lanes);
-                const lanes_t kept = top <= m[rv];
+                const vec_t tile_max = select(top[rv], (vec_t)NAN, nan_lanes[rv]);
+                const lanes_t kept = tile_max <= m[rv];
                 if (!all(kept)) {
-                    const vec_t grown = select(top, m[rv], kept);
+                    const vec_t grown = select(tile_max, m[rv], kept);
                     /* (m = −inf and a grown maximum: exp(−inf) = 0, which drops nothing; a NaN maximum
                      * makes the factor NaN, and the row with it.) */
                     const vec_t alpha = select(clattn_exp_weight(m[rv] - grown), (vec_t)1.0f, kept);
@@ -194,21 +218,22 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     const lanes_t dropped = alpha == (vec_t)0.0f;
                     l[rv] = select(l[rv] * alpha, (vec_t)0.0f, dropped);
                     for (int d = 0; d < DV; d++) {
-                        float *acc = ot + d * ROWS + rv * VEC;
-                        VSTORE(select(VLOAD(acc) * alpha, (vec_t)0.0f, dropped), acc);
+                        vec_t *acc = ot_v + d * RV + rv;
+                        *acc = select(*acc * alpha, (vec_t)0.0f, dropped);
                     }
                     m[rv] = grown;
                 }
                 /* While every key so far is masked (m = −inf) a row has nothing to add. */
                 const lanes_t unseen = m[rv] == (vec_t)-INFINITY;
-                vec_t smallest = (vec_t)1.0f;
+                vec_t sum = (vec_t)0.0f, smallest = (vec_t)1.0f;
                 for (int x = 0; x < BLOCK_N; x++) {
-                    float *at = st + x * ROWS + rv * VEC;
-                    const vec_t p = select(clattn_exp_weight(VLOAD(at) - m[rv]), (vec_t)0.0f, unseen);
-                    l[rv] += p;
+                    vec_t *at = st_v + x * RV + rv;
+                    const vec_t p = select(clattn_exp_weight(*at - m[rv]), (vec_t)0.0f, unseen);
+                    sum += p;
                     smallest = fmin(smallest, p);
-                    VSTORE(p, at);
+                    *at = p;
                 }
+                l[rv] += sum;
                 zero_weight |= ANY_ZERO(smallest);
             }
             /* Where some weight is 0 and the key's value row holds an inf or NaN, rows of weight 0 skip
@@ -222,14 +247,14 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 vec_t acc[RV][DB];
                 UNROLL for (int rv = 0; rv < RV; rv++)
                     UNROLL for (int c = 0; c < DB; c++)
-                        acc[rv][c] = VLOAD(ot + (d0 + c) * ROWS + rv * VEC);
+                        acc[rv][c] = ot_v[(d0 + c) * RV + rv];
                 if (!careful) {
                     for (int x = 0; x < BLOCK_N; x++) {
                         float vd[DB];
                         UNROLL for (int c = 0; c < DB; c++)
                             vd[c] = vn[x * DV + d0 + c];
                         UNROLL for (int rv = 0; rv < RV; rv++) {
-                            const vec_t p = VLOAD(st + x * ROWS + rv * VEC);
+                            const vec_t p = st_v[x * RV + rv];
                             UNROLL for (int c = 0; c < DB; c++)
                                 acc[rv][c] = fma(p, (vec_t)vd[c], acc[rv][c]);
                         }
@@ -237,7 +262,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 } else {
                     for (int x = 0; x < BLOCK_N; x++)
                         UNROLL for (int rv = 0; rv < RV; rv++) {
-                            const vec_t p = VLOAD(st + x * ROWS + rv * VEC);
+                            const vec_t p = st_v[x * RV + rv];
                             const lanes_t skip = p == (vec_t)0.0f;
                             UNROLL for (int c = 0; c < DB; c++)
                                 acc[rv][c] = select(fma(p, (vec_t)vn[x * DV + d0 + c], acc[rv][c]), acc[rv][c],
@@ -246,7 +271,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 }
                 UNROLL for (int rv = 0; rv < RV; rv++)
                     UNROLL for (int c = 0; c < DB; c++)
-                        VSTORE(acc[rv][c], ot + (d0 + c) * ROWS + rv * VEC);
+                        ot_v[(d0 + c) * RV + rv] = acc[rv][c];
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
