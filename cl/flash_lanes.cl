@@ -201,6 +201,9 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     }
                 }
             }
+            bool tile_nonfinite = false;
+            for (int x = 0; x < BLOCK_N; x++)
+                tile_nonfinite |= v_nonfinite[x] != 0;
             /* The online softmax, once per tile and lane by lane: the tile's maximum (a NaN score makes
              * its row NaN, as in cl/flash_attention.cl), rows whose maximum grew rescaled, then the
              * weights in place of the scores. */
@@ -223,25 +226,39 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     }
                     m[rv] = grown;
                 }
-                /* While every key so far is masked (m = −inf) a row has nothing to add. */
+                /* While every key so far is masked (m = −inf) a row has nothing to add; the minimum weight
+                 * is wanted only where a value row of the tile holds an inf or NaN (see below). Both
+                 * choices are made once for the tile, not per key. */
                 const lanes_t unseen = m[rv] == (vec_t)-INFINITY;
                 vec_t sum = (vec_t)0.0f, smallest = (vec_t)1.0f;
-                for (int x = 0; x < BLOCK_N; x++) {
-                    vec_t *at = st_v + x * RV + rv;
-                    const vec_t p = select(clattn_exp_weight(*at - m[rv]), (vec_t)0.0f, unseen);
-                    sum += p;
-                    smallest = fmin(smallest, p);
-                    *at = p;
-                }
+                if (any(unseen))
+                    for (int x = 0; x < BLOCK_N; x++) {
+                        vec_t *at = st_v + x * RV + rv;
+                        const vec_t p = select(clattn_exp_weight(*at - m[rv]), (vec_t)0.0f, unseen);
+                        sum += p;
+                        smallest = fmin(smallest, p);
+                        *at = p;
+                    }
+                else if (tile_nonfinite)
+                    for (int x = 0; x < BLOCK_N; x++) {
+                        vec_t *at = st_v + x * RV + rv;
+                        const vec_t p = clattn_exp_weight(*at - m[rv]);
+                        sum += p;
+                        smallest = fmin(smallest, p);
+                        *at = p;
+                    }
+                else
+                    for (int x = 0; x < BLOCK_N; x++) {
+                        vec_t *at = st_v + x * RV + rv;
+                        *at = clattn_exp_weight(*at - m[rv]);
+                        sum += *at;
+                    }
                 l[rv] += sum;
                 zero_weight |= ANY_ZERO(smallest);
             }
             /* Where some weight is 0 and the key's value row holds an inf or NaN, rows of weight 0 skip
              * that key (0·inf would be NaN), as on the staged path; finite rows take the plain path. */
-            bool careful = false;
-            if (zero_weight)
-                for (int x = 0; x < BLOCK_N; x++)
-                    careful |= v_nonfinite[x] != 0;
+            const bool careful = zero_weight && tile_nonfinite;
             /* Output: DB value columns × RV row vectors a step, over every key of the tile. */
             for (int d0 = 0; d0 < DV; d0 += DB) {
                 vec_t acc[RV][DB];
