@@ -219,13 +219,13 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 }
             bool grew = false;
             UNROLL for (int r = 0; r < ROWS; r++)
-                grew |= !(block_max[r] <= m[r]);
+                grew |= !(block_max[r] <= m[r] || isnan(m[r]));
             /* Rescale only rows whose running maximum grew (or turned NaN): after the first tiles,
              * rarely any, and one test skips them all. */
             if (grew) {
                 UNROLL for (int r = 0; r < ROWS; r++) {
-                    if (block_max[r] <= m[r])
-                        continue;
+                    if (block_max[r] <= m[r] || isnan(m[r]))
+                        continue; /* (a NaN maximum stays: replaced, a factor of 0 could drop it) */
                     const float alpha = exp(m[r] - block_max[r]);
                     /* A factor that underflowed to 0 drops what came before, as the staged path drops
                      * a weight of 0: an inf value added so far must not turn into 0·inf = NaN. */

@@ -129,13 +129,23 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             const ulong j = j0 + jj;
             const bool in = j < key_len;
             const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
-            for (int d = 0; d < DK; d++)
-                kn[jj * DK + d] = (in && (ulong)d < dk) ? K_SCALED(LOAD_K(k, k_row + d), j) : 0.0f;
             bool bad = false;
-            for (int d = 0; d < DV; d++) {
-                const float value = (in && (ulong)d < dv) ? V_SCALED(LOAD_V(v, v_row + d), j) : 0.0f;
-                vn[jj * DV + d] = value;
-                bad |= !isfinite(value);
+            if (in && dk == DK && dv == DV) { /* (whole rows: plain copies, no test per element) */
+                for (int d = 0; d < DK; d++)
+                    kn[jj * DK + d] = K_SCALED(LOAD_K(k, k_row + d), j);
+                for (int d = 0; d < DV; d++) {
+                    const float value = V_SCALED(LOAD_V(v, v_row + d), j);
+                    vn[jj * DV + d] = value;
+                    bad |= !isfinite(value);
+                }
+            } else {
+                for (int d = 0; d < DK; d++)
+                    kn[jj * DK + d] = (in && (ulong)d < dk) ? K_SCALED(LOAD_K(k, k_row + d), j) : 0.0f;
+                for (int d = 0; d < DV; d++) {
+                    const float value = (in && (ulong)d < dv) ? V_SCALED(LOAD_V(v, v_row + d), j) : 0.0f;
+                    vn[jj * DV + d] = value;
+                    bad |= !isfinite(value);
+                }
             }
             v_nonfinite[jj] = bad;
         }
@@ -144,7 +154,10 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* (An `if` around the work, not `continue`: PoCL 3.1 miscompiles early exits between barriers.) */
         if (j0 < item_end && j0 + BLOCK_N > item_begin) {
             /* A tile wholly visible to every row, without a mask tensor or score terms, takes its scores
-             * as they are, and their maxima as they are formed. */
+             * as they are, and their maxima as they are formed — without looking for NaN: a NaN score
+             * the maximum passed over still makes its weight NaN, and so the row, unless the row's
+             * maximum stays −inf (every other score −inf or NaN), which sends the tile's row vector to
+             * a second look. */
             const bool plain = j0 >= full_begin && j0 + BLOCK_N <= full_end && mask_layout == MASK_NONE && !score_terms;
             vec_t top[RV];
             lanes_t nan_lanes[RV];
@@ -174,7 +187,6 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     UNROLL for (int x = 0; x < KT; x++) {
                         const vec_t score = sum[rv][x] * factor;
                         top[rv] = QMAX(top[rv], score);
-                        nan_lanes[rv] |= NAN_LANES(score);
                         st_v[(g + x) * RV + rv] = score;
                     }
                 }
@@ -191,16 +203,16 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                                                                           heads, row_i[r], j, q_len, mask_cols))
                                 : -INFINITY;
                 }
-                for (int rv = 0; rv < RV; rv++) {
+            }
+            for (int rv = 0; rv < RV; rv++)
+                if (!plain || any(top[rv] == (vec_t)-INFINITY)) {
                     top[rv] = (vec_t)-INFINITY;
-                    nan_lanes[rv] = 0;
                     for (int x = 0; x < BLOCK_N; x++) {
                         const vec_t score = st_v[x * RV + rv];
                         top[rv] = QMAX(top[rv], score);
                         nan_lanes[rv] |= NAN_LANES(score);
                     }
                 }
-            }
             bool tile_nonfinite = false;
             for (int x = 0; x < BLOCK_N; x++)
                 tile_nonfinite |= v_nonfinite[x] != 0;
@@ -210,7 +222,9 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             bool zero_weight = false;
             for (int rv = 0; rv < RV; rv++) {
                 const vec_t tile_max = select(top[rv], (vec_t)NAN, nan_lanes[rv]);
-                const lanes_t kept = tile_max <= m[rv];
+                /* A NaN maximum stays: a later tile's maximum replacing it would rescale by exp(NaN − m)
+                 * and, where that factor drops a row seen as masked, lose the NaN. */
+                const lanes_t kept = tile_max <= m[rv] | isnan(m[rv]);
                 if (!all(kept)) {
                     const vec_t grown = select(tile_max, m[rv], kept);
                     /* (m = −inf and a grown maximum: exp(−inf) = 0, which drops nothing; a NaN maximum

@@ -17,6 +17,12 @@
  *     if the dot product is formed first (scale 1e-30, q and k 1e20: scores 1e10), and ordinary O(1)
  *     scores from unbalanced magnitudes; with and without a soft-cap. Wherever every scaled score is a
  *     finite float, every path matches the reference.
+ *  3. nan_after_max: rows whose scores are one 0, one NaN after it and −inf everywhere else (K rows of
+ *     −inf, q > 0), with no mask, so that the fused kernel's whole-tile path forms the row maximum
+ *     without looking for NaN: the NaN must still make the row NaN (output and lse), on the fused, staged
+ *     and decode paths, with the NaN in the first tile or a later one, before and after the 0 (a NaN
+ *     maximum followed by masked tiles and then a finite one: found by this case in both fused kernels
+ *     up to 0.8.1); without the NaN row the output is V's row of the 0 score and the lse 0.
  */
 #include "test_util.h"
 
@@ -483,9 +489,58 @@ START_TEST(test_scales)
 }
 END_TEST
 
+START_TEST(test_nan_after_max)
+{
+    const size_t dev = TU_DEVICE(_i);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { L = 37, S = 200, D = 16, DV = 8 };
+    /* (zero row, NaN row): NaN after the 0 in the first tile, in a later tile, before the 0; none */
+    static const long cases[][2] = {{0, 17}, {3, 130}, {150, 60}, {5, -1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int path = 0; path < 3; path++) {
+            const size_t rows = path == 2 ? 3 : L; /* (3 query rows: the decode kernels) */
+            float *q = tu_falloc(L * D), *k = tu_falloc(S * D), *v = tu_falloc(S * DV);
+            for (size_t t = 0; t < L * D; t++)
+                q[t] = 0.25f + (float)(t % 7) * 0.125f;
+            tu_fill_uniform(v, S * DV, 1.0f, 2301);
+            const long zero = cases[c][0], nan_row = cases[c][1];
+            for (size_t t = 0; t < S * D; t++)
+                k[t] = t / D == (size_t)zero ? 0.0f : nan_row >= 0 && t / D == (size_t)nan_row ? NAN : -INFINITY;
+            static const char *const names[] = {"fused", "staged", "decode"};
+            static const clattn_algorithm algorithms[] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
+                                                          CLATTN_ALGORITHM_DECODE};
+            tu_set_label("nan_after_max: 0 at key %ld, NaN at key %ld, %s path on %s", zero, nan_row, names[path],
+                         tu_dev_spec[dev]);
+            clattn_sdpa_desc d = tu_sdpa_desc(1, 1, rows, S, D, DV);
+            d.algorithm = algorithms[path];
+            cl_mem mq = tu_dev_alloc(ctx, L * D, q), mk = tu_dev_alloc(ctx, S * D, k), mv = tu_dev_alloc(ctx, S * DV, v);
+            cl_mem mo = tu_dev_alloc(ctx, rows * DV, NULL), ml = tu_dev_alloc(ctx, rows, NULL);
+            TU_ASSERT_OK(clattn_sdpa(ctx, &d, mq, mk, mv, NULL, mo, NULL, ml), ctx, "clattn_sdpa");
+            tu_finish(ctx);
+            const float *o = tu_dev_read_checked(ctx, mo, rows * DV, "out"),
+                        *l = tu_dev_read_checked(ctx, ml, rows, "lse");
+            for (size_t i = 0; i < rows; i++) {
+                if (nan_row >= 0) {
+                    ck_assert_msg(isnan(l[i]), "%s: row %zu: lse %g, expected NaN", tu_label(), i, (double)l[i]);
+                    for (size_t e = 0; e < DV; e++)
+                        ck_assert_msg(isnan(o[i * DV + e]), "%s: row %zu: out[%zu] = %g, expected NaN", tu_label(),
+                                      i, e, (double)o[i * DV + e]);
+                } else {
+                    ck_assert_msg(l[i] == 0.0f, "%s: row %zu: lse %g, expected 0", tu_label(), i, (double)l[i]);
+                    for (size_t e = 0; e < DV; e++)
+                        ck_assert_msg(o[i * DV + e] == v[zero * DV + e], "%s: row %zu: out[%zu] = %g, expected %g",
+                                      tu_label(), i, e, (double)o[i * DV + e], (double)v[zero * DV + e]);
+                }
+            }
+            tu_release_all(); /* (q, k, v and the buffers) */
+        }
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("nonfinite");
+    tu_add_loop(s, "nan_after_max", test_nan_after_max, tu_ndev);
     tu_add_loop(s, "hidden_keys", test_hidden_keys, NTYPES * tu_ndev);
     tu_add_loop(s, "scales", test_scales, (sizeof scale_types / sizeof scale_types[0]) * tu_ndev);
     return s;
