@@ -130,14 +130,16 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             const bool in = j < key_len;
             const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
             bool bad = false;
-            if (in && dk == DK && dv == DV) { /* (whole rows: plain copies, no test per element) */
-                for (int d = 0; d < DK; d++)
-                    kn[jj * DK + d] = K_SCALED(LOAD_K(k, k_row + d), j);
-                for (int d = 0; d < DV; d++) {
-                    const float value = V_SCALED(LOAD_V(v, v_row + d), j);
-                    vn[jj * DV + d] = value;
-                    bad |= !isfinite(value);
+            if (in && dk == DK && dv == DV) { /* whole rows (DK, DV multiples of 16): VEC at a time */
+                lanes_t bad_lanes = 0;
+                for (int d = 0; d < DK; d += VEC)
+                    VSTORE(K_SCALED(VLOAD_AS(K_T, k + k_row + d), j), kn + jj * DK + d);
+                for (int d = 0; d < DV; d += VEC) {
+                    const vec_t value = V_SCALED(VLOAD_AS(V_T, v + v_row + d), j);
+                    VSTORE(value, vn + jj * DV + d);
+                    bad_lanes |= isnan(value) | isinf(value);
                 }
+                bad = any(bad_lanes);
             } else {
                 for (int d = 0; d < DK; d++)
                     kn[jj * DK + d] = (in && (ulong)d < dk) ? K_SCALED(LOAD_K(k, k_row + d), j) : 0.0f;
@@ -224,7 +226,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 const vec_t tile_max = select(top[rv], (vec_t)NAN, nan_lanes[rv]);
                 /* A NaN maximum stays: a later tile's maximum replacing it would rescale by exp(NaN − m)
                  * and, where that factor drops a row seen as masked, lose the NaN. */
-                const lanes_t kept = tile_max <= m[rv] | isnan(m[rv]);
+                const lanes_t kept = (tile_max <= m[rv]) | isnan(m[rv]);
                 if (!all(kept)) {
                     const vec_t grown = select(tile_max, m[rv], kept);
                     /* (m = −inf and a grown maximum: exp(−inf) = 0, which drops nothing; a NaN maximum
