@@ -7,8 +7,9 @@
 #      stores, the append's rounding and quantisation), against the fp64 reference;
 #      oclgrind is device class gpu (src/device.h), so these are the kernels' GPU shapes;
 #   2. the same in the CPU shapes (CLATTN_TUNING: class cpu, VEC 8 as on AVX2 machines): the fused
-#      kernel's rows per work-item and key vectors, the decode kernels' in-place walk with prefetching
-#      (where a paged cache's block table was once read past the call's blocks), the blocked scores;
+#      kernel with the rows in the lanes (cl/flash_lanes.cl), the decode kernels' in-place walk with
+#      prefetching (where a paged cache's block table was once read past the call's blocks), the blocked
+#      scores; then the fused kernel's other CPU shape, rows along d (rows per work-item, key vectors);
 #   3. the first with work groups limited to 8 items (the fused kernel's tiles shrink to fit);
 #   4. `clattn demo` there too: clattn's own matmul (CLBlast cannot launch on such a device) and the
 #      staged kernels on tiny work groups, against the tutorial's printed weights.
@@ -46,9 +47,13 @@ run() { # name, then the command's extra environment and arguments
 run devices-check "$exe" devices --check
 grep -q "^PASS" "$tmp/devices-check.out" || { echo "oclgrind: devices --check did not pass"; fail=1; }
 grep "^PASS\|^FAIL" "$tmp/devices-check.out" || true
-run devices-check-cpu-shapes CLATTN_TUNING="class=cpu,fused=64x64x4x8,decode=4x16x32x1x8x4,staged=4x4x6x0x8" \
+run devices-check-cpu-shapes CLATTN_TUNING="class=cpu,fused=4x64x2x8x2,decode=4x16x32x1x8x4,staged=4x4x6x0x8" \
     "$exe" devices --check
 grep -q "^PASS" "$tmp/devices-check-cpu-shapes.out" || { echo "oclgrind: devices --check (CPU shapes) did not pass"; fail=1; }
+run devices-check-cpu-rows-along-d CLATTN_TUNING="class=cpu,fused=64x64x4x8x1,decode=4x16x32x1x8x4,staged=4x4x6x0x8" \
+    "$exe" devices --check
+grep -q "^PASS" "$tmp/devices-check-cpu-rows-along-d.out" ||
+    { echo "oclgrind: devices --check (CPU shapes, rows along d) did not pass"; fail=1; }
 run devices-check-small-work-groups OCLGRIND_MAX_WGSIZE=8 "$exe" devices --check
 grep -q "^PASS" "$tmp/devices-check-small-work-groups.out" || { echo "oclgrind: devices --check (8) did not pass"; fail=1; }
 run demo-small-work-groups OCLGRIND_MAX_WGSIZE=8 "$exe" demo
