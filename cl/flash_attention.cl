@@ -112,11 +112,9 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             item_end = max(item_end, row_end[r]);
         }
     const ulong group_last = min(group_first + BLOCK_M * ROWS, packed_rows) - 1;
-    ulong group_begin, group_end, unused;
-    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_first / group, q_len, kv_len),
-                         key_len, win_left, win_right, &group_begin, &unused);
-    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, group_last / group, q_len, kv_len),
-                         key_len, win_left, win_right, &unused, &group_end);
+    ulong group_begin, group_end;
+    clattn_rows_range(causal, offsets, b, group_first / group, group_last / group, q_len, kv_len, key_len, win_left,
+                      win_right, &group_begin, &group_end);
 
     for (ulong j0 = group_begin / BLOCK_N * BLOCK_N; j0 < group_end; j0 += BLOCK_N) {
 #if VEC > 1

@@ -57,6 +57,19 @@ inline void clattn_visible_range(int causal, long p, ulong key_len, long win_lef
     *end = (ulong)hi;
 }
 
+/* Keys [*begin, *end) hold every key that one of queries first … last (in order) of batch b may see:
+ * the first's begin and the last's end, as both bounds grow with the position. A fused work-group walks
+ * these keys. */
+inline void clattn_rows_range(int causal, __global const long *offsets, ulong b, ulong first, ulong last, ulong q_len,
+                              ulong kv_len, ulong key_len, long win_left, long win_right, ulong *begin, ulong *end)
+{
+    ulong unused;
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, first, q_len, kv_len), key_len, win_left,
+                         win_right, begin, &unused);
+    clattn_visible_range(causal, clattn_query_position(causal, offsets, b, last, q_len, kv_len), key_len, win_left,
+                         win_right, &unused, end);
+}
+
 /* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(&t, h) inside a
  * kernel, from its parameters): ALiBi's slope (0 without) and the logit scale (1 without). Filled and
  * read through pointers: returned or passed by value, a struct makes Clang's inliner emit
