@@ -351,7 +351,7 @@ START_TEST(test_tune)
     clattn_status st = clattn_tune(ctx, &r);
     TU_ASSERT_OK(st, ctx, "clattn_tune");
     const bool cpu = (tu_dev[dev].type & CL_DEVICE_TYPE_CPU) && !(tu_dev[dev].type & CL_DEVICE_TYPE_GPU);
-    ck_assert_msg(r.candidates == (cpu ? 8u + 2u : 6u + 5u), "%s: %u candidates", tu_label(), r.candidates);
+    ck_assert_msg(r.candidates == (cpu ? 8u + 3u : 6u + 5u), "%s: %u candidates", tu_label(), r.candidates);
     unsigned m, n, rows;
     char extra;
     ck_assert_msg(sscanf(r.fused_tile, "%ux%ux%u%c", &m, &n, &rows, &extra) == 3 && r.fused_gflops > 0 &&

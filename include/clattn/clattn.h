@@ -277,7 +277,9 @@ typedef struct clattn_tune_result {
     double clblast_gflops; /* CLBlast's speed there (0: it could not run on this device) */
     double clattn_gflops;  /* the speed of clattn's fastest tile there (0: its kernel did not build) */
     /* The fused kernel's tiles now in use, in options.tile's syntax ("64x64x4"); "" when options.tile
-     * fixes them (nothing measured) or no tile ran. */
+     * fixes them (nothing measured) or no tile ran. Since 0.8.2 a tile may also have the rows in the
+     * SIMD lanes, R then counting vectors of rows: clattn_tune_report's fused family says which (its
+     * fifth value, options.tuning's syntax). */
     char fused_tile[32];
     double fused_gflops;         /* their speed on the tuning SDPA (B=1, H=8, L=S=1024, D=64) */
     double fused_default_gflops; /* the device's default tiles' speed there */

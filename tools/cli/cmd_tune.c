@@ -72,9 +72,14 @@ int cmd_tune(int argc, char **argv)
                "chosen GEMM   %s, %.1f GFLOP/s\n",
                name, r.clblast_gflops, r.clblast_gflops > 0 ? "" : " (could not run)", r.clattn_gflops,
                r.clattn_gflops > 0 ? "" : " (did not build)", r.gemm, r.gemm_gflops);
+        const clattn_tune_family *fused = NULL;
+        for (size_t i = 0; i < nfam; i++)
+            if (strcmp(fam[i].family, "fused") == 0)
+                fused = &fam[i];
+        /* The tile in options.tile's syntax, and every fused value (VEC, the row layout) in options.tuning's. */
         if (r.fused_tile[0])
-            printf("fused tiles   %s, %.1f GFLOP/s (the device's default: %.1f)\n", r.fused_tile, r.fused_gflops,
-                   r.fused_default_gflops);
+            printf("fused tiles   %s (fused=%s), %.1f GFLOP/s (the device's default: %.1f)\n", r.fused_tile,
+                   fused ? fused->chosen : "?", r.fused_gflops, r.fused_default_gflops);
         else
             printf("fused tiles   set by CLATTN_TILE or options.tile: not measured\n");
         for (size_t i = 0; i < nfam; i++) {
