@@ -672,8 +672,14 @@ int main(int argc, char **argv)
         srunner_set_fork_status(sr, CK_NOFORK);
         srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
         failed = tu_srunner_exit(sr) != 0; /* (a rank on which no check ran fails too) */
-        if (failed)
+        if (failed) { /* (the other ranks run silent: say here what failed) */
             fprintf(stderr, "rank %d: %d check(s) failed\n", rank, srunner_ntests_failed(sr));
+            TestResult **results = srunner_failures(sr);
+            for (int i = 0; results && i < srunner_ntests_failed(sr); i++)
+                fprintf(stderr, "rank %d: %s:%d: %s\n", rank, tr_lfile(results[i]), tr_lno(results[i]),
+                        tr_msg(results[i]));
+            free(results);
+        }
         srunner_free(sr);
         tu_release_host();
         double worst[2] = {worst_ref, worst_single};
