@@ -62,9 +62,9 @@ extern "C" {
 
 #define CLATTN_VERSION_MAJOR 0
 #define CLATTN_VERSION_MINOR 8
-#define CLATTN_VERSION_PATCH 1
+#define CLATTN_VERSION_PATCH 2
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.8.1"
+#define CLATTN_VERSION_STRING "0.8.2"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
