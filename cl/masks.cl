@@ -70,42 +70,74 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
                          win_right, &unused, end);
 }
 
+/* Programmable attention: a build with feature MODS has the caller's source before this file (see
+ * src/mods.c: it defines score_mod and/or mask_mod, CLATTN_SCORE_MOD and CLATTN_MASK_MOD (1 or 0), and
+ * CLATTN_MOD_ARGS(t), the auxiliary tensors of row terms t as the functions' trailing arguments). */
+#if defined(HAS_MODS) && HAS_MODS
+#define CLATTN_MODS_ON 1
+#else
+#define CLATTN_MODS_ON 0
+#endif
+
 /* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(&t, h) inside a
- * kernel, from its parameters): ALiBi's slope (0 without) and the logit scale (1 without). Filled and
- * read through pointers: returned or passed by value, a struct makes Clang's inliner emit
+ * kernel, from its parameters and its batch index b): ALiBi's slope (0 without), the logit scale (1
+ * without), and with mods the row's batch, head and the auxiliary tensors. Filled and read through
+ * pointers: returned or passed by value, a struct makes Clang's inliner emit
  * llvm.experimental.noalias.scope.decl, which oclgrind's LLVM cannot run. */
 typedef struct clattn_row_terms {
     float slope, logit_scale;
+#if CLATTN_MODS_ON
+    int b, h;
+    __global const uchar *aux[4];
+#endif
 } clattn_row_terms;
 
 inline void clattn_row_terms_of(clattn_row_terms *t, __global const float *alibi, __global const float *logit_scale,
-                                ulong h)
+                                ulong b, ulong h, __global const uchar *aux0, __global const uchar *aux1,
+                                __global const uchar *aux2, __global const uchar *aux3)
 {
     t->slope = alibi ? alibi[h] : 0.0f;
     t->logit_scale = logit_scale ? logit_scale[h] : 1.0f;
+#if CLATTN_MODS_ON
+    t->b = (int)b;
+    t->h = (int)h;
+    t->aux[0] = aux0;
+    t->aux[1] = aux1;
+    t->aux[2] = aux2;
+    t->aux[3] = aux3;
+#endif
 }
-#define CLATTN_ROW_TERMS(t, h) clattn_row_terms_of((t), alibi, logit_scale, (h))
+#define CLATTN_ROW_TERMS(t, h)                                                                                \
+    clattn_row_terms_of((t), alibi, logit_scale, b, (h), mod_aux0, mod_aux1, mod_aux2, mod_aux3)
 
 /* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
- * kernels then take their per-key path. */
-#define CLATTN_SCORE_TERMS_ON (softcap > 0.0f || alibi || logit_scale)
+ * kernels then take their per-key path. Mods count as terms: mask_mod may hide any key. */
+#define CLATTN_SCORE_TERMS_ON (softcap > 0.0f || alibi || logit_scale || CLATTN_MODS_ON)
 
-/* The scaled dot product with the terms that come before the masks (clattn_weights_output's
- * SOFTCAPPED scores): times the head's logit scale, then soft-capped where softcap > 0. */
-inline float clattn_capped_score(float scaled, float softcap, const clattn_row_terms *t)
+/* The scaled dot product of key j for the query at position p with the terms that come before the
+ * masks (clattn_weights_output's SOFTCAPPED scores): score_mod, times the head's logit scale, then
+ * soft-capped where softcap > 0. */
+inline float clattn_capped_score(float scaled, float softcap, const clattn_row_terms *t, long j, long p)
 {
+#if CLATTN_MODS_ON && CLATTN_SCORE_MOD
+    scaled = score_mod(scaled, t->b, t->h, p, j CLATTN_MOD_ARGS(t));
+#endif
     scaled *= t->logit_scale;
     if (softcap > 0.0f)
         scaled = softcap * tanh(scaled / softcap);
     return scaled;
 }
 
-/* The score of one visible key as the softmax takes it, in ONNX's order: the scaled dot product
- * scaled per head and soft-capped (clattn_capped_score), then ALiBi's slope·(j − p) and the additive mask
- * entry added. */
+/* The score of one key the built-in masks leave visible, as the softmax takes it: −inf where mask_mod
+ * hides it, else in ONNX's order the capped score (clattn_capped_score), then ALiBi's slope·(j − p) and
+ * the additive mask entry added. */
 inline float clattn_score_terms(float scaled, float softcap, const clattn_row_terms *t, long j, long p, float mask)
 {
-    return clattn_capped_score(scaled, softcap, t) + t->slope * (float)(j - p) + mask;
+#if CLATTN_MODS_ON && CLATTN_MASK_MOD
+    if (!mask_mod(t->b, t->h, p, j CLATTN_MOD_ARGS(t)))
+        return -INFINITY;
+#endif
+    return clattn_capped_score(scaled, softcap, t, j, p) + t->slope * (float)(j - p) + mask;
 }
 
 /* What the mask adds to the score of (batch b, head h, query i, key j): its float entry, or 0 / −inf

@@ -34,6 +34,7 @@
     F(SINKS, MASKS)       /* a sink logit per head in the softmax's denominator */                           \
     F(RAGGED, LAYOUT)     /* sequences packed row after row (row starts) */                                  \
     F(PAGED, LAYOUT)      /* K/V rows in blocks of a pool, through a block table */                          \
+    F(MODS, OWN)          /* score_mod, mask_mod: the caller's source (program.c adds it) */                 \
     F(K_SCALES, OWN)      /* int8 K: a scale per row */                                                      \
     F(V_SCALES, OWN)      /* int8 V: a scale per row */
 
@@ -50,7 +51,11 @@
     X(WINDOW, LONG, long, win_right, -1)                                                                     \
     X(SOFTCAP, FLOAT, float, softcap, 0.0f)                                                                  \
     X(ALIBI, MEM, __global const float *, alibi, 0)                                                          \
-    X(LOGIT_SCALE, MEM, __global const float *, logit_scale, 0)
+    X(LOGIT_SCALE, MEM, __global const float *, logit_scale, 0)                                              \
+    X(MODS, MEM, __global const uchar *, mod_aux0, 0) /* the mods' auxiliary tensors (unused: NULL) */       \
+    X(MODS, MEM, __global const uchar *, mod_aux1, 0)                                                        \
+    X(MODS, MEM, __global const uchar *, mod_aux2, 0)                                                        \
+    X(MODS, MEM, __global const uchar *, mod_aux3, 0)
 
 /* An attention kernel's sizes. */
 #define CLATTN_SDPA_SIZES(X)                                                                                 \

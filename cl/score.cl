@@ -76,7 +76,7 @@ __kernel void clattn_score(CLATTN_PARAMETERS(CLATTN_SCORE_PARAMS))
         if (extra)
             extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
                 extra_mode == WEIGHTS_QK ? dot[x]
-                : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[x], softcap, &terms)
+                : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[x], softcap, &terms, (long)j, p)
                                                    : value;
     }
 }
@@ -205,7 +205,7 @@ __kernel void clattn_score_tiled(CLATTN_PARAMETERS(CLATTN_SCORE_TILED_PARAMS))
             if (extra)
                 extra[clattn_matrix_offset(bh, i, j, q_len, kv_len)] =
                     extra_mode == WEIGHTS_QK ? dot[t]
-                    : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[t], softcap, &terms)
+                    : extra_mode == WEIGHTS_SOFTCAPPED ? clattn_capped_score(dot[t], softcap, &terms, (long)j, p)
                                                        : value;
         }
     }

@@ -368,6 +368,8 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (int8_field)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take float32 tensors and float masks",
                          int8_field);
+    if (st == CLATTN_SUCCESS && full.mods) /* made on one context; a part's keys are numbered from its run's first */
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.mods: group calls take no mods (not yet)");
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));

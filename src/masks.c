@@ -5,6 +5,7 @@
 #include "context.h"
 #include "error.h"
 #include "fault.h"
+#include "mods.h"
 #include "scratch.h"
 #include "versioned.h"
 #include "versioned_rule.h" /* MASKS_SIZE_0_2 */
@@ -62,6 +63,8 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     clattn_masks copy = CLATTN_MASKS_INIT;
     const clattn_masks *masks = &copy;
     clattn_status st;
+    /* The call's mods are its source from here on (some paths build their kernels before the upload). */
+    mods_select(ctx, s->desc.mods);
     if (given && (st = versioned_copy(ctx, given, sizeof copy, sizeof copy, MASKS_SIZE_0_2, "clattn_masks",
                                       "CLATTN_MASKS_INIT", &copy)) != CLATTN_SUCCESS)
         return st;
@@ -169,6 +172,13 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
         st = upload_per_head(ctx, s, HEAD_SINKS, s->sinks, "sinks", &out->sinks);
     if (st == CLATTN_SUCCESS)
         st = upload_per_head(ctx, s, HEAD_LOGIT_SCALE, s->desc.logit_scale, "logit scales", &out->logit_scale);
+    cl_mem aux[4];
+    if (st == CLATTN_SUCCESS && (st = mods_bind(ctx, s->desc.mods, s, aux)) == CLATTN_SUCCESS) {
+        out->mod_aux0 = aux[0];
+        out->mod_aux1 = aux[1];
+        out->mod_aux2 = aux[2];
+        out->mod_aux3 = aux[3];
+    }
     return st;
 }
 
@@ -194,6 +204,8 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(SINKS);
     if (s->desc.logit_scale)
         f |= FEATURE_BIT(LOGIT_SCALE);
+    if (s->desc.mods)
+        f |= FEATURE_BIT(MODS);
     if (s->types.k == CLATTN_INT8)
         f |= FEATURE_BIT(K_SCALES);
     if (s->types.v == CLATTN_INT8)

@@ -49,8 +49,10 @@ static const char *embedded_source(const char *name)
 
 /* One source text: common.cl and params.h, then the named files in order, each behind a #line so that
  * build logs name the file. */
-static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles, char **out)
+static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles,
+                                     const program_text *extra, char **out)
 {
+    const char *head = extra ? extra->head : NULL, *tail = extra ? extra->tail : NULL;
     const char *dir = ctx->options.kernel_dir;
     enum { FIRST = 2 }; /* the files every program starts with */
     const char *names[PROGRAM_FILES_MAX + FIRST] = {"common.cl", "params.h"};
@@ -59,7 +61,7 @@ static clattn_status assemble_source(clattn_context *ctx, const char *const *fil
     const size_t n = nfiles + FIRST;
     for (size_t i = 0; i < nfiles; i++)
         names[i + FIRST] = files[i];
-    size_t total = 1;
+    size_t total = 1 + (head ? strlen(head) + 1 : 0) + (tail ? strlen(tail) + 1 : 0);
     clattn_status st = CLATTN_SUCCESS;
     for (size_t i = 0; i < n; i++) {
         if (dir) {
@@ -92,6 +94,13 @@ static clattn_status assemble_source(clattn_context *ctx, const char *const *fil
         memcpy(source + used, texts[i] ? texts[i] : embedded_source(names[i]), lengths[i]);
         used += lengths[i];
         source[used++] = '\n';
+        const char *after[2] = {i + 1 == FIRST ? head : NULL, i + 1 == n ? tail : NULL};
+        for (int a = 0; a < 2; a++)
+            if (after[a]) { /* (each carries its own #line directives) */
+                memcpy(source + used, after[a], strlen(after[a]));
+                used += strlen(after[a]);
+                source[used++] = '\n';
+            }
     }
     source[used] = '\0';
     *out = source;
@@ -113,14 +122,14 @@ static void capture_build_log(clattn_context *ctx, cl_program program)
     error_set_build_log(ctx, log);
 }
 
-clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
-                            cl_program *out)
+clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const program_text *extra,
+                            const char *options, cl_program *out)
 {
     *out = NULL;
     if (nfiles > PROGRAM_FILES_MAX)
         return set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "too many kernel files in one program");
     char *source = NULL;
-    clattn_status st = assemble_source(ctx, files, nfiles, &source);
+    clattn_status st = assemble_source(ctx, files, nfiles, extra, &source);
     if (st != CLATTN_SUCCESS)
         return st;
     cl_program program = cache_load(ctx, source, options);
@@ -183,7 +192,7 @@ clattn_status program_build_kernels(clattn_context *ctx, const char *const *file
 {
     for (size_t i = 0; i < nkernels; i++)
         kernels[i] = NULL;
-    clattn_status st = program_build(ctx, files, nfiles, options, program);
+    clattn_status st = program_build(ctx, files, nfiles, NULL, options, program);
     for (size_t i = 0; i < nkernels && st == CLATTN_SUCCESS; i++)
         st = kernel_create(ctx, *program, names[i], &kernels[i]);
     if (st != CLATTN_SUCCESS)
@@ -301,7 +310,9 @@ static clattn_status entry_build(clattn_context *ctx, cache_entry *e)
     for (;;) {
         char options[1024];
         program_options(f, e->options, group, e->build.features, options, sizeof options);
-        clattn_status st = program_build(ctx, f->files, f->nfiles, options, &e->program);
+        const program_text mods = {ctx->mods_head, ctx->mods_tail};
+        clattn_status st = program_build(ctx, f->files, f->nfiles,
+                                         (e->build.features & FEATURE_BIT(MODS)) ? &mods : NULL, options, &e->program);
         for (size_t i = 0; i < f->nkernels && st == CLATTN_SUCCESS; i++)
             if (i < f->required || program_defines(e->program, f->kernels[i]->name))
                 st = kernel_create(ctx, e->program, f->kernels[i]->name, &e->build.kernels[i]);
@@ -358,6 +369,14 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     features = features_built(features | FEATURE_BIT(ALL)) & relevant;
     if (!family->group_define)
         group = 0;
+    /* A build with mods is a build of their source: its digest joins the options (the key). */
+    char keyed[1024];
+    if (features & FEATURE_BIT(MODS)) {
+        if (!ctx->mods_head || !ctx->mods_id)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "a %s build with mods outside a call with mods", family->name);
+        snprintf(keyed, sizeof keyed, "%s -DCLATTN_MODS_ID=%s", options, ctx->mods_id);
+        options = keyed;
+    }
     const uint64_t hash = entry_hash(family, options, group, features);
     c->clock++;
     for (size_t i = 0; i < c->count; i++) {

@@ -9,10 +9,18 @@
 
 #include <stddef.h>
 
-/* Build a program from cl/common.cl and cl/params.h followed by the named files of cl/, with these build options,
- * through the binary cache. On a compile error: CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
-clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const char *options,
-                            cl_program *out);
+/* Text a program takes beyond clattn's files (the mods of programmable attention): `head` after
+ * cl/common.cl and cl/params.h, before the named files (declarations they call), `tail` after them (the
+ * caller's definitions, whose macros then cannot reach clattn's code). Either may be NULL. */
+typedef struct program_text {
+    const char *head, *tail;
+} program_text;
+
+/* Build a program from cl/common.cl and cl/params.h, extra->head, the named files of cl/, extra->tail
+ * (extra may be NULL), with these build options, through the binary cache. On a compile error:
+ * CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
+clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const program_text *extra,
+                            const char *options, cl_program *out);
 
 clattn_status kernel_create(clattn_context *ctx, cl_program program, const char *name, cl_kernel *out);
 

@@ -140,7 +140,7 @@ START_TEST(test_signatures)
         program_options(f, fc->options, fc->group, sets[s], options, sizeof options);
         snprintf(with_info, sizeof with_info, "%s -cl-kernel-arg-info", options);
         cl_program program;
-        clattn_status st = program_build(ctx, f->files, f->nfiles, with_info, &program);
+        clattn_status st = program_build(ctx, f->files, f->nfiles, NULL, with_info, &program);
         TU_ASSERT_OK(st, ctx, "building the family");
         size_t built = 0;
         for (size_t k = 0; k < f->nkernels; k++) {

@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 8
-#define CLATTN_VERSION_PATCH 2
+#define CLATTN_VERSION_MINOR 9
+#define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.8.2"
+#define CLATTN_VERSION_STRING "0.9.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -483,6 +483,81 @@ typedef enum clattn_softmax_precision {
 } clattn_softmax_precision;
 
 /* Shape and options of scaled dot-product attention; start from CLATTN_SDPA_DESC_INIT. */
+/* ---- Programmable attention (since 0.9): score and mask functions in OpenCL C ------------------------
+ * A mods object holds OpenCL C source that defines one or both of
+ *     float score_mod(float score, int b, int h, long q, long k, AUX...);
+ *     bool  mask_mod(int b, int h, long q, long k, AUX...);
+ * (FlexAttention's semantics): b the batch, h the query head, q the query's absolute position (its
+ * offset plus its row, as causal masks, windows and ALiBi measure it: see clattn_masks), k the key's
+ * position, and AUX the mod's auxiliary tensors, one `__global const T *NAME` argument each, in the
+ * order given. A descriptor's `mods` applies them to every score of the call, in this order:
+ *     s = Q·Kᵀ·scale → score_mod(s, …) → × logit_scale[h] → soft-capping → + ALiBi + additive mask;
+ *     a key hidden by a built-in mask (causal, window, key length) or by mask_mod (false) is −inf
+ * — so score_mod sees the scaled score before the built-in terms, and mask_mod hides a pair as a built-in
+ * mask does (a row with every key hidden gets a zero output and an lse of −inf). The functions run only
+ * for keys the built-in masks leave visible. A mods object belongs to the context it was made on and may
+ * be used by any number of calls (its source is compiled once per kernel shape and cached with the
+ * other kernels, on disk too); it is read, never changed, by calls. */
+typedef struct clattn_mods_s clattn_mods;
+
+/* The element type of an auxiliary tensor (its T in the functions' parameter list). */
+typedef enum clattn_aux_type {
+    CLATTN_AUX_FLOAT = 0, /* float */
+    CLATTN_AUX_HALF,      /* half: read it with vload_half(i, NAME) (OpenCL C has no half arithmetic) */
+    CLATTN_AUX_INT,       /* int */
+    CLATTN_AUX_UINT,      /* uint */
+    CLATTN_AUX_LONG,      /* long */
+    CLATTN_AUX_ULONG,     /* ulong */
+    CLATTN_AUX_SHORT,     /* short */
+    CLATTN_AUX_USHORT,    /* ushort */
+    CLATTN_AUX_CHAR,      /* char */
+    CLATTN_AUX_UCHAR      /* uchar */
+} clattn_aux_type;
+
+/* Which index the functions read an auxiliary tensor at, so that each call checks its length against
+ * the call's sizes and positions (a tensor too short is CLATTN_ERROR_BUFFER_TOO_SMALL, naming it). */
+typedef enum clattn_aux_index {
+    CLATTN_AUX_BY_LENGTH = 0, /* elements [0, length): the caller's bound (a bucket table, say) */
+    CLATTN_AUX_BY_QUERY,      /* NAME[q] for every query position q of the call */
+    CLATTN_AUX_BY_KEY,        /* NAME[k] for every key position k < S */
+    CLATTN_AUX_BY_POSITION,   /* both: NAME[q] and NAME[k] (a document id per position) */
+    CLATTN_AUX_BY_HEAD,       /* NAME[h], h < H */
+    CLATTN_AUX_BY_BATCH       /* NAME[b], b < B */
+} clattn_aux_index;
+
+typedef struct clattn_mod_aux {
+    const char *name;      /* its parameter name in the functions: a C identifier */
+    clattn_aux_type type;
+    cl_mem buffer;         /* on the mods' context; retained by the mods object until clattn_mods_free */
+    clattn_aux_index index;
+    size_t length;         /* CLATTN_AUX_BY_LENGTH: the elements the functions may read (≥ 1); else 0 */
+} clattn_mod_aux;
+
+#define CLATTN_MODS_MAX_AUX 4
+
+typedef struct clattn_mods_desc {
+    size_t struct_size;          /* sizeof(clattn_mods_desc), set by CLATTN_MODS_DESC_INIT */
+    const char *source;          /* OpenCL C defining score_mod, mask_mod or both (and helpers of its own) */
+    const char *const *defines;  /* "NAME=VALUE" or "NAME": compile-time constants (#define NAME VALUE) */
+    size_t define_count;
+    const clattn_mod_aux *aux;   /* the auxiliary tensors, in the functions' argument order */
+    size_t aux_count;            /* at most CLATTN_MODS_MAX_AUX */
+} clattn_mods_desc;
+
+#define CLATTN_MODS_DESC_INIT { sizeof(clattn_mods_desc), NULL, NULL, 0, NULL, 0 }
+
+/* Check and compile the functions on ctx's device (a probe kernel calls each with the declared
+ * auxiliary types, compiled with -Werror). A source that does not compile, or whose functions do not
+ * take the declared arguments, is CLATTN_ERROR_BUILD_FAILED with the compiler's log in
+ * clattn_build_log(ctx), its line numbers those of `source` (file "mods"); a source defining neither
+ * function, a malformed define or aux entry, a buffer of another context, is CLATTN_ERROR_INVALID_VALUE
+ * naming it. *out is NULL on failure. */
+CLATTN_API clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *desc, clattn_mods **out);
+
+/* NULL is a no-op. Calls enqueued with the mods must have completed (clattn_finish) or be on the
+ * context's queue: the auxiliary buffers are released here. */
+CLATTN_API void clattn_mods_free(clattn_mods *mods);
+
 typedef struct clattn_sdpa_desc {
     size_t struct_size; /* sizeof(clattn_sdpa_desc), set by CLATTN_SDPA_DESC_INIT */
     size_t batch;    /* B */
@@ -530,12 +605,16 @@ typedef struct clattn_sdpa_desc {
      * s = Q·Kᵀ·scale of head h becomes s·logit_scale[h] before soft-capping, ALiBi and the masks, in
      * float. CLATTN_WEIGHTS_QK outputs s without it; CLATTN_WEIGHTS_SOFTCAPPED with it. */
     const float *logit_scale;
+    /* Since 0.9. NULL, or the score and mask functions of clattn_mods_create (see there for the order):
+     * every path (fused, staged — its weights and score outputs too —, decode, paged, ragged) and
+     * every storage type apply them. Device groups and ring attention refuse them (not yet). */
+    const clattn_mods *mods;
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
       CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
-      CLATTN_SOFTMAX_FLOAT, 0, NULL }
+      CLATTN_SOFTMAX_FLOAT, 0, NULL, NULL }
 
 /* O = softmax(softcap(Q·Kᵀ·scale·logit_scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.

@@ -56,7 +56,7 @@ int ref_key_masked(const clattn_masks *m, size_t L, size_t S, size_t b, size_t i
 }
 
 /* Scores as ref_score describes them, from double Q and K. */
-static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double *k,
+static void ref_score_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
                         const float *mask, double *scores)
 {
     size_t B = d->batch, H = d->heads, KVH = ref_kv_heads(d), L = d->q_len, S = d->kv_len,
@@ -71,20 +71,23 @@ static void ref_score_d(const clattn_sdpa_desc *d, const double *q, const double
             for (size_t i = 0; i < L; i++)
                 for (size_t j = 0; j < S; j++) {
                     double s;
-                    if (!ref_key_visible(m, L, S, b, i, j)) {
+                    const long long p = ref_query_pos(m, L, S, b, i);
+                    if (!ref_key_visible(m, L, S, b, i, j) ||
+                        (mods && mods->mask_mod && !mods->mask_mod((int)b, (int)h, p, (long long)j, mods->user))) {
                         s = -INFINITY;
                     } else {
                         double dot = 0.0;
                         for (size_t t = 0; t < D; t++)
                             dot += qq[i * D + t] * kk[j * D + t];
                         s = dot * scale;
+                        if (mods && mods->score_mod)
+                            s = mods->score_mod(s, (int)b, (int)h, p, (long long)j, mods->user);
                         if (d->logit_scale)
                             s *= (double)d->logit_scale[h];
                         if (cap > 0.0)
                             s = cap * tanh(s / cap);
                         if (d->alibi_slopes)
-                            s += (double)d->alibi_slopes[h] *
-                                 (double)((long long)j - ref_query_pos(m, L, S, b, i));
+                            s += (double)d->alibi_slopes[h] * (double)((long long)j - p);
                         if (m->additive == CLATTN_MASK_L_S)
                             s += (double)mask[i * S + j];
                         else if (m->additive == CLATTN_MASK_B_H_L_S)
@@ -111,7 +114,7 @@ void ref_score(const clattn_sdpa_desc *d, const float *q, const float *k, const 
     size_t nq = d->batch * d->heads * d->q_len * d->qk_dim;
     size_t nk = d->batch * ref_kv_heads(d) * d->kv_len * d->qk_dim;
     double *qd = to_double(q, nq), *kd = to_double(k, nk);
-    ref_score_d(d, qd, kd, mask, scores);
+    ref_score_d(d, NULL, qd, kd, mask, scores);
     free(qd);
     free(kd);
 }
@@ -193,15 +196,15 @@ void ref_weighted_sum(const clattn_sdpa_desc *d, const float *p, const float *v,
     free(vd);
 }
 
-void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
-                const float *mask, double *out, double *weights, double *lse)
+static void sdpa_d_mods(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
+                        const double *v, const float *mask, double *out, double *weights, double *lse)
 {
     size_t BH = d->batch * d->heads, L = d->q_len, S = d->kv_len;
     double *sc = malloc(BH * L * S * sizeof *sc);
     double *pw = malloc(BH * L * S * sizeof *pw);
     if (!sc || !pw)
         abort();
-    ref_score_d(d, q, k, mask, sc);
+    ref_score_d(d, mods, q, k, mask, sc);
     ref_sdpa_softmax(d, sc, pw, lse);
     ref_weighted_sum_d(d, pw, v, out);
     if (weights)
@@ -210,14 +213,26 @@ void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, con
     free(pw);
 }
 
+void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
+                const float *mask, double *out, double *weights, double *lse)
+{
+    sdpa_d_mods(d, NULL, q, k, v, mask, out, weights, lse);
+}
+
 void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
               const float *mask, double *out, double *weights, double *lse)
+{
+    ref_sdpa_mods(d, NULL, q, k, v, mask, out, weights, lse);
+}
+
+void ref_sdpa_mods(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
+                   const float *mask, double *out, double *weights, double *lse)
 {
     size_t BH = d->batch * d->heads, BKV = d->batch * ref_kv_heads(d), L = d->q_len,
            S = d->kv_len, D = d->qk_dim, Dv = ref_v_dim(d);
     double *qd = to_double(q, BH * L * D), *kd = to_double(k, BKV * S * D),
            *vd = to_double(v, BKV * S * Dv);
-    ref_sdpa_d(d, qd, kd, vd, mask, out, weights, lse);
+    sdpa_d_mods(d, mods, qd, kd, vd, mask, out, weights, lse);
     free(qd);
     free(kd);
     free(vd);

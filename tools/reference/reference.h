@@ -71,6 +71,20 @@ void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const f
 void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, const double *v,
                 const float *mask, double *out, double *weights, double *lse);
 
+/* Programmable attention (clattn_mods) as C callbacks, in the library's order: s = scale·(q·k) →
+ * score_mod(s, …) → × logit_scale → soft-capping → + ALiBi + additive mask; −inf where a built-in mask
+ * or mask_mod (0) hides the key. q is the query's absolute position (ref_query_pos), k the key's.
+ * Either function may be NULL; `user` is passed to both. */
+typedef struct ref_mods {
+    double (*score_mod)(double score, int b, int h, long long q, long long k, const void *user);
+    int (*mask_mod)(int b, int h, long long q, long long k, const void *user);
+    const void *user;
+} ref_mods;
+
+/* ref_sdpa with mods (NULL: none). */
+void ref_sdpa_mods(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
+                   const float *mask, double *out, double *weights, double *lse);
+
 /* Y = X·W (+ bias): X (rows,in), W (in,out), bias (out) or NULL, Y (rows,out). */
 void ref_matmul(size_t rows, size_t in, size_t out, const float *x, const float *w,
                 const float *bias, double *y);

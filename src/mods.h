@@ -1,0 +1,17 @@
+/* Programmable attention: the caller's score_mod / mask_mod source (clattn_mods_create), checked and
+ * compiled once into a probe, then joined to every kernel of a call that uses it (cl/masks.cl calls the
+ * functions; program.c puts the text before the kernels). */
+#ifndef CLATTN_MODS_H
+#define CLATTN_MODS_H
+
+#include "validate.h"
+
+/* For one call: the mods belong to ctx, and each auxiliary tensor is long enough for the call's
+ * batches, heads and positions (sizes and masks of s, its per-sequence offsets included); then their
+ * buffers (NULL past the last) into aux, and ctx's mods_text and mods_id set for program.c. */
+clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa_shape *s, cl_mem aux[4]);
+
+/* ctx's mods_text and mods_id for a call with these mods (NULL: a call without). */
+void mods_select(clattn_context *ctx, const clattn_mods *mods);
+
+#endif
