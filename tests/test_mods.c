@@ -191,6 +191,21 @@ typedef struct call_shape {
 static const call_shape shapes[N_PATHS] = {
     {2, 4, 2, 37, 37, 24, 16}, {2, 4, 2, 37, 37, 24, 16}, {2, 4, 2, 3, 53, 24, 16}};
 
+/* A call of shape c on `path`, its query rows at the end of the keys (positions S − L + i, through
+ * query offsets: m and offsets, of at least c->B entries, are the caller's). */
+static clattn_sdpa_desc shape_desc(const call_shape *c, size_t path, clattn_masks *m, long long *offsets)
+{
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
+    d.kv_heads = c->kvh;
+    d.algorithm = paths[path];
+    for (size_t b = 0; b < c->B; b++)
+        offsets[b] = (long long)(c->S - c->L);
+    *m = (clattn_masks)CLATTN_MASKS_INIT;
+    m->query_offsets = offsets;
+    d.masks = m;
+    return d;
+}
+
 /* Run d on the context's device from host arrays; out and lse come back. */
 static void run(clattn_context *ctx, const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
                 const float *mask, float *out, float *weights, float *lse, const char *what)
@@ -205,15 +220,9 @@ START_TEST(test_examples)
     const call_shape *c = &shapes[path];
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("mods example %s, %s path on %s", e->name, path_names[path], tu_dev_spec[dev]);
-    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
-    d.kv_heads = c->kvh;
-    d.algorithm = paths[path];
     long long offsets[4];
-    for (size_t b = 0; b < c->B; b++)
-        offsets[b] = (long long)(c->S - c->L);
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.query_offsets = offsets;
-    d.masks = &m;
+    clattn_masks m;
+    clattn_sdpa_desc d = shape_desc(c, path, &m, offsets);
     aux_set a = {0};
     if (e->aux != AUX_NONE)
         add_aux(ctx, &a, e->aux, c->H, c->S);
@@ -385,6 +394,29 @@ START_TEST(test_masked_scores)
 }
 END_TEST
 
+/* One sequence of a batch with per-sequence lengths, under document.cl and a bottom-right causal mask,
+ * against its dense reference: q (H, rows, D), k and v (KVH, len, D); got (H, rows, D), or (rows, H, D)
+ * when token_major (a ragged batch's rows). */
+static void check_document_sequence(const aux_set *a, size_t H, size_t KVH, size_t rows, size_t len, size_t D,
+                                    const float *q, const float *k, const float *v, const float *got,
+                                    bool token_major, const char *what)
+{
+    clattn_sdpa_desc one = tu_sdpa_desc(1, H, rows, len, D, D);
+    one.kv_heads = KVH;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    one.masks = &m;
+    const mod_data data = {NULL, a->doc, NULL, 0, 0, 0};
+    const ref_mods rm = {NULL, ref_document, &data};
+    double *ref = tu_dalloc(H * rows * D), *want = tu_dalloc(H * rows * D);
+    ref_sdpa_mods(&one, &rm, q, k, v, NULL, ref, NULL, NULL);
+    for (size_t h = 0; h < H; h++)
+        for (size_t i = 0; i < rows; i++)
+            for (size_t e = 0; e < D; e++)
+                want[(token_major ? i * H + h : h * rows + i) * D + e] = ref[(h * rows + i) * D + e];
+    check_close_named(what, got, want, H * rows * D, NULL);
+}
+
 /* A packed batch of two sequences (row starts), each with its own documents through one position-indexed
  * tensor: the fused kernel (L > the decode rows) and the decode kernels (L ≤ them), against the dense
  * reference of each sequence. */
@@ -414,14 +446,7 @@ START_TEST(test_ragged)
     r.k_starts = k_starts;
     float *out = tu_host_alloc(NB * rows * H * D, NULL);
     TU_ASSERT_OK(clattn_sdpa_ragged_host(ctx, &d, &r, q, k, v, NULL, out, NULL), ctx, "clattn_sdpa_ragged_host");
-    const mod_data data = {NULL, a.doc, NULL, 0, 0, 0};
-    const ref_mods rm = {NULL, ref_document, &data};
     for (size_t b = 0; b < NB; b++) {
-        clattn_sdpa_desc one = tu_sdpa_desc(1, H, rows, keys[b], D, D);
-        one.kv_heads = KVH;
-        clattn_masks om = CLATTN_MASKS_INIT;
-        om.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
-        one.masks = &om;
         float *qd = tu_falloc(H * rows * D), *kd = tu_falloc(KVH * keys[b] * D), *vd = tu_falloc(KVH * keys[b] * D);
         for (size_t i = 0; i < rows; i++)
             for (size_t h = 0; h < H; h++)
@@ -431,14 +456,109 @@ START_TEST(test_ragged)
                 memcpy(kd + (g * keys[b] + j) * D, k + ((k_starts[b] + j) * KVH + g) * D, D * sizeof(float));
                 memcpy(vd + (g * keys[b] + j) * D, v + ((k_starts[b] + j) * KVH + g) * D, D * sizeof(float));
             }
-        double *ref = tu_dalloc(H * rows * D), *want = tu_dalloc(rows * H * D);
-        ref_sdpa_mods(&one, &rm, qd, kd, vd, NULL, ref, NULL, NULL);
-        for (size_t i = 0; i < rows; i++)
-            for (size_t h = 0; h < H; h++)
-                for (size_t e = 0; e < D; e++)
-                    want[(i * H + h) * D + e] = ref[(h * rows + i) * D + e];
-        check_close_named("ragged out", out + q_starts[b] * H * D, want, rows * H * D, NULL);
+        check_document_sequence(&a, H, KVH, rows, keys[b], D, qd, kd, vd, out + q_starts[b] * H * D, true,
+                                "ragged out");
     }
+    clattn_mods_free(mods);
+}
+END_TEST
+
+/* A paged cache (blocks of 8 rows in a shuffled pool): the decode kernels (2 rows) and the fused kernel
+ * through the table (12 rows), each sequence against its dense reference. */
+START_TEST(test_paged)
+{
+    enum { NB = 2, H = 4, KVH = 2, D = 16, BS = 8, MAXB = 4, BLOCKS = NB * MAXB };
+    const size_t dev = TU_DEVICE(_i), rows = TU_CASE(_i) ? 12 : 2;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("mods through a paged cache, %zu query rows on %s", rows, tu_dev_spec[dev]);
+    static const size_t lengths[NB] = {21, 30};
+    static const cl_int table[NB * MAXB] = {5, 2, 7, 0, 1, 6, 3, 4}; /* sequence b's blocks, in order */
+    float *kpool = tu_falloc(BLOCKS * KVH * BS * D), *vpool = tu_falloc(BLOCKS * KVH * BS * D);
+    float *q = tu_falloc(NB * H * rows * D);
+    tu_fill_uniform(kpool, BLOCKS * KVH * BS * D, 1.0f, 81);
+    tu_fill_uniform(vpool, BLOCKS * KVH * BS * D, 1.0f, 82);
+    tu_fill_uniform(q, NB * H * rows * D, 1.0f, 83);
+    aux_set a = {0};
+    add_aux(ctx, &a, AUX_DOC, H, MAXB * BS);
+    clattn_mods *mods = make_mods(ctx, read_example("document.cl"), NULL, 0, &a);
+    clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
+    cache.k_pool = tu_dev_alloc(ctx, BLOCKS * KVH * BS * D, kpool);
+    cache.v_pool = tu_dev_alloc(ctx, BLOCKS * KVH * BS * D, vpool);
+    cache.blocks = BLOCKS;
+    cache.block_size = BS;
+    cache.block_table = tu_dev_alloc(ctx, NB * MAXB, (const float *)table);
+    cache.max_blocks = MAXB;
+    clattn_sdpa_desc d = tu_sdpa_desc(NB, H, rows, MAXB * BS, D, D);
+    d.kv_heads = KVH;
+    d.mods = mods;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    d.masks = &m;
+    cl_mem qm = tu_dev_alloc(ctx, NB * H * rows * D, q), om = tu_dev_alloc(ctx, NB * H * rows * D, NULL);
+    TU_ASSERT_OK(clattn_sdpa_paged(ctx, &d, &cache, lengths, qm, NULL, om, NULL), ctx, "clattn_sdpa_paged");
+    const float *out = tu_dev_read(ctx, om, NB * H * rows * D);
+    for (size_t b = 0; b < NB; b++) {
+        float *kd = tu_falloc(KVH * lengths[b] * D), *vd = tu_falloc(KVH * lengths[b] * D);
+        for (size_t g = 0; g < KVH; g++)
+            for (size_t j = 0; j < lengths[b]; j++) {
+                const size_t at = (((size_t)table[b * MAXB + j / BS] * KVH + g) * BS + j % BS) * D;
+                memcpy(kd + (g * lengths[b] + j) * D, kpool + at, D * sizeof(float));
+                memcpy(vd + (g * lengths[b] + j) * D, vpool + at, D * sizeof(float));
+            }
+        check_document_sequence(&a, H, KVH, rows, lengths[b], D, q + b * H * rows * D, kd, vd,
+                                out + b * H * rows * D, false, "paged out");
+    }
+    clattn_mods_free(mods);
+}
+END_TEST
+
+/* Storage types: the typed loads feed the same scores, so the mods apply alike — float16 Q/K/V/O,
+ * bfloat16, and int8 K/V with row scales, on the fused and decode paths, against the reference over the
+ * values the stored elements stand for. */
+START_TEST(test_storage_types)
+{
+    static const struct {
+        clattn_dtype qo, kv;
+        const char *name;
+    } types[] = {{CLATTN_FLOAT16, CLATTN_FLOAT16, "float16"},
+                 {CLATTN_BFLOAT16, CLATTN_BFLOAT16, "bfloat16"},
+                 {CLATTN_FLOAT32, CLATTN_INT8, "int8 K/V"}};
+    const size_t t = TU_CASE(_i) / 2, path = TU_CASE(_i) % 2 ? 2 : 0, dev = TU_DEVICE(_i);
+    clattn_context *ctx = tu_ctx[dev];
+    const call_shape *c = &shapes[path];
+    tu_set_label("mods with %s storage, %s path on %s", types[t].name, path_names[path], tu_dev_spec[dev]);
+    long long offsets[4];
+    clattn_masks m;
+    clattn_sdpa_desc d = shape_desc(c, path, &m, offsets);
+    d.q_dtype = d.out_dtype = types[t].qo;
+    d.k_dtype = d.v_dtype = types[t].kv;
+    aux_set a = {0};
+    add_aux(ctx, &a, AUX_DOC, c->H, c->S);
+    add_aux(ctx, &a, AUX_T5, c->H, c->S);
+    const char *defines[] = {"SHARPEN=1.25f", "BUCKETS=32"};
+    clattn_mods *mods = make_mods(ctx, compose_source, defines, 2, &a);
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->kvh * c->S * c->D, nv = c->B * c->kvh * c->S * c->Dv;
+    const size_t no = c->B * c->H * c->L * c->Dv;
+    float *src = tu_falloc(nq + nk + nv);
+    tu_fill_uniform(src, nq + nk + nv, 1.0f, 71 + _i);
+    const tu_typed q = tu_typed_make(types[t].qo, src, nq, c->D), k = tu_typed_make(types[t].kv, src + nq, nk, c->D),
+                   v = tu_typed_make(types[t].kv, src + nq + nk, nv, c->Dv);
+    d.k_scales = tu_typed_scales(ctx, &k);
+    d.v_scales = tu_typed_scales(ctx, &v);
+    const tu_typed zero = tu_typed_make(types[t].qo, tu_falloc(no), no, c->Dv);
+    cl_mem om = tu_typed_upload(ctx, &zero);
+    const mod_data data = {NULL, a.doc, a.bias, 0, 0, 0};
+    const ref_mods rm = {ref_compose_score, ref_compose_mask, &data};
+    double *ref = tu_dalloc(no);
+    clattn_sdpa_desc as_float = d;
+    as_float.q_dtype = as_float.k_dtype = as_float.v_dtype = as_float.out_dtype = CLATTN_FLOAT32;
+    as_float.k_scales = as_float.v_scales = NULL;
+    ref_sdpa_mods(&as_float, &rm, q.values, k.values, v.values, NULL, ref, NULL, NULL);
+    d.mods = mods;
+    TU_ASSERT_OK(clattn_sdpa(ctx, &d, tu_typed_upload(ctx, &q), tu_typed_upload(ctx, &k), tu_typed_upload(ctx, &v),
+                             NULL, om, NULL, NULL),
+                 ctx, "clattn_sdpa with mods, typed");
+    tu_check_typed("out", tu_typed_read(ctx, om, types[t].qo, no), ref, no, types[t].qo, NULL);
     clattn_mods_free(mods);
 }
 END_TEST
@@ -571,6 +691,8 @@ static Suite *make_suite(void)
     tu_add_loop(s, "compose", test_compose, N_PATHS * tu_ndev);
     tu_add_loop(s, "masked_scores", test_masked_scores, tu_ndev);
     tu_add_loop(s, "ragged", test_ragged, 2 * tu_ndev);
+    tu_add_loop(s, "paged", test_paged, 2 * tu_ndev);
+    tu_add_loop(s, "storage_types", test_storage_types, 3 * 2 * tu_ndev);
     tu_add_loop(s, "refusals", test_refusals, tu_ndev);
     return s;
 }
