@@ -32,6 +32,7 @@ typedef struct sdpa_spec {
     const long long *offsets;  /* B values */
     const clattn_window *window;
     const char *const *extra;  /* the mask and variant flags */
+    const ref_mods *mods;      /* what --mods in extra computes, for the reference */
     uint64_t seed;
 } sdpa_spec;
 
@@ -137,7 +138,7 @@ static sdpa_result sdpa_check(const sdpa_spec *s)
     d.logit_scale = s->logit_scale;
     double *ro = xmalloc(B * H * L * Dv * sizeof *ro), *rw = xmalloc(B * H * L * S * sizeof *rw);
     double *rl = xmalloc(B * H * L * sizeof *rl);
-    ref_sdpa(&d, q, k, v, s->mask, ro, rw, rl);
+    ref_sdpa_mods(&d, s->mods, q, k, v, s->mask, ro, rw, rl);
     expect_close("out", got.out, hl ? swap_middle(ro, sizeof *ro, B, H, L, Dv) : ro, B * H * L * Dv);
     expect_close("weights", got.w, rw, B * H * L * S);
     expect_close("lse", got.lse, rl, B * H * L);
@@ -475,6 +476,58 @@ START_TEST(test_sdpa_logit_scale)
 }
 END_TEST
 
+/* --mods, --aux, --define: the README's document masking of a packed batch (ids.npy, a mods file), with
+ * a define and with --causal alongside; then what the tool refuses. */
+static int ref_doc_mask(int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)h;
+    const long long *doc = u;
+    return doc[q] == doc[k] && k <= q + 1; /* (STEP = 1: one key ahead) */
+}
+
+START_TEST(test_sdpa_mods)
+{
+    enum { L = 13 };
+    static const long long ids[L] = {0, 0, 0, 1, 1, 2, 2, 2, 2, 2, 3, 4, 4};
+    FILE *f = fopen(P("doc.cl"), "w");
+    ck_assert(f != NULL);
+    fputs("bool mask_mod(int b, int h, long q, long k, __global const int *doc)\n"
+          "{\n    return doc[q] == doc[k] && k <= q + STEP;\n}\n", f);
+    fclose(f);
+    const ref_mods rm = {NULL, ref_doc_mask, ids};
+    const char *const extra[] = {"--mods", P("doc.cl"), "--aux", fmt("doc=%s:position", save_i32("ids.npy", ids, L)),
+                                 "--define", "STEP=1", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 2, .H = 2, .L = L, .S = L, .D = 8, .Dv = 4, .mods = &rm, .extra = extra,
+                            .seed = 61});
+    const char *const causal[] = {"--causal", "--mods", /* (and the --flag=value spellings) */ P("doc.cl"), fmt("--aux=doc=%s", P("ids.npy")),
+                                  "--define=STEP=1", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 3, .L = L, .S = L, .D = 4, .Dv = 4,
+                            .causal = CLATTN_CAUSAL_TOP_LEFT, .mods = &rm, .extra = causal, .seed = 62});
+
+    /* Refusals: --aux without --mods, a source that does not compile (the log names its line), an --aux
+     * that is not NAME=FILE, an index shorter than the call's positions. */
+    const char *q = f32_file("q.npy", 3, (const size_t[]){1, L, 4});
+    EXPECT(EXIT_USAGE, "sdpa", "--q", q, "--k", q, "--v", q, "--out", P("o.npy"), "--aux", "doc=ids.npy");
+    expect_in("stderr", R.err, "--aux needs --mods");
+    f = fopen(P("bad.cl"), "w");
+    ck_assert(f != NULL);
+    fputs("bool mask_mod(int b, int h, long q, long k)\n{\n    return k <= q + STEP\n}\n", f);
+    fclose(f);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", q, "--k", q, "--v", q, "--out", P("o.npy"), "--mods", P("bad.cl"), "--define",
+           "STEP=2");
+    expect_in("stderr", R.err, "CLATTN_ERROR_BUILD_FAILED");
+    expect_in("stderr", R.err, "mods:3:");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", q, "--k", q, "--v", q, "--out", P("o.npy"), "--mods", P("doc.cl"), "--aux",
+           "ids.npy");
+    expect_in("stderr", R.err, "is not NAME=FILE.npy");
+    static const long long short_ids[3] = {0, 0, 1};
+    EXPECT(EXIT_USAGE, "sdpa", "--q", q, "--k", q, "--v", q, "--out", P("o.npy"), "--mods", P("doc.cl"), "--define",
+           "STEP=0", "--aux", fmt("doc=%s:position", save_i32("short.npy", short_ids, 3)));
+    expect_in("stderr", R.err, "CLATTN_ERROR_BUFFER_TOO_SMALL");
+    ck_assert_msg(!exists(P("o.npy")), "a refused run wrote its output");
+}
+END_TEST
+
 /* --alibi auto: Press et al.'s slopes, for H a power of two (8) and not (6, 12). */
 START_TEST(test_sdpa_alibi_auto)
 {
@@ -686,7 +739,7 @@ static Suite *sdpa_suite(void)
                      test_sdpa_f8_input}},
         {"sdpa-variants", 1, {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window,
                               test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_logit_scale, test_sdpa_alibi_auto,
-                              test_sdpa_heads_layout, test_sdpa_scores}},
+                              test_sdpa_heads_layout, test_sdpa_scores, test_sdpa_mods}},
         {"sdpa-dtypes", 1, {test_sdpa_dtypes}},
     };
     return cli_suite("clattn cli sdpa", groups, sizeof groups / sizeof groups[0]);

@@ -1,6 +1,7 @@
 /* `clattn sdpa` and `clattn mha`: attention on tensors read from .npy files. */
 #include "cli.h"
 #include "cli_masks.h"
+#include "cli_mods.h"
 #include "commands.h"
 #include "heatmap.h"
 
@@ -91,7 +92,9 @@ static size_t output_shape(size_t rank_lead, const size_t *lead, size_t a, size_
 static int attention_failed(const char *cmd, const clattn_context *ctx, clattn_status st, const char *what)
 {
     const int rc = cli_fail_status(cmd, ctx, st, what);
-    return st == CLATTN_ERROR_INVALID_VALUE || st == CLATTN_ERROR_SHAPE_MISMATCH || st == CLATTN_ERROR_INVALID_MASK
+    /* (A buffer too small can only be an --aux array shorter than the call's positions.) */
+    return st == CLATTN_ERROR_INVALID_VALUE || st == CLATTN_ERROR_SHAPE_MISMATCH || st == CLATTN_ERROR_INVALID_MASK ||
+                   st == CLATTN_ERROR_BUFFER_TOO_SMALL
                ? CLI_USAGE_ERROR
                : rc;
 }
@@ -152,7 +155,7 @@ static const char sdpa_help[] =
     "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
     "                         attention; 1: multi-query); N divides H\n"
     "  --logit-scale SC.npy   float array (H,): a scale per head multiplying the scaled scores before\n"
-    "                         soft-capping (a temperature per head)\n" CLI_VARIANT_HELP CLI_MASK_HELP
+    "                         soft-capping (a temperature per head)\n" CLI_VARIANT_HELP CLI_MASK_HELP CLI_MODS_HELP
     "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
     "  --tokens a,b,c         query labels for the heatmap (and key labels when L = S)\n"
     "  --key-tokens a,b,c     key labels for the heatmap\n"
@@ -328,6 +331,7 @@ int cmd_sdpa(int argc, char **argv)
     output_opts o = {0};
     cli_masks m = {0};
     cli_variants var = {0};
+    cli_mods mods = {0};
     bool help = false, bf16 = false, kv_int8 = false;
     const cli_option opts[] = {
         {"q", NULL, &path[0]},          {"k", NULL, &path[1]},         {"v", NULL, &path[2]},
@@ -338,13 +342,17 @@ int cmd_sdpa(int argc, char **argv)
         {"past-k", NULL, &past_path[0]}, {"past-v", NULL, &past_path[1]},
         {"present-k", NULL, &present_path[0]}, {"present-v", NULL, &present_path[1]},
         {"logit-scale", NULL, &logit_scale_path},
-        CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
+        CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),          CLI_MODS_OPTIONS(&mods),
     };
-    int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
+    int rc = cli_mods_take(cmd, &argc, argv, 2, &mods);
+    if (rc == CLI_OK)
+        rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
         fputs(sdpa_help, help && rc == CLI_OK ? stdout : stderr);
         return rc;
     }
+    if ((rc = cli_mods_check(cmd, &mods)) != CLI_OK)
+        return rc;
     if (!path[0] || !path[1] || !path[2] || !o.out)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
                         !path[0] ? "q" : !path[1] ? "k" : !path[2] ? "v" : "out");
@@ -396,10 +404,12 @@ int cmd_sdpa(int argc, char **argv)
         rc = heads_first(cmd, &t[i], i == 0 ? H : d.N);
     for (size_t i = 0; i < 2 && d.packed && P && rc == CLI_OK; i++)
         rc = heads_first(cmd, &past[i], d.N);
-    if (rc != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
+    if (rc != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK ||
+        (rc = cli_mods_make(cmd, ctx, &mods)) != CLI_OK)
         goto done;
 
     c.ctx = ctx;
+    c.desc.mods = mods.mods;
     c.desc.batch = B;
     c.desc.heads = H;
     c.desc.kv_heads = d.N;
@@ -504,6 +514,7 @@ done:
     free(c.out_bits);
     free(c.weights);
     free(c.lse);
+    cli_mods_free(&mods);
     clattn_context_free(ctx);
     cli_masks_free(&m);
     cli_variants_free(&var);
@@ -540,7 +551,7 @@ static const char mha_help[] =
     "                         attention; 1: multi-query): W_K and W_V have N heads' columns; N divides H\n"
     "  --out O.npy            output (B,L,d_out), or the concatenated heads (B,L,H·d_v) without --wo\n"
     "  --weights P.npy        also write the attention weights (B,H,L,S) ((H,L,S) for 2-D X)\n"
-    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(d_k))\n" CLI_VARIANT_HELP CLI_MASK_HELP
+    "  --scale S              scale of Q·Kᵀ (default 1/sqrt(d_k))\n" CLI_VARIANT_HELP CLI_MASK_HELP CLI_MODS_HELP
     "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
     "  --tokens a,b,c         query labels for the heatmap (and key labels for self-attention)\n"
     "  --key-tokens a,b,c     key labels for the heatmap\n"
@@ -576,6 +587,7 @@ int cmd_mha(int argc, char **argv)
     output_opts o = {0};
     cli_masks m = {0};
     cli_variants var = {0};
+    cli_mods mods = {0};
     bool help = false, bf16 = false;
     const cli_option opts[] = {
         {"bf16", &bf16, NULL},   {"out-dtype", NULL, &out_dtype_text},
@@ -584,13 +596,17 @@ int cmd_mha(int argc, char **argv)
         {"bv", NULL, &path[BV]}, {"bo", NULL, &path[BO]}, {"heads", NULL, &heads_text},
         {"out", NULL, &o.out},   {"weights", NULL, &o.weights}, {"scale", NULL, &scale_text},
         {"heatmap", NULL, &o.heatmap}, {"tokens", NULL, &o.tokens}, {"key-tokens", NULL, &o.key_tokens},
-        {"device", NULL, &device}, CLI_VARIANT_OPTIONS(&var), CLI_MASK_OPTIONS(&m),
+        {"device", NULL, &device}, CLI_VARIANT_OPTIONS(&var), CLI_MASK_OPTIONS(&m), CLI_MODS_OPTIONS(&mods),
     };
-    int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
+    int rc = cli_mods_take(cmd, &argc, argv, 2, &mods);
+    if (rc == CLI_OK)
+        rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
         fputs(mha_help, help && rc == CLI_OK ? stdout : stderr);
         return rc;
     }
+    if ((rc = cli_mods_check(cmd, &mods)) != CLI_OK)
+        return rc;
     if (!path[X] || !path[WQ] || !path[WK] || !path[WV] || !heads_text || !o.out)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
                         !path[X] ? "x" : !path[WQ] ? "wq" : !path[WK] ? "wk" : !path[WV] ? "wv" : !heads_text ? "heads" : "out");
@@ -660,7 +676,8 @@ int cmd_mha(int argc, char **argv)
         (path[BV] && (rc = check_shape(cmd, path[BV], &t[BV], N * dv, 0, "b_V")) != CLI_OK) ||
         (path[BO] && (rc = check_shape(cmd, path[BO], &t[BO], d_out, 0, "b_O")) != CLI_OK))
         goto done;
-    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK)
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, S)) != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK ||
+        (rc = cli_mods_make(cmd, ctx, &mods)) != CLI_OK)
         goto done;
 
     c.ctx = ctx;
@@ -675,6 +692,7 @@ int cmd_mha(int argc, char **argv)
     c.desc.v_dim = dv;
     c.desc.out_dim = d_out;
     c.desc.masks = &m.masks;
+    c.desc.mods = mods.mods;
     c.desc.softcap = var.softcap;
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
@@ -727,6 +745,7 @@ done:
     free(c.out);
     free(c.out_bits);
     free(c.weights);
+    cli_mods_free(&mods);
     clattn_context_free(ctx);
     cli_masks_free(&m);
     cli_variants_free(&var);
