@@ -8,6 +8,7 @@
  *             path; the staged path's weights and masked scores;
  *   ragged:   a packed batch (the fused and decode kernels' ragged builds), each sequence against its
  *             reference;
+ *   layers:   clattn_mha_host with causal.cl against the built-in causal mask;
  *   refusals: sources that do not compile (the log names the user's line), functions missing or taking
  *             other arguments, bad defines and auxiliary tensors, tensors too short for a call, mods of
  *             another context, group calls — each a status and a message, nothing written.
@@ -563,6 +564,43 @@ START_TEST(test_storage_types)
 }
 END_TEST
 
+/* A layer (clattn_mha_host) with tools/mods/causal.cl against the same layer with the built-in causal
+ * mask. */
+START_TEST(test_mha)
+{
+    enum { B = 2, L = 19, DM = 24, H = 3, DK = 8 };
+    const size_t dev = (size_t)_i;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("mods in a layer (clattn_mha_host) on %s", tu_dev_spec[dev]);
+    float *x = tu_falloc(B * L * DM), *wq = tu_falloc(DM * H * DK), *wk = tu_falloc(DM * H * DK),
+          *wv = tu_falloc(DM * H * DK), *wo = tu_falloc(H * DK * DM);
+    tu_fill_uniform(x, B * L * DM, 1.0f, 91);
+    tu_fill_uniform(wq, DM * H * DK, 0.4f, 92);
+    tu_fill_uniform(wk, DM * H * DK, 0.4f, 93);
+    tu_fill_uniform(wv, DM * H * DK, 0.4f, 94);
+    tu_fill_uniform(wo, H * DK * DM, 0.4f, 95);
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = wq, w.w_k = wk, w.w_v = wv, w.w_o = wo;
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = B, d.q_len = L, d.model_dim = DM, d.heads = H, d.qk_dim = DK;
+    aux_set none = {0};
+    clattn_mods *mods = make_mods(ctx, read_example("causal.cl"), NULL, 0, &none);
+    d.mods = mods;
+    float *with_mods = tu_host_alloc(B * L * DM, NULL), *built_in = tu_host_alloc(B * L * DM, NULL);
+    TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, with_mods, NULL), ctx, "clattn_mha_host with causal.cl");
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    d.masks = &m;
+    d.mods = NULL;
+    TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, built_in, NULL), ctx, "clattn_mha_host, causal");
+    double *as_double = tu_dalloc(B * L * DM);
+    for (size_t i = 0; i < B * L * DM; i++)
+        as_double[i] = (double)built_in[i];
+    check_close_named("layer with causal.cl against the built-in causal mask", with_mods, as_double, B * L * DM, NULL);
+    clattn_mods_free(mods);
+}
+END_TEST
+
 /* clattn_mods_create's refusals: status, a message naming the problem, *out NULL. */
 static void expect_refused(clattn_context *ctx, const clattn_mods_desc *md, clattn_status want, const char *needle)
 {
@@ -692,6 +730,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "masked_scores", test_masked_scores, tu_ndev);
     tu_add_loop(s, "ragged", test_ragged, 2 * tu_ndev);
     tu_add_loop(s, "paged", test_paged, 2 * tu_ndev);
+    tu_add_loop(s, "mha", test_mha, tu_ndev);
     tu_add_loop(s, "storage_types", test_storage_types, 3 * 2 * tu_ndev);
     tu_add_loop(s, "refusals", test_refusals, tu_ndev);
     return s;
