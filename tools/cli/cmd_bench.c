@@ -52,6 +52,13 @@ static const bench_case full_cases[] = {
     {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=16384 H=8 D=64 window 512", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true,
      512, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Programmable attention (bench_mods below): mods against the built-in mask or term they equal. */
+    {"sdpa causal L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa causal mask_mod L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa causal L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa alibi L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa alibi score_mod L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa alibi L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"projection GEMM 512x768 . 768x2304 + bias", BENCH_GEMM, 1, 1, 512, 2304, 0, CLATTN_CAUSAL_NONE, 768, false, 0, 0,
      NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa B=8 H=12 L=S=512 D=64", BENCH_SDPA, 8, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -100,6 +107,8 @@ static const bench_case full_cases[] = {
 static const bench_case quick_cases[] = {
     {"sdpa L=S=128 H=2 D=32", BENCH_SDPA, 1, 2, 128, 128, 32, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa causal mask_mod L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa causal L=S=192 H=2 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"projection GEMM 64x96 . 96x288 + bias", BENCH_GEMM, 1, 1, 64, 288, 0, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -143,8 +152,31 @@ static double case_flops(const bench_case *c)
 }
 
 /* Device buffers of one case, filled with uniform noise in [-1, 1]. */
+/* The cases that carry programmable attention, by name (the sources are tools/mods/'s causal.cl and
+ * alibi.cl), and the built-in ALiBi case they are set against. */
+typedef enum { MODS_NONE, MODS_CAUSAL, MODS_ALIBI, BUILTIN_ALIBI } bench_mods;
+static const struct {
+    const char *name_part;
+    bench_mods mods;
+} bench_mods_of[] = {{"causal mask_mod", MODS_CAUSAL}, {"alibi score_mod", MODS_ALIBI}, {"sdpa alibi L", BUILTIN_ALIBI}};
+static const char *const bench_mods_source[] = {
+    [MODS_CAUSAL] = "bool mask_mod(int b, int h, long q, long k) { return k <= q; }\n",
+    [MODS_ALIBI] = "float score_mod(float score, int b, int h, long q, long k, __global const float *slopes)\n"
+                   "{ return score + slopes[h] * (float)(k - q); }\n"};
+
+static bench_mods case_mods(const bench_case *c)
+{
+    for (size_t i = 0; i < sizeof bench_mods_of / sizeof bench_mods_of[0]; i++)
+        if (strstr(c->name, bench_mods_of[i].name_part))
+            return bench_mods_of[i].mods;
+    return MODS_NONE;
+}
+
 typedef struct case_buffers {
     cl_mem x, q, k, v, out, lse, table, k_scales, v_scales;
+    clattn_mods *mods;   /* the case's mods, or NULL */
+    cl_mem slopes;       /* ALiBi's slopes for alibi.cl */
+    float alibi[64];     /* the same on the host, for the built-in ALiBi (H ≤ 64) */
     clattn_mha_weights w;
     size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
     size_t lengths[64];   /* paged: each sequence's rows */
@@ -220,8 +252,9 @@ static cl_mem scale_buffer(clattn_context *ctx, size_t rows, cl_int *err)
 
 static void buffers_free(case_buffers *b)
 {
+    clattn_mods_free(b->mods);
     cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->k_scales, b->v_scales,
-                    b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q};
+                    b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q, b->slopes};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
@@ -278,6 +311,22 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
         for (size_t i = 0; i < c->B; i++)
             b->lengths[i] = c->S;
     }
+    const bench_mods mods = case_mods(c);
+    for (size_t h = 0; h < c->H && h < 64; h++) /* Press et al.'s slopes for 8 heads: 2^-(h+1) */
+        b->alibi[h] = ldexpf(1.0f, -(int)(h + 1) * 8 / (int)c->H);
+    if (err == CL_SUCCESS && (mods == MODS_CAUSAL || mods == MODS_ALIBI)) {
+        clattn_mod_aux slopes = {"slopes", CLATTN_AUX_FLOAT, NULL, CLATTN_AUX_BY_HEAD, 0};
+        clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
+        md.source = bench_mods_source[mods];
+        if (mods == MODS_ALIBI) {
+            b->slopes = slopes.buffer = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY |
+                                                       CL_MEM_COPY_HOST_PTR, c->H * sizeof(float), b->alibi, &err);
+            md.aux = &slopes;
+            md.aux_count = 1;
+        }
+        if (err == CL_SUCCESS && clattn_mods_create(ctx, &md, &b->mods) != CLATTN_SUCCESS)
+            err = CL_BUILD_PROGRAM_FAILURE; /* (the library's detail stays on the context) */
+    }
     if (err != CL_SUCCESS)
         buffers_free(b);
     return err;
@@ -331,6 +380,8 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.k_dtype = d.v_dtype = c->kv_type;
         d.k_scales = b->k_scales;
         d.v_scales = b->v_scales;
+        d.mods = b->mods;
+        d.alibi_slopes = case_mods(c) == BUILTIN_ALIBI ? b->alibi : NULL;
         return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, NULL);
     }
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
