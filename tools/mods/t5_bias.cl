@@ -6,7 +6,7 @@ int t5_bucket(long relative)
 {
     const int side = BUCKETS / 2, exact = side / 2;
     const int base = relative > 0 ? side : 0;
-    const long n = relative < 0 ? -relative : relative;
+    const long n = (long)abs(relative); /* (OpenCL's abs: oclgrind cannot run the intrinsic a ?: makes) */
     if (n < exact)
         return base + (int)n;
     /* (log2: exact where n / exact is a power of two, so the bucket edges fall alike on every device) */
