@@ -99,6 +99,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         l[r] = (vec_t)0.0f;
         CLATTN_ROW_TERMS(&terms[r], h);
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+        CLATTN_ROW_BLOCKS(&terms[r], pos[r]);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
         if (!active)
             row_begin[r] = row_end[r] = 0;
@@ -115,8 +116,15 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     ulong group_begin, group_end;
     clattn_rows_range(causal, offsets, b, group_first / group, group_last / group, q_len, kv_len, key_len, win_left,
                       win_right, &group_begin, &group_end);
+    /* With a block mask the walk steps over the tiles whose blocks are empty for every row of the group
+     * (its heads are the K/V head's group; its positions those of its first and last rows). */
+    const ulong heads_first = kv_head * group, heads_last = heads_first + group - 1;
+    const long group_p_first = clattn_query_position(causal, offsets, b, group_first / group, q_len, kv_len),
+               group_p_last = clattn_query_position(causal, offsets, b, group_last / group, q_len, kv_len);
+#define GROUP_NEXT_TILE(j)                                                                                   \
+    CLATTN_NEXT_SEEN_TILE(b, heads_first, heads_last, group_p_first, group_p_last, (j), group_end, BLOCK_N)
 
-    for (ulong j0 = group_begin / BLOCK_N * BLOCK_N; j0 < group_end; j0 += BLOCK_N) {
+    for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
 #if VEC > 1
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {

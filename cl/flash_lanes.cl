@@ -98,6 +98,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             ot[d * ROWS + r] = 0.0f;
         CLATTN_ROW_TERMS(&terms[r], h);
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+        CLATTN_ROW_BLOCKS(&terms[r], pos[r]);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
         if (!active)
             row_begin[r] = row_end[r] = 0;
@@ -110,19 +111,29 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
      * range when it starts at or after the largest begin and ends by the smallest end (both grow with
      * the row: the last and the first active rows). */
     ulong item_begin = ULONG_MAX, item_end = 0, full_begin = 0, full_end = ULONG_MAX;
+    long item_p_first = LONG_MAX, item_p_last = LONG_MIN; /* (the block mask's rows) */
     for (int r = 0; r < ROWS; r++)
         if (first + r < packed_rows) {
             item_begin = min(item_begin, row_begin[r]);
             item_end = max(item_end, row_end[r]);
             full_begin = max(full_begin, row_begin[r]);
             full_end = min(full_end, row_end[r]);
+            item_p_first = min(item_p_first, pos[r]);
+            item_p_last = max(item_p_last, pos[r]);
         }
     const ulong group_last = min(group_first + BLOCK_M * ROWS, packed_rows) - 1;
     ulong group_begin, group_end;
     clattn_rows_range(causal, offsets, b, group_first / group, group_last / group, q_len, kv_len, key_len, win_left,
                       win_right, &group_begin, &group_end);
+    /* With a block mask the walk steps over the tiles whose blocks are empty for every row of the group
+     * (its heads are the K/V head's group; its positions those of its first and last rows). */
+    const ulong heads_first = kv_head * group, heads_last = heads_first + group - 1;
+    const long group_p_first = clattn_query_position(causal, offsets, b, group_first / group, q_len, kv_len),
+               group_p_last = clattn_query_position(causal, offsets, b, group_last / group, q_len, kv_len);
+#define GROUP_NEXT_TILE(j)                                                                                   \
+    CLATTN_NEXT_SEEN_TILE(b, heads_first, heads_last, group_p_first, group_p_last, (j), group_end, BLOCK_N)
 
-    for (ulong j0 = group_begin / BLOCK_N * BLOCK_N; j0 < group_end; j0 += BLOCK_N) {
+    for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
             const ulong j = j0 + jj;
             const bool in = j < key_len;
@@ -152,13 +163,15 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         barrier(CLK_LOCAL_MEM_FENCE);
 
         /* (An `if` around the work, not `continue`: PoCL 3.1 miscompiles early exits between barriers.) */
-        if (j0 < item_end && j0 + BLOCK_N > item_begin) {
+        const int item_blocks = CLATTN_BLOCK_SPAN(b, heads_first, heads_last, item_p_first, item_p_last, j0, BLOCK_N);
+        if (j0 < item_end && j0 + BLOCK_N > item_begin && item_blocks != BLOCK_EMPTY) {
             /* A tile wholly visible to every row, without a mask tensor or score terms, takes its scores
              * as they are, and their maxima as they are formed — without looking for NaN: a NaN score
              * the maximum passed over still makes its weight NaN, and so the row, unless the row's
              * maximum stays −inf (every other score −inf or NaN), which sends the tile's row vector to
              * a second look. */
-            const bool plain = j0 >= full_begin && j0 + BLOCK_N <= full_end && mask_layout == MASK_NONE && !score_terms;
+            const bool plain = j0 >= full_begin && j0 + BLOCK_N <= full_end && mask_layout == MASK_NONE &&
+                               (!score_terms || (item_blocks == BLOCK_FULL && !CLATTN_VALUE_TERMS_ON));
             vec_t top[RV];
             lanes_t nan_lanes[RV];
             UNROLL for (int rv = 0; rv < RV; rv++) {

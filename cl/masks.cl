@@ -78,6 +78,29 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
 #else
 #define CLATTN_MODS_ON 0
 #endif
+#if CLATTN_MODS_ON && CLATTN_SCORE_MOD
+#define CLATTN_SCORE_MOD_ON 1
+#else
+#define CLATTN_SCORE_MOD_ON 0
+#endif
+#if CLATTN_MODS_ON && CLATTN_MASK_MOD
+#define CLATTN_MASK_MOD_ON 1
+#else
+#define CLATTN_MASK_MOD_ON 0
+#endif
+/* A block mask (clattn_block_mask, src/block_mask.c): per (batch, head, block of query positions, block
+ * of keys) whether no pair is visible (EMPTY: −inf, whole tiles skipped), every pair (FULL: mask_mod not
+ * called) or some (PARTIAL). bm_batch (bm_heads) 1: one for every batch (head). */
+#if defined(HAS_BLOCK_MASK) && HAS_BLOCK_MASK
+#define CLATTN_BLOCK_MASK_ON 1
+#else
+#define CLATTN_BLOCK_MASK_ON 0
+#endif
+#define BLOCK_EMPTY 0
+#define BLOCK_PARTIAL 1
+#define BLOCK_FULL 2
+/* What a span of blocks holds: all EMPTY, all FULL, or anything else (MIXED). */
+#define BLOCKS_MIXED 3
 
 /* What the score terms need of a query row's head, made once per row (CLATTN_ROW_TERMS(&t, h) inside a
  * kernel, from its parameters and its batch index b): ALiBi's slope (0 without), the logit scale (1
@@ -86,9 +109,15 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
  * llvm.experimental.noalias.scope.decl, which oclgrind's LLVM cannot run. */
 typedef struct clattn_row_terms {
     float slope, logit_scale;
-#if CLATTN_MODS_ON
+#if CLATTN_MODS_ON || CLATTN_BLOCK_MASK_ON
     int b, h;
+#endif
+#if CLATTN_MODS_ON
     __global const uchar *aux[4];
+#endif
+#if CLATTN_BLOCK_MASK_ON
+    __global const uchar *blocks; /* this row's (batch, head) plane of the block states */
+    ulong kblocks, block_k;
 #endif
 } clattn_row_terms;
 
@@ -98,28 +127,100 @@ inline void clattn_row_terms_of(clattn_row_terms *t, __global const float *alibi
 {
     t->slope = alibi ? alibi[h] : 0.0f;
     t->logit_scale = logit_scale ? logit_scale[h] : 1.0f;
-#if CLATTN_MODS_ON
+#if CLATTN_MODS_ON || CLATTN_BLOCK_MASK_ON
     t->b = (int)b;
     t->h = (int)h;
+#endif
+#if CLATTN_MODS_ON
     t->aux[0] = aux0;
     t->aux[1] = aux1;
     t->aux[2] = aux2;
     t->aux[3] = aux3;
 #endif
 }
+
+/* The block states of query position p's row of blocks, for row terms t (bm_* the kernel's parameters). */
+inline void clattn_row_blocks_of(clattn_row_terms *t, __global const uchar *states, ulong bm_batch, ulong bm_heads,
+                                 ulong qblocks, ulong kblocks, ulong block_q, ulong block_k, long p)
+{
+#if CLATTN_BLOCK_MASK_ON
+    const ulong bb = bm_batch == 1 ? 0 : (ulong)t->b, hh = bm_heads == 1 ? 0 : (ulong)t->h;
+    const ulong qb = min((ulong)max(p, (long)0) / block_q, qblocks - 1); /* (the host checked the positions) */
+    t->blocks = states + ((bb * bm_heads + hh) * qblocks + qb) * kblocks;
+    t->kblocks = kblocks;
+    t->block_k = block_k;
+#endif
+}
 #define CLATTN_ROW_TERMS(t, h)                                                                                \
     clattn_row_terms_of((t), alibi, logit_scale, b, (h), mod_aux0, mod_aux1, mod_aux2, mod_aux3)
+/* After CLATTN_ROW_TERMS, once the row's position p is known. */
+#define CLATTN_ROW_BLOCKS(t, p)                                                                               \
+    clattn_row_blocks_of((t), bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (p))
+
+/* What the blocks of keys [j0, j0 + n) hold for the query positions p_first … p_last of heads h_first …
+ * h_last of batch b: BLOCK_EMPTY or BLOCK_FULL where every one of them is, else BLOCKS_MIXED (always, without
+ * a block mask). Where a span is EMPTY a fused kernel skips the tile. */
+inline int clattn_block_span(__global const uchar *states, ulong bm_batch, ulong bm_heads, ulong qblocks,
+                             ulong kblocks, ulong block_q, ulong block_k, ulong b, ulong h_first, ulong h_last,
+                             long p_first, long p_last, ulong j0, ulong n)
+{
+#if CLATTN_BLOCK_MASK_ON
+    const ulong bb = bm_batch == 1 ? 0 : b;
+    const ulong q0 = min((ulong)max(p_first, (long)0) / block_q, qblocks - 1);
+    const ulong q1 = min((ulong)max(p_last, (long)0) / block_q, qblocks - 1);
+    const ulong k0 = min(j0 / block_k, kblocks - 1), k1 = min((j0 + n - 1) / block_k, kblocks - 1);
+    if (bm_heads == 1)
+        h_first = h_last = 0;
+    bool any_empty = false, any_other = false, all_full = true;
+    for (ulong h = h_first; h <= h_last; h++)
+        for (ulong qb = q0; qb <= q1; qb++)
+            for (ulong kb = k0; kb <= k1; kb++) {
+                const uchar st = states[((bb * bm_heads + h) * qblocks + qb) * kblocks + kb];
+                any_empty |= st == BLOCK_EMPTY;
+                any_other |= st != BLOCK_EMPTY;
+                all_full &= st == BLOCK_FULL;
+            }
+    return !any_other ? BLOCK_EMPTY : all_full ? BLOCK_FULL : BLOCKS_MIXED;
+#else
+    return BLOCKS_MIXED;
+#endif
+}
+#define CLATTN_BLOCK_SPAN(b, h_first, h_last, p_first, p_last, j0, n)                                         \
+    clattn_block_span(bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (b),         \
+                      (h_first), (h_last), (p_first), (p_last), (j0), (n))
+
+/* The first tile of n keys from j0 on (stepping by n, up to end) whose blocks are not all EMPTY for the
+ * query positions p_first … p_last of the heads h_first … h_last of batch b (j0 itself without a block
+ * mask): a fused work-group's walk steps from one such tile to the next, every work-item alike. */
+inline ulong clattn_next_seen_tile(__global const uchar *states, ulong bm_batch, ulong bm_heads, ulong qblocks,
+                                   ulong kblocks, ulong block_q, ulong block_k, ulong b, ulong h_first, ulong h_last,
+                                   long p_first, long p_last, ulong j0, ulong end, ulong n)
+{
+#if CLATTN_BLOCK_MASK_ON
+    while (j0 < end && clattn_block_span(states, bm_batch, bm_heads, qblocks, kblocks, block_q, block_k, b, h_first,
+                                         h_last, p_first, p_last, j0, n) == BLOCK_EMPTY)
+        j0 += n;
+#endif
+    return j0;
+}
+#define CLATTN_NEXT_SEEN_TILE(b, h_first, h_last, p_first, p_last, j0, end, n)                                \
+    clattn_next_seen_tile(bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (b),    \
+                          (h_first), (h_last), (p_first), (p_last), (j0), (end), (n))
 
 /* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
- * kernels then take their per-key path. Mods count as terms: mask_mod may hide any key. */
-#define CLATTN_SCORE_TERMS_ON (softcap > 0.0f || alibi || logit_scale || CLATTN_MODS_ON)
+ * kernels then take their per-key path. Mods and block masks count as terms: they may hide any key. */
+#define CLATTN_SCORE_TERMS_ON                                                                                 \
+    (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_MASK_MOD_ON || CLATTN_BLOCK_MASK_ON)
+/* The same but for mask_mod and the block mask: the terms that still apply in a tile whose blocks are all
+ * FULL (a fused kernel then takes such a tile's scores as they are, where this is false). */
+#define CLATTN_VALUE_TERMS_ON (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON)
 
 /* The scaled dot product of key j for the query at position p with the terms that come before the
  * masks (clattn_weights_output's SOFTCAPPED scores): score_mod, times the head's logit scale, then
  * soft-capped where softcap > 0. */
 inline float clattn_capped_score(float scaled, float softcap, const clattn_row_terms *t, long j, long p)
 {
-#if CLATTN_MODS_ON && CLATTN_SCORE_MOD
+#if CLATTN_SCORE_MOD_ON
     scaled = score_mod(scaled, t->b, t->h, p, j CLATTN_MOD_ARGS(t));
 #endif
     scaled *= t->logit_scale;
@@ -133,10 +234,18 @@ inline float clattn_capped_score(float scaled, float softcap, const clattn_row_t
  * the additive mask entry added. */
 inline float clattn_score_terms(float scaled, float softcap, const clattn_row_terms *t, long j, long p, float mask)
 {
-#if CLATTN_MODS_ON && CLATTN_MASK_MOD
-    if (!mask_mod(t->b, t->h, p, j CLATTN_MOD_ARGS(t)))
+#if CLATTN_BLOCK_MASK_ON
+    const uchar block = t->blocks[min((ulong)j / t->block_k, t->kblocks - 1)];
+    if (block == BLOCK_EMPTY)
+        return -INFINITY;
+#else
+    const uchar block = BLOCK_PARTIAL;
+#endif
+#if CLATTN_MASK_MOD_ON
+    if (block != BLOCK_FULL && !mask_mod(t->b, t->h, p, j CLATTN_MOD_ARGS(t)))
         return -INFINITY;
 #endif
+    (void)block;
     return clattn_capped_score(scaled, softcap, t, j, p) + t->slope * (float)(j - p) + mask;
 }
 

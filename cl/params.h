@@ -35,8 +35,16 @@
     F(RAGGED, LAYOUT)     /* sequences packed row after row (row starts) */                                  \
     F(PAGED, LAYOUT)      /* K/V rows in blocks of a pool, through a block table */                          \
     F(MODS, OWN)          /* score_mod, mask_mod: the caller's source (program.c adds it) */                 \
+    F(BLOCK_MASK, OWN)    /* a block mask (clattn_block_mask): empty blocks hidden, full ones unmasked */    \
     F(K_SCALES, OWN)      /* int8 K: a scale per row */                                                      \
     F(V_SCALES, OWN)      /* int8 V: a scale per row */
+
+/* The auxiliary tensors of programmable attention (clattn_mods; unused ones NULL). */
+#define CLATTN_MOD_PARAMS(X)                                                                                 \
+    X(MODS, MEM, __global const uchar *, mod_aux0, 0)                                                        \
+    X(MODS, MEM, __global const uchar *, mod_aux1, 0)                                                        \
+    X(MODS, MEM, __global const uchar *, mod_aux2, 0)                                                        \
+    X(MODS, MEM, __global const uchar *, mod_aux3, 0)
 
 /* The masks and score terms, in every kernel that makes scores (cl/masks.cl applies them). */
 #define CLATTN_MASK_PARAMS(X)                                                                                \
@@ -52,10 +60,14 @@
     X(SOFTCAP, FLOAT, float, softcap, 0.0f)                                                                  \
     X(ALIBI, MEM, __global const float *, alibi, 0)                                                          \
     X(LOGIT_SCALE, MEM, __global const float *, logit_scale, 0)                                              \
-    X(MODS, MEM, __global const uchar *, mod_aux0, 0) /* the mods' auxiliary tensors (unused: NULL) */       \
-    X(MODS, MEM, __global const uchar *, mod_aux1, 0)                                                        \
-    X(MODS, MEM, __global const uchar *, mod_aux2, 0)                                                        \
-    X(MODS, MEM, __global const uchar *, mod_aux3, 0)
+    CLATTN_MOD_PARAMS(X)                                                                                     \
+    X(BLOCK_MASK, MEM, __global const uchar *, bm_states, 0) /* (batch, heads, qblocks, kblocks) */          \
+    X(BLOCK_MASK, ULONG, ulong, bm_batch, 0)  /* 1: one for every batch */                                   \
+    X(BLOCK_MASK, ULONG, ulong, bm_heads, 0)  /* 1: one for every head */                                    \
+    X(BLOCK_MASK, ULONG, ulong, bm_qblocks, 0)                                                               \
+    X(BLOCK_MASK, ULONG, ulong, bm_kblocks, 0)                                                               \
+    X(BLOCK_MASK, ULONG, ulong, bm_block_q, 1)                                                               \
+    X(BLOCK_MASK, ULONG, ulong, bm_block_k, 1)
 
 /* An attention kernel's sizes. */
 #define CLATTN_SDPA_SIZES(X)                                                                                 \
@@ -194,6 +206,19 @@
     X(ALL, ULONG, ulong, dim, 0)                                                                             \
     X(ALL, MEM, __global o_store *, out, 0)                                                                  \
     X(ALL, MEM, __global float *, lse, 0)
+
+/* cl/block_mask.cl: a block mask's states from mask_mod, one work-item a block. */
+#define CLATTN_BLOCK_MASK_BUILD_PARAMS(X)                                                                    \
+    X(ALL, MEM, __global uchar *, states, 0)                                                                 \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, block_q, 0)                                                                         \
+    X(ALL, ULONG, ulong, block_k, 0)                                                                         \
+    X(ALL, ULONG, ulong, qblocks, 0)                                                                         \
+    X(ALL, ULONG, ulong, kblocks, 0)                                                                         \
+    CLATTN_MOD_PARAMS(X)
 
 /* cl/convert.cl: storage-type conversion, and rows appended to a cache (dense or paged). */
 #define CLATTN_CONVERT_PARAMS(X)                                                                             \

@@ -368,8 +368,9 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (int8_field)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take float32 tensors and float masks",
                          int8_field);
-    if (st == CLATTN_SUCCESS && full.mods) /* made on one context; a part's keys are numbered from its run's first */
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.mods: group calls take no mods (not yet)");
+    if (st == CLATTN_SUCCESS && (full.mods || full.block_mask)) /* one context's; a part's keys start at its run */
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take no mods or block masks (not yet)",
+                         full.mods ? "mods" : "block_mask");
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));

@@ -4,6 +4,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "block_mask.h"
 #include "fault.h"
 #include "mods.h"
 #include "scratch.h"
@@ -179,6 +180,13 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
         out->mod_aux2 = aux[2];
         out->mod_aux3 = aux[3];
     }
+    block_mask_args bm;
+    if (st == CLATTN_SUCCESS && (st = block_mask_bind(ctx, s->desc.block_mask, s, &bm)) == CLATTN_SUCCESS) {
+        out->bm_states = bm.states;
+        out->bm_batch = bm.batch, out->bm_heads = bm.heads;
+        out->bm_qblocks = bm.qblocks, out->bm_kblocks = bm.kblocks;
+        out->bm_block_q = bm.block_q ? bm.block_q : 1, out->bm_block_k = bm.block_k ? bm.block_k : 1;
+    }
     return st;
 }
 
@@ -206,6 +214,8 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(LOGIT_SCALE);
     if (s->desc.mods)
         f |= FEATURE_BIT(MODS);
+    if (s->desc.block_mask)
+        f |= FEATURE_BIT(BLOCK_MASK);
     if (s->types.k == CLATTN_INT8)
         f |= FEATURE_BIT(K_SCALES);
     if (s->types.v == CLATTN_INT8)

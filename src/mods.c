@@ -32,6 +32,7 @@ struct clattn_mods_s {
     char *head;   /* before the kernels: which functions exist, their prototypes, CLATTN_MOD_ARGS */
     char *tail;   /* after the kernels: the defines and the caller's source (behind #line 1 "mods") */
     char id[17];  /* the first 64 bits of SHA-256(head, tail), in hex: the kernel cache's key */
+    bool mask;    /* the source defines mask_mod */
     size_t naux;
     mod_aux aux[CLATTN_MODS_MAX_AUX];
 };
@@ -288,6 +289,7 @@ clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *de
     if (!m)
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the mods");
     m->ctx = ctx;
+    m->mask = mask;
     for (size_t i = 0; i < d.aux_count && st == CLATTN_SUCCESS; i++)
         st = read_aux(ctx, &d.aux[i], i, m->aux, &m->aux[i]);
     text_buf head = {0}, tail = {0};
@@ -348,23 +350,13 @@ void mods_select(clattn_context *ctx, const clattn_mods *mods)
     ctx->mods_id = mods ? mods->id : NULL;
 }
 
-/* Query row i's absolute position in batch b, as cl/masks.cl's clattn_query_position. */
-static long long query_position(const sdpa_shape *s, size_t b, size_t i)
-{
-    if (s->masks.query_offsets)
-        return s->masks.query_offsets[b] + (long long)i;
-    if (s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT)
-        return (long long)i + (long long)s->kv_len - (long long)s->q_len;
-    return (long long)i;
-}
-
 /* The elements an auxiliary tensor must hold for the call: every index the functions may be asked for. */
 static clattn_status elements_needed(clattn_context *ctx, const sdpa_shape *s, const mod_aux *a, size_t *need)
 {
     size_t queries = 0;
     if (a->index == CLATTN_AUX_BY_QUERY || a->index == CLATTN_AUX_BY_POSITION)
         for (size_t b = 0; b < s->batch; b++) {
-            const long long first = query_position(s, b, 0), last = query_position(s, b, s->q_len - 1);
+            const long long first = sdpa_query_position(s, b, 0), last = sdpa_query_position(s, b, s->q_len - 1);
             if (first < 0)
                 return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                                  "desc.mods aux \"%s\" is indexed by query position, but batch %zu's first query "
@@ -407,3 +399,7 @@ clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa
     mods_select(ctx, mods);
     return CLATTN_SUCCESS;
 }
+
+bool mods_has_mask(const clattn_mods *mods) { return mods->mask; }
+
+const clattn_context *mods_context(const clattn_mods *mods) { return mods->ctx; }

@@ -11,7 +11,11 @@
  * buffers (NULL past the last) into aux, and ctx's mods_text and mods_id set for program.c. */
 clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa_shape *s, cl_mem aux[4]);
 
-/* ctx's mods_text and mods_id for a call with these mods (NULL: a call without). */
+/* ctx's mods_head, mods_tail and mods_id for a call with these mods (NULL: a call without). */
 void mods_select(clattn_context *ctx, const clattn_mods *mods);
+
+/* Whether the mods define mask_mod; the context they were made on. */
+bool mods_has_mask(const clattn_mods *mods);
+const clattn_context *mods_context(const clattn_mods *mods);
 
 #endif

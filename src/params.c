@@ -62,6 +62,9 @@ const kernel_params params_gemm = PARAM_TABLE("clattn_gemm", CLATTN_GEMM_PARAMS)
 #define PARAM_STRUCT add_bias_params
 const kernel_params params_add_bias = PARAM_TABLE("clattn_add_bias", CLATTN_ADD_BIAS_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT block_mask_build_params
+const kernel_params params_block_mask_build = PARAM_TABLE("clattn_block_mask_build", CLATTN_BLOCK_MASK_BUILD_PARAMS);
+#undef PARAM_STRUCT
 
 #define FEATURE_NAME_(name, group) #name,
 static const char *const feature_names[FEATURE_COUNT] = {"ALL", CLATTN_FEATURES(FEATURE_NAME_)};
@@ -156,8 +159,12 @@ const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_
 const kernel_family family_paged_check = {"block-id check", {"paged.cl"}, 1, {&params_paged_check}, 1, 1, NULL};
 const kernel_family family_gemm = {"GEMM", {"vec.cl", "gemm.cl"}, 2, {&params_gemm}, 1, 1, NULL};
 const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias}, 1, 1, NULL};
+/* A block mask's states from mask_mod (the masks file for the mods' glue and the state names). */
+const kernel_family family_block_mask = {"block mask", {"masks.cl", "block_mask.cl"}, 2, {&params_block_mask_build},
+                                         1, 1, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
                                                 &family_softmax_double, &family_merge, &family_convert,
-                                                &family_paged_check,    &family_gemm,  &family_add_bias};
+                                                &family_paged_check,    &family_gemm,  &family_add_bias,
+                                                &family_block_mask};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

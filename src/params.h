@@ -66,6 +66,7 @@ typedef struct append_rows_params { CLATTN_APPEND_ROWS_PARAMS(PARAM_FIELD) } app
 typedef struct paged_check_params { CLATTN_PAGED_CHECK_PARAMS(PARAM_FIELD) } paged_check_params;
 typedef struct gemm_params { CLATTN_GEMM_PARAMS(PARAM_FIELD) } gemm_params;
 typedef struct add_bias_params { CLATTN_ADD_BIAS_PARAMS(PARAM_FIELD) } add_bias_params;
+typedef struct block_mask_build_params { CLATTN_BLOCK_MASK_BUILD_PARAMS(PARAM_FIELD) } block_mask_build_params;
 
 /* The mask and score-term fields of `params`, a kernel struct of type `type`, copied from `masks`, a
  * device_masks (masks.h), whose fields carry the same names. */
@@ -80,7 +81,8 @@ typedef struct add_bias_params { CLATTN_ADD_BIAS_PARAMS(PARAM_FIELD) } add_bias_
 /* The kernels' tables (params.c). */
 extern const kernel_params params_flash, params_flash_lanes, params_decode_partial, params_decode_combine, params_score,
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
-    params_merge, params_convert, params_append_rows, params_paged_check, params_gemm, params_add_bias;
+    params_merge, params_convert, params_append_rows, params_paged_check, params_gemm, params_add_bias,
+    params_block_mask_build;
 
 /* Bind `values` (the kernel's struct) to a's kernel in the list's order, the parameters of features
  * not in `features` left out (the build left them out too). */
@@ -111,7 +113,7 @@ typedef struct kernel_family {
 
 /* Every family, for the tests that hold each kernel's signature against its table. */
 extern const kernel_family family_fused, family_fused_lanes, family_decode, family_staged, family_softmax_double, family_merge,
-    family_convert, family_paged_check, family_gemm, family_add_bias;
+    family_convert, family_paged_check, family_gemm, family_add_bias, family_block_mask;
 extern const kernel_family *const kernel_families[];
 extern const size_t kernel_family_count;
 

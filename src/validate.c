@@ -229,3 +229,12 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
                          s->batch, s->heads, s->q_len, s->kv_len, s->qk_dim, s->v_dim);
     return CLATTN_SUCCESS;
 }
+
+long long sdpa_query_position(const sdpa_shape *s, size_t b, size_t i)
+{
+    if (s->masks.query_offsets)
+        return s->masks.query_offsets[b] + (long long)i;
+    if (s->masks.causal == CLATTN_CAUSAL_BOTTOM_RIGHT)
+        return (long long)i + (long long)s->kv_len - (long long)s->q_len;
+    return (long long)i;
+}

@@ -51,6 +51,9 @@ clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, 
  * size within size_t, for a descriptor already read by sdpa_desc_read. The masks are left empty. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
 
+/* Query row i's absolute position in batch b under s's masks, as cl/masks.cl's clattn_query_position. */
+long long sdpa_query_position(const sdpa_shape *s, size_t b, size_t i);
+
 /* For the entry points that take no int8 K/V (host arrays, the past/present form, group calls): the
  * field of a descriptor already read that asks for int8 — "k_dtype" or "v_dtype" — or NULL. Asked before
  * sdpa_shape_resolve, whose type checks would otherwise ask an int8 K/V for scales these never take. */

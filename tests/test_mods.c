@@ -8,6 +8,8 @@
  *             path; the staged path's weights and masked scores;
  *   ragged:   a packed batch (the fused and decode kernels' ragged builds), each sequence against its
  *             reference;
+ *   blocks:   block masks from mask_mod (their counts) and from host layouts, on every path, reused; their
+ *             refusals;
  *   layers:   clattn_mha_host with causal.cl against the built-in causal mask;
  *   refusals: sources that do not compile (the log names the user's line), functions missing or taking
  *             other arguments, bad defines and auxiliary tensors, tensors too short for a call, mods of
@@ -601,6 +603,190 @@ START_TEST(test_mha)
 }
 END_TEST
 
+/* Block masks. From document.cl's mask_mod over a grid of uneven blocks: the counts of empty, partial and
+ * full blocks as the host finds them, then calls carrying it (fused, staged, decode: the fused kernels
+ * skip the empty tiles) against the reference, the mask reused by a second call; from a host layout
+ * (no mask_mod: the listed blocks are what each query block sees), with and without a built-in causal
+ * mask. */
+typedef struct layout_data {
+    const size_t *starts, *blocks;
+    size_t block_q, block_k;
+} layout_data;
+static int ref_layout(int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)h;
+    const layout_data *l = u;
+    const size_t r = (size_t)q / l->block_q;
+    for (size_t i = l->starts[r]; i < l->starts[r + 1]; i++)
+        if (l->blocks[i] == (size_t)k / l->block_k)
+            return 1;
+    return 0;
+}
+
+START_TEST(test_block_masks)
+{
+    const size_t path = TU_CASE(_i), dev = TU_DEVICE(_i);
+    clattn_context *ctx = tu_ctx[dev];
+    const call_shape *c = &shapes[path];
+    enum { BQ = 8, BK = 16 };
+    tu_set_label("block masks, %s path on %s", path_names[path], tu_dev_spec[dev]);
+    aux_set a = {0};
+    add_aux(ctx, &a, AUX_DOC, c->H, c->S);
+    clattn_mods *mods = make_mods(ctx, read_example("document.cl"), NULL, 0, &a);
+    clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+    bd.q_len = bd.kv_len = c->S;
+    bd.block_q = BQ, bd.block_k = BK;
+    bd.mods = mods;
+    clattn_block_mask *bm = NULL;
+    TU_ASSERT_OK(clattn_block_mask_create(ctx, &bd, &bm), ctx, "clattn_block_mask_create from mask_mod");
+    size_t counts[3], want[3] = {0, 0, 0};
+    const mod_data data = {NULL, a.doc, NULL, 0, 0, 0};
+    for (size_t q0 = 0; q0 < c->S; q0 += BQ)
+        for (size_t k0 = 0; k0 < c->S; k0 += BK) {
+            size_t seen = 0, pairs = 0;
+            for (size_t q = q0; q < q0 + BQ && q < c->S; q++)
+                for (size_t k = k0; k < k0 + BK && k < c->S; k++, pairs++)
+                    seen += (size_t)ref_document(0, 0, (long long)q, (long long)k, &data);
+            want[seen == 0 ? 0 : seen == pairs ? 2 : 1]++;
+        }
+    TU_ASSERT_OK(clattn_block_mask_counts(bm, counts), NULL, "clattn_block_mask_counts");
+    ck_assert_msg(counts[0] == want[0] && counts[1] == want[1] && counts[2] == want[2],
+                  "%s: %zu empty, %zu partial, %zu full blocks; the host finds %zu, %zu, %zu", tu_label(), counts[0],
+                  counts[1], counts[2], want[0], want[1], want[2]);
+    /* (Documents of at most 9 positions leave no block of 8 × 16 pairs whole: the layout below has full ones.) */
+    ck_assert_msg(want[0] > 0 && want[1] > 0, "%s: the grid lacks empty or partial blocks", tu_label());
+
+    long long offsets[4];
+    clattn_masks m;
+    clattn_sdpa_desc d = shape_desc(c, path, &m, offsets);
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->kvh * c->S * c->D, nv = c->B * c->kvh * c->S * c->Dv;
+    const size_t no = c->B * c->H * c->L * c->Dv;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv);
+    tu_fill_uniform(k, nk, 1.5f, 102);
+    tu_fill_uniform(v, nv, 1.0f, 103);
+    double *ref = tu_dalloc(no);
+    float *out = tu_host_alloc(no, NULL);
+    const ref_mods rm = {NULL, ref_document, &data};
+    for (int call = 0; call < 2; call++) { /* the same mask, two calls */
+        tu_fill_uniform(q, nq, 1.5f, 101 + (uint64_t)call);
+        ref_sdpa_mods(&d, &rm, q, k, v, NULL, ref, NULL, NULL);
+        d.mods = mods;
+        d.block_mask = bm;
+        run(ctx, &d, q, k, v, NULL, out, NULL, NULL, "clattn_sdpa_host with a block mask");
+        check_close_named("out with the block mask", out, ref, no, NULL);
+        d.mods = NULL;
+        d.block_mask = NULL;
+    }
+
+    /* A layout: query block r sees key blocks r, r - 2 and 0 (when they exist). */
+    const size_t qblocks = (c->S + BQ - 1) / BQ, kblocks = (c->S + BK - 1) / BK;
+    size_t *starts = tu_track_malloc((qblocks + 1) * sizeof *starts), *blocks = tu_track_malloc(3 * qblocks * sizeof *blocks);
+    for (size_t r = 0; r < qblocks; r++) {
+        size_t n = starts[r];
+        const size_t kb = r * BQ / BK;
+        blocks[n++] = 0;
+        if (kb >= 2)
+            blocks[n++] = kb - 2;
+        if (kb > 0 && kb < kblocks)
+            blocks[n++] = kb;
+        starts[r + 1] = n;
+    }
+    clattn_block_mask_desc ld = CLATTN_BLOCK_MASK_DESC_INIT;
+    ld.q_len = ld.kv_len = c->S;
+    ld.block_q = BQ, ld.block_k = BK;
+    ld.layout_starts = starts, ld.layout_blocks = blocks;
+    clattn_block_mask *lm = NULL;
+    TU_ASSERT_OK(clattn_block_mask_create(ctx, &ld, &lm), ctx, "clattn_block_mask_create from a layout");
+    const layout_data layout = {starts, blocks, BQ, BK};
+    const ref_mods lr = {NULL, ref_layout, &layout};
+    for (int causal = 0; causal < 2; causal++) {
+        m.causal = causal ? CLATTN_CAUSAL_TOP_LEFT : CLATTN_CAUSAL_NONE;
+        d.block_mask = NULL;
+        ref_sdpa_mods(&d, &lr, q, k, v, NULL, ref, NULL, NULL);
+        d.block_mask = lm;
+        run(ctx, &d, q, k, v, NULL, out, NULL, NULL, "clattn_sdpa_host with a layout");
+        check_close_named("out with the layout", out, ref, no, NULL);
+    }
+    clattn_block_mask_free(lm);
+    clattn_block_mask_free(bm);
+    clattn_mods_free(mods);
+}
+END_TEST
+
+/* What block masks refuse: at creation and at the calls that carry them. */
+START_TEST(test_block_mask_refusals)
+{
+    const size_t dev = (size_t)_i;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("block mask refusals on %s", tu_dev_spec[dev]);
+    aux_set none = {0}, a = {0};
+    clattn_mods *causal = make_mods(ctx, read_example("causal.cl"), NULL, 0, &none);
+    clattn_mods *scores_only = make_mods(ctx, read_example("softcap.cl"), (const char *const[]){"CAP=2.0f"}, 1, &none);
+    add_aux(ctx, &a, AUX_DOC, 1, 8);
+    clattn_mods *doc = make_mods(ctx, read_example("document.cl"), NULL, 0, &a);
+    clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+    clattn_block_mask *bm = (clattn_block_mask *)&bm;
+    ck_assert(clattn_block_mask_create(ctx, NULL, &bm) == CLATTN_ERROR_NULL_ARGUMENT && bm == NULL);
+    bd.q_len = 0, bd.kv_len = 8, bd.mods = causal;
+    ck_assert(clattn_block_mask_create(ctx, &bd, &bm) == CLATTN_ERROR_ZERO_SIZE && bm == NULL);
+    bd.q_len = 8, bd.mods = scores_only;
+    ck_assert(clattn_block_mask_create(ctx, &bd, &bm) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(strstr(clattn_last_error(ctx), "no mask_mod") != NULL);
+    bd.mods = doc, bd.q_len = bd.kv_len = 200; /* doc holds 8 positions (and a guard of 64) */
+    ck_assert(clattn_block_mask_create(ctx, &bd, &bm) == CLATTN_ERROR_BUFFER_TOO_SMALL);
+    bd.mods = NULL;
+    ck_assert(clattn_block_mask_create(ctx, &bd, &bm) == CLATTN_ERROR_NULL_ARGUMENT);
+    const size_t starts[3] = {0, 1, 2}, bad_blocks[2] = {0, 5}, blocks[2] = {0, 1};
+    bd.q_len = bd.kv_len = 8, bd.block_q = bd.block_k = 4;
+    bd.layout_starts = starts, bd.layout_blocks = bad_blocks;
+    ck_assert(clattn_block_mask_create(ctx, &bd, &bm) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(strstr(clattn_last_error(ctx), "layout_blocks[1]") != NULL);
+    bd.layout_blocks = blocks, bd.batch = 2;
+    ck_assert(clattn_block_mask_create(ctx, &bd, &bm) == CLATTN_ERROR_INVALID_VALUE);
+    bd.batch = 0;
+    clattn_block_mask *layout = NULL;
+    TU_ASSERT_OK(clattn_block_mask_create(ctx, &bd, &layout), ctx, "a layout");
+    bd.layout_starts = NULL, bd.layout_blocks = NULL, bd.mods = causal, bd.batch = 2;
+    clattn_block_mask *from_causal = NULL;
+    TU_ASSERT_OK(clattn_block_mask_create(ctx, &bd, &from_causal), ctx, "from causal.cl");
+
+    /* Calls: other mods, a layout with a mask_mod, another batch count, positions past the grid. */
+    float q[2 * 8 * 4], kv[2 * 8 * 4];
+    tu_fill_uniform(q, 64, 1.0f, 1);
+    tu_fill_uniform(kv, 64, 1.0f, 2);
+    float *out = tu_host_alloc(64, NULL);
+    struct {
+        const clattn_mods *mods;
+        const clattn_block_mask *mask;
+        size_t B, L;
+        clattn_status want;
+        const char *needle;
+    } calls[] = {{doc, from_causal, 2, 8, CLATTN_ERROR_INVALID_VALUE, "other mods"},
+                 {causal, layout, 2, 8, CLATTN_ERROR_INVALID_VALUE, "layout"},
+                 {causal, from_causal, 1, 8, CLATTN_ERROR_SHAPE_MISMATCH, "batches"},
+                 {NULL, layout, 1, 16, CLATTN_ERROR_SHAPE_MISMATCH, "covers"}};
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        clattn_sdpa_desc d = tu_sdpa_desc(calls[i].B, 1, calls[i].L, calls[i].L > 8 ? 16 : 8, 4, 4);
+        d.mods = calls[i].mods;
+        d.block_mask = calls[i].mask;
+        float *wide = calls[i].L > 8 ? tu_falloc(16 * 4 * calls[i].B) : NULL;
+        const clattn_status st = clattn_sdpa_host(ctx, &d, wide ? wide : q, wide ? wide : kv, wide ? wide : kv, NULL,
+                                                  out, NULL, NULL);
+        ck_assert_msg(st == calls[i].want && strstr(clattn_last_error(ctx), calls[i].needle), "%s: call %zu: %s (%s)",
+                      tu_label(), i, clattn_status_string(st), clattn_last_error(ctx));
+        ck_assert_msg(tu_host_all_sentinel(out, 32 * calls[i].B), "%s: call %zu wrote its output", tu_label(), i);
+    }
+    size_t counts[3];
+    ck_assert(clattn_block_mask_counts(NULL, counts) == CLATTN_ERROR_NULL_ARGUMENT);
+    clattn_block_mask_free(NULL);
+    clattn_block_mask_free(layout);
+    clattn_block_mask_free(from_causal);
+    clattn_mods_free(causal);
+    clattn_mods_free(scores_only);
+    clattn_mods_free(doc);
+}
+END_TEST
+
 /* clattn_mods_create's refusals: status, a message naming the problem, *out NULL. */
 static void expect_refused(clattn_context *ctx, const clattn_mods_desc *md, clattn_status want, const char *needle)
 {
@@ -734,6 +920,8 @@ static Suite *make_suite(void)
     tu_add_loop(s, "ragged", test_ragged, 2 * tu_ndev);
     tu_add_loop(s, "paged", test_paged, 2 * tu_ndev);
     tu_add_loop(s, "mha", test_mha, tu_ndev);
+    tu_add_loop(s, "block_masks", test_block_masks, N_PATHS * tu_ndev);
+    tu_add_loop(s, "block_mask_refusals", test_block_mask_refusals, tu_ndev);
     tu_add_loop(s, "storage_types", test_storage_types, 3 * 2 * tu_ndev);
     tu_add_loop(s, "refusals", test_refusals, tu_ndev);
     return s;

@@ -558,6 +558,39 @@ CLATTN_API clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mo
  * context's queue: the auxiliary buffers are released here. */
 CLATTN_API void clattn_mods_free(clattn_mods *mods);
 
+/* ---- Block masks (since 0.9): which blocks of (query positions × keys) a mask leaves empty ---------
+ * A block mask divides query positions 0..q_len-1 and keys 0..kv_len-1 into blocks of block_q × block_k
+ * and marks each, per batch and head (or once for all), EMPTY (no pair visible), FULL (every pair) or
+ * PARTIAL. Given to calls through desc.block_mask, the kernels skip the key tiles whose blocks are
+ * empty for all their rows and do not call mask_mod in full blocks: built once (say per sequence
+ * layout), reused by every call and layer over those positions. Made from a mods object's mask_mod
+ * (evaluated on the device over the whole grid, at b < batch and h < heads), or from a host block-sparse
+ * layout without any mask_mod (the blocks it lists are full, every other block empty). */
+typedef struct clattn_block_mask_s clattn_block_mask;
+
+typedef struct clattn_block_mask_desc {
+    size_t struct_size;       /* sizeof(clattn_block_mask_desc), set by CLATTN_BLOCK_MASK_DESC_INIT */
+    size_t batch, heads;      /* the calls' B and H, or 0 (or 1): the same blocks for every batch (head) */
+    size_t q_len, kv_len;     /* the query positions and keys covered (the calls' must lie inside) */
+    size_t block_q, block_k;  /* positions and keys per block; 0: 128 */
+    const clattn_mods *mods;  /* its mask_mod made into blocks; calls must then carry these same mods */
+    /* Or a host layout (mods NULL; batch and heads 0): query block r sees key blocks layout_blocks[
+     * layout_starts[r] … layout_starts[r + 1]), for r < ceil(q_len / block_q); layout_starts has one
+     * entry more. Calls with a layout-made mask must carry no mask_mod. */
+    const size_t *layout_starts, *layout_blocks;
+} clattn_block_mask_desc;
+
+#define CLATTN_BLOCK_MASK_DESC_INIT { sizeof(clattn_block_mask_desc), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
+
+CLATTN_API clattn_status clattn_block_mask_create(clattn_context *ctx, const clattn_block_mask_desc *desc,
+                                                  clattn_block_mask **out);
+
+/* How many blocks are empty, partial and full (counts[0], [1], [2]), over every batch and head it holds. */
+CLATTN_API clattn_status clattn_block_mask_counts(const clattn_block_mask *mask, size_t counts[3]);
+
+/* NULL is a no-op. Calls enqueued with the mask must have completed or be on the context's queue. */
+CLATTN_API void clattn_block_mask_free(clattn_block_mask *mask);
+
 typedef struct clattn_sdpa_desc {
     size_t struct_size; /* sizeof(clattn_sdpa_desc), set by CLATTN_SDPA_DESC_INIT */
     size_t batch;    /* B */
@@ -609,12 +642,14 @@ typedef struct clattn_sdpa_desc {
      * every path (fused, staged — its weights and score outputs too —, decode, paged, ragged) and
      * every storage type apply them. Device groups and ring attention refuse them (not yet). */
     const clattn_mods *mods;
+    /* Since 0.9. NULL, or a block mask over the call's positions (see clattn_block_mask_create). */
+    const clattn_block_mask *block_mask;
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
       CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
-      CLATTN_SOFTMAX_FLOAT, 0, NULL, NULL }
+      CLATTN_SOFTMAX_FLOAT, 0, NULL, NULL, NULL }
 
 /* O = softmax(softcap(Q·Kᵀ·scale·logit_scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.

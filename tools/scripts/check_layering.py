@@ -44,6 +44,7 @@ ORDER = [
     "program.h", "program.c",          # kernel sources, builds, build logs; THE kernel cache
     "tuning.h", "tuning.c",            # the one lookup of a family's parameters: options -> record -> table
     "mods.h", "mods.c",                # programmable attention: the caller's score/mask functions, checked and probed
+    "block_mask.h", "block_mask.c",    # block masks: empty / partial / full blocks from mask_mod or a layout
     "convert.h", "convert.c",          # storage-type conversions on the device, quantising row writes
     "masks.h", "masks.c",              # every mask kind: checks, counts, uploads, kernel arguments
     "partition.h", "partition.c",      # the partition primitive: a query block x a key run -> the sub-call; the merge
