@@ -56,9 +56,20 @@ static const bench_case full_cases[] = {
     {"sdpa causal L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal mask_mod L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "sdpa causal L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa causal mask_mod + block mask L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0,
+     false, 0, 0, "sdpa causal L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa alibi L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa alibi score_mod L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "sdpa alibi L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Document masking: 8 documents of 512 to 1536 positions packed in one sequence (tools/mods/document.cl),
+     * with its block mask against without. */
+    {"sdpa document mask_mod L=S=8192 H=8 D=64", BENCH_SDPA, 1, 8, 8192, 8192, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa document mask_mod + block mask L=S=8192 H=8 D=64", BENCH_SDPA, 1, 8, 8192, 8192, 64, CLATTN_CAUSAL_NONE, 0,
+     false, 0, 0, "sdpa document mask_mod L=S=8192 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* The same 8 documents as separate causal sequences, in one ragged call: what the block mask is for. */
+    {"ragged 8 documents L=S=512..1536 H=8 D=64 causal", BENCH_RAGGED, 8, 8, 1024, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT,
+     0, false, 0, 0, "sdpa document mask_mod + block mask L=S=8192 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"projection GEMM 512x768 . 768x2304 + bias", BENCH_GEMM, 1, 1, 512, 2304, 0, CLATTN_CAUSAL_NONE, 768, false, 0, 0,
      NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa B=8 H=12 L=S=512 D=64", BENCH_SDPA, 8, 12, 512, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -154,15 +165,22 @@ static double case_flops(const bench_case *c)
 /* Device buffers of one case, filled with uniform noise in [-1, 1]. */
 /* The cases that carry programmable attention, by name (the sources are tools/mods/'s causal.cl and
  * alibi.cl), and the built-in ALiBi case they are set against. */
-typedef enum { MODS_NONE, MODS_CAUSAL, MODS_ALIBI, BUILTIN_ALIBI } bench_mods;
+typedef enum { MODS_NONE, MODS_CAUSAL, MODS_ALIBI, MODS_DOCUMENT, BUILTIN_ALIBI } bench_mods;
 static const struct {
     const char *name_part;
     bench_mods mods;
-} bench_mods_of[] = {{"causal mask_mod", MODS_CAUSAL}, {"alibi score_mod", MODS_ALIBI}, {"sdpa alibi L", BUILTIN_ALIBI}};
+} bench_mods_of[] = {{"causal mask_mod", MODS_CAUSAL},
+                     {"alibi score_mod", MODS_ALIBI},
+                     {"document mask_mod", MODS_DOCUMENT},
+                     {"sdpa alibi L", BUILTIN_ALIBI}};
 static const char *const bench_mods_source[] = {
     [MODS_CAUSAL] = "bool mask_mod(int b, int h, long q, long k) { return k <= q; }\n",
     [MODS_ALIBI] = "float score_mod(float score, int b, int h, long q, long k, __global const float *slopes)\n"
-                   "{ return score + slopes[h] * (float)(k - q); }\n"};
+                   "{ return score + slopes[h] * (float)(k - q); }\n",
+    [MODS_DOCUMENT] = "bool mask_mod(int b, int h, long q, long k, __global const int *doc)\n"
+                      "{ return doc[q] == doc[k] && k <= q; }\n"};
+/* The document case's lengths (they fill its 8192 positions). */
+static const size_t bench_documents[8] = {512, 768, 1024, 1280, 896, 1152, 1536, 1024};
 
 static bench_mods case_mods(const bench_case *c)
 {
@@ -175,7 +193,8 @@ static bench_mods case_mods(const bench_case *c)
 typedef struct case_buffers {
     cl_mem x, q, k, v, out, lse, table, k_scales, v_scales;
     clattn_mods *mods;   /* the case's mods, or NULL */
-    cl_mem slopes;       /* ALiBi's slopes for alibi.cl */
+    clattn_block_mask *block_mask; /* its block mask (cases named "+ block mask"), or NULL */
+    cl_mem slopes;       /* ALiBi's slopes for alibi.cl, or the document ids */
     float alibi[64];     /* the same on the host, for the built-in ALiBi (H ≤ 64) */
     clattn_mha_weights w;
     size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
@@ -186,6 +205,8 @@ typedef struct case_buffers {
 /* Keys of sequence b of a ragged case: spread evenly from 256 to S (decode rows). */
 static size_t ragged_keys(const bench_case *c, size_t b)
 {
+    if (strstr(c->name, "8 documents")) /* the document case's sequences, each its own call's worth */
+        return bench_documents[b];
     /* (A ragged prefill, more than 8 query rows each, gives every sequence S keys: the same rows as one
      * dense call of B sequences.) */
     return c->B > 1 && c->L <= 8 ? 256 + b * (c->S - 256) / (c->B - 1) : c->S;
@@ -252,6 +273,7 @@ static cl_mem scale_buffer(clattn_context *ctx, size_t rows, cl_int *err)
 
 static void buffers_free(case_buffers *b)
 {
+    clattn_block_mask_free(b->block_mask);
     clattn_mods_free(b->mods);
     cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->k_scales, b->v_scales,
                     b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q, b->slopes};
@@ -294,7 +316,7 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
     }
     if (err == CL_SUCCESS && c->kind == BENCH_RAGGED)
         for (size_t i = 0; i < c->B; i++) {
-            b->starts[0][i + 1] = b->starts[0][i] + c->L;
+            b->starts[0][i + 1] = b->starts[0][i] + (strstr(c->name, "8 documents") ? bench_documents[i] : c->L);
             b->starts[1][i + 1] = b->starts[1][i] + ragged_keys(c, i);
         }
     if (err == CL_SUCCESS && c->kind == BENCH_PAGED) { /* each sequence's blocks in a shuffled order */
@@ -314,18 +336,36 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
     const bench_mods mods = case_mods(c);
     for (size_t h = 0; h < c->H && h < 64; h++) /* Press et al.'s slopes for 8 heads: 2^-(h+1) */
         b->alibi[h] = ldexpf(1.0f, -(int)(h + 1) * 8 / (int)c->H);
-    if (err == CL_SUCCESS && (mods == MODS_CAUSAL || mods == MODS_ALIBI)) {
-        clattn_mod_aux slopes = {"slopes", CLATTN_AUX_FLOAT, NULL, CLATTN_AUX_BY_HEAD, 0};
+    if (err == CL_SUCCESS && mods != MODS_NONE && mods != BUILTIN_ALIBI) {
+        clattn_mod_aux aux = {"slopes", CLATTN_AUX_FLOAT, NULL, CLATTN_AUX_BY_HEAD, 0};
         clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
         md.source = bench_mods_source[mods];
         if (mods == MODS_ALIBI) {
-            b->slopes = slopes.buffer = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY |
-                                                       CL_MEM_COPY_HOST_PTR, c->H * sizeof(float), b->alibi, &err);
-            md.aux = &slopes;
-            md.aux_count = 1;
+            b->slopes = aux.buffer = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY |
+                                                    CL_MEM_COPY_HOST_PTR, c->H * sizeof(float), b->alibi, &err);
+        } else if (mods == MODS_DOCUMENT) {
+            cl_int *ids = malloc(c->S * sizeof *ids);
+            for (size_t i = 0, d = 0, end = bench_documents[0]; ids && i < c->S; i++) {
+                if (i == end && d + 1 < 8)
+                    end += bench_documents[++d];
+                ids[i] = (cl_int)d;
+            }
+            aux = (clattn_mod_aux){"doc", CLATTN_AUX_INT, NULL, CLATTN_AUX_BY_POSITION, 0};
+            b->slopes = aux.buffer = ids ? clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY |
+                                                          CL_MEM_COPY_HOST_PTR, c->S * sizeof *ids, ids, &err) : NULL;
+            if (!ids)
+                err = CL_OUT_OF_HOST_MEMORY;
+            free(ids);
         }
+        md.aux = &aux;
+        md.aux_count = mods == MODS_CAUSAL ? 0 : 1;
         if (err == CL_SUCCESS && clattn_mods_create(ctx, &md, &b->mods) != CLATTN_SUCCESS)
             err = CL_BUILD_PROGRAM_FAILURE; /* (the library's detail stays on the context) */
+        clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+        bd.q_len = c->L, bd.kv_len = c->S, bd.mods = b->mods;
+        if (err == CL_SUCCESS && strstr(c->name, "+ block mask") &&
+            clattn_block_mask_create(ctx, &bd, &b->block_mask) != CLATTN_SUCCESS)
+            err = CL_BUILD_PROGRAM_FAILURE;
     }
     if (err != CL_SUCCESS)
         buffers_free(b);
@@ -381,6 +421,7 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.k_scales = b->k_scales;
         d.v_scales = b->v_scales;
         d.mods = b->mods;
+        d.block_mask = b->block_mask;
         d.alibi_slopes = case_mods(c) == BUILTIN_ALIBI ? b->alibi : NULL;
         return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, NULL);
     }
