@@ -485,6 +485,20 @@ static int ref_doc_mask(int b, int h, long long q, long long k, const void *u)
     return doc[q] == doc[k] && k <= q + 1; /* (STEP = 1: one key ahead) */
 }
 
+/* A (4, 5) layout of blocks of 4 positions × 3 keys (test_sdpa_mods'): pair (q, k) visible where its
+ * block is listed. */
+static int ref_layout_4x3(int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)h;
+    return ((const long long *)u)[(q / 4) * 5 + k / 3] != 0;
+}
+
+/* A 2-D int64 .npy of rows × cols. */
+static const char *save_raw_i64_2d(const char *name, const long long *v, size_t rows, size_t cols)
+{
+    return save_raw(name, 1, "<i8", "False", fmt("(%zu, %zu)", rows, cols), v, rows * cols * sizeof *v);
+}
+
 START_TEST(test_sdpa_mods)
 {
     enum { L = 13 };
@@ -503,6 +517,19 @@ START_TEST(test_sdpa_mods)
                                   "--define=STEP=1", NULL};
     sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 3, .L = L, .S = L, .D = 4, .Dv = 4,
                             .causal = CLATTN_CAUSAL_TOP_LEFT, .mods = &rm, .extra = causal, .seed = 62});
+
+    /* The same with its block mask (blocks of 4 positions × 3 keys), and a block-sparse layout alone. */
+    const char *const blocks[] = {"--mods", P("doc.cl"), "--aux", fmt("doc=%s:position", P("ids.npy")), "--define",
+                                  "STEP=1", "--block-mask", "--block-size", "4,3", NULL};
+    sdpa_check(&(sdpa_spec){.rank = 4, .B = 1, .H = 2, .L = L, .S = L, .D = 8, .Dv = 4, .mods = &rm, .extra = blocks,
+                            .seed = 63});
+    static const long long layout[4 * 5] = {1, 0, 0, 0, 0, /* (4, 5) blocks of 4 x 3 over 13 x 13 */
+                                            1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 1, 0, 0, 0, 1};
+    const char *const sparse[] = {"--block-sparse", save_raw_i64_2d("layout.npy", layout, 4, 5), "--block-size", "4,3",
+                                  NULL};
+    const ref_mods lr = {NULL, ref_layout_4x3, layout};
+    sdpa_check(&(sdpa_spec){.rank = 3, .B = 1, .H = 2, .L = L, .S = L, .D = 8, .Dv = 4, .mods = &lr, .extra = sparse,
+                            .seed = 64});
 
     /* Refusals: --aux without --mods, a source that does not compile (the log names its line), an --aux
      * that is not NAME=FILE, an index shorter than the call's positions. */

@@ -32,9 +32,91 @@ int cli_mods_take(const char *command, int *argc, char **argv, int first, cli_mo
 
 int cli_mods_check(const char *command, const cli_mods *m)
 {
-    if (!m->file && (m->naux || m->ndefines))
+    if (!m->file && (m->naux || m->ndefines || m->block_mask))
         return cli_fail(CLI_USAGE_ERROR, command, "--%s needs --mods FILE.cl (the functions it is for)",
-                        m->naux ? "aux" : "define");
+                        m->naux ? "aux" : m->ndefines ? "define" : "block-mask");
+    if (m->block_mask && m->block_sparse)
+        return cli_fail(CLI_USAGE_ERROR, command, "--block-mask and --block-sparse: give one");
+    if (m->block_size && !m->block_mask && !m->block_sparse)
+        return cli_fail(CLI_USAGE_ERROR, command, "--block-size needs --block-mask or --block-sparse");
+    return CLI_OK;
+}
+
+/* --block-size Q[,K]. */
+static int parse_block_size(const char *command, const char *text, size_t *q, size_t *k)
+{
+    *q = *k = 128;
+    if (!text)
+        return CLI_OK;
+    char first[32];
+    const char *comma = strchr(text, ',');
+    snprintf(first, sizeof first, "%.*s", comma ? (int)(comma - text) : (int)strlen(text), text);
+    int rc = cli_parse_size(command, "block-size", first, q);
+    if (rc == CLI_OK)
+        rc = comma ? cli_parse_size(command, "block-size", comma + 1, k) : (*k = *q, CLI_OK);
+    if (rc == CLI_OK && (*q == 0 || *k == 0))
+        rc = cli_fail(CLI_USAGE_ERROR, command, "--block-size: blocks hold at least one position and key");
+    return rc;
+}
+
+int cli_mods_block_mask(const char *command, clattn_context *ctx, cli_mods *m, const clattn_masks *masks, size_t B,
+                        size_t H, size_t L, size_t S)
+{
+    if (!m->block_mask && !m->block_sparse)
+        return CLI_OK;
+    clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+    int rc = parse_block_size(command, m->block_size, &bd.block_q, &bd.block_k);
+    if (rc != CLI_OK)
+        return rc;
+    size_t *starts = NULL, *blocks = NULL;
+    npy_array layout = {0};
+    if (m->block_mask) { /* the grid: every query position of the call (they start at 0 or later) */
+        long long last = (long long)L;
+        for (size_t b = 0; b < B; b++) {
+            const long long offset = masks->query_offsets ? masks->query_offsets[b]
+                                     : masks->causal == CLATTN_CAUSAL_BOTTOM_RIGHT ? (long long)S - (long long)L : 0;
+            if (offset + (long long)L > last)
+                last = offset + (long long)L;
+        }
+        bd.batch = B, bd.heads = H, bd.q_len = (size_t)last, bd.kv_len = S;
+        bd.mods = m->mods;
+    } else {
+        char err[256];
+        long long *v = NULL;
+        if (npy_load(m->block_sparse, &layout, err, sizeof err) != 0 || layout.ndim != 2 ||
+            npy_to_int64(&layout, &v, err, sizeof err) != 0) {
+            rc = cli_fail(CLI_USAGE_ERROR, command, "--block-sparse %s: %s", m->block_sparse,
+                          layout.ndim != 2 && !err[0] ? "not a 2-D array" : err);
+            npy_free(&layout);
+            return rc;
+        }
+        const size_t qb = layout.shape[0], kb = layout.shape[1];
+        starts = calloc(qb + 1, sizeof *starts);
+        blocks = calloc(qb * kb + 1, sizeof *blocks);
+        for (size_t r = 0; starts && blocks && r < qb; r++) {
+            starts[r + 1] = starts[r];
+            for (size_t c = 0; c < kb; c++)
+                if (v[r * kb + c])
+                    blocks[starts[r + 1]++] = c;
+        }
+        free(v);
+        bd.q_len = qb * bd.block_q, bd.kv_len = kb * bd.block_k;
+        bd.layout_starts = starts, bd.layout_blocks = blocks;
+        npy_free(&layout);
+        if (!starts || !blocks) {
+            free(starts);
+            free(blocks);
+            return cli_fail(CLI_RUNTIME_ERROR, command, "out of host memory for the layout");
+        }
+    }
+    clattn_status st = clattn_block_mask_create(ctx, &bd, &m->mask);
+    free(starts);
+    free(blocks);
+    if (st != CLATTN_SUCCESS) {
+        cli_fail_status(command, ctx, st, m->block_mask ? "clattn_block_mask_create (--block-mask)"
+                                                         : "clattn_block_mask_create (--block-sparse)");
+        return CLI_USAGE_ERROR;
+    }
     return CLI_OK;
 }
 
@@ -140,6 +222,7 @@ int cli_mods_make(const char *command, clattn_context *ctx, cli_mods *m)
 
 void cli_mods_free(cli_mods *m)
 {
+    clattn_block_mask_free(m->mask);
     clattn_mods_free(m->mods);
     for (size_t i = 0; i < CLATTN_MODS_MAX_AUX; i++) {
         if (m->buffers[i])
