@@ -582,6 +582,10 @@ typedef struct clattn_block_mask_desc {
 
 #define CLATTN_BLOCK_MASK_DESC_INIT { sizeof(clattn_block_mask_desc), 0, 0, 0, 0, 0, 0, NULL, NULL, NULL }
 
+/* Make a block mask (from desc->mods' mask_mod, evaluated on the device now, or from the layout): a
+ * mods object without mask_mod, both or neither source, a layout with batch or heads, a block index
+ * past the key blocks are CLATTN_ERROR_INVALID_VALUE; an auxiliary tensor too short for the grid
+ * CLATTN_ERROR_BUFFER_TOO_SMALL. *out is NULL on failure. */
 CLATTN_API clattn_status clattn_block_mask_create(clattn_context *ctx, const clattn_block_mask_desc *desc,
                                                   clattn_block_mask **out);
 
