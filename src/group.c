@@ -498,8 +498,9 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
         st = sdpa_check_algorithm(first, &m.sdpa, false);
     if (st != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
-    if (full.mods)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.mods: group calls take no mods (not yet)");
+    if (full.mods || full.block_mask)
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take no mods or block masks (not yet)",
+                         full.mods ? "mods" : "block_mask");
     const sdpa_shape *s = &m.sdpa;
     if (!x || !w.w_q || !w.w_k || !w.w_v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",

@@ -10,7 +10,7 @@
  *             reference;
  *   blocks:   block masks from mask_mod (their counts) and from host layouts, on every path, reused; their
  *             refusals;
- *   layers:   clattn_mha_host with causal.cl against the built-in causal mask;
+ *   layers:   clattn_mha_host with causal.cl, and with its block mask, against the built-in causal mask;
  *   refusals: sources that do not compile (the log names the user's line), functions missing or taking
  *             other arguments, bad defines and auxiliary tensors, tensors too short for a call, mods of
  *             another context, group calls — each a status and a message, nothing written.
@@ -566,8 +566,8 @@ START_TEST(test_storage_types)
 }
 END_TEST
 
-/* A layer (clattn_mha_host) with tools/mods/causal.cl against the same layer with the built-in causal
- * mask. */
+/* A layer (clattn_mha_host) with tools/mods/causal.cl, then with its block mask too, against the same
+ * layer with the built-in causal mask. */
 START_TEST(test_mha)
 {
     enum { B = 2, L = 19, DM = 24, H = 3, DK = 8 };
@@ -599,6 +599,20 @@ START_TEST(test_mha)
     for (size_t i = 0; i < B * L * DM; i++)
         as_double[i] = (double)built_in[i];
     check_close_named("layer with causal.cl against the built-in causal mask", with_mods, as_double, B * L * DM, NULL);
+    /* And with causal.cl's block mask (blocks of 4 × 8: empty above the diagonal, full below). */
+    clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+    bd.q_len = bd.kv_len = L;
+    bd.block_q = 4, bd.block_k = 8;
+    bd.mods = mods;
+    clattn_block_mask *bm = NULL;
+    TU_ASSERT_OK(clattn_block_mask_create(ctx, &bd, &bm), ctx, "clattn_block_mask_create");
+    d.masks = NULL;
+    d.mods = mods;
+    d.block_mask = bm;
+    float *blocked = tu_host_alloc(B * L * DM, NULL);
+    TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, blocked, NULL), ctx, "clattn_mha_host with a block mask");
+    check_close_named("layer with causal.cl's block mask", blocked, as_double, B * L * DM, NULL);
+    clattn_block_mask_free(bm);
     clattn_mods_free(mods);
 }
 END_TEST

@@ -874,14 +874,15 @@ typedef struct clattn_mha_desc {
     clattn_softmax_precision softmax_precision;
     unsigned softmax_reserved; /* must be 0 */
     /* Since 0.9. As in clattn_sdpa_desc: score and mask functions for the layer's attention (positions
-     * as its masks count them; group calls refuse them). */
+     * as its masks count them) and a block mask over them; group calls refuse both. */
     const clattn_mods *mods;
+    const clattn_block_mask *block_mask;
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT                                                                                \
     { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
       NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0, CLATTN_SOFTMAX_FLOAT, 0,  \
-      NULL }
+      NULL, NULL }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

@@ -610,8 +610,6 @@ int cmd_mha(int argc, char **argv)
     }
     if ((rc = cli_mods_check(cmd, &mods)) != CLI_OK)
         return rc;
-    if (mods.block_mask || mods.block_sparse) /* (clattn_mha_desc has no block mask yet) */
-        return cli_fail(CLI_USAGE_ERROR, cmd, "--block-mask and --block-sparse are for clattn sdpa");
     if (!path[X] || !path[WQ] || !path[WK] || !path[WV] || !heads_text || !o.out)
         return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required (see --help)",
                         !path[X] ? "x" : !path[WQ] ? "wq" : !path[WK] ? "wk" : !path[WV] ? "wv" : !heads_text ? "heads" : "out");
@@ -698,6 +696,9 @@ int cmd_mha(int argc, char **argv)
     c.desc.out_dim = d_out;
     c.desc.masks = &m.masks;
     c.desc.mods = mods.mods;
+    if ((rc = cli_mods_block_mask(cmd, ctx, &mods, &m.masks, B, H, L, S)) != CLI_OK)
+        goto done;
+    c.desc.block_mask = mods.mask;
     c.desc.softcap = var.softcap;
     c.desc.sinks = var.sinks;
     c.desc.alibi_slopes = var.alibi;
