@@ -10,7 +10,7 @@ __kernel void clattn_block_mask_build(CLATTN_PARAMETERS(CLATTN_BLOCK_MASK_BUILD_
         return;
     clattn_row_terms t; /* (only its batch, head and auxiliary tensors: what CLATTN_MOD_ARGS reads) */
     const ulong b = bh / heads;
-    clattn_row_terms_of(&t, 0, 0, b, bh % heads, mod_aux0, mod_aux1, mod_aux2, mod_aux3);
+    clattn_row_terms_of(&t, 0, 0, b, bh % heads, mod_aux0, mod_aux1, mod_aux2, mod_aux3, 0, 0);
     bool shown = false, hidden = false;
     const ulong q_end = min((qb + 1) * block_q, q_len), k_end = min((kb + 1) * block_k, kv_len);
     for (ulong q = qb * block_q; q < q_end && !(shown && hidden); q++)

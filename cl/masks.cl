@@ -110,7 +110,8 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
 typedef struct clattn_row_terms {
     float slope, logit_scale;
 #if CLATTN_MODS_ON || CLATTN_BLOCK_MASK_ON
-    int b, h;
+    int b, h; /* b: the batch of the whole call (origin_batch added) */
+    long p0;  /* origin_position: a part's positions plus p0 are the whole call's */
 #endif
 #if CLATTN_MODS_ON
     __global const uchar *aux[4];
@@ -123,13 +124,15 @@ typedef struct clattn_row_terms {
 
 inline void clattn_row_terms_of(clattn_row_terms *t, __global const float *alibi, __global const float *logit_scale,
                                 ulong b, ulong h, __global const uchar *aux0, __global const uchar *aux1,
-                                __global const uchar *aux2, __global const uchar *aux3)
+                                __global const uchar *aux2, __global const uchar *aux3, ulong origin_batch,
+                                long origin_position)
 {
     t->slope = alibi ? alibi[h] : 0.0f;
     t->logit_scale = logit_scale ? logit_scale[h] : 1.0f;
 #if CLATTN_MODS_ON || CLATTN_BLOCK_MASK_ON
-    t->b = (int)b;
+    t->b = (int)(b + origin_batch);
     t->h = (int)h;
+    t->p0 = origin_position;
 #endif
 #if CLATTN_MODS_ON
     t->aux[0] = aux0;
@@ -145,6 +148,7 @@ inline void clattn_row_blocks_of(clattn_row_terms *t, __global const uchar *stat
 {
 #if CLATTN_BLOCK_MASK_ON
     const ulong bb = bm_batch == 1 ? 0 : (ulong)t->b, hh = bm_heads == 1 ? 0 : (ulong)t->h;
+    p += t->p0;
     const ulong qb = min((ulong)max(p, (long)0) / block_q, qblocks - 1); /* (the host checked the positions) */
     t->blocks = states + ((bb * bm_heads + hh) * qblocks + qb) * kblocks;
     t->kblocks = kblocks;
@@ -152,7 +156,8 @@ inline void clattn_row_blocks_of(clattn_row_terms *t, __global const uchar *stat
 #endif
 }
 #define CLATTN_ROW_TERMS(t, h)                                                                                \
-    clattn_row_terms_of((t), alibi, logit_scale, b, (h), mod_aux0, mod_aux1, mod_aux2, mod_aux3)
+    clattn_row_terms_of((t), alibi, logit_scale, b, (h), mod_aux0, mod_aux1, mod_aux2, mod_aux3, origin_batch,     \
+                        origin_position)
 /* After CLATTN_ROW_TERMS, once the row's position p is known. */
 #define CLATTN_ROW_BLOCKS(t, p)                                                                               \
     clattn_row_blocks_of((t), bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (p))
@@ -161,11 +166,12 @@ inline void clattn_row_blocks_of(clattn_row_terms *t, __global const uchar *stat
  * h_last of batch b: BLOCK_EMPTY or BLOCK_FULL where every one of them is, else BLOCKS_MIXED (always, without
  * a block mask). Where a span is EMPTY a fused kernel skips the tile. */
 inline int clattn_block_span(__global const uchar *states, ulong bm_batch, ulong bm_heads, ulong qblocks,
-                             ulong kblocks, ulong block_q, ulong block_k, ulong b, ulong h_first, ulong h_last,
-                             long p_first, long p_last, ulong j0, ulong n)
+                             ulong kblocks, ulong block_q, ulong block_k, ulong origin_batch, long origin_position,
+                             ulong b, ulong h_first, ulong h_last, long p_first, long p_last, ulong j0, ulong n)
 {
 #if CLATTN_BLOCK_MASK_ON
-    const ulong bb = bm_batch == 1 ? 0 : b;
+    const ulong bb = bm_batch == 1 ? 0 : b + origin_batch;
+    p_first += origin_position, p_last += origin_position, j0 += (ulong)origin_position;
     const ulong q0 = min((ulong)max(p_first, (long)0) / block_q, qblocks - 1);
     const ulong q1 = min((ulong)max(p_last, (long)0) / block_q, qblocks - 1);
     const ulong k0 = min(j0 / block_k, kblocks - 1), k1 = min((j0 + n - 1) / block_k, kblocks - 1);
@@ -186,26 +192,28 @@ inline int clattn_block_span(__global const uchar *states, ulong bm_batch, ulong
 #endif
 }
 #define CLATTN_BLOCK_SPAN(b, h_first, h_last, p_first, p_last, j0, n)                                         \
-    clattn_block_span(bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (b),         \
-                      (h_first), (h_last), (p_first), (p_last), (j0), (n))
+    clattn_block_span(bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k,             \
+                      origin_batch, origin_position, (b), (h_first), (h_last), (p_first), (p_last), (j0), (n))
 
 /* The first tile of n keys from j0 on (stepping by n, up to end) whose blocks are not all EMPTY for the
  * query positions p_first … p_last of the heads h_first … h_last of batch b (j0 itself without a block
  * mask): a fused work-group's walk steps from one such tile to the next, every work-item alike. */
 inline ulong clattn_next_seen_tile(__global const uchar *states, ulong bm_batch, ulong bm_heads, ulong qblocks,
-                                   ulong kblocks, ulong block_q, ulong block_k, ulong b, ulong h_first, ulong h_last,
-                                   long p_first, long p_last, ulong j0, ulong end, ulong n)
+                                   ulong kblocks, ulong block_q, ulong block_k, ulong origin_batch,
+                                   long origin_position, ulong b, ulong h_first, ulong h_last, long p_first,
+                                   long p_last, ulong j0, ulong end, ulong n)
 {
 #if CLATTN_BLOCK_MASK_ON
-    while (j0 < end && clattn_block_span(states, bm_batch, bm_heads, qblocks, kblocks, block_q, block_k, b, h_first,
-                                         h_last, p_first, p_last, j0, n) == BLOCK_EMPTY)
+    while (j0 < end && clattn_block_span(states, bm_batch, bm_heads, qblocks, kblocks, block_q, block_k, origin_batch,
+                                         origin_position, b, h_first, h_last, p_first, p_last, j0, n) == BLOCK_EMPTY)
         j0 += n;
 #endif
     return j0;
 }
 #define CLATTN_NEXT_SEEN_TILE(b, h_first, h_last, p_first, p_last, j0, end, n)                                \
-    clattn_next_seen_tile(bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (b),    \
-                          (h_first), (h_last), (p_first), (p_last), (j0), (end), (n))
+    clattn_next_seen_tile(bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k,         \
+                          origin_batch, origin_position, (b), (h_first), (h_last), (p_first), (p_last), (j0), (end), \
+                          (n))
 
 /* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
  * kernels then take their per-key path. Mods and block masks count as terms: they may hide any key. */
@@ -221,7 +229,7 @@ inline ulong clattn_next_seen_tile(__global const uchar *states, ulong bm_batch,
 inline float clattn_capped_score(float scaled, float softcap, const clattn_row_terms *t, long j, long p)
 {
 #if CLATTN_SCORE_MOD_ON
-    scaled = score_mod(scaled, t->b, t->h, p, j CLATTN_MOD_ARGS(t));
+    scaled = score_mod(scaled, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t));
 #endif
     scaled *= t->logit_scale;
     if (softcap > 0.0f)
@@ -235,14 +243,14 @@ inline float clattn_capped_score(float scaled, float softcap, const clattn_row_t
 inline float clattn_score_terms(float scaled, float softcap, const clattn_row_terms *t, long j, long p, float mask)
 {
 #if CLATTN_BLOCK_MASK_ON
-    const uchar block = t->blocks[min((ulong)j / t->block_k, t->kblocks - 1)];
+    const uchar block = t->blocks[min((ulong)(j + t->p0) / t->block_k, t->kblocks - 1)];
     if (block == BLOCK_EMPTY)
         return -INFINITY;
 #else
     const uchar block = BLOCK_PARTIAL;
 #endif
 #if CLATTN_MASK_MOD_ON
-    if (block != BLOCK_FULL && !mask_mod(t->b, t->h, p, j CLATTN_MOD_ARGS(t)))
+    if (block != BLOCK_FULL && !mask_mod(t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t)))
         return -INFINITY;
 #endif
     (void)block;

@@ -36,6 +36,7 @@
     F(PAGED, LAYOUT)      /* K/V rows in blocks of a pool, through a block table */                          \
     F(MODS, OWN)          /* score_mod, mask_mod: the caller's source (program.c adds it) */                 \
     F(BLOCK_MASK, OWN)    /* a block mask (clattn_block_mask): empty blocks hidden, full ones unmasked */    \
+    F(ORIGIN, OWN)        /* a part of a larger call: mods and block masks see its batches and positions */  \
     F(K_SCALES, OWN)      /* int8 K: a scale per row */                                                      \
     F(V_SCALES, OWN)      /* int8 V: a scale per row */
 
@@ -67,7 +68,9 @@
     X(BLOCK_MASK, ULONG, ulong, bm_qblocks, 0)                                                               \
     X(BLOCK_MASK, ULONG, ulong, bm_kblocks, 0)                                                               \
     X(BLOCK_MASK, ULONG, ulong, bm_block_q, 1)                                                               \
-    X(BLOCK_MASK, ULONG, ulong, bm_block_k, 1)
+    X(BLOCK_MASK, ULONG, ulong, bm_block_k, 1)                                                               \
+    X(ORIGIN, ULONG, ulong, origin_batch, 0)   /* added to b for the mods and the block mask */              \
+    X(ORIGIN, LONG, long, origin_position, 0)  /* added to query and key positions likewise */
 
 /* An attention kernel's sizes. */
 #define CLATTN_SDPA_SIZES(X)                                                                                 \

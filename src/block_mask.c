@@ -8,6 +8,7 @@
 #include "program.h"
 #include "versioned.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,9 @@ enum { STATE_EMPTY = 0, STATE_PARTIAL = 1, STATE_FULL = 2 }; /* as cl/masks.cl's
 
 struct clattn_block_mask_s {
     clattn_context *ctx;
+    /* Copies on other contexts (block_mask_on_context), made once each, under `lock`. */
+    struct clattn_block_mask_s *peers, *next_peer;
+    pthread_mutex_t lock;
     const clattn_mods *mods; /* made from their mask_mod; NULL: from a layout */
     size_t batch, heads, q_len, kv_len, block_q, block_k, qblocks, kblocks;
     cl_mem states; /* (batch, heads, qblocks, kblocks) bytes */
@@ -101,6 +105,7 @@ clattn_status clattn_block_mask_create(clattn_context *ctx, const clattn_block_m
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating a block mask");
     m->ctx = ctx;
     m->mods = d.mods;
+    pthread_mutex_init(&m->lock, NULL);
     m->batch = d.batch ? d.batch : 1, m->heads = d.heads ? d.heads : 1;
     m->q_len = d.q_len, m->kv_len = d.kv_len;
     m->block_q = d.block_q ? d.block_q : BLOCK_DEFAULT, m->block_k = d.block_k ? d.block_k : BLOCK_DEFAULT;
@@ -150,9 +155,71 @@ void clattn_block_mask_free(clattn_block_mask *mask)
 {
     if (!mask)
         return;
+    while (mask->peers) {
+        clattn_block_mask *peer = mask->peers;
+        mask->peers = peer->next_peer;
+        clattn_block_mask_free(peer);
+    }
     if (mask->states)
         clReleaseMemObject(mask->states);
+    pthread_mutex_destroy(&mask->lock);
     free(mask);
+}
+
+/* A copy of m on ctx with the mods `mods` (m's own, as that context takes them): its states read back once
+ * (a block mask never changes). */
+static clattn_status make_peer(const clattn_block_mask *m, clattn_context *ctx, const clattn_mods *mods,
+                               clattn_block_mask **out)
+{
+    const size_t bytes = m->batch * m->heads * m->qblocks * m->kblocks; /* (checked when m was made) */
+    clattn_block_mask *peer = calloc(1, sizeof *peer);
+    unsigned char *states = malloc(bytes);
+    if (!peer || !states) {
+        free(peer);
+        free(states);
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying a block mask to another device");
+    }
+    *peer = *m;
+    peer->ctx = ctx;
+    peer->mods = mods;
+    peer->peers = peer->next_peer = NULL;
+    peer->states = NULL;
+    pthread_mutex_init(&peer->lock, NULL);
+    cl_int err = clEnqueueReadBuffer(m->ctx->queue, m->states, CL_TRUE, 0, bytes, states, 0, NULL, NULL);
+    if (err == CL_SUCCESS)
+        peer->states = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, states, &err);
+    free(states);
+    if (err != CL_SUCCESS) {
+        clattn_block_mask_free(peer);
+        return cl_error(ctx, err, "copying a block mask to another device");
+    }
+    *out = peer;
+    return CLATTN_SUCCESS;
+}
+
+clattn_status block_mask_on_context(const clattn_block_mask *m, clattn_context *ctx, const clattn_mods *call_mods,
+                                    const clattn_mods *mods, const clattn_block_mask **out)
+{
+    *out = m;
+    if (!m || m->ctx == ctx)
+        return CLATTN_SUCCESS;
+    if (m->mods && m->mods != call_mods) /* (block_mask_bind's check, which the copy could no longer make) */
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.block_mask was made from other mods than desc.mods: "
+                         "its full blocks would skip a mask_mod it never saw");
+    clattn_block_mask *owner = (clattn_block_mask *)m; /* (its peers are a cache; the mask stays as made) */
+    pthread_mutex_lock(&owner->lock);
+    clattn_block_mask *peer = owner->peers;
+    while (peer && peer->ctx != ctx)
+        peer = peer->next_peer;
+    clattn_status st = CLATTN_SUCCESS;
+    if (!peer && (st = make_peer(m, ctx, m->mods ? mods : NULL, &peer)) == CLATTN_SUCCESS) {
+        peer->next_peer = owner->peers;
+        owner->peers = peer;
+    }
+    pthread_mutex_unlock(&owner->lock);
+    if (st == CLATTN_SUCCESS)
+        *out = peer;
+    return st;
 }
 
 clattn_status block_mask_bind(clattn_context *ctx, const clattn_block_mask *m, const sdpa_shape *s,
@@ -169,14 +236,18 @@ clattn_status block_mask_bind(clattn_context *ctx, const clattn_block_mask *m, c
     if (!m->mods && s->desc.mods && mods_has_mask(s->desc.mods))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.block_mask comes from a layout, which stands for a "
                          "mask_mod: the call's mods must not define one");
-    if ((m->batch != 1 && m->batch != s->batch) || (m->heads != 1 && m->heads != s->heads))
+    /* A part of a larger call (desc.origin_*) reads the whole call's blocks at its own batches and positions. */
+    const size_t b0 = s->desc.origin_batch;
+    const long long p0 = s->desc.origin_position;
+    if ((m->batch != 1 && m->batch < b0 + s->batch) || /* (a run of its batches may be a group's part) */
+        (m->heads != 1 && m->heads != s->heads))
         return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH, "desc.block_mask holds %zu batches and %zu heads; the call "
-                         "has %zu and %zu", m->batch, m->heads, s->batch, s->heads);
-    if (s->kv_len > m->kv_len)
-        return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH, "desc.block_mask covers %zu keys; the call has %zu",
-                         m->kv_len, s->kv_len);
+                         "has %zu (from batch %zu) and %zu", m->batch, m->heads, s->batch, b0, s->heads);
+    if (s->kv_len + (size_t)p0 > m->kv_len)
+        return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH, "desc.block_mask covers %zu keys; the call has %zu "
+                         "(from key %lld)", m->kv_len, s->kv_len, p0);
     for (size_t b = 0; b < s->batch; b++) {
-        const long long first = sdpa_query_position(s, b, 0), last = sdpa_query_position(s, b, s->q_len - 1);
+        const long long first = p0 + sdpa_query_position(s, b, 0), last = p0 + sdpa_query_position(s, b, s->q_len - 1);
         if (first < 0 || last >= (long long)m->q_len)
             return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH, "desc.block_mask covers query positions 0..%zu; batch "
                              "%zu's run from %lld to %lld", m->q_len - 1, b, first, last);

@@ -20,4 +20,10 @@ typedef struct block_mask_args {
 clattn_status block_mask_bind(clattn_context *ctx, const clattn_block_mask *mask, const sdpa_shape *s,
                               block_mask_args *out);
 
+/* The block mask as a call on ctx takes it: itself on its own context; on another (a device group's
+ * member) its copy there, made on first use and kept with it, `mods` (the call's mods call_mods as ctx
+ * takes them: mods_on_context) standing for the mods it was made from. ctx's last error on failure. */
+clattn_status block_mask_on_context(const clattn_block_mask *mask, clattn_context *ctx, const clattn_mods *call_mods,
+                                    const clattn_mods *mods, const clattn_block_mask **out);
+
 #endif

@@ -4,10 +4,12 @@
  * (partition.h) and the host merging the partial results as clattn_merge does, or along the queries
  * (layers: each device projects all keys and values, and its own query rows, whose masks the primitive
  * moves to them). Each device's share follows its measured speed. */
+#include "block_mask.h"
 #include "cache.h"
 #include "context.h"
 #include "error.h"
 #include "mha.h"
+#include "mods.h"
 #include "partition.h"
 #include "sdpa.h"
 #include "versioned.h"
@@ -281,12 +283,28 @@ static void part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, s
         m->query_offsets = s->masks.query_offsets + b0;
 }
 
+/* A part's mods and block mask (the call's) as its device takes them: copies on the group's other members
+ * (mods.h, block_mask.h), made there once and kept with the caller's objects. Run before the parts start. */
+static clattn_status part_mods(clattn_context *ctx, size_t device, const clattn_mods **mods,
+                               const clattn_block_mask **mask)
+{
+    const clattn_mods *call_mods = *mods;
+    clattn_status st = mods_on_context(call_mods, ctx, mods);
+    if (st == CLATTN_SUCCESS)
+        st = block_mask_on_context(*mask, ctx, call_mods, *mods, mask);
+    if (st != CLATTN_SUCCESS)
+        set_error(NULL, st, "device %zu of the group (%s): %s", device, clattn_context_device_name(ctx),
+                  clattn_last_error(ctx));
+    return st;
+}
+
 /* Batches [b0, b1) on one device: every per-batch array sliced. */
 static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
                        const float *v, const float *mask, float *out, float *lse, size_t b0, size_t b1)
 {
     p->desc = *d;
     p->desc.batch = b1 - b0;
+    p->desc.origin_batch = d->origin_batch + b0; /* (mods and block masks see the call's batches) */
     p->desc.masks = &p->masks;
     part_masks(s, &p->masks, &p->window, b0);
     const size_t qb = s->heads * s->q_len * s->qk_dim, kb = s->kv_heads * s->kv_len * s->qk_dim;
@@ -368,9 +386,6 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (int8_field)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take float32 tensors and float masks",
                          int8_field);
-    if (st == CLATTN_SUCCESS && (full.mods || full.block_mask)) /* one context's; a part's keys start at its run */
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take no mods or block masks (not yet)",
-                         full.mods ? "mods" : "block_mask");
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
@@ -410,6 +425,9 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
         else
             st = key_part(&parts[d], &s, desc, q, k, v, mask, scratch + d * s.out_elems,
                           scratch + g->count * s.out_elems + d * s.lse_elems, begin[d], begin[d + 1]);
+        clattn_sdpa_desc *pd = parts[d].by_keys ? &parts[d].keys.desc : &parts[d].desc;
+        if (st == CLATTN_SUCCESS && parts[d].head.ctx)
+            st = part_mods(g->ctx[d], d, &pd->mods, &pd->block_mask);
     }
     if (st == CLATTN_SUCCESS)
         st = run_parts(parts, sizeof parts[0], g->count, part_run);
@@ -498,9 +516,6 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
         st = sdpa_check_algorithm(first, &m.sdpa, false);
     if (st != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
-    if (full.mods || full.block_mask)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take no mods or block masks (not yet)",
-                         full.mods ? "mods" : "block_mask");
     const sdpa_shape *s = &m.sdpa;
     if (!x || !w.w_q || !w.w_k || !w.w_v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
@@ -529,6 +544,7 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
             const size_t b0 = begin[d], b1 = begin[d + 1], rows = mask_batch_rows(s);
             p->desc = full;
             p->desc.batch = b1 - b0;
+            p->desc.origin_batch = full.origin_batch + b0;
             p->desc.masks = &p->masks;
             part_masks(s, &p->masks, &p->window, b0);
             p->x = x + b0 * s->q_len * m.model_dim;
@@ -538,6 +554,8 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
         } else {
             st = layer_rows_part(p, &m, &full, x, kv, mask, begin[d], begin[d + 1]);
         }
+        if (st == CLATTN_SUCCESS)
+            st = part_mods(g->ctx[d], d, &p->desc.mods, &p->desc.block_mask);
     }
     if (st == CLATTN_SUCCESS)
         st = run_parts(parts, sizeof parts[0], g->count, layer_part_run);

@@ -76,6 +76,12 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
         if (!isfinite(s->desc.logit_scale[h]))
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.logit_scale[%zu] = %g is not finite", h,
                              (double)s->desc.logit_scale[h]);
+    if (s->desc.origin_batch > (size_t)POSITION_LIMIT || s->desc.origin_position < 0 ||
+        s->desc.origin_position > POSITION_LIMIT)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s = %lld: an origin lies in 0..2^61",
+                         s->desc.origin_batch > (size_t)POSITION_LIMIT ? "origin_batch" : "origin_position",
+                         s->desc.origin_batch > (size_t)POSITION_LIMIT ? (long long)s->desc.origin_batch
+                                                                       : s->desc.origin_position);
     if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS ||
         (st = check_alibi_reach(ctx, &copy, s)) != CLATTN_SUCCESS)
         return st;
@@ -161,6 +167,8 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
     out->win_left = m->window ? m->window->left : -1;
     out->win_right = m->window ? m->window->right : -1;
     out->softcap = s->softcap;
+    out->origin_batch = s->desc.origin_batch;
+    out->origin_position = s->desc.origin_position;
     clattn_status st = CLATTN_SUCCESS;
     if (m->key_lengths)
         st = scratch_upload_integers(ctx, SCRATCH_KEY_LENGTHS, m->key_lengths, NULL, s->batch, "key lengths", &out->key_lengths);
@@ -216,6 +224,8 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(MODS);
     if (s->desc.block_mask)
         f |= FEATURE_BIT(BLOCK_MASK);
+    if ((s->desc.mods || s->desc.block_mask) && (s->desc.origin_batch || s->desc.origin_position))
+        f |= FEATURE_BIT(ORIGIN);
     if (s->types.k == CLATTN_INT8)
         f |= FEATURE_BIT(K_SCALES);
     if (s->types.v == CLATTN_INT8)

@@ -91,6 +91,8 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     sd.softmax_reserved = desc->softmax_reserved;
     sd.mods = desc->mods;
     sd.block_mask = desc->block_mask;
+    sd.origin_batch = desc->origin_batch;
+    sd.origin_position = desc->origin_position;
     /* Attention reads the projected Q, K, V as floats and writes the heads' concatenation: the result
      * itself (in out_dtype) without W_O, else a float temporary. */
     sd.out_dtype = out_proj ? CLATTN_FLOAT32 : desc->out_dtype;

@@ -11,6 +11,7 @@
 #include "versioned.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +30,9 @@ typedef struct mod_aux {
 
 struct clattn_mods_s {
     clattn_context *ctx;
+    /* Copies on other contexts (device groups' members, mods_on_context), made once each, under `lock`. */
+    struct clattn_mods_s *peers, *next_peer;
+    pthread_mutex_t lock;
     char *head;   /* before the kernels: which functions exist, their prototypes, CLATTN_MOD_ARGS */
     char *tail;   /* after the kernels: the defines and the caller's source (behind #line 1 "mods") */
     char id[17];  /* the first 64 bits of SHA-256(head, tail), in hex: the kernel cache's key */
@@ -290,6 +294,7 @@ clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *de
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the mods");
     m->ctx = ctx;
     m->mask = mask;
+    pthread_mutex_init(&m->lock, NULL);
     for (size_t i = 0; i < d.aux_count && st == CLATTN_SUCCESS; i++)
         st = read_aux(ctx, &d.aux[i], i, m->aux, &m->aux[i]);
     text_buf head = {0}, tail = {0};
@@ -335,12 +340,95 @@ void clattn_mods_free(clattn_mods *mods)
 {
     if (!mods)
         return;
+    while (mods->peers) {
+        clattn_mods *peer = mods->peers;
+        mods->peers = peer->next_peer;
+        clattn_mods_free(peer);
+    }
     for (size_t i = 0; i < mods->naux; i++)
         if (mods->aux[i].buffer && mods->head) /* (retained once the mods were made whole) */
             clReleaseMemObject(mods->aux[i].buffer);
+    pthread_mutex_destroy(&mods->lock);
     free(mods->head);
     free(mods->tail);
     free(mods);
+}
+
+/* A copy of mods on ctx: the same text and id (so the same cached kernels), buffers of the same sizes. */
+static clattn_status make_peer(const clattn_mods *mods, clattn_context *ctx, clattn_mods **out)
+{
+    clattn_mods *peer = calloc(1, sizeof *peer);
+    const size_t head_len = strlen(mods->head) + 1, tail_len = strlen(mods->tail) + 1;
+    if (peer) {
+        peer->head = malloc(head_len);
+        peer->tail = malloc(tail_len);
+    }
+    if (!peer || !peer->head || !peer->tail) {
+        if (peer) {
+            free(peer->head);
+            free(peer->tail);
+        }
+        free(peer);
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying the mods to another device");
+    }
+    memcpy(peer->head, mods->head, head_len);
+    memcpy(peer->tail, mods->tail, tail_len);
+    memcpy(peer->id, mods->id, sizeof peer->id);
+    peer->ctx = ctx;
+    peer->mask = mods->mask;
+    pthread_mutex_init(&peer->lock, NULL);
+    clattn_status st = CLATTN_SUCCESS;
+    for (size_t i = 0; i < mods->naux && st == CLATTN_SUCCESS; i++) {
+        size_t bytes = 0;
+        cl_int err = clGetMemObjectInfo(mods->aux[i].buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        peer->aux[i] = mods->aux[i];
+        peer->aux[i].buffer = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_ONLY, bytes, NULL, &err) : NULL;
+        peer->naux = i + 1; /* (its buffers are released by clattn_mods_free from here on) */
+        if (err != CL_SUCCESS)
+            st = cl_error(ctx, err, "clCreateBuffer (a copy of a mods' auxiliary tensor)");
+    }
+    if (st != CLATTN_SUCCESS) {
+        clattn_mods_free(peer);
+        return st;
+    }
+    *out = peer;
+    return CLATTN_SUCCESS;
+}
+
+clattn_status mods_on_context(const clattn_mods *mods, clattn_context *ctx, const clattn_mods **out)
+{
+    *out = mods;
+    if (!mods || mods->ctx == ctx)
+        return CLATTN_SUCCESS;
+    clattn_mods *owner = (clattn_mods *)mods; /* (its peers are a cache; the mods themselves stay as made) */
+    pthread_mutex_lock(&owner->lock);
+    clattn_mods *peer = owner->peers;
+    while (peer && peer->ctx != ctx)
+        peer = peer->next_peer;
+    clattn_status st = CLATTN_SUCCESS;
+    if (!peer && (st = make_peer(mods, ctx, &peer)) == CLATTN_SUCCESS) {
+        peer->next_peer = owner->peers;
+        owner->peers = peer;
+    }
+    /* The auxiliary tensors as they are now, through the host (two contexts share no buffer). */
+    for (size_t i = 0; i < mods->naux && st == CLATTN_SUCCESS; i++) {
+        size_t bytes = 0;
+        cl_int err = clGetMemObjectInfo(mods->aux[i].buffer, CL_MEM_SIZE, sizeof bytes, &bytes, NULL);
+        void *data = err == CL_SUCCESS ? malloc(bytes) : NULL;
+        if (err == CL_SUCCESS && !data)
+            st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "copying the mods' auxiliary tensors");
+        else if (err == CL_SUCCESS &&
+                 (err = clEnqueueReadBuffer(mods->ctx->queue, mods->aux[i].buffer, CL_TRUE, 0, bytes, data, 0, NULL,
+                                            NULL)) == CL_SUCCESS)
+            err = clEnqueueWriteBuffer(ctx->queue, peer->aux[i].buffer, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
+        free(data);
+        if (st == CLATTN_SUCCESS && err != CL_SUCCESS)
+            st = cl_error(ctx, err, "copying a mods' auxiliary tensor to another device");
+    }
+    pthread_mutex_unlock(&owner->lock);
+    if (st == CLATTN_SUCCESS)
+        *out = peer;
+    return st;
 }
 
 void mods_select(clattn_context *ctx, const clattn_mods *mods)
@@ -350,13 +438,16 @@ void mods_select(clattn_context *ctx, const clattn_mods *mods)
     ctx->mods_id = mods ? mods->id : NULL;
 }
 
-/* The elements an auxiliary tensor must hold for the call: every index the functions may be asked for. */
+/* The elements an auxiliary tensor must hold for the call: every index the functions may be asked for
+ * (a part's batches and positions moved by its origin, as the kernels move them). */
 static clattn_status elements_needed(clattn_context *ctx, const sdpa_shape *s, const mod_aux *a, size_t *need)
 {
+    const long long p0 = s->desc.origin_position; /* (0..2^61: masks_resolve) */
     size_t queries = 0;
     if (a->index == CLATTN_AUX_BY_QUERY || a->index == CLATTN_AUX_BY_POSITION)
         for (size_t b = 0; b < s->batch; b++) {
-            const long long first = sdpa_query_position(s, b, 0), last = sdpa_query_position(s, b, s->q_len - 1);
+            const long long first = p0 + sdpa_query_position(s, b, 0);
+            const long long last = p0 + sdpa_query_position(s, b, s->q_len - 1);
             if (first < 0)
                 return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                                  "desc.mods aux \"%s\" is indexed by query position, but batch %zu's first query "
@@ -368,10 +459,10 @@ static clattn_status elements_needed(clattn_context *ctx, const sdpa_shape *s, c
     switch (a->index) {
     case CLATTN_AUX_BY_LENGTH: *need = a->length; break;
     case CLATTN_AUX_BY_QUERY: *need = queries; break;
-    case CLATTN_AUX_BY_KEY: *need = s->kv_len; break;
-    case CLATTN_AUX_BY_POSITION: *need = queries > s->kv_len ? queries : s->kv_len; break;
+    case CLATTN_AUX_BY_KEY: *need = s->kv_len + (size_t)p0; break;
+    case CLATTN_AUX_BY_POSITION: *need = queries > s->kv_len + (size_t)p0 ? queries : s->kv_len + (size_t)p0; break;
     case CLATTN_AUX_BY_HEAD: *need = s->heads; break;
-    default: *need = s->batch; break;
+    default: *need = s->batch + s->desc.origin_batch; break;
     }
     return CLATTN_SUCCESS;
 }

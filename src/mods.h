@@ -14,6 +14,11 @@ clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa
 /* ctx's mods_head, mods_tail and mods_id for a call with these mods (NULL: a call without). */
 void mods_select(clattn_context *ctx, const clattn_mods *mods);
 
+/* The mods as a call on ctx takes them: themselves on their own context; on another (a device group's
+ * member) their copy there, made on first use and kept with them, its auxiliary tensors copied from
+ * theirs at each call (through the host). ctx's last error on failure. */
+clattn_status mods_on_context(const clattn_mods *mods, clattn_context *ctx, const clattn_mods **out);
+
 /* Whether the mods define mask_mod; the context they were made on. */
 bool mods_has_mask(const clattn_mods *mods);
 const clattn_context *mods_context(const clattn_mods *mods);

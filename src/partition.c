@@ -58,6 +58,8 @@ bool partition_part_make(const sdpa_shape *s, const clattn_sdpa_desc *d, size_t 
         p->desc.kv_len = k_rows;
         p->desc.sinks = NULL; /* counted once, in the merge */
         p->desc.masks = &p->masks;
+        /* Mods and block masks see the whole call's positions: the run's keys are numbered from k0 here. */
+        p->desc.origin_position = d->origin_position + (long long)k0;
     }
     p->masks = s->masks;
     p->masks.struct_size = sizeof p->masks;

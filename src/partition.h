@@ -1,7 +1,8 @@
 /* The partition primitive: one attention call cut into parts, each a block of query rows × a run of keys,
  * and the parts' results merged back. A part is the exact sub-call over its pairs (positions, key lengths,
  * window, ALiBi distances and the additive mask's sub-view moved to it; no sinks — the merge counts them
- * once); the merge is clattn_merge's (cl/merge.cl) chain of two-way merges, on the host. Device groups
+ * once; desc.origin_position moved by the run's first key, so that mods and block masks see the call's
+ * positions); the merge is clattn_merge's (cl/merge.cl) chain of two-way merges, on the host. Device groups
  * and ring attention (through clattn_partition_*, clattn.h) only schedule the parts. */
 #ifndef CLATTN_PARTITION_H
 #define CLATTN_PARTITION_H

@@ -13,6 +13,11 @@
  *  3. layers: clattn_group_mha_host by batches and by query rows (self- and cross-attention, causal of
  *     both kinds, GQA, additive masks, with and without W_O) against the fp64 layer reference.
  *  4. bad: NULL group or arrays, typed tensors, a bad descriptor (its detail reaches the caller).
+ *  5. mods: programmable attention over the group — mods and a block mask made on the first member, used by
+ *     every member (their copies), by batches and by keys (the functions must see the whole call's
+ *     batches and positions: a score_mod reading a per-batch tensor, a mask_mod a per-position one)
+ *     against the fp64 reference, layers by batches and by rows against one context's call, a block mask
+ *     of other mods refused.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "test_util.h"
@@ -243,6 +248,149 @@ START_TEST(test_layers)
 }
 END_TEST
 
+/* Programmable attention over the group: documents (per-position ids) hiding keys causally, scores scaled
+ * per batch — so a part that saw its own batches or keys numbered from 0 would read the wrong entries. */
+static const char group_mods_source[] =
+    "float score_mod(float s, int b, int h, long q, long k, __global const int *doc, __global const float *bs)\n"
+    "{ return s * bs[b] + 0.01f * (float)h; }\n"
+    "bool mask_mod(int b, int h, long q, long k, __global const int *doc, __global const float *bs)\n"
+    "{ return doc[q] == doc[k] && k <= q; }\n";
+
+typedef struct group_mod_data {
+    int doc[512];
+    float batch_scale[8];
+} group_mod_data;
+
+static double ref_group_score(double s, int b, int h, long long q, long long k, const void *u)
+{
+    (void)q, (void)k;
+    return s * (double)((const group_mod_data *)u)->batch_scale[b] + 0.01 * (double)(float)h;
+}
+static int ref_group_mask(int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)h;
+    const int *doc = ((const group_mod_data *)u)->doc;
+    return doc[q] == doc[k] && k <= q;
+}
+
+typedef struct {
+    const char *name;
+    size_t B, H, L, S; /* L < S: the queries are the last L positions (query offsets S − L) */
+    int block_mask, layer;
+} mcase;
+
+static const mcase mod_cases[] = {
+    {"mods, batches: B 3, L = S = 29", 3, 2, 29, 29, 0, 0},
+    {"mods and block mask, batches: B 4, L = S = 45", 4, 2, 45, 45, 1, 0},
+    {"mods and block mask, keys: B 1, L 13 at the end of S 301", 1, 2, 13, 301, 1, 0},
+    {"mods, keys: B 1, L = S = 150", 1, 3, 150, 150, 0, 0},
+    {"layer, mods and block mask, batches: B 3, L 21", 3, 2, 21, 21, 1, 1},
+    {"layer, mods and block mask, rows: B 1, L 57", 1, 2, 57, 57, 1, 1},
+};
+#define NMODS (sizeof mod_cases / sizeof mod_cases[0])
+
+START_TEST(test_mods)
+{
+    const mcase *c = &mod_cases[_i];
+    tu_set_label("group \"%s\"", c->name);
+    clattn_context *first = clattn_group_context(group, 0);
+    static group_mod_data data;
+    for (size_t i = 0, id = 0; i < c->S;) /* documents of 1 to 23 positions */
+        for (size_t n = 1 + (id++ * 11 + 5) % 23; n-- && i < c->S;)
+            data.doc[i++] = (int)id;
+    for (size_t b = 0; b < c->B; b++)
+        data.batch_scale[b] = 0.5f + 0.4f * (float)b;
+    clattn_mod_aux aux[2] = {
+        {"doc", CLATTN_AUX_INT, tu_dev_alloc(first, c->S, (const float *)data.doc), CLATTN_AUX_BY_POSITION, 0},
+        {"bs", CLATTN_AUX_FLOAT, tu_dev_alloc(first, c->B, data.batch_scale), CLATTN_AUX_BY_BATCH, 0}};
+    clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
+    md.source = group_mods_source;
+    md.aux = aux;
+    md.aux_count = 2;
+    clattn_mods *mods = NULL, *other = NULL;
+    TU_ASSERT_OK(clattn_mods_create(first, &md, &mods), first, "clattn_mods_create");
+    clattn_block_mask *blocks = NULL;
+    if (c->block_mask) {
+        clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+        bd.batch = c->B;
+        bd.q_len = c->S, bd.kv_len = c->S;
+        bd.block_q = bd.block_k = 16;
+        bd.mods = mods;
+        TU_ASSERT_OK(clattn_block_mask_create(first, &bd, &blocks), first, "clattn_block_mask_create");
+    }
+    const ref_mods rm = {ref_group_score, ref_group_mask, &data};
+    long long offsets[8];
+    for (size_t b = 0; b < c->B; b++)
+        offsets[b] = (long long)(c->S - c->L);
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.query_offsets = c->L < c->S ? offsets : NULL;
+    if (!c->layer) {
+        clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, 16, 0);
+        d.masks = &m;
+        const size_t nq = c->B * c->H * c->L * 16, nk = c->B * c->H * c->S * 16, nl = c->B * c->H * c->L;
+        float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
+        tu_fill_uniform(q, nq, 1.5f, 11 + _i);
+        tu_fill_uniform(k, nk, 1.5f, 12 + _i);
+        tu_fill_uniform(v, nk, 1.0f, 13 + _i);
+        double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
+        ref_sdpa_mods(&d, &rm, q, k, v, NULL, ro, NULL, rl);
+        d.mods = mods;
+        d.block_mask = blocks;
+        float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
+        for (int twice = 0; twice < 2; twice++) { /* the second call reuses the members' copies */
+            TU_ASSERT_OK(clattn_group_sdpa_host(group, &d, q, k, v, NULL, o, l), NULL, "clattn_group_sdpa_host");
+            tu_host_check_guard(o, nq, "out");
+            check_close_named("out", o, ro, nq, NULL);
+            check_close_named("lse", l, rl, nl, NULL);
+        }
+        if (blocks) { /* a block mask of other mods than the call's: refused, nothing written */
+            TU_ASSERT_OK(clattn_mods_create(first, &md, &other), first, "clattn_mods_create (other)");
+            d.mods = other;
+            float *untouched = tu_host_alloc(nq, NULL);
+            const clattn_status st = clattn_group_sdpa_host(group, &d, q, k, v, NULL, untouched, NULL);
+            ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "other mods"),
+                          "%s: %s (%s)", tu_label(), clattn_status_string(st), clattn_last_error(NULL));
+            ck_assert_msg(tu_host_all_sentinel(untouched, nq), "%s: a refused call wrote its output", tu_label());
+        }
+    } else { /* a layer: the group's result against one context's (the mods on the layer: test_mods) */
+        clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+        d.batch = c->B;
+        d.q_len = c->L;
+        d.model_dim = 24;
+        d.heads = c->H;
+        d.qk_dim = 8;
+        d.masks = &m;
+        d.mods = mods;
+        d.block_mask = blocks;
+        const size_t hk = c->H * 8, nx = c->B * c->L * 24, no = c->B * c->L * hk;
+        float *x = tu_falloc(nx), *wq = tu_falloc(24 * hk), *wk = tu_falloc(24 * hk), *wv = tu_falloc(24 * hk);
+        tu_fill_uniform(x, nx, 1.0f, 21 + _i);
+        tu_fill_uniform(wq, 24 * hk, 0.5f, 22);
+        tu_fill_uniform(wk, 24 * hk, 0.5f, 23);
+        tu_fill_uniform(wv, 24 * hk, 0.5f, 24);
+        clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+        w.w_q = wq, w.w_k = wk, w.w_v = wv;
+        float *o = tu_host_alloc(no, NULL), *one = tu_host_alloc(no, NULL);
+        TU_ASSERT_OK(clattn_group_mha_host(group, &d, x, NULL, &w, NULL, o), NULL, "clattn_group_mha_host");
+        TU_ASSERT_OK(clattn_mha_host(first, &d, x, NULL, &w, NULL, one, NULL), first, "clattn_mha_host");
+        double *as_double = tu_dalloc(no);
+        for (size_t i = 0; i < no; i++)
+            as_double[i] = (double)one[i];
+        check_close_named("out against one context", o, as_double, no, NULL);
+        /* ... and the mods matter: without them the layer differs. */
+        d.mods = NULL, d.block_mask = NULL;
+        TU_ASSERT_OK(clattn_mha_host(first, &d, x, NULL, &w, NULL, one, NULL), first, "clattn_mha_host");
+        double largest = 0;
+        for (size_t i = 0; i < no; i++)
+            largest = fmax(largest, fabs((double)one[i] - as_double[i]));
+        ck_assert_msg(largest > 1e-3, "%s: the mods change nothing (%g)", tu_label(), largest);
+    }
+    clattn_block_mask_free(blocks);
+    clattn_mods_free(other);
+    clattn_mods_free(mods); /* (the aux buffers go with the test's other allocations) */
+}
+END_TEST
+
 /* A group whose kernels do not build (common.cl broken, so every program fails, on every device): the
  * call that first runs them fails, naming the device — creation when it measures the devices (cache off),
  * else the first attention call (the speeds read back from the cache). The device is not dropped. */
@@ -338,6 +486,7 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tc);
     tu_add_loop(s, "table", test_table, NCASES);
     tu_add_loop(s, "layers", test_layers, NLAYERS);
+    tu_add_loop(s, "mods", test_mods, NMODS);
     tc = tu_tcase("bad");
     tcase_add_test(tc, test_bad);
     tcase_add_test(tc, test_broken_kernels);

@@ -768,7 +768,7 @@ START_TEST(test_block_mask_refusals)
     float q[2 * 8 * 4], kv[2 * 8 * 4];
     tu_fill_uniform(q, 64, 1.0f, 1);
     tu_fill_uniform(kv, 64, 1.0f, 2);
-    float *out = tu_host_alloc(64, NULL);
+    float *out = tu_host_alloc(128, NULL);
     struct {
         const clattn_mods *mods;
         const clattn_block_mask *mask;
@@ -777,13 +777,13 @@ START_TEST(test_block_mask_refusals)
         const char *needle;
     } calls[] = {{doc, from_causal, 2, 8, CLATTN_ERROR_INVALID_VALUE, "other mods"},
                  {causal, layout, 2, 8, CLATTN_ERROR_INVALID_VALUE, "layout"},
-                 {causal, from_causal, 1, 8, CLATTN_ERROR_SHAPE_MISMATCH, "batches"},
+                 {causal, from_causal, 3, 8, CLATTN_ERROR_SHAPE_MISMATCH, "batches"},
                  {NULL, layout, 1, 16, CLATTN_ERROR_SHAPE_MISMATCH, "covers"}};
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         clattn_sdpa_desc d = tu_sdpa_desc(calls[i].B, 1, calls[i].L, calls[i].L > 8 ? 16 : 8, 4, 4);
         d.mods = calls[i].mods;
         d.block_mask = calls[i].mask;
-        float *wide = calls[i].L > 8 ? tu_falloc(16 * 4 * calls[i].B) : NULL;
+        float *wide = calls[i].L > 8 || calls[i].B > 2 ? tu_falloc(16 * 4 * calls[i].B) : NULL;
         const clattn_status st = clattn_sdpa_host(ctx, &d, wide ? wide : q, wide ? wide : kv, wide ? wide : kv, NULL,
                                                   out, NULL, NULL);
         ck_assert_msg(st == calls[i].want && strstr(clattn_last_error(ctx), calls[i].needle), "%s: call %zu: %s (%s)",

@@ -150,6 +150,9 @@ static void check_same_part(const clattn_sdpa_desc *lib, const partition_part *p
                       "%s: batch %zu: the library's length %zu offset %lld, the test's %zu %lld", tu_label(), b,
                       m->key_lengths[b], m->query_offsets[b], p->key_lengths[b], p->offsets[b]);
     ck_assert(lib->alibi_slopes == p->desc.alibi_slopes && lib->softcap == p->desc.softcap);
+    ck_assert_msg(lib->origin_position == (long long)p->k0 && lib->origin_batch == 0,
+                  "%s: origin (%zu, %lld), expected (0, %zu): mods would see the run's keys from 0", tu_label(),
+                  lib->origin_batch, lib->origin_position, p->k0);
 }
 
 /* |host − device| of the merge: the same arithmetic, exp and log rounded by each side's own library. */

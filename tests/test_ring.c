@@ -125,6 +125,7 @@ typedef struct {
     int key_lengths, offsets, sinks, alibi;
     long long win_left; /* −2: none */
     float softcap;
+    int mods; /* programmable attention: documents by position, a per-head bias, and their block mask */
 } rcase;
 
 #define TL CLATTN_CAUSAL_TOP_LEFT
@@ -134,14 +135,16 @@ typedef struct {
 #define ZIGZAG CLATTN_RING_ZIGZAG
 
 static const rcase cases[] = {
-    {"non-causal, contiguous, GQA 4/2, L = S = 37", 2, 4, 2, 37, 37, 16, 16, NONE, CONTIG, 0, 0, 0, 0, -2, 0},
-    {"non-causal, zigzag, L 23, S 61, Dv 8", 1, 2, 1, 23, 61, 16, 8, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0},
-    {"causal, zigzag, L = S = 45", 1, 2, 2, 45, 45, 32, 32, TL, ZIGZAG, 0, 0, 0, 0, -2, 0},
-    {"causal, contiguous, L = S = 29, GQA 3/1", 1, 3, 1, 29, 29, 16, 16, TL, CONTIG, 0, 0, 0, 0, -2, 0},
-    {"causal, zigzag, key lengths, B 2", 2, 2, 2, 41, 41, 16, 16, TL, ZIGZAG, 1, 0, 0, 0, -2, 0},
-    {"cross: L 13, S 50, bottom-right causal, zigzag", 1, 2, 2, 13, 50, 16, 16, BR, ZIGZAG, 0, 0, 0, 0, -2, 0},
-    {"query offsets: L 11 at 40 and 35 of S 51, causal", 2, 2, 1, 11, 51, 16, 16, TL, CONTIG, 0, 1, 0, 0, -2, 0},
-    {"sinks, ALiBi, soft-capping, window 9, zigzag causal", 1, 4, 2, 33, 33, 16, 16, TL, ZIGZAG, 0, 0, 1, 1, 9, 5.0f},
+    {"non-causal, contiguous, GQA 4/2, L = S = 37", 2, 4, 2, 37, 37, 16, 16, NONE, CONTIG, 0, 0, 0, 0, -2, 0, 0},
+    {"non-causal, zigzag, L 23, S 61, Dv 8", 1, 2, 1, 23, 61, 16, 8, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0, 0},
+    {"causal, zigzag, L = S = 45", 1, 2, 2, 45, 45, 32, 32, TL, ZIGZAG, 0, 0, 0, 0, -2, 0, 0},
+    {"causal, contiguous, L = S = 29, GQA 3/1", 1, 3, 1, 29, 29, 16, 16, TL, CONTIG, 0, 0, 0, 0, -2, 0, 0},
+    {"causal, zigzag, key lengths, B 2", 2, 2, 2, 41, 41, 16, 16, TL, ZIGZAG, 1, 0, 0, 0, -2, 0, 0},
+    {"cross: L 13, S 50, bottom-right causal, zigzag", 1, 2, 2, 13, 50, 16, 16, BR, ZIGZAG, 0, 0, 0, 0, -2, 0, 0},
+    {"query offsets: L 11 at 40 and 35 of S 51, causal", 2, 2, 1, 11, 51, 16, 16, TL, CONTIG, 0, 1, 0, 0, -2, 0, 0},
+    {"sinks, ALiBi, soft-capping, window 9, zigzag causal", 1, 4, 2, 33, 33, 16, 16, TL, ZIGZAG, 0, 0, 1, 1, 9, 5.0f, 0},
+    {"mods and block mask: documents, a head bias, zigzag", 1, 2, 2, 43, 43, 16, 16, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0, 1},
+    {"mods: cross L 17 at the end of S 59, contiguous", 2, 2, 1, 17, 59, 16, 16, BR, CONTIG, 0, 0, 0, 0, -2, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -157,6 +160,23 @@ static double max_abs_diff(const float *a, const double *ref, size_t n, double *
         *worst_ratio = fmax(*worst_ratio, d / (TU_ATOL + TU_RTOL * fabs(ref[i])));
     }
     return worst;
+}
+
+/* The ring's mods: each rank makes them on its own context (the partition's parts carry the positions of
+ * the whole call, desc.origin_position: a part's keys numbered from 0 would read other documents). */
+static const char ring_mods_source[] =
+    "float score_mod(float s, int b, int h, long q, long k, __global const int *doc) { return s + 0.25f * (float)h; }\n"
+    "bool mask_mod(int b, int h, long q, long k, __global const int *doc) { return doc[q] == doc[k] || k == 0; }\n";
+static int ring_doc[128];
+static double ring_ref_score(double s, int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)q, (void)k, (void)u;
+    return s + 0.25 * (double)h;
+}
+static int ring_ref_mask(int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)h, (void)u;
+    return ring_doc[q] == ring_doc[k] || k == 0;
 }
 
 START_TEST(test_table)
@@ -178,6 +198,27 @@ START_TEST(test_table)
     tu_fill_uniform(q, nq, 1.0f, 11 + _i);
     tu_fill_uniform(k, nk, 1.0f, 12 + _i);
     tu_fill_uniform(v, nv, 1.0f, 13 + _i);
+    clattn_mods *mods = NULL;
+    clattn_block_mask *blocks = NULL;
+    if (c->mods) {
+        for (size_t i = 0, id = 0; i < c->S;) /* documents of 1 to 13 positions */
+            for (size_t n = 1 + (id++ * 5 + 3) % 13; n-- && i < c->S;)
+                ring_doc[i++] = (int)id;
+        const clattn_mod_aux aux = {"doc", CLATTN_AUX_INT, tu_dev_alloc(ctx, c->S, (const float *)ring_doc),
+                                    CLATTN_AUX_BY_POSITION, 0};
+        clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
+        md.source = ring_mods_source;
+        md.aux = &aux;
+        md.aux_count = 1;
+        TU_ASSERT_OK(clattn_mods_create(ctx, &md, &mods), ctx, "clattn_mods_create");
+        clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+        bd.q_len = bd.kv_len = c->S;
+        bd.block_q = bd.block_k = 8;
+        bd.mods = mods;
+        TU_ASSERT_OK(clattn_block_mask_create(ctx, &bd, &blocks), ctx, "clattn_block_mask_create");
+        d.mods = mods;
+        d.block_mask = c->layout == ZIGZAG ? blocks : NULL;
+    }
     clattn_ring_shard qs, ks;
     clattn_ring_shard_of(c->L, ranks, rank, c->layout, &qs);
     clattn_ring_shard_of(c->S, ranks, rank, c->layout, &ks);
@@ -206,7 +247,8 @@ START_TEST(test_table)
                   stats.bytes_sent, want_sent);
     /* The fp64 reference over the whole tensors, and one process's clattn_sdpa_host: this rank's rows. */
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
-    ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl);
+    const ref_mods rm = {ring_ref_score, ring_ref_mask, NULL};
+    ref_sdpa_mods(&d, c->mods ? &rm : NULL, q, k, v, NULL, ro, NULL, rl);
     float *so = tu_falloc(no), *sl = tu_falloc(nl);
     st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, so, NULL, sl);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host (one process)");
@@ -237,6 +279,8 @@ START_TEST(test_table)
     ck_assert_msg(ratio <= 1.0, "%s: rank %d: error %.3g × the tolerance against the reference", tu_label(), rank, ratio);
     ck_assert_msg(single_ratio <= 1.0, "%s: rank %d: error %.3g × the tolerance against one process", tu_label(), rank,
                   single_ratio);
+    clattn_block_mask_free(blocks);
+    clattn_mods_free(mods);
 }
 END_TEST
 

@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 9
+#define CLATTN_VERSION_MINOR 10
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.9.0"
+#define CLATTN_VERSION_STRING "0.10.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -643,17 +643,23 @@ typedef struct clattn_sdpa_desc {
      * float. CLATTN_WEIGHTS_QK outputs s without it; CLATTN_WEIGHTS_SOFTCAPPED with it. */
     const float *logit_scale;
     /* Since 0.9. NULL, or the score and mask functions of clattn_mods_create (see there for the order):
-     * every path (fused, staged — its weights and score outputs too —, decode, paged, ragged) and
-     * every storage type apply them. Device groups and ring attention refuse them (not yet). */
+     * every path (fused, staged — its weights and score outputs too —, decode, paged, ragged), every
+     * storage type, device groups (clattn_group_sdpa_host) and ring attention apply them. */
     const clattn_mods *mods;
     /* Since 0.9. NULL, or a block mask over the call's positions (see clattn_block_mask_create). */
     const clattn_block_mask *block_mask;
+    /* Since 0.10. Where this call sits in a larger one whose part it is, for the mods and the block mask
+     * only: they see batch b + origin_batch and positions (queries' and keys') + origin_position, so a
+     * part computes the pairs of the whole call it stands for. clattn_partition_part and device groups
+     * set them for their parts; 0 for a whole call. Each at most 2^61. */
+    size_t origin_batch;
+    long long origin_position;
 } clattn_sdpa_desc;
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
       CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
-      CLATTN_SOFTMAX_FLOAT, 0, NULL, NULL, NULL }
+      CLATTN_SOFTMAX_FLOAT, 0, NULL, NULL, NULL, 0, 0 }
 
 /* O = softmax(softcap(Q·Kᵀ·scale·logit_scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
@@ -874,15 +880,18 @@ typedef struct clattn_mha_desc {
     clattn_softmax_precision softmax_precision;
     unsigned softmax_reserved; /* must be 0 */
     /* Since 0.9. As in clattn_sdpa_desc: score and mask functions for the layer's attention (positions
-     * as its masks count them) and a block mask over them; group calls refuse both. */
+     * as its masks count them) and a block mask over them. */
     const clattn_mods *mods;
     const clattn_block_mask *block_mask;
+    /* Since 0.10. As in clattn_sdpa_desc. */
+    size_t origin_batch;
+    long long origin_position;
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT                                                                                \
     { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
       NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0, CLATTN_SOFTMAX_FLOAT, 0,  \
-      NULL, NULL }
+      NULL, NULL, 0, 0 }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

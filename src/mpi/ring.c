@@ -532,10 +532,6 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
         snprintf(detail, cap, "ring calls take no additive mask (masks->additive)");
         return CLATTN_ERROR_INVALID_VALUE;
     }
-    if (d->mods || d->block_mask) { /* a part's keys are numbered from its run's first: the functions would see other k */
-        snprintf(detail, cap, "ring calls take no mods or block masks (desc->%s: not yet)", d->mods ? "mods" : "block_mask");
-        return CLATTN_ERROR_INVALID_VALUE;
-    }
     if (d->q_dtype || d->k_dtype || d->v_dtype || d->out_dtype) {
         snprintf(detail, cap, "ring calls take float32 tensors (desc's storage types)");
         return CLATTN_ERROR_INVALID_VALUE;
