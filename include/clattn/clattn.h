@@ -692,7 +692,8 @@ typedef struct clattn_partition_s clattn_partition;
  * rows of every (batch, head), its K and V the run's rows, and its descriptor carries the call's options
  * with q_len = q_rows, kv_len = k_rows, the positions moved to the run (query_offsets[b] = the block's
  * first absolute position − k0, so that causal masks, windows and ALiBi distances are the call's), the key
- * lengths clipped to the run, and no sinks. With an additive mask the part takes its sub-view: rows
+ * lengths clipped to the run, no sinks, and (since 0.10) origin_position = the call's + k0 (mods and block
+ * masks see the call's positions). With an additive mask the part takes its sub-view: rows
  * [q0, q0 + q_rows) of each (L, S) matrix (a (B,1,1,S) mask: its rows whole) and columns
  * [k0, k0 + masks->mask_kv_len) of the part's descriptor, in the call's layout. Parts over disjoint keys
  * merge with clattn_merge (the call's sinks given there, once) into the call's rows exactly.
