@@ -1,0 +1,354 @@
+/* The attention calls of clattn._clattn: sdpa (clattn_sdpa_host), mha (clattn_mha_host) and merge
+ * (clattn_merge). Each reads its tensors (tensors.c), checks their sizes against the shape it is given —
+ * the one thing the library cannot check of host pointers —, fills the descriptor and runs the call
+ * with the GIL released; the library checks everything else and its detail becomes clattn.Error's. */
+#include "pyclattn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void py_options_free(call_options *o)
+{
+    PyMem_Free(o->sinks);
+    PyMem_Free(o->alibi);
+    PyMem_Free(o->offsets);
+    PyMem_Free(o->key_lengths);
+    memset(o, 0, sizeof *o);
+}
+
+int py_options_read(PyObject *tuple, size_t batch, size_t heads, call_options *o)
+{
+    memset(o, 0, sizeof *o);
+    PyObject *scale, *window, *sinks, *alibi, *offsets, *lengths;
+    if (!PyArg_ParseTuple(tuple, "OiOfOOOOinii:options", &scale, &o->causal, &window, &o->softcap, &sinks, &alibi,
+                          &offsets, &lengths, &o->mask_layout, &o->mask_cols, &o->algorithm, &o->weights_output))
+        return -1;
+    o->scale = scale == Py_None ? CLATTN_SCALE_DEFAULT : (float)PyFloat_AsDouble(scale);
+    if (PyErr_Occurred())
+        return -1;
+    if (window != Py_None) {
+        if (!PyArg_ParseTuple(window, "LL:window", &o->window.left, &o->window.right))
+            return -1;
+        o->has_window = 1;
+    }
+    if (py_floats_from_sequence(sinks, "sinks", heads, &o->sinks) || py_floats_from_sequence(alibi, "alibi", heads, &o->alibi) ||
+        py_longs_from_sequence(offsets, "offsets", batch, &o->offsets) ||
+        py_sizes_from_sequence(lengths, "key_lengths", batch, &o->key_lengths)) {
+        py_options_free(o);
+        return -1;
+    }
+    o->masks = (clattn_masks)CLATTN_MASKS_INIT;
+    o->masks.causal = (clattn_causal)o->causal;
+    o->masks.key_lengths = o->key_lengths;
+    o->masks.query_offsets = o->offsets;
+    o->masks.window = o->has_window ? &o->window : NULL;
+    o->masks.mask_kv_len = o->mask_cols > 0 ? (size_t)o->mask_cols : 0;
+    return 0;
+}
+
+/* a·b·c·d with overflow refused (ValueError). */
+int py_product(size_t *out, size_t a, size_t b, size_t c, size_t d)
+{
+    const size_t f[4] = {a, b, c, d};
+    size_t p = 1;
+    for (int i = 0; i < 4; i++) {
+        if (f[i] && p > SIZE_MAX / f[i]) {
+            PyErr_SetString(PyExc_ValueError, "the call's shape overflows a size_t");
+            return -1;
+        }
+        p *= f[i];
+    }
+    *out = p;
+    return 0;
+}
+
+/* The additive mask's elements for its layout (cols: its last dimension), and its type into masks. */
+static int mask_take(const py_tensor *m, call_options *o, size_t batch, size_t heads, size_t q_len, size_t kv_len)
+{
+    if (!m->capsule)
+        return 0;
+    const size_t cols = o->masks.mask_kv_len ? o->masks.mask_kv_len : kv_len;
+    size_t elems = 0;
+    int bad = 0;
+    switch (o->mask_layout) {
+    case CLATTN_MASK_L_S: bad = py_product(&elems, q_len, cols, 1, 1); break;
+    case CLATTN_MASK_B_H_L_S: bad = py_product(&elems, batch, heads, q_len, cols); break;
+    case CLATTN_MASK_B_1_L_S: bad = py_product(&elems, batch, q_len, cols, 1); break;
+    case CLATTN_MASK_1_H_L_S: bad = py_product(&elems, heads, q_len, cols, 1); break;
+    case CLATTN_MASK_B_1_1_S: bad = py_product(&elems, batch, cols, 1, 1); break;
+    default: PyErr_Format(PyExc_ValueError, "mask layout %d is not one clattn reads", o->mask_layout); return -1;
+    }
+    if (bad || py_tensor_expect(m, "attn_mask", elems, 1))
+        return -1;
+    o->masks.additive = (clattn_mask_layout)o->mask_layout;
+    o->masks.mask_type = m->kind == 'b'                  ? CLATTN_MASK_BOOL
+                         : m->dtype == CLATTN_FLOAT16    ? CLATTN_MASK_FLOAT16
+                         : m->dtype == CLATTN_BFLOAT16   ? CLATTN_MASK_BFLOAT16
+                                                         : CLATTN_MASK_FLOAT;
+    return 0;
+}
+
+/* A float32 output (lse, weights) of exactly `elems` elements, or None. */
+int py_float_output(const py_tensor *t, const char *name, size_t elems)
+{
+    if (!t->capsule)
+        return 0;
+    if (t->kind != 'f' || t->dtype != CLATTN_FLOAT32) {
+        PyErr_Format(PyExc_TypeError, "%s must be float32", name);
+        return -1;
+    }
+    return py_tensor_expect(t, name, elems, 0);
+}
+
+static void release_all(py_tensor *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        py_tensor_release(&t[i]);
+}
+
+PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    (void)kwargs;
+    PyObject *ctx_obj, *obj[7], *shape, *opts, *mods_obj;
+    int bf16 = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOp:sdpa", &ctx_obj, &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &obj[6], &shape, &opts, &mods_obj, &bf16))
+        return NULL;
+    py_context *pc = pyclattn_context(ctx_obj, "context");
+    Py_ssize_t B, H, KVH, L, S, D, DV;
+    if (!pc || !PyArg_ParseTuple(shape, "nnnnnnn:shape", &B, &H, &KVH, &L, &S, &D, &DV))
+        return NULL;
+    if (B < 0 || H < 0 || KVH < 0 || L < 0 || S < 0 || D < 0 || DV < 0) {
+        PyErr_SetString(PyExc_ValueError, "a dimension of the call is negative");
+        return NULL;
+    }
+    static const char *const names[7] = {"query", "key", "value", "out", "lse", "attn_mask", "weights"};
+    py_tensor t[7];
+    memset(t, 0, sizeof t);
+    call_options o;
+    int failed = 0;
+    const clattn_mods *mods = pyclattn_mods(mods_obj, pc, &failed);
+    if (failed || py_options_read(opts, (size_t)B, (size_t)H, &o) != 0)
+        return NULL;
+    for (int i = 0; i < 7; i++)
+        if (py_tensor_get(obj[i], names[i], i >= 4, bf16, &t[i]) != 0) {
+            release_all(t, 7);
+            py_options_free(&o);
+            return NULL;
+        }
+    size_t nq, nk, nv, no, nl, nw;
+    const int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV) ||
+                    py_product(&no, B, H, L, DV) || py_product(&nl, B, H, L, 1) || py_product(&nw, B, H, L, S) ||
+                    py_tensor_expect(&t[0], "query", nq, 0) || py_tensor_expect(&t[1], "key", nk, 0) ||
+                    py_tensor_expect(&t[2], "value", nv, 0) || py_tensor_expect(&t[3], "out", no, 0) ||
+                    py_float_output(&t[4], "lse", nl) || py_float_output(&t[6], "weights", nw) ||
+                    mask_take(&t[5], &o, B, H, L, S);
+    if (bad) {
+        release_all(t, 7);
+        py_options_free(&o);
+        return NULL;
+    }
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = (size_t)B, d.heads = (size_t)H, d.kv_heads = (size_t)KVH;
+    d.q_len = (size_t)L, d.kv_len = (size_t)S, d.qk_dim = (size_t)D, d.v_dim = (size_t)DV;
+    d.scale = o.scale;
+    d.softcap = o.softcap;
+    d.sinks = o.sinks;
+    d.alibi_slopes = o.alibi;
+    d.masks = &o.masks;
+    d.algorithm = (clattn_algorithm)o.algorithm;
+    d.weights_output = (clattn_weights_output)o.weights_output;
+    d.q_dtype = t[0].dtype, d.k_dtype = t[1].dtype, d.v_dtype = t[2].dtype, d.out_dtype = t[3].dtype;
+    d.mods = mods;
+    clattn_status st;
+    char detail[2048];
+    CLATTN_CALL(pc, detail,
+                st = clattn_sdpa_host(pc->ctx, &d, t[0].data, t[1].data, t[2].data, t[5].data, t[3].data,
+                                      (float *)t[6].data, (float *)t[4].data));
+    release_all(t, 7);
+    py_options_free(&o);
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, detail);
+    Py_RETURN_NONE;
+}
+
+PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    (void)kwargs;
+    /* x, kv, out, w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, mask, weights */
+    enum { X, KV, OUT, WQ, BQ, WK, BK, WV, BV, WO, BO, MASK, WEIGHTS, N };
+    static const char *const names[N] = {"x", "kv", "out", "w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o",
+                                         "attn_mask", "weights"};
+    PyObject *ctx_obj, *obj[N], *shape, *opts, *mods_obj;
+    int bf16 = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOp:mha", &ctx_obj, &obj[X], &obj[KV], &obj[OUT], &obj[WQ], &obj[BQ],
+                          &obj[WK], &obj[BK], &obj[WV], &obj[BV], &obj[WO], &obj[BO], &obj[MASK], &obj[WEIGHTS], &shape,
+                          &opts, &mods_obj, &bf16))
+        return NULL;
+    py_context *pc = pyclattn_context(ctx_obj, "context");
+    Py_ssize_t B, L, S, DM, DKV, H, KVH, DK, DV, DOUT;
+    if (!pc || !PyArg_ParseTuple(shape, "nnnnnnnnnn:shape", &B, &L, &S, &DM, &DKV, &H, &KVH, &DK, &DV, &DOUT))
+        return NULL;
+    if (B < 0 || L < 0 || S < 0 || DM < 0 || DKV < 0 || H < 0 || KVH < 0 || DK < 0 || DV < 0 || DOUT < 0) {
+        PyErr_SetString(PyExc_ValueError, "a dimension of the layer is negative");
+        return NULL;
+    }
+    py_tensor t[N];
+    memset(t, 0, sizeof t);
+    call_options o;
+    int failed = 0;
+    const clattn_mods *mods = pyclattn_mods(mods_obj, pc, &failed);
+    if (failed || py_options_read(opts, (size_t)B, (size_t)H, &o) != 0)
+        return NULL;
+    for (int i = 0; i < N; i++)
+        if (py_tensor_get(obj[i], names[i], i != X && i != OUT && i != WQ && i != WK && i != WV, bf16, &t[i]) != 0) {
+            release_all(t, N);
+            py_options_free(&o);
+            return NULL;
+        }
+    const size_t hk = (size_t)H * DK, hv = (size_t)H * DV, kk = (size_t)KVH * DK, kvv = (size_t)KVH * DV;
+    const int wo = t[WO].capsule != NULL;
+    size_t n[N] = {0};
+    int bad = py_product(&n[X], B, L, DM, 1) || py_product(&n[KV], B, S, DKV, 1) ||
+              py_product(&n[OUT], B, L, wo ? (size_t)DOUT : hv, 1) || py_product(&n[WQ], DM, hk, 1, 1) ||
+              py_product(&n[WK], DKV, kk, 1, 1) || py_product(&n[WV], DKV, kvv, 1, 1) || py_product(&n[WO], hv, DOUT, 1, 1) ||
+              py_product(&n[WEIGHTS], B, H, L, S);
+    n[BQ] = hk, n[BK] = kk, n[BV] = kvv, n[BO] = (size_t)DOUT;
+    for (int i = 0; i < N && !bad; i++)
+        if (i != MASK && i != WEIGHTS && t[i].capsule)
+            bad = py_tensor_expect(&t[i], names[i], n[i], 0);
+    bad = bad || py_float_output(&t[WEIGHTS], "weights", n[WEIGHTS]) || mask_take(&t[MASK], &o, B, H, L, S);
+    for (int i = BQ; i <= BO && !bad; i++) /* (the weights share one type, as the library takes them) */
+        if (t[i].capsule && t[i].dtype != t[WQ].dtype) {
+            PyErr_Format(PyExc_TypeError, "%s is %s but w_q is %s: the weights and biases share one type", names[i],
+                         clattn_dtype_name(t[i].dtype), clattn_dtype_name(t[WQ].dtype));
+            bad = 1;
+        }
+    if (!bad && t[KV].capsule && t[KV].dtype != t[X].dtype) {
+        PyErr_SetString(PyExc_TypeError, "kv must have x's type");
+        bad = 1;
+    }
+    if (bad) {
+        release_all(t, N);
+        py_options_free(&o);
+        return NULL;
+    }
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = (size_t)B, d.q_len = (size_t)L, d.kv_len = t[KV].capsule ? (size_t)S : 0;
+    d.model_dim = (size_t)DM, d.kv_dim = t[KV].capsule ? (size_t)DKV : 0;
+    d.heads = (size_t)H, d.kv_heads = (size_t)KVH, d.qk_dim = (size_t)DK, d.v_dim = (size_t)DV;
+    d.out_dim = (size_t)DOUT;
+    d.scale = o.scale;
+    d.masks = &o.masks;
+    d.algorithm = (clattn_algorithm)o.algorithm;
+    d.softcap = o.softcap;
+    d.sinks = o.sinks;
+    d.alibi_slopes = o.alibi;
+    d.weights_output = (clattn_weights_output)o.weights_output;
+    d.x_dtype = t[X].dtype, d.weight_dtype = t[WQ].dtype, d.out_dtype = t[OUT].dtype;
+    d.mods = mods;
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = t[WQ].data, w.b_q = t[BQ].data, w.w_k = t[WK].data, w.b_k = t[BK].data;
+    w.w_v = t[WV].data, w.b_v = t[BV].data, w.w_o = t[WO].data, w.b_o = t[BO].data;
+    clattn_status st;
+    char detail[2048];
+    CLATTN_CALL(pc, detail,
+                st = clattn_mha_host(pc->ctx, &d, t[X].data, t[KV].data, &w, t[MASK].data, t[OUT].data,
+                                     (float *)t[WEIGHTS].data));
+    release_all(t, N);
+    py_options_free(&o);
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, detail);
+    Py_RETURN_NONE;
+}
+
+cl_mem py_upload(py_context *pc, const void *data, size_t bytes, clattn_status *st)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(pc->ctx), CL_MEM_READ_WRITE | (data ? CL_MEM_COPY_HOST_PTR : 0),
+                              bytes, (void *)data, &err);
+    *st = (clattn_status)err;
+    return err == CL_SUCCESS ? m : NULL;
+}
+
+PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    (void)kwargs;
+    PyObject *ctx_obj, *outs_obj, *lses_obj, *out_obj, *lse_obj, *shape, *sinks_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOOO:merge", &ctx_obj, &outs_obj, &lses_obj, &out_obj, &lse_obj, &shape, &sinks_obj))
+        return NULL;
+    py_context *pc = pyclattn_context(ctx_obj, "context");
+    Py_ssize_t B, H, L, DV;
+    if (!pc || !PyArg_ParseTuple(shape, "nnnn:shape", &B, &H, &L, &DV))
+        return NULL;
+    const Py_ssize_t parts = PySequence_Size(outs_obj);
+    if (parts < 1 || parts > 64 || PySequence_Size(lses_obj) != parts) {
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "outputs and lses: 1 to 64 parts, as many of each");
+        return NULL;
+    }
+    size_t no, nl;
+    if (B < 0 || H < 0 || L < 0 || DV < 0 || py_product(&no, B, H, L, DV) || py_product(&nl, B, H, L, 1)) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a dimension is negative");
+        return NULL;
+    }
+    float *sinks = NULL;
+    if (py_floats_from_sequence(sinks_obj, "sinks", (size_t)H, &sinks) != 0)
+        return NULL;
+    py_tensor out = {0}, lse = {0}, part = {0};
+    cl_mem mems[2 * 64 + 2] = {NULL};
+    clattn_status st = CLATTN_SUCCESS;
+    int bad = py_tensor_get(out_obj, "out", 0, 0, &out) || py_float_output(&out, "out", no);
+    bad = bad || py_tensor_get(lse_obj, "lse", 0, 0, &lse) || py_float_output(&lse, "lse", nl);
+    for (Py_ssize_t p = 0; p < parts && !bad && st == CLATTN_SUCCESS; p++)
+        for (int which = 0; which < 2 && !bad && st == CLATTN_SUCCESS; which++) {
+            PyObject *item = PySequence_GetItem(which ? lses_obj : outs_obj, p);
+            char name[32];
+            snprintf(name, sizeof name, "%s[%zd]", which ? "lses" : "outputs", p);
+            bad = !item || py_tensor_get(item, name, 0, 0, &part) || py_float_output(&part, name, which ? nl : no);
+            Py_XDECREF(item);
+            if (!bad) {
+                mems[2 * p + which] = py_upload(pc, part.data, (which ? nl : no) * sizeof(float), &st);
+                py_tensor_release(&part);
+            }
+        }
+    if (!bad && st == CLATTN_SUCCESS)
+        mems[2 * parts] = py_upload(pc, NULL, no * sizeof(float), &st);
+    if (!bad && st == CLATTN_SUCCESS)
+        mems[2 * parts + 1] = py_upload(pc, NULL, nl * sizeof(float), &st);
+    char detail[2048] = "";
+    if (!bad && st == CLATTN_SUCCESS) {
+        cl_mem outs[64], lses[64];
+        for (Py_ssize_t p = 0; p < parts; p++)
+            outs[p] = mems[2 * p], lses[p] = mems[2 * p + 1];
+        clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+        d.batch = (size_t)B, d.heads = (size_t)H, d.q_len = (size_t)L, d.qk_dim = d.v_dim = (size_t)DV;
+        d.sinks = sinks;
+        const cl_command_queue queue = clattn_context_queue(pc->ctx);
+        CLATTN_CALL(pc, detail, {
+            st = clattn_merge(pc->ctx, &d, (size_t)parts, outs, lses, mems[2 * parts], mems[2 * parts + 1]);
+            if (st == CLATTN_SUCCESS)
+                st = (clattn_status)clEnqueueReadBuffer(queue, mems[2 * parts], CL_TRUE, 0, no * sizeof(float),
+                                                        out.data, 0, NULL, NULL);
+            if (st == CLATTN_SUCCESS)
+                st = (clattn_status)clEnqueueReadBuffer(queue, mems[2 * parts + 1], CL_TRUE, 0, nl * sizeof(float),
+                                                        lse.data, 0, NULL, NULL);
+        });
+    }
+    for (size_t i = 0; i < sizeof mems / sizeof mems[0]; i++)
+        if (mems[i])
+            clReleaseMemObject(mems[i]);
+    py_tensor_release(&out);
+    py_tensor_release(&lse);
+    PyMem_Free(sinks);
+    if (bad)
+        return NULL;
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, *detail ? detail : "allocating the merge's buffers");
+    Py_RETURN_NONE;
+}

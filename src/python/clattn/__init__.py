@@ -1,0 +1,455 @@
+"""clattn: scaled dot-product and multi-head attention on any OpenCL device.
+
+A Python face for the clattn C library (its extension module, ``clattn._clattn``, is C against CPython's
+limited API). numpy arrays and PyTorch CPU tensors go in (DLPack, no copy) and the same kind comes out:
+
+    >>> import numpy as np, clattn
+    >>> q = k = v = np.random.rand(1, 8, 128, 64).astype(np.float32)
+    >>> out = clattn.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+``scaled_dot_product_attention`` takes PyTorch's signature where the two overlap. Failures of the library
+raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail); what Python can check
+itself raises ``TypeError`` or ``ValueError`` naming the argument.
+"""
+import os as _os
+import sys as _sys
+
+from . import _clattn
+from ._clattn import Context, Error
+
+__all__ = ["Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
+           "scaled_dot_product_attention"]
+__version__ = _clattn.library_version()
+
+_ALGORITHMS = {"auto": 0, "fused": 1, "staged": 2, "decode": 3}
+_WEIGHTS = {"softmax": 0, "qk": 1, "softcapped": 2, "masked": 3}
+_DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
+_AUX_INDEX = {"length": 0, "query": 1, "key": 2, "position": 3, "head": 4, "batch": 5}
+# clattn_mask_layout
+_MASK_L_S, _MASK_B_H_L_S, _MASK_B_1_L_S, _MASK_1_H_L_S, _MASK_B_1_1_S = 1, 2, 3, 4, 5
+
+_default_context = None
+
+
+def default_context():
+    """The Context the calls use when given none: made on first use, on the device that
+    ``Context()`` picks (CLATTN_DEVICE, else the first GPU, else the first device)."""
+    global _default_context
+    if _default_context is None:
+        _default_context = Context()
+    return _default_context
+
+
+def _context(context):
+    if context is None:
+        return _default_context if _default_context is not None else default_context()
+    if not isinstance(context, Context):
+        raise TypeError(f"context must be a clattn.Context, not {type(context).__name__}")
+    return context
+
+
+def devices():
+    """Every OpenCL device, as ``clattn devices`` lists them: dicts of spec ("P:D", what ``Context(device=)``
+    takes), name, vendor, platform and type."""
+    return _clattn.devices()
+
+
+# ---- Tensors ------------------------------------------------------------------------------------------
+
+def _numpy():
+    np = _sys.modules.get("numpy")
+    if np is None:
+        import numpy as np
+    return np
+
+
+def _tensor(x, name):
+    """x as the C side reads it (C-contiguous, on the host) and whether it is a PyTorch tensor."""
+    torch = _sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        if x.device.type != "cpu":
+            raise ValueError(f"{name} is on {x.device}: clattn reads CPU tensors (its devices are OpenCL's)")
+        if x.requires_grad:
+            x = x.detach()
+        return (x if x.is_contiguous() else x.contiguous()), True
+    np = _numpy()
+    a = x if type(x) is np.ndarray else np.asarray(x)  # (the buffer protocol, without a copy)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)
+    if not a.flags.writeable:  # (numpy's DLPack export refuses read-only arrays)
+        a = a.copy()
+    return a, False
+
+
+def _dtype_name(x, torch_side, bfloat16):
+    if torch_side:
+        return str(x.dtype).replace("torch.", "")
+    name = x.dtype.name
+    if bfloat16 and name == "uint16":
+        return "bfloat16"
+    return name
+
+
+def _empty(like, torch_side, shape, dtype=None):
+    """An output array of the input's kind: like's dtype, or float32 (dtype "float32")."""
+    if torch_side:
+        torch = _sys.modules["torch"]
+        return torch.empty(shape, dtype=torch.float32 if dtype == "float32" else like.dtype)
+    np = _numpy()
+    return np.empty(shape, dtype=np.float32 if dtype == "float32" else like.dtype)
+
+
+def _per_head(values, name, count):
+    """None, or `count` floats (a sequence or an array) as a list."""
+    if values is None:
+        return None
+    try:
+        values = [float(v) for v in (values.tolist() if hasattr(values, "tolist") else values)]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of {count} numbers") from None
+    if len(values) != count:
+        raise ValueError(f"{name} holds {len(values)} values; the call needs {count}")
+    return values
+
+
+def _per_batch(values, name, count, kind):
+    if values is None:
+        return None
+    try:
+        values = [kind(v) for v in (values.tolist() if hasattr(values, "tolist") else values)]
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a sequence of {count} integers") from None
+    if len(values) != count:
+        raise ValueError(f"{name} holds {len(values)} values; the call has {count} sequences")
+    return values
+
+
+def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, mask_layout, mask_cols,
+             algorithm, weights_output, heads, batch):
+    """The tuple the C side's options_read takes (attention.c)."""
+    if scale is not None:
+        scale = float(scale)
+    if window is not None:
+        if isinstance(window, int):
+            window = (window, 0)
+        try:
+            left, right = window
+            window = (-1 if left is None else int(left), -1 if right is None else int(right))
+        except (TypeError, ValueError):
+            raise TypeError("window must be (left, right): keys before and after each query (None: unbounded)") \
+                from None
+    try:
+        algorithm = _ALGORITHMS[algorithm]
+    except KeyError:
+        raise ValueError(f"algorithm must be one of {sorted(_ALGORITHMS)}, not {algorithm!r}") from None
+    return (scale, causal, window, float(softcap or 0.0), _per_head(sinks, "sinks", heads),
+            _per_head(alibi, "alibi", heads), _per_batch(offsets, "offsets", batch, int),
+            _per_batch(key_lengths, "key_lengths", batch, int), mask_layout, mask_cols, algorithm, weights_output)
+
+
+def _mask_layout(mask_shape, batch_shape, heads, q_len, kv_len):
+    """The clattn mask layout that reads a mask of mask_shape, broadcast as PyTorch broadcasts it to
+    (*batch_shape, heads, q_len, kv_len) — or None when only an expanded copy will do."""
+    target = tuple(batch_shape) + (heads, q_len, kv_len)
+    if len(mask_shape) > len(target):
+        raise ValueError(f"attn_mask of shape {tuple(mask_shape)} has more dimensions than the scores "
+                         f"{target}")
+    shape = (1,) * (len(target) - len(mask_shape)) + tuple(mask_shape)
+    for have, want in zip(shape, target):
+        if have not in (1, want):
+            raise ValueError(f"attn_mask of shape {tuple(mask_shape)} does not broadcast to the scores' {target}")
+    nb = len(batch_shape)
+    b_full = shape[:nb] == tuple(batch_shape)
+    b_one = all(d == 1 for d in shape[:nb])
+    h, l, s = shape[nb:]
+    if s != kv_len:
+        return None
+    if l == q_len and (h == heads or heads == 1) and b_full:
+        return _MASK_B_H_L_S
+    if l == q_len and h == 1 and b_one:
+        return _MASK_L_S
+    if l == q_len and h == 1 and b_full:
+        return _MASK_B_1_L_S
+    if l == q_len and h == heads and b_one:
+        return _MASK_1_H_L_S
+    if l == 1 and (h == 1 or heads == 1) and b_full:
+        return _MASK_B_1_1_S
+    return None
+
+
+def _prepare_mask(attn_mask, query_dtype, torch_side, batch_shape, heads, q_len, kv_len):
+    if attn_mask is None:
+        return None, 0
+    mask, mask_torch = _tensor(attn_mask, "attn_mask")
+    layout = _mask_layout(tuple(mask.shape), batch_shape, heads, q_len, kv_len)
+    if layout is None:  # a broadcast clattn does not read in place: the full (…, H, L, S) copy
+        target = tuple(batch_shape) + (heads, q_len, kv_len)
+        if mask_torch:
+            mask = mask.expand(target).contiguous()
+        else:
+            np = _numpy()
+            mask = np.ascontiguousarray(np.broadcast_to(mask, target))
+        layout = _MASK_B_H_L_S
+    return mask, layout
+
+
+# ---- Programmable attention ---------------------------------------------------------------------------
+
+_mods_cache = {}
+
+
+def _mods(context, source, aux, defines):
+    """The compiled mods for (source, aux's names, types and indexes, defines) on a context — made once
+    (compiling takes seconds on PoCL), their auxiliary tensors written again at each call."""
+    if source is None:
+        if aux or defines:
+            raise ValueError("aux and defines belong to mods: give mods= too")
+        return None
+    if not isinstance(source, str):
+        raise TypeError("mods must be OpenCL C source text or the path of a .cl file holding it")
+    if "score_mod" not in source and "mask_mod" not in source and _os.path.isfile(source):
+        with open(source, encoding="utf-8") as f:
+            source = f.read()
+    entries, arrays = [], []
+    for name, value in (aux or {}).items():
+        index, length = "length", 0
+        if isinstance(value, tuple):
+            value, index = value
+        array, _ = _tensor(value, f"aux[{name!r}]")
+        if index not in _AUX_INDEX:
+            raise ValueError(f"aux[{name!r}]: the index must be one of {sorted(_AUX_INDEX)}, not {index!r}")
+        if index == "length":
+            length = int(array.numel() if hasattr(array, "numel") else array.size)
+        entries.append((name, array, _AUX_INDEX[index], length))
+        arrays.append(array)
+    if isinstance(defines, dict):
+        defines = [f"{k}={v}" if v is not None else str(k) for k, v in defines.items()]
+    defines = tuple(defines or ())
+    key = (id(context), source, defines,
+           tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
+    made = _mods_cache.get(key)
+    if made is None or made[0] is not context:
+        made = (context, _clattn.Mods(context, source, entries, list(defines)))
+        _mods_cache[key] = made
+    elif arrays:
+        made[1].update(arrays)
+    return made[1]
+
+
+# ---- Attention ----------------------------------------------------------------------------------------
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False, *, window=None, softcap=None, sinks=None, alibi=None,
+                                 offsets=None, key_lengths=None, return_lse=False, weights=None, algorithm="auto",
+                                 mods=None, aux=None, defines=None, dtype=None, context=None):
+    """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, on an OpenCL device.
+
+    query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) → out (..., Hq, L, Ev), the same
+    kind (numpy or PyTorch) and type as query. float32, float16 and bfloat16 (PyTorch's; in numpy uint16
+    bit patterns with ``dtype="bfloat16"``).
+
+    attn_mask: bool (True = may attend) or float (added), broadcastable to (..., Hq, L, S). is_causal:
+    the top-left causal mask (query i sees keys 0..i). enable_gqa: H divides Hq (query head h reads K/V
+    head h // (Hq / H)). dropout_p must be 0.
+
+    clattn's own: window=(left, right) keys each query sees before and after it (None: unbounded);
+    softcap (c·tanh(s/c)); sinks (a logit per head in each row's denominator); alibi (a slope per head);
+    offsets (each batch's first query position); key_lengths (valid keys per batch); return_lse (also the
+    log-sum-exp, float32 (..., Hq, L)); weights ("softmax", "qk", "softcapped" or "masked": also that
+    (..., Hq, L, S) float32 matrix, from the staged path); algorithm ("auto", "fused", "staged",
+    "decode"); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
+    auxiliary tensors: name → array, or (array, index) with index "query", "key", "position", "head",
+    "batch" or "length"), defines ({"NAME": value} compile-time constants); context (a clattn.Context).
+
+    Returns out, or a tuple (out, lse), (out, weights) or (out, lse, weights).
+    """
+    if dropout_p:
+        raise ValueError("dropout_p: clattn computes attention without dropout (give 0.0)")
+    if is_causal and attn_mask is not None:
+        raise ValueError("attn_mask and is_causal: give one of them (as PyTorch requires)")
+    if dtype not in (None, "bfloat16"):
+        raise ValueError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
+    ctx = _context(context)
+    q, torch_side = _tensor(query, "query")
+    k, k_torch = _tensor(key, "key")
+    v, v_torch = _tensor(value, "value")
+    if k_torch != torch_side or v_torch != torch_side:
+        raise TypeError("query, key and value must all be numpy arrays or all PyTorch tensors")
+    qs, ks, vs = q.shape, k.shape, v.shape
+    if len(qs) < 2 or len(ks) != len(qs) or len(vs) != len(qs):
+        raise ValueError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: the same number of "
+                         "dimensions, at least 2 (..., L, E)")
+    batch_shape = tuple(qs[:-3])
+    if tuple(ks[:-3]) != batch_shape or tuple(vs[:-3]) != batch_shape:
+        raise ValueError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
+                         "differ")
+    heads, q_len, qk_dim = (qs[-3] if len(qs) > 2 else 1), qs[-2], qs[-1]
+    kv_heads, kv_len = (ks[-3] if len(ks) > 2 else 1), ks[-2]
+    if ks[-1] != qk_dim or vs[-2] != kv_len or (len(vs) > 2 and vs[-3] != kv_heads):
+        raise ValueError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
+    if kv_heads != heads and not enable_gqa:
+        raise ValueError(f"key has {kv_heads} heads and query {heads}: pass enable_gqa=True")
+    batch = 1
+    for d in batch_shape:
+        batch *= d
+    v_dim = vs[-1]
+    mask, layout = _prepare_mask(attn_mask, q.dtype, torch_side, batch_shape, heads, q_len, kv_len)
+    weights_output = 0
+    if weights is not None:
+        if weights not in _WEIGHTS:
+            raise ValueError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
+        weights_output = _WEIGHTS[weights]
+    opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
+                    algorithm, weights_output, heads, batch)
+    out_shape = batch_shape + (heads, q_len, v_dim)
+    out = _empty(q, torch_side, out_shape)
+    lse = _empty(q, torch_side, batch_shape + (heads, q_len), "float32") if return_lse else None
+    w = _empty(q, torch_side, batch_shape + (heads, q_len, kv_len), "float32") if weights is not None else None
+    compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
+    _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim), opts,
+                 compiled, dtype == "bfloat16")
+    if lse is None and w is None:
+        return out
+    return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())
+
+
+def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
+                         kv=None, qk_dim=None, attn_mask=None, is_causal=False, scale=None, window=None, softcap=None,
+                         sinks=None, alibi=None, key_lengths=None, algorithm="auto", mods=None, aux=None,
+                         defines=None, dtype=None, context=None):
+    """A multi-head attention layer: Q = X·W_Q + b_Q, K = KV·W_K + b_K, V = KV·W_V + b_V (KV = X, or ``kv``
+    for cross-attention), per head SDPA, the heads concatenated, then ·W_O + b_O when w_o is given.
+
+    x (B, L, d_model) or (L, d_model); kv (B, S, d_kv); the weights are (in, out) — X·W, the transpose of
+    ``torch.nn.Linear.weight`` —: w_q (d_model, heads·Dk), w_k (d_kv, kv_heads·Dk), w_v (d_kv, kv_heads·Dv),
+    w_o (heads·Dv, d_out). Masks and options as in scaled_dot_product_attention (attn_mask broadcast to
+    (B, heads, L, S)). Returns (B, L, d_out), or (B, L, heads·Dv) without w_o, of x's kind and type.
+    """
+    if dtype not in (None, "bfloat16"):
+        raise ValueError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
+    if is_causal and attn_mask is not None:
+        raise ValueError("attn_mask and is_causal: give one of them")
+    ctx = _context(context)
+    xt, torch_side = _tensor(x, "x")
+    squeeze = len(xt.shape) == 2
+    if squeeze:
+        xt = xt.reshape((1,) + tuple(xt.shape))
+    if len(xt.shape) != 3:
+        raise ValueError(f"x of shape {tuple(xt.shape)}: (B, L, d_model) or (L, d_model)")
+    kvt = None
+    if kv is not None:
+        kvt, _ = _tensor(kv, "kv")
+        if len(kvt.shape) == 2:
+            kvt = kvt.reshape((1,) + tuple(kvt.shape))
+        if len(kvt.shape) != 3 or kvt.shape[0] != xt.shape[0]:
+            raise ValueError(f"kv of shape {tuple(kvt.shape)}: (B, S, d_kv) with x's B")
+    ws = {}
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o), ("b_q", b_q), ("b_k", b_k),
+                    ("b_v", b_v), ("b_o", b_o)):
+        ws[name] = None if w is None else _tensor(w, name)[0]
+        if ws[name] is not None and len(ws[name].shape) != (2 if name[0] == "w" else 1):
+            raise ValueError(f"{name} of shape {tuple(ws[name].shape)}: a {'matrix (in, out)' if name[0] == 'w' else 'vector'}")
+    if not isinstance(heads, int) or heads < 1:
+        raise ValueError("heads must be a positive integer")
+    kv_heads = heads if kv_heads is None else kv_heads
+    B, L, d_model = xt.shape
+    S, d_kv = (kvt.shape[1], kvt.shape[2]) if kvt is not None else (L, d_model)
+    if ws["w_q"].shape[1] % heads or ws["w_v"].shape[1] % kv_heads:
+        raise ValueError(f"w_q's {ws['w_q'].shape[1]} columns must divide into {heads} heads and w_v's "
+                         f"{ws['w_v'].shape[1]} into {kv_heads}")
+    qk_dim = qk_dim or ws["w_q"].shape[1] // heads
+    v_dim = ws["w_v"].shape[1] // kv_heads
+    d_out = ws["w_o"].shape[1] if ws["w_o"] is not None else 0
+    mask, layout = _prepare_mask(attn_mask, xt.dtype, torch_side, (B,), heads, L, S)
+    opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, key_lengths, layout, 0,
+                    algorithm, 0, heads, B)
+    out = _empty(xt, torch_side, (B, L, d_out if d_out else heads * v_dim))
+    compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
+    _clattn.mha(ctx, xt, kvt, out, ws["w_q"], ws["b_q"], ws["w_k"], ws["b_k"], ws["w_v"], ws["b_v"], ws["w_o"],
+                ws["b_o"], mask, None, (B, L, S, d_model, d_kv, heads, kv_heads, qk_dim, v_dim, d_out), opts,
+                compiled, dtype == "bfloat16")
+    return out[0] if squeeze else out
+
+
+def merge(outputs, lses, *, sinks=None, context=None):
+    """Merge partial attention results over disjoint key sets into the result over their union
+    (clattn_merge): outputs[p] (..., H, L, Dv) and lses[p] (..., H, L), float32, as scaled_dot_product_attention
+    returns them with return_lse=True for each slice of the keys. sinks: a logit per head, counted once.
+    Returns (out, lse)."""
+    ctx = _context(context)
+    if not outputs or len(outputs) != len(lses):
+        raise ValueError("outputs and lses: as many of each, at least one")
+    outs = [_tensor(o, f"outputs[{i}]")[0] for i, o in enumerate(outputs)]
+    ls = [_tensor(x, f"lses[{i}]")[0] for i, x in enumerate(lses)]
+    torch_side = _tensor(outputs[0], "outputs[0]")[1]
+    shape = tuple(outs[0].shape)
+    if len(shape) < 3 or any(tuple(o.shape) != shape for o in outs) or any(tuple(x.shape) != shape[:-1] for x in ls):
+        raise ValueError("every output must be (..., H, L, Dv) and every lse (..., H, L), all of one shape")
+    heads, q_len, v_dim = shape[-3:]
+    batch = 1
+    for d in shape[:-3]:
+        batch *= d
+    out = _empty(outs[0], torch_side, shape, "float32")
+    lse = _empty(outs[0], torch_side, shape[:-1], "float32")
+    _clattn.merge(ctx, outs, ls, out, lse, (batch, heads, q_len, v_dim), _per_head(sinks, "sinks", heads))
+    return out, lse
+
+
+class KVCache:
+    """A KV cache for decoding, kept on the device: ``append`` new keys and values, ``attend`` queries over
+    every row held; the lengths are kept here.
+
+    KVCache(batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None, context=None):
+    capacity rows per sequence; dtype "float32", "float16" or "bfloat16" (the tensors appended must have
+    it: in numpy, bfloat16 as uint16 bits); block_size None for a dense cache, else a power of two from 8 to
+    256 for a paged one (a pool of blocks handed to each sequence as it grows, as vLLM keeps them).
+    """
+
+    def __init__(self, batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None,
+                 context=None):
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, not {dtype!r}")
+        self.context = _context(context)
+        self.batch, self.kv_heads, self.capacity = batch, kv_heads, capacity
+        self.head_dim, self.v_dim, self.dtype = head_dim, v_dim or head_dim, dtype
+        self.block_size = block_size
+        self._cache = _clattn.KVCache(self.context, batch, kv_heads, capacity, head_dim, self.v_dim, _DTYPES[dtype],
+                                      block_size or 0)
+
+    @property
+    def lengths(self):
+        """The rows each sequence holds (a tuple of batch integers)."""
+        return self._cache.lengths
+
+    @property
+    def blocks_used(self):
+        """Paged caches: the pool's blocks handed to sequences so far."""
+        return self._cache.blocks_used
+
+    def reset(self):
+        """Empty every sequence."""
+        self._cache.reset()
+
+    def append(self, key, value):
+        """Append n rows to every sequence: key (batch, kv_heads, n, head_dim), value (…, v_dim)."""
+        k, _ = _tensor(key, "key")
+        v, _ = _tensor(value, "value")
+        if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
+            raise ValueError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
+        self._cache.append(k, v, int(k.shape[2]), self.dtype == "bfloat16")
+
+    def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
+               return_lse=False, algorithm="auto"):
+        """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
+        default) the L queries are the last L rows appended (query i sees its rows up to itself). Returns
+        out (batch, heads, L, v_dim) of query's kind and type, or (out, lse)."""
+        q, torch_side = _tensor(query, "query")
+        if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
+            raise ValueError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
+        heads, q_len = int(q.shape[1]), int(q.shape[2])
+        opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
+                        heads, self.batch)
+        out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
+        lse = _empty(q, torch_side, (self.batch, heads, q_len), "float32") if return_lse else None
+        self._cache.attend(q, out, lse, heads, q_len, opts, self.dtype == "bfloat16")
+        return (out, lse) if return_lse else out

@@ -1,0 +1,62 @@
+# Type stubs of the clattn package (its implementation: __init__.py and the C module _clattn).
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+
+Tensor = TypeVar("Tensor")  # a numpy.ndarray or a torch.Tensor: the output is of the query's kind
+
+__version__: str
+
+class Error(Exception):
+    status: int
+    status_name: str
+
+class Context:
+    def __init__(self, device: Optional[str] = ...) -> None: ...
+    @property
+    def device_name(self) -> str: ...
+    def finish(self) -> None: ...
+
+def default_context() -> Context: ...
+def devices() -> List[Dict[str, str]]: ...
+def scaled_dot_product_attention(
+    query: Tensor, key: Any, value: Any, attn_mask: Any = ..., dropout_p: float = ..., is_causal: bool = ...,
+    scale: Optional[float] = ..., enable_gqa: bool = ..., *, window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
+    softcap: Optional[float] = ..., sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
+    offsets: Optional[Sequence[int]] = ..., key_lengths: Optional[Sequence[int]] = ..., return_lse: bool = ...,
+    weights: Optional[str] = ..., algorithm: str = ..., mods: Optional[str] = ...,
+    aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
+    dtype: Optional[str] = ..., context: Optional[Context] = ...,
+) -> Union[Tensor, Tuple[Tensor, ...]]: ...
+def multi_head_attention(
+    x: Tensor, w_q: Any, w_k: Any, w_v: Any, w_o: Any = ..., b_q: Any = ..., b_k: Any = ..., b_v: Any = ...,
+    b_o: Any = ..., *, heads: int, kv_heads: Optional[int] = ..., kv: Any = ..., qk_dim: Optional[int] = ...,
+    attn_mask: Any = ..., is_causal: bool = ..., scale: Optional[float] = ...,
+    window: Optional[Tuple[Optional[int], Optional[int]]] = ..., softcap: Optional[float] = ...,
+    sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
+    key_lengths: Optional[Sequence[int]] = ..., algorithm: str = ..., mods: Optional[str] = ...,
+    aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
+    dtype: Optional[str] = ..., context: Optional[Context] = ...,
+) -> Tensor: ...
+def merge(outputs: Sequence[Tensor], lses: Sequence[Any], *, sinks: Optional[Sequence[float]] = ...,
+          context: Optional[Context] = ...) -> Tuple[Tensor, Tensor]: ...
+
+class KVCache:
+    context: Context
+    batch: int
+    kv_heads: int
+    capacity: int
+    head_dim: int
+    v_dim: int
+    dtype: str
+    block_size: Optional[int]
+    def __init__(self, batch: int, kv_heads: int, capacity: int, head_dim: int, v_dim: Optional[int] = ...,
+                 dtype: str = ..., block_size: Optional[int] = ..., context: Optional[Context] = ...) -> None: ...
+    @property
+    def lengths(self) -> Tuple[int, ...]: ...
+    @property
+    def blocks_used(self) -> int: ...
+    def reset(self) -> None: ...
+    def append(self, key: Any, value: Any) -> None: ...
+    def attend(self, query: Tensor, *, is_causal: bool = ..., scale: Optional[float] = ...,
+               window: Optional[Tuple[Optional[int], Optional[int]]] = ..., softcap: Optional[float] = ...,
+               sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
+               return_lse: bool = ..., algorithm: str = ...) -> Union[Tensor, Tuple[Tensor, Tensor]]: ...

@@ -1,0 +1,337 @@
+/* clattn._clattn.KVCache: a decoding cache on the device, dense (clattn_kv_append, clattn_sdpa over the
+ * valid prefix) or paged (a pool of blocks handed to sequences as they grow, clattn_kv_append_paged and
+ * clattn_sdpa_paged) — the lengths kept here. New rows and queries come from the host; the cache stays on
+ * the device between calls. */
+#include "pyclattn.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct py_kvcache {
+    PyObject_HEAD
+    PyObject *context;
+    size_t batch, kv_heads, capacity, qk_dim, v_dim, block_size; /* block_size 0: dense */
+    clattn_dtype dtype;
+    size_t *lengths;
+    cl_mem k, v;            /* dense: (B, kv_heads, capacity, D); paged: the pools */
+    cl_mem table;           /* paged: (B, max_blocks) block ids */
+    size_t max_blocks, blocks, next_block;
+    int *host_table;        /* paged: the table on the host (-1: none yet) */
+    int counted;            /* made whole: counted in pyclattn_live_caches */
+} py_kvcache;
+
+static py_context *cache_context(py_kvcache *c) { return (py_context *)c->context; }
+
+static void cache_release(py_kvcache *c)
+{
+    cl_mem *mems[3] = {&c->k, &c->v, &c->table};
+    for (int i = 0; i < 3; i++)
+        if (*mems[i]) {
+            clReleaseMemObject(*mems[i]);
+            *mems[i] = NULL;
+        }
+    PyMem_Free(c->lengths);
+    PyMem_Free(c->host_table);
+    c->lengths = NULL;
+    c->host_table = NULL;
+}
+
+/* KVCache(context, batch, kv_heads, capacity, qk_dim, v_dim, dtype, block_size): dtype a clattn_dtype,
+ * block_size 0 for a dense cache, else a power of two from 8 to 256 (a paged one). */
+static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    (void)kwargs;
+    PyObject *ctx_obj;
+    Py_ssize_t B, KVH, cap, D, DV, bs;
+    int dtype;
+    if (!PyArg_ParseTuple(args, "Onnnnnin:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &dtype, &bs))
+        return NULL;
+    py_context *pc = pyclattn_context(ctx_obj, "context");
+    if (!pc)
+        return NULL;
+    if (B < 1 || KVH < 1 || cap < 1 || D < 1 || DV < 1 || bs < 0) {
+        PyErr_SetString(PyExc_ValueError, "batch, kv_heads, capacity and the head sizes must be at least 1");
+        return NULL;
+    }
+    if (dtype != CLATTN_FLOAT32 && dtype != CLATTN_FLOAT16 && dtype != CLATTN_BFLOAT16) {
+        PyErr_SetString(PyExc_ValueError, "dtype: float32, float16 or bfloat16");
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    py_kvcache *c = (py_kvcache *)alloc(type, 0);
+    if (!c)
+        return NULL;
+    Py_INCREF(ctx_obj);
+    c->context = ctx_obj;
+    c->batch = (size_t)B, c->kv_heads = (size_t)KVH, c->capacity = (size_t)cap;
+    c->qk_dim = (size_t)D, c->v_dim = (size_t)DV, c->block_size = (size_t)bs, c->dtype = (clattn_dtype)dtype;
+    c->lengths = PyMem_Calloc((size_t)B, sizeof *c->lengths);
+    size_t rows = c->capacity, kb, vb;
+    if (bs) { /* every sequence may grow to the capacity: a pool of B · max_blocks blocks */
+        c->max_blocks = (c->capacity + c->block_size - 1) / c->block_size;
+        c->blocks = c->batch * c->max_blocks;
+        rows = c->max_blocks * c->block_size;
+        c->host_table = PyMem_Malloc(c->blocks * sizeof *c->host_table);
+    }
+    if (!c->lengths || (bs && !c->host_table) || py_product(&kb, B, KVH, rows, D * clattn_dtype_size(c->dtype)) ||
+        py_product(&vb, B, KVH, rows, DV * clattn_dtype_size(c->dtype))) {
+        Py_DECREF(c);
+        return PyErr_Occurred() ? NULL : PyErr_NoMemory();
+    }
+    for (size_t i = 0; bs && i < c->blocks; i++)
+        c->host_table[i] = -1;
+    clattn_status st;
+    c->k = py_upload(pc, NULL, kb, &st);
+    if (c->k)
+        c->v = py_upload(pc, NULL, vb, &st);
+    if (c->v && bs)
+        c->table = py_upload(pc, NULL, c->blocks * sizeof(int), &st);
+    if (!c->k || !c->v || (bs && !c->table)) {
+        Py_DECREF(c);
+        return pyclattn_raise(st, "allocating the KV cache's buffers");
+    }
+    pyclattn_live_caches++;
+    c->counted = 1;
+    return (PyObject *)c;
+}
+
+static void kvcache_dealloc(PyObject *obj)
+{
+    py_kvcache *c = (py_kvcache *)obj;
+    PyTypeObject *type = Py_TYPE(obj);
+    if (c->counted)
+        pyclattn_live_caches--;
+    cache_release(c);
+    Py_XDECREF(c->context);
+    freefunc tp_free = (freefunc)PyType_GetSlot(type, Py_tp_free);
+    tp_free(obj);
+    Py_DECREF(type);
+}
+
+static clattn_paged_cache paged_view(const py_kvcache *c)
+{
+    clattn_paged_cache p = CLATTN_PAGED_CACHE_INIT;
+    p.k_pool = c->k, p.v_pool = c->v, p.blocks = c->blocks, p.block_size = c->block_size;
+    p.block_table = c->table, p.max_blocks = c->max_blocks;
+    return p;
+}
+
+static clattn_sdpa_desc cache_desc(const py_kvcache *c, size_t heads, size_t q_len)
+{
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = c->batch, d.heads = heads, d.kv_heads = c->kv_heads, d.q_len = q_len;
+    d.kv_len = c->block_size ? c->max_blocks * c->block_size : c->capacity;
+    d.qk_dim = c->qk_dim, d.v_dim = c->v_dim;
+    d.k_dtype = d.v_dtype = c->dtype;
+    return d;
+}
+
+/* append(k, v): n new rows per sequence, k (B, kv_heads, n, qk_dim) and v (…, v_dim) in the cache's type. */
+static PyObject *kvcache_append(PyObject *obj, PyObject *args)
+{
+    py_kvcache *c = (py_kvcache *)obj;
+    py_context *pc = cache_context(c);
+    PyObject *k_obj, *v_obj;
+    Py_ssize_t n;
+    int bf16;
+    if (!PyArg_ParseTuple(args, "OOnp:append", &k_obj, &v_obj, &n, &bf16))
+        return NULL;
+    py_tensor k, v = {0};
+    size_t nk, nv;
+    if (n < 1 || py_tensor_get(k_obj, "k", 0, bf16, &k) != 0)
+        return n < 1 ? (PyErr_SetString(PyExc_ValueError, "append: no rows"), NULL) : NULL;
+    if (py_tensor_get(v_obj, "v", 0, bf16, &v) != 0 || py_product(&nk, c->batch, c->kv_heads, n, c->qk_dim) ||
+        py_product(&nv, c->batch, c->kv_heads, n, c->v_dim) || py_tensor_expect(&k, "k", nk, 0) ||
+        py_tensor_expect(&v, "v", nv, 0) || (k.dtype != c->dtype || v.dtype != c->dtype)) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "k and v must be %s, the cache's type", clattn_dtype_name(c->dtype));
+        py_tensor_release(&k);
+        py_tensor_release(&v);
+        return NULL;
+    }
+    for (size_t b = 0; b < c->batch; b++)
+        if (c->lengths[b] + (size_t)n > c->capacity) {
+            py_tensor_release(&k);
+            py_tensor_release(&v);
+            return PyErr_Format(PyExc_ValueError, "append: sequence %zu holds %zu rows; %zd more pass the capacity %zu", b,
+                                c->lengths[b], n, c->capacity);
+        }
+    clattn_status st = CLATTN_SUCCESS;
+    int table_changed = 0;
+    for (size_t b = 0; c->block_size && b < c->batch; b++) /* blocks for the rows to come, from the pool */
+        for (size_t j = c->lengths[b] / c->block_size; j <= (c->lengths[b] + (size_t)n - 1) / c->block_size; j++)
+            if (c->host_table[b * c->max_blocks + j] < 0) {
+                c->host_table[b * c->max_blocks + j] = (int)c->next_block++;
+                table_changed = 1;
+            }
+    cl_mem kn = py_upload(pc, k.data, nk * k.elem_size, &st), vn = kn ? py_upload(pc, v.data, nv * v.elem_size, &st) : NULL;
+    char detail[2048] = "";
+    if (kn && vn) {
+        clattn_sdpa_desc d = cache_desc(c, c->kv_heads, 0);
+        d.q_dtype = c->dtype; /* (the new rows' type) */
+        const clattn_paged_cache p = paged_view(c);
+        CLATTN_CALL(pc, detail, {
+            if (table_changed)
+                st = (clattn_status)clEnqueueWriteBuffer(clattn_context_queue(pc->ctx), c->table, CL_TRUE, 0,
+                                                         c->blocks * sizeof(int), c->host_table, 0, NULL, NULL);
+            if (st == CLATTN_SUCCESS)
+                st = c->block_size ? clattn_kv_append_paged(pc->ctx, &d, &p, c->lengths, (size_t)n, kn, vn)
+                                   : clattn_kv_append(pc->ctx, &d, c->lengths, (size_t)n, kn, vn, c->k, c->v);
+            if (st == CLATTN_SUCCESS)
+                st = clattn_finish(pc->ctx);
+        });
+    }
+    if (kn)
+        clReleaseMemObject(kn);
+    if (vn)
+        clReleaseMemObject(vn);
+    py_tensor_release(&k);
+    py_tensor_release(&v);
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, *detail ? detail : "uploading the new rows");
+    for (size_t b = 0; b < c->batch; b++)
+        c->lengths[b] += (size_t)n;
+    Py_RETURN_NONE;
+}
+
+/* attend(q, out, lse, heads, q_len, options, bf16): the q_len queries of each sequence, the last q_len
+ * rows of its cache (or, without a causal mask in options, any queries) against its valid rows. */
+static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
+{
+    py_kvcache *c = (py_kvcache *)obj;
+    py_context *pc = cache_context(c);
+    PyObject *q_obj, *out_obj, *lse_obj, *opts;
+    Py_ssize_t H, L;
+    int bf16;
+    if (!PyArg_ParseTuple(args, "OOOnnOp:attend", &q_obj, &out_obj, &lse_obj, &H, &L, &opts, &bf16))
+        return NULL;
+    if (H < 1 || L < 1 || (size_t)H % c->kv_heads)
+        return PyErr_Format(PyExc_ValueError, "attend: %zd query heads over %zu K/V heads", H, c->kv_heads);
+    call_options o;
+    if (py_options_read(opts, c->batch, (size_t)H, &o) != 0)
+        return NULL;
+    py_tensor q, out = {0}, lse = {0};
+    size_t nq, no, nl;
+    int bad = py_tensor_get(q_obj, "query", 0, bf16, &q) || py_tensor_get(out_obj, "out", 0, bf16, &out) ||
+              py_tensor_get(lse_obj, "lse", 1, 0, &lse) || py_product(&nq, c->batch, H, L, c->qk_dim) ||
+              py_product(&no, c->batch, H, L, c->v_dim) || py_product(&nl, c->batch, H, L, 1) ||
+              py_tensor_expect(&q, "query", nq, 0) || py_tensor_expect(&out, "out", no, 0) || py_float_output(&lse, "lse", nl);
+    long long *offsets = NULL;
+    for (size_t b = 0; !bad && b < c->batch; b++)
+        if (c->lengths[b] < (size_t)L) {
+            PyErr_Format(PyExc_ValueError, "attend: sequence %zu holds %zu rows, fewer than the %zd queries (append "
+                         "their keys and values first)", b, c->lengths[b], L);
+            bad = 1;
+        }
+    if (!bad && o.masks.causal != CLATTN_CAUSAL_NONE && !c->block_size) {
+        /* Dense: the queries are the last L rows of each sequence (offsets), top-left from there. */
+        offsets = PyMem_Malloc(c->batch * sizeof *offsets);
+        bad = !offsets;
+        for (size_t b = 0; offsets && b < c->batch; b++)
+            offsets[b] = (long long)(c->lengths[b] - (size_t)L);
+        o.masks.causal = CLATTN_CAUSAL_TOP_LEFT;
+        o.masks.query_offsets = offsets;
+    } else if (o.masks.causal != CLATTN_CAUSAL_NONE) {
+        o.masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT; /* paged: each sequence's last query at its last key */
+    }
+    if (!bad && !c->block_size)
+        o.masks.key_lengths = c->lengths;
+    clattn_status st = CLATTN_SUCCESS;
+    char detail[2048] = "";
+    cl_mem qm = NULL, om = NULL, lm = NULL;
+    if (!bad) {
+        qm = py_upload(pc, q.data, nq * q.elem_size, &st);
+        om = qm ? py_upload(pc, NULL, no * out.elem_size, &st) : NULL;
+        lm = om && lse.capsule ? py_upload(pc, NULL, nl * sizeof(float), &st) : NULL;
+    }
+    if (!bad && om && (lm || !lse.capsule)) {
+        clattn_sdpa_desc d = cache_desc(c, (size_t)H, (size_t)L);
+        d.q_dtype = q.dtype, d.out_dtype = out.dtype;
+        d.scale = o.scale, d.softcap = o.softcap, d.sinks = o.sinks, d.alibi_slopes = o.alibi;
+        d.algorithm = (clattn_algorithm)o.algorithm;
+        d.masks = &o.masks;
+        const clattn_paged_cache p = paged_view(c);
+        const cl_command_queue queue = clattn_context_queue(pc->ctx);
+        CLATTN_CALL(pc, detail, {
+            st = c->block_size ? clattn_sdpa_paged(pc->ctx, &d, &p, c->lengths, qm, NULL, om, lm)
+                               : clattn_sdpa(pc->ctx, &d, qm, c->k, c->v, NULL, om, NULL, lm);
+            if (st == CLATTN_SUCCESS)
+                st = (clattn_status)clEnqueueReadBuffer(queue, om, CL_TRUE, 0, no * out.elem_size, out.data, 0, NULL,
+                                                        NULL);
+            if (st == CLATTN_SUCCESS && lm)
+                st = (clattn_status)clEnqueueReadBuffer(queue, lm, CL_TRUE, 0, nl * sizeof(float), lse.data, 0,
+                                                        NULL, NULL);
+        });
+    }
+    cl_mem mems[3] = {qm, om, lm};
+    for (int i = 0; i < 3; i++)
+        if (mems[i])
+            clReleaseMemObject(mems[i]);
+    PyMem_Free(offsets);
+    py_options_free(&o);
+    py_tensor_release(&q);
+    py_tensor_release(&out);
+    py_tensor_release(&lse);
+    if (bad)
+        return NULL;
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, *detail ? detail : "allocating the call's buffers");
+    Py_RETURN_NONE;
+}
+
+static PyObject *kvcache_lengths(PyObject *obj, void *closure)
+{
+    (void)closure;
+    const py_kvcache *c = (const py_kvcache *)obj;
+    PyObject *t = PyTuple_New((Py_ssize_t)c->batch);
+    for (size_t b = 0; t && b < c->batch; b++) {
+        PyObject *n = PyLong_FromSize_t(c->lengths[b]);
+        if (!n || PyTuple_SetItem(t, (Py_ssize_t)b, n) != 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
+    }
+    return t;
+}
+
+static PyObject *kvcache_blocks_used(PyObject *obj, void *closure)
+{
+    (void)closure;
+    return PyLong_FromSize_t(((const py_kvcache *)obj)->next_block);
+}
+
+static PyObject *kvcache_reset(PyObject *obj, PyObject *unused)
+{
+    (void)unused;
+    py_kvcache *c = (py_kvcache *)obj;
+    memset(c->lengths, 0, c->batch * sizeof *c->lengths);
+    for (size_t i = 0; c->block_size && i < c->blocks; i++)
+        c->host_table[i] = -1;
+    c->next_block = 0; /* (the pool's blocks are handed out again from the first) */
+    Py_RETURN_NONE;
+}
+
+static PyGetSetDef kvcache_getset[] = {
+    {"lengths", kvcache_lengths, NULL, "The rows each sequence holds (a tuple).", NULL},
+    {"blocks_used", kvcache_blocks_used, NULL, "Paged: the pool's blocks handed to sequences so far.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef kvcache_methods[] = {
+    {"append", kvcache_append, METH_VARARGS, "append(k, v, n, bfloat16): n new rows per sequence."},
+    {"attend", kvcache_attend, METH_VARARGS, "attend(q, out, lse, heads, q_len, options, bfloat16)."},
+    {"reset", kvcache_reset, METH_NOARGS, "Empty every sequence (the buffers stay)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot kvcache_slots[] = {
+    {Py_tp_new, kvcache_new},
+    {Py_tp_dealloc, kvcache_dealloc},
+    {Py_tp_methods, kvcache_methods},
+    {Py_tp_getset, kvcache_getset},
+    {Py_tp_doc, "The C side of clattn.KVCache (see there)."},
+    {0, NULL},
+};
+
+PyType_Spec pyclattn_kvcache_spec = {"clattn._clattn.KVCache", sizeof(py_kvcache), 0, Py_TPFLAGS_DEFAULT,
+                                     kvcache_slots};

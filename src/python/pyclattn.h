@@ -1,0 +1,117 @@
+/* The Python extension module clattn._clattn: C against CPython's limited API (3.9 and later, one abi3
+ * build), a thin layer over libclattn's public API. Tensors arrive through DLPack (tensors.c), calls run
+ * with the GIL released under their context's lock; the Python package (clattn/__init__.py) gives the
+ * PyTorch-shaped signatures, allocates the outputs and checks what Python itself can check. */
+#ifndef PYCLATTN_H
+#define PYCLATTN_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <clattn/clattn.h>
+
+#include <stdint.h>
+
+/* clattn.Context: one clattn context, its calls serialised by `lock` (clattn contexts are not for two
+ * threads at once) while the GIL is released. */
+typedef struct py_context {
+    PyObject_HEAD
+    clattn_context *ctx;
+    PyThread_type_lock lock;
+} py_context;
+
+/* The module's state: its types and exception, looked up from the module object. */
+typedef struct module_state {
+    PyObject *error;        /* clattn.Error */
+    PyObject *context_type; /* clattn._clattn.Context */
+    PyObject *mods_type;    /* clattn._clattn.Mods */
+    PyObject *kvcache_type; /* clattn._clattn.KVCache */
+} module_state;
+
+extern module_state pyclattn_state;
+
+/* Live objects of each type (the leak tests read them through _clattn.live_objects()). */
+extern long pyclattn_live_contexts, pyclattn_live_mods, pyclattn_live_caches;
+
+/* Raise clattn.Error for a failed call: "<STATUS>: detail", with .status (the code) and .status_name.
+ * Returns NULL. */
+PyObject *pyclattn_raise(clattn_status status, const char *detail);
+
+/* The py_context behind a Context argument (TypeError naming `what` otherwise; NULL then). */
+py_context *pyclattn_context(PyObject *obj, const char *what);
+
+/* Run under the context's lock with the GIL released: CLATTN_CALL(pc, st = clattn_...(pc->ctx, ...));
+ * the detail of a failure is copied into `detail` before the lock goes. */
+#define CLATTN_CALL(pc, detail, call)                                                                        \
+    do {                                                                                                     \
+        Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock((pc)->lock, WAIT_LOCK);                                 \
+        call;                                                                                                \
+        snprintf((detail), sizeof(detail), "%s", clattn_last_error((pc)->ctx));                              \
+        PyThread_release_lock((pc)->lock);                                                                   \
+        Py_END_ALLOW_THREADS                                                                                 \
+    } while (0)
+
+/* One tensor from a DLPack-capable object (numpy ≥ 1.22, PyTorch): its memory, type and shape, the
+ * capsule holding it alive until py_tensor_release. */
+typedef struct py_tensor {
+    PyObject *capsule;
+    void *data;
+    int ndim;
+    int64_t shape[8];
+    clattn_dtype dtype; /* the storage type (bool and integer tensors: see kind) */
+    char kind;          /* 'f' a float type clattn stores, 'b' bool, 'i' signed, 'u' unsigned */
+    size_t elem_size, elems;
+} py_tensor;
+
+/* obj (None when optional: t zeroed, returns 0) into t; bfloat16_bits: a uint16 tensor holds bfloat16
+ * bit patterns (numpy's way of carrying them). -1 with a TypeError / ValueError naming `name`. Only
+ * C-contiguous tensors in host memory are taken. */
+int py_tensor_get(PyObject *obj, const char *name, int optional, int bfloat16_bits, py_tensor *t);
+void py_tensor_release(py_tensor *t);
+
+/* t holds exactly `elems` elements of a float type (or, with allow_bool, bool): else ValueError. */
+int py_tensor_expect(const py_tensor *t, const char *name, size_t elems, int allow_bool);
+
+/* A Python sequence of n numbers into a C array (NULL / None: *out NULL, returns 0), or -1 naming `name`. */
+int py_floats_from_sequence(PyObject *seq, const char *name, size_t n, float **out);
+int py_longs_from_sequence(PyObject *seq, const char *name, size_t n, long long **out);
+int py_sizes_from_sequence(PyObject *seq, const char *name, size_t n, size_t **out);
+
+/* The options every call shares, in the tuple clattn/__init__.py builds (_options there):
+ * (scale or None, causal, window or None, softcap, sinks, alibi, offsets, key_lengths, mask_layout,
+ *  mask_cols, algorithm, weights_output). */
+typedef struct call_options {
+    float scale, softcap;
+    int causal, mask_layout, algorithm, weights_output;
+    Py_ssize_t mask_cols;
+    float *sinks, *alibi;
+    long long *offsets;
+    size_t *key_lengths;
+    clattn_window window;
+    int has_window;
+    clattn_masks masks;
+} call_options;
+
+int py_options_read(PyObject *tuple, size_t batch, size_t heads, call_options *o);
+void py_options_free(call_options *o);
+
+/* a·b·c·d into *out, or -1 with ValueError when it overflows. */
+int py_product(size_t *out, size_t a, size_t b, size_t c, size_t d);
+
+/* A float32 output (lse, weights) of exactly `elems` elements, or None (0); -1 naming it otherwise. */
+int py_float_output(const py_tensor *t, const char *name, size_t elems);
+
+/* A new buffer of `bytes` on the context, filled from data (NULL: not filled); NULL with *st set. */
+cl_mem py_upload(py_context *pc, const void *data, size_t bytes, clattn_status *st);
+
+/* The functions and types of each file, for the module table (module.c). */
+PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs);
+extern PyType_Spec pyclattn_mods_spec;
+extern PyType_Spec pyclattn_kvcache_spec;
+
+/* The clattn_mods behind a Mods object (NULL for None), or NULL with TypeError; *is_none says which. */
+const clattn_mods *pyclattn_mods(PyObject *obj, py_context *pc, int *failed);
+
+#endif
