@@ -469,8 +469,8 @@ static int truncated(const npy_array *meta, size_t bytes, size_t available, char
 static int parse_image(const unsigned char *buf, size_t len, npy_array *meta, size_t *data_offset,
                        size_t *data_bytes, char *err, size_t err_size)
 {
-    size_t prefix, bytes;
-    uint32_t header_len;
+    size_t prefix = 0, bytes = 0;
+    uint32_t header_len = 0;
     if (parse_preamble(buf, len, &prefix, &header_len, err, err_size) ||
         check_header_len(header_len, prefix, len, err, err_size) ||
         parse_meta(buf + prefix, header_len, meta, &bytes, err, err_size))
@@ -612,7 +612,7 @@ static int load_stream(FILE *f, npy_array *out, char *err, size_t err_size)
 
     unsigned char pre[12];
     size_t len, more = 0, prefix, got;
-    uint32_t header_len;
+    uint32_t header_len = 0;
     if (read_upto(f, pre, NPY_PREAMBLE_MIN, &len, err, err_size) ||
         (len == NPY_PREAMBLE_MIN && read_upto(f, pre + len, preamble_len(pre[6]) - len, &more, err, err_size)) ||
         parse_preamble(pre, len + more, &prefix, &header_len, err, err_size) ||
@@ -952,7 +952,7 @@ static int checked_count(npy_dtype dtype, const float *data, size_t ndim, const 
 int npy_write_floats_as(FILE *fp, npy_dtype dtype, const float *data, size_t ndim, const size_t *shape, char *err,
                         size_t err_size)
 {
-    size_t count;
+    size_t count = 0;
     if (checked_count(dtype, data, ndim, shape, &count, err, err_size))
         return -1;
     char header[512];

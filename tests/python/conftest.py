@@ -1,0 +1,48 @@
+"""Shared fixtures of the Python suite, and check's summary line at the end (.ci/run counts every test
+case of every suite from lines "Checks: N, Failures: F, Errors: E")."""
+import os
+
+import numpy as np
+import pytest
+
+import clattn
+
+
+def pytest_terminal_summary(terminalreporter):
+    stats = terminalreporter.stats
+    passed = len(stats.get("passed", []))
+    failed = len(stats.get("failed", []))
+    errors = len(stats.get("error", []))
+    skipped = len(stats.get("skipped", []))
+    total = passed + failed + errors + skipped
+    percent = 100 * passed // total if total else 0
+    # (A skip counts as a failure: nothing in this suite is optional, and CI must not skip silently.)
+    terminalreporter.write_line(f"{percent}%: Checks: {total}, Failures: {failed + skipped}, Errors: {errors}")
+
+
+@pytest.fixture(scope="session")
+def ctx():
+    return clattn.Context(os.environ.get("CLATTN_TEST_DEVICE"))
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng(abs(hash(request.node.name)) % (2**32))
+
+
+# Tolerances against the fp64 reference, per storage type: float32 as the C suites' conformance bound
+# (TU_ATOL 1e-5 + TU_RTOL 1e-4 · |ref|, with margin), the 16-bit types by their rounding.
+TOLERANCE = {"float32": (2e-5, 2e-4), "float16": (3e-3, 3e-3), "bfloat16": (2e-2, 2e-2)}
+
+
+def assert_close(got, ref, dtype="float32", what="out"):
+    atol, rtol = TOLERANCE[dtype]
+    got = np.asarray(got, dtype=np.float64)
+    ref = np.asarray(ref, dtype=np.float64)
+    assert got.shape == ref.shape, f"{what}: shape {got.shape}, expected {ref.shape}"
+    both_inf = np.isinf(ref) & (got == ref)
+    err = np.where(both_inf, 0.0, np.abs(got - ref))
+    bound = atol + rtol * np.abs(np.where(np.isfinite(ref), ref, 0.0))
+    worst = np.nanmax(err / bound) if err.size else 0.0
+    assert np.all(np.isfinite(np.where(both_inf, 0.0, got))), f"{what}: non-finite values"
+    assert worst <= 1.0, f"{what}: max error {np.max(err):.3g}, {worst:.3g} x the tolerance ({dtype})"

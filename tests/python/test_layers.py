@@ -1,0 +1,151 @@
+"""The package's other calls against the fp64 reference: the tutorial's worked example, layers
+(multi_head_attention), merges of partial results, KV caches (dense and paged) and programmable attention
+(mods, their auxiliary tensors and defines)."""
+import os
+
+import numpy as np
+import pytest
+
+import clattn
+import reference as ref
+from conftest import assert_close
+
+# The first tutorial (../shared/seeds): "我 爱 人工 智能" as four 8-dimensional vectors, W_Q, W_K, W_V drawn
+# as np.random.seed(42); randn(8, 4) * 0.1 three times; its printed weights, to four decimals.
+TUTORIAL_X = np.array([[0.8, 0.1, 0.3, 0.2, 0.5, 0.1, 0.0, 0.4], [0.1, 0.9, 0.2, 0.1, 0.3, 0.6, 0.2, 0.1],
+                       [0.3, 0.2, 0.8, 0.4, 0.1, 0.2, 0.5, 0.3], [0.1, 0.1, 0.3, 0.9, 0.2, 0.1, 0.4, 0.6]])
+TUTORIAL_WEIGHTS = np.array([[0.2480, 0.2509, 0.2499, 0.2512], [0.2513, 0.2499, 0.2498, 0.2490],
+                             [0.2484, 0.2506, 0.2495, 0.2515], [0.2479, 0.2516, 0.2485, 0.2520]])
+
+
+def tutorial_weights():
+    np.random.seed(42)
+    return [(np.random.randn(8, 4) * 0.1).astype(np.float32) for _ in range(3)]
+
+
+def test_tutorial_example(ctx):
+    w_q, w_k, w_v = tutorial_weights()
+    x = TUTORIAL_X.astype(np.float32)
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    out, weights = clattn.scaled_dot_product_attention(q[None], k[None], v[None], weights="softmax", context=ctx)
+    assert np.all(np.abs(weights[0] - TUTORIAL_WEIGHTS) <= 0.5e-4 + 1e-7)  # (the table: four decimals)
+    layer = clattn.multi_head_attention(x, w_q, w_k, w_v, heads=1, context=ctx)
+    assert_close(layer, ref.mha(x[None], w_q, w_k, w_v, heads=1)[0])
+    assert_close(out[0], layer)
+
+
+LAYERS = {
+    "self, W_O and biases": dict(B=2, L=13, dm=24, H=4, KVH=4, dk=6, dout=20, cross=False, bias=True),
+    "GQA 4/2, causal": dict(B=1, L=21, dm=16, H=4, KVH=2, dk=8, dout=0, cross=False, bias=False, is_causal=True),
+    "cross-attention S 17, bool mask": dict(B=2, L=9, dm=16, H=2, KVH=2, dk=8, dout=16, cross=True, bias=True,
+                                            mask=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYERS))
+def test_multi_head_attention(ctx, rng, name):
+    c = dict(LAYERS[name])
+    B, L, dm, H, KVH, dk, dout = (c.pop(x) for x in ("B", "L", "dm", "H", "KVH", "dk", "dout"))
+    cross, bias, mask = c.pop("cross"), c.pop("bias"), c.pop("mask", False)
+    S, dkv = (17, 12) if cross else (L, dm)
+    f = lambda *shape: rng.uniform(-0.5, 0.5, size=shape).astype(np.float32)  # noqa: E731
+    x, kv = f(B, L, dm), f(B, S, dkv) if cross else None
+    w = dict(w_q=f(dm, H * dk), w_k=f(dkv, KVH * dk), w_v=f(dkv, KVH * dk), w_o=f(H * dk, dout) if dout else None)
+    if bias:
+        w.update(b_q=f(H * dk), b_k=f(KVH * dk), b_v=f(KVH * dk), b_o=f(dout) if dout else None)
+    if mask:
+        c["attn_mask"] = rng.uniform(size=(L, S)) > 0.25
+    out = clattn.multi_head_attention(x, heads=H, kv_heads=KVH, kv=kv, context=ctx, **w, **c)
+    rc = dict(c)
+    rc["causal"] = rc.pop("is_causal", False)
+    rc["mask"] = rc.pop("attn_mask", None)
+    assert_close(out, ref.mha(x, heads=H, kv_heads=KVH, kv=kv, **w, **rc))
+
+
+def test_merge(ctx, rng):
+    q = rng.uniform(-1, 1, size=(2, 3, 7, 16)).astype(np.float32)
+    k = rng.uniform(-1, 1, size=(2, 3, 40, 16)).astype(np.float32)
+    v = rng.uniform(-1, 1, size=(2, 3, 40, 8)).astype(np.float32)
+    sinks = [0.5, -0.5, 1.0]
+    parts = [clattn.scaled_dot_product_attention(q, k[:, :, a:b], v[:, :, a:b], return_lse=True, context=ctx)
+             for a, b in ((0, 11), (11, 29), (29, 40))]
+    out, lse = clattn.merge([p[0] for p in parts], [p[1] for p in parts], sinks=sinks, context=ctx)
+    ro, rl, _ = ref.sdpa(q, k, v, sinks=sinks)
+    assert_close(out, ro)
+    assert_close(lse, rl, what="lse")
+
+
+@pytest.mark.parametrize("block_size", [None, 16])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_kv_cache(ctx, rng, block_size, dtype):
+    B, H, KVH, D, cap = 2, 4, 2, 32, 70
+    np_dtype = np.float32 if dtype == "float32" else np.float16
+    cache = clattn.KVCache(B, KVH, cap, D, dtype=dtype, block_size=block_size, context=ctx)
+    ks, vs = [], []
+    for step, n in enumerate((23, 1, 1, 9)):  # a prefill, two decode steps, a chunk
+        k = rng.uniform(-1, 1, size=(B, KVH, n, D)).astype(np_dtype)
+        v = rng.uniform(-1, 1, size=(B, KVH, n, D)).astype(np_dtype)
+        cache.append(k, v)
+        ks.append(k), vs.append(v)
+        q = rng.uniform(-1, 1, size=(B, H, n, D)).astype(np_dtype)
+        out, lse = cache.attend(q, return_lse=True)
+        kk, vv = np.concatenate(ks, axis=2), np.concatenate(vs, axis=2)
+        total = kk.shape[2]
+        ro, rl, _ = ref.sdpa(q.astype(np.float32), kk.astype(np.float32), vv.astype(np.float32), causal=True,
+                             offsets=[total - n] * B)
+        assert cache.lengths == (total,) * B
+        assert out.dtype == np_dtype
+        assert_close(out, ro, dtype, what=f"step {step} out")
+        assert_close(lse, rl, "float32" if dtype == "float32" else "float16", what=f"step {step} lse")
+    if block_size:
+        assert cache.blocks_used == B * ((total + block_size - 1) // block_size)
+    with pytest.raises(ValueError, match="capacity"):
+        cache.append(np.zeros((B, KVH, cap, D), np_dtype), np.zeros((B, KVH, cap, D), np_dtype))
+    cache.reset()
+    assert cache.lengths == (0,) * B
+
+
+MODS_DOCUMENT = "bool mask_mod(int b, int h, long q, long k, __global const int *doc) { return doc[q] == doc[k] && k <= q; }\n"
+
+
+def test_mods_document_masking(ctx, rng):
+    L = 45
+    doc = np.repeat(np.arange(6, dtype=np.int32), [3, 11, 1, 8, 15, 7])
+    q = rng.uniform(-1, 1, size=(1, 2, L, 16)).astype(np.float32)
+    out = clattn.scaled_dot_product_attention(q, q, q, mods=MODS_DOCUMENT, aux={"doc": (doc, "position")},
+                                              context=ctx)
+    mask = (doc[:, None] == doc[None, :]) & (np.arange(L)[None, :] <= np.arange(L)[:, None])
+    ro, _, _ = ref.sdpa(q, q, q, mask=mask)
+    assert_close(out, ro)
+    # New document ids in the same tensor shape: the compiled mods are reused, the ids written again.
+    doc2 = np.repeat(np.arange(3, dtype=np.int32), [20, 20, 5])
+    out2 = clattn.scaled_dot_product_attention(q, q, q, mods=MODS_DOCUMENT, aux={"doc": (doc2, "position")},
+                                               context=ctx)
+    mask2 = (doc2[:, None] == doc2[None, :]) & (np.arange(L)[None, :] <= np.arange(L)[:, None])
+    assert_close(out2, ref.sdpa(q, q, q, mask=mask2)[0])
+    # A tensor too short for the call's positions: the library refuses it, naming it.
+    with pytest.raises(clattn.Error, match="doc") as info:
+        clattn.scaled_dot_product_attention(q, q, q, mods=MODS_DOCUMENT, aux={"doc": (doc[:20], "position")},
+                                            context=ctx)
+    assert info.value.status_name == "CLATTN_ERROR_BUFFER_TOO_SMALL"
+
+
+def test_mods_example_files_and_defines(ctx, rng):
+    folder = os.environ["CLATTN_MODS_DIR"]
+    q = rng.uniform(-1, 1, size=(2, 2, 19, 8)).astype(np.float32)
+    window = clattn.scaled_dot_product_attention(q, q, q, mods=os.path.join(folder, "sliding_window.cl"),
+                                                 defines={"WINDOW": 4}, context=ctx)
+    assert_close(window, clattn.scaled_dot_product_attention(q, q, q, is_causal=True, window=(4, None), context=ctx))
+    slopes = np.array([-0.25, -0.5], dtype=np.float32)
+    alibi = clattn.scaled_dot_product_attention(q, q, q, mods=os.path.join(folder, "alibi.cl"),
+                                                aux={"slopes": (slopes, "head")}, context=ctx)
+    assert_close(alibi, ref.sdpa(q, q, q, alibi=slopes)[0])
+
+
+def test_mods_compile_error(ctx):
+    with pytest.raises(clattn.Error) as info:
+        clattn.scaled_dot_product_attention(np.zeros((1, 1, 2, 4), np.float32), np.zeros((1, 1, 2, 4), np.float32),
+                                            np.zeros((1, 1, 2, 4), np.float32),
+                                            mods="float score_mod(float s, int b, int h, long q, long k) {\n  return s +;\n}\n",
+                                            context=ctx)
+    assert info.value.status_name == "CLATTN_ERROR_BUILD_FAILED" and "mods:2" in str(info.value)
