@@ -1,0 +1,92 @@
+"""The PyTorch comparisons (meson test python-torch, registered with -Dtorch_tests=true; run by hand: CI
+cannot install PyTorch's wheel in its time): clattn.scaled_dot_product_attention on PyTorch CPU tensors
+against torch.nn.functional.scaled_dot_product_attention itself, float32 / float16 / bfloat16, GQA,
+causal, masks; tensors in, tensors out (no copy of contiguous inputs), views, tensors that require grad;
+layers and KV caches on tensors."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import clattn
+import reference as ref
+from conftest import assert_close
+
+TOL = {torch.float32: (2e-5, 2e-4), torch.float16: (2e-3, 2e-3), torch.bfloat16: (1.6e-2, 1.6e-2)}
+
+
+def close(got, want, dtype):
+    atol, rtol = TOL[dtype]
+    torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol)
+
+
+CASES = [  # (B, H, KVH, L, S, D)
+    (1, 1, 1, 4, 4, 8), (2, 4, 4, 37, 41, 16), (3, 8, 2, 19, 53, 64), (1, 8, 1, 1, 300, 128), (2, 2, 2, 130, 130, 32),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_equals_pytorch(ctx, case, dtype, causal):
+    B, H, KVH, L, S, D = case
+    g = torch.Generator().manual_seed(hash((case, str(dtype), causal)) % 2**31)
+    q = torch.rand(B, H, L, D, generator=g, dtype=torch.float32).mul(3).sub(1.5).to(dtype)
+    k = torch.rand(B, KVH, S, D, generator=g, dtype=torch.float32).mul(3).sub(1.5).to(dtype)
+    v = torch.rand(B, KVH, S, D, generator=g, dtype=torch.float32).sub(0.5).to(dtype)
+    if causal and L > S:
+        return
+    ours = clattn.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=KVH != H, context=ctx)
+    theirs = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=KVH != H)
+    assert isinstance(ours, torch.Tensor) and ours.dtype == dtype and ours.shape == (B, H, L, D)
+    close(ours, theirs, dtype)
+    if dtype != torch.float32:  # and against PyTorch on the same 16-bit tensors
+        close(ours, F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=KVH != H).float(), dtype)
+
+
+@pytest.mark.parametrize("kind", ["bool", "float"])
+@pytest.mark.parametrize("shape", [(11, 17), (2, 1, 11, 17), (2, 3, 11, 17), (2, 1, 1, 17), (3, 1, 17)], ids=str)
+def test_masks_equal_pytorch(ctx, kind, shape):
+    g = torch.Generator().manual_seed(7)
+    q, k, v = (torch.rand(2, 3, n, 16, generator=g) for n in (11, 17, 17))
+    mask = torch.rand(shape, generator=g) > 0.3 if kind == "bool" else torch.randn(shape, generator=g)
+    if kind == "bool":
+        mask[..., 0] = True  # (PyTorch gives NaN for a fully masked row; clattn 0)
+    close(clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, context=ctx),
+          F.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch.float32)
+
+
+def test_views_grad_and_no_copy(ctx):
+    x = torch.rand(2, 13, 4, 16, requires_grad=True)  # (B, L, H, E) seen as (B, H, L, E)
+    q = x.transpose(1, 2)
+    assert not q.is_contiguous()
+    out = clattn.scaled_dot_product_attention(q, q, q, context=ctx)
+    close(out, F.scaled_dot_product_attention(q.detach(), q.detach(), q.detach()), torch.float32)
+    assert not out.requires_grad  # (gradients: issue 27)
+    # A contiguous tensor's memory is read where it lies: DLPack hands the C side torch's own pointer.
+    t = torch.rand(1, 2, 5, 8)
+    cap = t.__dlpack__()
+    assert torch.from_dlpack(cap).data_ptr() == t.data_ptr()
+
+
+def test_layer_on_tensors(ctx):
+    g = torch.Generator().manual_seed(3)
+    x = torch.rand(2, 9, 16, generator=g)
+    w_q, w_k, w_v, w_o = (torch.rand(16, 16, generator=g) - 0.5 for _ in range(4))
+    out = clattn.multi_head_attention(x, w_q, w_k, w_v, w_o, heads=4, is_causal=True, context=ctx)
+    assert isinstance(out, torch.Tensor)
+    want = ref.mha(x.numpy(), w_q.numpy(), w_k.numpy(), w_v.numpy(), w_o.numpy(), heads=4, causal=True)
+    assert_close(out.numpy(), want)
+
+
+def test_kv_cache_on_tensors(ctx):
+    g = torch.Generator().manual_seed(5)
+    cache = clattn.KVCache(1, 2, 64, 32, dtype="bfloat16", block_size=16, context=ctx)
+    k = torch.rand(1, 2, 20, 32, generator=g).to(torch.bfloat16)
+    v = torch.rand(1, 2, 20, 32, generator=g).to(torch.bfloat16)
+    cache.append(k, v)
+    q = torch.rand(1, 4, 1, 32, generator=g).to(torch.bfloat16)
+    out = cache.attend(q)
+    want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
+    assert out.dtype == torch.bfloat16
+    close(out, want, torch.bfloat16)
