@@ -339,6 +339,11 @@ clattn_status device_caps_query(cl_device_id device, device_caps *c)
         return cl_error(NULL, err, "querying the device's limits");
     c->name[sizeof c->name - 1] = c->driver[sizeof c->driver - 1] = c->platform[sizeof c->platform - 1] = '\0';
     c->platform_version[sizeof c->platform_version - 1] = '\0';
+    /* Whether host arrays can be the device's own memory (host calls then wrap their inputs: host.c). A
+     * driver that cannot answer (the query is deprecated since OpenCL 2.0) is taken as a discrete device. */
+    cl_bool unified = CL_FALSE;
+    c->host_unified = clGetDeviceInfo(device, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL) ==
+                          CL_SUCCESS && unified;
     return device_query_fp64(device, &c->fp64);
 }
 

@@ -18,6 +18,7 @@ typedef struct device_caps {
     cl_uint native_float_width;  /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT */
     cl_uint compute_units;       /* CL_DEVICE_MAX_COMPUTE_UNITS */
     bool fp64;                   /* cl_khr_fp64: double precision in kernels */
+    bool host_unified;           /* CL_DEVICE_HOST_UNIFIED_MEMORY: it works in the host's memory */
     char platform[256], platform_version[256], driver[256];
 } device_caps;
 
