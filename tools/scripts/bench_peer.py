@@ -25,6 +25,9 @@ slow a current one, so benchmark with
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv-bench/bin/python tools/scripts/bench_peer.py
 PyTorch runs torch.nn.functional.scaled_dot_product_attention for SDPA cases and, for layers,
 torch.nn.MultiheadAttention (no bias, like clattn's layer) under torch.inference_mode().
+Then clattn's own Python package (build/src/python, else an installed one) runs the float32 SDPA and layer
+cases on numpy arrays, against the C bench's call on device buffers: the package's whole cost above the
+C call (argument checks, output allocation, host arrays in and out). Short calls are timed in batches.
 """
 import argparse
 import json
@@ -211,7 +214,63 @@ def torch_case(case):
     return run
 
 
-PEERS = {"numpy": (numpy_info, numpy_case), "torch": (torch_info, torch_case)}
+# ---- clattn's own Python package (runs in its own process, as the peers do) ----
+
+def python_module():
+    """The clattn package: the one built in build/src/python, else an installed one."""
+    built = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build", "src", "python")
+    sys.path.insert(0, os.path.abspath(built))
+    try:
+        import clattn
+    except ImportError as e:
+        raise Skip("the Python package is not built (meson compile -C build) nor installed: %s" % e)
+    return clattn
+
+
+def python_info():
+    clattn = python_module()
+    return {"version": clattn.__version__, "file": clattn.__file__}
+
+
+def python_case(case):
+    """clattn.scaled_dot_product_attention / multi_head_attention on numpy arrays: the C bench's case and
+    first path through the package (arguments checked, outputs allocated, host arrays in and out)."""
+    clattn = python_module()
+    import numpy as np
+    if case["kind"] not in ("sdpa", "mha") or case.get("window") or "float32" not in (case.get("qo_dtype"), None) \
+            or case.get("kv_dtype", "float32") != "float32":
+        raise Skip("float32 SDPA and layers only")
+    ctx = clattn.Context(case.get("device"))
+    rng = np.random.default_rng(0)
+    noise = lambda *shape: rng.standard_normal(shape, dtype=np.float32)  # noqa: E731
+    B, H, L, S, D = (case[x] for x in "BHLSD")
+    if case["kind"] == "sdpa":
+        kv = case.get("kv_heads", H)
+        q, k, v = noise(B, H, L, D), noise(B, kv, S, D), noise(B, kv, S, D)
+        offsets = [S - L] * B if case["causal"] and case.get("bottom_right") else None
+        call = lambda: clattn.scaled_dot_product_attention(  # noqa: E731
+            q, k, v, is_causal=case["causal"], enable_gqa=kv != H, offsets=offsets, algorithm=case["path"], context=ctx)
+    else:
+        d = case["model_dim"]
+        x, wq, wk, wv, wo = noise(B, L, d), noise(d, H * D), noise(d, H * D), noise(d, H * D), noise(H * D, d)
+        call = lambda: clattn.multi_head_attention(x, wq, wk, wv, wo, heads=H, is_causal=case["causal"],  # noqa: E731
+                                                   context=ctx)
+    call()
+    t = time.perf_counter()
+    call()
+    once = time.perf_counter() - t
+    repeat = max(1, min(2000, int(0.02 / max(once, 1e-7))))  # (short calls: a batch of them per timed run)
+    if repeat == 1:
+        return call
+
+    def batch():
+        for _ in range(repeat):
+            call()
+    batch.per_call = repeat
+    return batch
+
+
+PEERS = {"numpy": (numpy_info, numpy_case), "torch": (torch_info, torch_case), "python": (python_info, python_case)}
 
 
 def peer_main(name, case_json):
@@ -222,7 +281,7 @@ def peer_main(name, case_json):
             result = info()
         else:
             fn = setup(json.loads(case_json))
-            result = {"ms": 1e3 * timed(fn), "note": getattr(fn, "note", "")}
+            result = {"ms": 1e3 * timed(fn) / getattr(fn, "per_call", 1), "note": getattr(fn, "note", "")}
     except Skip as e:
         result = {"skip": str(e)}
     print(json.dumps(result))
@@ -357,6 +416,21 @@ def main():
         line = "%-46s %-7s %s %s %s %s  %s" % (title[:46], paths[0], fmt(main_row["ms"]), fmt(main_row.get("device_ms")),
                                                fmt(other["ms"] if other else None), " ".join(cells), "; ".join(notes))
         print(line.rstrip(), flush=True)
+    python_info = run_peer("python")
+    if "skip" in python_info:
+        print("\nPython package left out: " + python_info["skip"])
+    else:
+        print("\nclattn's Python package %(version)s (%(file)s), numpy arrays in and out, against the C bench's "
+              "call on device buffers (same case, same path):" % python_info)
+        for title, entry in cases.items():
+            case = dict(entry["case"], path=entry["paths"][0], device=args.device)
+            if case["kind"] not in ("sdpa", "mha"):
+                continue
+            r = run_peer("python", case)
+            if r.get("ms"):
+                c_ms = entry[entry["paths"][0]]["ms"]
+                print("  %-46s %-7s python %10.3f ms, C %10.3f ms: %.3fx, %+.1f us" % (
+                    title[:46], entry["paths"][0], r["ms"], c_ms, r["ms"] / c_ms, 1e3 * (r["ms"] - c_ms)), flush=True)
     mm = run_peer("numpy", {"kind": "matmul", "N": 2048})
     mm_gflops = 2 * 2048 ** 3 / (mm["ms"] * 1e-3) / 1e9
     print("\nnumpy a @ b (2048×2048 float32): %.1f GFLOP/s; clattn's best fused SDPA: %.1f GFLOP/s = %.0f%% of it"
