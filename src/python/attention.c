@@ -107,6 +107,26 @@ static void release_all(py_tensor *t, size_t n)
         py_tensor_release(&t[i]);
 }
 
+/* What sdpa and mha start with: the call's mods and options, then its n tensors (optional[i]: None
+ * allowed). 0, or -1 with a Python exception and nothing held. */
+static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *opts, size_t batch, size_t heads, int n,
+                      PyObject *const *obj, const char *const *names, const int *optional, int bf16, py_tensor *t,
+                      call_options *o, const clattn_mods **mods)
+{
+    memset(t, 0, (size_t)n * sizeof *t);
+    int failed = 0;
+    *mods = pyclattn_mods(mods_obj, pc, &failed);
+    if (failed || py_options_read(opts, batch, heads, o) != 0)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (py_tensor_get(obj[i], names[i], optional[i], bf16, &t[i]) != 0) {
+            release_all(t, (size_t)n);
+            py_options_free(o);
+            return -1;
+        }
+    return 0;
+}
+
 PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
@@ -125,19 +145,12 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     static const char *const names[7] = {"query", "key", "value", "out", "lse", "attn_mask", "weights"};
+    static const int optional[7] = {0, 0, 0, 0, 1, 1, 1};
     py_tensor t[7];
-    memset(t, 0, sizeof t);
     call_options o;
-    int failed = 0;
-    const clattn_mods *mods = pyclattn_mods(mods_obj, pc, &failed);
-    if (failed || py_options_read(opts, (size_t)B, (size_t)H, &o) != 0)
+    const clattn_mods *mods;
+    if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, 7, obj, names, optional, bf16, t, &o, &mods) != 0)
         return NULL;
-    for (int i = 0; i < 7; i++)
-        if (py_tensor_get(obj[i], names[i], i >= 4, bf16, &t[i]) != 0) {
-            release_all(t, 7);
-            py_options_free(&o);
-            return NULL;
-        }
     size_t nq, nk, nv, no, nl, nw;
     const int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV) ||
                     py_product(&no, B, H, L, DV) || py_product(&nl, B, H, L, 1) || py_product(&nw, B, H, L, S) ||
@@ -196,19 +209,14 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_ValueError, "a dimension of the layer is negative");
         return NULL;
     }
-    py_tensor t[N];
-    memset(t, 0, sizeof t);
-    call_options o;
-    int failed = 0;
-    const clattn_mods *mods = pyclattn_mods(mods_obj, pc, &failed);
-    if (failed || py_options_read(opts, (size_t)B, (size_t)H, &o) != 0)
-        return NULL;
+    int optional[N];
     for (int i = 0; i < N; i++)
-        if (py_tensor_get(obj[i], names[i], i != X && i != OUT && i != WQ && i != WK && i != WV, bf16, &t[i]) != 0) {
-            release_all(t, N);
-            py_options_free(&o);
-            return NULL;
-        }
+        optional[i] = i != X && i != OUT && i != WQ && i != WK && i != WV;
+    py_tensor t[N];
+    call_options o;
+    const clattn_mods *mods;
+    if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, N, obj, names, optional, bf16, t, &o, &mods) != 0)
+        return NULL;
     const size_t hk = (size_t)H * DK, hv = (size_t)H * DV, kk = (size_t)KVH * DK, kvv = (size_t)KVH * DV;
     const int wo = t[WO].capsule != NULL;
     size_t n[N] = {0};

@@ -99,29 +99,26 @@ def _empty(like, torch_side, shape, dtype=None):
     return np.empty(shape, dtype=np.float32 if dtype == "float32" else like.dtype)
 
 
-def _per_head(values, name, count):
-    """None, or `count` floats (a sequence or an array) as a list."""
-    if values is None:
-        return None
-    try:
-        values = [float(v) for v in (values.tolist() if hasattr(values, "tolist") else values)]
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a sequence of {count} numbers") from None
-    if len(values) != count:
-        raise ValueError(f"{name} holds {len(values)} values; the call needs {count}")
-    return values
-
-
-def _per_batch(values, name, count, kind):
+def _sequence(values, name, count, kind=float, per="the call needs"):
+    """None, or `count` numbers of `kind` (a sequence or an array) as a list."""
     if values is None:
         return None
     try:
         values = [kind(v) for v in (values.tolist() if hasattr(values, "tolist") else values)]
     except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a sequence of {count} integers") from None
+        raise TypeError(f"{name} must be a sequence of {count} {'numbers' if kind is float else 'integers'}") \
+            from None
     if len(values) != count:
-        raise ValueError(f"{name} holds {len(values)} values; the call has {count} sequences")
+        raise ValueError(f"{name} holds {len(values)} values; {per} {count}")
     return values
+
+
+def _per_head(values, name, count):
+    return _sequence(values, name, count)
+
+
+def _per_batch(values, name, count, kind):
+    return _sequence(values, name, count, kind, "the call's sequences number")
 
 
 def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, mask_layout, mask_cols,
