@@ -206,15 +206,22 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             }
             /* Otherwise masks and score terms, score by score, and the maxima of what they leave. */
             if (!plain) {
-                for (int x = 0; x < BLOCK_N; x++) {
-                    const ulong j = j0 + x;
-                    for (int r = 0; r < ROWS; r++)
+                /* Row by row over the keys each row sees: no condition inside the loop, so that what a
+                 * row's terms read once (a score_mod's per-head tensor) can be read before it. */
+                for (int r = 0; r < ROWS; r++) {
+                    const int x_begin = (int)clamp((long)row_begin[r] - (long)j0, 0L, (long)BLOCK_N);
+                    const int x_end = (int)clamp((long)row_end[r] - (long)j0, (long)x_begin, (long)BLOCK_N);
+                    for (int x = 0; x < x_begin; x++)
+                        st[x * ROWS + r] = -INFINITY;
+                    for (int x = x_begin; x < x_end; x++) {
+                        const ulong j = j0 + x;
                         st[x * ROWS + r] =
-                            j >= row_begin[r] && j < row_end[r]
-                                ? clattn_score_terms(st[x * ROWS + r], softcap, &terms[r], (long)j, pos[r],
-                                                     clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r],
-                                                                          heads, row_i[r], j, q_len, mask_cols))
-                                : -INFINITY;
+                            clattn_score_terms(st[x * ROWS + r], softcap, &terms[r], (long)j, pos[r],
+                                               clattn_additive_mask(mask, mask_type, mask_layout, b, row_h[r], heads,
+                                                                    row_i[r], j, q_len, mask_cols));
+                    }
+                    for (int x = x_end; x < BLOCK_N; x++)
+                        st[x * ROWS + r] = -INFINITY;
                 }
             }
             for (int rv = 0; rv < RV; rv++)

@@ -25,6 +25,12 @@ def test_devices_and_context(ctx):
         clattn.Context("no-such-device-anywhere")
     assert info.value.status_name == "CLATTN_ERROR_DEVICE_NOT_FOUND" and info.value.status == -3010
     assert clattn.default_context() is clattn.default_context()
+    clattn.set_default_context(other)  # (usable as the default: calls without context= then run there)
+    assert clattn.default_context() is other
+    clattn.set_default_context(None)
+    assert clattn.default_context() is not other
+    with pytest.raises(TypeError, match="context"):
+        clattn.set_default_context("cpu")
     assert clattn.__version__.count(".") == 2
 
 

@@ -18,7 +18,7 @@ from . import _clattn
 from ._clattn import Context, Error
 
 __all__ = ["Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
-           "scaled_dot_product_attention"]
+           "scaled_dot_product_attention", "set_default_context"]
 __version__ = _clattn.library_version()
 
 _ALGORITHMS = {"auto": 0, "fused": 1, "staged": 2, "decode": 3}
@@ -38,6 +38,15 @@ def default_context():
     if _default_context is None:
         _default_context = Context()
     return _default_context
+
+
+def set_default_context(context):
+    """Make `context` (a clattn.Context) the one every call uses when given none; None: back to the one
+    made on first use."""
+    global _default_context
+    if context is not None and not isinstance(context, Context):
+        raise TypeError(f"context must be a clattn.Context, not {type(context).__name__}")
+    _default_context = context
 
 
 def _context(context):
