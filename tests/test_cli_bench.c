@@ -98,30 +98,36 @@ START_TEST(test_bench_skip_long)
         "tutorial.json",
         "import json, sys\n"
         "d = json.load(sys.stdin)\n"
-        "rows = d['cases']\n"
-        "assert [r['path'] for r in rows] == ['fused', 'staged'], rows\n"
+        "versus = [r for r in d['cases'] if r['kind'] == 'versus']\n"
+        "rows = [r for r in d['cases'] if r['kind'] != 'versus']\n"
+        "assert [r['path'] for r in rows] == ['fused', 'staged'] * 2, rows\n"
+        "names = ['tutorial 4 tokens d=8 d_k=4 (latency)', 'tutorial 4 tokens d=8 d_k=4 (latency, host arrays)']\n"
+        "assert [r['name'] for r in rows] == [names[0]] * 2 + [names[1]] * 2, rows\n"
+        "assert [(r['name'], r['versus']) for r in versus] == [(names[1], names[0])], versus\n"
         "for r in rows:\n"
-        "    assert r['name'] == 'tutorial 4 tokens d=8 d_k=4 (latency)' and r['kind'] == 'mha', r\n"
+        "    assert r['kind'] == 'mha', r\n"
         "    assert (r['B'], r['H'], r['L'], r['S'], r['D'], r['model_dim']) == (1, 1, 4, 4, 4, 8), r\n"
         "    assert r['kv_dtype'] == r['qo_dtype'] == 'float32' and not r['causal'], r\n"
         "    assert r['runs'] >= 3 and r['ms'] > 0 and 0 < r['device_ms'] and r['peak_bytes'] > 0, r\n"
         "    assert any(k.startswith('projection') for k in r['kernels']), r\n"
-        "assert 'fused attention' in rows[0]['kernels'], rows[0]\n"
-        "assert {'score', 'softmax', 'weighted-sum'} <= set(rows[1]['kernels']), rows[1]\n");
+        "assert 'fused attention' in rows[0]['kernels'] and 'fused attention' in rows[2]['kernels'], rows\n"
+        "assert {'score', 'softmax', 'weighted-sum'} <= set(rows[1]['kernels']) & set(rows[3]['kernels']), rows\n");
 
     EXPECT(EXIT_OK, "bench", "--skip-long", "--only", "tutorial");
     python_check_stdout(
         "tutorial.txt",
         "import re, sys\n"
         "lines = sys.stdin.read().splitlines()\n"
-        "assert len(lines) == 5, lines\n"
+        "assert len(lines) == 9, lines\n"
         "assert re.fullmatch(r'clattn bench on .+, \\d{4}-\\d\\d-\\d\\d \\(float32 arithmetic\\)', lines[0]), lines[0]\n"
         "assert lines[1].split() == ['case', 'path', 'ms', 'GFLOP/s', 'extra', 'mem', 'device', 'ms', 'host', 'ms'], lines[1]\n"
         "num = r'-?\\d+\\.\\d+'\n"
         "row = r' +(fused|staged) +' + num + ' +' + num + ' +\\d+(\\.\\d+)? (B|MiB|GiB) +' + num + ' +' + num\n"
         "assert re.fullmatch(r'tutorial 4 tokens d=8 d_k=4 \\(latency\\)' + row, lines[2]), lines[2]\n"
         "assert re.fullmatch(row, lines[3]) and 'staged' in lines[3], lines[3]\n"
-        "assert re.fullmatch(r' +staged/fused time: \\d+\\.\\d\\dx', lines[4]), lines[4]\n");
+        "assert re.fullmatch(r' +staged/fused time: \\d+\\.\\d\\dx', lines[4]), lines[4]\n"
+        "assert re.fullmatch(r'tutorial 4 tokens d=8 d_k=4 \\(latency, host arrays\\)' + row, lines[5]), lines[5]\n"
+        "assert 'time against \"tutorial 4 tokens d=8 d_k=4 (latency)\"' in lines[8], lines[8]\n");
 }
 END_TEST
 

@@ -113,6 +113,8 @@ static const bench_case full_cases[] = {
     {"prefill ragged B=4 L=S=512 H=8 D=64", BENCH_RAGGED, 4, 8, 512, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
      "prefill B=4 L=S=512 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"tutorial 4 tokens d=8 d_k=4 (latency, host arrays)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0,
+     "tutorial 4 tokens d=8 d_k=4 (latency)", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
 };
 
 static const bench_case quick_cases[] = {
@@ -199,7 +201,12 @@ typedef struct case_buffers {
     clattn_mha_weights w;
     size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
     size_t lengths[64];   /* paged: each sequence's rows */
+    float *host[6];       /* "(host arrays)" layers: x, W_Q, W_K, W_V, W_O and the output on the host */
 } case_buffers;
+
+/* A layer case timed through clattn_mha_host on host arrays (the call a Python or host caller makes)
+ * rather than clattn_mha on device buffers. */
+static bool case_host(const bench_case *c) { return strstr(c->name, "host arrays") != NULL; }
 
 /* Keys of sequence b of a ragged case: spread evenly from 256 to S (decode rows). */
 /* Keys of sequence b of a ragged case: spread evenly from 256 to S (decode rows). */
@@ -280,6 +287,8 @@ static void buffers_free(case_buffers *b)
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
+    for (size_t i = 0; i < sizeof b->host / sizeof b->host[0]; i++)
+        free(b->host[i]);
     memset(b, 0, sizeof *b);
 }
 
@@ -313,6 +322,13 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
         if (err == CL_SUCCESS) b->w.w_v = noise_buffer(ctx, d * hd, &seed, &err);
         if (err == CL_SUCCESS) b->w.w_o = noise_buffer(ctx, hd * d, &seed, &err);
         if (err == CL_SUCCESS) b->out = noise_buffer(ctx, c->B * c->L * d, &seed, &err);
+        const cl_mem from[6] = {b->x, b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->out};
+        const size_t elems[6] = {c->B * c->L * d, d * hd, d * hd, d * hd, hd * d, c->B * c->L * d};
+        for (int i = 0; i < 6 && err == CL_SUCCESS && case_host(c); i++) /* the same values on the host */
+            err = (b->host[i] = malloc(elems[i] * sizeof(float))) == NULL
+                      ? CL_OUT_OF_HOST_MEMORY
+                      : clEnqueueReadBuffer(clattn_context_queue(ctx), from[i], CL_TRUE, 0, elems[i] * sizeof(float),
+                                            b->host[i], 0, NULL, NULL);
     }
     if (err == CL_SUCCESS && c->kind == BENCH_RAGGED)
         for (size_t i = 0; i < c->B; i++) {
@@ -433,6 +449,11 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
     d.qk_dim = c->D;
     d.masks = &masks;
     d.algorithm = algo;
+    if (case_host(c)) {
+        clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+        w.w_q = b->host[1], w.w_k = b->host[2], w.w_v = b->host[3], w.w_o = b->host[4];
+        return clattn_mha_host(ctx, &d, b->host[0], NULL, &w, NULL, b->host[5], NULL);
+    }
     return clattn_mha(ctx, &d, b->x, NULL, &b->w, NULL, b->out, NULL);
 }
 
@@ -615,7 +636,8 @@ static const char bench_help[] =
     "pairs' ratios) and a read-and-sum kernel's;\n"
     "chunked prefill (L=256 and 1024 over S=4096, H=8, D=64, bottom-right causal) through a paged cache\n"
     "of 16-row blocks and a ragged batch of 4 sequences of L=S=512, each against the same rows as one\n"
-    "dense call (alternated); the tutorial's 4-token example.\n"
+    "dense call (alternated); the tutorial's 4-token example, also through clattn_mha_host on host arrays\n"
+    "(the call a Python or host caller makes; alternated against the device-buffer call).\n"
     "Per case: median milliseconds after a warm-up, GFLOP/s (4·B·H·L·S·D, only unmasked pairs for\n"
     "causal, plus the projections of a layer), the library's peak extra device memory, and the device\n"
     "time of the same run from the kernels' own profiling events (the rest of its wall time is host\n"
