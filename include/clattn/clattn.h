@@ -555,7 +555,8 @@ typedef struct clattn_mods_desc {
 CLATTN_API clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *desc, clattn_mods **out);
 
 /* NULL is a no-op. Calls enqueued with the mods must have completed (clattn_finish) or be on the
- * context's queue: the auxiliary buffers are released here. */
+ * context's queue: the auxiliary buffers are released here, with the copies device groups made on
+ * their other members (free the mods before or after the group: the copies hold no group object). */
 CLATTN_API void clattn_mods_free(clattn_mods *mods);
 
 /* ---- Block masks (since 0.9): which blocks of (query positions × keys) a mask leaves empty ---------
@@ -995,8 +996,11 @@ CLATTN_API double clattn_group_share(const clattn_group *group, size_t i);
  * run of the keys — its K/V rows, the mask's columns, key lengths and positions shifted to the slice —
  * and the partial results are merged through their log-sum-exps (the sinks counted once), exactly, as
  * clattn_merge does. Shares follow clattn_group_share; a device whose share rounds to nothing sits the
- * call out. Float32 tensors and float masks; no weights output; lse may be NULL. A failure names the
- * device in clattn_last_error(NULL). */
+ * call out. Float32 tensors and float masks; no weights output; lse may be NULL. Since 0.10 desc.mods and
+ * desc.block_mask may be set, made on any one context (say member 0's): each other member uses a copy
+ * made there on its first call and kept with the object (the auxiliary tensors copied from the
+ * caller's buffers at every call), and each part sees the whole call's batches and positions
+ * (clattn_sdpa_desc.origin_*). A failure names the device in clattn_last_error(NULL). */
 CLATTN_API clattn_status clattn_group_sdpa_host(clattn_group *group, const clattn_sdpa_desc *desc, const float *q,
                                                 const float *k, const float *v, const void *mask, float *out,
                                                 float *lse);
@@ -1005,7 +1009,8 @@ CLATTN_API clattn_status clattn_group_sdpa_host(clattn_group *group, const clatt
  * batches; otherwise by runs of query rows, each device projecting every key and value row (computed
  * again on each device: the price of splitting one sequence) and its own query rows, their positions
  * kept (causal masks, windows, ALiBi) and the mask's rows sliced. Float32 tensors and float masks; no
- * attention weights output. A failure names the device in clattn_last_error(NULL). */
+ * attention weights output; mods and block masks as in clattn_group_sdpa_host (since 0.10). A failure
+ * names the device in clattn_last_error(NULL). */
 CLATTN_API clattn_status clattn_group_mha_host(clattn_group *group, const clattn_mha_desc *desc, const float *x,
                                                const float *kv, const clattn_mha_host_weights *weights,
                                                const void *mask, float *out);
