@@ -219,6 +219,86 @@ void ref_sdpa_d(const clattn_sdpa_desc *d, const double *q, const double *k, con
     sdpa_d_mods(d, NULL, q, k, v, mask, out, weights, lse);
 }
 
+void ref_sdpa_mods_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
+                     const double *v, const float *mask, double *out, double *weights, double *lse)
+{
+    sdpa_d_mods(d, mods, q, k, v, mask, out, weights, lse);
+}
+
+void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
+                         const double *v, const float *mask, const double *dout, double *dq, double *dk, double *dv,
+                         double *dsinks)
+{
+    if (mods && mods->score_mod)
+        abort(); /* (a score_mod's derivative is not known here) */
+    const size_t B = d->batch, H = d->heads, KVH = ref_kv_heads(d), L = d->q_len, S = d->kv_len, D = d->qk_dim,
+                 Dv = ref_v_dim(d), rows = B * H * L;
+    const double scale = ref_scale(d->scale, D), cap = (double)d->softcap;
+    double *p = malloc(rows * S * sizeof *p), *o = malloc(rows * Dv * sizeof *o), *lse = malloc(rows * sizeof *lse);
+    if (!p || !o || !lse)
+        abort();
+    sdpa_d_mods(d, mods, q, k, v, mask, o, p, lse);
+    memset(dq, 0, rows * D * sizeof *dq);
+    memset(dk, 0, B * KVH * S * D * sizeof *dk);
+    memset(dv, 0, B * KVH * S * Dv * sizeof *dv);
+    if (dsinks)
+        memset(dsinks, 0, H * sizeof *dsinks);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++) {
+            const size_t bh = b * H + h, g = b * KVH + ref_kv_head(d, h);
+            const double ls = d->logit_scale ? (double)d->logit_scale[h] : 1.0;
+            for (size_t i = 0; i < L; i++) {
+                const size_t r = bh * L + i;
+                const double *qi = q + r * D, *doi = dout + r * Dv;
+                double di = 0.0; /* D_i = dout_i · O_i */
+                for (size_t t = 0; t < Dv; t++)
+                    di += doi[t] * o[r * Dv + t];
+                if (dsinks && d->sinks && lse[r] > -INFINITY)
+                    dsinks[h] -= exp((double)d->sinks[h] - lse[r]) * di;
+                for (size_t j = 0; j < S; j++) {
+                    const double pij = p[r * S + j];
+                    if (pij == 0.0)
+                        continue; /* hidden, or too small to count: no gradient */
+                    const double *kj = k + (g * S + j) * D, *vj = v + (g * S + j) * Dv;
+                    double dp = 0.0, s = 0.0;
+                    for (size_t t = 0; t < Dv; t++) {
+                        dp += doi[t] * vj[t];
+                        dv[(g * S + j) * Dv + t] += pij * doi[t];
+                    }
+                    for (size_t t = 0; t < D; t++)
+                        s += qi[t] * kj[t];
+                    double dz_ds = ls;
+                    if (cap > 0.0) {
+                        const double th = tanh(s * scale * ls / cap);
+                        dz_ds *= 1.0 - th * th;
+                    }
+                    const double ds = pij * (dp - di) * dz_ds * scale;
+                    for (size_t t = 0; t < D; t++) {
+                        dq[r * D + t] += ds * kj[t];
+                        dk[(g * S + j) * D + t] += ds * qi[t];
+                    }
+                }
+            }
+        }
+    free(p);
+    free(o);
+    free(lse);
+}
+
+void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
+                       const float *mask, const float *dout, double *dq, double *dk, double *dv, double *dsinks)
+{
+    const size_t BH = d->batch * d->heads, BKV = d->batch * ref_kv_heads(d), L = d->q_len, S = d->kv_len,
+                 D = d->qk_dim, Dv = ref_v_dim(d);
+    double *qd = to_double(q, BH * L * D), *kd = to_double(k, BKV * S * D), *vd = to_double(v, BKV * S * Dv),
+           *dod = to_double(dout, BH * L * Dv);
+    ref_sdpa_backward_d(d, mods, qd, kd, vd, mask, dod, dq, dk, dv, dsinks);
+    free(qd);
+    free(kd);
+    free(vd);
+    free(dod);
+}
+
 void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
               const float *mask, double *out, double *weights, double *lse)
 {

@@ -85,6 +85,26 @@ typedef struct ref_mods {
 void ref_sdpa_mods(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
                    const float *mask, double *out, double *weights, double *lse);
 
+/* The gradients of ref_sdpa (the backward pass, issue 27), analytic, every sum in double: for the loss
+ * Σ dout·out, with dout (B,H,L,Dv): dq (B,H,L,Dqk), dk (B,kv_heads,S,Dqk) and dv (B,kv_heads,S,Dv) — a
+ * K/V head's summed over the query heads that read it — and dsinks (H, with d->sinks; may be NULL).
+ * With P the weights, O = P·V, D_i = Σ_t dout_it·O_it:
+ *     dV_j = Σ_i P_ij·dout_i,   dP_ij = dout_i·V_j,   dZ_ij = P_ij·(dP_ij − D_i)   (Z: the softmax's input)
+ *     dS_ij = dZ_ij·logit_scale·(1 − tanh²(S_ij·logit_scale/c)) (soft-capping c; 1 without) with S_ij
+ *     the scaled score, then dQ_i = Σ_j dS_ij·scale·K_j, dK_j = Σ_i dS_ij·scale·Q_i,
+ *     dsink_h = −Σ_{b,i} exp(sink_h − lse_i)·D_i.
+ * Masks, key lengths, windows and ALiBi get no gradient (they are constants here); hidden pairs and rows
+ * that see no key give zero. Mods: mask_mod only (a score_mod needs its derivative: not here). */
+void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
+                       const float *mask, const float *dout, double *dq, double *dk, double *dv, double *dsinks);
+void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
+                         const double *v, const float *mask, const double *dout, double *dq, double *dk, double *dv,
+                         double *dsinks);
+
+/* ref_sdpa (with mods: ref_sdpa_mods) from double inputs. */
+void ref_sdpa_mods_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
+                     const double *v, const float *mask, double *out, double *weights, double *lse);
+
 /* Y = X·W (+ bias): X (rows,in), W (in,out), bias (out) or NULL, Y (rows,out). */
 void ref_matmul(size_t rows, size_t in, size_t out, const float *x, const float *w,
                 const float *bias, double *y);
