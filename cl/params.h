@@ -223,6 +223,27 @@
     X(ALL, ULONG, ulong, kblocks, 0)                                                                         \
     CLATTN_MOD_PARAMS(X)
 
+/* cl/backward.cl: the backward pass (clattn_sdpa_backward), float32 tensors in (B,H,L,·) / (B,kv_heads,S,·). */
+#define CLATTN_BACKWARD_DELTA_PARAMS(X)                                                                      \
+    X(ALL, MEM, __global const float *, o, 0)                                                                \
+    X(ALL, MEM, __global const float *, dout, 0)                                                             \
+    X(ALL, MEM, __global float *, delta, 0)                                                                  \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, dv, 0)
+#define CLATTN_BACKWARD_PARAMS(X)                                                                            \
+    X(ALL, MEM, __global const float *, q, 0)                                                                \
+    X(ALL, MEM, __global const float *, k, 0)                                                                \
+    X(ALL, MEM, __global const float *, v, 0)                                                                \
+    X(ALL, MEM, __global const float *, dout, 0)                                                             \
+    X(ALL, MEM, __global const float *, lse, 0)                                                              \
+    X(ALL, MEM, __global const float *, delta, 0)                                                            \
+    X(ALL, MEM, __global float *, grad_q, 0) /* the dQ kernel's output */                                    \
+    X(ALL, MEM, __global float *, grad_k, 0) /* the dK/dV kernel's outputs */                                \
+    X(ALL, MEM, __global float *, grad_v, 0)                                                                 \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
+    CLATTN_SDPA_SIZES(X)                                                                                     \
+    CLATTN_MASK_PARAMS(X)
+
 /* cl/convert.cl: storage-type conversion, and rows appended to a cache (dense or paged). */
 #define CLATTN_CONVERT_PARAMS(X)                                                                             \
     X(ALL, MEM, __global const q_store *, src, 0)                                                            \

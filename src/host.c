@@ -181,6 +181,41 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
     return host_tensors_finish(ctx, t, n, st);
 }
 
+clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q, const float *k,
+                                        const float *v, const void *mask, const float *out, const float *lse,
+                                        const float *dout, float *dq, float *dk, float *dv, float *dsinks)
+{
+    clattn_status st = check_context(ctx);
+    sdpa_shape s;
+    if (st != CLATTN_SUCCESS || (st = no_int8(ctx, desc)) != CLATTN_SUCCESS ||
+        (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
+        return st;
+    const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : !lse ? "lse (the forward's log-sum-exps)"
+                        : !dout ? "dout" : !dq ? "dq" : !dk ? "dk" : !dv ? "dv" : NULL;
+    if (missing)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL", missing);
+    host_tensor t[] = {
+        {q, NULL, s.q_elems, "q", NULL, 0},        {k, NULL, s.k_elems, "k", NULL, 0},
+        {v, NULL, s.v_elems, "v", NULL, 0},        {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
+        {out, NULL, s.out_elems, "out", NULL, 0},  {lse, NULL, s.lse_elems, "lse", NULL, 0},
+        {dout, NULL, s.out_elems, "dout", NULL, 0}, {NULL, dq, s.q_elems, "dq", NULL, 0},
+        {NULL, dk, s.k_elems, "dk", NULL, 0},      {NULL, dv, s.v_elems, "dv", NULL, 0},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    float *sinks = dsinks && s.sinks ? malloc(s.heads * sizeof *sinks) : NULL; /* (written only on success) */
+    if (dsinks && s.sinks && !sinks)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "the sinks' gradients");
+    if ((st = host_tensors_check(ctx, t, n)) == CLATTN_SUCCESS &&
+        (st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS)
+        st = clattn_sdpa_backward(ctx, desc, t[0].mem, t[1].mem, t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem,
+                                  t[7].mem, t[8].mem, t[9].mem, sinks);
+    st = host_tensors_finish(ctx, t, n, st);
+    if (st == CLATTN_SUCCESS && sinks)
+        memcpy(dsinks, sinks, s.heads * sizeof *sinks);
+    free(sinks);
+    return st;
+}
+
 clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_ragged *ragged,
                                       const void *q, const void *k, const void *v, const void *mask, void *out,
                                       float *lse)

@@ -37,6 +37,7 @@ struct clattn_mods_s {
     char *tail;   /* after the kernels: the defines and the caller's source (behind #line 1 "mods") */
     char id[17];  /* the first 64 bits of SHA-256(head, tail), in hex: the kernel cache's key */
     bool mask;    /* the source defines mask_mod */
+    bool score;   /* … and score_mod */
     size_t naux;
     mod_aux aux[CLATTN_MODS_MAX_AUX];
 };
@@ -294,6 +295,7 @@ clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *de
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating the mods");
     m->ctx = ctx;
     m->mask = mask;
+    m->score = score;
     pthread_mutex_init(&m->lock, NULL);
     for (size_t i = 0; i < d.aux_count && st == CLATTN_SUCCESS; i++)
         st = read_aux(ctx, &d.aux[i], i, m->aux, &m->aux[i]);
@@ -376,6 +378,7 @@ static clattn_status make_peer(const clattn_mods *mods, clattn_context *ctx, cla
     memcpy(peer->id, mods->id, sizeof peer->id);
     peer->ctx = ctx;
     peer->mask = mods->mask;
+    peer->score = mods->score;
     pthread_mutex_init(&peer->lock, NULL);
     clattn_status st = CLATTN_SUCCESS;
     for (size_t i = 0; i < mods->naux && st == CLATTN_SUCCESS; i++) {
@@ -492,5 +495,7 @@ clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa
 }
 
 bool mods_has_mask(const clattn_mods *mods) { return mods->mask; }
+
+bool mods_has_score(const clattn_mods *mods) { return mods->score; }
 
 const clattn_context *mods_context(const clattn_mods *mods) { return mods->ctx; }

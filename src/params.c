@@ -65,6 +65,13 @@ const kernel_params params_add_bias = PARAM_TABLE("clattn_add_bias", CLATTN_ADD_
 #define PARAM_STRUCT block_mask_build_params
 const kernel_params params_block_mask_build = PARAM_TABLE("clattn_block_mask_build", CLATTN_BLOCK_MASK_BUILD_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT backward_delta_params
+const kernel_params params_backward_delta = PARAM_TABLE("clattn_backward_delta", CLATTN_BACKWARD_DELTA_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT backward_params
+const kernel_params params_backward_dkdv = PARAM_TABLE("clattn_backward_dkdv", CLATTN_BACKWARD_PARAMS);
+const kernel_params params_backward_dq = PARAM_TABLE("clattn_backward_dq", CLATTN_BACKWARD_PARAMS);
+#undef PARAM_STRUCT
 
 #define FEATURE_NAME_(name, group) #name,
 static const char *const feature_names[FEATURE_COUNT] = {"ALL", CLATTN_FEATURES(FEATURE_NAME_)};
@@ -163,8 +170,12 @@ const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_ad
 const kernel_family family_block_mask = {"block mask", {"masks.cl", "block_mask.cl"}, 2, {&params_block_mask_build},
                                          1, 1, NULL};
 
+/* The backward pass (the masks file: the forward's scores, recomputed). */
+const kernel_family family_backward = {"backward", {"masks.cl", "backward.cl"}, 2,
+                                       {&params_backward_delta, &params_backward_dkdv, &params_backward_dq}, 3, 3, NULL};
+
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
                                                 &family_softmax_double, &family_merge, &family_convert,
                                                 &family_paged_check,    &family_gemm,  &family_add_bias,
-                                                &family_block_mask};
+                                                &family_block_mask,     &family_backward};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

@@ -28,6 +28,7 @@ typedef enum scratch_slot {
     SCRATCH_WIDE_K,      /* staged path) when they are stored in another type */
     SCRATCH_WIDE_V,
     SCRATCH_WIDE_O,
+    SCRATCH_DELTA,       /* the backward pass's D_i = dO_i·O_i per query row */
     SCRATCH_COUNT
 } scratch_slot;
 

@@ -830,6 +830,26 @@ CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa
                                           const void *q, const void *k, const void *v,
                                           const void *mask, void *out, float *weights, float *lse);
 
+/* The backward pass (since 0.10; issue 27's first steps): the gradients of O = clattn_sdpa(Q, K, V) for
+ * the loss's gradient dout (B,H,L,Dv) — dq (B,H,L,Dqk), dk (B,kv_heads,S,Dqk) and dv (B,kv_heads,S,Dv), a
+ * K/V head's summed over the query heads that read it — FlashAttention-2's way: every weight recomputed
+ * from Q, K and the forward's log-sum-exp `lse` (B,H,L) (no L×S matrix; memory O((L + S)·D)),
+ * D_i = dout_i·out_i first, then dK/dV per key row and dQ per query row, each written by one work-item
+ * in a fixed order (the same inputs give the same bits). out and lse are the forward's, with the same
+ * desc and mask. Every mask, window, key length, ALiBi slope and mask_mod acts as in the forward (no
+ * gradient of its own); soft-capping and logit scales are differentiated; with desc.sinks, dsinks
+ * (heads floats on the host; NULL: not wanted) receives each sink logit's gradient. Not yet (refused,
+ * CLATTN_ERROR_INVALID_VALUE): storage types other than float32, a score_mod (its derivative), the
+ * double softmax, head sizes above 512. */
+CLATTN_API clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k,
+                                              cl_mem v, cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq,
+                                              cl_mem dk, cl_mem dv, float *dsinks);
+/* Host-memory variant of clattn_sdpa_backward: host arrays, blocking, all or nothing. */
+CLATTN_API clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q,
+                                                   const float *k, const float *v, const void *mask, const float *out,
+                                                   const float *lse, const float *dout, float *dq, float *dk,
+                                                   float *dv, float *dsinks);
+
 /* Host-memory variant of clattn_sdpa_ragged (since 0.6.2): the packed q, k, v, mask, out and lse as host
  * arrays of the sizes the ragged call gives (q: q_starts[B] rows × H × Dqk, …), blocking, all or nothing.
  * For an application that batches sequences of different lengths without keeping them on the device

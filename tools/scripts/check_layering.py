@@ -54,6 +54,7 @@ ORDER = [
     "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "partition_api.c",                 # clattn_partition_*: the primitive behind the whole call's checks
+    "backward.c",                      # clattn_sdpa_backward: the gradients (cl/backward.cl)
     "mha.h", "mha.c",                  # clattn_mha
     "tune.c",                          # clattn_tune: every family's candidates measured, the choices recorded
     "merge.c",                         # clattn_merge: partial results over disjoint key sets combined

@@ -1,0 +1,133 @@
+/* The backward pass (clattn_sdpa_backward), FlashAttention-2's way without its tiles: every weight
+ * recomputed from Q, K and the forward's log-sum-exp (no L×S matrix), D_i = dO_i·O_i first, then dK and dV
+ * accumulated per key and dQ per query row — each gradient row written by one work-item, its sum in a
+ * fixed order (deterministic: no atomics). The scores are formed as the forward forms them (cl/masks.cl:
+ * masks, windows, key lengths, ALiBi, soft-capping, logit scales, mask_mod, block masks), and
+ *     dZ_ij = P_ij·(dO_i·V_j − D_i),   dS_ij = dZ_ij · ls·(1 − tanh²(S_ij·ls/c)) · scale
+ * (ls the head's logit scale, c the soft-cap; S_ij the scaled score), dQ_i = Σ_j dS_ij·K_j,
+ * dK_j = Σ_i dS_ij·Q_i, dV_j = Σ_i P_ij·dO_i, a K/V head's over all the query heads of its group.
+ * Build options: DK and DV, the head sizes rounded up (private accumulators). */
+
+/* D_r = Σ_t dO_rt·O_rt for every row r of (B, H, L). */
+__kernel void clattn_backward_delta(CLATTN_PARAMETERS(CLATTN_BACKWARD_DELTA_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_DELTA_PARAMS)
+    const ulong r = get_global_id(0);
+    if (r >= rows)
+        return;
+    float sum = 0.0f;
+    for (ulong t = 0; t < dv; t++)
+        sum = fma(dout[r * dv + t], o[r * dv + t], sum);
+    delta[r] = sum;
+}
+
+/* What one (query row, key) pair gives the gradients: its weight P (0 where hidden) and dS (see above),
+ * from the scaled score s of the row's terms t at position p against key j. */
+inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms *t, long j, long p, float mask,
+                                  float lse_i, float dp, float delta_i, float scale, float *ds)
+{
+    const float z = clattn_score_terms(s, softcap, t, j, p, mask);
+    if (z == -INFINITY || lse_i == -INFINITY) {
+        *ds = 0.0f;
+        return 0.0f;
+    }
+    const float weight = exp(z - lse_i);
+    float dz_ds = t->logit_scale;
+    if (softcap > 0.0f) {
+        const float th = tanh(s * t->logit_scale / softcap);
+        dz_ds *= 1.0f - th * th;
+    }
+    *ds = weight * (dp - delta_i) * dz_ds * scale;
+    return weight;
+}
+
+/* dK_j and dV_j of one key row j of one (batch, K/V head): over the query rows of the group's heads that
+ * see it. */
+__kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_PARAMS)
+    const ulong j = get_global_id(0), bg = get_global_id(1), kv_heads = heads / group;
+    if (j >= kv_len || bg >= batch * kv_heads)
+        return;
+    const ulong b = bg / kv_heads, g = bg % kv_heads, key_len = key_lengths ? key_lengths[b] : kv_len;
+    __global const float *kj = k + (bg * kv_len + j) * dk, *vj = v + (bg * kv_len + j) * dv;
+    float dk_acc[DK], dv_acc[DV];
+    for (int t = 0; t < DK; t++)
+        dk_acc[t] = 0.0f;
+    for (int t = 0; t < DV; t++)
+        dv_acc[t] = 0.0f;
+    for (ulong hh = 0; hh < group && j < key_len; hh++) {
+        const ulong h = g * group + hh;
+        clattn_row_terms terms;
+        CLATTN_ROW_TERMS(&terms, h);
+        for (ulong i = 0; i < q_len; i++) {
+            const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+            ulong begin, end;
+            clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
+            if (j < begin || j >= end)
+                continue;
+            CLATTN_ROW_BLOCKS(&terms, p);
+            const ulong row = (b * heads + h) * q_len + i;
+            __global const float *qi = q + row * dk, *doi = dout + row * dv;
+            float s = 0.0f, dp = 0.0f, ds;
+            for (ulong t = 0; t < dk; t++)
+                s = fma(qi[t], kj[t], s);
+            for (ulong t = 0; t < dv; t++)
+                dp = fma(doi[t], vj[t], dp);
+            const float weight = clattn_backward_pair(
+                s * scale, softcap, &terms, (long)j, p,
+                clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), lse[row], dp,
+                delta[row], scale, &ds);
+            if (weight == 0.0f)
+                continue;
+            for (ulong t = 0; t < dv; t++)
+                dv_acc[t] = fma(weight, doi[t], dv_acc[t]);
+            for (ulong t = 0; t < dk; t++)
+                dk_acc[t] = fma(ds, qi[t], dk_acc[t]);
+        }
+    }
+    for (ulong t = 0; t < dk; t++)
+        grad_k[(bg * kv_len + j) * dk + t] = dk_acc[t];
+    for (ulong t = 0; t < dv; t++)
+        grad_v[(bg * kv_len + j) * dv + t] = dv_acc[t];
+}
+
+/* dQ_i of one query row (b, h, i): over the keys it sees. */
+__kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_PARAMS)
+    const ulong i = get_global_id(0), bh = get_global_id(1), kv_heads = heads / group;
+    if (i >= q_len || bh >= batch * heads)
+        return;
+    const ulong b = bh / heads, h = bh % heads, bg = b * kv_heads + h / group, row = bh * q_len + i;
+    const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
+    const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+    ulong begin, end;
+    clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
+    clattn_row_terms terms;
+    CLATTN_ROW_TERMS(&terms, h);
+    CLATTN_ROW_BLOCKS(&terms, p);
+    __global const float *qi = q + row * dk, *doi = dout + row * dv;
+    const float lse_i = lse[row], delta_i = delta[row];
+    float dq_acc[DK];
+    for (int t = 0; t < DK; t++)
+        dq_acc[t] = 0.0f;
+    for (ulong j = begin; j < end; j++) {
+        __global const float *kj = k + (bg * kv_len + j) * dk, *vj = v + (bg * kv_len + j) * dv;
+        float s = 0.0f, dp = 0.0f, ds;
+        for (ulong t = 0; t < dk; t++)
+            s = fma(qi[t], kj[t], s);
+        for (ulong t = 0; t < dv; t++)
+            dp = fma(doi[t], vj[t], dp);
+        const float weight = clattn_backward_pair(
+            s * scale, softcap, &terms, (long)j, p,
+            clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), lse_i, dp,
+            delta_i, scale, &ds);
+        if (weight == 0.0f)
+            continue;
+        for (ulong t = 0; t < dk; t++)
+            dq_acc[t] = fma(ds, kj[t], dq_acc[t]);
+    }
+    for (ulong t = 0; t < dk; t++)
+        grad_q[row * dk + t] = dq_acc[t];
+}

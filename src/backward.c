@@ -1,0 +1,116 @@
+/* clattn_sdpa_backward: the gradients of attention (cl/backward.cl: D_i = dO_i·O_i, then dK/dV per key row
+ * and dQ per query row, every weight recomputed from Q, K and the forward's log-sum-exp), and the sinks'
+ * gradients on the host from D and the log-sum-exps. */
+#include "context.h"
+#include "error.h"
+#include "masks.h"
+#include "mods.h"
+#include "program.h"
+#include "scratch.h"
+#include "sdpa.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* Head sizes are compiled in (the kernels' private accumulators), rounded up to a multiple of 16. */
+static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
+
+/* What the backward pass does not take yet, checked before anything runs (NULL: nothing). */
+static const char *not_yet(const sdpa_shape *s)
+{
+    if (s->types.q != CLATTN_FLOAT32 || s->types.k != CLATTN_FLOAT32 || s->types.v != CLATTN_FLOAT32 ||
+        s->types.o != CLATTN_FLOAT32)
+        return "desc's storage types: the backward pass takes float32 tensors (not yet others)";
+    if (s->desc.mods && mods_has_score(s->desc.mods))
+        return "desc.mods defines score_mod: its derivative (score_mod_grad) is needed and not taken yet";
+    if (s->softmax_double)
+        return "desc.softmax_precision: the backward pass computes in float32";
+    if (s->qk_dim > 512 || s->v_dim > 512)
+        return "head sizes above 512";
+    return NULL;
+}
+
+/* d(sink_h) = −Σ_{b,i} exp(sink_h − lse_bhi)·D_bhi, from D and the log-sum-exps read back. */
+static clattn_status sink_gradients(clattn_context *ctx, const sdpa_shape *s, cl_mem delta, cl_mem lse, float *dsinks)
+{
+    const size_t rows = s->lse_elems;
+    float *d = malloc(rows * sizeof *d), *l = malloc(rows * sizeof *l);
+    cl_int err = d && l ? clEnqueueReadBuffer(ctx->queue, delta, CL_TRUE, 0, rows * sizeof *d, d, 0, NULL, NULL)
+                        : CL_OUT_OF_HOST_MEMORY;
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, lse, CL_TRUE, 0, rows * sizeof *l, l, 0, NULL, NULL);
+    for (size_t h = 0; err == CL_SUCCESS && h < s->heads; h++) {
+        double sum = 0.0;
+        for (size_t b = 0; b < s->batch; b++)
+            for (size_t i = 0; i < s->q_len; i++) {
+                const size_t r = (b * s->heads + h) * s->q_len + i;
+                if (l[r] > -INFINITY)
+                    sum += exp((double)s->sinks[h] - (double)l[r]) * (double)d[r];
+            }
+        dsinks[h] = (float)-sum;
+    }
+    free(d);
+    free(l);
+    return err == CL_SUCCESS ? CLATTN_SUCCESS : cl_error(ctx, err, "reading back D and the log-sum-exps");
+}
+
+clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
+                                   cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
+                                   float *dsinks)
+{
+    sdpa_shape s;
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
+        return st;
+    const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : !lse ? "lse (the forward's log-sum-exps)"
+                        : !dout ? "dout" : !dq ? "dq" : !dk ? "dk" : !dv ? "dv" : NULL;
+    if (missing)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_sdpa_backward: %s is NULL", missing);
+    const char *unsupported = not_yet(&s);
+    if (unsupported)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_backward: %s", unsupported);
+    const struct {
+        cl_mem mem;
+        size_t elems;
+        const char *name;
+    } tensors[] = {{q, s.q_elems, "q"},       {k, s.k_elems, "k"},     {v, s.v_elems, "v"},
+                   {out, s.out_elems, "out"}, {lse, s.lse_elems, "lse"}, {dout, s.out_elems, "dout"},
+                   {dq, s.q_elems, "dq"},     {dk, s.k_elems, "dk"},   {dv, s.v_elems, "dv"}};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
+        if ((st = check_buffer(ctx, tensors[i].mem, tensors[i].elems, sizeof(float), tensors[i].name)) != CLATTN_SUCCESS)
+            return st;
+    if (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS)
+        return st;
+    device_masks masks;
+    cl_mem delta;
+    if ((st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_DELTA, s.lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
+        return st;
+    char options[96];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DDK=%u -DDV=%u", pad_head(s.qk_dim), pad_head(s.v_dim));
+    const family_build *fb;
+    if ((st = program_get(ctx, &family_backward, options, 0, call_features(&s), &fb)) != CLATTN_SUCCESS)
+        return st;
+    backward_delta_params dp = {.o = out, .dout = dout, .delta = delta, .rows = s.lse_elems, .dv = s.v_dim};
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_backward_delta, &dp, fb->features);
+    const size_t rows_global[1] = {s.lse_elems};
+    if ((st = kernel_launch_auto(ctx, &a, "backward D", 1, rows_global)) != CLATTN_SUCCESS)
+        return st;
+    backward_params p = {.q = q, .k = k, .v = v, .dout = dout, .lse = lse, .delta = delta, .grad_q = dq,
+                         .grad_k = dk, .grad_v = dv, .batch = s.batch, .heads = s.heads, .group = s.group,
+                         .q_len = s.q_len, .kv_len = s.kv_len, .dk = s.qk_dim, .dv = s.v_dim, .scale = s.scale};
+    PARAMS_SET_MASKS(backward_params, &p, &masks);
+    a = kernel_args_begin(fb->kernels[1]);
+    params_bind(&a, &params_backward_dkdv, &p, fb->features);
+    const size_t keys_global[2] = {s.kv_len, s.batch * s.kv_heads};
+    if ((st = kernel_launch_auto(ctx, &a, "backward dK dV", 2, keys_global)) != CLATTN_SUCCESS)
+        return st;
+    a = kernel_args_begin(fb->kernels[2]);
+    params_bind(&a, &params_backward_dq, &p, fb->features);
+    const size_t queries_global[2] = {s.q_len, s.batch * s.heads};
+    if ((st = kernel_launch_auto(ctx, &a, "backward dQ", 2, queries_global)) != CLATTN_SUCCESS)
+        return st;
+    return dsinks && s.sinks ? sink_gradients(ctx, &s, delta, lse, dsinks) : CLATTN_SUCCESS;
+}

@@ -1,0 +1,249 @@
+/*
+ * The backward pass (clattn_sdpa_backward, clattn_sdpa_backward_host; issue 27's first steps) on every
+ * device against the fp64 reference backward (tools/reference: ref_sdpa_backward, itself checked against
+ * finite differences by test_reference_backward):
+ *   table:       odd shapes and every variant of the forward — causal of both kinds (rows that see no key:
+ *                zero gradient), query offsets, key lengths, a window, additive float and bool masks,
+ *                grouped-query heads (dK, dV summed over a group), soft-capping, logit scales, ALiBi,
+ *                sinks (their gradients), a scale, a document mask_mod and its block mask — the forward run
+ *                first (out, lse), then dQ, dK, dV within the gradients' tolerance;
+ *   determinism: two runs give the same bits;
+ *   buffers:     the cl_mem entry point, a buffer too small refused naming it;
+ *   refusals:    a missing lse, float16 tensors, a score_mod — each a status naming it, nothing written.
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct bcase {
+    const char *name;
+    size_t B, H, KVH, L, S, D, Dv;
+    clattn_causal causal;
+    int offsets, key_lengths, window, mask, softcap, logit_scale, alibi, sinks, scale, documents;
+} bcase;
+
+static const bcase cases[] = {
+    {"plain, B 2, H 2, L 37, S 41", 2, 2, 2, 37, 41, 24, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"causal top-left, GQA 4/2, D 64", 1, 4, 2, 33, 33, 64, 64, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"bottom-right L 19 > S 11 (rows seeing no key)", 2, 1, 1, 19, 11, 8, 8, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"decode rows: L 3 at offsets, key lengths, window", 2, 2, 1, 3, 70, 32, 16, TL, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+    {"float mask with hidden entries, scale 0.3", 1, 3, 3, 17, 23, 16, 24, NONE, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0},
+    {"bool mask", 2, 2, 2, 9, 14, 8, 8, NONE, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0},
+    {"soft-capping and logit scales", 2, 3, 3, 13, 29, 16, 16, NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0},
+    {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+    {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+};
+#define NCASES (sizeof cases / sizeof cases[0])
+
+static const char document_source[] =
+    "bool mask_mod(int b, int h, long q, long k, __global const int *doc) { return doc[q] == doc[k] && k <= q; }\n";
+static int document_ids[64];
+static int ref_documents(int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)h, (void)u;
+    return document_ids[q] == document_ids[k] && k <= q;
+}
+
+/* The gradients' tolerance: each is a sum over up to L (or S) pairs of float products, so the bound
+ * scales with the tensor's largest entry: |got − ref| ≤ 1e-5 + 2e-4·max|ref| + 1e-4·|ref|. */
+static void check_gradient(const char *what, const float *got, const double *ref, size_t n)
+{
+    double largest = 0.0, worst = 0.0;
+    for (size_t i = 0; i < n; i++)
+        largest = fmax(largest, fabs(ref[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double err = fabs((double)got[i] - ref[i]), bound = 1e-5 + 2e-4 * largest + 1e-4 * fabs(ref[i]);
+        ck_assert_msg(isfinite(got[i]) && err <= bound, "%s: %s[%zu] = %.9g, fp64 reference %.12g (|err| %.3g > %.3g)",
+                      tu_label(), what, i, (double)got[i], ref[i], err, bound);
+        worst = fmax(worst, err);
+    }
+    if (worst > tu_max_abs_err)
+        tu_max_abs_err = worst;
+}
+
+/* One case's call: the descriptor with its masks and terms (arrays kept in `keep`). */
+typedef struct call {
+    clattn_sdpa_desc d;
+    clattn_masks m;
+    clattn_window w;
+    size_t lengths[2];
+    long long offsets[2];
+    float logit_scale[4], slopes[4], sinks[4];
+    float *mask;
+    clattn_mods *mods;
+    clattn_block_mask *blocks;
+} call;
+
+static void make_call(clattn_context *ctx, const bcase *c, call *x, size_t seed)
+{
+    memset(x, 0, sizeof *x);
+    x->d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->Dv);
+    x->d.kv_heads = c->KVH;
+    x->d.scale = c->scale ? 0.3f : CLATTN_SCALE_DEFAULT;
+    x->d.softcap = c->softcap ? 1.5f : 0.0f;
+    const float ls[4] = {0.5f, 1.25f, 2.0f, 0.75f}, sl[4] = {-0.25f, -0.5f, -0.125f, -1.0f},
+                sk[4] = {0.5f, -1.0f, 1.5f, 0.0f};
+    memcpy(x->logit_scale, ls, sizeof ls), memcpy(x->slopes, sl, sizeof sl), memcpy(x->sinks, sk, sizeof sk);
+    x->d.logit_scale = c->logit_scale ? x->logit_scale : NULL;
+    x->d.alibi_slopes = c->alibi ? x->slopes : NULL;
+    x->d.sinks = c->sinks ? x->sinks : NULL;
+    x->m = (clattn_masks)CLATTN_MASKS_INIT;
+    x->lengths[0] = c->S - 5, x->lengths[1] = c->S / 2;
+    x->offsets[0] = (long long)c->S - (long long)c->L, x->offsets[1] = (long long)c->S / 3;
+    x->w = (clattn_window){9, 2};
+    x->m.causal = c->causal;
+    x->m.key_lengths = c->key_lengths ? x->lengths : NULL;
+    x->m.query_offsets = c->offsets ? x->offsets : NULL;
+    x->m.window = c->window ? &x->w : NULL;
+    if (c->mask) {
+        const size_t n = c->B * c->H * c->L * c->S;
+        x->m.additive = CLATTN_MASK_B_H_L_S;
+        x->mask = tu_falloc(n);
+        tu_fill_uniform(x->mask, n, 1.0f, seed);
+        for (size_t i = 0; i < n; i++)
+            if (i % 7 == 3)
+                x->mask[i] = -INFINITY;
+    }
+    x->d.masks = &x->m;
+    if (c->documents) {
+        for (size_t i = 0, id = 0; i < c->S;)
+            for (size_t len = 2 + (id++ * 5) % 11; len-- && i < c->S;)
+                document_ids[i++] = (int)id;
+        clattn_mod_aux aux = {"doc", CLATTN_AUX_INT, tu_dev_alloc(ctx, c->S, (const float *)document_ids),
+                              CLATTN_AUX_BY_POSITION, 0};
+        clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
+        md.source = document_source;
+        md.aux = &aux;
+        md.aux_count = 1;
+        TU_ASSERT_OK(clattn_mods_create(ctx, &md, &x->mods), ctx, "clattn_mods_create");
+        clattn_block_mask_desc bd = CLATTN_BLOCK_MASK_DESC_INIT;
+        bd.q_len = bd.kv_len = c->S;
+        bd.block_q = bd.block_k = 16;
+        bd.mods = x->mods;
+        TU_ASSERT_OK(clattn_block_mask_create(ctx, &bd, &x->blocks), ctx, "clattn_block_mask_create");
+        x->d.mods = x->mods;
+        x->d.block_mask = x->blocks;
+    }
+}
+
+static void free_call(call *x)
+{
+    clattn_block_mask_free(x->blocks);
+    clattn_mods_free(x->mods);
+}
+
+/* A bool mask: the float mask's hidden entries as 0, the rest 1 (the reference reads the float one). */
+static unsigned char *bool_of(const float *mask, size_t n)
+{
+    unsigned char *b = (unsigned char *)tu_falloc((n + 3) / 4);
+    for (size_t i = 0; i < n; i++)
+        b[i] = mask[i] == -INFINITY ? 0 : 1;
+    return b;
+}
+
+START_TEST(test_table)
+{
+    const size_t ci = TU_CASE(_i), dev = TU_DEVICE(_i);
+    const bcase *c = &cases[ci];
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("backward \"%s\" on %s", c->name, tu_dev_spec[dev]);
+    call x;
+    make_call(ctx, c, &x, 40 + ci);
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nv = c->B * c->KVH * c->S * c->Dv;
+    const size_t no = c->B * c->H * c->L * c->Dv, nl = c->B * c->H * c->L;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv), *dout = tu_falloc(no);
+    tu_fill_uniform(q, nq, 1.5f, 11 + ci);
+    tu_fill_uniform(k, nk, 1.5f, 12 + ci);
+    tu_fill_uniform(v, nv, 1.0f, 13 + ci);
+    tu_fill_uniform(dout, no, 1.0f, 14 + ci);
+    const void *mask = x.mask;
+    float *ref_mask = x.mask;
+    if (c->mask == 2) { /* bool entries on the device; the reference adds 0 / −inf */
+        mask = bool_of(x.mask, c->B * c->H * c->L * c->S);
+        for (size_t i = 0; i < c->B * c->H * c->L * c->S; i++)
+            ref_mask[i] = ref_mask[i] == -INFINITY ? -INFINITY : 0.0f;
+        x.m.mask_type = CLATTN_MASK_BOOL;
+    }
+    float *out = tu_host_alloc(no, NULL), *lse = tu_host_alloc(nl, NULL);
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &x.d, q, k, v, mask, out, NULL, lse), ctx, "the forward");
+    float *dq = tu_host_alloc(nq, NULL), *dk = tu_host_alloc(nk, NULL), *dv = tu_host_alloc(nv, NULL), dsinks[4];
+    TU_ASSERT_OK(clattn_sdpa_backward_host(ctx, &x.d, q, k, v, mask, out, lse, dout, dq, dk, dv, dsinks), ctx,
+                 "clattn_sdpa_backward_host");
+    tu_host_check_guard(dq, nq, "dq");
+    tu_host_check_guard(dk, nk, "dk");
+    tu_host_check_guard(dv, nv, "dv");
+    double *rq = tu_dalloc(nq), *rk = tu_dalloc(nk), *rv = tu_dalloc(nv), rs[4];
+    const ref_mods rm = {NULL, ref_documents, NULL};
+    clattn_sdpa_desc rd = x.d;
+    clattn_masks rmasks = x.m;
+    rmasks.mask_type = CLATTN_MASK_FLOAT;
+    rd.masks = &rmasks;
+    rd.mods = NULL, rd.block_mask = NULL;
+    ref_sdpa_backward(&rd, c->documents ? &rm : NULL, q, k, v, ref_mask, dout, rq, rk, rv, rs);
+    check_gradient("dq", dq, rq, nq);
+    check_gradient("dk", dk, rk, nk);
+    check_gradient("dv", dv, rv, nv);
+    for (size_t h = 0; c->sinks && h < c->H; h++)
+        ck_assert_msg(fabs(dsinks[h] - rs[h]) <= 1e-5 + 1e-4 * fabs(rs[h]), "%s: dsinks[%zu] = %g, reference %g",
+                      tu_label(), h, (double)dsinks[h], rs[h]);
+    /* Deterministic: a second run gives the same bits. */
+    float *dq2 = tu_host_alloc(nq, NULL), *dk2 = tu_host_alloc(nk, NULL), *dv2 = tu_host_alloc(nv, NULL);
+    TU_ASSERT_OK(clattn_sdpa_backward_host(ctx, &x.d, q, k, v, mask, out, lse, dout, dq2, dk2, dv2, NULL), ctx,
+                 "the second run");
+    ck_assert_msg(!memcmp(dq, dq2, nq * sizeof *dq) && !memcmp(dk, dk2, nk * sizeof *dk) &&
+                      !memcmp(dv, dv2, nv * sizeof *dv),
+                  "%s: two runs differ", tu_label());
+    free_call(&x);
+}
+END_TEST
+
+START_TEST(test_buffers_and_refusals)
+{
+    clattn_context *ctx = tu_ctx[TU_DEVICE(_i)];
+    tu_set_label("backward refusals on %s", tu_dev_spec[TU_DEVICE(_i)]);
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 5, 6, 8, 8);
+    const size_t nq = 2 * 5 * 8, nk = 2 * 6 * 8, nl = 2 * 5;
+    float *x = tu_falloc(nk), *lse = tu_falloc(nl);
+    float *dq = tu_host_alloc(nq, NULL), *dk = tu_host_alloc(nk, NULL), *dv = tu_host_alloc(nk, NULL);
+    clattn_status st = clattn_sdpa_backward_host(ctx, &d, x, x, x, NULL, x, NULL, x, dq, dk, dv, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_NULL_ARGUMENT && strstr(clattn_last_error(ctx), "lse"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(ctx));
+    d.q_dtype = CLATTN_FLOAT16;
+    st = clattn_sdpa_backward_host(ctx, &d, x, x, x, NULL, x, lse, x, dq, dk, dv, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "float32"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(ctx));
+    d.q_dtype = CLATTN_FLOAT32;
+    clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
+    md.source = "float score_mod(float s, int b, int h, long q, long k) { return 2.0f * s; }\n";
+    clattn_mods *mods = NULL;
+    TU_ASSERT_OK(clattn_mods_create(ctx, &md, &mods), ctx, "clattn_mods_create");
+    d.mods = mods;
+    st = clattn_sdpa_backward_host(ctx, &d, x, x, x, NULL, x, lse, x, dq, dk, dv, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "score_mod"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(ctx));
+    d.mods = NULL;
+    clattn_mods_free(mods);
+    ck_assert_msg(tu_host_all_sentinel(dq, nq) && tu_host_all_sentinel(dk, nk) && tu_host_all_sentinel(dv, nk),
+                  "%s: a refused call wrote", tu_label());
+    /* The device entry point: a gradient buffer too small is refused naming it. */
+    cl_mem b[9];
+    for (int i = 0; i < 9; i++)
+        b[i] = tu_dev_alloc_exact(ctx, i == 4 ? nl : i == 7 ? nq - 1 : nk, NULL);
+    st = clattn_sdpa_backward(ctx, &d, b[0], b[1], b[2], NULL, b[3], b[4], b[5], b[6], b[7], b[8], NULL);
+    ck_assert_msg(st == CLATTN_ERROR_BUFFER_TOO_SMALL && strstr(clattn_last_error(ctx), "dk"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(ctx));
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("backward");
+    tu_add_loop(s, "table", test_table, NCASES * tu_ndev);
+    tu_add_loop(s, "refusals", test_buffers_and_refusals, tu_ndev);
+    return s;
+}
+
+int main(void) { return tu_main(make_suite); }
