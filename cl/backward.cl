@@ -4,7 +4,8 @@
  * fixed order (deterministic: no atomics). The scores are formed as the forward forms them (cl/masks.cl:
  * masks, windows, key lengths, ALiBi, soft-capping, logit scales, mask_mod, block masks), and
  *     dZ_ij = P_ij·(dO_i·V_j − D_i),   dS_ij = dZ_ij · ls·(1 − tanh²(S_ij·ls/c)) · scale
- * (ls the head's logit scale, c the soft-cap; S_ij the scaled score), dQ_i = Σ_j dS_ij·K_j,
+ * (ls the head's logit scale, c the soft-cap; S_ij the scaled score — with a score_mod, its value there,
+ * and dS times score_mod_grad(S_ij), its derivative), dQ_i = Σ_j dS_ij·K_j,
  * dK_j = Σ_i dS_ij·Q_i, dV_j = Σ_i P_ij·dO_i, a K/V head's over all the query heads of its group.
  * Build options: DK and DV, the head sizes rounded up (private accumulators). */
 
@@ -32,9 +33,13 @@ inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms
         return 0.0f;
     }
     const float weight = exp(z - lse_i);
-    float dz_ds = t->logit_scale;
+    float modded = s, dz_ds = t->logit_scale;
+#if CLATTN_SCORE_MOD_ON && CLATTN_SCORE_MOD_GRAD
+    dz_ds *= score_mod_grad(s, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t));
+    modded = score_mod(s, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t));
+#endif
     if (softcap > 0.0f) {
-        const float th = tanh(s * t->logit_scale / softcap);
+        const float th = tanh(modded * t->logit_scale / softcap);
         dz_ds *= 1.0f - th * th;
     }
     *ds = weight * (dp - delta_i) * dz_ds * scale;

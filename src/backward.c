@@ -22,8 +22,8 @@ static const char *not_yet(const sdpa_shape *s)
     if (s->types.q != CLATTN_FLOAT32 || s->types.k != CLATTN_FLOAT32 || s->types.v != CLATTN_FLOAT32 ||
         s->types.o != CLATTN_FLOAT32)
         return "desc's storage types: the backward pass takes float32 tensors (not yet others)";
-    if (s->desc.mods && mods_has_score(s->desc.mods))
-        return "desc.mods defines score_mod: its derivative (score_mod_grad) is needed and not taken yet";
+    if (s->desc.mods && mods_has_score(s->desc.mods) && !mods_has_score_grad(s->desc.mods))
+        return "desc.mods defines score_mod but not score_mod_grad, its derivative: the gradient through it needs it";
     if (s->softmax_double)
         return "desc.softmax_precision: the backward pass computes in float32";
     if (s->qk_dim > 512 || s->v_dim > 512)

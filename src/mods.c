@@ -37,7 +37,8 @@ struct clattn_mods_s {
     char *tail;   /* after the kernels: the defines and the caller's source (behind #line 1 "mods") */
     char id[17];  /* the first 64 bits of SHA-256(head, tail), in hex: the kernel cache's key */
     bool mask;    /* the source defines mask_mod */
-    bool score;   /* … and score_mod */
+    bool score;   /* … score_mod */
+    bool grad;    /* … and score_mod_grad, its derivative (for the backward pass) */
     size_t naux;
     mod_aux aux[CLATTN_MODS_MAX_AUX];
 };
@@ -202,14 +203,16 @@ static clattn_status read_aux(clattn_context *ctx, const clattn_mod_aux *a, size
 /* The head of every build with these mods: which functions exist, their prototypes with the declared
  * auxiliary tensors (a definition of another signature then fails to compile), and CLATTN_MOD_ARGS(t), t's
  * aux pointers cast to the declared types as the calls' trailing arguments. */
-static void write_head(text_buf *t, const mod_aux *aux, size_t naux, bool score, bool mask)
+static void write_head(text_buf *t, const mod_aux *aux, size_t naux, bool score, bool mask, bool grad)
 {
-    text_printf(t, "#line 1 \"mods prototypes\"\n#define CLATTN_SCORE_MOD %d\n#define CLATTN_MASK_MOD %d\n", score,
-                mask);
-    const char *const prototypes[2] = {"float score_mod(float score, int b, int h, long q, long k",
-                                       "bool mask_mod(int b, int h, long q, long k"};
-    for (int f = 0; f < 2; f++) {
-        if (!(f ? mask : score))
+    text_printf(t, "#line 1 \"mods prototypes\"\n#define CLATTN_SCORE_MOD %d\n#define CLATTN_MASK_MOD %d\n"
+                   "#define CLATTN_SCORE_MOD_GRAD %d\n", score, mask, grad);
+    const char *const prototypes[3] = {"float score_mod(float score, int b, int h, long q, long k",
+                                       "bool mask_mod(int b, int h, long q, long k",
+                                       "float score_mod_grad(float score, int b, int h, long q, long k"};
+    const bool present[3] = {score, mask, grad};
+    for (int f = 0; f < 3; f++) {
+        if (!present[f])
             continue;
         text_add(t, prototypes[f], strlen(prototypes[f]));
         for (size_t i = 0; i < naux; i++)
@@ -236,6 +239,9 @@ static const char probe_kernel[] =
     "#endif\n"
     "#if CLATTN_MASK_MOD\n"
     "    out[1] = mask_mod(0, 0, 0L, 0L CLATTN_MOD_ARGS(&p)) ? 1.0f : 0.0f;\n"
+    "#endif\n"
+    "#if CLATTN_SCORE_MOD_GRAD\n"
+    "    out[2] = score_mod_grad(out[2], 0, 0, 0L, 0L CLATTN_MOD_ARGS(&p));\n"
     "#endif\n"
     "}\n";
 
@@ -280,6 +286,10 @@ clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *de
     if (!d.source)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "desc.source is NULL");
     const bool score = names_function(d.source, "score_mod"), mask = names_function(d.source, "mask_mod");
+    const bool grad = names_function(d.source, "score_mod_grad");
+    if (grad && !score)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.source defines score_mod_grad but no score_mod (it is score_mod's derivative)");
     if (!score && !mask)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                          "desc.source defines neither score_mod nor mask_mod (float score_mod(float score, int b, "
@@ -296,13 +306,14 @@ clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *de
     m->ctx = ctx;
     m->mask = mask;
     m->score = score;
+    m->grad = grad;
     pthread_mutex_init(&m->lock, NULL);
     for (size_t i = 0; i < d.aux_count && st == CLATTN_SUCCESS; i++)
         st = read_aux(ctx, &d.aux[i], i, m->aux, &m->aux[i]);
     text_buf head = {0}, tail = {0};
     if (st == CLATTN_SUCCESS) {
         m->naux = d.aux_count;
-        write_head(&head, m->aux, m->naux, score, mask);
+        write_head(&head, m->aux, m->naux, score, mask, grad);
         for (size_t i = 0; i < d.define_count && st == CLATTN_SUCCESS; i++)
             st = add_define(ctx, &tail, d.defines[i], i);
         text_add(&tail, "#line 1 \"mods\"\n", strlen("#line 1 \"mods\"\n"));
@@ -379,6 +390,7 @@ static clattn_status make_peer(const clattn_mods *mods, clattn_context *ctx, cla
     peer->ctx = ctx;
     peer->mask = mods->mask;
     peer->score = mods->score;
+    peer->grad = mods->grad;
     pthread_mutex_init(&peer->lock, NULL);
     clattn_status st = CLATTN_SUCCESS;
     for (size_t i = 0; i < mods->naux && st == CLATTN_SUCCESS; i++) {
@@ -497,5 +509,7 @@ clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa
 bool mods_has_mask(const clattn_mods *mods) { return mods->mask; }
 
 bool mods_has_score(const clattn_mods *mods) { return mods->score; }
+
+bool mods_has_score_grad(const clattn_mods *mods) { return mods->grad; }
 
 const clattn_context *mods_context(const clattn_mods *mods) { return mods->ctx; }

@@ -19,9 +19,10 @@ void mods_select(clattn_context *ctx, const clattn_mods *mods);
  * theirs at each call (through the host). ctx's last error on failure. */
 clattn_status mods_on_context(const clattn_mods *mods, clattn_context *ctx, const clattn_mods **out);
 
-/* Whether the mods define mask_mod (score_mod); the context they were made on. */
+/* Whether the mods define mask_mod (score_mod, score_mod_grad); the context they were made on. */
 bool mods_has_mask(const clattn_mods *mods);
 bool mods_has_score(const clattn_mods *mods);
+bool mods_has_score_grad(const clattn_mods *mods);
 const clattn_context *mods_context(const clattn_mods *mods);
 
 #endif

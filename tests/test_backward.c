@@ -5,11 +5,13 @@
  *   table:       odd shapes and every variant of the forward — causal of both kinds (rows that see no key:
  *                zero gradient), query offsets, key lengths, a window, additive float and bool masks,
  *                grouped-query heads (dK, dV summed over a group), soft-capping, logit scales, ALiBi,
- *                sinks (their gradients), a scale, a document mask_mod and its block mask — the forward run
+ *                sinks (their gradients), a scale, a document mask_mod and its block mask, a non-linear
+ *                score_mod with its derivative score_mod_grad — the forward run
  *                first (out, lse), then dQ, dK, dV within the gradients' tolerance;
  *   determinism: two runs give the same bits;
  *   buffers:     the cl_mem entry point, a buffer too small refused naming it;
- *   refusals:    a missing lse, float16 tensors, a score_mod — each a status naming it, nothing written.
+ *   refusals:    a missing lse, float16 tensors, a score_mod without score_mod_grad — each a status naming
+ *                it, nothing written.
  */
 #include "test_util.h"
 
@@ -21,22 +23,39 @@ typedef struct bcase {
     const char *name;
     size_t B, H, KVH, L, S, D, Dv;
     clattn_causal causal;
-    int offsets, key_lengths, window, mask, softcap, logit_scale, alibi, sinks, scale, documents;
+    int offsets, key_lengths, window, mask, softcap, logit_scale, alibi, sinks, scale, documents, score_mod;
 } bcase;
 
 static const bcase cases[] = {
-    {"plain, B 2, H 2, L 37, S 41", 2, 2, 2, 37, 41, 24, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"causal top-left, GQA 4/2, D 64", 1, 4, 2, 33, 33, 64, 64, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"bottom-right L 19 > S 11 (rows seeing no key)", 2, 1, 1, 19, 11, 8, 8, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"decode rows: L 3 at offsets, key lengths, window", 2, 2, 1, 3, 70, 32, 16, TL, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
-    {"float mask with hidden entries, scale 0.3", 1, 3, 3, 17, 23, 16, 24, NONE, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0},
-    {"bool mask", 2, 2, 2, 9, 14, 8, 8, NONE, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0},
-    {"soft-capping and logit scales", 2, 3, 3, 13, 29, 16, 16, NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
-    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0},
-    {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
-    {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1},
+    {"plain, B 2, H 2, L 37, S 41", 2, 2, 2, 37, 41, 24, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"causal top-left, GQA 4/2, D 64", 1, 4, 2, 33, 33, 64, 64, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"bottom-right L 19 > S 11 (rows seeing no key)", 2, 1, 1, 19, 11, 8, 8, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"decode rows: L 3 at offsets, key lengths, window", 2, 2, 1, 3, 70, 32, 16, TL, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"float mask with hidden entries, scale 0.3", 1, 3, 3, 17, 23, 16, 24, NONE, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+    {"bool mask", 2, 2, 2, 9, 14, 8, 8, NONE, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
+    {"soft-capping and logit scales", 2, 3, 3, 13, 29, 16, 16, NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0},
+    {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+    {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"score_mod s + 0.3·sin(s)·(h + 1) with score_mod_grad, soft-capping, GQA 4/2, causal", 2, 4, 2, 15, 19, 16, 8, TL,
+     0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
+
+/* A smooth, non-linear score_mod and its derivative (as tests/test_reference_backward.c's). */
+static const char smooth_source[] =
+    "float score_mod(float s, int b, int h, long q, long k) { return s + 0.3f * sin(s) * (float)(h + 1); }\n"
+    "float score_mod_grad(float s, int b, int h, long q, long k) { return 1.0f + 0.3f * cos(s) * (float)(h + 1); }\n";
+static double ref_smooth(double s, int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)q, (void)k, (void)u;
+    return s + 0.3 * sin(s) * (double)(h + 1);
+}
+static double ref_smooth_grad(double s, int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)q, (void)k, (void)u;
+    return 1.0 + 0.3 * cos(s) * (double)(h + 1);
+}
 
 static const char document_source[] =
     "bool mask_mod(int b, int h, long q, long k, __global const int *doc) { return doc[q] == doc[k] && k <= q; }\n";
@@ -129,6 +148,14 @@ static void make_call(clattn_context *ctx, const bcase *c, call *x, size_t seed)
     }
 }
 
+static void add_smooth_mods(clattn_context *ctx, call *x)
+{
+    clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
+    md.source = smooth_source;
+    TU_ASSERT_OK(clattn_mods_create(ctx, &md, &x->mods), ctx, "clattn_mods_create (score_mod_grad)");
+    x->d.mods = x->mods;
+}
+
 static void free_call(call *x)
 {
     clattn_block_mask_free(x->blocks);
@@ -152,6 +179,8 @@ START_TEST(test_table)
     tu_set_label("backward \"%s\" on %s", c->name, tu_dev_spec[dev]);
     call x;
     make_call(ctx, c, &x, 40 + ci);
+    if (c->score_mod)
+        add_smooth_mods(ctx, &x);
     const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nv = c->B * c->KVH * c->S * c->Dv;
     const size_t no = c->B * c->H * c->L * c->Dv, nl = c->B * c->H * c->L;
     float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv), *dout = tu_falloc(no);
@@ -176,13 +205,14 @@ START_TEST(test_table)
     tu_host_check_guard(dk, nk, "dk");
     tu_host_check_guard(dv, nv, "dv");
     double *rq = tu_dalloc(nq), *rk = tu_dalloc(nk), *rv = tu_dalloc(nv), rs[4];
-    const ref_mods rm = {NULL, ref_documents, NULL};
+    const ref_mods rm = {c->score_mod ? ref_smooth : NULL, c->documents ? ref_documents : NULL, NULL};
     clattn_sdpa_desc rd = x.d;
     clattn_masks rmasks = x.m;
     rmasks.mask_type = CLATTN_MASK_FLOAT;
     rd.masks = &rmasks;
     rd.mods = NULL, rd.block_mask = NULL;
-    ref_sdpa_backward(&rd, c->documents ? &rm : NULL, q, k, v, ref_mask, dout, rq, rk, rv, rs);
+    ref_sdpa_backward(&rd, c->documents || c->score_mod ? &rm : NULL, c->score_mod ? ref_smooth_grad : NULL, q, k, v,
+                      ref_mask, dout, rq, rk, rv, rs);
     check_gradient("dq", dq, rq, nq);
     check_gradient("dk", dk, rk, nk);
     check_gradient("dv", dv, rv, nv);
@@ -226,6 +256,10 @@ START_TEST(test_buffers_and_refusals)
                   clattn_status_string(st), clattn_last_error(ctx));
     d.mods = NULL;
     clattn_mods_free(mods);
+    md.source = "float score_mod_grad(float s, int b, int h, long q, long k) { return 1.0f; }\n";
+    st = clattn_mods_create(ctx, &md, &mods);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && mods == NULL && strstr(clattn_last_error(ctx), "score_mod_grad"),
+                  "a derivative alone: %s: %s", clattn_status_string(st), clattn_last_error(ctx));
     ck_assert_msg(tu_host_all_sentinel(dq, nq) && tu_host_all_sentinel(dk, nk) && tu_host_all_sentinel(dv, nk),
                   "%s: a refused call wrote", tu_label());
     /* The device entry point: a gradient buffer too small is refused naming it. */

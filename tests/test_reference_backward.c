@@ -3,7 +3,8 @@
  * of dQ, dK and dV (and d(sink) per head) equals (loss(x + ε) − loss(x − ε)) / 2ε over odd shapes and every
  * variant the forward has — causal of both kinds, query offsets, key lengths, windows, additive masks with
  * hidden entries, grouped-query heads (a K/V head's gradient summed over its query heads), soft-capping,
- * logit scales, ALiBi, sinks, a scale, a mask_mod (documents), rows that see no key (zero gradient). */
+ * logit scales, ALiBi, sinks, a scale, a mask_mod (documents), a non-linear score_mod with its derivative,
+ * rows that see no key (zero gradient). */
 #define TU_NO_OPENCL /* the OpenCL-free part of the test utility */
 #include "test_util.h"
 
@@ -19,21 +20,23 @@ typedef struct bcase {
     const char *name;
     size_t B, H, KVH, L, S, D, Dv;
     clattn_causal causal;
-    int offsets, key_lengths, window, mask, softcap, logit_scale, alibi, sinks, scale, documents;
+    int offsets, key_lengths, window, mask, softcap, logit_scale, alibi, sinks, scale, documents, score_mod;
 } bcase;
 
 static const bcase cases[] = {
-    {"plain, B 2, H 2, L 5, S 7", 2, 2, 2, 5, 7, 4, 3, CLATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"causal top-left, GQA 4/2", 1, 4, 2, 6, 6, 3, 5, CLATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"plain, B 2, H 2, L 5, S 7", 2, 2, 2, 5, 7, 4, 3, CLATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"causal top-left, GQA 4/2", 1, 4, 2, 6, 6, 3, 5, CLATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"bottom-right L 7 > S 4 (rows seeing no key)", 2, 1, 1, 7, 4, 4, 4, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, 0, 0, 0, 0, 0,
-     0, 0, 0, 0},
-    {"offsets, key lengths, window", 2, 2, 1, 4, 9, 5, 2, CLATTN_CAUSAL_TOP_LEFT, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0},
+     0, 0, 0, 0, 0},
+    {"offsets, key lengths, window", 2, 2, 1, 4, 9, 5, 2, CLATTN_CAUSAL_TOP_LEFT, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
     {"additive mask with hidden entries, scale 0.7", 1, 2, 2, 5, 6, 3, 3, CLATTN_CAUSAL_NONE, 0, 0, 0, 1, 0, 0, 0, 0,
-     1, 0},
-    {"soft-capping 1.5 and logit scales", 2, 3, 3, 3, 5, 4, 4, CLATTN_CAUSAL_NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
-    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 5, 8, 2, 3, CLATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0},
-    {"everything", 2, 4, 2, 4, 7, 3, 2, CLATTN_CAUSAL_TOP_LEFT, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0},
-    {"mask_mod: documents", 1, 2, 2, 8, 8, 3, 3, CLATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1},
+     1, 0, 0},
+    {"soft-capping 1.5 and logit scales", 2, 3, 3, 3, 5, 4, 4, CLATTN_CAUSAL_NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0},
+    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 5, 8, 2, 3, CLATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0},
+    {"everything", 2, 4, 2, 4, 7, 3, 2, CLATTN_CAUSAL_TOP_LEFT, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
+    {"mask_mod: documents", 1, 2, 2, 8, 8, 3, 3, CLATTN_CAUSAL_NONE, 0, 0, 0, 0, 0, 0, 0, 1, 0, 1, 0},
+    {"score_mod s + 0.3·sin(s)·(h + 1) with its derivative, soft-capping, causal", 2, 2, 1, 5, 6, 3, 4,
+     CLATTN_CAUSAL_TOP_LEFT, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -42,6 +45,18 @@ static int documents(int b, int h, long long q, long long k, const void *u)
 {
     (void)b, (void)h, (void)u;
     return q < 8 && k < 8 && document_of[q] == document_of[k];
+}
+
+/* A smooth, non-linear score_mod and its derivative (tests/test_backward.c compiles the same in OpenCL C). */
+static double smooth(double s, int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)q, (void)k, (void)u;
+    return s + 0.3 * sin(s) * (double)(h + 1);
+}
+static double smooth_grad(double s, int b, int h, long long q, long long k, const void *u)
+{
+    (void)b, (void)q, (void)k, (void)u;
+    return 1.0 + 0.3 * cos(s) * (double)(h + 1);
 }
 
 /* A uniform deterministic value in [-1, 1) (no state: each case seeds its own). */
@@ -128,10 +143,10 @@ START_TEST(test_finite_differences)
         v[i] = uniform(&seed);
     for (size_t i = 0; i < no; i++)
         dout[i] = uniform(&seed);
-    const ref_mods mm = {NULL, documents, NULL};
-    const ref_mods *mods = c->documents ? &mm : NULL;
+    const ref_mods mm = {c->score_mod ? smooth : NULL, c->documents ? documents : NULL, NULL};
+    const ref_mods *mods = c->documents || c->score_mod ? &mm : NULL;
     double *dq = tu_dalloc(nq), *dk = tu_dalloc(nk), *dv = tu_dalloc(nv), dsinks[4];
-    ref_sdpa_backward_d(&d, mods, q, k, v, mask, dout, dq, dk, dv, dsinks);
+    ref_sdpa_backward_d(&d, mods, c->score_mod ? smooth_grad : NULL, q, k, v, mask, dout, dq, dk, dv, dsinks);
     double worst = check_fd("dq", &d, mods, q, k, v, mask, dout, out, q, nq, dq);
     worst = fmax(worst, check_fd("dk", &d, mods, q, k, v, mask, dout, out, k, nk, dk));
     worst = fmax(worst, check_fd("dv", &d, mods, q, k, v, mask, dout, out, v, nv, dv));

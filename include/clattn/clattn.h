@@ -495,7 +495,10 @@ typedef enum clattn_softmax_precision {
  *     a key hidden by a built-in mask (causal, window, key length) or by mask_mod (false) is −inf
  * — so score_mod sees the scaled score before the built-in terms, and mask_mod hides a pair as a built-in
  * mask does (a row with every key hidden gets a zero output and an lse of −inf). The functions run only
- * for keys the built-in masks leave visible. A mods object belongs to the context it was made on and may
+ * for keys the built-in masks leave visible. For the backward pass (clattn_sdpa_backward) a source with a
+ * score_mod also defines its derivative, float score_mod_grad(float score, int b, int h, long q, long k,
+ * AUX...) = d score_mod / d score (since 0.10; alone it is CLATTN_ERROR_INVALID_VALUE). A mods object
+ * belongs to the context it was made on and may
  * be used by any number of calls (its source is compiled once per kernel shape and cached with the
  * other kernels, on disk too); it is read, never changed, by calls. */
 typedef struct clattn_mods_s clattn_mods;
@@ -837,10 +840,10 @@ CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa
  * D_i = dout_i·out_i first, then dK/dV per key row and dQ per query row, each written by one work-item
  * in a fixed order (the same inputs give the same bits). out and lse are the forward's, with the same
  * desc and mask. Every mask, window, key length, ALiBi slope and mask_mod acts as in the forward (no
- * gradient of its own); soft-capping and logit scales are differentiated; with desc.sinks, dsinks
- * (heads floats on the host; NULL: not wanted) receives each sink logit's gradient. Not yet (refused,
- * CLATTN_ERROR_INVALID_VALUE): storage types other than float32, a score_mod (its derivative), the
- * double softmax, head sizes above 512. */
+ * gradient of its own); soft-capping, logit scales and a score_mod (through its score_mod_grad) are
+ * differentiated; with desc.sinks, dsinks (heads floats on the host; NULL: not wanted) receives each
+ * sink logit's gradient. Not yet (refused, CLATTN_ERROR_INVALID_VALUE): storage types other than float32,
+ * a score_mod without score_mod_grad, the double softmax, head sizes above 512. */
 CLATTN_API clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k,
                                               cl_mem v, cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq,
                                               cl_mem dk, cl_mem dv, float *dsinks);

@@ -7,6 +7,7 @@
 #include "reference.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,12 +226,13 @@ void ref_sdpa_mods_d(const clattn_sdpa_desc *d, const ref_mods *mods, const doub
     sdpa_d_mods(d, mods, q, k, v, mask, out, weights, lse);
 }
 
-void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
-                         const double *v, const float *mask, const double *dout, double *dq, double *dk, double *dv,
-                         double *dsinks)
+void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                         const double *q, const double *k, const double *v, const float *mask, const double *dout,
+                         double *dq, double *dk, double *dv, double *dsinks)
 {
-    if (mods && mods->score_mod)
-        abort(); /* (a score_mod's derivative is not known here) */
+    const bool has_score_mod = mods && mods->score_mod;
+    if (has_score_mod && !score_mod_grad)
+        abort(); /* (a score_mod without its derivative has no gradient to give) */
     const size_t B = d->batch, H = d->heads, KVH = ref_kv_heads(d), L = d->q_len, S = d->kv_len, D = d->qk_dim,
                  Dv = ref_v_dim(d), rows = B * H * L;
     const double scale = ref_scale(d->scale, D), cap = (double)d->softcap;
@@ -249,6 +251,7 @@ void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const 
             const double ls = d->logit_scale ? (double)d->logit_scale[h] : 1.0;
             for (size_t i = 0; i < L; i++) {
                 const size_t r = bh * L + i;
+                const long long pos = ref_query_pos(ref_masks(d->masks), L, S, b, i);
                 const double *qi = q + r * D, *doi = dout + r * Dv;
                 double di = 0.0; /* D_i = dout_i · O_i */
                 for (size_t t = 0; t < Dv; t++)
@@ -267,9 +270,13 @@ void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const 
                     }
                     for (size_t t = 0; t < D; t++)
                         s += qi[t] * kj[t];
-                    double dz_ds = ls;
+                    double modded = s * scale, dz_ds = ls;
+                    if (has_score_mod) {
+                        dz_ds *= score_mod_grad(modded, (int)b, (int)h, pos, (long long)j, mods->user);
+                        modded = mods->score_mod(modded, (int)b, (int)h, pos, (long long)j, mods->user);
+                    }
                     if (cap > 0.0) {
-                        const double th = tanh(s * scale * ls / cap);
+                        const double th = tanh(modded * ls / cap);
                         dz_ds *= 1.0 - th * th;
                     }
                     const double ds = pij * (dp - di) * dz_ds * scale;
@@ -285,14 +292,15 @@ void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const 
     free(lse);
 }
 
-void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
-                       const float *mask, const float *dout, double *dq, double *dk, double *dv, double *dsinks)
+void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                       const float *q, const float *k, const float *v, const float *mask, const float *dout,
+                       double *dq, double *dk, double *dv, double *dsinks)
 {
     const size_t BH = d->batch * d->heads, BKV = d->batch * ref_kv_heads(d), L = d->q_len, S = d->kv_len,
                  D = d->qk_dim, Dv = ref_v_dim(d);
     double *qd = to_double(q, BH * L * D), *kd = to_double(k, BKV * S * D), *vd = to_double(v, BKV * S * Dv),
            *dod = to_double(dout, BH * L * Dv);
-    ref_sdpa_backward_d(d, mods, qd, kd, vd, mask, dod, dq, dk, dv, dsinks);
+    ref_sdpa_backward_d(d, mods, score_mod_grad, qd, kd, vd, mask, dod, dq, dk, dv, dsinks);
     free(qd);
     free(kd);
     free(vd);

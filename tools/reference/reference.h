@@ -94,12 +94,16 @@ void ref_sdpa_mods(const clattn_sdpa_desc *d, const ref_mods *mods, const float 
  *     the scaled score, then dQ_i = Σ_j dS_ij·scale·K_j, dK_j = Σ_i dS_ij·scale·Q_i,
  *     dsink_h = −Σ_{b,i} exp(sink_h − lse_i)·D_i.
  * Masks, key lengths, windows and ALiBi get no gradient (they are constants here); hidden pairs and rows
- * that see no key give zero. Mods: mask_mod only (a score_mod needs its derivative: not here). */
-void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, const float *q, const float *k, const float *v,
-                       const float *mask, const float *dout, double *dq, double *dk, double *dv, double *dsinks);
-void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
-                         const double *v, const float *mask, const double *dout, double *dq, double *dk, double *dv,
-                         double *dsinks);
+ * that see no key give zero. With mods: mask_mod hides pairs; a score_mod needs its derivative,
+ * score_mod_grad(s, b, h, q, k, user) = d score_mod / d s (called with mods->user), which multiplies dS
+ * (and soft-capping's derivative is taken at score_mod(s)·logit_scale). */
+typedef double (*ref_score_mod_grad)(double score, int b, int h, long long q, long long k, const void *user);
+void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                       const float *q, const float *k, const float *v, const float *mask, const float *dout,
+                       double *dq, double *dk, double *dv, double *dsinks);
+void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                         const double *q, const double *k, const double *v, const float *mask, const double *dout,
+                         double *dq, double *dk, double *dv, double *dsinks);
 
 /* ref_sdpa (with mods: ref_sdpa_mods) from double inputs. */
 void ref_sdpa_mods_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
