@@ -187,6 +187,64 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    (void)self;
+    (void)kwargs;
+    enum { Q, K, V, OUT, LSE, DOUT, DQ, DK, DV, MASK, N };
+    static const char *const names[N] = {"query", "key", "value", "out", "lse", "grad_out", "dq", "dk", "dv",
+                                         "attn_mask"};
+    static const int optional[N] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+    PyObject *ctx_obj, *obj[N], *shape, *opts, *mods_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO:sdpa_backward", &ctx_obj, &obj[Q], &obj[K], &obj[V], &obj[OUT],
+                          &obj[LSE], &obj[DOUT], &obj[DQ], &obj[DK], &obj[DV], &obj[MASK], &shape, &opts, &mods_obj))
+        return NULL;
+    py_context *pc = pyclattn_context(ctx_obj, "context");
+    Py_ssize_t B, H, KVH, L, S, D, DV_;
+    if (!pc || !PyArg_ParseTuple(shape, "nnnnnnn:shape", &B, &H, &KVH, &L, &S, &D, &DV_))
+        return NULL;
+    if (B < 0 || H < 0 || KVH < 0 || L < 0 || S < 0 || D < 0 || DV_ < 0) {
+        PyErr_SetString(PyExc_ValueError, "a dimension of the call is negative");
+        return NULL;
+    }
+    py_tensor t[N];
+    call_options o;
+    const clattn_mods *mods;
+    if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, N, obj, names, optional, 0, t, &o, &mods) != 0)
+        return NULL;
+    size_t nq, nk, nv, no, nl;
+    int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV_) ||
+              py_product(&no, B, H, L, DV_) || py_product(&nl, B, H, L, 1);
+    const size_t elems[9] = {nq, nk, nv, no, nl, no, nq, nk, nv};
+    for (int i = 0; i < 9 && !bad; i++) /* (the backward pass takes float32 tensors) */
+        bad = py_float_output(&t[i], names[i], elems[i]);
+    bad = bad || mask_take(&t[MASK], &o, B, H, L, S);
+    if (bad) {
+        release_all(t, N);
+        py_options_free(&o);
+        return NULL;
+    }
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = (size_t)B, d.heads = (size_t)H, d.kv_heads = (size_t)KVH;
+    d.q_len = (size_t)L, d.kv_len = (size_t)S, d.qk_dim = (size_t)D, d.v_dim = (size_t)DV_;
+    d.scale = o.scale;
+    d.softcap = o.softcap;
+    d.sinks = o.sinks;
+    d.alibi_slopes = o.alibi;
+    d.masks = &o.masks;
+    d.mods = mods;
+    clattn_status st;
+    char detail[2048];
+    CLATTN_CALL(pc, detail,
+                st = clattn_sdpa_backward_host(pc->ctx, &d, t[Q].data, t[K].data, t[V].data, t[MASK].data, t[OUT].data,
+                                               t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, NULL));
+    release_all(t, N);
+    py_options_free(&o);
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, detail);
+    Py_RETURN_NONE;
+}
+
 PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;

@@ -174,6 +174,8 @@ static PyMethodDef module_methods[] = {
     {"live_objects", py_live_objects, METH_NOARGS, "Live contexts, mods and KV caches (for leak checks)."},
     {"library_version", py_version, METH_NOARGS, "The version of the clattn library built in."},
     {"sdpa", (PyCFunction)(void (*)(void))py_sdpa, METH_VARARGS | METH_KEYWORDS, "Scaled dot-py_product attention (see clattn.scaled_dot_product_attention)."},
+    {"sdpa_backward", (PyCFunction)(void (*)(void))py_sdpa_backward, METH_VARARGS | METH_KEYWORDS,
+     "The gradients of sdpa (clattn_sdpa_backward_host; float32)."},
     {"mha", (PyCFunction)(void (*)(void))py_mha, METH_VARARGS | METH_KEYWORDS, "A multi-head attention layer (see clattn.multi_head_attention)."},
     {"merge", (PyCFunction)(void (*)(void))py_merge, METH_VARARGS | METH_KEYWORDS, "Merge partial results (see clattn.merge)."},
     {NULL, NULL, 0, NULL},

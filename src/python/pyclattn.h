@@ -106,6 +106,7 @@ cl_mem py_upload(py_context *pc, const void *data, size_t bytes, clattn_status *
 
 /* The functions and types of each file, for the module table (module.c). */
 PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs);
 extern PyType_Spec pyclattn_mods_spec;

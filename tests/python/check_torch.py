@@ -2,7 +2,7 @@
 cannot install PyTorch's wheel in its time): clattn.scaled_dot_product_attention on PyTorch CPU tensors
 against torch.nn.functional.scaled_dot_product_attention itself, float32 / float16 / bfloat16, GQA,
 causal, masks; tensors in, tensors out (no copy of contiguous inputs), views, tensors that require grad;
-layers and KV caches on tensors."""
+layers and KV caches on tensors; autograd through clattn's backward pass against PyTorch's."""
 import numpy as np
 import pytest
 import torch
@@ -56,13 +56,45 @@ def test_masks_equal_pytorch(ctx, kind, shape):
           F.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch.float32)
 
 
+@pytest.mark.parametrize("case", [(2, 4, 4, 13, 17, 16, False, None), (1, 8, 2, 21, 21, 32, True, None),
+                                  (2, 2, 2, 9, 11, 8, False, "bool"), (1, 3, 3, 7, 7, 16, False, "float")], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gradients_equal_pytorch(ctx, case, dtype):
+    """autograd through clattn (its backward pass) against PyTorch's own SDPA backward."""
+    B, H, KVH, L, S, D, causal, mask_kind = case
+    g = torch.Generator().manual_seed(11)
+    leaves = [torch.rand(B, n, m, D, generator=g).sub(0.5).mul(2).to(dtype).requires_grad_()
+              for n, m in ((H, L), (KVH, S), (KVH, S))]
+    mask = None
+    if mask_kind == "bool":
+        mask = torch.rand(L, S, generator=g) > 0.3
+        mask[:, 0] = True
+    elif mask_kind == "float":
+        mask = torch.randn(B, 1, L, S, generator=g)
+    dout = torch.rand(B, H, L, D, generator=g).to(dtype)
+    ours = clattn.scaled_dot_product_attention(*leaves, attn_mask=mask, is_causal=causal, enable_gqa=KVH != H,
+                                               context=ctx)
+    assert ours.requires_grad
+    ours.backward(dout)
+    mine = [t.grad.clone() for t in leaves]
+    ref_leaves = [t.detach().float().requires_grad_() for t in leaves]
+    theirs = F.scaled_dot_product_attention(*ref_leaves, attn_mask=mask, is_causal=causal, enable_gqa=KVH != H)
+    theirs.backward(dout.float())
+    close(ours.detach(), theirs.detach(), dtype)
+    for name, a, b in zip(("dq", "dk", "dv"), mine, ref_leaves):
+        assert a.dtype == dtype and a.shape == b.grad.shape, name
+        tol = 2e-4 if dtype == torch.float32 else 3e-2
+        torch.testing.assert_close(a.float(), b.grad, atol=tol, rtol=tol, msg=lambda m: f"{name}: {m}")
+
+
 def test_views_grad_and_no_copy(ctx):
     x = torch.rand(2, 13, 4, 16, requires_grad=True)  # (B, L, H, E) seen as (B, H, L, E)
     q = x.transpose(1, 2)
     assert not q.is_contiguous()
-    out = clattn.scaled_dot_product_attention(q, q, q, context=ctx)
+    with torch.no_grad():
+        out = clattn.scaled_dot_product_attention(q, q, q, context=ctx)
     close(out, F.scaled_dot_product_attention(q.detach(), q.detach(), q.detach()), torch.float32)
-    assert not out.requires_grad  # (gradients: issue 27)
+    assert not out.requires_grad  # (no grad wanted: the plain call)
     # A contiguous tensor's memory is read where it lies: DLPack hands the C side torch's own pointer.
     t = torch.rand(1, 2, 5, 8)
     cap = t.__dlpack__()

@@ -149,3 +149,21 @@ def test_mods_compile_error(ctx):
                                             mods="float score_mod(float s, int b, int h, long q, long k) {\n  return s +;\n}\n",
                                             context=ctx)
     assert info.value.status_name == "CLATTN_ERROR_BUILD_FAILED" and "mods:2" in str(info.value)
+
+
+def test_backward_extension_against_numpy(ctx, rng):
+    """The extension's sdpa_backward (what PyTorch's autograd calls; check_torch.py runs that path) against
+    the gradients in numpy fp64: dV = Pᵀ·dO, dS = P∘(dO·Vᵀ − rowsum(dO∘O))·scale, dQ = dS·K, dK = dSᵀ·Q."""
+    B, H, L, S, D = 2, 3, 7, 11, 8
+    q, k, v, dout = (rng.uniform(-1, 1, size=(B, H, n, D)).astype(np.float32) for n in (L, S, S, L))
+    out, lse = clattn.scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True, context=ctx)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    opts = (None, 1, None, 0.0, None, None, None, None, 0, 0, 0, 0)
+    clattn._clattn.sdpa_backward(ctx, q, k, v, out, lse, dout, dq, dk, dv, None, (B, H, H, L, S, D, D), opts, None)
+    o64, _, p = ref.sdpa(q, k, v, causal=True)
+    d64 = dout.astype(np.float64)
+    scale = 1 / np.sqrt(D)
+    ds = p * (d64 @ v.astype(np.float64).transpose(0, 1, 3, 2) - (d64 * o64).sum(-1, keepdims=True)) * scale
+    assert_close(dv, p.transpose(0, 1, 3, 2) @ d64, what="dv")
+    assert_close(dq, ds @ k.astype(np.float64), what="dq")
+    assert_close(dk, ds.transpose(0, 1, 3, 2) @ q.astype(np.float64), what="dk")

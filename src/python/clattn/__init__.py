@@ -267,7 +267,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     auxiliary tensors: name → array, or (array, index) with index "query", "key", "position", "head",
     "batch" or "length"), defines ({"NAME": value} compile-time constants); context (a clattn.Context).
 
-    Returns out, or a tuple (out, lse), (out, weights) or (out, lse, weights).
+    Returns out, or a tuple (out, lse), (out, weights) or (out, lse, weights). On PyTorch tensors that
+    require grad (and with grad enabled) the result is differentiable: its .backward() runs clattn's
+    backward pass (clattn_sdpa_backward; float32 arithmetic) for query, key and value.
     """
     if dropout_p:
         raise ValueError("dropout_p: clattn computes attention without dropout (give 0.0)")
@@ -308,15 +310,65 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
                     algorithm, weights_output, heads, batch)
     out_shape = batch_shape + (heads, q_len, v_dim)
+    compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
+    shape = (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim)
+    if torch_side and _wants_grad(query, key, value):  # PyTorch's autograd: clattn's backward pass
+        if weights is not None or dtype is not None:
+            raise ValueError("weights= and dtype= are not taken with tensors that require grad")
+        call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled,
+                "out_shape": out_shape, "lse_shape": batch_shape + (heads, q_len)}
+        out, lse = _autograd_function().apply(query, key, value, call)
+        return (out, lse) if return_lse else out
     out = _empty(q, torch_side, out_shape)
     lse = _empty(q, torch_side, batch_shape + (heads, q_len), "float32") if return_lse else None
     w = _empty(q, torch_side, batch_shape + (heads, q_len, kv_len), "float32") if weights is not None else None
-    compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
-    _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim), opts,
-                 compiled, dtype == "bfloat16")
+    _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16")
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())
+
+
+def _wants_grad(*tensors):
+    torch = _sys.modules["torch"]
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
+_function = None
+
+
+def _autograd_function():
+    """A torch.autograd.Function whose forward is clattn's SDPA and whose backward is clattn_sdpa_backward
+    (float32 arithmetic: 16-bit tensors are widened for it, their gradients rounded back)."""
+    global _function
+    if _function is not None:
+        return _function
+    torch = _sys.modules["torch"]
+
+    class Attention(torch.autograd.Function):
+        @staticmethod
+        def forward(fctx, query, key, value, call):
+            q, k, v = (t.detach().contiguous() for t in (query, key, value))
+            out = torch.empty(call["out_shape"], dtype=q.dtype)
+            lse = torch.empty(call["lse_shape"], dtype=torch.float32)
+            _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"],
+                         call["mods"], False)
+            fctx.save_for_backward(q, k, v, out, lse)
+            fctx.call = call
+            fctx.mark_non_differentiable(lse)
+            return out, lse
+
+        @staticmethod
+        def backward(fctx, grad_out, grad_lse):
+            q, k, v, out, lse = fctx.saved_tensors
+            call = fctx.call
+            wide = lambda t: t.detach().to(torch.float32).contiguous()  # noqa: E731
+            dq, dk, dv = (torch.empty(t.shape, dtype=torch.float32) for t in (q, k, v))
+            _clattn.sdpa_backward(call["context"], wide(q), wide(k), wide(v), wide(out), lse, wide(grad_out), dq, dk,
+                                  dv, call["mask"], call["shape"], call["options"], call["mods"])
+            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
+
+    _function = Attention
+    return _function
 
 
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
