@@ -46,6 +46,18 @@ inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms
     return weight;
 }
 
+/* q_i·k_j and dO_i·v_j, the two dot products of a pair. */
+inline void clattn_backward_dots(__global const float *qi, __global const float *kj, __global const float *doi,
+                                 __global const float *vj, ulong dk, ulong dv, float *s, float *dp)
+{
+    float qk = 0.0f, ov = 0.0f;
+    for (ulong t = 0; t < dk; t++)
+        qk = fma(qi[t], kj[t], qk);
+    for (ulong t = 0; t < dv; t++)
+        ov = fma(doi[t], vj[t], ov);
+    *s = qk, *dp = ov;
+}
+
 /* dK_j and dV_j of one key row j of one (batch, K/V head): over the query rows of the group's heads that
  * see it. */
 __kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
@@ -74,11 +86,8 @@ __kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
             CLATTN_ROW_BLOCKS(&terms, p);
             const ulong row = (b * heads + h) * q_len + i;
             __global const float *qi = q + row * dk, *doi = dout + row * dv;
-            float s = 0.0f, dp = 0.0f, ds;
-            for (ulong t = 0; t < dk; t++)
-                s = fma(qi[t], kj[t], s);
-            for (ulong t = 0; t < dv; t++)
-                dp = fma(doi[t], vj[t], dp);
+            float s, dp, ds;
+            clattn_backward_dots(qi, kj, doi, vj, dk, dv, &s, &dp);
             const float weight = clattn_backward_pair(
                 s * scale, softcap, &terms, (long)j, p,
                 clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), lse[row], dp,
@@ -119,11 +128,8 @@ __kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
         dq_acc[t] = 0.0f;
     for (ulong j = begin; j < end; j++) {
         __global const float *kj = k + (bg * kv_len + j) * dk, *vj = v + (bg * kv_len + j) * dv;
-        float s = 0.0f, dp = 0.0f, ds;
-        for (ulong t = 0; t < dk; t++)
-            s = fma(qi[t], kj[t], s);
-        for (ulong t = 0; t < dv; t++)
-            dp = fma(doi[t], vj[t], dp);
+        float s, dp, ds;
+        clattn_backward_dots(qi, kj, doi, vj, dk, dv, &s, &dp);
         const float weight = clattn_backward_pair(
             s * scale, softcap, &terms, (long)j, p,
             clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), lse_i, dp,

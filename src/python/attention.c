@@ -127,6 +127,23 @@ static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *opts, size_t
     return 0;
 }
 
+/* The SDPA descriptor of a call's shape (B, H, kv_heads, L, S, Dqk, Dv), options and mods. */
+static clattn_sdpa_desc sdpa_desc_of(const Py_ssize_t *dims, const call_options *o, const clattn_mods *mods)
+{
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = (size_t)dims[0], d.heads = (size_t)dims[1], d.kv_heads = (size_t)dims[2];
+    d.q_len = (size_t)dims[3], d.kv_len = (size_t)dims[4], d.qk_dim = (size_t)dims[5], d.v_dim = (size_t)dims[6];
+    d.scale = o->scale;
+    d.softcap = o->softcap;
+    d.sinks = o->sinks;
+    d.alibi_slopes = o->alibi;
+    d.masks = &o->masks;
+    d.algorithm = (clattn_algorithm)o->algorithm;
+    d.weights_output = (clattn_weights_output)o->weights_output;
+    d.mods = mods;
+    return d;
+}
+
 PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
@@ -163,18 +180,9 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
         py_options_free(&o);
         return NULL;
     }
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = (size_t)B, d.heads = (size_t)H, d.kv_heads = (size_t)KVH;
-    d.q_len = (size_t)L, d.kv_len = (size_t)S, d.qk_dim = (size_t)D, d.v_dim = (size_t)DV;
-    d.scale = o.scale;
-    d.softcap = o.softcap;
-    d.sinks = o.sinks;
-    d.alibi_slopes = o.alibi;
-    d.masks = &o.masks;
-    d.algorithm = (clattn_algorithm)o.algorithm;
-    d.weights_output = (clattn_weights_output)o.weights_output;
+    const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV};
+    clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods);
     d.q_dtype = t[0].dtype, d.k_dtype = t[1].dtype, d.v_dtype = t[2].dtype, d.out_dtype = t[3].dtype;
-    d.mods = mods;
     clattn_status st;
     char detail[2048];
     CLATTN_CALL(pc, detail,
@@ -224,15 +232,8 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
         py_options_free(&o);
         return NULL;
     }
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = (size_t)B, d.heads = (size_t)H, d.kv_heads = (size_t)KVH;
-    d.q_len = (size_t)L, d.kv_len = (size_t)S, d.qk_dim = (size_t)D, d.v_dim = (size_t)DV_;
-    d.scale = o.scale;
-    d.softcap = o.softcap;
-    d.sinks = o.sinks;
-    d.alibi_slopes = o.alibi;
-    d.masks = &o.masks;
-    d.mods = mods;
+    const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV_};
+    const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods);
     clattn_status st;
     char detail[2048];
     CLATTN_CALL(pc, detail,
