@@ -15,6 +15,8 @@
  */
 #include "test_util.h"
 
+#include "smooth_mod.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,21 +43,6 @@ static const bcase cases[] = {
      0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
-
-/* A smooth, non-linear score_mod and its derivative (as tests/test_reference_backward.c's). */
-static const char smooth_source[] =
-    "float score_mod(float s, int b, int h, long q, long k) { return s + 0.3f * sin(s) * (float)(h + 1); }\n"
-    "float score_mod_grad(float s, int b, int h, long q, long k) { return 1.0f + 0.3f * cos(s) * (float)(h + 1); }\n";
-static double ref_smooth(double s, int b, int h, long long q, long long k, const void *u)
-{
-    (void)b, (void)q, (void)k, (void)u;
-    return s + 0.3 * sin(s) * (double)(h + 1);
-}
-static double ref_smooth_grad(double s, int b, int h, long long q, long long k, const void *u)
-{
-    (void)b, (void)q, (void)k, (void)u;
-    return 1.0 + 0.3 * cos(s) * (double)(h + 1);
-}
 
 static const char document_source[] =
     "bool mask_mod(int b, int h, long q, long k, __global const int *doc) { return doc[q] == doc[k] && k <= q; }\n";

@@ -9,6 +9,7 @@
 #include "test_util.h"
 
 #include "reference.h"
+#include "smooth_mod.h"
 
 #include <check.h>
 #include <math.h>
@@ -45,18 +46,6 @@ static int documents(int b, int h, long long q, long long k, const void *u)
 {
     (void)b, (void)h, (void)u;
     return q < 8 && k < 8 && document_of[q] == document_of[k];
-}
-
-/* A smooth, non-linear score_mod and its derivative (tests/test_backward.c compiles the same in OpenCL C). */
-static double smooth(double s, int b, int h, long long q, long long k, const void *u)
-{
-    (void)b, (void)q, (void)k, (void)u;
-    return s + 0.3 * sin(s) * (double)(h + 1);
-}
-static double smooth_grad(double s, int b, int h, long long q, long long k, const void *u)
-{
-    (void)b, (void)q, (void)k, (void)u;
-    return 1.0 + 0.3 * cos(s) * (double)(h + 1);
 }
 
 /* A uniform deterministic value in [-1, 1) (no state: each case seeds its own). */
@@ -143,10 +132,10 @@ START_TEST(test_finite_differences)
         v[i] = uniform(&seed);
     for (size_t i = 0; i < no; i++)
         dout[i] = uniform(&seed);
-    const ref_mods mm = {c->score_mod ? smooth : NULL, c->documents ? documents : NULL, NULL};
+    const ref_mods mm = {c->score_mod ? ref_smooth : NULL, c->documents ? documents : NULL, NULL};
     const ref_mods *mods = c->documents || c->score_mod ? &mm : NULL;
     double *dq = tu_dalloc(nq), *dk = tu_dalloc(nk), *dv = tu_dalloc(nv), dsinks[4];
-    ref_sdpa_backward_d(&d, mods, c->score_mod ? smooth_grad : NULL, q, k, v, mask, dout, dq, dk, dv, dsinks);
+    ref_sdpa_backward_d(&d, mods, c->score_mod ? ref_smooth_grad : NULL, q, k, v, mask, dout, dq, dk, dv, dsinks);
     double worst = check_fd("dq", &d, mods, q, k, v, mask, dout, out, q, nq, dq);
     worst = fmax(worst, check_fd("dk", &d, mods, q, k, v, mask, dout, out, k, nk, dk));
     worst = fmax(worst, check_fd("dv", &d, mods, q, k, v, mask, dout, out, v, nv, dv));

@@ -127,6 +127,19 @@ static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *opts, size_t
     return 0;
 }
 
+/* What every call ends with, failed or not: its tensors and options released, then clattn.Error with the
+ * library's detail, or None (st: the call's status; CLATTN_SUCCESS with a Python error set on a check). */
+static PyObject *call_end(py_tensor *t, size_t n, call_options *o, clattn_status st, const char *detail)
+{
+    release_all(t, n);
+    py_options_free(o);
+    if (PyErr_Occurred())
+        return NULL;
+    if (st != CLATTN_SUCCESS)
+        return pyclattn_raise(st, detail);
+    Py_RETURN_NONE;
+}
+
 /* The SDPA descriptor of a call's shape (B, H, kv_heads, L, S, Dqk, Dv), options and mods. */
 static clattn_sdpa_desc sdpa_desc_of(const Py_ssize_t *dims, const call_options *o, const clattn_mods *mods)
 {
@@ -175,11 +188,8 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
                     py_tensor_expect(&t[2], "value", nv, 0) || py_tensor_expect(&t[3], "out", no, 0) ||
                     py_float_output(&t[4], "lse", nl) || py_float_output(&t[6], "weights", nw) ||
                     mask_take(&t[5], &o, B, H, L, S);
-    if (bad) {
-        release_all(t, 7);
-        py_options_free(&o);
-        return NULL;
-    }
+    if (bad)
+        return call_end(t, 7, &o, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV};
     clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods);
     d.q_dtype = t[0].dtype, d.k_dtype = t[1].dtype, d.v_dtype = t[2].dtype, d.out_dtype = t[3].dtype;
@@ -188,11 +198,7 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     CLATTN_CALL(pc, detail,
                 st = clattn_sdpa_host(pc->ctx, &d, t[0].data, t[1].data, t[2].data, t[5].data, t[3].data,
                                       (float *)t[6].data, (float *)t[4].data));
-    release_all(t, 7);
-    py_options_free(&o);
-    if (st != CLATTN_SUCCESS)
-        return pyclattn_raise(st, detail);
-    Py_RETURN_NONE;
+    return call_end(t, 7, &o, st, detail);
 }
 
 PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -227,11 +233,8 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < 9 && !bad; i++) /* (the backward pass takes float32 tensors) */
         bad = py_float_output(&t[i], names[i], elems[i]);
     bad = bad || mask_take(&t[MASK], &o, B, H, L, S);
-    if (bad) {
-        release_all(t, N);
-        py_options_free(&o);
-        return NULL;
-    }
+    if (bad)
+        return call_end(t, N, &o, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV_};
     const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods);
     clattn_status st;
@@ -239,11 +242,7 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     CLATTN_CALL(pc, detail,
                 st = clattn_sdpa_backward_host(pc->ctx, &d, t[Q].data, t[K].data, t[V].data, t[MASK].data, t[OUT].data,
                                                t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, NULL));
-    release_all(t, N);
-    py_options_free(&o);
-    if (st != CLATTN_SUCCESS)
-        return pyclattn_raise(st, detail);
-    Py_RETURN_NONE;
+    return call_end(t, N, &o, st, detail);
 }
 
 PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -298,11 +297,8 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "kv must have x's type");
         bad = 1;
     }
-    if (bad) {
-        release_all(t, N);
-        py_options_free(&o);
-        return NULL;
-    }
+    if (bad)
+        return call_end(t, N, &o, CLATTN_SUCCESS, NULL);
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
     d.batch = (size_t)B, d.q_len = (size_t)L, d.kv_len = t[KV].capsule ? (size_t)S : 0;
     d.model_dim = (size_t)DM, d.kv_dim = t[KV].capsule ? (size_t)DKV : 0;
@@ -325,11 +321,7 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     CLATTN_CALL(pc, detail,
                 st = clattn_mha_host(pc->ctx, &d, t[X].data, t[KV].data, &w, t[MASK].data, t[OUT].data,
                                      (float *)t[WEIGHTS].data));
-    release_all(t, N);
-    py_options_free(&o);
-    if (st != CLATTN_SUCCESS)
-        return pyclattn_raise(st, detail);
-    Py_RETURN_NONE;
+    return call_end(t, N, &o, st, detail);
 }
 
 cl_mem py_upload(py_context *pc, const void *data, size_t bytes, clattn_status *st)

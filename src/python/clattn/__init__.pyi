@@ -1,4 +1,4 @@
-# Type stubs of the clattn package (its implementation: __init__.py and the C module _clattn).
+# The clattn package's public types, for type checkers (the code: __init__.py and the C module _clattn).
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
 
 Tensor = TypeVar("Tensor")  # a numpy.ndarray or a torch.Tensor: the output is of the query's kind
