@@ -243,6 +243,16 @@
     X(ALL, ULONG, ulong, batch, 0)                                                                           \
     CLATTN_SDPA_SIZES(X)                                                                                     \
     CLATTN_MASK_PARAMS(X)
+/* cl/backward_lanes.cl: the same with the keys in chunks (grad_q: the chunks' dQ copies where there are more
+ * than one), and the sum of those copies. */
+#define CLATTN_BACKWARD_LANES_PARAMS(X)                                                                      \
+    CLATTN_BACKWARD_PARAMS(X)                                                                                \
+    X(ALL, ULONG, ulong, chunk_keys, 0)
+#define CLATTN_BACKWARD_DQ_SUM_PARAMS(X)                                                                     \
+    X(ALL, MEM, __global const float *, parts, 0)                                                            \
+    X(ALL, MEM, __global float *, grad_q, 0)                                                                 \
+    X(ALL, ULONG, ulong, n, 0)                                                                               \
+    X(ALL, ULONG, ulong, chunks, 0)
 
 /* cl/convert.cl: storage-type conversion, and rows appended to a cache (dense or paged). */
 #define CLATTN_CONVERT_PARAMS(X)                                                                             \

@@ -8,6 +8,7 @@
 #include "program.h"
 #include "scratch.h"
 #include "sdpa.h"
+#include "tuning.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -55,6 +56,53 @@ static clattn_status sink_gradients(clattn_context *ctx, const sdpa_shape *s, cl
     return err == CL_SUCCESS ? CLATTN_SUCCESS : cl_error(ctx, err, "reading back D and the log-sum-exps");
 }
 
+/* dK, dV per key row and dQ per query row, a work-item each (GPUs, whose work-items are their lanes). */
+static clattn_status row_by_row(clattn_context *ctx, const sdpa_shape *s, const family_build *fb, backward_params *p)
+{
+    kernel_args a = kernel_args_begin(fb->kernels[1]);
+    params_bind(&a, &params_backward_dkdv, p, fb->features);
+    const size_t keys_global[2] = {s->kv_len, s->batch * s->kv_heads};
+    clattn_status st = kernel_launch_auto(ctx, &a, "backward dK dV", 2, keys_global);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    a = kernel_args_begin(fb->kernels[2]);
+    params_bind(&a, &params_backward_dq, p, fb->features);
+    const size_t queries_global[2] = {s->q_len, s->batch * s->heads};
+    return kernel_launch_auto(ctx, &a, "backward dQ", 2, queries_global);
+}
+
+/* Tiles of keys in the SIMD lanes (cl/backward_lanes.cl), a work-item per chunk of keys of a (batch, K/V
+ * head): the whole sequence where the pairs alone give each compute unit two work-items, else as many
+ * chunks as do (each with its own copy of dQ, summed in chunk order afterwards). */
+static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, const family_build *fb, unsigned vec,
+                                   backward_params *p)
+{
+    const size_t tile = 2 * (size_t)vec, pairs = s->batch * s->kv_heads, tiles = (s->kv_len + tile - 1) / tile;
+    size_t chunks = (2 * (size_t)ctx->caps.compute_units + pairs - 1) / pairs;
+    chunks = chunks < 1 ? 1 : chunks > tiles ? tiles : chunks;
+    p->chunk_keys = (tiles + chunks - 1) / chunks * tile;
+    chunks = (s->kv_len + p->chunk_keys - 1) / p->chunk_keys;
+    cl_mem parts = NULL, grad_q = p->grad_q;
+    clattn_status st;
+    if (chunks > 1) {
+        if (chunks > SIZE_MAX / sizeof(float) / s->q_elems)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_backward: dQ's copies overflow size_t");
+        if ((st = scratch_get(ctx, SCRATCH_DQ_CHUNKS, chunks * s->q_elems * sizeof(float), &parts)) != CLATTN_SUCCESS)
+            return st;
+        p->grad_q = parts;
+    }
+    kernel_args a = kernel_args_begin(fb->kernels[4]);
+    params_bind(&a, &params_backward_lanes, p, fb->features);
+    const size_t global[2] = {chunks, pairs}, local[2] = {1, 1};
+    if ((st = kernel_launch(ctx, &a, "backward, keys in lanes", 2, global, local)) != CLATTN_SUCCESS || chunks == 1)
+        return st;
+    backward_dq_sum_params sp = {.parts = parts, .grad_q = grad_q, .n = s->q_elems, .chunks = chunks};
+    a = kernel_args_begin(fb->kernels[3]);
+    params_bind(&a, &params_backward_dq_sum, &sp, fb->features);
+    const size_t elems[1] = {s->q_elems};
+    return kernel_launch_auto(ctx, &a, "backward dQ sum", 1, elems);
+}
+
 clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
                                    cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
                                    float *dsinks)
@@ -87,8 +135,14 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
     if ((st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS ||
         (st = scratch_get(ctx, SCRATCH_DELTA, s.lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
         return st;
-    char options[96];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DDK=%u -DDV=%u", pad_head(s.qk_dim), pad_head(s.v_dim));
+    /* The keys in the lanes where the forward puts its rows in them (CPUs), else a row a work-item. */
+    tuning_values tiles;
+    if ((st = tuning_lookup(ctx, TUNING_FUSED, &tiles, NULL)) != CLATTN_SUCCESS)
+        return st;
+    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 ? tiles.v[3] : 1;
+    char options[128];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s.qk_dim),
+             pad_head(s.v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
     const family_build *fb;
     if ((st = program_get(ctx, &family_backward, options, 0, call_features(&s), &fb)) != CLATTN_SUCCESS)
         return st;
@@ -102,15 +156,8 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
                          .grad_k = dk, .grad_v = dv, .batch = s.batch, .heads = s.heads, .group = s.group,
                          .q_len = s.q_len, .kv_len = s.kv_len, .dk = s.qk_dim, .dv = s.v_dim, .scale = s.scale};
     PARAMS_SET_MASKS(backward_params, &p, &masks);
-    a = kernel_args_begin(fb->kernels[1]);
-    params_bind(&a, &params_backward_dkdv, &p, fb->features);
-    const size_t keys_global[2] = {s.kv_len, s.batch * s.kv_heads};
-    if ((st = kernel_launch_auto(ctx, &a, "backward dK dV", 2, keys_global)) != CLATTN_SUCCESS)
-        return st;
-    a = kernel_args_begin(fb->kernels[2]);
-    params_bind(&a, &params_backward_dq, &p, fb->features);
-    const size_t queries_global[2] = {s.q_len, s.batch * s.heads};
-    if ((st = kernel_launch_auto(ctx, &a, "backward dQ", 2, queries_global)) != CLATTN_SUCCESS)
+    st = vec > 1 && fb->kernels[4] ? keys_in_lanes(ctx, &s, fb, vec, &p) : row_by_row(ctx, &s, fb, &p);
+    if (st != CLATTN_SUCCESS)
         return st;
     return dsinks && s.sinks ? sink_gradients(ctx, &s, delta, lse, dsinks) : CLATTN_SUCCESS;
 }

@@ -71,6 +71,10 @@ const kernel_params params_backward_delta = PARAM_TABLE("clattn_backward_delta",
 #define PARAM_STRUCT backward_params
 const kernel_params params_backward_dkdv = PARAM_TABLE("clattn_backward_dkdv", CLATTN_BACKWARD_PARAMS);
 const kernel_params params_backward_dq = PARAM_TABLE("clattn_backward_dq", CLATTN_BACKWARD_PARAMS);
+const kernel_params params_backward_lanes = PARAM_TABLE("clattn_backward_lanes", CLATTN_BACKWARD_LANES_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT backward_dq_sum_params
+const kernel_params params_backward_dq_sum = PARAM_TABLE("clattn_backward_dq_sum", CLATTN_BACKWARD_DQ_SUM_PARAMS);
 #undef PARAM_STRUCT
 
 #define FEATURE_NAME_(name, group) #name,
@@ -170,9 +174,16 @@ const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_ad
 const kernel_family family_block_mask = {"block mask", {"masks.cl", "block_mask.cl"}, 2, {&params_block_mask_build},
                                          1, 1, NULL};
 
-/* The backward pass (the masks file: the forward's scores, recomputed). */
-const kernel_family family_backward = {"backward", {"masks.cl", "backward.cl"}, 2,
-                                       {&params_backward_delta, &params_backward_dkdv, &params_backward_dq}, 3, 3, NULL};
+/* The backward pass (the masks file: the forward's scores, recomputed); the keys-in-lanes kernel exists
+ * where VEC > 1 (CPUs). */
+const kernel_family family_backward = {"backward",
+                                       {"masks.cl", "vec.cl", "backward.cl", "backward_lanes.cl"},
+                                       4,
+                                       {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
+                                        &params_backward_dq_sum, &params_backward_lanes},
+                                       5,
+                                       4,
+                                       NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
                                                 &family_softmax_double, &family_merge, &family_convert,

@@ -68,7 +68,8 @@ typedef struct gemm_params { CLATTN_GEMM_PARAMS(PARAM_FIELD) } gemm_params;
 typedef struct add_bias_params { CLATTN_ADD_BIAS_PARAMS(PARAM_FIELD) } add_bias_params;
 typedef struct block_mask_build_params { CLATTN_BLOCK_MASK_BUILD_PARAMS(PARAM_FIELD) } block_mask_build_params;
 typedef struct backward_delta_params { CLATTN_BACKWARD_DELTA_PARAMS(PARAM_FIELD) } backward_delta_params;
-typedef struct backward_params { CLATTN_BACKWARD_PARAMS(PARAM_FIELD) } backward_params;
+typedef struct backward_params { CLATTN_BACKWARD_LANES_PARAMS(PARAM_FIELD) } backward_params;
+typedef struct backward_dq_sum_params { CLATTN_BACKWARD_DQ_SUM_PARAMS(PARAM_FIELD) } backward_dq_sum_params;
 
 /* The mask and score-term fields of `params`, a kernel struct of type `type`, copied from `masks`, a
  * device_masks (masks.h), whose fields carry the same names. */
@@ -84,7 +85,8 @@ typedef struct backward_params { CLATTN_BACKWARD_PARAMS(PARAM_FIELD) } backward_
 extern const kernel_params params_flash, params_flash_lanes, params_decode_partial, params_decode_combine, params_score,
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
     params_merge, params_convert, params_append_rows, params_paged_check, params_gemm, params_add_bias,
-    params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq;
+    params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
+    params_backward_dq_sum, params_backward_lanes;
 
 /* Bind `values` (the kernel's struct) to a's kernel in the list's order, the parameters of features
  * not in `features` left out (the build left them out too). */

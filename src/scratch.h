@@ -29,6 +29,7 @@ typedef enum scratch_slot {
     SCRATCH_WIDE_V,
     SCRATCH_WIDE_O,
     SCRATCH_DELTA,       /* the backward pass's D_i = dO_i·O_i per query row */
+    SCRATCH_DQ_CHUNKS,   /* its keys-in-lanes kernel's dQ, one copy per chunk of keys */
     SCRATCH_COUNT
 } scratch_slot;
 

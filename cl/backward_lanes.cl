@@ -1,0 +1,208 @@
+/* The backward pass for CPUs, FlashAttention-2's tiles with the keys in the SIMD lanes: the same gradients
+ * as cl/backward.cl's per-row kernels (whose comment gives the formulas), the five products of a tile
+ * each shaped so that no sum runs across lanes.
+ *
+ * A work-item owns one chunk of keys of one (batch, K/V head) — `chunk_keys` keys, the whole sequence
+ * where there are enough (batch, K/V head) pairs to fill the device — and walks them a tile of KB keys
+ * (KVEC vectors of VEC keys) at a time. For each tile it holds K and V transposed (kt[d][keys],
+ * vt[d][keys]), K as it lies (kn[key][d]), and the tile's dK and dV accumulators (dkt, dvt), and takes
+ * the query rows of the group's heads that see the tile QS at a time:
+ *   scores   s[r][keys]  = Σ_d q_rd · kt[d][keys]     (q_rd broadcast, the key vectors of kt)
+ *            dp[r][keys] = Σ_d dO_rd · vt[d][keys]
+ *   weights  P = exp(s·scale − lse_r), dS = P·(dp − D_r)·scale (masks and score terms key by key where
+ *            a row does not see the whole tile plainly: cl/backward.cl's clattn_backward_pair)
+ *   dV, dK   dvt[d][keys] += Σ_r dO_rd · P[r][keys], dkt[d][keys] += Σ_r q_rd · dS[r][keys]
+ *   dQ       dQ_r[d] += Σ_key dS[r][key] · kn[key][d] (d in the lanes), added to the row in memory.
+ * The chunk's work-item is the only one that writes its dQ rows (grad_q itself where there is one chunk,
+ * else the chunk's own copy, summed in chunk order by clattn_backward_dq_sum) and its dK, dV rows: every
+ * sum has one order, and the gradients the same bits run after run.
+ * Build options as cl/backward.cl's, and VEC > 1 (the lanes). */
+
+#if VEC > 1
+#define KB (2 * VEC)         /* keys per tile */
+#define KVEC (KB / VEC)      /* key vectors per tile */
+#if VEC >= 16
+#define QS 8 /* query rows per step: QS × KVEC score accumulators in registers (32 with AVX-512) */
+#else
+#define QS 4
+#endif
+#define DKV (DK / VEC) /* vectors of a dQ row */
+
+/* grad_q's rows of the (batch, K/V head) of a work-item: its heads' rows are consecutive. */
+__kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_LANES_PARAMS)
+    const ulong chunk = get_global_id(0), bg = get_global_id(1), kv_heads = heads / group;
+    if (bg >= batch * kv_heads || chunk * chunk_keys >= kv_len)
+        return;
+    const ulong b = bg / kv_heads, g = bg % kv_heads, key_len = key_lengths ? key_lengths[b] : kv_len;
+    const ulong rows = batch * heads * q_len, first_row = (b * heads + g * group) * q_len;
+    __global float *dq = grad_q + chunk * rows * dk; /* this chunk's dQ (one chunk: grad_q itself) */
+    for (ulong e = first_row * dk; e < (first_row + group * q_len) * dk; e++)
+        dq[e] = 0.0f;
+    const bool score_terms = CLATTN_SCORE_TERMS_ON;
+
+    vec_t kt_v[DK * KVEC], vt_v[DV * KVEC], dkt_v[DK * KVEC], dvt_v[DV * KVEC];
+    float kn[KB * DK];
+    vec_t s_v[QS * KVEC], dp_v[QS * KVEC];
+    float *s = (float *)s_v, *dp = (float *)dp_v;
+    const ulong chunk_end = min((chunk + 1) * chunk_keys, kv_len);
+    for (ulong j0 = chunk * chunk_keys; j0 < chunk_end; j0 += KB) {
+        const ulong tile_keys = min((ulong)KB, chunk_end - j0);
+        for (int x = 0; x < KB; x++) {
+            const bool in = (ulong)x < tile_keys;
+            __global const float *kj = k + (bg * kv_len + j0 + x) * dk, *vj = v + (bg * kv_len + j0 + x) * dv;
+            for (int d = 0; d < DK; d++) {
+                const float value = in && (ulong)d < dk ? kj[d] : 0.0f;
+                ((float *)kt_v)[d * KB + x] = value;
+                kn[x * DK + d] = value;
+            }
+            for (int d = 0; d < DV; d++)
+                ((float *)vt_v)[d * KB + x] = in && (ulong)d < dv ? vj[d] : 0.0f;
+        }
+        for (int e = 0; e < DK * KVEC; e++)
+            dkt_v[e] = (vec_t)0.0f;
+        for (int e = 0; e < DV * KVEC; e++)
+            dvt_v[e] = (vec_t)0.0f;
+
+        for (ulong hh = 0; hh < group && j0 < key_len; hh++) {
+            const ulong h = g * group + hh;
+            for (ulong i0 = 0; i0 < q_len; i0 += QS) {
+                /* The step's rows: their positions, what they see, and whether all of them see the whole
+                 * tile with nothing but the scale (then the weights are formed a vector at a time). */
+                clattn_row_terms terms[QS];
+                long pos[QS];
+                ulong row[QS], begin[QS], end[QS];
+                float lse_r[QS], delta_r[QS];
+                bool any_seen = false, plain = mask_layout == MASK_NONE && !score_terms;
+                UNROLL for (int r = 0; r < QS; r++) {
+                    const ulong i = min(i0 + r, q_len - 1); /* a row past the end: the last, seeing nothing */
+                    row[r] = (b * heads + h) * q_len + i;
+                    pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
+                    clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &begin[r], &end[r]);
+                    if (i0 + r >= q_len)
+                        begin[r] = end[r] = 0;
+                    lse_r[r] = lse[row[r]];
+                    delta_r[r] = delta[row[r]];
+                    any_seen |= begin[r] < j0 + tile_keys && end[r] > j0 && lse_r[r] > -INFINITY;
+                    plain &= begin[r] <= j0 && end[r] >= j0 + KB && lse_r[r] > -INFINITY;
+                }
+                if (!any_seen)
+                    continue;
+
+                /* Scores and dO·V, QS rows × KVEC key vectors a step of d. */
+                vec_t qk[QS][KVEC], ov[QS][KVEC];
+                UNROLL for (int r = 0; r < QS; r++)
+                    UNROLL for (int x = 0; x < KVEC; x++)
+                        qk[r][x] = ov[r][x] = (vec_t)0.0f;
+                for (ulong d = 0; d < dk; d++)
+                    UNROLL for (int r = 0; r < QS; r++) {
+                        const vec_t qd = (vec_t)q[row[r] * dk + d];
+                        UNROLL for (int x = 0; x < KVEC; x++)
+                            qk[r][x] = fma(qd, kt_v[d * KVEC + x], qk[r][x]);
+                    }
+                for (ulong d = 0; d < dv; d++)
+                    UNROLL for (int r = 0; r < QS; r++) {
+                        const vec_t od = (vec_t)dout[row[r] * dv + d];
+                        UNROLL for (int x = 0; x < KVEC; x++)
+                            ov[r][x] = fma(od, vt_v[d * KVEC + x], ov[r][x]);
+                    }
+                UNROLL for (int r = 0; r < QS; r++)
+                    UNROLL for (int x = 0; x < KVEC; x++) {
+                        s_v[r * KVEC + x] = qk[r][x];
+                        dp_v[r * KVEC + x] = ov[r][x];
+                    }
+
+                /* Weights P (in s) and dS (in dp). */
+                if (plain) {
+                    UNROLL for (int r = 0; r < QS; r++)
+                        UNROLL for (int x = 0; x < KVEC; x++) {
+                            const vec_t p = clattn_exp_weight(fma(s_v[r * KVEC + x], (vec_t)scale, (vec_t)-lse_r[r]));
+                            s_v[r * KVEC + x] = p;
+                            dp_v[r * KVEC + x] = p * (dp_v[r * KVEC + x] - delta_r[r]) * scale;
+                        }
+                } else {
+                    for (int r = 0; r < QS; r++) {
+                        CLATTN_ROW_TERMS(&terms[r], h);
+                        CLATTN_ROW_BLOCKS(&terms[r], pos[r]);
+                        const ulong i = row[r] - (b * heads + h) * q_len;
+                        for (int x = 0; x < KB; x++) {
+                            const ulong j = j0 + x;
+                            float ds = 0.0f, weight = 0.0f;
+                            if (j >= begin[r] && j < end[r])
+                                weight = clattn_backward_pair(
+                                    s[r * KB + x] * scale, softcap, &terms[r], (long)j, pos[r],
+                                    clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols),
+                                    lse_r[r], dp[r * KB + x], delta_r[r], scale, &ds);
+                            s[r * KB + x] = weight;
+                            dp[r * KB + x] = ds;
+                        }
+                    }
+                }
+
+                /* dV and dK: each accumulator vector of the tile once per step, QS rows into it. */
+                for (ulong d = 0; d < dv; d++)
+                    UNROLL for (int x = 0; x < KVEC; x++) {
+                        vec_t acc = dvt_v[d * KVEC + x];
+                        UNROLL for (int r = 0; r < QS; r++)
+                            acc = fma((vec_t)dout[row[r] * dv + d], s_v[r * KVEC + x], acc);
+                        dvt_v[d * KVEC + x] = acc;
+                    }
+                for (ulong d = 0; d < dk; d++)
+                    UNROLL for (int x = 0; x < KVEC; x++) {
+                        vec_t acc = dkt_v[d * KVEC + x];
+                        UNROLL for (int r = 0; r < QS; r++)
+                            acc = fma((vec_t)q[row[r] * dk + d], dp_v[r * KVEC + x], acc);
+                        dkt_v[d * KVEC + x] = acc;
+                    }
+
+                /* dQ: two rows at a time over the tile's keys, d in the lanes; then into the rows. */
+                for (int r = 0; r < QS; r += 2) {
+                    vec_t acc0[DKV], acc1[DKV];
+                    UNROLL for (int c = 0; c < DKV; c++)
+                        acc0[c] = acc1[c] = (vec_t)0.0f;
+                    for (int x = 0; x < KB; x++) {
+                        const vec_t ds0 = (vec_t)dp[r * KB + x], ds1 = (vec_t)dp[(r + 1) * KB + x];
+                        UNROLL for (int c = 0; c < DKV; c++) {
+                            const vec_t kv = VLOAD(kn + x * DK + c * VEC);
+                            acc0[c] = fma(ds0, kv, acc0[c]);
+                            acc1[c] = fma(ds1, kv, acc1[c]);
+                        }
+                    }
+                    float sums[2][DK];
+                    UNROLL for (int c = 0; c < DKV; c++) {
+                        VSTORE(acc0[c], sums[0] + c * VEC);
+                        VSTORE(acc1[c], sums[1] + c * VEC);
+                    }
+                    for (int t = 0; t < 2; t++)
+                        if (i0 + r + t < q_len)
+                            for (ulong d = 0; d < dk; d++)
+                                dq[row[r + t] * dk + d] += sums[t][d];
+                }
+            }
+        }
+
+        /* The tile's dK and dV rows (0 for keys no row sees). */
+        for (ulong x = 0; x < tile_keys; x++) {
+            __global float *dkj = grad_k + (bg * kv_len + j0 + x) * dk, *dvj = grad_v + (bg * kv_len + j0 + x) * dv;
+            for (ulong d = 0; d < dk; d++)
+                dkj[d] = ((float *)dkt_v)[d * KB + x];
+            for (ulong d = 0; d < dv; d++)
+                dvj[d] = ((float *)dvt_v)[d * KB + x];
+        }
+    }
+}
+#endif
+
+/* grad_q = Σ_c parts[c], the chunks' dQ in chunk order, element by element. */
+__kernel void clattn_backward_dq_sum(CLATTN_PARAMETERS(CLATTN_BACKWARD_DQ_SUM_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_DQ_SUM_PARAMS)
+    const ulong e = get_global_id(0);
+    if (e >= n)
+        return;
+    float sum = 0.0f;
+    for (ulong c = 0; c < chunks; c++)
+        sum += parts[c * n + e];
+    grad_q[e] = sum;
+}
