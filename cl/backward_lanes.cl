@@ -41,6 +41,9 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
     for (ulong e = first_row * dk; e < (first_row + group * q_len) * dk; e++)
         dq[e] = 0.0f;
     const bool score_terms = CLATTN_SCORE_TERMS_ON;
+    float tile_key_ids[KB]; /* 0, 1, … KB − 1: a key's place in its tile, lane by lane */
+    for (int x = 0; x < KB; x++)
+        tile_key_ids[x] = (float)x;
 
     vec_t kt_v[DK * KVEC], vt_v[DV * KVEC], dkt_v[DK * KVEC], dvt_v[DV * KVEC];
     float kn[KB * DK];
@@ -68,13 +71,15 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
         for (ulong hh = 0; hh < group && j0 < key_len; hh++) {
             const ulong h = g * group + hh;
             for (ulong i0 = 0; i0 < q_len; i0 += QS) {
-                /* The step's rows: their positions, what they see, and whether all of them see the whole
-                 * tile with nothing but the scale (then the weights are formed a vector at a time). */
+                /* The step's rows: their positions, what they see, and whether the only masks are those
+                 * ranges (no mask tensor, no score terms; then the weights are formed a vector at a time,
+                 * the keys outside each row's range given weight 0). */
                 clattn_row_terms terms[QS];
                 long pos[QS];
                 ulong row[QS], begin[QS], end[QS];
                 float lse_r[QS], delta_r[QS];
-                bool any_seen = false, plain = mask_layout == MASK_NONE && !score_terms;
+                bool any_seen = false, vector_weights = mask_layout == MASK_NONE && !score_terms;
+                float seen_from[QS], seen_to[QS]; /* the tile's keys [from, to) a row sees, from its first */
                 UNROLL for (int r = 0; r < QS; r++) {
                     const ulong i = min(i0 + r, q_len - 1); /* a row past the end: the last, seeing nothing */
                     row[r] = (b * heads + h) * q_len + i;
@@ -84,8 +89,11 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                         begin[r] = end[r] = 0;
                     lse_r[r] = lse[row[r]];
                     delta_r[r] = delta[row[r]];
-                    any_seen |= begin[r] < j0 + tile_keys && end[r] > j0 && lse_r[r] > -INFINITY;
-                    plain &= begin[r] <= j0 && end[r] >= j0 + KB && lse_r[r] > -INFINITY;
+                    const bool seen = begin[r] < j0 + tile_keys && end[r] > j0;
+                    any_seen |= seen && lse_r[r] > -INFINITY;
+                    vector_weights &= !seen || lse_r[r] > -INFINITY;
+                    seen_from[r] = seen ? (float)(max(begin[r], j0) - j0) : 0.0f;
+                    seen_to[r] = seen ? (float)(min(end[r], j0 + tile_keys) - j0) : 0.0f;
                 }
                 if (!any_seen)
                     continue;
@@ -114,10 +122,14 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                     }
 
                 /* Weights P (in s) and dS (in dp). */
-                if (plain) {
+                if (vector_weights) {
                     UNROLL for (int r = 0; r < QS; r++)
                         UNROLL for (int x = 0; x < KVEC; x++) {
-                            const vec_t p = clattn_exp_weight(fma(s_v[r * KVEC + x], (vec_t)scale, (vec_t)-lse_r[r]));
+                            const vec_t key = VLOAD(tile_key_ids + x * VEC);
+                            const float lse_or_0 = lse_r[r] > -INFINITY ? lse_r[r] : 0.0f;
+                            const vec_t p = select((vec_t)0.0f,
+                                                   clattn_exp_weight(fma(s_v[r * KVEC + x], (vec_t)scale, (vec_t)-lse_or_0)),
+                                                   key >= seen_from[r] && key < seen_to[r]);
                             s_v[r * KVEC + x] = p;
                             dp_v[r * KVEC + x] = p * (dp_v[r * KVEC + x] - delta_r[r]) * scale;
                         }
