@@ -8,7 +8,8 @@
 #include <string.h>
 
 /* `clattn bench --quick --json`: every case on its paths (fused and staged; decode and fused; decode alone
- * for paged and ragged; the device's GEMM and CLBlast for the projection), the decode cases' bandwidth
+ * for paged and ragged; the backward pass alone
+ * on its kernels; the device's GEMM and CLBlast for the projection), the decode cases' bandwidth
  * rows, and each run's device time is its kernels' own (the per-kernel times add up to it, and it fits
  * inside the wall time of the same run). */
 START_TEST(test_bench_quick_json)
@@ -21,10 +22,10 @@ START_TEST(test_bench_quick_json)
         "rows = [r for r in d['cases'] if r['kind'] not in ('bandwidth', 'versus')]\n"
         "bandwidth = [r for r in d['cases'] if r['kind'] == 'bandwidth']\n"
         "versus = [r for r in d['cases'] if r['kind'] == 'versus']\n"
-        "assert [r['versus'] for r in versus] == ['sdpa causal L=S=192 H=2 D=64'] + ['decode L=1 S=512 H=4 D=64'] * 2,"
+        "assert [r['versus'] for r in versus] == ['sdpa causal L=S=192 H=2 D=64'] * 2 + ['decode L=1 S=512 H=4 D=64'] * 2,"
         " versus\n"
         "assert all(r['pairs'] >= 9 and 0 < r['low'] <= r['time_ratio'] <= r['high'] for r in versus), versus\n"
-        "assert len(rows) == 18, len(rows)\n"
+        "assert len(rows) == 19, len(rows)\n"
         "assert [r['kv_dtype'] for r in rows if 'int8' in r['name']] == ['int8', 'int8'], rows\n"
         "assert sorted(r['name'] for r in bandwidth) == sorted(r['name'] for r in rows if r['path'] == 'decode'), d\n"
         "assert all(r['kv_gbps'] > 0 and r['stream_gbps'] > 0 for r in bandwidth), bandwidth\n"
@@ -41,6 +42,9 @@ START_TEST(test_bench_quick_json)
         "    elif r['path'] == 'decode':\n"
         "        assert 'decode partial' in k and 'fused attention' not in k and not staged & set(k), r\n"
         "        assert ('paged block-id check' in k) == (r['kind'] == 'paged'), r\n"
+        "    elif r['path'] == 'backward':\n"
+        "        assert r['kind'] == 'backward' and 'backward D' in k, r\n"
+        "        assert ('backward, keys in lanes' in k) != ('backward dK dV' in k and 'backward dQ' in k), r\n"
         "    elif r['kind'] == 'gemm':\n"
         "        blas = {'projection GEMM (CLBlast)', 'projection bias'}\n"
         "        assert set(k) in ({'projection GEMM (clattn)'}, blas), r\n"  /* CLBlast falls back where it cannot launch */

@@ -21,9 +21,10 @@
 
 /* SDPA (dense tensors), an MHA layer, a ragged batch of decode rows (clattn_sdpa_ragged: sequence b holds
  * S_b = 256 + b·(S − 256)/(B − 1) keys), a paged cache (clattn_sdpa_paged, blocks of `block` rows), a
- * projection (clattn_projection with a bias: L rows, model_dim inputs, S outputs). */
-typedef enum { BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED, BENCH_GEMM } bench_kind;
-static const char *const bench_kind_names[] = {"sdpa", "mha", "ragged", "paged", "gemm"};
+ * projection (clattn_projection with a bias: L rows, model_dim inputs, S outputs), SDPA's backward pass
+ * (clattn_sdpa_backward, after one untimed forward for its out and lse). */
+typedef enum { BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED, BENCH_GEMM, BENCH_BACKWARD } bench_kind;
+static const char *const bench_kind_names[] = {"sdpa", "mha", "ragged", "paged", "gemm", "backward"};
 
 typedef struct bench_case {
     const char *name;
@@ -47,6 +48,11 @@ static const bench_case full_cases[] = {
     {"sdpa bf16 Q/K/V/O L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "sdpa L=S=2048 H=8 D=64", 0, CLATTN_BFLOAT16, CLATTN_BFLOAT16},
     {"sdpa causal L=S=4096 H=8 D=64", BENCH_SDPA, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* The backward pass against the forward of the same shape. */
+    {"sdpa backward L=S=2048 H=8 D=64", BENCH_BACKWARD, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa backward causal L=S=4096 H=8 D=64", BENCH_BACKWARD, 1, 8, 4096, 4096, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0,
+     0, "sdpa causal L=S=4096 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=65536 H=8 D=64 (long context)", BENCH_SDPA, 1, 8, 65536, 65536, 64, CLATTN_CAUSAL_TOP_LEFT, 0,
      true, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal L=S=16384 H=8 D=64", BENCH_SDPA, 1, 8, 16384, 16384, 64, CLATTN_CAUSAL_TOP_LEFT, 0, true, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -122,6 +128,8 @@ static const bench_case quick_cases[] = {
     {"sdpa causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa causal mask_mod L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "sdpa causal L=S=192 H=2 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa backward causal L=S=192 H=2 D=64", BENCH_BACKWARD, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0,
+     "sdpa causal L=S=192 H=2 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"projection GEMM 64x96 . 96x288 + bias", BENCH_GEMM, 1, 1, 64, 288, 0, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -150,13 +158,16 @@ static double visible_pairs(const bench_case *c)
     return pairs;
 }
 
-/* 4·B·H·pairs·D for attention (two matrix products), plus 2·rows·in·out per projection of a layer. */
+/* 4·B·H·pairs·D for attention (two matrix products), plus 2·rows·in·out per projection of a layer; the
+ * backward pass 2.5 times attention's (five products: Q·Kᵀ, dO·Vᵀ, dV, dK, dQ). */
 static double case_flops(const bench_case *c)
 {
     if (c->kind == BENCH_GEMM)
         return 2.0 * c->L * c->model_dim * c->S;
     double f = c->kind == BENCH_RAGGED ? 4.0 * c->H * c->L * (double)case_keys(c) * c->D
                                        : 4.0 * c->B * c->H * visible_pairs(c) * c->D;
+    if (c->kind == BENCH_BACKWARD)
+        f *= 2.5;
     if (c->kind == BENCH_MHA) {
         double rows = (double)c->B * c->L, hd = (double)c->H * c->D;
         f += 2.0 * rows * c->model_dim * hd * 3 + 2.0 * rows * hd * c->model_dim;
@@ -194,6 +205,8 @@ static bench_mods case_mods(const bench_case *c)
 
 typedef struct case_buffers {
     cl_mem x, q, k, v, out, lse, table, k_scales, v_scales;
+    cl_mem grads[4]; /* backward: dO, dQ, dK, dV */
+    bool keep_lse;   /* an SDPA run writes lse (the backward's forward, once) */
     clattn_mods *mods;   /* the case's mods, or NULL */
     clattn_block_mask *block_mask; /* its block mask (cases named "+ block mask"), or NULL */
     cl_mem slopes;       /* ALiBi's slopes for alibi.cl, or the document ids */
@@ -282,7 +295,8 @@ static void buffers_free(case_buffers *b)
 {
     clattn_block_mask_free(b->block_mask);
     clattn_mods_free(b->mods);
-    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->k_scales, b->v_scales,
+    cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->k_scales, b->v_scales, b->grads[0],
+                    b->grads[1], b->grads[2], b->grads[3],
                     b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q, b->slopes};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
@@ -291,6 +305,9 @@ static void buffers_free(case_buffers *b)
         free(b->host[i]);
     memset(b, 0, sizeof *b);
 }
+
+static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
+                              size_t l_override);
 
 static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffers *b)
 {
@@ -314,6 +331,9 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
         if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->k_scales = scale_buffer(ctx, kv_rows, &err);
         if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->v_scales = scale_buffer(ctx, kv_rows, &err);
         if (err == CL_SUCCESS) b->lse = noise_buffer(ctx, bh * c->L, &seed, &err);
+        const size_t grad_elems[4] = {bh * c->L * c->D, bh * c->L * c->D, kv_rows * c->D, kv_rows * c->D};
+        for (int g = 0; g < 4 && err == CL_SUCCESS && c->kind == BENCH_BACKWARD; g++)
+            b->grads[g] = noise_buffer(ctx, grad_elems[g], &seed, &err);
     } else {
         const size_t hd = c->H * c->D, d = c->model_dim;
         b->x = noise_buffer(ctx, c->B * c->L * d, &seed, &err);
@@ -383,6 +403,14 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
             clattn_block_mask_create(ctx, &bd, &b->block_mask) != CLATTN_SUCCESS)
             err = CL_BUILD_PROGRAM_FAILURE;
     }
+    if (err == CL_SUCCESS && c->kind == BENCH_BACKWARD) { /* the forward's out and lse, once */
+        bench_case forward = *c;
+        forward.kind = BENCH_SDPA;
+        b->keep_lse = true;
+        if (run_once(ctx, &forward, b, CLATTN_ALGORITHM_FUSED, 0) != CLATTN_SUCCESS)
+            err = CL_INVALID_OPERATION; /* (the library's detail stays on the context) */
+        b->keep_lse = false;
+    }
     if (err != CL_SUCCESS)
         buffers_free(b);
     return err;
@@ -422,7 +450,7 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         cache.max_blocks = c->S / c->block;
         return clattn_sdpa_paged(ctx, &d, &cache, b->lengths, b->q, NULL, b->out, NULL);
     }
-    if (c->kind == BENCH_SDPA) {
+    if (c->kind == BENCH_SDPA || c->kind == BENCH_BACKWARD) {
         clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
         d.batch = c->B;
         d.heads = c->H;
@@ -439,7 +467,10 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.mods = b->mods;
         d.block_mask = b->block_mask;
         d.alibi_slopes = case_mods(c) == BUILTIN_ALIBI ? b->alibi : NULL;
-        return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, NULL);
+        if (c->kind == BENCH_BACKWARD)
+            return clattn_sdpa_backward(ctx, &d, b->q, b->k, b->v, NULL, b->out, b->lse, b->grads[0], b->grads[1],
+                                        b->grads[2], b->grads[3], NULL);
+        return clattn_sdpa(ctx, &d, b->q, b->k, b->v, NULL, b->out, NULL, b->keep_lse ? b->lse : NULL);
     }
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
     d.batch = c->B;
@@ -785,7 +816,7 @@ int cmd_bench(int argc, char **argv)
         const bool decode = !gemm && c->kind != BENCH_MHA && c->L <= 8;
         const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED;
         const clattn_algorithm algos[2] = {first_path(c), decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
-        const size_t nalgos = c->long_context || decode_only ? 1 : 2;
+        const size_t nalgos = c->long_context || decode_only || c->kind == BENCH_BACKWARD ? 1 : 2;
         /* A projection runs the device's GEMM (clattn_tune's choice, else the default), then CLBlast's
          * through a second context on the same queue. */
         if (gemm && !blas_ctx && (st = open_blas_context(ctx, &blas_ctx)) != CLATTN_SUCCESS) {
@@ -828,6 +859,7 @@ int cmd_bench(int argc, char **argv)
         buffers_free(&b);
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
             const char *path = gemm                                  ? (a ? "clblast" : "gemm")
+                               : c->kind == BENCH_BACKWARD           ? "backward"
                                : algos[a] == CLATTN_ALGORITHM_FUSED  ? "fused"
                                : algos[a] == CLATTN_ALGORITHM_DECODE ? "decode"
                                                                      : "staged";

@@ -107,6 +107,8 @@ def numpy_case(case):
         return lambda: x @ w + bias
     if case["kind"] in ("ragged", "paged"):
         raise Skip("no %s peer: compare clattn with its own dense row" % case["kind"])
+    if case["kind"] == "backward":
+        raise Skip("numpy has no gradients")
     if case.get("window"):
         raise Skip("no windowed peer: compare clattn with its own unwindowed row")
     if score_bytes(case) >= MEMORY_LIMIT:
@@ -171,6 +173,11 @@ def torch_case(case):
     torch.manual_seed(0)
     B, H, L, S, D = (case[x] for x in "BHLSD")
     F = torch.nn.functional
+    if case["kind"] == "backward":  # SDPA's backward alone: the forward's graph made once, outside the timing
+        q, k, v = (torch.randn(B, H, n, D, requires_grad=True) for n in (L, S, S))
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=case["causal"])
+        grad_out = torch.randn_like(out)
+        return lambda: torch.autograd.grad(out, (q, k, v), grad_out, retain_graph=True)  # noqa: E731
     if case["kind"] == "sdpa":
         kv = case.get("kv_heads", H)
         q, k, v = torch.randn(B, H, L, D), torch.randn(B, kv, S, D), torch.randn(B, kv, S, D)
@@ -443,6 +450,9 @@ def main():
         print("one-shot `clattn sdpa` at L=S=2048 H=8 D=64: %.3f s = %.2fx (warm in-process fused %.3f s + file I/O "
               "%.3f s)" % (one_shot, one_shot / (warm["ms"] * 1e-3 + io), warm["ms"] * 1e-3, io))
     for title, entry in cases.items():
+        if entry["case"]["kind"] == "backward":
+            print("%s: clattn %.1f GFLOP/s (2.5x the forward's multiply-adds) = %.0f%% of numpy's a @ b"
+                  % (title, entry["backward"]["gflops"], 100 * entry["backward"]["gflops"] / mm_gflops))
         if entry["case"]["kind"] == "gemm":
             r = run_peer("numpy", entry["case"])
             if r.get("ms"):
