@@ -39,6 +39,9 @@ static const bcase cases[] = {
     {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0},
     {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
     {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+    /* Several key tiles and chunks, a row step's tail, head sizes below their padding. */
+    {"tiles: bottom-right L 67 < S 100, GQA 2/1, D 64", 1, 2, 1, 67, 100, 64, 64, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tiles: B 3, L 45, S 77, D 40, Dv 24, key lengths", 3, 1, 1, 45, 77, 40, 24, NONE, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"score_mod s + 0.3·sin(s)·(h + 1) with score_mod_grad, soft-capping, GQA 4/2, causal", 2, 4, 2, 15, 19, 16, 8, TL,
      0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1},
 };
@@ -75,8 +78,8 @@ typedef struct call {
     clattn_sdpa_desc d;
     clattn_masks m;
     clattn_window w;
-    size_t lengths[2];
-    long long offsets[2];
+    size_t lengths[3];
+    long long offsets[3];
     float logit_scale[4], slopes[4], sinks[4];
     float *mask;
     clattn_mods *mods;
@@ -97,8 +100,9 @@ static void make_call(clattn_context *ctx, const bcase *c, call *x, size_t seed)
     x->d.alibi_slopes = c->alibi ? x->slopes : NULL;
     x->d.sinks = c->sinks ? x->sinks : NULL;
     x->m = (clattn_masks)CLATTN_MASKS_INIT;
-    x->lengths[0] = c->S - 5, x->lengths[1] = c->S / 2;
-    x->offsets[0] = (long long)c->S - (long long)c->L, x->offsets[1] = (long long)c->S / 3;
+    x->lengths[0] = c->S - 5, x->lengths[1] = c->S / 2, x->lengths[2] = c->S - 31;
+    x->offsets[0] = (long long)c->S - (long long)c->L, x->offsets[1] = (long long)c->S / 3,
+    x->offsets[2] = 1;
     x->w = (clattn_window){9, 2};
     x->m.causal = c->causal;
     x->m.key_lengths = c->key_lengths ? x->lengths : NULL;
