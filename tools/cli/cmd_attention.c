@@ -146,6 +146,9 @@ static const char sdpa_help[] =
     "                         every mask, --key-lengths and the weights (B,H,L,P+S) count them all\n"
     "  --present-k PK.npy     write concat(past_k, K) (ONNX's present_key), K's layout with P + S rows\n"
     "  --present-v PV.npy     write concat(past_v, V) (ONNX's present_value)\n"
+    "  --grad-out DO.npy      the backward pass: dO, the loss's gradient with respect to O (O's shape);\n"
+    "                         with any of --dq, --dk, --dv (float32 inputs; not with a past or --kv-int8)\n"
+    "  --dq DQ.npy            write dQ (Q's shape), --dk DK.npy dK (K's), --dv DV.npy dV (V's)\n"
     "  --bf16                 the input arrays (not masks) are bfloat16 bit patterns ('<u2')\n"
     "  --out-dtype TYPE       O's type: float32 (default), float16 or bfloat16 (written as '<u2')\n"
     "  --kv-int8              quantise K and V to int8 on the device as a cache append does (a scale per\n"
@@ -320,14 +323,34 @@ static int take_scores(const char *cmd, const cli_variants *var, output_opts *o)
     return CLI_OK;
 }
 
+/* --grad-out: dO, shaped as the output (the query's leading dimensions, then L and Dv; with --heads
+ * (B, L, H·Dv)). */
+static int grad_out_load(const char *cmd, const char *path, const cli_tensor *q, const sdpa_dims *d, bool bf16,
+                         cli_tensor *g)
+{
+    int rc = cli_load_tensor_as(cmd, path, 2, 4, bf16, g);
+    if (rc != CLI_OK)
+        return rc;
+    bool same = g->ndim == q->ndim;
+    for (size_t i = 0; same && i + 2 < q->ndim; i++)
+        same = g->shape[i] == q->shape[i];
+    same = same && g->shape[g->ndim - 2] == d->L &&
+           g->shape[g->ndim - 1] == (d->packed ? d->H * d->Dv : d->Dv);
+    if (!same)
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--grad-out %s: dO must have the output's shape (%s)", path,
+                        d->packed ? "B, L, H·Dv" : "Q's leading dimensions, L, Dv");
+    return CLI_OK;
+}
+
 int cmd_sdpa(int argc, char **argv)
 {
     const char *cmd = "sdpa";
     const char *path[3] = {NULL}; /* Q, K, V */
     const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
     const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL, *out_dtype_text = NULL;
-    const char *logit_scale_path = NULL;
-    float *logit_scale = NULL;
+    const char *logit_scale_path = NULL, *grad_out_path = NULL, *grad_path[3] = {NULL}; /* dQ, dK, dV */
+    float *logit_scale = NULL, *grads[3] = {NULL};
+    cli_tensor grad_out = {0};
     output_opts o = {0};
     cli_masks m = {0};
     cli_variants var = {0};
@@ -342,6 +365,8 @@ int cmd_sdpa(int argc, char **argv)
         {"past-k", NULL, &past_path[0]}, {"past-v", NULL, &past_path[1]},
         {"present-k", NULL, &present_path[0]}, {"present-v", NULL, &present_path[1]},
         {"logit-scale", NULL, &logit_scale_path},
+        {"grad-out", NULL, &grad_out_path}, {"dq", NULL, &grad_path[0]}, {"dk", NULL, &grad_path[1]},
+        {"dv", NULL, &grad_path[2]},
         CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),          CLI_MODS_OPTIONS(&mods),
     };
     int rc = cli_mods_take(cmd, &argc, argv, 2, &mods);
@@ -358,11 +383,20 @@ int cmd_sdpa(int argc, char **argv)
                         !path[0] ? "q" : !path[1] ? "k" : !path[2] ? "v" : "out");
     if ((rc = cli_variants_parse(cmd, &var)) != CLI_OK || (rc = take_scores(cmd, &var, &o)) != CLI_OK)
         return rc;
-    static const char *const out_flags[] = {"out", "weights", "lse", "heatmap", "present-k", "present-v"};
+    /* The backward pass: dO in, any of dQ, dK, dV out, after the forward (no cache: its rows have none). */
+    const bool backward = grad_out_path != NULL, any_grad = grad_path[0] || grad_path[1] || grad_path[2];
+    if (backward != any_grad)
+        return cli_fail(CLI_USAGE_ERROR, cmd, backward ? "--grad-out needs one of --dq, --dk, --dv to write"
+                                                       : "--dq, --dk and --dv are the gradients for --grad-out: give it");
+    if (backward && (past_path[0] || past_path[1] || present_path[0] || present_path[1] || kv_int8))
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--grad-out: the backward pass takes no past, present or --kv-int8");
+    static const char *const out_flags[] = {"out", "weights", "lse", "heatmap", "present-k", "present-v",
+                                            "dq", "dk", "dv"};
     if ((rc = cli_check_distinct_outputs(cmd, out_flags,
                                          (const char *const[]){o.out, o.weights, lse_path, o.heatmap, present_path[0],
-                                                               present_path[1]},
-                                         6)) != CLI_OK)
+                                                               present_path[1], grad_path[0], grad_path[1],
+                                                               grad_path[2]},
+                                         9)) != CLI_OK)
         return rc;
     sdpa_call c = {0};
     c.desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
@@ -400,8 +434,12 @@ int cmd_sdpa(int argc, char **argv)
     if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK ||
         (logit_scale_path && (rc = cli_load_per_head(cmd, "logit-scale", logit_scale_path, H, &logit_scale)) != CLI_OK))
         goto done;
+    if (backward && (rc = grad_out_load(cmd, grad_out_path, &t[0], &d, bf16, &grad_out)) != CLI_OK)
+        goto done;
     for (size_t i = 0; i < 3 && d.packed && rc == CLI_OK; i++)
         rc = heads_first(cmd, &t[i], i == 0 ? H : d.N);
+    if (backward && d.packed && rc == CLI_OK)
+        rc = heads_first(cmd, &grad_out, H);
     for (size_t i = 0; i < 2 && d.packed && P && rc == CLI_OK; i++)
         rc = heads_first(cmd, &past[i], d.N);
     if (rc != CLI_OK || (rc = cli_open_context(cmd, device, &ctx)) != CLI_OK ||
@@ -438,13 +476,19 @@ int cmd_sdpa(int argc, char **argv)
     c.out_bits = cli_alloc_floats(B * H, L, Dv); /* (room for any output type) */
     if (o.weights || o.heatmap)
         c.weights = cli_alloc_floats(B * H, L, T);
-    if (lse_path)
+    if (lse_path || backward)
         c.lse = cli_alloc_floats(B * H, L, 1);
+    if (backward) {
+        grads[0] = cli_alloc_floats(B * H, L, d.D);
+        grads[1] = cli_alloc_floats(B * d.N, S, d.D);
+        grads[2] = cli_alloc_floats(B * d.N, S, Dv);
+    }
     for (size_t i = 0; i < 2; i++)
         if (present_path[i])
             present_bits[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D);
     if (!c.q || !c.k || !c.v || (P && (!past_bits[0] || !past_bits[1])) || !c.out_bits ||
-        ((o.weights || o.heatmap) && !c.weights) || (lse_path && !c.lse) || (present_path[0] && !present_bits[0]) ||
+        ((o.weights || o.heatmap) && !c.weights) || ((lse_path || backward) && !c.lse) ||
+        (backward && (!grads[0] || !grads[1] || !grads[2])) || (present_path[0] && !present_bits[0]) ||
         (present_path[1] && !present_bits[1])) {
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
@@ -458,10 +502,13 @@ int cmd_sdpa(int argc, char **argv)
                                                                 c.v, c.mask, present_bits[0], present_bits[1], c.out_bits,
                                                                 c.weights, c.lse)
                                    : clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out_bits, c.weights, c.lse);
+    if (st == CLATTN_SUCCESS && backward)
+        st = clattn_sdpa_backward_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out_bits, c.lse,
+                                       cli_tensor_storage(&grad_out), grads[0], grads[1], grads[2], NULL);
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
-        rc = attention_failed(cmd, ctx, st, "attention");
+        rc = attention_failed(cmd, ctx, st, backward ? "attention and its backward pass" : "attention");
         goto done;
     }
     /* The typed results as floats for what follows (reordering heads); they are written in their types. */
@@ -473,8 +520,18 @@ int cmd_sdpa(int argc, char **argv)
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
-    const char *paths[5] = {o.out, o.weights, lse_path, present_path[0], present_path[1]};
-    size_t ndims[5], shapes[5][4];
+    const char *paths[8] = {o.out, o.weights, lse_path, present_path[0], present_path[1], grad_path[0], grad_path[1],
+                            grad_path[2]};
+    size_t ndims[8], shapes[8][4];
+    const size_t grad_heads[3] = {H, d.N, d.N}, grad_rows[3] = {L, S, S}, grad_cols[3] = {d.D, d.D, Dv};
+    for (size_t i = 0; i < 3 && d.packed && backward; i++) { /* the gradients in their inputs' layout */
+        float *moved = swap_middle(grads[i], B, grad_heads[i], grad_rows[i], grad_cols[i]);
+        free(grads[i]);
+        if (!(grads[i] = moved)) {
+            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
+            goto done;
+        }
+    }
     if (d.packed) {
         /* O back to (B,L,H·Dv), the present to (B,T,N·D); the weights and log-sum-exp keep their heads:
          * (B,H,L,T), (B,H,L). */
@@ -501,6 +558,8 @@ int cmd_sdpa(int argc, char **argv)
         ndims[2] = output_shape(2, lead, L, 0, shapes[2]);
         ndims[3] = output_shape(1, lead, T, d.N * d.D, shapes[3]);
         ndims[4] = output_shape(1, lead, T, d.N * Dv, shapes[4]);
+        for (size_t i = 0; i < 3; i++)
+            ndims[5 + i] = output_shape(1, lead, grad_rows[i], grad_heads[i] * grad_cols[i], shapes[5 + i]);
     } else {
         const size_t lead = t[0].ndim - 2;
         ndims[0] = output_shape(lead, t[0].shape, L, Dv, shapes[0]);
@@ -508,15 +567,21 @@ int cmd_sdpa(int argc, char **argv)
         ndims[2] = output_shape(lead, t[0].shape, L, 0, shapes[2]);
         ndims[3] = output_shape(lead, t[1].shape, T, d.D, shapes[3]);
         ndims[4] = output_shape(lead, t[2].shape, T, Dv, shapes[4]);
+        for (size_t i = 0; i < 3; i++)
+            ndims[5 + i] = output_shape(t[i].ndim - 2, t[i].shape, grad_rows[i], grad_cols[i], shapes[5 + i]);
     }
-    float *data[5] = {c.out, c.weights, c.lse, present[0], present[1]};
-    const clattn_dtype types[5] = {c.desc.out_dtype, CLATTN_FLOAT32, CLATTN_FLOAT32, t[1].type, t[2].type};
-    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 5, &o, c.weights, B, H, L, T);
+    float *data[8] = {c.out, c.weights, c.lse, present[0], present[1], grads[0], grads[1], grads[2]};
+    const clattn_dtype types[8] = {c.desc.out_dtype, CLATTN_FLOAT32, CLATTN_FLOAT32, t[1].type, t[2].type,
+                                   CLATTN_FLOAT32,   CLATTN_FLOAT32, CLATTN_FLOAT32};
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 8, &o, c.weights, B, H, L, T);
 done:
     free(c.out);
     free(c.out_bits);
     free(c.weights);
     free(c.lse);
+    for (size_t i = 0; i < 3; i++)
+        free(grads[i]);
+    cli_tensor_free(&grad_out);
     cli_mods_free(&mods);
     clattn_context_free(ctx);
     cli_masks_free(&m);
