@@ -387,6 +387,56 @@ START_TEST(test_sdpa_past_present)
 }
 END_TEST
 
+/* --grad-out with --dq/--dk/--dv: the backward pass after the forward, the gradients in their inputs'
+ * layouts (4-D, and (B,L,H·D) with --heads) against the fp64 reference backward; misuse names the flag. */
+START_TEST(test_sdpa_backward)
+{
+    enum { B = 2, H = 4, N = 2, L = 5, S = 9, D = 8, DV = 4 };
+    rng.state = 61;
+    float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * S * D, 1.0f);
+    float *v = rand_floats(B * N * S * DV, 1.0f), *g = rand_floats(B * H * L * DV, 1.0f);
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    const clattn_sdpa_desc d = sdpa_desc(B, H, N, L, S, D, DV, &m);
+    double *rq = xmalloc(B * H * L * D * sizeof *rq), *rk = xmalloc(B * N * S * D * sizeof *rk);
+    double *rv = xmalloc(B * N * S * DV * sizeof *rv);
+    ref_sdpa_backward(&d, NULL, NULL, q, k, v, NULL, g, rq, rk, rv, NULL);
+    for (int packed = 0; packed < 2; packed++) {
+        const size_t r = packed ? 3 : 4;
+        size_t qs[4], ks[4], vs[4], os[4];
+        tensor_shape(r, packed, B, H, L, D, qs);
+        tensor_shape(r, packed, B, N, S, D, ks);
+        tensor_shape(r, packed, B, N, S, DV, vs);
+        tensor_shape(r, packed, B, H, L, DV, os);
+#define LAYOUT(x, size, X, Y, Z) (packed ? swap_middle((x), (size), B, (X), (Y), (Z)) : (void *)(x))
+        argl a = {{0}, 0};
+        add(&a, "sdpa", "--q", save_f32("q.npy", LAYOUT(q, sizeof *q, H, L, D), r, qs), "--k",
+            save_f32("k.npy", LAYOUT(k, sizeof *k, N, S, D), r, ks), "--v",
+            save_f32("v.npy", LAYOUT(v, sizeof *v, N, S, DV), r, vs), "--grad-out",
+            save_f32("g.npy", LAYOUT(g, sizeof *g, H, L, DV), r, os), "--out", P("out.npy"), "--dq", P("dq.npy"),
+            "--dk", P("dk.npy"), "--dv", P("dv.npy"), "--kv-heads", "2", "--causal-bottom-right", NULL);
+        if (packed)
+            add(&a, "--heads", "4", NULL);
+        run_expect(&a, EXIT_OK);
+        expect_file_close("dq", P("dq.npy"), r, qs, LAYOUT(rq, sizeof *rq, H, L, D));
+        expect_file_close("dk", P("dk.npy"), r, ks, LAYOUT(rk, sizeof *rk, N, S, D));
+        expect_file_close("dv", P("dv.npy"), r, vs, LAYOUT(rv, sizeof *rv, N, S, DV));
+#undef LAYOUT
+    }
+    /* (the last files are the packed ones) */
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o2.npy"),
+           "--dq", P("dq2.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "--grad-out");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o2.npy"),
+           "--grad-out", P("q.npy"), "--dq", P("dq2.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "the output's shape");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", P("q.npy"), "--k", P("k.npy"), "--v", P("v.npy"), "--out", P("o2.npy"),
+           "--grad-out", P("g.npy"), "--kv-heads", "2", "--heads", "4");
+    expect_in("stderr", R.err, "--dq");
+    ck_assert_msg(!exists(P("dq2.npy")) && !exists(P("o2.npy")), "a refused call wrote its outputs");
+}
+END_TEST
+
 /* --offset N puts query i at key position N + i in every batch (negative: a causal mask hides every
  * key from the first rows); --offsets OFF.npy gives one per batch, '<i8' or '<i4'. */
 START_TEST(test_sdpa_offsets)
@@ -764,7 +814,7 @@ static Suite *sdpa_suite(void)
                      test_sdpa_mask_float, test_sdpa_mask_bool, test_sdpa_mask_bhls, test_sdpa_mask_broadcast,
                      test_sdpa_key_lengths_i8, test_sdpa_key_lengths_i4, test_sdpa_masks_combined, test_sdpa_scale,
                      test_sdpa_f8_input}},
-        {"sdpa-variants", 1, {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_offsets, test_sdpa_window,
+        {"sdpa-variants", 1, {test_sdpa_kv_heads, test_sdpa_past_present, test_sdpa_backward, test_sdpa_offsets, test_sdpa_window,
                               test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_logit_scale, test_sdpa_alibi_auto,
                               test_sdpa_heads_layout, test_sdpa_scores, test_sdpa_mods}},
         {"sdpa-dtypes", 1, {test_sdpa_dtypes}},
