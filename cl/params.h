@@ -254,6 +254,32 @@
     X(ALL, ULONG, ulong, n, 0)                                                                               \
     X(ALL, ULONG, ulong, chunks, 0)
 
+/* cl/layer_backward.cl: the layer's backward pass's copies between layouts and its column sums. */
+#define CLATTN_STRIDED_COPY_PARAMS(X)                                                                        \
+    X(ALL, MEM, __global const float *, src, 0)                                                              \
+    X(ALL, ULONG, ulong, src_offset, 0)                                                                      \
+    X(ALL, MEM, __global float *, dst, 0)                                                                    \
+    X(ALL, ULONG, ulong, dst_offset, 0)                                                                      \
+    X(ALL, ULONG, ulong, n0, 0)                                                                              \
+    X(ALL, ULONG, ulong, n1, 0)                                                                              \
+    X(ALL, ULONG, ulong, n2, 0)                                                                              \
+    X(ALL, ULONG, ulong, n3, 0)                                                                              \
+    X(ALL, ULONG, ulong, s0, 0)                                                                              \
+    X(ALL, ULONG, ulong, s1, 0)                                                                              \
+    X(ALL, ULONG, ulong, s2, 0)                                                                              \
+    X(ALL, ULONG, ulong, s3, 0)                                                                              \
+    X(ALL, ULONG, ulong, d0, 0)                                                                              \
+    X(ALL, ULONG, ulong, d1, 0)                                                                              \
+    X(ALL, ULONG, ulong, d2, 0)                                                                              \
+    X(ALL, ULONG, ulong, d3, 0)
+#define CLATTN_COLUMN_SUMS_PARAMS(X)                                                                         \
+    X(ALL, MEM, __global const float *, src, 0)                                                              \
+    X(ALL, ULONG, ulong, ld, 0)                                                                              \
+    X(ALL, ULONG, ulong, col0, 0)                                                                            \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, cols, 0)                                                                            \
+    X(ALL, MEM, __global float *, sums, 0)
+
 /* cl/convert.cl: storage-type conversion, and rows appended to a cache (dense or paged). */
 #define CLATTN_CONVERT_PARAMS(X)                                                                             \
     X(ALL, MEM, __global const q_store *, src, 0)                                                            \

@@ -1,6 +1,7 @@
 /* clattn_sdpa_backward: the gradients of attention (cl/backward.cl: D_i = dO_i·O_i, then dK/dV per key row
  * and dQ per query row, every weight recomputed from Q, K and the forward's log-sum-exp), and the sinks'
  * gradients on the host from D and the log-sum-exps. */
+#include "backward.h"
 #include "context.h"
 #include "error.h"
 #include "masks.h"
@@ -18,7 +19,7 @@
 static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 
 /* What the backward pass does not take yet, checked before anything runs (NULL: nothing). */
-static const char *not_yet(const sdpa_shape *s)
+const char *sdpa_backward_not_yet(const sdpa_shape *s)
 {
     if (s->types.q != CLATTN_FLOAT32 || s->types.k != CLATTN_FLOAT32 || s->types.v != CLATTN_FLOAT32 ||
         s->types.o != CLATTN_FLOAT32)
@@ -103,6 +104,42 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
     return kernel_launch_auto(ctx, &a, "backward dQ sum", 1, elems);
 }
 
+clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,
+                                cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv, float *dsinks)
+{
+    clattn_status st;
+    device_masks masks;
+    cl_mem delta;
+    if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_DELTA, s->lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
+        return st;
+    /* The keys in the lanes where the forward puts its rows in them (CPUs), else a row a work-item. */
+    tuning_values tiles;
+    if ((st = tuning_lookup(ctx, TUNING_FUSED, &tiles, NULL)) != CLATTN_SUCCESS)
+        return st;
+    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 ? tiles.v[3] : 1;
+    char options[128];
+    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
+             pad_head(s->v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
+    const family_build *fb;
+    if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), &fb)) != CLATTN_SUCCESS)
+        return st;
+    backward_delta_params dp = {.o = out, .dout = dout, .delta = delta, .rows = s->lse_elems, .dv = s->v_dim};
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_backward_delta, &dp, fb->features);
+    const size_t rows_global[1] = {s->lse_elems};
+    if ((st = kernel_launch_auto(ctx, &a, "backward D", 1, rows_global)) != CLATTN_SUCCESS)
+        return st;
+    backward_params p = {.q = q, .k = k, .v = v, .dout = dout, .lse = lse, .delta = delta, .grad_q = dq,
+                         .grad_k = dk, .grad_v = dv, .batch = s->batch, .heads = s->heads, .group = s->group,
+                         .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale};
+    PARAMS_SET_MASKS(backward_params, &p, &masks);
+    st = vec > 1 && fb->kernels[4] ? keys_in_lanes(ctx, s, fb, vec, &p) : row_by_row(ctx, s, fb, &p);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    return dsinks && s->sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
+}
+
 clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
                                    cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
                                    float *dsinks)
@@ -115,7 +152,7 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
                         : !dout ? "dout" : !dq ? "dq" : !dk ? "dk" : !dv ? "dv" : NULL;
     if (missing)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_sdpa_backward: %s is NULL", missing);
-    const char *unsupported = not_yet(&s);
+    const char *unsupported = sdpa_backward_not_yet(&s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_backward: %s", unsupported);
     const struct {
@@ -130,34 +167,5 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
             return st;
     if (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS)
         return st;
-    device_masks masks;
-    cl_mem delta;
-    if ((st = masks_upload(ctx, &s, mask, &masks)) != CLATTN_SUCCESS ||
-        (st = scratch_get(ctx, SCRATCH_DELTA, s.lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
-        return st;
-    /* The keys in the lanes where the forward puts its rows in them (CPUs), else a row a work-item. */
-    tuning_values tiles;
-    if ((st = tuning_lookup(ctx, TUNING_FUSED, &tiles, NULL)) != CLATTN_SUCCESS)
-        return st;
-    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 ? tiles.v[3] : 1;
-    char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s.qk_dim),
-             pad_head(s.v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
-    const family_build *fb;
-    if ((st = program_get(ctx, &family_backward, options, 0, call_features(&s), &fb)) != CLATTN_SUCCESS)
-        return st;
-    backward_delta_params dp = {.o = out, .dout = dout, .delta = delta, .rows = s.lse_elems, .dv = s.v_dim};
-    kernel_args a = kernel_args_begin(fb->kernels[0]);
-    params_bind(&a, &params_backward_delta, &dp, fb->features);
-    const size_t rows_global[1] = {s.lse_elems};
-    if ((st = kernel_launch_auto(ctx, &a, "backward D", 1, rows_global)) != CLATTN_SUCCESS)
-        return st;
-    backward_params p = {.q = q, .k = k, .v = v, .dout = dout, .lse = lse, .delta = delta, .grad_q = dq,
-                         .grad_k = dk, .grad_v = dv, .batch = s.batch, .heads = s.heads, .group = s.group,
-                         .q_len = s.q_len, .kv_len = s.kv_len, .dk = s.qk_dim, .dv = s.v_dim, .scale = s.scale};
-    PARAMS_SET_MASKS(backward_params, &p, &masks);
-    st = vec > 1 && fb->kernels[4] ? keys_in_lanes(ctx, &s, fb, vec, &p) : row_by_row(ctx, &s, fb, &p);
-    if (st != CLATTN_SUCCESS)
-        return st;
-    return dsinks && s.sinks ? sink_gradients(ctx, &s, delta, lse, dsinks) : CLATTN_SUCCESS;
+    return sdpa_backward_run(ctx, &s, mask, q, k, v, out, lse, dout, dq, dk, dv, dsinks);
 }

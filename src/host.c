@@ -10,6 +10,7 @@
 #include "scratch.h"
 #include "sdpa.h"
 #include "validate.h"
+#include "versioned.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -111,9 +112,11 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     for (size_t i = 0; i < n; i++)
         if (t[i].out && (largest == n || tensor_bytes(&t[i]) > tensor_bytes(&t[largest])))
             largest = i;
-    void *staged[16] = {0};
-    if (n > sizeof staged / sizeof staged[0])
+    void *staged[24] = {0}; /* (the most a call has: the layer's backward, 22) */
+    if (n > sizeof staged / sizeof staged[0]) {
         st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "internal: too many host tensors");
+        n = sizeof staged / sizeof staged[0]; /* (only to release what there is: nothing is staged) */
+    }
     for (size_t i = 0; i < n && st == CLATTN_SUCCESS; i++) {
         if (!t[i].out || i == largest)
             continue;
@@ -214,6 +217,54 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
         memcpy(dsinks, sinks, s.heads * sizeof *sinks);
     free(sinks);
     return st;
+}
+
+clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x,
+                                       const float *kv, const clattn_mha_host_weights *weights, const void *mask,
+                                       const float *d_out, const clattn_mha_host_grads *grads)
+{
+    clattn_mha_host_weights w;
+    clattn_mha_host_grads g;
+    clattn_status st = check_context(ctx);
+    if (st != CLATTN_SUCCESS || (st = mha_host_weights_read(ctx, weights, &w)) != CLATTN_SUCCESS)
+        return st;
+    if (!grads)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_mha_backward_host: grads is NULL");
+    if ((st = versioned_copy(ctx, grads, sizeof g, sizeof g, sizeof g, "clattn_mha_host_grads",
+                             "CLATTN_MHA_HOST_GRADS_INIT", &g)) != CLATTN_SUCCESS)
+        return st;
+    mha_shape m;
+    if ((st = mha_check(ctx, desc, kv != NULL, w.w_o != NULL, w.b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
+        return st;
+    if (!x || !w.w_q || !w.w_k || !w.w_v || !d_out)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
+                         !x ? "x" : !w.w_q ? "w_q" : !w.w_k ? "w_k" : !w.w_v ? "w_v" : "d_out");
+    const sdpa_shape *s = &m.sdpa;
+    const size_t hk = s->heads * s->qk_dim;
+    host_tensor t[] = {
+        {x, NULL, m.x_elems, "x", NULL, 0},           {kv, NULL, m.kv_elems, "kv", NULL, 0},
+        {w.w_q, NULL, m.wq_elems, "w_q", NULL, 0},    {w.b_q, NULL, hk, "b_q", NULL, 0},
+        {w.w_k, NULL, m.wk_elems, "w_k", NULL, 0},    {w.b_k, NULL, m.kv_k_width, "b_k", NULL, 0},
+        {w.w_v, NULL, m.wv_elems, "w_v", NULL, 0},    {w.b_v, NULL, m.kv_v_width, "b_v", NULL, 0},
+        {w.w_o, NULL, m.wo_elems, "w_o", NULL, 0},    {w.b_o, NULL, m.out_dim, "b_o", NULL, 0},
+        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size}, {d_out, NULL, m.result_elems, "d_out", NULL, 0},
+        {NULL, g.d_x, m.x_elems, "d_x", NULL, 0},     {NULL, g.d_kv, m.kv_elems, "d_kv", NULL, 0},
+        {NULL, g.d_w_q, m.wq_elems, "d_w_q", NULL, 0}, {NULL, g.d_b_q, hk, "d_b_q", NULL, 0},
+        {NULL, g.d_w_k, m.wk_elems, "d_w_k", NULL, 0}, {NULL, g.d_b_k, m.kv_k_width, "d_b_k", NULL, 0},
+        {NULL, g.d_w_v, m.wv_elems, "d_w_v", NULL, 0}, {NULL, g.d_b_v, m.kv_v_width, "d_b_v", NULL, 0},
+        {NULL, g.d_w_o, m.wo_elems, "d_w_o", NULL, 0}, {NULL, g.d_b_o, m.out_dim, "d_b_o", NULL, 0},
+    };
+    const size_t n = sizeof t / sizeof t[0];
+    if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)
+        return st;
+    if ((st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS) {
+        const clattn_mha_weights dw = {sizeof dw, t[2].mem, t[3].mem, t[4].mem, t[5].mem, t[6].mem, t[7].mem, t[8].mem,
+                                       t[9].mem};
+        const clattn_mha_grads dg = {sizeof dg, t[12].mem, t[13].mem, t[14].mem, t[15].mem, t[16].mem, t[17].mem,
+                                     t[18].mem, t[19].mem, t[20].mem, t[21].mem};
+        st = clattn_mha_backward(ctx, desc, t[0].mem, t[1].mem, &dw, t[10].mem, t[11].mem, &dg);
+    }
+    return host_tensors_finish(ctx, t, n, st);
 }
 
 clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_ragged *ragged,

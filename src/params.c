@@ -76,6 +76,12 @@ const kernel_params params_backward_lanes = PARAM_TABLE("clattn_backward_lanes",
 #define PARAM_STRUCT backward_dq_sum_params
 const kernel_params params_backward_dq_sum = PARAM_TABLE("clattn_backward_dq_sum", CLATTN_BACKWARD_DQ_SUM_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT strided_copy_params
+const kernel_params params_strided_copy = PARAM_TABLE("clattn_strided_copy", CLATTN_STRIDED_COPY_PARAMS);
+#undef PARAM_STRUCT
+#define PARAM_STRUCT column_sums_params
+const kernel_params params_column_sums = PARAM_TABLE("clattn_column_sums", CLATTN_COLUMN_SUMS_PARAMS);
+#undef PARAM_STRUCT
 
 #define FEATURE_NAME_(name, group) #name,
 static const char *const feature_names[FEATURE_COUNT] = {"ALL", CLATTN_FEATURES(FEATURE_NAME_)};
@@ -184,9 +190,12 @@ const kernel_family family_backward = {"backward",
                                        5,
                                        4,
                                        NULL};
+/* The layer's backward pass: its copies between layouts and its bias gradients. */
+const kernel_family family_layer_backward = {"layer backward", {"layer_backward.cl"}, 1,
+                                             {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
                                                 &family_softmax_double, &family_merge, &family_convert,
                                                 &family_paged_check,    &family_gemm,  &family_add_bias,
-                                                &family_block_mask,     &family_backward};
+                                                &family_block_mask,     &family_backward, &family_layer_backward};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

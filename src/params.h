@@ -70,6 +70,8 @@ typedef struct block_mask_build_params { CLATTN_BLOCK_MASK_BUILD_PARAMS(PARAM_FI
 typedef struct backward_delta_params { CLATTN_BACKWARD_DELTA_PARAMS(PARAM_FIELD) } backward_delta_params;
 typedef struct backward_params { CLATTN_BACKWARD_LANES_PARAMS(PARAM_FIELD) } backward_params;
 typedef struct backward_dq_sum_params { CLATTN_BACKWARD_DQ_SUM_PARAMS(PARAM_FIELD) } backward_dq_sum_params;
+typedef struct strided_copy_params { CLATTN_STRIDED_COPY_PARAMS(PARAM_FIELD) } strided_copy_params;
+typedef struct column_sums_params { CLATTN_COLUMN_SUMS_PARAMS(PARAM_FIELD) } column_sums_params;
 
 /* The mask and score-term fields of `params`, a kernel struct of type `type`, copied from `masks`, a
  * device_masks (masks.h), whose fields carry the same names. */
@@ -86,7 +88,7 @@ extern const kernel_params params_flash, params_flash_lanes, params_decode_parti
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
     params_merge, params_convert, params_append_rows, params_paged_check, params_gemm, params_add_bias,
     params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
-    params_backward_dq_sum, params_backward_lanes;
+    params_backward_dq_sum, params_backward_lanes, params_strided_copy, params_column_sums;
 
 /* Bind `values` (the kernel's struct) to a's kernel in the list's order, the parameters of features
  * not in `features` left out (the build left them out too). */
@@ -117,7 +119,8 @@ typedef struct kernel_family {
 
 /* Every family, for the tests that hold each kernel's signature against its table. */
 extern const kernel_family family_fused, family_fused_lanes, family_decode, family_staged, family_softmax_double, family_merge,
-    family_convert, family_paged_check, family_gemm, family_add_bias, family_block_mask, family_backward;
+    family_convert, family_paged_check, family_gemm, family_add_bias, family_block_mask, family_backward,
+    family_layer_backward;
 extern const kernel_family *const kernel_families[];
 extern const size_t kernel_family_count;
 

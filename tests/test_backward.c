@@ -263,11 +263,145 @@ START_TEST(test_buffers_and_refusals)
 }
 END_TEST
 
+/* The layer's backward pass (clattn_mha_backward_host) against the fp64 reference (ref_mha_backward). */
+typedef struct lcase {
+    const char *name;
+    size_t B, L, S, model, kv_dim, H, KVH, D, Dv, out_dim;
+    int cross, w_o, biases;
+    clattn_causal causal;
+    int key_lengths, mask;
+} lcase;
+
+static const lcase layer_cases[] = {
+    {"self-attention, W_O and every bias, causal", 2, 13, 0, 24, 0, 3, 3, 8, 8, 0, 0, 1, 1, TL, 0, 0},
+    {"cross-attention, GQA 4/2, no W_O, no bias, key lengths", 2, 9, 14, 16, 12, 4, 2, 8, 6, 0, 1, 0, 0, NONE, 1, 0},
+    {"self-attention, W_O to 10 columns, float mask, GQA 2/1", 1, 11, 0, 20, 0, 2, 1, 16, 8, 10, 0, 1, 0, NONE, 0, 1},
+};
+#define NLAYER (sizeof layer_cases / sizeof layer_cases[0])
+
+START_TEST(test_layer)
+{
+    const size_t ci = TU_CASE(_i), dev = TU_DEVICE(_i);
+    const lcase *c = &layer_cases[ci];
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("layer backward \"%s\" on %s", c->name, tu_dev_spec[dev]);
+    const size_t S = c->cross ? c->S : c->L, kv_dim = c->cross ? c->kv_dim : c->model;
+    const size_t hk = c->H * c->D, hv = c->H * c->Dv, nk = c->KVH * c->D, nv = c->KVH * c->Dv;
+    const size_t od = c->out_dim ? c->out_dim : c->model, y_cols = c->w_o ? od : hv;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    size_t lengths[2] = {S - 3, S / 2};
+    m.causal = c->causal;
+    m.key_lengths = c->key_lengths ? lengths : NULL;
+    float *mask = NULL;
+    if (c->mask) {
+        mask = tu_falloc(c->L * S);
+        tu_fill_uniform(mask, c->L * S, 1.0f, 70 + ci);
+        for (size_t i = 0; i < c->L * S; i++)
+            if (i % 5 == 2)
+                mask[i] = -INFINITY;
+        m.additive = CLATTN_MASK_L_S;
+    }
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = c->B, d.q_len = c->L, d.kv_len = c->cross ? S : 0, d.model_dim = c->model, d.kv_dim = c->cross ? kv_dim : 0;
+    d.heads = c->H, d.kv_heads = c->KVH, d.qk_dim = c->D, d.v_dim = c->Dv, d.out_dim = c->out_dim, d.masks = &m;
+    /* inputs and weights, each of its own size */
+    const size_t sizes[11] = {c->B * c->L * c->model, c->B * S * kv_dim, c->model * hk, hk, kv_dim * nk, nk,
+                              kv_dim * nv, nv, hv * od, od, c->B * c->L * y_cols};
+    float *in[11];
+    for (int i = 0; i < 11; i++) {
+        in[i] = tu_falloc(sizes[i]);
+        tu_fill_uniform(in[i], sizes[i], i == 0 || i == 1 || i == 10 ? 1.0f : 0.4f, 80 + ci * 11 + (size_t)i);
+    }
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = in[2], w.w_k = in[4], w.w_v = in[6];
+    if (c->biases)
+        w.b_q = in[3], w.b_k = in[5], w.b_v = in[7];
+    if (c->w_o)
+        w.w_o = in[8], w.b_o = c->biases ? in[9] : NULL;
+    /* gradients: d_x, d_kv, d_w_q, d_b_q, d_w_k, d_b_k, d_w_v, d_b_v, d_w_o, d_b_o */
+    const size_t gsizes[10] = {sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], sizes[7], sizes[8], sizes[9]};
+    const char *const gnames[10] = {"d_x", "d_kv", "d_w_q", "d_b_q", "d_w_k", "d_b_k", "d_w_v", "d_b_v", "d_w_o", "d_b_o"};
+    float *got[10], *again[10];
+    double *ref[10];
+    for (int i = 0; i < 10; i++) {
+        const int wanted = (i != 1 || c->cross) && (i < 8 || c->w_o);
+        got[i] = wanted ? tu_host_alloc(gsizes[i], NULL) : NULL;
+        again[i] = wanted ? tu_host_alloc(gsizes[i], NULL) : NULL;
+        ref[i] = wanted ? tu_dalloc(gsizes[i]) : NULL;
+    }
+    clattn_mha_host_grads g = CLATTN_MHA_HOST_GRADS_INIT, g2 = CLATTN_MHA_HOST_GRADS_INIT;
+    float **gp[10] = {&g.d_x, &g.d_kv, &g.d_w_q, &g.d_b_q, &g.d_w_k, &g.d_b_k, &g.d_w_v, &g.d_b_v, &g.d_w_o, &g.d_b_o};
+    float **gp2[10] = {&g2.d_x, &g2.d_kv, &g2.d_w_q, &g2.d_b_q, &g2.d_w_k, &g2.d_b_k, &g2.d_w_v, &g2.d_b_v, &g2.d_w_o,
+                       &g2.d_b_o};
+    for (int i = 0; i < 10; i++)
+        *gp[i] = got[i], *gp2[i] = again[i];
+    const float *kv = c->cross ? in[1] : NULL;
+    TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, in[0], kv, &w, mask, in[10], &g), ctx, "clattn_mha_backward_host");
+    const ref_mha_grads rg = {ref[0], ref[1], ref[2], ref[3], ref[4], ref[5], ref[6], ref[7], ref[8], ref[9]};
+    ref_mha_backward(&d, in[0], kv, &w, mask, in[10], &rg);
+    for (int i = 0; i < 10; i++)
+        if (got[i]) {
+            tu_host_check_guard(got[i], gsizes[i], gnames[i]);
+            check_gradient(gnames[i], got[i], ref[i], gsizes[i]);
+        }
+    TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, in[0], kv, &w, mask, in[10], &g2), ctx, "the second run");
+    for (int i = 0; i < 10; i++)
+        ck_assert_msg(!got[i] || !memcmp(got[i], again[i], gsizes[i] * sizeof(float)), "%s: %s differs between two runs",
+                      tu_label(), gnames[i]);
+}
+END_TEST
+
+/* The layer's refusals: storage types, gradients the layer has nothing for, a missing d_out, a buffer
+ * too small — each naming it, nothing written. */
+START_TEST(test_layer_refusals)
+{
+    clattn_context *ctx = tu_ctx[_i];
+    tu_set_label("layer backward refusals on %s", tu_dev_spec[_i]);
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = 1, d.q_len = 4, d.model_dim = 8, d.heads = 2, d.qk_dim = 4;
+    float *x = tu_falloc(64), *dx = tu_host_alloc(32, NULL), *dw = tu_host_alloc(64, NULL);
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = w.w_k = w.w_v = x;
+    clattn_mha_host_grads g = CLATTN_MHA_HOST_GRADS_INIT;
+    g.d_x = dx;
+    struct {
+        const char *what, *needle;
+        clattn_status want;
+    } expect[] = {{"float16 x", "x_dtype", CLATTN_ERROR_INVALID_VALUE},
+                  {"d_w_o without W_O", "d_w_o", CLATTN_ERROR_INVALID_VALUE},
+                  {"d_kv for self-attention", "d_kv", CLATTN_ERROR_INVALID_VALUE},
+                  {"no d_out", "d_out", CLATTN_ERROR_NULL_ARGUMENT}};
+    for (int i = 0; i < 4; i++) {
+        clattn_mha_desc di = d;
+        clattn_mha_host_grads gi = g;
+        di.x_dtype = i == 0 ? CLATTN_FLOAT16 : CLATTN_FLOAT32;
+        gi.d_w_o = i == 1 ? dw : NULL;
+        gi.d_kv = i == 2 ? dw : NULL;
+        const clattn_status st = clattn_mha_backward_host(ctx, &di, x, NULL, &w, NULL, i == 3 ? NULL : x, &gi);
+        ck_assert_msg(st == expect[i].want && strstr(clattn_last_error(ctx), expect[i].needle), "%s: %s: %s: %s",
+                      tu_label(), expect[i].what, clattn_status_string(st), clattn_last_error(ctx));
+    }
+    ck_assert_msg(tu_host_all_sentinel(dx, 32) && tu_host_all_sentinel(dw, 64), "%s: a refused call wrote", tu_label());
+    cl_mem b[6];
+    for (int i = 0; i < 6; i++)
+        b[i] = tu_dev_alloc_exact(ctx, i == 5 ? 31 : 64, NULL);
+    clattn_mha_weights dwts = CLATTN_MHA_WEIGHTS_INIT;
+    dwts.w_q = dwts.w_k = dwts.w_v = b[1];
+    clattn_mha_grads dg = CLATTN_MHA_GRADS_INIT;
+    dg.d_x = b[5];
+    const clattn_status st = clattn_mha_backward(ctx, &d, b[0], NULL, &dwts, NULL, b[2], &dg);
+    ck_assert_msg(st == CLATTN_ERROR_BUFFER_TOO_SMALL && strstr(clattn_last_error(ctx), "d_x"), "%s: %s: %s", tu_label(),
+                  clattn_status_string(st), clattn_last_error(ctx));
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("backward");
     tu_add_loop(s, "table", test_table, NCASES * tu_ndev);
     tu_add_loop(s, "refusals", test_buffers_and_refusals, tu_ndev);
+    tu_add_loop(s, "layer", test_layer, NLAYER * tu_ndev);
+    tu_add_loop(s, "layer refusals", test_layer_refusals, tu_ndev);
     return s;
 }
 

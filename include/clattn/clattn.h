@@ -956,6 +956,51 @@ CLATTN_API clattn_status clattn_mha_host(clattn_context *ctx, const clattn_mha_d
                                          const clattn_mha_host_weights *weights, const void *mask,
                                          void *out, float *attn_weights);
 
+/* The gradients of a layer (since 0.11; start from CLATTN_MHA_GRADS_INIT): device buffers in the shapes
+ * of what they are gradients of — d_x (B,L,model_dim), d_kv (B,S,kv_dim; cross-attention only), d_w_q …
+ * d_b_o as the weights and biases (a bias's gradient whether or not the layer has the bias). NULL: not
+ * wanted (d_w_o and d_b_o need W_O; d_kv needs a kv input). */
+typedef struct clattn_mha_grads {
+    size_t struct_size; /* sizeof(clattn_mha_grads), set by CLATTN_MHA_GRADS_INIT */
+    cl_mem d_x, d_kv;
+    cl_mem d_w_q, d_b_q;
+    cl_mem d_w_k, d_b_k;
+    cl_mem d_w_v, d_b_v;
+    cl_mem d_w_o, d_b_o;
+} clattn_mha_grads;
+
+#define CLATTN_MHA_GRADS_INIT { sizeof(clattn_mha_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+
+/* The same in host memory (float arrays). */
+typedef struct clattn_mha_host_grads {
+    size_t struct_size; /* sizeof(clattn_mha_host_grads), set by CLATTN_MHA_HOST_GRADS_INIT */
+    float *d_x, *d_kv;
+    float *d_w_q, *d_b_q;
+    float *d_w_k, *d_b_k;
+    float *d_w_v, *d_b_v;
+    float *d_w_o, *d_b_o;
+} clattn_mha_host_grads;
+
+#define CLATTN_MHA_HOST_GRADS_INIT { sizeof(clattn_mha_host_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
+
+/* The layer's backward pass (since 0.11): given the forward's inputs (the same desc, x, kv, weights and
+ * mask as clattn_mha) and d_out, the loss's gradient with respect to its output (B,L,out_dim) — or
+ * (B,L,H·Dv) without W_O — the gradients `grads` asks for. The forward is recomputed inside (its
+ * projections and attention with the log-sum-exps, kept as temporaries), then
+ *   dC = d_out·W_Oᵀ, dW_O = Cᵀ·d_out, db_O = Σ_rows d_out          (C the heads' concatenation)
+ *   dQ, dK, dV = clattn_sdpa_backward(Q, K, V, C, lse, dC)          (per head)
+ *   dW_Q = Xᵀ·dQ, db_Q = Σ_rows dQ, dX = dQ·W_Qᵀ (+ dK·W_Kᵀ + dV·W_Vᵀ for self-attention; else into dKV)
+ * — every sum in a fixed order (the same inputs give the same bits). float32 tensors only (others:
+ * CLATTN_ERROR_INVALID_VALUE, naming the type); the attention's limits are clattn_sdpa_backward's. */
+CLATTN_API clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *desc, cl_mem x, cl_mem kv,
+                                             const clattn_mha_weights *weights, cl_mem mask, cl_mem d_out,
+                                             const clattn_mha_grads *grads);
+/* Host-memory variant of clattn_mha_backward: float arrays, blocking, all or nothing. */
+CLATTN_API clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x,
+                                                  const float *kv, const clattn_mha_host_weights *weights,
+                                                  const void *mask, const float *d_out,
+                                                  const clattn_mha_host_grads *grads);
+
 /* ---------------------------------------------------------------------------------------------- */
 /* The four stages, each callable alone (what clattn_sdpa and clattn_mha are made of)              */
 /* ---------------------------------------------------------------------------------------------- */

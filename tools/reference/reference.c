@@ -425,3 +425,98 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
     free(oh);
     free(cat);
 }
+
+/* y = x·w + b's gradients for dy (rows × out): dx += dy·wᵀ (NULL: not wanted), dw = xᵀ·dy, db = Σ_rows dy. */
+static void ref_linear_backward(size_t rows, size_t in, size_t out, const double *x, const float *w, const double *dy,
+                                double *dx, double *dw, double *db)
+{
+    for (size_t r = 0; r < rows && dx; r++)
+        for (size_t i = 0; i < in; i++) {
+            double sum = 0.0;
+            for (size_t c = 0; c < out; c++)
+                sum += dy[r * out + c] * (double)w[i * out + c];
+            dx[r * in + i] += sum;
+        }
+    for (size_t i = 0; i < in; i++)
+        for (size_t c = 0; c < out; c++) {
+            double sum = 0.0;
+            for (size_t r = 0; r < rows; r++)
+                sum += x[r * in + i] * dy[r * out + c];
+            dw[i * out + c] = sum;
+        }
+    for (size_t c = 0; c < out; c++) {
+        double sum = 0.0;
+        for (size_t r = 0; r < rows; r++)
+            sum += dy[r * out + c];
+        db[c] = sum;
+    }
+}
+
+/* (B, rows, heads·D) ↔ (B, heads, rows, D): to_heads 1 splits, 0 merges. */
+static void ref_heads(size_t B, size_t rows, size_t heads, size_t D, const double *from, double *to, int to_heads)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < heads; h++)
+            for (size_t i = 0; i < rows; i++)
+                for (size_t t = 0; t < D; t++) {
+                    const size_t split = ((b * heads + h) * rows + i) * D + t, merged = (b * rows + i) * heads * D + h * D + t;
+                    if (to_heads)
+                        to[split] = from[merged];
+                    else
+                        to[merged] = from[split];
+                }
+}
+
+void ref_mha_backward(const clattn_mha_desc *d, const float *x, const float *kv, const clattn_mha_host_weights *w,
+                      const float *mask, const float *d_out, const ref_mha_grads *g)
+{
+    const size_t B = d->batch, L = d->q_len, S = kv ? d->kv_len : d->q_len;
+    const size_t dm = d->model_dim, dkv = kv ? (d->kv_dim ? d->kv_dim : dm) : dm;
+    const size_t H = d->heads, Dqk = d->qk_dim, Dv = d->v_dim ? d->v_dim : d->qk_dim;
+    const size_t N = d->kv_heads ? d->kv_heads : H, od = d->out_dim ? d->out_dim : dm;
+    const size_t hk = H * Dqk, hv = H * Dv, nk = N * Dqk, nv = N * Dv;
+    double *xq = to_double(x, B * L * dm), *xkv = to_double(kv ? kv : x, B * S * dkv);
+    double *buf[12];
+    const size_t sizes[12] = {B * L * hk, B * S * nk, B * S * nv, B * L * hk, B * S * nk, B * S * nv,
+                              B * H * L * Dv, B * L * hv, B * L * hv, B * H * L * Dv, B * L * hk, B * S * (nk + nv)};
+    for (int i = 0; i < 12; i++)
+        if (!(buf[i] = calloc(sizes[i] ? sizes[i] : 1, sizeof(double))))
+            abort();
+    double *qf = buf[0], *kf = buf[1], *vf = buf[2], *qh = buf[3], *kh = buf[4], *vh = buf[5], *oh = buf[6];
+    double *cat = buf[7], *dcat = buf[8], *doh = buf[9], *dqh = buf[10], *dkvh = buf[11];
+    double *dkh = dkvh, *dvh = dkvh + B * S * nk;
+    ref_matmul_d(B * L, dm, hk, xq, w->w_q, w->b_q, qf);
+    ref_matmul_d(B * S, dkv, nk, xkv, w->w_k, w->b_k, kf);
+    ref_matmul_d(B * S, dkv, nv, xkv, w->w_v, w->b_v, vf);
+    ref_heads(B, L, H, Dqk, qf, qh, 1);
+    ref_heads(B, S, N, Dqk, kf, kh, 1);
+    ref_heads(B, S, N, Dv, vf, vh, 1);
+    clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
+    sd.batch = B, sd.heads = H, sd.q_len = L, sd.kv_len = S, sd.qk_dim = Dqk, sd.v_dim = Dv, sd.scale = d->scale;
+    sd.masks = d->masks, sd.softcap = d->softcap, sd.kv_heads = N, sd.sinks = d->sinks, sd.alibi_slopes = d->alibi_slopes;
+    ref_sdpa_d(&sd, qh, kh, vh, mask, oh, NULL, NULL);
+    ref_heads(B, L, H, Dv, oh, cat, 0);
+    double *dy = to_double(d_out, B * L * (w->w_o ? od : hv));
+    if (w->w_o) /* dcat = dy·W_Oᵀ, dW_O = catᵀ·dy, db_O */
+        ref_linear_backward(B * L, hv, od, cat, w->w_o, dy, dcat, g->d_w_o, g->d_b_o);
+    else
+        memcpy(dcat, dy, B * L * hv * sizeof *dcat);
+    ref_heads(B, L, H, Dv, dcat, doh, 1);
+    ref_sdpa_backward_d(&sd, NULL, NULL, qh, kh, vh, mask, doh, dqh, dkh, dvh, NULL);
+    /* the per-head gradients back to rows (reusing the forward's row buffers), then the projections' */
+    ref_heads(B, L, H, Dqk, dqh, qf, 0);
+    ref_heads(B, S, N, Dqk, dkh, kf, 0);
+    ref_heads(B, S, N, Dv, dvh, vf, 0);
+    memset(g->d_x, 0, B * L * dm * sizeof *g->d_x);
+    double *d_kv_in = kv ? g->d_kv : g->d_x;
+    if (kv)
+        memset(g->d_kv, 0, B * S * dkv * sizeof *g->d_kv);
+    ref_linear_backward(B * L, dm, hk, xq, w->w_q, qf, g->d_x, g->d_w_q, g->d_b_q);
+    ref_linear_backward(B * S, dkv, nk, xkv, w->w_k, kf, d_kv_in, g->d_w_k, g->d_b_k);
+    ref_linear_backward(B * S, dkv, nv, xkv, w->w_v, vf, d_kv_in, g->d_w_v, g->d_b_v);
+    for (int i = 0; i < 12; i++)
+        free(buf[i]);
+    free(xq);
+    free(xkv);
+    free(dy);
+}

@@ -121,4 +121,14 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
              const clattn_mha_host_weights *w, const float *mask, double *out,
              double *attn_weights);
 
+/* The gradients of ref_mha's layer for d_out (its output's gradient), every array wanted except d_kv
+ * (cross-attention only) and d_w_o, d_b_o (with W_O only): the forward in fp64, the output projection's
+ * gradients, ref_sdpa_backward_d per head, the input projections' (dX summed over Q, K and V for
+ * self-attention). */
+typedef struct ref_mha_grads {
+    double *d_x, *d_kv, *d_w_q, *d_b_q, *d_w_k, *d_b_k, *d_w_v, *d_b_v, *d_w_o, *d_b_o;
+} ref_mha_grads;
+void ref_mha_backward(const clattn_mha_desc *d, const float *x, const float *kv, const clattn_mha_host_weights *w,
+                      const float *mask, const float *d_out, const ref_mha_grads *g);
+
 #endif
