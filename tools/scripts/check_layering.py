@@ -54,8 +54,9 @@ ORDER = [
     "decode.h", "decode.c",            # the decode path: keys split over work-groups, then merged
     "sdpa.h", "sdpa.c",                # clattn_sdpa, the choice of path
     "partition_api.c",                 # clattn_partition_*: the primitive behind the whole call's checks
-    "backward.c",                      # clattn_sdpa_backward: the gradients (cl/backward.cl)
+    "backward.h", "backward.c",        # clattn_sdpa_backward: the gradients (cl/backward*.cl)
     "mha.h", "mha.c",                  # clattn_mha
+    "mha_backward.c",                  # clattn_mha_backward: the layer's gradients (cl/layer_backward.cl)
     "tune.c",                          # clattn_tune: every family's candidates measured, the choices recorded
     "merge.c",                         # clattn_merge: partial results over disjoint key sets combined
     "kvcache.h", "kvcache.c",          # KV caches the application owns: appends, ONNX past/present
