@@ -3,6 +3,7 @@
  * gradients on the host from D and the log-sum-exps. */
 #include "backward.h"
 #include "context.h"
+#include "convert.h"
 #include "error.h"
 #include "masks.h"
 #include "mods.h"
@@ -21,9 +22,8 @@ static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 /* What the backward pass does not take yet, checked before anything runs (NULL: nothing). */
 const char *sdpa_backward_not_yet(const sdpa_shape *s)
 {
-    if (s->types.q != CLATTN_FLOAT32 || s->types.k != CLATTN_FLOAT32 || s->types.v != CLATTN_FLOAT32 ||
-        s->types.o != CLATTN_FLOAT32)
-        return "desc's storage types: the backward pass takes float32 tensors (not yet others)";
+    if (s->types.k == CLATTN_INT8 || s->types.v == CLATTN_INT8)
+        return "desc's storage types: an int8 K or V (a quantised cache) has no gradient";
     if (s->desc.mods && mods_has_score(s->desc.mods) && !mods_has_score_grad(s->desc.mods))
         return "desc.mods defines score_mod but not score_mod_grad, its derivative: the gradient through it needs it";
     if (s->softmax_double)
@@ -104,8 +104,10 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
     return kernel_launch_auto(ctx, &a, "backward dQ sum", 1, elems);
 }
 
-clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,
-                                cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv, float *dsinks)
+/* The pass on float32 tensors. */
+static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k,
+                                     cl_mem v, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
+                                     float *dsinks)
 {
     clattn_status st;
     device_masks masks;
@@ -140,6 +142,35 @@ clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem
     return dsinks && s->sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
 }
 
+clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,
+                                cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv, float *dsinks)
+{
+    /* Tensors stored in 16-bit types: widened to float temporaries (dO in the output's type), the pass
+     * run on floats, and the gradients rounded into their inputs' types. */
+    const cl_mem given[5] = {q, k, v, out, dout};
+    cl_mem in[5] = {q, k, v, out, dout}, grad[3] = {dq, dk, dv};
+    const clattn_dtype in_types[5] = {s->types.q, s->types.k, s->types.v, s->types.o, s->types.o};
+    const size_t in_elems[5] = {s->q_elems, s->k_elems, s->v_elems, s->out_elems, s->out_elems};
+    const scratch_slot in_slots[5] = {SCRATCH_WIDE_Q, SCRATCH_WIDE_K, SCRATCH_WIDE_V, SCRATCH_WIDE_O,
+                                      SCRATCH_WIDE_DOUT};
+    const scratch_slot grad_slots[3] = {SCRATCH_GRAD_Q, SCRATCH_GRAD_K, SCRATCH_GRAD_V};
+    clattn_status st = CLATTN_SUCCESS;
+    for (int i = 0; i < 5 && st == CLATTN_SUCCESS; i++)
+        if (in_types[i] != CLATTN_FLOAT32 &&
+            (st = scratch_get(ctx, in_slots[i], in_elems[i] * sizeof(float), &in[i])) == CLATTN_SUCCESS)
+            st = convert_elements(ctx, given[i], in_types[i], NULL, 1, in[i], CLATTN_FLOAT32, in_elems[i]);
+    for (int i = 0; i < 3 && st == CLATTN_SUCCESS; i++)
+        if (in_types[i] != CLATTN_FLOAT32)
+            st = scratch_get(ctx, grad_slots[i], in_elems[i] * sizeof(float), &grad[i]);
+    if (st == CLATTN_SUCCESS)
+        st = backward_floats(ctx, s, mask, in[0], in[1], in[2], in[3], lse, in[4], grad[0], grad[1], grad[2], dsinks);
+    const cl_mem user_grad[3] = {dq, dk, dv};
+    for (int i = 0; i < 3 && st == CLATTN_SUCCESS; i++)
+        if (in_types[i] != CLATTN_FLOAT32)
+            st = convert_elements(ctx, grad[i], CLATTN_FLOAT32, NULL, 1, user_grad[i], in_types[i], in_elems[i]);
+    return st;
+}
+
 clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
                                    cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv,
                                    float *dsinks)
@@ -158,12 +189,15 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
     const struct {
         cl_mem mem;
         size_t elems;
+        clattn_dtype type;
         const char *name;
-    } tensors[] = {{q, s.q_elems, "q"},       {k, s.k_elems, "k"},     {v, s.v_elems, "v"},
-                   {out, s.out_elems, "out"}, {lse, s.lse_elems, "lse"}, {dout, s.out_elems, "dout"},
-                   {dq, s.q_elems, "dq"},     {dk, s.k_elems, "dk"},   {dv, s.v_elems, "dv"}};
+    } tensors[] = {{q, s.q_elems, s.types.q, "q"},         {k, s.k_elems, s.types.k, "k"},
+                   {v, s.v_elems, s.types.v, "v"},         {out, s.out_elems, s.types.o, "out"},
+                   {lse, s.lse_elems, CLATTN_FLOAT32, "lse"}, {dout, s.out_elems, s.types.o, "dout"},
+                   {dq, s.q_elems, s.types.q, "dq"},       {dk, s.k_elems, s.types.k, "dk"},
+                   {dv, s.v_elems, s.types.v, "dv"}};
     for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
-        if ((st = check_buffer(ctx, tensors[i].mem, tensors[i].elems, sizeof(float), tensors[i].name)) != CLATTN_SUCCESS)
+        if ((st = check_tensor(ctx, tensors[i].mem, tensors[i].elems, tensors[i].type, tensors[i].name)) != CLATTN_SUCCESS)
             return st;
     if (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS)
         return st;

@@ -184,9 +184,9 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
     return host_tensors_finish(ctx, t, n, st);
 }
 
-clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q, const float *k,
-                                        const float *v, const void *mask, const float *out, const float *lse,
-                                        const float *dout, float *dq, float *dk, float *dv, float *dsinks)
+clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const void *q, const void *k,
+                                        const void *v, const void *mask, const void *out, const float *lse,
+                                        const void *dout, void *dq, void *dk, void *dv, float *dsinks)
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
@@ -197,12 +197,14 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
                         : !dout ? "dout" : !dq ? "dq" : !dk ? "dk" : !dv ? "dv" : NULL;
     if (missing)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL", missing);
+    const size_t qb = dtype_bytes(s.types.q), kb = dtype_bytes(s.types.k), vb = dtype_bytes(s.types.v),
+                 ob = dtype_bytes(s.types.o);
     host_tensor t[] = {
-        {q, NULL, s.q_elems, "q", NULL, 0},        {k, NULL, s.k_elems, "k", NULL, 0},
-        {v, NULL, s.v_elems, "v", NULL, 0},        {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
-        {out, NULL, s.out_elems, "out", NULL, 0},  {lse, NULL, s.lse_elems, "lse", NULL, 0},
-        {dout, NULL, s.out_elems, "dout", NULL, 0}, {NULL, dq, s.q_elems, "dq", NULL, 0},
-        {NULL, dk, s.k_elems, "dk", NULL, 0},      {NULL, dv, s.v_elems, "dv", NULL, 0},
+        {q, NULL, s.q_elems, "q", NULL, qb},         {k, NULL, s.k_elems, "k", NULL, kb},
+        {v, NULL, s.v_elems, "v", NULL, vb},         {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
+        {out, NULL, s.out_elems, "out", NULL, ob},   {lse, NULL, s.lse_elems, "lse", NULL, 0},
+        {dout, NULL, s.out_elems, "dout", NULL, ob}, {NULL, dq, s.q_elems, "dq", NULL, qb},
+        {NULL, dk, s.k_elems, "dk", NULL, kb},       {NULL, dv, s.v_elems, "dv", NULL, vb},
     };
     const size_t n = sizeof t / sizeof t[0];
     float *sinks = dsinks && s.sinks ? malloc(s.heads * sizeof *sinks) : NULL; /* (written only on success) */

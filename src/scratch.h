@@ -30,6 +30,10 @@ typedef enum scratch_slot {
     SCRATCH_WIDE_O,
     SCRATCH_DELTA,       /* the backward pass's D_i = dO_i·O_i per query row */
     SCRATCH_DQ_CHUNKS,   /* its keys-in-lanes kernel's dQ, one copy per chunk of keys */
+    SCRATCH_WIDE_DOUT,   /* its dO as floats, and its gradients as floats, where they are stored in */
+    SCRATCH_GRAD_Q,      /* another type */
+    SCRATCH_GRAD_K,
+    SCRATCH_GRAD_V,
     SCRATCH_COUNT
 } scratch_slot;
 

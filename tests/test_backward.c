@@ -1,17 +1,20 @@
 /*
- * The backward pass (clattn_sdpa_backward, clattn_sdpa_backward_host; issue 27's first steps) on every
- * device against the fp64 reference backward (tools/reference: ref_sdpa_backward, itself checked against
- * finite differences by test_reference_backward):
- *   table:       odd shapes and every variant of the forward — causal of both kinds (rows that see no key:
- *                zero gradient), query offsets, key lengths, a window, additive float and bool masks,
- *                grouped-query heads (dK, dV summed over a group), soft-capping, logit scales, ALiBi,
- *                sinks (their gradients), a scale, a document mask_mod and its block mask, a non-linear
- *                score_mod with its derivative score_mod_grad — the forward run
- *                first (out, lse), then dQ, dK, dV within the gradients' tolerance;
+ * The backward pass on every device against the fp64 reference backward (tools/reference:
+ * ref_sdpa_backward, itself checked against finite differences by test_reference_backward):
+ *   table:       clattn_sdpa_backward(_host) on odd shapes and every variant of the forward — causal of
+ *                both kinds (rows that see no key: zero gradient), query offsets, key lengths, a window,
+ *                additive float and bool masks, grouped-query heads (dK, dV summed over a group),
+ *                soft-capping, logit scales, ALiBi, sinks (their gradients), a scale, a document mask_mod
+ *                and its block mask, a non-linear score_mod with its derivative score_mod_grad, several
+ *                key tiles and chunks, float16 and bfloat16 storage — the forward run first (out, lse),
+ *                then dQ, dK, dV within the gradients' tolerance;
  *   determinism: two runs give the same bits;
  *   buffers:     the cl_mem entry point, a buffer too small refused naming it;
- *   refusals:    a missing lse, float16 tensors, a score_mod without score_mod_grad — each a status naming
- *                it, nothing written.
+ *   refusals:    a missing lse, an int8 K, a score_mod without score_mod_grad — each a status naming
+ *                it, nothing written;
+ *   layer:       clattn_mha_backward_host (self- and cross-attention, GQA, with and without W_O and the
+ *                biases, causal, key lengths, a float mask) against ref_mha_backward, every gradient,
+ *                twice with the same bits; its refusals.
  */
 #include "test_util.h"
 
@@ -26,24 +29,30 @@ typedef struct bcase {
     size_t B, H, KVH, L, S, D, Dv;
     clattn_causal causal;
     int offsets, key_lengths, window, mask, softcap, logit_scale, alibi, sinks, scale, documents, score_mod;
+    clattn_dtype type; /* Q, K, V, O, dO and the gradients stored as (0: float32) */
 } bcase;
 
 static const bcase cases[] = {
-    {"plain, B 2, H 2, L 37, S 41", 2, 2, 2, 37, 41, 24, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"causal top-left, GQA 4/2, D 64", 1, 4, 2, 33, 33, 64, 64, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"bottom-right L 19 > S 11 (rows seeing no key)", 2, 1, 1, 19, 11, 8, 8, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"decode rows: L 3 at offsets, key lengths, window", 2, 2, 1, 3, 70, 32, 16, TL, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"float mask with hidden entries, scale 0.3", 1, 3, 3, 17, 23, 16, 24, NONE, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
-    {"bool mask", 2, 2, 2, 9, 14, 8, 8, NONE, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0},
-    {"soft-capping and logit scales", 2, 3, 3, 13, 29, 16, 16, NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0},
-    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0},
-    {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0},
-    {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0},
+    {"plain, B 2, H 2, L 37, S 41", 2, 2, 2, 37, 41, 24, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"causal top-left, GQA 4/2, D 64", 1, 4, 2, 33, 33, 64, 64, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"bottom-right L 19 > S 11 (rows seeing no key)", 2, 1, 1, 19, 11, 8, 8, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"decode rows: L 3 at offsets, key lengths, window", 2, 2, 1, 3, 70, 32, 16, TL, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"float mask with hidden entries, scale 0.3", 1, 3, 3, 17, 23, 16, 24, NONE, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0},
+    {"bool mask", 2, 2, 2, 9, 14, 8, 8, NONE, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"soft-capping and logit scales", 2, 3, 3, 13, 29, 16, 16, NONE, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0},
+    {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
+    {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
+    {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
     /* Several key tiles and chunks, a row step's tail, head sizes below their padding. */
-    {"tiles: bottom-right L 67 < S 100, GQA 2/1, D 64", 1, 2, 1, 67, 100, 64, 64, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"tiles: B 3, L 45, S 77, D 40, Dv 24, key lengths", 3, 1, 1, 45, 77, 40, 24, NONE, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tiles: bottom-right L 67 < S 100, GQA 2/1, D 64", 1, 2, 1, 67, 100, 64, 64, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tiles: B 3, L 45, S 77, D 40, Dv 24, key lengths", 3, 1, 1, 45, 77, 40, 24, NONE, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    /* Storage types: every tensor but lse in the type, the gradients written in it. */
+    {"float16, causal, GQA 2/1, several tiles", 1, 2, 1, 40, 71, 32, 16, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+     CLATTN_FLOAT16},
+    {"bfloat16, key lengths, soft-capping", 2, 2, 2, 17, 23, 16, 16, NONE, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0,
+     CLATTN_BFLOAT16},
     {"score_mod s + 0.3·sin(s)·(h + 1) with score_mod_grad, soft-capping, GQA 4/2, causal", 2, 4, 2, 15, 19, 16, 8, TL,
-     0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1},
+     0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1, 0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -57,20 +66,29 @@ static int ref_documents(int b, int h, long long q, long long k, const void *u)
 }
 
 /* The gradients' tolerance: each is a sum over up to L (or S) pairs of float products, so the bound
- * scales with the tensor's largest entry: |got − ref| ≤ 1e-5 + 2e-4·max|ref| + 1e-4·|ref|. */
-static void check_gradient(const char *what, const float *got, const double *ref, size_t n)
+ * scales with the tensor's largest entry: |got − ref| ≤ 1e-5 + 2e-4·max|ref| + 1e-4·|ref|. Stored in a
+ * 16-bit type, the forward's output (which D = dO·O reads) and each gradient are rounded too: a unit
+ * in the last place of the type, relative (2^-10 for float16, 2^-7 for bfloat16), on both terms. */
+static void check_gradient_typed(const char *what, const float *got, const double *ref, size_t n, clattn_dtype type)
 {
+    const double ulp = type == CLATTN_FLOAT16 ? 0x1p-10 : type == CLATTN_BFLOAT16 ? 0x1p-7 : 0.0;
     double largest = 0.0, worst = 0.0;
     for (size_t i = 0; i < n; i++)
         largest = fmax(largest, fabs(ref[i]));
     for (size_t i = 0; i < n; i++) {
-        const double err = fabs((double)got[i] - ref[i]), bound = 1e-5 + 2e-4 * largest + 1e-4 * fabs(ref[i]);
+        const double err = fabs((double)got[i] - ref[i]),
+                     bound = 1e-5 + (2e-4 + 4 * ulp) * largest + (1e-4 + ulp) * fabs(ref[i]);
         ck_assert_msg(isfinite(got[i]) && err <= bound, "%s: %s[%zu] = %.9g, fp64 reference %.12g (|err| %.3g > %.3g)",
                       tu_label(), what, i, (double)got[i], ref[i], err, bound);
         worst = fmax(worst, err);
     }
     if (worst > tu_max_abs_err)
         tu_max_abs_err = worst;
+}
+
+static void check_gradient(const char *what, const float *got, const double *ref, size_t n)
+{
+    check_gradient_typed(what, got, ref, n, CLATTN_FLOAT32);
 }
 
 /* One case's call: the descriptor with its masks and terms (arrays kept in `keep`). */
@@ -162,6 +180,38 @@ static unsigned char *bool_of(const float *mask, size_t n)
     return b;
 }
 
+/* A case in a 16-bit storage type, on device buffers of exactly the typed tensors' sizes: the forward
+ * (out in the type, lse float32), then the backward, its gradients read back in the type and widened. */
+static void test_typed(clattn_context *ctx, const bcase *c, call *x, const float *q, const float *k, const float *v,
+                       const float *dout, const void *mask, const float *ref_mask)
+{
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nv = c->B * c->KVH * c->S * c->Dv;
+    const size_t no = c->B * c->H * c->L * c->Dv, nl = c->B * c->H * c->L;
+    x->d.q_dtype = x->d.k_dtype = x->d.v_dtype = x->d.out_dtype = c->type;
+    const tu_typed tq = tu_typed_make(c->type, q, nq, c->D), tk = tu_typed_make(c->type, k, nk, c->D),
+                   tv = tu_typed_make(c->type, v, nv, c->Dv), tdo = tu_typed_make(c->type, dout, no, c->Dv);
+    const size_t bytes = c->type == CLATTN_FLOAT32 ? 4 : 2;
+    cl_mem bq = tu_typed_upload(ctx, &tq), bk = tu_typed_upload(ctx, &tk), bv = tu_typed_upload(ctx, &tv);
+    cl_mem bdo = tu_typed_upload(ctx, &tdo), bo = tu_dev_alloc_exact(ctx, (no * bytes + 3) / 4, NULL);
+    cl_mem bl = tu_dev_alloc_exact(ctx, nl, NULL), bmask = mask ? tu_dev_alloc(ctx, c->B * c->H * c->L * c->S, mask) : NULL;
+    cl_mem g[3] = {tu_dev_alloc_exact(ctx, (nq * bytes + 3) / 4, NULL), tu_dev_alloc_exact(ctx, (nk * bytes + 3) / 4, NULL),
+                   tu_dev_alloc_exact(ctx, (nv * bytes + 3) / 4, NULL)};
+    TU_ASSERT_OK(clattn_sdpa(ctx, &x->d, bq, bk, bv, bmask, bo, NULL, bl), ctx, "the typed forward");
+    TU_ASSERT_OK(clattn_sdpa_backward(ctx, &x->d, bq, bk, bv, bmask, bo, bl, bdo, g[0], g[1], g[2], NULL), ctx,
+                 "the typed backward");
+    double *rq = tu_dalloc(nq), *rk = tu_dalloc(nk), *rv = tu_dalloc(nv);
+    clattn_sdpa_desc rd = x->d;
+    clattn_masks rmasks = x->m;
+    rmasks.mask_type = CLATTN_MASK_FLOAT;
+    rd.masks = &rmasks;
+    rd.q_dtype = rd.k_dtype = rd.v_dtype = rd.out_dtype = CLATTN_FLOAT32;
+    ref_sdpa_backward(&rd, NULL, NULL, tq.values, tk.values, tv.values, ref_mask, tdo.values, rq, rk, rv, NULL);
+    check_gradient_typed("dq", tu_typed_read(ctx, g[0], c->type, nq), rq, nq, c->type);
+    check_gradient_typed("dk", tu_typed_read(ctx, g[1], c->type, nk), rk, nk, c->type);
+    check_gradient_typed("dv", tu_typed_read(ctx, g[2], c->type, nv), rv, nv, c->type);
+    free_call(x);
+}
+
 START_TEST(test_table)
 {
     const size_t ci = TU_CASE(_i), dev = TU_DEVICE(_i);
@@ -187,6 +237,8 @@ START_TEST(test_table)
             ref_mask[i] = ref_mask[i] == -INFINITY ? -INFINITY : 0.0f;
         x.m.mask_type = CLATTN_MASK_BOOL;
     }
+    if (c->type) /* 16-bit tensors: the reference reads their rounded values */
+        return test_typed(ctx, c, &x, q, k, v, dout, mask, ref_mask);
     float *out = tu_host_alloc(no, NULL), *lse = tu_host_alloc(nl, NULL);
     TU_ASSERT_OK(clattn_sdpa_host(ctx, &x.d, q, k, v, mask, out, NULL, lse), ctx, "the forward");
     float *dq = tu_host_alloc(nq, NULL), *dk = tu_host_alloc(nk, NULL), *dv = tu_host_alloc(nv, NULL), dsinks[4];
@@ -232,11 +284,11 @@ START_TEST(test_buffers_and_refusals)
     clattn_status st = clattn_sdpa_backward_host(ctx, &d, x, x, x, NULL, x, NULL, x, dq, dk, dv, NULL);
     ck_assert_msg(st == CLATTN_ERROR_NULL_ARGUMENT && strstr(clattn_last_error(ctx), "lse"), "%s: %s",
                   clattn_status_string(st), clattn_last_error(ctx));
-    d.q_dtype = CLATTN_FLOAT16;
+    d.k_dtype = CLATTN_INT8; /* a quantised cache: no gradient */
     st = clattn_sdpa_backward_host(ctx, &d, x, x, x, NULL, x, lse, x, dq, dk, dv, NULL);
-    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "float32"), "%s: %s",
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "int8"), "%s: %s",
                   clattn_status_string(st), clattn_last_error(ctx));
-    d.q_dtype = CLATTN_FLOAT32;
+    d.k_dtype = CLATTN_FLOAT32;
     clattn_mods_desc md = CLATTN_MODS_DESC_INIT;
     md.source = "float score_mod(float s, int b, int h, long q, long k) { return 2.0f * s; }\n";
     clattn_mods *mods = NULL;

@@ -842,16 +842,19 @@ CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa
  * desc and mask. Every mask, window, key length, ALiBi slope and mask_mod acts as in the forward (no
  * gradient of its own); soft-capping, logit scales and a score_mod (through its score_mod_grad) are
  * differentiated; with desc.sinks, dsinks (heads floats on the host; NULL: not wanted) receives each
- * sink logit's gradient. Not yet (refused, CLATTN_ERROR_INVALID_VALUE): storage types other than float32,
- * a score_mod without score_mod_grad, the double softmax, head sizes above 512. */
+ * sink logit's gradient. Storage types (since 0.11): q, k, v and their gradients in desc's q/k/v_dtype,
+ * out and dout in out_dtype (float32, float16 or bfloat16; accumulation in float32); lse float32.
+ * Refused (CLATTN_ERROR_INVALID_VALUE): an int8 K or V, a score_mod without score_mod_grad, the double
+ * softmax, head sizes above 512. */
 CLATTN_API clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k,
                                               cl_mem v, cl_mem mask, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq,
                                               cl_mem dk, cl_mem dv, float *dsinks);
-/* Host-memory variant of clattn_sdpa_backward: host arrays, blocking, all or nothing. */
-CLATTN_API clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const float *q,
-                                                   const float *k, const float *v, const void *mask, const float *out,
-                                                   const float *lse, const float *dout, float *dq, float *dk,
-                                                   float *dv, float *dsinks);
+/* Host-memory variant of clattn_sdpa_backward: host arrays in desc's storage types (float arrays by
+ * default; void * since 0.11), blocking, all or nothing. */
+CLATTN_API clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const void *q,
+                                                   const void *k, const void *v, const void *mask, const void *out,
+                                                   const float *lse, const void *dout, void *dq, void *dk, void *dv,
+                                                   float *dsinks);
 
 /* Host-memory variant of clattn_sdpa_ragged (since 0.6.2): the packed q, k, v, mask, out and lse as host
  * arrays of the sizes the ragged call gives (q: q_starts[B] rows × H × Dqk, …), blocking, all or nothing.
