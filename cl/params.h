@@ -248,6 +248,11 @@
 #define CLATTN_BACKWARD_LANES_PARAMS(X)                                                                      \
     CLATTN_BACKWARD_PARAMS(X)                                                                                \
     X(ALL, ULONG, ulong, chunk_keys, 0)
+/* cl/backward_staged.cl: the same with the (B, H, L, S) weights and their gradients in memory. */
+#define CLATTN_BACKWARD_STAGED_PARAMS(X)                                                                     \
+    CLATTN_BACKWARD_PARAMS(X)                                                                                \
+    X(ALL, MEM, __global float *, probs, 0)                                                                  \
+    X(ALL, MEM, __global float *, dscores, 0)
 #define CLATTN_BACKWARD_DQ_SUM_PARAMS(X)                                                                     \
     X(ALL, MEM, __global const float *, parts, 0)                                                            \
     X(ALL, MEM, __global float *, grad_q, 0)                                                                 \

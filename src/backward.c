@@ -72,6 +72,30 @@ static clattn_status row_by_row(clattn_context *ctx, const sdpa_shape *s, const 
     return kernel_launch_auto(ctx, &a, "backward dQ", 2, queries_global);
 }
 
+/* The staged variant (desc.algorithm CLATTN_ALGORITHM_STAGED; cl/backward_staged.cl): P and dS as
+ * (B, H, L, S) matrices, then dQ, dK, dV from them, an element a work-item. */
+static clattn_status staged(clattn_context *ctx, const sdpa_shape *s, const family_build *fb, backward_params *p)
+{
+    clattn_status st;
+    if ((st = check_alloc(ctx, s->weight_elems, "the staged backward's weights")) != CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_SCORES, s->weight_elems * sizeof(float), &p->probs)) != CLATTN_SUCCESS ||
+        (st = scratch_get(ctx, SCRATCH_DSCORES, s->weight_elems * sizeof(float), &p->dscores)) != CLATTN_SUCCESS)
+        return st;
+    const kernel_params *tables[3] = {&params_backward_staged_weights, &params_backward_staged_dq,
+                                      &params_backward_staged_dkdv};
+    const char *names[3] = {"backward P dS (staged)", "backward dQ (staged)", "backward dK dV (staged)"};
+    const size_t d_max = s->qk_dim > s->v_dim ? s->qk_dim : s->v_dim;
+    const size_t grids[3][3] = {{s->kv_len, s->q_len, s->batch * s->heads},
+                                {s->qk_dim, s->q_len, s->batch * s->heads},
+                                {d_max, s->kv_len, s->batch * s->kv_heads}};
+    for (int i = 0; i < 3 && st == CLATTN_SUCCESS; i++) {
+        kernel_args a = kernel_args_begin(fb->kernels[4 + i]);
+        params_bind(&a, tables[i], p, fb->features);
+        st = kernel_launch_auto(ctx, &a, names[i], 3, grids[i]);
+    }
+    return st;
+}
+
 /* Tiles of keys in the SIMD lanes (cl/backward_lanes.cl), a work-item per chunk of keys of a (batch, K/V
  * head): the whole sequence where the pairs alone give each compute unit two work-items, else as many
  * chunks as do (each with its own copy of dQ, summed in chunk order afterwards). */
@@ -92,7 +116,7 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
             return st;
         p->grad_q = parts;
     }
-    kernel_args a = kernel_args_begin(fb->kernels[4]);
+    kernel_args a = kernel_args_begin(fb->kernels[7]);
     params_bind(&a, &params_backward_lanes, p, fb->features);
     const size_t global[2] = {chunks, pairs}, local[2] = {1, 1};
     if ((st = kernel_launch(ctx, &a, "backward, keys in lanes", 2, global, local)) != CLATTN_SUCCESS || chunks == 1)
@@ -136,7 +160,9 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
                          .grad_k = dk, .grad_v = dv, .batch = s->batch, .heads = s->heads, .group = s->group,
                          .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale};
     PARAMS_SET_MASKS(backward_params, &p, &masks);
-    st = vec > 1 && fb->kernels[4] ? keys_in_lanes(ctx, s, fb, vec, &p) : row_by_row(ctx, s, fb, &p);
+    st = s->algorithm == CLATTN_ALGORITHM_STAGED ? staged(ctx, s, fb, &p)
+         : vec > 1 && fb->kernels[7]           ? keys_in_lanes(ctx, s, fb, vec, &p)
+                                               : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
         return st;
     return dsinks && s->sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;

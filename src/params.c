@@ -72,6 +72,11 @@ const kernel_params params_backward_delta = PARAM_TABLE("clattn_backward_delta",
 const kernel_params params_backward_dkdv = PARAM_TABLE("clattn_backward_dkdv", CLATTN_BACKWARD_PARAMS);
 const kernel_params params_backward_dq = PARAM_TABLE("clattn_backward_dq", CLATTN_BACKWARD_PARAMS);
 const kernel_params params_backward_lanes = PARAM_TABLE("clattn_backward_lanes", CLATTN_BACKWARD_LANES_PARAMS);
+const kernel_params params_backward_staged_weights =
+    PARAM_TABLE("clattn_backward_staged_weights", CLATTN_BACKWARD_STAGED_PARAMS);
+const kernel_params params_backward_staged_dq = PARAM_TABLE("clattn_backward_staged_dq", CLATTN_BACKWARD_STAGED_PARAMS);
+const kernel_params params_backward_staged_dkdv =
+    PARAM_TABLE("clattn_backward_staged_dkdv", CLATTN_BACKWARD_STAGED_PARAMS);
 #undef PARAM_STRUCT
 #define PARAM_STRUCT backward_dq_sum_params
 const kernel_params params_backward_dq_sum = PARAM_TABLE("clattn_backward_dq_sum", CLATTN_BACKWARD_DQ_SUM_PARAMS);
@@ -180,15 +185,17 @@ const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_ad
 const kernel_family family_block_mask = {"block mask", {"masks.cl", "block_mask.cl"}, 2, {&params_block_mask_build},
                                          1, 1, NULL};
 
-/* The backward pass (the masks file: the forward's scores, recomputed); the keys-in-lanes kernel exists
+/* The backward pass (the masks file: the forward's scores, recomputed); the keys-in-lanes kernel (the last) exists
  * where VEC > 1 (CPUs). */
 const kernel_family family_backward = {"backward",
-                                       {"masks.cl", "vec.cl", "backward.cl", "backward_lanes.cl"},
-                                       4,
-                                       {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
-                                        &params_backward_dq_sum, &params_backward_lanes},
+                                       {"masks.cl", "vec.cl", "backward.cl", "backward_lanes.cl", "backward_staged.cl"},
                                        5,
-                                       4,
+                                       {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
+                                        &params_backward_dq_sum, &params_backward_staged_weights,
+                                        &params_backward_staged_dq, &params_backward_staged_dkdv,
+                                        &params_backward_lanes},
+                                       8,
+                                       7,
                                        NULL};
 /* The layer's backward pass: its copies between layouts and its bias gradients. */
 const kernel_family family_layer_backward = {"layer backward", {"layer_backward.cl"}, 1,

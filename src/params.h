@@ -68,7 +68,12 @@ typedef struct gemm_params { CLATTN_GEMM_PARAMS(PARAM_FIELD) } gemm_params;
 typedef struct add_bias_params { CLATTN_ADD_BIAS_PARAMS(PARAM_FIELD) } add_bias_params;
 typedef struct block_mask_build_params { CLATTN_BLOCK_MASK_BUILD_PARAMS(PARAM_FIELD) } block_mask_build_params;
 typedef struct backward_delta_params { CLATTN_BACKWARD_DELTA_PARAMS(PARAM_FIELD) } backward_delta_params;
-typedef struct backward_params { CLATTN_BACKWARD_LANES_PARAMS(PARAM_FIELD) } backward_params;
+/* (Every backward kernel's parameters: the row kernels', the lanes kernel's chunk size, the staged arrays.) */
+typedef struct backward_params {
+    CLATTN_BACKWARD_PARAMS(PARAM_FIELD)
+    size_t chunk_keys;
+    cl_mem probs, dscores;
+} backward_params;
 typedef struct backward_dq_sum_params { CLATTN_BACKWARD_DQ_SUM_PARAMS(PARAM_FIELD) } backward_dq_sum_params;
 typedef struct strided_copy_params { CLATTN_STRIDED_COPY_PARAMS(PARAM_FIELD) } strided_copy_params;
 typedef struct column_sums_params { CLATTN_COLUMN_SUMS_PARAMS(PARAM_FIELD) } column_sums_params;
@@ -88,7 +93,8 @@ extern const kernel_params params_flash, params_flash_lanes, params_decode_parti
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
     params_merge, params_convert, params_append_rows, params_paged_check, params_gemm, params_add_bias,
     params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
-    params_backward_dq_sum, params_backward_lanes, params_strided_copy, params_column_sums;
+    params_backward_dq_sum, params_backward_lanes, params_backward_staged_weights, params_backward_staged_dq,
+    params_backward_staged_dkdv, params_strided_copy, params_column_sums;
 
 /* Bind `values` (the kernel's struct) to a's kernel in the list's order, the parameters of features
  * not in `features` left out (the build left them out too). */
@@ -106,7 +112,7 @@ feature_set params_features(const kernel_params *const *kernels, size_t count);
 /* A kernel family: one program (cl/params.h and cl/common.cl, then `files`) and the kernels it
  * defines, kernels[0] the one whose work-group size `group_define` (a build option, or NULL) is. */
 #define FAMILY_FILES_MAX 6
-#define FAMILY_KERNELS_MAX 6
+#define FAMILY_KERNELS_MAX 8
 typedef struct kernel_family {
     const char *name; /* in messages: "fused attention" */
     const char *files[FAMILY_FILES_MAX];

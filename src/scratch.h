@@ -34,6 +34,7 @@ typedef enum scratch_slot {
     SCRATCH_GRAD_Q,      /* another type */
     SCRATCH_GRAD_K,
     SCRATCH_GRAD_V,
+    SCRATCH_DSCORES,     /* the staged backward's dS (its P: SCRATCH_SCORES) */
     SCRATCH_COUNT
 } scratch_slot;
 
