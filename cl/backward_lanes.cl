@@ -152,7 +152,9 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                     }
                 }
 
-                /* dV and dK: each accumulator vector of the tile once per step, QS rows into it. */
+                /* dV and dK: each accumulator vector of the tile once per step, QS rows into it. (Written out
+                 * twice on purpose: as one inline function taking the private arrays by pointer, PoCL 3.1
+                 * kept them in memory and the whole pass took 1.35x as long.) */
                 for (ulong d = 0; d < dv; d++)
                     UNROLL for (int x = 0; x < KVEC; x++) {
                         vec_t acc = dvt_v[d * KVEC + x];
