@@ -4,7 +4,8 @@
  * variant the forward has — causal of both kinds, query offsets, key lengths, windows, additive masks with
  * hidden entries, grouped-query heads (a K/V head's gradient summed over its query heads), soft-capping,
  * logit scales, ALiBi, sinks, a scale, a mask_mod (documents), a non-linear score_mod with its derivative,
- * rows that see no key (zero gradient). */
+ * rows that see no key (zero gradient). And the layer's (ref_mha_backward) against central differences of
+ * ref_mha: dX, dKV, every weight and bias, self- and cross-attention. */
 #define TU_NO_OPENCL /* the OpenCL-free part of the test utility */
 #include "test_util.h"
 
@@ -164,12 +165,106 @@ START_TEST(test_finite_differences)
 }
 END_TEST
 
+/* The layer's reference backward (ref_mha_backward) against central differences of ref_mha: for the loss
+ * Σ d_out·out, every element of dX, dKV and every weight and bias. The inputs are floats, so a step is
+ * taken in float and divided by the step the rounding left. */
+typedef struct lcase {
+    const char *name;
+    size_t B, L, S, model, kv_dim, H, KVH, D, Dv, out_dim;
+    int cross, w_o, biases;
+    clattn_causal causal;
+    int key_lengths;
+} lcase;
+
+static const lcase layer_cases[] = {
+    {"self-attention, W_O to 5 columns, every bias, causal", 1, 4, 0, 6, 0, 2, 2, 3, 2, 5, 0, 1, 1,
+     CLATTN_CAUSAL_TOP_LEFT, 0},
+    {"cross-attention, GQA 2/1, no W_O, b_q only, key lengths", 2, 3, 5, 4, 3, 2, 1, 2, 3, 0, 1, 0, 0,
+     CLATTN_CAUSAL_NONE, 1},
+};
+
+static double layer_loss(const clattn_mha_desc *d, const float *x, const float *kv, const clattn_mha_host_weights *w,
+                         const float *d_out, size_t n_out)
+{
+    double *out = malloc(n_out * sizeof *out), sum = 0.0;
+    ck_assert(out != NULL);
+    ref_mha(d, x, kv, w, NULL, out, NULL);
+    for (size_t i = 0; i < n_out; i++)
+        sum += (double)d_out[i] * out[i];
+    free(out);
+    return sum;
+}
+
+START_TEST(test_layer_finite_differences)
+{
+    const lcase *c = &layer_cases[_i];
+    tu_set_label("reference layer backward \"%s\"", c->name);
+    const size_t S = c->cross ? c->S : c->L, kv_dim = c->cross ? c->kv_dim : c->model;
+    const size_t hk = c->H * c->D, hv = c->H * c->Dv, nk = c->KVH * c->D, nv = c->KVH * c->Dv;
+    const size_t od = c->out_dim ? c->out_dim : c->model, n_out = c->B * c->L * (c->w_o ? od : hv);
+    clattn_masks m = CLATTN_MASKS_INIT;
+    size_t lengths[2] = {S - 2, S};
+    m.causal = c->causal;
+    m.key_lengths = c->key_lengths ? lengths : NULL;
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = c->B, d.q_len = c->L, d.kv_len = c->cross ? S : 0, d.model_dim = c->model, d.kv_dim = c->cross ? kv_dim : 0;
+    d.heads = c->H, d.kv_heads = c->KVH, d.qk_dim = c->D, d.v_dim = c->Dv, d.out_dim = c->out_dim, d.masks = &m;
+    /* x, kv, w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, d_out */
+    const size_t sizes[11] = {c->B * c->L * c->model, c->B * S * kv_dim, c->model * hk, hk, kv_dim * nk, nk,
+                              kv_dim * nv, nv, hv * od, od, n_out};
+    unsigned long long seed = 2000 + _i;
+    float *a[11];
+    for (int i = 0; i < 11; i++) {
+        a[i] = tu_falloc(sizes[i]);
+        for (size_t e = 0; e < sizes[i]; e++)
+            a[i][e] = (float)((i >= 2 && i < 10 ? 0.6 : 1.0) * uniform(&seed));
+    }
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = a[2], w.w_k = a[4], w.w_v = a[6];
+    w.b_q = c->biases || c->cross ? a[3] : NULL;
+    w.b_k = c->biases ? a[5] : NULL, w.b_v = c->biases ? a[7] : NULL;
+    w.w_o = c->w_o ? a[8] : NULL, w.b_o = c->w_o && c->biases ? a[9] : NULL;
+    double *g[10];
+    for (int i = 0; i < 10; i++)
+        g[i] = tu_dalloc(sizes[i]);
+    const ref_mha_grads rg = {g[0], c->cross ? g[1] : NULL, g[2], g[3], g[4], g[5], g[6], g[7],
+                              c->w_o ? g[8] : NULL, c->w_o ? g[9] : NULL};
+    const float *kv = c->cross ? a[1] : NULL;
+    ref_mha_backward(&d, a[0], kv, &w, NULL, a[10], &rg);
+    static const char *const names[10] = {"d_x", "d_kv", "d_w_q", "d_b_q", "d_w_k", "d_b_k", "d_w_v", "d_b_v", "d_w_o",
+                                          "d_b_o"};
+    double worst = 0.0, largest = 0.0;
+    for (int i = 0; i < 10; i++) {
+        if ((i == 1 && !c->cross) || (i >= 8 && !c->w_o))
+            continue;
+        /* (a bias the layer lacks has a gradient all the same; only those it has can be stepped here) */
+        const int present = !((i == 3 && !w.b_q) || (i == 5 && !w.b_k) || (i == 7 && !w.b_v) || (i == 9 && !w.b_o));
+        for (size_t e = 0; present && e < sizes[i]; e++) {
+            const float keep = a[i][e], up_x = keep + 0x1p-10f, down_x = keep - 0x1p-10f;
+            a[i][e] = up_x;
+            const double up = layer_loss(&d, a[0], kv, &w, a[10], n_out);
+            a[i][e] = down_x;
+            const double down = layer_loss(&d, a[0], kv, &w, a[10], n_out);
+            a[i][e] = keep;
+            const double fd = (up - down) / ((double)up_x - (double)down_x), err = fabs(fd - g[i][e]);
+            ck_assert_msg(err <= 1e-5 + 1e-4 * fabs(fd), "%s: %s[%zu] analytic %.10g, finite difference %.10g",
+                          tu_label(), names[i], e, g[i][e], fd);
+            worst = fmax(worst, err);
+            largest = fmax(largest, fabs(fd));
+        }
+    }
+    ck_assert_msg(largest > 1e-2, "%s: every gradient is zero", tu_label());
+    worst_error = fmax(worst_error, worst);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("reference backward");
     TCase *tc = tcase_create("finite differences");
     tcase_add_checked_fixture(tc, NULL, tu_sys_teardown);
     tcase_add_loop_test(tc, test_finite_differences, 0, NCASES);
+    tcase_add_loop_test(tc, test_layer_finite_differences, 0, sizeof layer_cases / sizeof layer_cases[0]);
     suite_add_tcase(s, tc);
     return s;
 }
