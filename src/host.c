@@ -221,9 +221,9 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
     return st;
 }
 
-clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x,
-                                       const float *kv, const clattn_mha_host_weights *weights, const void *mask,
-                                       const float *d_out, const clattn_mha_host_grads *grads)
+clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_desc *desc, const void *x,
+                                       const void *kv, const clattn_mha_host_weights *weights, const void *mask,
+                                       const void *d_out, const clattn_mha_host_grads *grads)
 {
     clattn_mha_host_weights w;
     clattn_mha_host_grads g;
@@ -243,18 +243,19 @@ clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_des
                          !x ? "x" : !w.w_q ? "w_q" : !w.w_k ? "w_k" : !w.w_v ? "w_v" : "d_out");
     const sdpa_shape *s = &m.sdpa;
     const size_t hk = s->heads * s->qk_dim;
+    const size_t xb = dtype_bytes(m.x_type), wb = dtype_bytes(m.w_type), ob = dtype_bytes(m.out_type);
     host_tensor t[] = {
-        {x, NULL, m.x_elems, "x", NULL, 0},           {kv, NULL, m.kv_elems, "kv", NULL, 0},
-        {w.w_q, NULL, m.wq_elems, "w_q", NULL, 0},    {w.b_q, NULL, hk, "b_q", NULL, 0},
-        {w.w_k, NULL, m.wk_elems, "w_k", NULL, 0},    {w.b_k, NULL, m.kv_k_width, "b_k", NULL, 0},
-        {w.w_v, NULL, m.wv_elems, "w_v", NULL, 0},    {w.b_v, NULL, m.kv_v_width, "b_v", NULL, 0},
-        {w.w_o, NULL, m.wo_elems, "w_o", NULL, 0},    {w.b_o, NULL, m.out_dim, "b_o", NULL, 0},
-        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size}, {d_out, NULL, m.result_elems, "d_out", NULL, 0},
-        {NULL, g.d_x, m.x_elems, "d_x", NULL, 0},     {NULL, g.d_kv, m.kv_elems, "d_kv", NULL, 0},
-        {NULL, g.d_w_q, m.wq_elems, "d_w_q", NULL, 0}, {NULL, g.d_b_q, hk, "d_b_q", NULL, 0},
-        {NULL, g.d_w_k, m.wk_elems, "d_w_k", NULL, 0}, {NULL, g.d_b_k, m.kv_k_width, "d_b_k", NULL, 0},
-        {NULL, g.d_w_v, m.wv_elems, "d_w_v", NULL, 0}, {NULL, g.d_b_v, m.kv_v_width, "d_b_v", NULL, 0},
-        {NULL, g.d_w_o, m.wo_elems, "d_w_o", NULL, 0}, {NULL, g.d_b_o, m.out_dim, "d_b_o", NULL, 0},
+        {x, NULL, m.x_elems, "x", NULL, xb},            {kv, NULL, m.kv_elems, "kv", NULL, xb},
+        {w.w_q, NULL, m.wq_elems, "w_q", NULL, wb},     {w.b_q, NULL, hk, "b_q", NULL, wb},
+        {w.w_k, NULL, m.wk_elems, "w_k", NULL, wb},     {w.b_k, NULL, m.kv_k_width, "b_k", NULL, wb},
+        {w.w_v, NULL, m.wv_elems, "w_v", NULL, wb},     {w.b_v, NULL, m.kv_v_width, "b_v", NULL, wb},
+        {w.w_o, NULL, m.wo_elems, "w_o", NULL, wb},     {w.b_o, NULL, m.out_dim, "b_o", NULL, wb},
+        {mask, NULL, s->mask_elems, "mask", NULL, s->mask_elem_size}, {d_out, NULL, m.result_elems, "d_out", NULL, ob},
+        {NULL, g.d_x, m.x_elems, "d_x", NULL, xb},      {NULL, g.d_kv, m.kv_elems, "d_kv", NULL, xb},
+        {NULL, g.d_w_q, m.wq_elems, "d_w_q", NULL, wb}, {NULL, g.d_b_q, hk, "d_b_q", NULL, wb},
+        {NULL, g.d_w_k, m.wk_elems, "d_w_k", NULL, wb}, {NULL, g.d_b_k, m.kv_k_width, "d_b_k", NULL, wb},
+        {NULL, g.d_w_v, m.wv_elems, "d_w_v", NULL, wb}, {NULL, g.d_b_v, m.kv_v_width, "d_b_v", NULL, wb},
+        {NULL, g.d_w_o, m.wo_elems, "d_w_o", NULL, wb}, {NULL, g.d_b_o, m.out_dim, "d_b_o", NULL, wb},
     };
     const size_t n = sizeof t / sizeof t[0];
     if ((st = host_tensors_check(ctx, t, n)) != CLATTN_SUCCESS)

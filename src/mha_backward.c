@@ -5,6 +5,7 @@
  * merged into rows); bias gradients are its column sums. */
 #include "backward.h"
 #include "context.h"
+#include "convert.h"
 #include "error.h"
 #include "launch.h"
 #include "mha.h"
@@ -17,7 +18,9 @@
 
 #include <string.h>
 
-#define MAX_TEMPS 24 /* the most a call makes: 11, and 4 per input (two for cross-attention) */
+#define MAX_TEMPS 48 /* the most a call makes: 21 copies of 16-bit tensors, 11, and 4 per input (two) */
+#define INPUTS 11      /* x, kv, the eight weights and biases, d_out */
+#define NTENSORS 21    /* and the ten gradients */
 
 /* The call's state: its validated shape, the layout kernels, and its temporary buffers (released at the
  * end, whatever happened). */
@@ -227,11 +230,6 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     if ((st = mha_check(ctx, desc, kv != NULL, w.w_o != NULL, w.b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &m.sdpa;
-    const char *type = m.x_type != CLATTN_FLOAT32 ? "x_dtype" : m.w_type != CLATTN_FLOAT32 ? "weight_dtype"
-                     : m.out_type != CLATTN_FLOAT32 ? "out_dtype" : NULL;
-    if (type)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_mha_backward: desc.%s: the backward pass takes "
-                         "float32 tensors (not yet others)", type);
     const char *unsupported = sdpa_backward_not_yet(s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_mha_backward: %s", unsupported);
@@ -241,35 +239,54 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     if (g.d_kv && !kv)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                          "clattn_mha_backward: grads.d_kv is given but the layer is self-attention (kv is NULL)");
+    /* Every tensor: the inputs (x, kv and the weights in their types, d_out in the output's), then the
+     * gradients, each in the type of what it is the gradient of. */
     const size_t hk = s->heads * s->qk_dim;
-    const struct {
-        cl_mem mem;
-        size_t elems;
-        const char *name;
-    } t[] = {
-        {x, m.x_elems, "x"},           {kv, m.kv_elems, "kv"},          {w.w_q, m.wq_elems, "w_q"},
-        {w.w_k, m.wk_elems, "w_k"},    {w.w_v, m.wv_elems, "w_v"},      {w.b_q, hk, "b_q"},
-        {w.b_k, m.kv_k_width, "b_k"},  {w.b_v, m.kv_v_width, "b_v"},    {w.w_o, m.wo_elems, "w_o"},
-        {w.b_o, m.out_dim, "b_o"},     {d_out, m.result_elems, "d_out"}, {g.d_x, m.x_elems, "grads.d_x"},
-        {g.d_kv, m.kv_elems, "grads.d_kv"}, {g.d_w_q, m.wq_elems, "grads.d_w_q"}, {g.d_b_q, hk, "grads.d_b_q"},
-        {g.d_w_k, m.wk_elems, "grads.d_w_k"}, {g.d_b_k, m.kv_k_width, "grads.d_b_k"},
-        {g.d_w_v, m.wv_elems, "grads.d_w_v"}, {g.d_b_v, m.kv_v_width, "grads.d_b_v"},
-        {g.d_w_o, m.wo_elems, "grads.d_w_o"}, {g.d_b_o, m.out_dim, "grads.d_b_o"},
-    };
-    const bool required[] = {true, false, true, true, true};
-    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (!t[i].mem && ((i < sizeof required / sizeof required[0] && required[i]) || i == 10))
-            return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_mha_backward: %s is NULL", t[i].name);
-        if (t[i].mem && (st = check_buffer(ctx, t[i].mem, t[i].elems, sizeof(float), t[i].name)) != CLATTN_SUCCESS)
+    const clattn_dtype xt = m.x_type, wt = m.w_type;
+    cl_mem *const mems[NTENSORS] = {&x, &kv, &w.w_q, &w.b_q, &w.w_k, &w.b_k, &w.w_v, &w.b_v, &w.w_o, &w.b_o, &d_out,
+                                    &g.d_x, &g.d_kv, &g.d_w_q, &g.d_b_q, &g.d_w_k, &g.d_b_k, &g.d_w_v, &g.d_b_v,
+                                    &g.d_w_o, &g.d_b_o};
+    const size_t elems[NTENSORS] = {m.x_elems,  m.kv_elems, m.wq_elems, hk,       m.wk_elems, m.kv_k_width, m.wv_elems,
+                                    m.kv_v_width, m.wo_elems, m.out_dim,  m.result_elems, m.x_elems,  m.kv_elems,
+                                    m.wq_elems, hk,       m.wk_elems, m.kv_k_width, m.wv_elems, m.kv_v_width,
+                                    m.wo_elems, m.out_dim};
+    const clattn_dtype types[NTENSORS] = {xt, xt, wt, wt, wt, wt, wt, wt, wt, wt, m.out_type,
+                                          xt, xt, wt, wt, wt, wt, wt, wt, wt, wt};
+    static const char *const names[NTENSORS] = {
+        "x",          "kv",          "w_q",         "b_q",         "w_k",         "b_k",         "w_v",
+        "b_v",        "w_o",         "b_o",         "d_out",       "grads.d_x",   "grads.d_kv",  "grads.d_w_q",
+        "grads.d_b_q", "grads.d_w_k", "grads.d_b_k", "grads.d_w_v", "grads.d_b_v", "grads.d_w_o", "grads.d_b_o"};
+    for (size_t i = 0; i < NTENSORS; i++) {
+        const bool required = i == 0 || i == 2 || i == 4 || i == 6 || i == INPUTS - 1;
+        if (!*mems[i] && required)
+            return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_mha_backward: %s is NULL", names[i]);
+        if (*mems[i] && (st = check_tensor(ctx, *mems[i], elems[i], types[i], names[i])) != CLATTN_SUCCESS)
             return st;
     }
     if (mask && (st = check_buffer(ctx, mask, s->mask_elems, s->mask_elem_size, "mask")) != CLATTN_SUCCESS)
         return st;
-    layer_call c = {.ctx = ctx, .m = &m};
+    /* The pass runs on floats: attention's output inside is float whatever the layer's output type. */
+    mha_shape floats = m;
+    floats.sdpa.types.o = CLATTN_FLOAT32;
+    layer_call c = {.ctx = ctx, .m = &floats};
     if ((st = projection_prepare(ctx)) != CLATTN_SUCCESS ||
         (st = program_get(ctx, &family_layer_backward, "-cl-std=CL1.2", 0, 0, &c.fb)) != CLATTN_SUCCESS)
         return st;
-    st = layer_backward(&c, x, kv, &w, mask, d_out, &g);
+    /* Tensors stored in 16-bit types: widened into float temporaries, the gradients computed into float
+     * temporaries and rounded into the caller's buffers at the end. */
+    cl_mem given[NTENSORS];
+    for (size_t i = 0; i < NTENSORS; i++) {
+        given[i] = *mems[i];
+        if (st == CLATTN_SUCCESS && given[i] && types[i] != CLATTN_FLOAT32 &&
+            (st = temp(&c, elems[i], "creating a float copy of a 16-bit tensor", mems[i])) == CLATTN_SUCCESS &&
+            i < INPUTS)
+            st = convert_elements(ctx, given[i], types[i], NULL, 1, *mems[i], CLATTN_FLOAT32, elems[i]);
+    }
+    if (st == CLATTN_SUCCESS)
+        st = layer_backward(&c, x, kv, &w, mask, d_out, &g);
+    for (size_t i = INPUTS; i < NTENSORS && st == CLATTN_SUCCESS; i++)
+        if (given[i] && types[i] != CLATTN_FLOAT32)
+            st = convert_elements(ctx, *mems[i], CLATTN_FLOAT32, NULL, 1, given[i], types[i], elems[i]);
     mems_release(c.temps, c.ntemps);
     return st;
 }

@@ -18,6 +18,7 @@
  */
 #include "test_util.h"
 
+#include "npy.h"
 #include "smooth_mod.h"
 
 #include <math.h>
@@ -330,14 +331,30 @@ typedef struct lcase {
     int cross, w_o, biases;
     clattn_causal causal;
     int key_lengths, mask;
+    clattn_dtype type; /* X, KV, the weights, d_out and every gradient stored as (0: float32) */
 } lcase;
 
 static const lcase layer_cases[] = {
-    {"self-attention, W_O and every bias, causal", 2, 13, 0, 24, 0, 3, 3, 8, 8, 0, 0, 1, 1, TL, 0, 0},
-    {"cross-attention, GQA 4/2, no W_O, no bias, key lengths", 2, 9, 14, 16, 12, 4, 2, 8, 6, 0, 1, 0, 0, NONE, 1, 0},
-    {"self-attention, W_O to 10 columns, float mask, GQA 2/1", 1, 11, 0, 20, 0, 2, 1, 16, 8, 10, 0, 1, 0, NONE, 0, 1},
+    {"self-attention, W_O and every bias, causal", 2, 13, 0, 24, 0, 3, 3, 8, 8, 0, 0, 1, 1, TL, 0, 0, 0},
+    {"cross-attention, GQA 4/2, no W_O, no bias, key lengths", 2, 9, 14, 16, 12, 4, 2, 8, 6, 0, 1, 0, 0, NONE, 1, 0, 0},
+    {"self-attention, W_O to 10 columns, float mask, GQA 2/1", 1, 11, 0, 20, 0, 2, 1, 16, 8, 10, 0, 1, 0, NONE, 0, 1, 0},
+    {"bfloat16 cross-attention, W_O and every bias, causal", 2, 7, 10, 16, 8, 2, 2, 8, 8, 0, 1, 1, 1, TL, 0, 0,
+     CLATTN_BFLOAT16},
+    {"float16 self-attention, W_O, no bias", 1, 9, 0, 12, 0, 3, 3, 4, 4, 0, 0, 1, 0, NONE, 0, 0, CLATTN_FLOAT16},
 };
 #define NLAYER (sizeof layer_cases / sizeof layer_cases[0])
+
+/* n elements of `type` at p as floats (float32: p itself). */
+static const float *widened(clattn_dtype type, const float *p, size_t n)
+{
+    if (!type || type == CLATTN_FLOAT32)
+        return p;
+    float *out = tu_falloc(n);
+    const unsigned short *u = (const unsigned short *)p;
+    for (size_t i = 0; i < n; i++)
+        out[i] = type == CLATTN_FLOAT16 ? npy_half_to_float(u[i]) : npy_bf16_to_float_value(u[i]);
+    return out;
+}
 
 START_TEST(test_layer)
 {
@@ -367,21 +384,30 @@ START_TEST(test_layer)
     /* inputs and weights, each of its own size */
     const size_t sizes[11] = {c->B * c->L * c->model, c->B * S * kv_dim, c->model * hk, hk, kv_dim * nk, nk,
                               kv_dim * nv, nv, hv * od, od, c->B * c->L * y_cols};
+    /* in[]: what the reference reads (a 16-bit tensor's rounded values); bits[]: what the call is given */
     float *in[11];
+    const void *bits[11];
     for (int i = 0; i < 11; i++) {
         in[i] = tu_falloc(sizes[i]);
         tu_fill_uniform(in[i], sizes[i], i == 0 || i == 1 || i == 10 ? 1.0f : 0.4f, 80 + ci * 11 + (size_t)i);
+        bits[i] = in[i];
+        if (c->type) {
+            const tu_typed typed = tu_typed_make(c->type, in[i], sizes[i], 1);
+            in[i] = typed.values, bits[i] = typed.bytes;
+        }
     }
-    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    d.x_dtype = d.weight_dtype = d.out_dtype = c->type ? c->type : CLATTN_FLOAT32;
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT, wb = CLATTN_MHA_HOST_WEIGHTS_INIT;
     w.w_q = in[2], w.w_k = in[4], w.w_v = in[6];
+    wb.w_q = bits[2], wb.w_k = bits[4], wb.w_v = bits[6];
     if (c->biases)
-        w.b_q = in[3], w.b_k = in[5], w.b_v = in[7];
+        w.b_q = in[3], w.b_k = in[5], w.b_v = in[7], wb.b_q = bits[3], wb.b_k = bits[5], wb.b_v = bits[7];
     if (c->w_o)
-        w.w_o = in[8], w.b_o = c->biases ? in[9] : NULL;
+        w.w_o = in[8], w.b_o = c->biases ? in[9] : NULL, wb.w_o = bits[8], wb.b_o = c->biases ? bits[9] : NULL;
     /* gradients: d_x, d_kv, d_w_q, d_b_q, d_w_k, d_b_k, d_w_v, d_b_v, d_w_o, d_b_o */
     const size_t gsizes[10] = {sizes[0], sizes[1], sizes[2], sizes[3], sizes[4], sizes[5], sizes[6], sizes[7], sizes[8], sizes[9]};
     const char *const gnames[10] = {"d_x", "d_kv", "d_w_q", "d_b_q", "d_w_k", "d_b_k", "d_w_v", "d_b_v", "d_w_o", "d_b_o"};
-    float *got[10], *again[10];
+    float *got[10], *again[10]; /* (room for float32; a 16-bit type fills the first half, widened below) */
     double *ref[10];
     for (int i = 0; i < 10; i++) {
         const int wanted = (i != 1 || c->cross) && (i < 8 || c->w_o);
@@ -390,28 +416,33 @@ START_TEST(test_layer)
         ref[i] = wanted ? tu_dalloc(gsizes[i]) : NULL;
     }
     clattn_mha_host_grads g = CLATTN_MHA_HOST_GRADS_INIT, g2 = CLATTN_MHA_HOST_GRADS_INIT;
-    float **gp[10] = {&g.d_x, &g.d_kv, &g.d_w_q, &g.d_b_q, &g.d_w_k, &g.d_b_k, &g.d_w_v, &g.d_b_v, &g.d_w_o, &g.d_b_o};
-    float **gp2[10] = {&g2.d_x, &g2.d_kv, &g2.d_w_q, &g2.d_b_q, &g2.d_w_k, &g2.d_b_k, &g2.d_w_v, &g2.d_b_v, &g2.d_w_o,
+    void **gp[10] = {&g.d_x, &g.d_kv, &g.d_w_q, &g.d_b_q, &g.d_w_k, &g.d_b_k, &g.d_w_v, &g.d_b_v, &g.d_w_o, &g.d_b_o};
+    void **gp2[10] = {&g2.d_x, &g2.d_kv, &g2.d_w_q, &g2.d_b_q, &g2.d_w_k, &g2.d_b_k, &g2.d_w_v, &g2.d_b_v, &g2.d_w_o,
                        &g2.d_b_o};
     for (int i = 0; i < 10; i++)
         *gp[i] = got[i], *gp2[i] = again[i];
     const float *kv = c->cross ? in[1] : NULL;
-    TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, in[0], kv, &w, mask, in[10], &g), ctx, "clattn_mha_backward_host");
+    TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, bits[0], c->cross ? bits[1] : NULL, &wb, mask, bits[10], &g), ctx,
+                 "clattn_mha_backward_host");
     const ref_mha_grads rg = {ref[0], ref[1], ref[2], ref[3], ref[4], ref[5], ref[6], ref[7], ref[8], ref[9]};
-    ref_mha_backward(&d, in[0], kv, &w, mask, in[10], &rg);
+    clattn_mha_desc rd = d;
+    rd.x_dtype = rd.weight_dtype = rd.out_dtype = CLATTN_FLOAT32;
+    ref_mha_backward(&rd, in[0], kv, &w, mask, in[10], &rg);
     for (int i = 0; i < 10; i++)
         if (got[i]) {
             tu_host_check_guard(got[i], gsizes[i], gnames[i]);
-            check_gradient(gnames[i], got[i], ref[i], gsizes[i]);
+            check_gradient_typed(gnames[i], widened(c->type, got[i], gsizes[i]), ref[i], gsizes[i],
+                                 c->type ? c->type : CLATTN_FLOAT32);
         }
-    TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, in[0], kv, &w, mask, in[10], &g2), ctx, "the second run");
+    TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, bits[0], c->cross ? bits[1] : NULL, &wb, mask, bits[10], &g2), ctx,
+                 "the second run");
     for (int i = 0; i < 10; i++)
         ck_assert_msg(!got[i] || !memcmp(got[i], again[i], gsizes[i] * sizeof(float)), "%s: %s differs between two runs",
                       tu_label(), gnames[i]);
 }
 END_TEST
 
-/* The layer's refusals: storage types, gradients the layer has nothing for, a missing d_out, a buffer
+/* The layer's refusals: an int8 input, gradients the layer has nothing for, a missing d_out, a buffer
  * too small — each naming it, nothing written. */
 START_TEST(test_layer_refusals)
 {
@@ -427,14 +458,14 @@ START_TEST(test_layer_refusals)
     struct {
         const char *what, *needle;
         clattn_status want;
-    } expect[] = {{"float16 x", "x_dtype", CLATTN_ERROR_INVALID_VALUE},
+    } expect[] = {{"int8 x", "x_dtype", CLATTN_ERROR_INVALID_VALUE},
                   {"d_w_o without W_O", "d_w_o", CLATTN_ERROR_INVALID_VALUE},
                   {"d_kv for self-attention", "d_kv", CLATTN_ERROR_INVALID_VALUE},
                   {"no d_out", "d_out", CLATTN_ERROR_NULL_ARGUMENT}};
     for (int i = 0; i < 4; i++) {
         clattn_mha_desc di = d;
         clattn_mha_host_grads gi = g;
-        di.x_dtype = i == 0 ? CLATTN_FLOAT16 : CLATTN_FLOAT32;
+        di.x_dtype = i == 0 ? CLATTN_INT8 : CLATTN_FLOAT32;
         gi.d_w_o = i == 1 ? dw : NULL;
         gi.d_kv = i == 2 ? dw : NULL;
         const clattn_status st = clattn_mha_backward_host(ctx, &di, x, NULL, &w, NULL, i == 3 ? NULL : x, &gi);

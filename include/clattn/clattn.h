@@ -974,14 +974,15 @@ typedef struct clattn_mha_grads {
 
 #define CLATTN_MHA_GRADS_INIT { sizeof(clattn_mha_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
 
-/* The same in host memory (float arrays). */
+/* The same in host memory, each in the type of what it is the gradient of (d_x and d_kv in x_dtype, the
+ * rest in weight_dtype; float arrays by default). */
 typedef struct clattn_mha_host_grads {
     size_t struct_size; /* sizeof(clattn_mha_host_grads), set by CLATTN_MHA_HOST_GRADS_INIT */
-    float *d_x, *d_kv;
-    float *d_w_q, *d_b_q;
-    float *d_w_k, *d_b_k;
-    float *d_w_v, *d_b_v;
-    float *d_w_o, *d_b_o;
+    void *d_x, *d_kv;
+    void *d_w_q, *d_b_q;
+    void *d_w_k, *d_b_k;
+    void *d_w_v, *d_b_v;
+    void *d_w_o, *d_b_o;
 } clattn_mha_host_grads;
 
 #define CLATTN_MHA_HOST_GRADS_INIT { sizeof(clattn_mha_host_grads), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL }
@@ -993,15 +994,18 @@ typedef struct clattn_mha_host_grads {
  *   dC = d_out·W_Oᵀ, dW_O = Cᵀ·d_out, db_O = Σ_rows d_out          (C the heads' concatenation)
  *   dQ, dK, dV = clattn_sdpa_backward(Q, K, V, C, lse, dC)          (per head)
  *   dW_Q = Xᵀ·dQ, db_Q = Σ_rows dQ, dX = dQ·W_Qᵀ (+ dK·W_Kᵀ + dV·W_Vᵀ for self-attention; else into dKV)
- * — every sum in a fixed order (the same inputs give the same bits). float32 tensors only (others:
- * CLATTN_ERROR_INVALID_VALUE, naming the type); the attention's limits are clattn_sdpa_backward's. */
+ * — every sum in a fixed order (the same inputs give the same bits). Storage types as clattn_mha's: x, kv
+ * and d_x, d_kv in desc.x_dtype, the weights and their gradients in weight_dtype, d_out in out_dtype (16-bit
+ * tensors are widened to float on the device, the gradients rounded back); the attention's limits are
+ * clattn_sdpa_backward's. */
 CLATTN_API clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *desc, cl_mem x, cl_mem kv,
                                              const clattn_mha_weights *weights, cl_mem mask, cl_mem d_out,
                                              const clattn_mha_grads *grads);
-/* Host-memory variant of clattn_mha_backward: float arrays, blocking, all or nothing. */
-CLATTN_API clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_desc *desc, const float *x,
-                                                  const float *kv, const clattn_mha_host_weights *weights,
-                                                  const void *mask, const float *d_out,
+/* Host-memory variant of clattn_mha_backward: host arrays in the descriptor's types, blocking, all or
+ * nothing. */
+CLATTN_API clattn_status clattn_mha_backward_host(clattn_context *ctx, const clattn_mha_desc *desc, const void *x,
+                                                  const void *kv, const clattn_mha_host_weights *weights,
+                                                  const void *mask, const void *d_out,
                                                   const clattn_mha_host_grads *grads);
 
 /* ---------------------------------------------------------------------------------------------- */
