@@ -135,7 +135,7 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
 {
     clattn_status st;
     device_masks masks;
-    cl_mem delta;
+    cl_mem delta = NULL;
     if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
         (st = scratch_get(ctx, SCRATCH_DELTA, s->lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
         return st;

@@ -108,7 +108,7 @@ static clattn_status input_gradients(layer_call *c, cl_mem input, size_t rows, s
         width += p[i].heads * p[i].dim;
         any_dw |= p[i].d_w != NULL;
     }
-    cl_mem g, wt, xt, dw;
+    cl_mem g = NULL, wt = NULL, xt = NULL, dw = NULL;
     clattn_status st = temp(c, rows * width, "creating the projections' gradients", &g);
     for (size_t i = 0; i < np && st == CLATTN_SUCCESS; i++)
         st = heads_to_rows(c, p[i].d_heads, p[i].heads, len, p[i].dim, g, width, at[i]);
@@ -145,7 +145,7 @@ static clattn_status layer_backward(layer_call *c, cl_mem x, cl_mem kv, const cl
     const sdpa_shape *s = &m->sdpa;
     const size_t B = s->batch, H = s->heads, N = s->kv_heads, L = s->q_len, S = s->kv_len;
     const size_t hk = H * s->qk_dim, hv = H * s->v_dim, q_rows = B * L, kv_rows = B * S;
-    cl_mem q, k, v, o, lse, d_o, dq, dk, dv;
+    cl_mem q = NULL, k = NULL, v = NULL, o = NULL, lse = NULL, d_o = NULL, dq = NULL, dk = NULL, dv = NULL;
     clattn_status st;
     if ((st = temp(c, s->q_elems, "creating Q", &q)) != CLATTN_SUCCESS || (st = temp(c, s->k_elems, "creating K", &k)) != CLATTN_SUCCESS ||
         (st = temp(c, s->v_elems, "creating V", &v)) != CLATTN_SUCCESS ||
@@ -170,7 +170,7 @@ static clattn_status layer_backward(layer_call *c, cl_mem x, cl_mem kv, const cl
 
     /* The output projection: dC = d_out·W_Oᵀ (written as heads), dW_O = Cᵀ·d_out, db_O = Σ d_out. */
     if (m->has_out_proj) {
-        cl_mem wo_t, c_t;
+        cl_mem wo_t = NULL, c_t = NULL;
         if ((st = temp(c, hv * m->out_dim, "creating W_O transposed", &wo_t)) != CLATTN_SUCCESS ||
             (st = transpose(c, w->w_o, hv, m->out_dim, wo_t, 0)) != CLATTN_SUCCESS ||
             (st = projection_run(ctx, q_rows, m->out_dim, hv, d_out, wo_t, NULL, d_o, &o_heads, &f32)) != CLATTN_SUCCESS)

@@ -41,7 +41,8 @@ static const family_case cases[] = {
     {&family_gemm, "-cl-std=CL1.2 -DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false},
     {&family_add_bias, "-cl-std=CL1.2", 0, false},
     {&family_block_mask, "-cl-std=CL1.2", 0, false},
-    {&family_backward, "-cl-std=CL1.2 -DDK=16 -DDV=16", 0, false},
+    {&family_backward, "-cl-std=CL1.2 -DVEC=4 -DDK=16 -DDV=16", 0, false}, /* (VEC > 1: the lanes kernel too) */
+    {&family_layer_backward, "-cl-std=CL1.2", 0, false},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
