@@ -227,5 +227,12 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
             return st;
     if (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS)
         return st;
+    const named_mem outputs[] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
+    const named_mem inputs[] = {{q, "q"},     {k, "k"},       {v, "v"},         {mask, "mask"},
+                                {out, "out"}, {lse, "lse"},   {dout, "dout"},   {s.k_scales, "desc.k_scales"},
+                                {s.v_scales, "desc.v_scales"}};
+    if ((st = check_no_overlap(ctx, "clattn_sdpa_backward", outputs, 3, inputs, sizeof inputs / sizeof inputs[0])) !=
+        CLATTN_SUCCESS)
+        return st;
     return sdpa_backward_run(ctx, &s, mask, q, k, v, out, lse, dout, dq, dk, dv, dsinks);
 }

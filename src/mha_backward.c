@@ -265,6 +265,13 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     }
     if (mask && (st = check_buffer(ctx, mask, s->mask_elems, s->mask_elem_size, "mask")) != CLATTN_SUCCESS)
         return st;
+    named_mem inputs[INPUTS + 1], outputs[NTENSORS - INPUTS];
+    for (size_t i = 0; i < NTENSORS; i++)
+        *(i < INPUTS ? &inputs[i] : &outputs[i - INPUTS]) = (named_mem){*mems[i], names[i]};
+    inputs[INPUTS] = (named_mem){mask, "mask"};
+    if ((st = check_no_overlap(ctx, "clattn_mha_backward", outputs, NTENSORS - INPUTS, inputs, INPUTS + 1)) !=
+        CLATTN_SUCCESS)
+        return st;
     /* The pass runs on floats: attention's output inside is float whatever the layer's output type. */
     mha_shape floats = m;
     floats.sdpa.types.o = CLATTN_FLOAT32;

@@ -81,6 +81,58 @@ clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_ro
     return st;
 }
 
+/* Where a buffer's bytes lie: its root allocation and the range within it (a sub-buffer's origin). */
+typedef struct mem_extent {
+    cl_mem root;
+    size_t begin, end;
+} mem_extent;
+
+static clattn_status mem_extent_of(clattn_context *ctx, const named_mem *m, mem_extent *e)
+{
+    cl_mem parent = NULL;
+    size_t offset = 0, size = 0;
+    cl_int err = clGetMemObjectInfo(m->mem, CL_MEM_ASSOCIATED_MEMOBJECT, sizeof parent, &parent, NULL);
+    if (err == CL_SUCCESS && parent)
+        err = clGetMemObjectInfo(m->mem, CL_MEM_OFFSET, sizeof offset, &offset, NULL);
+    if (err == CL_SUCCESS)
+        err = clGetMemObjectInfo(m->mem, CL_MEM_SIZE, sizeof size, &size, NULL);
+    if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "clGetMemObjectInfo(%s) failed: %s", m->name,
+                         clattn_status_string((clattn_status)err));
+    *e = (mem_extent){parent ? parent : m->mem, offset, offset + size};
+    return CLATTN_SUCCESS;
+}
+
+static bool mem_extents_overlap(const mem_extent *a, const mem_extent *b)
+{
+    return a->root == b->root && a->begin < b->end && b->begin < a->end;
+}
+
+clattn_status check_no_overlap(clattn_context *ctx, const char *fn, const named_mem *outputs, size_t n_outputs,
+                               const named_mem *inputs, size_t n_inputs)
+{
+    for (size_t o = 0; o < n_outputs; o++) {
+        if (!outputs[o].mem)
+            continue;
+        mem_extent out;
+        clattn_status st = mem_extent_of(ctx, &outputs[o], &out);
+        /* Against the later outputs, then every input. */
+        for (size_t j = o + 1; st == CLATTN_SUCCESS && j < n_outputs + n_inputs; j++) {
+            const named_mem *other = j < n_outputs ? &outputs[j] : &inputs[j - n_outputs];
+            mem_extent e;
+            if (!other->mem || (st = mem_extent_of(ctx, other, &e)) != CLATTN_SUCCESS)
+                continue;
+            if (mem_extents_overlap(&out, &e))
+                return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                                 "%s: %s and %s share memory (an output may not alias another output or an input)",
+                                 fn, outputs[o].name, other->name);
+        }
+        if (st != CLATTN_SUCCESS)
+            return st;
+    }
+    return CLATTN_SUCCESS;
+}
+
 clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name)
 {
     size_t bytes;

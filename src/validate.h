@@ -19,6 +19,16 @@ clattn_status check_context(clattn_context *ctx);
 clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t elem_size, const char *name);
 /* Buffer `buf` must hold `elems` elements of storage type `dtype`. */
 clattn_status check_tensor(clattn_context *ctx, cl_mem buf, size_t elems, clattn_dtype dtype, const char *name);
+/* A buffer argument by name, for the aliasing check below (mem NULL: absent, skipped). */
+typedef struct named_mem {
+    cl_mem mem;
+    const char *name;
+} named_mem;
+/* No output may share memory with another output or with any input: the same cl_mem, or sub-buffers
+ * (or a sub-buffer and its parent) whose byte ranges overlap. Kernels that read one tensor while
+ * another is written give wrong answers when they overlap, so `fn` refuses such a call naming both. */
+clattn_status check_no_overlap(clattn_context *ctx, const char *fn, const named_mem *outputs, size_t n_outputs,
+                               const named_mem *inputs, size_t n_inputs);
 /* A tensor of `elems` floats must fit in one device allocation. */
 clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name);
 

@@ -12,6 +12,8 @@
  *   buffers:     the cl_mem entry point, a buffer too small refused naming it;
  *   refusals:    a missing lse, an int8 K, a score_mod without score_mod_grad — each a status naming
  *                it, nothing written;
+ *   aliasing:    a gradient sharing memory with an input or another gradient (the same buffer, or
+ *                overlapping sub-buffers), refused naming both; disjoint sub-buffers accepted;
  *   layer:       clattn_mha_backward_host (self- and cross-attention, GQA, with and without W_O and the
  *                biases, causal, key lengths, a float mask) against ref_mha_backward, every gradient,
  *                twice with the same bits; its refusals.
@@ -324,6 +326,76 @@ START_TEST(test_buffers_and_refusals)
 }
 END_TEST
 
+/* Outputs that share memory with an input or with each other are refused naming both (the kernels read
+ * Q, K, V, dO while writing the gradients): the same cl_mem, and sub-buffers whose ranges overlap. */
+START_TEST(test_aliasing)
+{
+    clattn_context *ctx = tu_ctx[_i];
+    tu_set_label("backward aliasing on %s", tu_dev_spec[_i]);
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 2, 6, 6, 8, 8); /* every tensor 96 floats but lse (12) */
+    cl_mem b[9];
+    for (int i = 0; i < 9; i++)
+        b[i] = tu_dev_alloc_exact(ctx, i == 4 ? 12 : 96, NULL);
+    enum { Q, K, V, O, LSE, DO, DQ, DK, DV };
+    static const struct {
+        int slot, alias; /* gradient `slot` replaced by input or gradient `alias` */
+        const char *first, *second;
+    } cases[] = {{DQ, Q, "dq", "q"},   {DQ, DO, "dq", "dout"}, {DK, K, "dk", "k"},     {DV, V, "dv", "v"},
+                 {DK, DQ, "dq", "dk"}, {DV, O, "dv", "out"},   {DV, DK, "dk", "dv"}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        cl_mem a[9];
+        memcpy(a, b, sizeof a);
+        a[cases[c].slot] = b[cases[c].alias];
+        const clattn_status st =
+            clattn_sdpa_backward(ctx, &d, a[Q], a[K], a[V], NULL, a[O], a[LSE], a[DO], a[DQ], a[DK], a[DV], NULL);
+        ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), cases[c].first) &&
+                          strstr(clattn_last_error(ctx), cases[c].second),
+                      "%s: %s = %s: %s: %s", tu_label(), cases[c].first, cases[c].second, clattn_status_string(st),
+                      clattn_last_error(ctx));
+    }
+    /* Sub-buffers of one allocation: overlapping ranges refused, disjoint ones accepted. */
+    cl_uint align_bits = 0;
+    cl_device_id dev = NULL;
+    ck_assert(clGetCommandQueueInfo(clattn_context_queue(ctx), CL_QUEUE_DEVICE, sizeof dev, &dev, NULL) == CL_SUCCESS);
+    ck_assert(clGetDeviceInfo(dev, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL) == CL_SUCCESS);
+    const size_t align = align_bits / 8, part = (96 * sizeof(float) + align - 1) / align * align;
+    cl_mem whole = tu_dev_alloc_exact(ctx, 3 * part / sizeof(float), NULL), sub[3];
+    const size_t origins[3] = {0, part, part}; /* the third overlaps the second */
+    for (int i = 0; i < 3; i++) {
+        cl_buffer_region r = {origins[i], 96 * sizeof(float)};
+        cl_int err;
+        sub[i] = clCreateSubBuffer(whole, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+        ck_assert_msg(err == CL_SUCCESS, "clCreateSubBuffer: %d", err);
+    }
+    clattn_status st = clattn_sdpa_backward(ctx, &d, b[Q], b[K], b[V], NULL, b[O], b[LSE], b[DO], sub[0], sub[1],
+                                            sub[2], NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "dk") &&
+                      strstr(clattn_last_error(ctx), "dv"),
+                  "%s: overlapping sub-buffers: %s: %s", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+    st = clattn_sdpa_backward(ctx, &d, b[Q], whole, b[V], NULL, b[O], b[LSE], b[DO], b[DQ], sub[1], b[DV], NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "dk") &&
+                      strstr(clattn_last_error(ctx), "k"),
+                  "%s: a gradient inside k's buffer: %s: %s", tu_label(), clattn_status_string(st),
+                  clattn_last_error(ctx));
+    TU_ASSERT_OK(clattn_sdpa(ctx, &d, b[Q], b[K], b[V], NULL, b[O], NULL, b[LSE]), ctx, "the forward");
+    TU_ASSERT_OK(clattn_sdpa_backward(ctx, &d, b[Q], b[K], b[V], NULL, b[O], b[LSE], b[DO], sub[0], sub[1], b[DV], NULL),
+                 ctx, "disjoint sub-buffers");
+    for (int i = 0; i < 3; i++)
+        clReleaseMemObject(sub[i]);
+    /* The layer: a weight's gradient in the weight's own buffer. */
+    clattn_mha_desc md = CLATTN_MHA_DESC_INIT;
+    md.batch = 1, md.q_len = 4, md.model_dim = 8, md.heads = 2, md.qk_dim = 4;
+    clattn_mha_weights w = CLATTN_MHA_WEIGHTS_INIT;
+    w.w_q = b[Q], w.w_k = b[K], w.w_v = b[V];
+    clattn_mha_grads g = CLATTN_MHA_GRADS_INIT;
+    g.d_x = b[DQ], g.d_w_k = b[K];
+    st = clattn_mha_backward(ctx, &md, b[O], NULL, &w, NULL, b[DO], &g);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "grads.d_w_k") &&
+                      strstr(clattn_last_error(ctx), "w_k"),
+                  "%s: layer: %s: %s", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+}
+END_TEST
+
 /* The layer's backward pass (clattn_mha_backward_host) against the fp64 reference (ref_mha_backward). */
 typedef struct lcase {
     const char *name;
@@ -493,6 +565,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "refusals", test_buffers_and_refusals, tu_ndev);
     tu_add_loop(s, "layer", test_layer, NLAYER * tu_ndev);
     tu_add_loop(s, "layer refusals", test_layer_refusals, tu_ndev);
+    tu_add_loop(s, "aliasing", test_aliasing, tu_ndev);
     return s;
 }
 
