@@ -23,7 +23,9 @@ __kernel void clattn_backward_delta(CLATTN_PARAMETERS(CLATTN_BACKWARD_DELTA_PARA
 }
 
 /* What one (query row, key) pair gives the gradients: its weight P (0 where hidden) and dS (see above),
- * from the scaled score s of the row's terms t at position p against key j. */
+ * from the scaled score s of the row's terms t at position p against key j. A pair whose weight is 0
+ * (hidden, or too small to count) gives no gradient at all — every kernel skips it, as the reference
+ * does — so a non-finite dO, Q, K or V reaches only the gradients of the pairs that carry weight. */
 inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms *t, long j, long p, float mask,
                                   float lse_i, float dp, float delta_i, float scale, float *ds)
 {
@@ -33,6 +35,10 @@ inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms
         return 0.0f;
     }
     const float weight = exp(z - lse_i);
+    if (weight == 0.0f) { /* too small to count: no gradient (not 0·(dp − D), NaN for a non-finite dO) */
+        *ds = 0.0f;
+        return 0.0f;
+    }
     float modded = s, dz_ds = t->logit_scale;
 #if CLATTN_SCORE_MOD_ON && CLATTN_SCORE_MOD_GRAD
     dz_ds *= score_mod_grad(s, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t));

@@ -52,6 +52,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
     const ulong chunk_end = min((chunk + 1) * chunk_keys, kv_len);
     for (ulong j0 = chunk * chunk_keys; j0 < chunk_end; j0 += KB) {
         const ulong tile_keys = min((ulong)KB, chunk_end - j0);
+        bool keys_finite = true;
         for (int x = 0; x < KB; x++) {
             const bool in = (ulong)x < tile_keys;
             __global const float *kj = k + (bg * kv_len + j0 + x) * dk, *vj = v + (bg * kv_len + j0 + x) * dv;
@@ -59,6 +60,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                 const float value = in && (ulong)d < dk ? kj[d] : 0.0f;
                 ((float *)kt_v)[d * KB + x] = value;
                 kn[x * DK + d] = value;
+                keys_finite &= isfinite(value);
             }
             for (int d = 0; d < DV; d++)
                 ((float *)vt_v)[d * KB + x] = in && (ulong)d < dv ? vj[d] : 0.0f;
@@ -79,6 +81,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                 ulong row[QS], begin[QS], end[QS];
                 float lse_r[QS], delta_r[QS];
                 bool any_seen = false, vector_weights = mask_layout == MASK_NONE && !score_terms;
+                bool pairwise = !keys_finite; /* products pair by pair: see below */
                 float seen_from[QS], seen_to[QS]; /* the tile's keys [from, to) a row sees, from its first */
                 UNROLL for (int r = 0; r < QS; r++) {
                     const ulong i = min(i0 + r, q_len - 1); /* a row past the end: the last, seeing nothing */
@@ -89,8 +92,9 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                         begin[r] = end[r] = 0;
                     lse_r[r] = lse[row[r]];
                     delta_r[r] = delta[row[r]];
+                    pairwise |= !isfinite(delta_r[r]) || isnan(lse_r[r]) || lse_r[r] == INFINITY;
                     const bool seen = begin[r] < j0 + tile_keys && end[r] > j0;
-                    any_seen |= seen && lse_r[r] > -INFINITY;
+                    any_seen |= seen && lse_r[r] != -INFINITY; /* (a NaN lse: a NaN row, seen) */
                     vector_weights &= !seen || lse_r[r] > -INFINITY;
                     seen_from[r] = seen ? (float)(max(begin[r], j0) - j0) : 0.0f;
                     seen_to[r] = seen ? (float)(min(end[r], j0 + tile_keys) - j0) : 0.0f;
@@ -131,7 +135,8 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                                                    clattn_exp_weight(fma(s_v[r * KVEC + x], (vec_t)scale, (vec_t)-lse_or_0)),
                                                    key >= seen_from[r] && key < seen_to[r]);
                             s_v[r * KVEC + x] = p;
-                            dp_v[r * KVEC + x] = p * (dp_v[r * KVEC + x] - delta_r[r]) * scale;
+                            dp_v[r * KVEC + x] = select((vec_t)0.0f, p * (dp_v[r * KVEC + x] - delta_r[r]) * scale,
+                                                        p != (vec_t)0.0f);
                         }
                 } else {
                     for (int r = 0; r < QS; r++) {
@@ -150,6 +155,25 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                             dp[r * KB + x] = ds;
                         }
                     }
+                }
+
+                /* A non-finite dO or Q row (its D or lse not finite) or K value in the step: the products
+                 * pair by pair, over the pairs with weight only, as the reference takes them (the vector
+                 * products below would multiply it by the 0 weights of hidden pairs, and 0·NaN is NaN). */
+                if (pairwise) {
+                    for (int r = 0; r < QS; r++)
+                        for (int x = 0; x < KB; x++) {
+                            const float weight = s[r * KB + x], ds = dp[r * KB + x];
+                            if (weight == 0.0f)
+                                continue;
+                            for (ulong d = 0; d < dv; d++)
+                                ((float *)dvt_v)[d * KB + x] = fma(dout[row[r] * dv + d], weight, ((float *)dvt_v)[d * KB + x]);
+                            for (ulong d = 0; d < dk; d++) {
+                                ((float *)dkt_v)[d * KB + x] = fma(q[row[r] * dk + d], ds, ((float *)dkt_v)[d * KB + x]);
+                                dq[row[r] * dk + d] = fma(ds, kn[x * DK + d], dq[row[r] * dk + d]);
+                            }
+                        }
+                    continue;
                 }
 
                 /* dV and dK: each accumulator vector of the tile once per step, QS rows into it. (Written out

@@ -42,7 +42,8 @@ __kernel void clattn_backward_staged_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_STAGED
     const ulong b = bh / heads, bg = b * kv_heads + bh % heads / group, row = bh * q_len + i;
     float sum = 0.0f;
     for (ulong j = 0; j < kv_len; j++)
-        sum = fma(dscores[row * kv_len + j], k[(bg * kv_len + j) * dk + t], sum);
+        if (probs[row * kv_len + j] != 0.0f) /* pairs without weight give nothing (not 0·K, NaN for a NaN K) */
+            sum = fma(dscores[row * kv_len + j], k[(bg * kv_len + j) * dk + t], sum);
     grad_q[row * dk + t] = sum;
 }
 
@@ -59,6 +60,8 @@ __kernel void clattn_backward_staged_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_STAG
         const ulong bh = b * heads + g * group + hh;
         for (ulong i = 0; i < q_len; i++) {
             const ulong row = bh * q_len + i, at = row * kv_len + j;
+            if (probs[at] == 0.0f)
+                continue; /* no weight, no gradient (not 0·dO, NaN for a NaN dO) */
             if (t < dk)
                 sum_k = fma(dscores[at], q[row * dk + t], sum_k);
             if (t < dv)

@@ -12,6 +12,8 @@
  *   buffers:     the cl_mem entry point, a buffer too small refused naming it;
  *   refusals:    a missing lse, an int8 K, a score_mod without score_mod_grad — each a status naming
  *                it, nothing written;
+ *   nonfinite:   a NaN or inf in dO, Q, K or V reaches only the gradients of pairs with weight (the
+ *                reference's rule), on the default and the staged kernels;
  *   aliasing:    a gradient sharing memory with an input or another gradient (the same buffer, or
  *                overlapping sub-buffers), refused naming both; disjoint sub-buffers accepted;
  *   layer:       clattn_mha_backward_host (self- and cross-attention, GQA, with and without W_O and the
@@ -24,6 +26,7 @@
 #include "smooth_mod.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -326,6 +329,81 @@ START_TEST(test_buffers_and_refusals)
 }
 END_TEST
 
+/* Non-finite values travel only where the math sends them, on every kernel: a pair whose weight is 0
+ * (hidden, or too small to count) gives no gradient, as in the reference, so a NaN or inf in dO, Q, K or V
+ * reaches just the gradients of the pairs that carry weight. */
+typedef struct nfcase {
+    const char *name;
+    size_t H, KVH, L, S, D;
+    clattn_causal causal;
+    int key_lengths;
+    char tensor; /* 'o' (dO), 'q', 'k', 'v' */
+    size_t row, col;
+    float value;
+} nfcase;
+
+static const nfcase nf_cases[] = {
+    {"NaN in dO row 1, causal L 4 < S 6 (keys 4, 5 seen by no row)", 1, 1, 4, 6, 8, TL, 0, 'o', 1, 3, NAN},
+    {"inf in dO row 3, bottom-right, key lengths, GQA 2/1, tiles", 2, 1, 37, 41, 16, BR, 1, 'o', 3, 0, INFINITY},
+    {"NaN in K row 30, causal L = S = 40 (rows before it do not see it)", 1, 1, 40, 40, 16, TL, 0, 'k', 30, 5, NAN},
+    {"inf in V row 5, causal, GQA 2/1", 2, 1, 20, 20, 8, TL, 0, 'v', 5, 2, INFINITY},
+    {"NaN in Q row 2, causal", 1, 1, 9, 9, 8, TL, 0, 'q', 2, 0, NAN},
+};
+#define NNF (sizeof nf_cases / sizeof nf_cases[0])
+
+/* NaN where the reference has NaN, the same infinity where it has one, else within the table's bound. */
+static void check_nonfinite_gradient(const char *what, const float *got, const double *ref, size_t n)
+{
+    double largest = 0.0;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(ref[i]))
+            largest = fmax(largest, fabs(ref[i]));
+    for (size_t i = 0; i < n; i++) {
+        const bool same = isnan(ref[i])   ? isnan(got[i])
+                          : isinf(ref[i]) ? (double)got[i] == ref[i]
+                                          : isfinite(got[i]) && fabs((double)got[i] - ref[i]) <=
+                                                                    1e-5 + 2e-4 * largest + 1e-4 * fabs(ref[i]);
+        ck_assert_msg(same, "%s: %s[%zu] = %.9g, fp64 reference %.12g", tu_label(), what, i, (double)got[i], ref[i]);
+    }
+}
+
+START_TEST(test_nonfinite)
+{
+    const size_t ci = TU_CASE(_i), dev = TU_DEVICE(_i);
+    const nfcase *c = &nf_cases[ci];
+    clattn_context *ctx = tu_ctx[dev];
+    clattn_masks m = CLATTN_MASKS_INIT;
+    const size_t lengths[2] = {c->S - 3, c->S / 2};
+    m.causal = c->causal;
+    m.key_lengths = c->key_lengths ? lengths : NULL;
+    clattn_sdpa_desc d = tu_sdpa_desc(2, c->H, c->L, c->S, c->D, c->D);
+    d.kv_heads = c->KVH;
+    d.masks = &m;
+    const size_t nq = 2 * c->H * c->L * c->D, nk = 2 * c->KVH * c->S * c->D, nl = 2 * c->H * c->L;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk), *dout = tu_falloc(nq);
+    tu_fill_uniform(q, nq, 1.5f, 90 + ci);
+    tu_fill_uniform(k, nk, 1.5f, 91 + ci);
+    tu_fill_uniform(v, nk, 1.0f, 92 + ci);
+    tu_fill_uniform(dout, nq, 1.0f, 93 + ci);
+    float *target = c->tensor == 'o' ? dout : c->tensor == 'q' ? q : c->tensor == 'k' ? k : v;
+    target[c->row * c->D + c->col] = c->value; /* batch 0, head 0 */
+    double *rq = tu_dalloc(nq), *rk = tu_dalloc(nk), *rv = tu_dalloc(nk);
+    ref_sdpa_backward(&d, NULL, NULL, q, k, v, NULL, dout, rq, rk, rv, NULL);
+    float *out = tu_host_alloc(nq, NULL), *lse = tu_host_alloc(nl, NULL);
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, lse), ctx, "the forward");
+    for (int staged = 0; staged < 2; staged++) {
+        tu_set_label("backward \"%s\"%s on %s", c->name, staged ? " (staged)" : "", tu_dev_spec[dev]);
+        d.algorithm = staged ? CLATTN_ALGORITHM_STAGED : CLATTN_ALGORITHM_AUTO;
+        float *dq = tu_host_alloc(nq, NULL), *dk = tu_host_alloc(nk, NULL), *dv = tu_host_alloc(nk, NULL);
+        TU_ASSERT_OK(clattn_sdpa_backward_host(ctx, &d, q, k, v, NULL, out, lse, dout, dq, dk, dv, NULL), ctx,
+                     "clattn_sdpa_backward_host");
+        check_nonfinite_gradient("dq", dq, rq, nq);
+        check_nonfinite_gradient("dk", dk, rk, nk);
+        check_nonfinite_gradient("dv", dv, rv, nk);
+    }
+}
+END_TEST
+
 /* Outputs that share memory with an input or with each other are refused naming both (the kernels read
  * Q, K, V, dO while writing the gradients): the same cl_mem, and sub-buffers whose ranges overlap. */
 START_TEST(test_aliasing)
@@ -566,6 +644,7 @@ static Suite *make_suite(void)
     tu_add_loop(s, "layer", test_layer, NLAYER * tu_ndev);
     tu_add_loop(s, "layer refusals", test_layer_refusals, tu_ndev);
     tu_add_loop(s, "aliasing", test_aliasing, tu_ndev);
+    tu_add_loop(s, "nonfinite", test_nonfinite, NNF * tu_ndev);
     return s;
 }
 

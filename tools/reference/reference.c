@@ -124,12 +124,15 @@ void ref_softmax_row(size_t cols, const double *s, double sink, double *p, doubl
 {
     double mx = -INFINITY; /* the row maximum, sink included (a NaN score is skipped here, and
                               makes the sum NaN below) */
-    for (size_t c = 0; c < cols; c++)
+    bool any_nan = isnan(sink);
+    for (size_t c = 0; c < cols; c++) {
         if (s[c] > mx)
             mx = s[c];
+        any_nan |= isnan(s[c]);
+    }
     if (sink > mx)
         mx = sink;
-    if (mx == -INFINITY && !isnan(sink)) { /* every key masked, no sink */
+    if (mx == -INFINITY && !any_nan) { /* every key masked, no sink */
         if (p)
             for (size_t c = 0; c < cols; c++)
                 p[c] = 0.0;
@@ -140,9 +143,9 @@ void ref_softmax_row(size_t cols, const double *s, double sink, double *p, doubl
     double sum = exp(sink - mx); /* 0 without a sink */
     for (size_t c = 0; c < cols; c++)
         sum += exp(s[c] - mx);
-    if (p)
+    if (p) /* a hidden key (−inf) has weight 0 even in a NaN row: it takes no part */
         for (size_t c = 0; c < cols; c++)
-            p[c] = exp(s[c] - mx) / sum;
+            p[c] = s[c] == -INFINITY ? 0.0 : exp(s[c] - mx) / sum;
     if (lse)
         *lse = mx + log(sum);
 }
@@ -181,8 +184,9 @@ static void ref_weighted_sum_d(const clattn_sdpa_desc *d, const double *p, const
             for (size_t i = 0; i < L; i++)
                 for (size_t t = 0; t < Dv; t++) {
                     double acc = 0.0;
-                    for (size_t j = 0; j < S; j++)
-                        acc += p[(bh * L + i) * S + j] * vv[j * Dv + t];
+                    for (size_t j = 0; j < S; j++) /* a key without weight takes no part (0·inf is NaN) */
+                        if (p[(bh * L + i) * S + j] != 0.0)
+                            acc += p[(bh * L + i) * S + j] * vv[j * Dv + t];
                     o[(bh * L + i) * Dv + t] = acc;
                 }
         }
