@@ -52,6 +52,8 @@ static const bcase cases[] = {
     /* Several key tiles and chunks, a row step's tail, head sizes below their padding. */
     {"tiles: bottom-right L 67 < S 100, GQA 2/1, D 64", 1, 2, 1, 67, 100, 64, 64, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"tiles: B 3, L 45, S 77, D 40, Dv 24, key lengths", 3, 1, 1, 45, 77, 40, 24, NONE, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    /* A window over several key tiles: no tile is wholly visible to a step's rows. */
+    {"tiles: window (9,2), L = S = 150, GQA 2/1", 1, 2, 1, 150, 150, 32, 16, NONE, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     /* Storage types: every tensor but lse in the type, the gradients written in it. */
     {"float16, causal, GQA 2/1, several tiles", 1, 2, 1, 40, 71, 32, 16, TL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
      CLATTN_FLOAT16},

@@ -58,9 +58,9 @@ enum { A_PLAIN = 0, A_INF, A_ROWINF, A_1E30 };
 enum { O_NONE = 0, O_LEN, O_NEG, O_BEYOND, O_MID };
 
 /* Windows (left, right). */
-enum { W_NONE = 0, W_00, W_3M, W_M2, W_55, W_MM };
-static const clattn_window windows[] = {{0, 0}, {0, 0}, {3, -1}, {-1, 2}, {5, 5}, {-1, -1}};
-static const char *const window_names[] = {"none", "(0,0)", "(3,-1)", "(-1,2)", "(5,5)", "(-1,-1)"};
+enum { W_NONE = 0, W_00, W_3M, W_M2, W_55, W_MM, W_80, W_84 };
+static const clattn_window windows[] = {{0, 0}, {0, 0}, {3, -1}, {-1, 2}, {5, 5}, {-1, -1}, {8, 0}, {8, 4}};
+static const char *const window_names[] = {"none", "(0,0)", "(3,-1)", "(-1,2)", "(5,5)", "(-1,-1)", "(8,0)", "(8,4)"};
 static const char *const offset_names[] = {"none", "len-L", "negative", "beyond both ends", "-3,4,11"};
 static const char *const kl_names[] = {"none", "full", "varied", "zero"};
 static const char *const causal_names[] = {"none", "top-left", "bottom-right"};
@@ -143,6 +143,12 @@ static const vcase cases[] = {
      1, 1},
     {"L 70 S 150, window (5,5), top-left, softcap, alibi", 1, 6, 2, 70, 150, 21, 7, SD, 1.5f, TL, K0, M0, 0,
      O_NONE, W_55, 0, 1},
+    /* Windows over several 64-key tiles: a work-item's rows see different key ranges, so no tile is
+     * wholly visible to all of them (the fused kernels' fast path for such tiles must not take these). */
+    {"L S 200, window (8,0), Dqk 32 Dv 16", 1, 4, 2, 200, 200, 32, 16, SD, 0, NONE, K0, M0, 0, O_NONE, W_80, 0, 0},
+    {"L S 200, window (8,4), GQA 8/2", 2, 8, 2, 200, 200, 21, 7, SD, 0, NONE, K0, M0, 0, O_NONE, W_84, 0, 0},
+    {"L 150 S 260, window (8,4), bottom-right, key lengths", 1, 3, 1, 150, 260, 32, 16, SD, 0, BR, KV, M0, 0, O_NONE,
+     W_84, 0, 0},
     {"Dqk 64 Dv 13, offsets len-L, top-left, keys, sinks", 2, 8, 1, 13, 29, 64, 13, SD, 0, TL, KV, M0, 0, O_LEN,
      W_NONE, 1, 0},
 };
