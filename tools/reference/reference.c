@@ -230,9 +230,10 @@ void ref_sdpa_mods_d(const clattn_sdpa_desc *d, const ref_mods *mods, const doub
     sdpa_d_mods(d, mods, q, k, v, mask, out, weights, lse);
 }
 
-void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
-                         const double *q, const double *k, const double *v, const float *mask, const double *dout,
-                         double *dq, double *dk, double *dv, double *dsinks)
+/* The backward pass; D from `out_given` where it is not NULL, else from the fp64 forward. */
+static void sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                          const double *q, const double *k, const double *v, const float *mask, const double *dout,
+                          const float *out_given, double *dq, double *dk, double *dv, double *dsinks)
 {
     const bool has_score_mod = mods && mods->score_mod;
     if (has_score_mod && !score_mod_grad)
@@ -259,7 +260,7 @@ void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_sc
                 const double *qi = q + r * D, *doi = dout + r * Dv;
                 double di = 0.0; /* D_i = dout_i · O_i */
                 for (size_t t = 0; t < Dv; t++)
-                    di += doi[t] * o[r * Dv + t];
+                    di += doi[t] * (out_given ? (double)out_given[r * Dv + t] : o[r * Dv + t]);
                 if (dsinks && d->sinks && lse[r] > -INFINITY)
                     dsinks[h] -= exp((double)d->sinks[h] - lse[r]) * di;
                 for (size_t j = 0; j < S; j++) {
@@ -296,19 +297,41 @@ void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_sc
     free(lse);
 }
 
-void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
-                       const float *q, const float *k, const float *v, const float *mask, const float *dout,
-                       double *dq, double *dk, double *dv, double *dsinks)
+void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                         const double *q, const double *k, const double *v, const float *mask, const double *dout,
+                         double *dq, double *dk, double *dv, double *dsinks)
+{
+    sdpa_backward(d, mods, score_mod_grad, q, k, v, mask, dout, NULL, dq, dk, dv, dsinks);
+}
+
+/* The float inputs widened, then the pass. */
+static void backward_of_floats(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                               const float *q, const float *k, const float *v, const float *mask, const float *out,
+                               const float *dout, double *dq, double *dk, double *dv, double *dsinks)
 {
     const size_t BH = d->batch * d->heads, BKV = d->batch * ref_kv_heads(d), L = d->q_len, S = d->kv_len,
                  D = d->qk_dim, Dv = ref_v_dim(d);
     double *qd = to_double(q, BH * L * D), *kd = to_double(k, BKV * S * D), *vd = to_double(v, BKV * S * Dv),
            *dod = to_double(dout, BH * L * Dv);
-    ref_sdpa_backward_d(d, mods, score_mod_grad, qd, kd, vd, mask, dod, dq, dk, dv, dsinks);
+    sdpa_backward(d, mods, score_mod_grad, qd, kd, vd, mask, dod, out, dq, dk, dv, dsinks);
     free(qd);
     free(kd);
     free(vd);
     free(dod);
+}
+
+void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
+                       const float *q, const float *k, const float *v, const float *mask, const float *dout,
+                       double *dq, double *dk, double *dv, double *dsinks)
+{
+    backward_of_floats(d, mods, score_mod_grad, q, k, v, mask, NULL, dout, dq, dk, dv, dsinks);
+}
+
+void ref_sdpa_backward_given_out(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
+                                 const float *mask, const float *out, const float *dout, double *dq, double *dk,
+                                 double *dv)
+{
+    backward_of_floats(d, NULL, NULL, q, k, v, mask, out, dout, dq, dk, dv, NULL);
 }
 
 void ref_sdpa(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,

@@ -104,6 +104,12 @@ void ref_sdpa_backward(const clattn_sdpa_desc *d, const ref_mods *mods, ref_scor
 void ref_sdpa_backward_d(const clattn_sdpa_desc *d, const ref_mods *mods, ref_score_mod_grad score_mod_grad,
                          const double *q, const double *k, const double *v, const float *mask, const double *dout,
                          double *dq, double *dk, double *dv, double *dsinks);
+/* ref_sdpa_backward with D_i = dO_i·O_i formed from the forward output `out` as given (a 16-bit output
+ * widened, say) rather than its fp64 value: what a library that stores O in its type must do, so that a
+ * comparison measures the backward pass's own error and not the output's rounding. */
+void ref_sdpa_backward_given_out(const clattn_sdpa_desc *d, const float *q, const float *k, const float *v,
+                                 const float *mask, const float *out, const float *dout, double *dq, double *dk,
+                                 double *dv);
 
 /* ref_sdpa (with mods: ref_sdpa_mods) from double inputs. */
 void ref_sdpa_mods_d(const clattn_sdpa_desc *d, const ref_mods *mods, const double *q, const double *k,
