@@ -437,6 +437,141 @@ START_TEST(test_sdpa_backward)
 }
 END_TEST
 
+/* The backward pass in every storage type the tool reads (issue 36, item 1): Q, K and V as '<f4', '<f2'
+ * (mixed with '<f4'), or '<u2' bfloat16 with --bf16; dO as '<f4' or '<f2' (or '<u2' with --bf16), each
+ * dO type with every --out-dtype. The library reads dO in the output's type, so the tool must convert it
+ * (rounded to nearest even) and save each gradient in its input's type with that type's descr. Each run
+ * against the fp64 reference backward on the values the tool holds: Q, K, V as their files hold them, dO
+ * rounded to --out-dtype, and D = dO·O taken with the O the forward rounded to --out-dtype (the file
+ * --out wrote: the backward reads that O). Gradients in float32 within expect_close's bound, 16-bit ones
+ * within it plus half a unit in the last place of their type. A dO value that overflows --out-dtype is
+ * refused naming --grad-out. */
+static float round_to(float x, npy_dtype t)
+{
+    return t == NPY_F2 ? npy_half_to_float(npy_float_to_half(x))
+           : t == NPY_U2 ? npy_bf16_to_float_value(npy_float_to_bf16(x))
+                         : x;
+}
+
+static const char *save_typed(const char *name, npy_dtype t, const float *src, size_t ndim, const size_t *shape,
+                              const float **held)
+{
+    if (t != NPY_F4)
+        return save_narrow(name, t, src, ndim, shape, held);
+    *held = src;
+    return save_f32(name, src, ndim, shape);
+}
+
+static void expect_typed_close(const char *what, const float *got, npy_dtype t, const double *ref, size_t n)
+{
+    if (t == NPY_F4)
+        expect_close(what, got, ref, n);
+    else
+        expect_close_rounded(what, got, ref, n, t == NPY_F2 ? 10 : 7, t == NPY_F2 ? -14 : -126);
+}
+
+START_TEST(test_sdpa_backward_dtypes)
+{
+    enum { H = 2, L = 5, S = 7, D = 8, DV = 4 };
+    const size_t qs[3] = {H, L, D}, ks[3] = {H, S, D}, vs[3] = {H, S, DV}, os[3] = {H, L, DV};
+    const size_t nq = H * L * D, nk = H * S * D, nv = H * S * DV, no = H * L * DV;
+    rng.state = 67;
+    const float *q = rand_floats(nq, 1.5f), *k = rand_floats(nk, 1.5f), *v = rand_floats(nv, 1.0f);
+    const float *g = rand_floats(no, 1.0f);
+    const clattn_sdpa_desc d = sdpa_desc(1, H, 0, L, S, D, DV, NULL);
+    const double scale = 1.0 / sqrt((double)D);
+    /* Every dO file type converted to every output type ('<f4' and '<f2' dO to float32 and bfloat16 beside
+     * float32 Q/K/V, to float16 beside a mix of '<f2' and '<f4' ones; bfloat16 dO with --bf16 to all
+     * three), and gradients saved in each storage type (float32, float16, bfloat16, and a mix: each
+     * gradient in its own input's type). Each new combination of the Q/K/V and output types builds the
+     * forward's and the backward's kernels once more (seconds each while PoCL's cache is cold): these
+     * six cover every conversion and every gradient type without the whole cross product. */
+    static const struct {
+        npy_dtype q, k, v, g;
+        int outs; /* --out-dtype: bit 0 none (float32), 1 float16, 2 bfloat16 */
+    } inputs[] = {
+        {NPY_F4, NPY_F4, NPY_F4, NPY_F4, 5}, {NPY_F4, NPY_F4, NPY_F4, NPY_F2, 5}, {NPY_F2, NPY_F4, NPY_F2, NPY_F4, 2},
+        {NPY_F2, NPY_F4, NPY_F2, NPY_F2, 2}, {NPY_U2, NPY_U2, NPY_U2, NPY_U2, 7}, /* --bf16: every input array */
+    };
+    static const npy_dtype out_types[3] = {NPY_F4, NPY_F2, NPY_U2};
+    static const char *const out_names[3] = {NULL, "float16", "bfloat16"};
+    double *ro = xmalloc(no * sizeof *ro), *rp = xmalloc(H * L * S * sizeof *rp);
+    double *rq = xmalloc(nq * sizeof *rq), *rk = xmalloc(nk * sizeof *rk), *rv = xmalloc(nv * sizeof *rv);
+    float *g_used = xmalloc(no * sizeof *g_used);
+    for (size_t c = 0; c < sizeof inputs / sizeof inputs[0]; c++)
+        for (size_t o = 0; o < 3; o++) {
+            if (!(inputs[c].outs >> o & 1))
+                continue;
+            const bool bf16 = inputs[c].q == NPY_U2;
+            const float *qh, *kh, *vh, *gh;
+            argl a = {{0}, 0};
+            add(&a, "sdpa", "--q", save_typed("q.npy", inputs[c].q, q, 3, qs, &qh), "--k",
+                save_typed("k.npy", inputs[c].k, k, 3, ks, &kh), "--v", save_typed("v.npy", inputs[c].v, v, 3, vs, &vh),
+                "--grad-out", save_typed("g.npy", inputs[c].g, g, 3, os, &gh), "--out", P("o.npy"), "--dq",
+                P("dq.npy"), "--dk", P("dk.npy"), "--dv", P("dv.npy"), NULL);
+            if (out_names[o])
+                add(&a, "--out-dtype", out_names[o], NULL);
+            if (bf16)
+                add(&a, "--bf16", NULL);
+            run_expect(&a, EXIT_OK);
+            npy_dtype t;
+            const float *oh = load_any(P("o.npy"), no, &t);
+            ck_assert_msg(t == out_types[o], "`%s`: O written as %s", R.cmd, npy_dtype_name(t));
+            const npy_dtype want[3] = {inputs[c].q, inputs[c].k, inputs[c].v};
+            const char *const names[3] = {"dq", "dk", "dv"};
+            const float *grad[3];
+            const size_t counts[3] = {nq, nk, nv};
+            for (size_t i = 0; i < 3; i++) {
+                grad[i] = load_any(P(fmt("%s.npy", names[i])), counts[i], &t);
+                ck_assert_msg(t == want[i], "`%s`: %s written as %s, its input is %s", R.cmd, names[i],
+                              npy_dtype_name(t), npy_dtype_name(want[i]));
+            }
+            /* The reference: dO as the library reads it (in the output's type), then D's share of the
+             * rounded O: D̂_i − D_i = Σ_t dO_it·(Ô_it − O_it), which moves dQ_i by −scale·ΔD_i·Σ_j P_ij·K_j
+             * and dK_j by −scale·Σ_i P_ij·ΔD_i·Q_i (dV does not read D). */
+            for (size_t i = 0; i < no; i++)
+                g_used[i] = round_to(gh[i], out_types[o]);
+            ref_sdpa(&d, qh, kh, vh, NULL, ro, rp, NULL);
+            ref_sdpa_backward(&d, NULL, NULL, qh, kh, vh, NULL, g_used, rq, rk, rv, NULL);
+            for (size_t h = 0; h < H; h++)
+                for (size_t i = 0; i < L; i++) {
+                    double delta = 0.0;
+                    for (size_t x = 0; x < DV; x++) {
+                        const size_t at = (h * L + i) * DV + x;
+                        delta += (double)g_used[at] * ((double)oh[at] - ro[at]);
+                    }
+                    for (size_t j = 0; j < S; j++) {
+                        const double w = rp[(h * L + i) * S + j] * scale * delta;
+                        for (size_t x = 0; x < D; x++) {
+                            rq[(h * L + i) * D + x] -= w * kh[(h * S + j) * D + x];
+                            rk[(h * S + j) * D + x] -= w * qh[(h * L + i) * D + x];
+                        }
+                    }
+                }
+            expect_typed_close("dq", grad[0], want[0], rq, nq);
+            expect_typed_close("dk", grad[1], want[1], rk, nk);
+            expect_typed_close("dv", grad[2], want[2], rv, nv);
+        }
+    /* A float32 dO value that float16 cannot hold: refused, naming the flag; nothing written. */
+    float *big = xmalloc(no * sizeof *big);
+    memcpy(big, g, no * sizeof *big);
+    big[3] = 1e5f;
+    EXPECT(EXIT_USAGE, "sdpa", "--q", save_f32("q4.npy", q, 3, qs), "--k", save_f32("k4.npy", k, 3, ks), "--v",
+           save_f32("v4.npy", v, 3, vs), "--grad-out", save_f32("big.npy", big, 3, os), "--out", P("x.npy"), "--dq",
+           P("dx.npy"), "--out-dtype", "float16");
+    expect_in("stderr", R.err, "--grad-out");
+    expect_in("stderr", R.err, "float16");
+    /* Under --bf16 dO is an input array like the others: a '<f4' dO is refused naming the flag. */
+    const float *held;
+    EXPECT(EXIT_USAGE, "sdpa", "--bf16", "--q", save_narrow("qb.npy", NPY_U2, q, 3, qs, &held), "--k",
+           save_narrow("kb.npy", NPY_U2, k, 3, ks, &held), "--v", save_narrow("vb.npy", NPY_U2, v, 3, vs, &held),
+           "--grad-out", save_f32("g4.npy", g, 3, os), "--out", P("x.npy"), "--dq", P("dx.npy"));
+    expect_in("stderr", R.err, "--bf16");
+    expect_in("stderr", R.err, "g4.npy");
+    ck_assert_msg(!exists(P("x.npy")) && !exists(P("dx.npy")), "a refused call wrote its outputs");
+}
+END_TEST
+
 /* --offset N puts query i at key position N + i in every batch (negative: a causal mask hides every
  * key from the first rows); --offsets OFF.npy gives one per batch, '<i8' or '<i4'. */
 START_TEST(test_sdpa_offsets)
@@ -818,6 +953,7 @@ static Suite *sdpa_suite(void)
                               test_sdpa_softcap, test_sdpa_sinks, test_sdpa_alibi_file, test_sdpa_logit_scale, test_sdpa_alibi_auto,
                               test_sdpa_heads_layout, test_sdpa_scores, test_sdpa_mods}},
         {"sdpa-dtypes", 1, {test_sdpa_dtypes}},
+        {"sdpa-backward-dtypes", 1, {test_sdpa_backward_dtypes}},
     };
     return cli_suite("clattn cli sdpa", groups, sizeof groups / sizeof groups[0]);
 }

@@ -17,7 +17,10 @@
  *     kernels do not build (it fails at its first pair, keeps passing slices, and every rank returns its
  *     status naming it), a rank that stops answering after its first step (every rank names it), and
  *     last a rank that never calls: the others return CLATTN_ERROR_TIMEOUT naming it, within the ring's
- *     timeout. Structs of older and newer headers are read by their struct_size.
+ *     timeout (measured from before a barrier every rank passes before calling, and honest about
+ *     clocks: see clock_epsilon). Structs of older and newer headers are read by their struct_size.
+ *  5. deadlines (src/mpi/deadline.h): rounded up, reached at their end and not before, and on the real
+ *     clock a wait polled until its deadline has taken its whole time.
  *
  * Every rank runs the same cases in the same order, without forking (CK_NOFORK). Rank 0 prints check's
  * summary; a failure on any rank fails the run (mpirun's exit status), and rank 0 prints every rank's.
@@ -26,6 +29,7 @@
 
 #include <clattn/clattn_mpi.h>
 
+#include "../src/mpi/deadline.h"    /* header-only: the ring's deadlines, unit-tested here */
 #include "../src/mpi/fingerprint.h" /* compiled into this test: its verdict is unit-tested */
 
 #include <math.h>
@@ -570,6 +574,61 @@ START_TEST(test_one_rank_fails)
 }
 END_TEST
 
+/* MPI_Wtime, which the tests measure with, and CLOCK_MONOTONIC, which the ring's deadlines run on, are
+ * two clocks: a reading of each brackets the same instants only to within a tick of each (MPI_Wtick:
+ * 1 ns where Open MPI reads CLOCK_MONOTONIC, 1 µs where an MPI reads gettimeofday), and a wall clock
+ * may run up to 500 ppm slow while NTP slews it. So a wait of T seconds by CLOCK_MONOTONIC reads at
+ * least T − clock_epsilon(T) on MPI_Wtime; within that, a wait that looks short is short. */
+static double clock_epsilon(double seconds) { return 2.0 * MPI_Wtick() + 5e-4 * seconds + 1e-6; }
+
+static long long ns_between(struct timespec a, struct timespec b)
+{
+    return (long long)(b.tv_sec - a.tv_sec) * 1000000000LL + (b.tv_nsec - a.tv_nsec);
+}
+
+/* deadline.h (issue 36, item 21): an end rounded up to the nanosecond and carried across the second;
+ * reached at the end, not a nanosecond before; 0 and NaN reached at once, a huge timeout without
+ * overflow; and on the real clock, polled until reached, a deadline has waited its whole time by
+ * CLOCK_MONOTONIC, and by MPI_Wtime within clock_epsilon. */
+START_TEST(test_deadline)
+{
+    const struct timespec t0 = {5, 999999999};
+    ring_deadline d = ring_deadline_after(t0, 1.5);
+    ck_assert_msg(d.end.tv_sec == 7 && d.end.tv_nsec == 499999999, "5.999999999 + 1.5 s ends at %lld.%09ld",
+                  (long long)d.end.tv_sec, d.end.tv_nsec);
+    ck_assert(!ring_deadline_reached(&d, (struct timespec){7, 499999998}));
+    ck_assert(!ring_deadline_reached(&d, (struct timespec){6, 999999999}));
+    ck_assert(ring_deadline_reached(&d, (struct timespec){7, 499999999}));
+    ck_assert(ring_deadline_reached(&d, (struct timespec){8, 0}));
+    d = ring_deadline_after((struct timespec){0, 0}, 0.4e-9); /* up, to a whole nanosecond */
+    ck_assert(d.end.tv_sec == 0 && d.end.tv_nsec == 1);
+    d = ring_deadline_after((struct timespec){3, 0}, 1.0000000002);
+    ck_assert(d.end.tv_sec == 4 && d.end.tv_nsec == 1);
+    d = ring_deadline_after((struct timespec){0, 999999999}, 0.1);
+    ck_assert(d.end.tv_sec == 1 && d.end.tv_nsec >= 99999999 && d.end.tv_nsec <= 100000000);
+    d = ring_deadline_after(t0, 0.0);
+    ck_assert(ring_deadline_reached(&d, t0));
+    d = ring_deadline_after(t0, NAN);
+    ck_assert(ring_deadline_reached(&d, t0));
+    d = ring_deadline_after(t0, 1e300);
+    ck_assert(d.end.tv_sec > t0.tv_sec && !ring_deadline_reached(&d, (struct timespec){t0.tv_sec + 900000000, 0}));
+    const double timeouts[] = {0.0013, 0.02, 0.1};
+    for (size_t i = 0; i < sizeof timeouts / sizeof timeouts[0]; i++) {
+        const double w0 = MPI_Wtime();
+        const struct timespec start = ring_clock_now();
+        d = ring_deadline_after(start, timeouts[i]);
+        struct timespec now = start;
+        while (!ring_deadline_reached(&d, now = ring_clock_now()))
+            nanosleep(&(struct timespec){0, 100000}, NULL);
+        const double w1 = MPI_Wtime();
+        const long long waited = ns_between(start, now), want = (long long)ceil(timeouts[i] * 1e9);
+        ck_assert_msg(waited >= want, "rank %d: a %g s deadline reached after %lld ns", rank, timeouts[i], waited);
+        ck_assert_msg(w1 - w0 >= timeouts[i] - clock_epsilon(timeouts[i]),
+                      "rank %d: a %g s deadline reached after %.9f s by MPI_Wtime", rank, timeouts[i], w1 - w0);
+    }
+}
+END_TEST
+
 /* A rank that stops answering mid-ring, through MPI's profiling interface: this MPI_Isend stands between
  * the ring and MPI (PMPI_Isend is MPI's own). Armed on one rank, it lets that rank's first step's K and V
  * sends (its first two sends of floats) through, then sleeps `stall_seconds` before its next send of
@@ -636,27 +695,41 @@ START_TEST(test_stalled_rank)
 }
 END_TEST
 
-/* Last: the last rank creates its ring but never calls (as if it had died); the others time out. */
+/* Last: the last rank creates its ring but never calls (as if it had died); the others time out.
+ * Measured from before a barrier that every rank passes before its call: every rank's wait starts after
+ * every rank has entered the barrier, so the first rank to give up (its own timeout ran out: the last
+ * rank sends no notice) does so no sooner than `timeout` after t0 on any rank, and its notice ends the
+ * others' waits at once (clattn_mpi.h). By a rank's own start that can be sooner than its timeout when it
+ * started later than another rank — as rank 0 does here, `late` seconds after the others, so that this
+ * is seen on every run rather than by a few milliseconds of chance (issue 36, item 21: a bound from each
+ * rank's own start failed with "returned after 1.50 s"). With 2 ranks, rank 0 is the only caller and
+ * waits its own timeout. */
 START_TEST(test_dead_rank)
 {
     if (ranks < 2)
         return;
     tu_set_label("ring: the last rank never calls");
     clattn_ring *r = NULL;
-    const double timeout = 1.5;
+    const double timeout = 1.5, late = 0.25;
     clattn_status st = clattn_ring_create(&r, ctx, MPI_COMM_WORLD, timeout);
     ck_assert_msg(st == CLATTN_SUCCESS, "rank %d: clattn_ring_create: %s", rank, clattn_ring_last_error(NULL));
     clattn_status spent = CLATTN_ERROR_COMMUNICATION;
     int named = ranks - 1;
-    double waited = timeout;
+    double waited = timeout, own = timeout;
     char detail[512] = "did not answer within";
+    const double t0 = MPI_Wtime();
+    MPI_Barrier(MPI_COMM_WORLD);
     if (rank != ranks - 1) {
         const size_t S = 2 * (size_t)ranks, D = 8;
         clattn_sdpa_desc d = tu_sdpa_desc(1, 1, S, S, D, D);
         float *q = tu_falloc(S * D), *o = tu_falloc(S * D);
-        const double t0 = MPI_Wtime();
+        if (rank == 0)
+            nanosleep(&(struct timespec){0, (long)(late * 1e9)}, NULL);
+        const double started = MPI_Wtime();
         st = clattn_ring_sdpa_host(r, &d, CONTIG, q, q, q, o, NULL, NULL);
-        waited = MPI_Wtime() - t0;
+        const double ended = MPI_Wtime();
+        waited = ended - t0;
+        own = ended - started;
         named = clattn_ring_failed_rank(r);
         snprintf(detail, sizeof detail, "%s", clattn_ring_last_error(r));
         /* The ring is spent: later calls say so at once. */
@@ -668,11 +741,14 @@ START_TEST(test_dead_rank)
     /* Every rank here before any check (see test_stalled_rank). */
     MPI_Barrier(MPI_COMM_WORLD);
     if (rank == 0)
-        printf("ring: P %d: a rank that never called: %s after %.2f s: %s\n", ranks, clattn_status_string(st), waited,
-               detail);
+        printf("ring: P %d: a rank that never called: %s after %.3f s from the barrier, %.3f s from rank 0's own "
+               "start (%.2f s late): %s\n",
+               ranks, clattn_status_string(st), waited, own, late, detail);
     ck_assert_msg(st == CLATTN_ERROR_TIMEOUT && named == ranks - 1 && strstr(detail, "did not answer within"),
                   "%s: rank %d: %s, failed rank %d: %s", tu_label(), rank, clattn_status_string(st), named, detail);
-    ck_assert_msg(waited >= timeout && waited < timeout + 30.0, "rank %d: returned after %.2f s", rank, waited);
+    ck_assert_msg(waited >= timeout - clock_epsilon(timeout) && waited < timeout + late + 30.0,
+                  "rank %d: returned %.6f s after the barrier (timeout %g s, clocks' epsilon %.3g s)", rank, waited,
+                  timeout, clock_epsilon(timeout));
     ck_assert(spent == CLATTN_ERROR_COMMUNICATION);
 }
 END_TEST
@@ -685,6 +761,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_rank_and_size);
     tcase_add_test(tc, test_shards);
     tcase_add_test(tc, test_fingerprints);
+    tcase_add_test(tc, test_deadline);
     tcase_add_loop_test(tc, test_table, 0, NCASES);
     tcase_add_test(tc, test_memory);
     tcase_add_test(tc, test_bad);

@@ -16,6 +16,7 @@
 #include "clattn/clattn_mpi.h"
 
 #include "../versioned_rule.h"
+#include "deadline.h"
 #include "fingerprint.h"
 
 #include <limits.h>
@@ -159,6 +160,7 @@ static clattn_status mpi_failed(clattn_ring *r, int code, const char *call)
     return fail(r, CLATTN_ERROR_COMMUNICATION, r->rank, "rank %d: %s failed: %s", r->rank, call, text);
 }
 
+/* Seconds for the statistics (clattn_ring_stats). The timeouts run on deadline.h's monotonic clock. */
 static double now_s(void) { return MPI_Wtime(); }
 
 static void nap(void)
@@ -250,7 +252,7 @@ static clattn_status give_up(clattn_ring *r, int late, const char *what)
     }
     /* A rank that gave up without waiting on anyone starts from the first notice it holds. */
     int start = late, first_reporter = -1, reporter = -1, named = -1;
-    const double grace = r->timeout_s < 2.0 ? r->timeout_s : 2.0, until = now_s() + grace;
+    const ring_deadline until = ring_deadline_after(ring_clock_now(), r->timeout_s < 2.0 ? r->timeout_s : 2.0);
     for (;;) {
         for (int i = 0; start < 0 && i < r->size; i++)
             if (i != r->rank && (start = notice_waited_on(r, i, NULL)) >= 0)
@@ -261,7 +263,7 @@ static clattn_status give_up(clattn_ring *r, int late, const char *what)
         int silent = 0;
         for (int i = 0; i < r->size; i++)
             silent += i != r->rank && i != named && !r->notices[i][0];
-        if (!silent || now_s() > until)
+        if (!silent || ring_deadline_reached(&until, ring_clock_now()))
             break;
         nap();
         notices_poll(r);
@@ -277,26 +279,30 @@ static clattn_status give_up(clattn_ring *r, int late, const char *what)
 
 /* One wait: requests on other ranks (peer[i] is the rank request i waits on) and, when `device` is given,
  * the kernels before that event. The timeout runs from when this rank's own work is done (the device's,
- * else the call's start); a notice from another rank that gave up ends the wait too (give_up). Then the
+ * else the call's start), on deadline.h's monotonic clock: this rank gives up only once a fresh reading
+ * of the clock, after every poll and nap, is at or past that deadline — never sooner. A notice from
+ * another rank that gave up ends the wait too (give_up), which can be sooner by this rank's clock: that
+ * rank's own timeout ran out, from its own start, which may have come before this rank's. Then the
  * point-to-point receives are cancelled and the sends abandoned (a collective request cannot be:
  * `collective` leaves it be), and the ring is marked broken. *device_done_at, when given, receives the
  * time the device finished. */
 static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const int *peer, cl_event device,
                               bool collective, const char *what, double *device_done_at)
 {
-    double own_done = device ? -1.0 : now_s();
+    bool own_done = !device;
+    ring_deadline deadline = ring_deadline_after(ring_clock_now(), r->timeout_s);
     for (;;) {
-        if (own_done < 0) {
+        if (!own_done) {
             cl_int exec = CL_QUEUED;
             const cl_int err = clGetEventInfo(device, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
-            if (err != CL_SUCCESS || exec < 0) {
-                /* The kernels failed: finish waiting on the others regardless (the ring must go on). */
-                own_done = now_s();
-            } else if (exec == CL_COMPLETE) {
-                own_done = now_s();
+            /* Failed kernels (an error or a negative status) end this rank's own work too: it finishes
+             * waiting on the others regardless (the ring must go on). */
+            if (err != CL_SUCCESS || exec < 0 || exec == CL_COMPLETE) {
+                own_done = true;
+                deadline = ring_deadline_after(ring_clock_now(), r->timeout_s);
+                if (device_done_at)
+                    *device_done_at = now_s();
             }
-            if (own_done >= 0 && device_done_at)
-                *device_done_at = own_done;
         }
         int done = 1;
         if (n > 0) {
@@ -306,9 +312,9 @@ static clattn_status wait_all(clattn_ring *r, int n, MPI_Request *reqs, const in
         }
         if (notices_poll(r))
             break; /* another rank gave up: this call cannot succeed */
-        if (done && own_done >= 0)
+        if (done && own_done)
             return CLATTN_SUCCESS;
-        if (own_done >= 0 && now_s() - own_done > r->timeout_s)
+        if (own_done && ring_deadline_reached(&deadline, ring_clock_now()))
             break;
         nap();
     }

@@ -246,6 +246,28 @@ const void *cli_tensor_storage(cli_tensor *t)
     return t->bits = bits;
 }
 
+int cli_tensor_convert(const char *command, const char *flag, const char *path, cli_tensor *t, clattn_dtype type)
+{
+    if (t->type == type)
+        return CLI_OK;
+    for (size_t i = 0; i < t->count; i++) {
+        const float x = t->data[i];
+        const float r = type == CLATTN_FLOAT32   ? x
+                        : type == CLATTN_FLOAT16 ? npy_half_to_float(npy_float_to_half(x))
+                                                 : npy_bf16_to_float_value(npy_float_to_bf16(x));
+        if (isfinite(x) && !isfinite(r))
+            return cli_fail(CLI_USAGE_ERROR, command,
+                            "--%s %s: element %zu (%g) does not fit %s, the type this array is used in (see "
+                            "--out-dtype): scale it down or choose a wider type",
+                            flag, path, i, (double)x, clattn_dtype_name(type));
+        t->data[i] = r;
+    }
+    free(t->bits); /* (bit patterns of the old type) */
+    t->bits = NULL;
+    t->type = type;
+    return CLI_OK;
+}
+
 int cli_parse_dtype(const char *command, const char *flag, const char *text, clattn_dtype *out)
 {
     static const clattn_dtype types[] = {CLATTN_FLOAT32, CLATTN_FLOAT16, CLATTN_BFLOAT16};

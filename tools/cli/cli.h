@@ -86,6 +86,10 @@ int cli_load_tensor_as(const char *command, const char *path, size_t min_rank, s
 /* The tensor's elements in its storage type (its floats for float32, else bit patterns re-encoded
  * exactly), owned by t; NULL when out of memory. */
 const void *cli_tensor_storage(cli_tensor *t);
+/* Re-types t as `type` (float32, float16, bfloat16) where a call expects that type: each value rounded to
+ * nearest even into it (widening is exact). A finite value that would round to ±inf is refused: a usage
+ * error naming `flag` and the file at `path`. Non-finite values pass as they are. */
+int cli_tensor_convert(const char *command, const char *flag, const char *path, cli_tensor *t, clattn_dtype type);
 void cli_tensor_free(cli_tensor *t);
 
 /* --out-dtype and the like: "float32", "float16" or "bfloat16"; a usage error naming the flag else. */

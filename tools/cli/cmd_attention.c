@@ -136,7 +136,8 @@ static const char sdpa_help[] =
     "with --bf16; float64 is rounded to float32 on load. Each of Q, K and V runs in its file's type\n"
     "(float16 and bfloat16 are stored as such on the device; the arithmetic is float32).\n"
     "Outputs have the inputs' rank (but with --heads: O (B,L,H·Dv), weights (B,H,L,S), lse (B,H,L));\n"
-    "O is written in --out-dtype, the present in K's and V's types, the rest as float32.\n"
+    "O is written in --out-dtype, the present in K's and V's types, dQ, dK and dV in Q's, K's and V's\n"
+    "types, the rest as float32.\n"
     "\n"
     "  --out O.npy            output (B,H,L,Dv), or (B,L,H·Dv) with --heads\n"
     "  --weights P.npy        also write the attention weights (B,H,L,S)\n"
@@ -146,8 +147,10 @@ static const char sdpa_help[] =
     "                         every mask, --key-lengths and the weights (B,H,L,P+S) count them all\n"
     "  --present-k PK.npy     write concat(past_k, K) (ONNX's present_key), K's layout with P + S rows\n"
     "  --present-v PV.npy     write concat(past_v, V) (ONNX's present_value)\n"
-    "  --grad-out DO.npy      the backward pass: dO, the loss's gradient with respect to O (O's shape);\n"
-    "                         with any of --dq, --dk, --dv (float32 inputs; not with a past or --kv-int8)\n"
+    "  --grad-out DO.npy      the backward pass: dO, the loss's gradient with respect to O (O's shape),\n"
+    "                         read in --out-dtype as the library takes it (another type is rounded to it;\n"
+    "                         a value it cannot hold is refused); with any of --dq, --dk, --dv (not with a\n"
+    "                         past or --kv-int8)\n"
     "  --dq DQ.npy            write dQ (Q's shape), --dk DK.npy dK (K's), --dv DV.npy dV (V's)\n"
     "  --bf16                 the input arrays (not masks) are bfloat16 bit patterns ('<u2')\n"
     "  --out-dtype TYPE       O's type: float32 (default), float16 or bfloat16 (written as '<u2')\n"
@@ -324,12 +327,13 @@ static int take_scores(const char *cmd, const cli_variants *var, output_opts *o)
 }
 
 /* --grad-out: dO, shaped as the output (the query's leading dimensions, then L and Dv; with --heads
- * (B, L, H·Dv)). */
+ * (B, L, H·Dv)), in the output's type (`out_type`, as the library reads dO): a file of another type is
+ * converted (rounded to nearest even when narrower; a value that overflows it is refused). */
 static int grad_out_load(const char *cmd, const char *path, const cli_tensor *q, const sdpa_dims *d, bool bf16,
-                         cli_tensor *g)
+                         clattn_dtype out_type, cli_tensor *g)
 {
     int rc = cli_load_tensor_as(cmd, path, 2, 4, bf16, g);
-    if (rc != CLI_OK)
+    if (rc != CLI_OK || (rc = cli_tensor_convert(cmd, "grad-out", path, g, out_type)) != CLI_OK)
         return rc;
     bool same = g->ndim == q->ndim;
     for (size_t i = 0; same && i + 2 < q->ndim; i++)
@@ -349,7 +353,8 @@ int cmd_sdpa(int argc, char **argv)
     const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
     const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL, *out_dtype_text = NULL;
     const char *logit_scale_path = NULL, *grad_out_path = NULL, *grad_path[3] = {NULL}; /* dQ, dK, dV */
-    float *logit_scale = NULL, *grads[3] = {NULL};
+    float *logit_scale = NULL, *grads[3] = {NULL}; /* dQ, dK, dV as floats, once computed */
+    void *grad_bits[3] = {NULL};                   /* the same in Q's, K's and V's storage types */
     cli_tensor grad_out = {0};
     output_opts o = {0};
     cli_masks m = {0};
@@ -434,7 +439,7 @@ int cmd_sdpa(int argc, char **argv)
     if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK ||
         (logit_scale_path && (rc = cli_load_per_head(cmd, "logit-scale", logit_scale_path, H, &logit_scale)) != CLI_OK))
         goto done;
-    if (backward && (rc = grad_out_load(cmd, grad_out_path, &t[0], &d, bf16, &grad_out)) != CLI_OK)
+    if (backward && (rc = grad_out_load(cmd, grad_out_path, &t[0], &d, bf16, c.desc.out_dtype, &grad_out)) != CLI_OK)
         goto done;
     for (size_t i = 0; i < 3 && d.packed && rc == CLI_OK; i++)
         rc = heads_first(cmd, &t[i], i == 0 ? H : d.N);
@@ -478,17 +483,17 @@ int cmd_sdpa(int argc, char **argv)
         c.weights = cli_alloc_floats(B * H, L, T);
     if (lse_path || backward)
         c.lse = cli_alloc_floats(B * H, L, 1);
-    if (backward) {
-        grads[0] = cli_alloc_floats(B * H, L, d.D);
-        grads[1] = cli_alloc_floats(B * d.N, S, d.D);
-        grads[2] = cli_alloc_floats(B * d.N, S, Dv);
+    if (backward) { /* (room for any storage type) */
+        grad_bits[0] = cli_alloc_floats(B * H, L, d.D);
+        grad_bits[1] = cli_alloc_floats(B * d.N, S, d.D);
+        grad_bits[2] = cli_alloc_floats(B * d.N, S, Dv);
     }
     for (size_t i = 0; i < 2; i++)
         if (present_path[i])
             present_bits[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D);
     if (!c.q || !c.k || !c.v || (P && (!past_bits[0] || !past_bits[1])) || !c.out_bits ||
         ((o.weights || o.heatmap) && !c.weights) || ((lse_path || backward) && !c.lse) ||
-        (backward && (!grads[0] || !grads[1] || !grads[2])) || (present_path[0] && !present_bits[0]) ||
+        (backward && (!grad_bits[0] || !grad_bits[1] || !grad_bits[2])) || (present_path[0] && !present_bits[0]) ||
         (present_path[1] && !present_bits[1])) {
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
@@ -504,7 +509,7 @@ int cmd_sdpa(int argc, char **argv)
                                    : clattn_sdpa_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out_bits, c.weights, c.lse);
     if (st == CLATTN_SUCCESS && backward)
         st = clattn_sdpa_backward_host(ctx, &c.desc, c.q, c.k, c.v, c.mask, c.out_bits, c.lse,
-                                       cli_tensor_storage(&grad_out), grads[0], grads[1], grads[2], NULL);
+                                       cli_tensor_storage(&grad_out), grad_bits[0], grad_bits[1], grad_bits[2], NULL);
     cli_progress_stop(progress);
     cli_report_warning(cmd, ctx);
     if (st != CLATTN_SUCCESS) {
@@ -524,6 +529,11 @@ int cmd_sdpa(int argc, char **argv)
                             grad_path[2]};
     size_t ndims[8], shapes[8][4];
     const size_t grad_heads[3] = {H, d.N, d.N}, grad_rows[3] = {L, S, S}, grad_cols[3] = {d.D, d.D, Dv};
+    for (size_t i = 0; i < 3 && backward; i++) /* each gradient in its input's type: as floats (exact) */
+        if (!(grads[i] = cli_widen(grad_bits[i], B * grad_heads[i] * grad_rows[i] * grad_cols[i], t[i].type))) {
+            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
+            goto done;
+        }
     for (size_t i = 0; i < 3 && d.packed && backward; i++) { /* the gradients in their inputs' layout */
         float *moved = swap_middle(grads[i], B, grad_heads[i], grad_rows[i], grad_cols[i]);
         free(grads[i]);
@@ -571,16 +581,19 @@ int cmd_sdpa(int argc, char **argv)
             ndims[5 + i] = output_shape(t[i].ndim - 2, t[i].shape, grad_rows[i], grad_cols[i], shapes[5 + i]);
     }
     float *data[8] = {c.out, c.weights, c.lse, present[0], present[1], grads[0], grads[1], grads[2]};
+    /* O in --out-dtype, the present in K's and V's types, each gradient in its input's (written exactly). */
     const clattn_dtype types[8] = {c.desc.out_dtype, CLATTN_FLOAT32, CLATTN_FLOAT32, t[1].type, t[2].type,
-                                   CLATTN_FLOAT32,   CLATTN_FLOAT32, CLATTN_FLOAT32};
+                                   t[0].type,        t[1].type,      t[2].type};
     rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 8, &o, c.weights, B, H, L, T);
 done:
     free(c.out);
     free(c.out_bits);
     free(c.weights);
     free(c.lse);
-    for (size_t i = 0; i < 3; i++)
+    for (size_t i = 0; i < 3; i++) {
         free(grads[i]);
+        free(grad_bits[i]);
+    }
     cli_tensor_free(&grad_out);
     cli_mods_free(&mods);
     clattn_context_free(ctx);
