@@ -98,8 +98,14 @@ int tu_main(Suite *(*make_suite)(void))
         clattn_context *ctx = NULL;
         st = clattn_context_create(&ctx, spec);
         if (st == CLATTN_ERROR_UNSUPPORTED_DEVICE) {
-            fprintf(stderr, "note: device %s (%s) is not supported by clattn, skipped: %s\n", spec,
-                    info.name, clattn_last_error(NULL));
+            /* Where devices are required (CI), every device the machine lists must be tested: one the
+             * library turns away fails the run rather than shrinking it unnoticed. */
+            const int required = tu_devices_required();
+            fprintf(stderr, "%s: device %s (%s) is not supported by clattn%s: %s\n", required ? "FAIL" : "note", spec,
+                    info.name, required ? " (CI=true or CLATTN_REQUIRE_DEVICE=1: every device must run)" : ", skipped",
+                    clattn_last_error(NULL));
+            if (required)
+                return 1;
             continue;
         }
         if (st != CLATTN_SUCCESS || ctx == NULL) {

@@ -135,6 +135,9 @@ const char *tu_broken_kernel_dir(const char *victim);
  * but 1 (a failure) in CI (CI=true) or when CLATTN_REQUIRE_DEVICE=1 asks for a device — a missing
  * device must never pass for green there. Prints why. */
 int tu_no_device_exit(const char *why);
+/* Whether devices are required here (CI=true or 1, or CLATTN_REQUIRE_DEVICE=1): then a missing or
+ * unsupported device fails a suite instead of skipping it. */
+int tu_devices_required(void);
 
 /* The exit status of a finished check run: 1 when a check failed, and 1 when no check ran at all (a
  * CK_RUN_SUITE or CK_RUN_CASE naming nothing, an empty suite): a run that checked nothing must not

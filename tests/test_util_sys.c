@@ -370,11 +370,15 @@ void tu_sys_teardown(void)
     tu_env_restore();
 }
 
-int tu_no_device_exit(const char *why)
+int tu_devices_required(void)
 {
     const char *ci = getenv("CI"), *require = getenv("CLATTN_REQUIRE_DEVICE");
-    const int required = (ci && (strcmp(ci, "true") == 0 || strcmp(ci, "1") == 0)) ||
-                         (require && strcmp(require, "1") == 0);
+    return (ci && (strcmp(ci, "true") == 0 || strcmp(ci, "1") == 0)) || (require && strcmp(require, "1") == 0);
+}
+
+int tu_no_device_exit(const char *why)
+{
+    const int required = tu_devices_required();
     printf("%s: no OpenCL device: %s\n", required ? "FAIL" : "SKIP", why);
     if (required)
         printf("(CI=true or CLATTN_REQUIRE_DEVICE=1: a device is required; on Debian apt-get install "
