@@ -844,6 +844,14 @@ CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa
  * differentiated; with desc.sinks, dsinks (heads floats on the host; NULL: not wanted) receives each
  * sink logit's gradient. Storage types (since 0.11): q, k, v and their gradients in desc's q/k/v_dtype,
  * out and dout in out_dtype (float32, float16 or bfloat16; accumulation in float32); lse float32.
+ * Accuracy with 16-bit Q/K/V: D_i is formed from `out` as given, so an output rounded to 16 bits puts
+ * its rounding into every gradient (about 2x PyTorch's error in bfloat16); run the forward with
+ * out_dtype float32 and pass that output (and dout widened to float32) for gradients as accurate as
+ * PyTorch's math backend — the Python package does. A pair whose weight is 0 (hidden, or too small to
+ * count) gives no gradient, so a NaN or inf in dout, q, k or v reaches only the gradients of the pairs
+ * that carry weight, the same on every kernel (since 0.12). No gradient buffer may share memory with
+ * an input or another gradient (the same cl_mem, or overlapping sub-buffers): CLATTN_ERROR_INVALID_VALUE,
+ * naming both (since 0.12).
  * Refused (CLATTN_ERROR_INVALID_VALUE): an int8 K or V, a score_mod without score_mod_grad, the double
  * softmax, head sizes above 512. */
 CLATTN_API clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k,
@@ -997,7 +1005,8 @@ typedef struct clattn_mha_host_grads {
  * — every sum in a fixed order (the same inputs give the same bits). Storage types as clattn_mha's: x, kv
  * and d_x, d_kv in desc.x_dtype, the weights and their gradients in weight_dtype, d_out in out_dtype (16-bit
  * tensors are widened to float on the device, the gradients rounded back); the attention's limits are
- * clattn_sdpa_backward's. */
+ * clattn_sdpa_backward's. No gradient may share memory with an input (x, kv, a weight, a bias, d_out,
+ * the mask) or another gradient: CLATTN_ERROR_INVALID_VALUE, naming both (since 0.12). */
 CLATTN_API clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *desc, cl_mem x, cl_mem kv,
                                              const clattn_mha_weights *weights, cl_mem mask, cl_mem d_out,
                                              const clattn_mha_grads *grads);
