@@ -371,10 +371,9 @@ PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs)
             snprintf(name, sizeof name, "%s[%zd]", which ? "lses" : "outputs", p);
             bad = !item || py_tensor_get(item, name, 0, 0, &part) || py_float_output(&part, name, which ? nl : no);
             Py_XDECREF(item);
-            if (!bad) {
+            if (!bad)
                 mems[2 * p + which] = py_upload(pc, part.data, (which ? nl : no) * sizeof(float), &st);
-                py_tensor_release(&part);
-            }
+            py_tensor_release(&part); /* (refused or uploaded: the caller's array is not kept either way) */
         }
     if (!bad && st == CLATTN_SUCCESS)
         mems[2 * parts] = py_upload(pc, NULL, no * sizeof(float), &st);

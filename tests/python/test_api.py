@@ -192,3 +192,21 @@ def test_errors_keep_outputs_of_kv_cache(ctx):
     with pytest.raises(TypeError, match="float32"):
         cache.append(np.ones((1, 1, 2, 8), np.float16), np.ones((1, 1, 2, 8), np.float16))
     assert cache.lengths == (0,)
+
+
+def test_merge_refusals_release_the_callers_arrays(ctx, rng):
+    """Issue 36 item 11: a part the C side refuses (float16, not float32) must not keep the caller's array."""
+    good = rng.uniform(-1, 1, size=(1, 2, 3, 4)).astype(np.float32)
+    lse = np.zeros((1, 2, 3), np.float32)
+    bad_out = good.astype(np.float16)
+    bad_lse = lse.astype(np.float16)
+    for outputs, lses, held in (([good, bad_out], [lse, lse], bad_out), ([good, good], [lse, bad_lse], bad_lse)):
+        before = sys.getrefcount(held)
+        for _ in range(100):
+            try:
+                clattn.merge(outputs, lses, context=ctx)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError("a float16 part was taken")
+        assert sys.getrefcount(held) == before, f"refcount {before} -> {sys.getrefcount(held)} over 100 refusals"
