@@ -3,6 +3,8 @@ cannot install PyTorch's wheel in its time): clattn.scaled_dot_product_attention
 against torch.nn.functional.scaled_dot_product_attention itself, float32 / float16 / bfloat16, GQA,
 causal, masks; tensors in, tensors out (no copy of contiguous inputs), views, tensors that require grad;
 layers and KV caches on tensors; autograd through clattn's backward pass against PyTorch's."""
+import zlib
+
 import numpy as np
 import pytest
 import torch
@@ -20,9 +22,15 @@ def close(got, want, dtype):
     torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol)
 
 
-CASES = [  # (B, H, KVH, L, S, D)
+CASES = [  # (B, H, KVH, L, S, D); L > S too: PyTorch's is_causal is top-left, so every row sees key 0
     (1, 1, 1, 4, 4, 8), (2, 4, 4, 37, 41, 16), (3, 8, 2, 19, 53, 64), (1, 8, 1, 1, 300, 128), (2, 2, 2, 130, 130, 32),
+    (2, 4, 2, 50, 23, 16), (1, 2, 2, 200, 70, 64),
 ]
+
+
+def seed(*parts):
+    """A seed from the case's description: the same in every process (not hash(), salted per process)."""
+    return zlib.crc32(repr(parts).encode("utf-8")) % 2**31
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -30,12 +38,10 @@ CASES = [  # (B, H, KVH, L, S, D)
 @pytest.mark.parametrize("causal", [False, True])
 def test_equals_pytorch(ctx, case, dtype, causal):
     B, H, KVH, L, S, D = case
-    g = torch.Generator().manual_seed(hash((case, str(dtype), causal)) % 2**31)
+    g = torch.Generator().manual_seed(seed(case, str(dtype), causal))
     q = torch.rand(B, H, L, D, generator=g, dtype=torch.float32).mul(3).sub(1.5).to(dtype)
     k = torch.rand(B, KVH, S, D, generator=g, dtype=torch.float32).mul(3).sub(1.5).to(dtype)
     v = torch.rand(B, KVH, S, D, generator=g, dtype=torch.float32).sub(0.5).to(dtype)
-    if causal and L > S:
-        return
     ours = clattn.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=KVH != H, context=ctx)
     theirs = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=KVH != H)
     assert isinstance(ours, torch.Tensor) and ours.dtype == dtype and ours.shape == (B, H, L, D)

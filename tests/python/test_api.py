@@ -210,3 +210,18 @@ def test_merge_refusals_release_the_callers_arrays(ctx, rng):
             else:
                 raise AssertionError("a float16 part was taken")
         assert sys.getrefcount(held) == before, f"refcount {before} -> {sys.getrefcount(held)} over 100 refusals"
+
+
+def test_seeds_are_the_same_in_every_process():
+    """Issue 36 item 20: the rng fixture's seed must not depend on the process (PYTHONHASHSEED)."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    seeds = set()
+    for salt in ("1", "2", "3"):
+        run = subprocess.run([sys.executable, "-c", "import conftest; print(conftest.seed_for('test_shapes[1x1x1]'))"],
+                             capture_output=True, text=True, timeout=120, cwd=here,
+                             env=dict(os.environ, PYTHONHASHSEED=salt))
+        assert run.returncode == 0, run.stderr
+        seeds.add(run.stdout.strip())
+    assert len(seeds) == 1, f"seeds differ between processes: {seeds}"
