@@ -225,3 +225,23 @@ def test_seeds_are_the_same_in_every_process():
         assert run.returncode == 0, run.stderr
         seeds.add(run.stdout.strip())
     assert len(seeds) == 1, f"seeds differ between processes: {seeds}"
+
+
+def test_big_endian_arrays_are_converted(ctx, rng):
+    """Issue 36 item 14: numpy's non-native byte order (">f4" here) cannot travel through DLPack: such arrays
+    are converted (the values are what count), and an object whose __dlpack__ fails is refused with its
+    own reason, not as "not an array"."""
+    q = rng.uniform(-1, 1, size=(1, 2, 5, 8)).astype(np.float32)
+    want = clattn.scaled_dot_product_attention(q, q, q, context=ctx)
+    big = q.astype(">f4")
+    got = clattn.scaled_dot_product_attention(big, big, big, context=ctx)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+    class Broken:
+        def __dlpack__(self, stream=None):
+            raise BufferError("the producer's own reason")
+
+    opts = (None, 0, None, 0.0, None, None, None, None, 0, 0, 0, 0)
+    with pytest.raises(TypeError, match="the producer's own reason"):
+        clattn._clattn.sdpa(ctx, Broken(), q, q, np.empty_like(q), None, None, None, (1, 2, 2, 5, 5, 8, 8), opts,
+                            None, False)

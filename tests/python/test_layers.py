@@ -167,3 +167,31 @@ def test_backward_extension_against_numpy(ctx, rng):
     assert_close(dv, p.transpose(0, 1, 3, 2) @ d64, what="dv")
     assert_close(dq, ds @ k.astype(np.float64), what="dq")
     assert_close(dk, ds.transpose(0, 1, 3, 2) @ q.astype(np.float64), what="dk")
+
+
+def test_mods_path_is_decided_by_the_file(ctx, rng, tmp_path):
+    """Issue 36 item 14: a path whose folder names hold "mask_mod" or "score_mod" is still a path, and a
+    pathlib.Path is taken; a path that does not exist is refused naming it (not compiled as source)."""
+    folder = tmp_path / "mask_mod_and_score_mod"
+    folder.mkdir()
+    path = folder / "causal.cl"
+    path.write_text("bool mask_mod(int b, int h, long q, long k) { return k <= q; }\n")
+    q = rng.uniform(-1, 1, size=(1, 2, 9, 8)).astype(np.float32)
+    want = ref.sdpa(q, q, q, causal=True)[0]
+    assert_close(clattn.scaled_dot_product_attention(q, q, q, mods=str(path), context=ctx), want)
+    assert_close(clattn.scaled_dot_product_attention(q, q, q, mods=path, context=ctx), want)
+    with pytest.raises(FileNotFoundError, match="missing_mask_mod.cl"):
+        clattn.scaled_dot_product_attention(q, q, q, mods=folder / "missing_mask_mod.cl", context=ctx)
+    with pytest.raises(FileNotFoundError, match="missing_mask_mod.cl"):
+        clattn.scaled_dot_product_attention(q, q, q, mods=str(folder / "missing_mask_mod.cl"), context=ctx)
+
+
+@pytest.mark.parametrize("value", ["2\\", "2 \\ "])
+def test_mods_define_that_would_reach_the_next_line_is_refused(ctx, value):
+    """Issue 36 item 14: a define's value ending in a backslash (before trailing blanks too: compilers take
+    backslash-blanks-newline as a continuation) continues its #define onto the next line of the generated
+    source: refused, naming it. (A newline in a value the library refuses itself.)"""
+    q = np.ones((1, 1, 3, 4), np.float32)
+    source = "bool mask_mod(int b, int h, long q, long k) { return k <= q + WINDOW; }\n"
+    with pytest.raises(ValueError, match="WINDOW"):
+        clattn.scaled_dot_product_attention(q, q, q, mods=source, defines={"WINDOW": value}, context=ctx)

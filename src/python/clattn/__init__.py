@@ -83,6 +83,8 @@ def _tensor(x, name):
         return (x if x.is_contiguous() else x.contiguous()), True
     np = _numpy()
     a = x if type(x) is np.ndarray else np.asarray(x)  # (the buffer protocol, without a copy)
+    if not a.dtype.isnative:  # (DLPack carries native byte order only: ">f4" is converted to float32)
+        a = a.astype(a.dtype.newbyteorder("="))
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     if not a.flags.writeable:  # (numpy's DLPack export refuses read-only arrays)
@@ -204,6 +206,29 @@ def _prepare_mask(attn_mask, query_dtype, torch_side, batch_shape, heads, q_len,
 _mods_cache = {}
 
 
+def _mods_source(source):
+    """mods= as source text: a path (str or os.PathLike) names a file when one is there; a str that names no
+    file is source text, unless it looks like a path (one line ending in .cl), which is refused."""
+    if isinstance(source, _os.PathLike):
+        path = _os.fspath(source)
+    elif isinstance(source, str):
+        if "\n" not in source and _os.path.isfile(source):
+            path = source
+        elif "\n" not in source and source.strip().endswith(".cl"):
+            raise FileNotFoundError(f"mods: no file {source!r} (a .cl file's path, or the source text itself)")
+        else:
+            return source
+    else:
+        raise TypeError("mods must be OpenCL C source text or the path of a .cl file holding it (str or "
+                        f"pathlib.Path), not {type(source).__name__}")
+    if isinstance(path, bytes):
+        path = _os.fsdecode(path)
+    if not _os.path.isfile(path):
+        raise FileNotFoundError(f"mods: no file {path!r}")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def _mods(context, source, aux, defines):
     """The compiled mods for (source, aux's names, types and indexes, defines) on a context — made once
     (compiling takes seconds on PoCL), their auxiliary tensors written again at each call."""
@@ -211,11 +236,7 @@ def _mods(context, source, aux, defines):
         if aux or defines:
             raise ValueError("aux and defines belong to mods: give mods= too")
         return None
-    if not isinstance(source, str):
-        raise TypeError("mods must be OpenCL C source text or the path of a .cl file holding it")
-    if "score_mod" not in source and "mask_mod" not in source and _os.path.isfile(source):
-        with open(source, encoding="utf-8") as f:
-            source = f.read()
+    source = _mods_source(source)
     entries, arrays = [], []
     for name, value in (aux or {}).items():
         index, length = "length", 0
@@ -231,6 +252,11 @@ def _mods(context, source, aux, defines):
     if isinstance(defines, dict):
         defines = [f"{k}={v}" if v is not None else str(k) for k, v in defines.items()]
     defines = tuple(defines or ())
+    for d in defines:
+        if isinstance(d, str) and d.rstrip(" \t").endswith("\\"):
+            # (the generated "#define NAME VALUE" line would continue onto the next line of the source)
+            raise ValueError(f"defines: {d!r} ends in a backslash, which would join the next line of the "
+                             "generated source to its #define")
     key = (id(context), source, defines,
            tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
     made = _mods_cache.get(key)
