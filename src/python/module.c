@@ -191,8 +191,10 @@ PyMODINIT_FUNC PyInit__clattn(void)
     if (!m)
         return NULL;
     pyclattn_state.error = PyErr_NewExceptionWithDoc(
-        "clattn.Error", "A call of the clattn library failed: .status (the code), .status_name, and the message.",
-        NULL, NULL);
+        "clattn.Error",
+        "A call of the clattn library failed: .status (the code), .status_name, and the message. A RuntimeError, "
+        "as PyTorch's failures are.",
+        PyExc_RuntimeError, NULL);
     pyclattn_state.context_type = PyType_FromSpec(&context_spec);
     pyclattn_state.mods_type = PyType_FromSpec(&pyclattn_mods_spec);
     pyclattn_state.kvcache_type = PyType_FromSpec(&pyclattn_kvcache_spec);

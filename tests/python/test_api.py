@@ -245,3 +245,26 @@ def test_big_endian_arrays_are_converted(ctx, rng):
     with pytest.raises(TypeError, match="the producer's own reason"):
         clattn._clattn.sdpa(ctx, Broken(), q, q, np.empty_like(q), None, None, None, (1, 2, 2, 5, 5, 8, 8), opts,
                             None, False)
+
+
+RUNTIME_ERRORS = {  # Issue 36 item 8: what PyTorch's scaled_dot_product_attention raises RuntimeError for
+    "mask and is_causal": dict(attn_mask=np.ones((4, 6), bool), is_causal=True),
+    "1-D query": dict(query=np.ones(8, np.float32), key=np.ones(8, np.float32), value=np.ones(8, np.float32)),
+    "float32 query, float16 K/V": dict(key=np.ones((1, 2, 6, 8), np.float16), value=np.ones((1, 2, 6, 8), np.float16)),
+    "float16 query, float32 K/V": dict(query=np.ones((1, 2, 4, 8), np.float16)),
+    "float16 V only": dict(value=np.ones((1, 2, 6, 8), np.float16)),
+    "scale inf (the library's refusal)": dict(scale=float("inf")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_ERRORS))
+def test_pytorch_runtime_errors(ctx, name):
+    args = dict(query=np.ones((1, 2, 4, 8), np.float32), key=np.ones((1, 2, 6, 8), np.float32),
+                value=np.ones((1, 2, 6, 8), np.float32), context=ctx)
+    args.update(RUNTIME_ERRORS[name])
+    with pytest.raises(RuntimeError) as info:
+        clattn.scaled_dot_product_attention(**args)
+    # (and still what clattn raised before: a ValueError naming the argument, or clattn.Error)
+    assert isinstance(info.value, (ValueError, clattn.Error))
+    if "dtype" in name or "K/V" in name or "V only" in name:
+        assert "dtype" in str(info.value)

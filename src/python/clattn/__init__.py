@@ -8,8 +8,9 @@ limited API). numpy arrays and PyTorch CPU tensors go in (DLPack, no copy) and t
     >>> out = clattn.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 ``scaled_dot_product_attention`` takes PyTorch's signature where the two overlap. Failures of the library
-raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail); what Python can check
-itself raises ``TypeError`` or ``ValueError`` naming the argument.
+raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail; a RuntimeError); what
+Python can check itself raises ``TypeError``, or ``clattn.ArgumentError`` (a ValueError and a RuntimeError,
+as PyTorch raises RuntimeError for the same arguments) naming the argument.
 """
 import os as _os
 import sys as _sys
@@ -17,7 +18,7 @@ import sys as _sys
 from . import _clattn
 from ._clattn import Context, Error
 
-__all__ = ["Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
+__all__ = ["ArgumentError", "Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
            "scaled_dot_product_attention", "set_default_context"]
 __version__ = _clattn.library_version()
 
@@ -27,6 +28,14 @@ _DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 _AUX_INDEX = {"length": 0, "query": 1, "key": 2, "position": 3, "head": 4, "batch": 5}
 # clattn_mask_layout
 _MASK_L_S, _MASK_B_H_L_S, _MASK_B_1_L_S, _MASK_1_H_L_S, _MASK_B_1_1_S = 1, 2, 3, 4, 5
+
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument the package refuses before the library runs (a shape, a mask with is_causal, mixed
+    types): a ValueError, and a RuntimeError as PyTorch's scaled_dot_product_attention raises for the same
+    arguments, so that the drop-in function raises what PyTorch raises."""
+
 
 _default_context = None
 
@@ -77,7 +86,7 @@ def _tensor(x, name):
     torch = _sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
-            raise ValueError(f"{name} is on {x.device}: clattn reads CPU tensors (its devices are OpenCL's)")
+            raise ArgumentError(f"{name} is on {x.device}: clattn reads CPU tensors (its devices are OpenCL's)")
         if x.requires_grad:
             x = x.detach()
         return (x if x.is_contiguous() else x.contiguous()), True
@@ -120,7 +129,7 @@ def _sequence(values, name, count, kind=float, per="the call needs"):
         raise TypeError(f"{name} must be a sequence of {count} {'numbers' if kind is float else 'integers'}") \
             from None
     if len(values) != count:
-        raise ValueError(f"{name} holds {len(values)} values; {per} {count}")
+        raise ArgumentError(f"{name} holds {len(values)} values; {per} {count}")
     return values
 
 
@@ -149,7 +158,7 @@ def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths,
     try:
         algorithm = _ALGORITHMS[algorithm]
     except KeyError:
-        raise ValueError(f"algorithm must be one of {sorted(_ALGORITHMS)}, not {algorithm!r}") from None
+        raise ArgumentError(f"algorithm must be one of {sorted(_ALGORITHMS)}, not {algorithm!r}") from None
     return (scale, causal, window, float(softcap or 0.0), _per_head(sinks, "sinks", heads),
             _per_head(alibi, "alibi", heads), _per_batch(offsets, "offsets", batch, int),
             _per_batch(key_lengths, "key_lengths", batch, int), mask_layout, mask_cols, algorithm, weights_output)
@@ -160,12 +169,12 @@ def _mask_layout(mask_shape, batch_shape, heads, q_len, kv_len):
     (*batch_shape, heads, q_len, kv_len) — or None when only an expanded copy will do."""
     target = tuple(batch_shape) + (heads, q_len, kv_len)
     if len(mask_shape) > len(target):
-        raise ValueError(f"attn_mask of shape {tuple(mask_shape)} has more dimensions than the scores "
+        raise ArgumentError(f"attn_mask of shape {tuple(mask_shape)} has more dimensions than the scores "
                          f"{target}")
     shape = (1,) * (len(target) - len(mask_shape)) + tuple(mask_shape)
     for have, want in zip(shape, target):
         if have not in (1, want):
-            raise ValueError(f"attn_mask of shape {tuple(mask_shape)} does not broadcast to the scores' {target}")
+            raise ArgumentError(f"attn_mask of shape {tuple(mask_shape)} does not broadcast to the scores' {target}")
     nb = len(batch_shape)
     b_full = shape[:nb] == tuple(batch_shape)
     b_one = all(d == 1 for d in shape[:nb])
@@ -234,7 +243,7 @@ def _mods(context, source, aux, defines):
     (compiling takes seconds on PoCL), their auxiliary tensors written again at each call."""
     if source is None:
         if aux or defines:
-            raise ValueError("aux and defines belong to mods: give mods= too")
+            raise ArgumentError("aux and defines belong to mods: give mods= too")
         return None
     source = _mods_source(source)
     entries, arrays = [], []
@@ -244,7 +253,7 @@ def _mods(context, source, aux, defines):
             value, index = value
         array, _ = _tensor(value, f"aux[{name!r}]")
         if index not in _AUX_INDEX:
-            raise ValueError(f"aux[{name!r}]: the index must be one of {sorted(_AUX_INDEX)}, not {index!r}")
+            raise ArgumentError(f"aux[{name!r}]: the index must be one of {sorted(_AUX_INDEX)}, not {index!r}")
         if index == "length":
             length = int(array.numel() if hasattr(array, "numel") else array.size)
         entries.append((name, array, _AUX_INDEX[index], length))
@@ -255,7 +264,7 @@ def _mods(context, source, aux, defines):
     for d in defines:
         if isinstance(d, str) and d.rstrip(" \t").endswith("\\"):
             # (the generated "#define NAME VALUE" line would continue onto the next line of the source)
-            raise ValueError(f"defines: {d!r} ends in a backslash, which would join the next line of the "
+            raise ArgumentError(f"defines: {d!r} ends in a backslash, which would join the next line of the "
                              "generated source to its #define")
     key = (id(context), source, defines,
            tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
@@ -298,11 +307,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     backward pass (clattn_sdpa_backward; float32 arithmetic) for query, key and value.
     """
     if dropout_p:
-        raise ValueError("dropout_p: clattn computes attention without dropout (give 0.0)")
+        raise ArgumentError("dropout_p: clattn computes attention without dropout (give 0.0)")
     if is_causal and attn_mask is not None:
-        raise ValueError("attn_mask and is_causal: give one of them (as PyTorch requires)")
+        raise ArgumentError("attn_mask and is_causal: give one of them (as PyTorch requires)")
     if dtype not in (None, "bfloat16"):
-        raise ValueError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
+        raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
     ctx = _context(context)
     q, torch_side = _tensor(query, "query")
     k, k_torch = _tensor(key, "key")
@@ -310,19 +319,24 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if k_torch != torch_side or v_torch != torch_side:
         raise TypeError("query, key and value must all be numpy arrays or all PyTorch tensors")
     qs, ks, vs = q.shape, k.shape, v.shape
+    names = (_dtype_name(q, torch_side, dtype == "bfloat16"), _dtype_name(k, torch_side, dtype == "bfloat16"),
+             _dtype_name(v, torch_side, dtype == "bfloat16"))
+    if len(set(names)) != 1 and set(names) <= {"float32", "float16", "bfloat16"}:  # (others: TypeError below)
+        raise ArgumentError(f"query, key and value must have one dtype (as PyTorch requires), not {names[0]}, "
+                            f"{names[1]} and {names[2]}")
     if len(qs) < 2 or len(ks) != len(qs) or len(vs) != len(qs):
-        raise ValueError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: the same number of "
+        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: the same number of "
                          "dimensions, at least 2 (..., L, E)")
     batch_shape = tuple(qs[:-3])
     if tuple(ks[:-3]) != batch_shape or tuple(vs[:-3]) != batch_shape:
-        raise ValueError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
+        raise ArgumentError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
                          "differ")
     heads, q_len, qk_dim = (qs[-3] if len(qs) > 2 else 1), qs[-2], qs[-1]
     kv_heads, kv_len = (ks[-3] if len(ks) > 2 else 1), ks[-2]
     if ks[-1] != qk_dim or vs[-2] != kv_len or (len(vs) > 2 and vs[-3] != kv_heads):
-        raise ValueError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
+        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
     if kv_heads != heads and not enable_gqa:
-        raise ValueError(f"key has {kv_heads} heads and query {heads}: pass enable_gqa=True")
+        raise ArgumentError(f"key has {kv_heads} heads and query {heads}: pass enable_gqa=True")
     batch = 1
     for d in batch_shape:
         batch *= d
@@ -331,7 +345,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     weights_output = 0
     if weights is not None:
         if weights not in _WEIGHTS:
-            raise ValueError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
+            raise ArgumentError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
         weights_output = _WEIGHTS[weights]
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
                     algorithm, weights_output, heads, batch)
@@ -340,7 +354,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     shape = (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim)
     if torch_side and _wants_grad(query, key, value):  # PyTorch's autograd: clattn's backward pass
         if weights is not None or dtype is not None:
-            raise ValueError("weights= and dtype= are not taken with tensors that require grad")
+            raise ArgumentError("weights= and dtype= are not taken with tensors that require grad")
         call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled,
                 "out_shape": out_shape, "lse_shape": batch_shape + (heads, q_len)}
         out, lse = _autograd_function().apply(query, key, value, call)
@@ -410,36 +424,36 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     (B, heads, L, S)). Returns (B, L, d_out), or (B, L, heads·Dv) without w_o, of x's kind and type.
     """
     if dtype not in (None, "bfloat16"):
-        raise ValueError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
+        raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
     if is_causal and attn_mask is not None:
-        raise ValueError("attn_mask and is_causal: give one of them")
+        raise ArgumentError("attn_mask and is_causal: give one of them")
     ctx = _context(context)
     xt, torch_side = _tensor(x, "x")
     squeeze = len(xt.shape) == 2
     if squeeze:
         xt = xt.reshape((1,) + tuple(xt.shape))
     if len(xt.shape) != 3:
-        raise ValueError(f"x of shape {tuple(xt.shape)}: (B, L, d_model) or (L, d_model)")
+        raise ArgumentError(f"x of shape {tuple(xt.shape)}: (B, L, d_model) or (L, d_model)")
     kvt = None
     if kv is not None:
         kvt, _ = _tensor(kv, "kv")
         if len(kvt.shape) == 2:
             kvt = kvt.reshape((1,) + tuple(kvt.shape))
         if len(kvt.shape) != 3 or kvt.shape[0] != xt.shape[0]:
-            raise ValueError(f"kv of shape {tuple(kvt.shape)}: (B, S, d_kv) with x's B")
+            raise ArgumentError(f"kv of shape {tuple(kvt.shape)}: (B, S, d_kv) with x's B")
     ws = {}
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o), ("b_q", b_q), ("b_k", b_k),
                     ("b_v", b_v), ("b_o", b_o)):
         ws[name] = None if w is None else _tensor(w, name)[0]
         if ws[name] is not None and len(ws[name].shape) != (2 if name[0] == "w" else 1):
-            raise ValueError(f"{name} of shape {tuple(ws[name].shape)}: a {'matrix (in, out)' if name[0] == 'w' else 'vector'}")
+            raise ArgumentError(f"{name} of shape {tuple(ws[name].shape)}: a {'matrix (in, out)' if name[0] == 'w' else 'vector'}")
     if not isinstance(heads, int) or heads < 1:
-        raise ValueError("heads must be a positive integer")
+        raise ArgumentError("heads must be a positive integer")
     kv_heads = heads if kv_heads is None else kv_heads
     B, L, d_model = xt.shape
     S, d_kv = (kvt.shape[1], kvt.shape[2]) if kvt is not None else (L, d_model)
     if ws["w_q"].shape[1] % heads or ws["w_v"].shape[1] % kv_heads:
-        raise ValueError(f"w_q's {ws['w_q'].shape[1]} columns must divide into {heads} heads and w_v's "
+        raise ArgumentError(f"w_q's {ws['w_q'].shape[1]} columns must divide into {heads} heads and w_v's "
                          f"{ws['w_v'].shape[1]} into {kv_heads}")
     qk_dim = qk_dim or ws["w_q"].shape[1] // heads
     v_dim = ws["w_v"].shape[1] // kv_heads
@@ -462,13 +476,13 @@ def merge(outputs, lses, *, sinks=None, context=None):
     Returns (out, lse)."""
     ctx = _context(context)
     if not outputs or len(outputs) != len(lses):
-        raise ValueError("outputs and lses: as many of each, at least one")
+        raise ArgumentError("outputs and lses: as many of each, at least one")
     outs = [_tensor(o, f"outputs[{i}]")[0] for i, o in enumerate(outputs)]
     ls = [_tensor(x, f"lses[{i}]")[0] for i, x in enumerate(lses)]
     torch_side = _tensor(outputs[0], "outputs[0]")[1]
     shape = tuple(outs[0].shape)
     if len(shape) < 3 or any(tuple(o.shape) != shape for o in outs) or any(tuple(x.shape) != shape[:-1] for x in ls):
-        raise ValueError("every output must be (..., H, L, Dv) and every lse (..., H, L), all of one shape")
+        raise ArgumentError("every output must be (..., H, L, Dv) and every lse (..., H, L), all of one shape")
     heads, q_len, v_dim = shape[-3:]
     batch = 1
     for d in shape[:-3]:
@@ -492,7 +506,7 @@ class KVCache:
     def __init__(self, batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None,
                  context=None):
         if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, not {dtype!r}")
+            raise ArgumentError(f"dtype must be one of {sorted(_DTYPES)}, not {dtype!r}")
         self.context = _context(context)
         self.batch, self.kv_heads, self.capacity = batch, kv_heads, capacity
         self.head_dim, self.v_dim, self.dtype = head_dim, v_dim or head_dim, dtype
@@ -519,7 +533,7 @@ class KVCache:
         k, _ = _tensor(key, "key")
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
-            raise ValueError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
+            raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
         self._cache.append(k, v, int(k.shape[2]), self.dtype == "bfloat16")
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
@@ -529,7 +543,7 @@ class KVCache:
         out (batch, heads, L, v_dim) of query's kind and type, or (out, lse)."""
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
-            raise ValueError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
+            raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
         heads, q_len = int(q.shape[1]), int(q.shape[2])
         opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
                         heads, self.batch)
