@@ -130,14 +130,29 @@ static PyObject *mods_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+static int mods_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(obj));
+    Py_VISIT(((py_mods *)obj)->context);
+    return 0;
+}
+
 static void mods_dealloc(PyObject *obj)
 {
     py_mods *self = (py_mods *)obj;
     PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
     if (self->mods) {
+        /* Under the context's lock: another thread may be running a call on the context (a cache
+         * evicting these mods is any call's doing). The calls that read these mods have completed. */
         py_context *pc = (py_context *)self->context;
-        clattn_finish(pc->ctx); /* (calls that read the tensors have completed: the host calls block anyway) */
-        clattn_mods_free(self->mods);
+        char detail[8];
+        clattn_status st;
+        CLATTN_CALL(pc, detail, {
+            st = clattn_finish(pc->ctx);
+            clattn_mods_free(self->mods);
+        });
+        (void)st; /* (a failed finish has nothing to tell a dealloc's caller: the mods are freed anyway) */
         pyclattn_live_mods--;
     }
     release_buffers(self);
@@ -192,13 +207,15 @@ static PyMethodDef mods_methods[] = {
 static PyType_Slot mods_slots[] = {
     {Py_tp_new, mods_new},
     {Py_tp_dealloc, mods_dealloc},
+    {Py_tp_traverse, mods_traverse},
     {Py_tp_methods, mods_methods},
     {Py_tp_doc, "Mods(context, source, aux, defines): score_mod / mask_mod compiled for a context "
                 "(clattn.mods() makes and caches them)."},
     {0, NULL},
 };
 
-PyType_Spec pyclattn_mods_spec = {"clattn._clattn.Mods", sizeof(py_mods), 0, Py_TPFLAGS_DEFAULT, mods_slots};
+PyType_Spec pyclattn_mods_spec = {"clattn._clattn.Mods", sizeof(py_mods), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+                                  mods_slots};
 
 const clattn_mods *pyclattn_mods(PyObject *obj, py_context *pc, int *failed)
 {

@@ -13,11 +13,15 @@
 #include <stdint.h>
 
 /* clattn.Context: one clattn context, its calls serialised by `lock` (clattn contexts are not for two
- * threads at once) while the GIL is released. */
+ * threads at once) while the GIL is released. mods_cache: the package's compiled mods for this context
+ * (a dict the package bounds; each Mods holds the Context, so the two make a cycle the garbage collector
+ * takes apart: both types are GC-tracked). Weak references are allowed. */
 typedef struct py_context {
     PyObject_HEAD
     clattn_context *ctx;
     PyThread_type_lock lock;
+    PyObject *mods_cache;
+    PyObject *weakrefs;
 } py_context;
 
 /* The module's state: its types and exception, looked up from the module object. */

@@ -195,3 +195,30 @@ def test_mods_define_that_would_reach_the_next_line_is_refused(ctx, value):
     source = "bool mask_mod(int b, int h, long q, long k) { return k <= q + WINDOW; }\n"
     with pytest.raises(ValueError, match="WINDOW"):
         clattn.scaled_dot_product_attention(q, q, q, mods=source, defines={"WINDOW": value}, context=ctx)
+
+
+def test_mods_cache_lets_contexts_go_and_stays_bounded(ctx, rng, monkeypatch):
+    """Issue 36 item 12: the compiled mods must not keep a deleted Context alive, and a context's cache
+    must not grow with every new aux shape."""
+    import gc
+    import weakref
+
+    q = rng.uniform(-1, 1, size=(1, 1, 6, 8)).astype(np.float32)
+    before = clattn._clattn.live_objects()
+    for _ in range(3):
+        other = clattn.Context(ctx.device_name)
+        clattn.scaled_dot_product_attention(q, q, q, mods=MODS_DOCUMENT, aux={"doc": (np.zeros(6, np.int32), "position")},
+                                            context=other)
+        gone = weakref.ref(other)
+        del other
+        gc.collect()
+        assert gone() is None, "a Context used with mods= outlived every reference to it"
+    assert clattn._clattn.live_objects() == before
+    monkeypatch.setattr(clattn, "_MODS_PER_CONTEXT", 3)
+    scale_mod = "float score_mod(float s, int b, int h, long q, long k, __global const float *w) { return s * w[0]; }\n"
+    for n in range(1, 7):  # a new aux shape each time: a new compiled mods each time
+        w = np.full(n, 0.5, np.float32)
+        out = clattn.scaled_dot_product_attention(q, q, q, mods=scale_mod, aux={"w": w}, context=ctx)
+        assert_close(out, ref.sdpa(q, q, q, scale=0.5 / np.sqrt(8))[0])
+        assert len(ctx._mods_cache) <= 3
+    assert clattn._clattn.live_objects()["mods"] - before["mods"] <= 3

@@ -212,7 +212,9 @@ def _prepare_mask(attn_mask, query_dtype, torch_side, batch_shape, heads, q_len,
 
 # ---- Programmable attention ---------------------------------------------------------------------------
 
-_mods_cache = {}
+# Compiled mods per context, at most this many (the least recently used go first): the cache lives on the
+# Context (Context._mods_cache), so a Context no one else holds is collected with its mods.
+_MODS_PER_CONTEXT = 16
 
 
 def _mods_source(source):
@@ -266,15 +268,17 @@ def _mods(context, source, aux, defines):
             # (the generated "#define NAME VALUE" line would continue onto the next line of the source)
             raise ArgumentError(f"defines: {d!r} ends in a backslash, which would join the next line of the "
                              "generated source to its #define")
-    key = (id(context), source, defines,
-           tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
-    made = _mods_cache.get(key)
-    if made is None or made[0] is not context:
-        made = (context, _clattn.Mods(context, source, entries, list(defines)))
-        _mods_cache[key] = made
+    key = (source, defines, tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
+    cache = context._mods_cache
+    made = cache.pop(key, None)
+    if made is None:
+        made = _clattn.Mods(context, source, entries, list(defines))
+        while len(cache) >= max(1, _MODS_PER_CONTEXT):
+            del cache[next(iter(cache))]
     elif arrays:
-        made[1].update(arrays)
-    return made[1]
+        made.update(arrays)
+    cache[key] = made  # (the most recently used last)
+    return made
 
 
 # ---- Attention ----------------------------------------------------------------------------------------
