@@ -116,7 +116,21 @@ PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs);
 extern PyType_Spec pyclattn_mods_spec;
 extern PyType_Spec pyclattn_kvcache_spec;
 
-/* The clattn_mods behind a Mods object (NULL for None), or NULL with TypeError; *is_none says which. */
-const clattn_mods *pyclattn_mods(PyObject *obj, py_context *pc, int *failed);
+/* A call's mods and the contents of their auxiliary tensors, read before the call (GIL held) and written
+ * to the device inside the call's critical section (pyclattn_mods_write, GIL released, the context's
+ * lock held), so that no other thread's aux lands between the write and the call. */
+typedef struct mods_staged {
+    const clattn_mods *mods; /* NULL: no mods */
+    PyObject *owner;         /* the Mods object (borrowed: the caller's argument holds it) */
+    size_t naux;             /* 0: nothing to write */
+    py_tensor aux[CLATTN_MODS_MAX_AUX];
+} mods_staged;
+
+/* obj: None, a Mods, or (Mods, arrays) with arrays the new contents of its auxiliary tensors in their
+ * order (each of the size the mods were made with). 0, or -1 with TypeError / ValueError. */
+int pyclattn_mods_stage(PyObject *obj, py_context *pc, mods_staged *s);
+/* Writes the staged contents (blocking); call it with the context's lock held (no GIL needed). */
+clattn_status pyclattn_mods_write(const mods_staged *s, py_context *pc);
+void pyclattn_mods_release(mods_staged *s);
 
 #endif

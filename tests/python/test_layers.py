@@ -222,3 +222,38 @@ def test_mods_cache_lets_contexts_go_and_stays_bounded(ctx, rng, monkeypatch):
         assert_close(out, ref.sdpa(q, q, q, scale=0.5 / np.sqrt(8))[0])
         assert len(ctx._mods_cache) <= 3
     assert clattn._clattn.live_objects()["mods"] - before["mods"] <= 3
+
+
+def test_mods_aux_of_two_threads_on_one_context(ctx, rng):
+    """Issue 36 item 2: two threads calling one Context with the same mods and different aux tensors: each
+    call must see its own aux (the write of the aux and the call are one critical section)."""
+    import threading
+
+    L = 24
+    q = rng.uniform(-1, 1, size=(1, 2, L, 8)).astype(np.float32)
+    docs = [np.repeat(np.arange(4, dtype=np.int32), 6), np.repeat(np.arange(2, dtype=np.int32), 12)]
+    wants = []
+    for doc in docs:
+        mask = (doc[:, None] == doc[None, :]) & (np.arange(L)[None, :] <= np.arange(L)[:, None])
+        wants.append(ref.sdpa(q, q, q, mask=mask)[0])
+    clattn.scaled_dot_product_attention(q, q, q, mods=MODS_DOCUMENT, aux={"doc": (docs[0], "position")}, context=ctx)
+    wrong = [0, 0]
+    errors = []
+
+    def run(i):
+        try:
+            for _ in range(100):
+                out = clattn.scaled_dot_product_attention(q, q, q, mods=MODS_DOCUMENT,
+                                                          aux={"doc": (docs[i], "position")}, context=ctx)
+                if not np.allclose(out, wants[i], atol=2e-5, rtol=2e-4):
+                    wrong[i] += 1
+        except Exception as e:  # (reported below: an exception in a thread would pass silently)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert wrong == [0, 0], f"calls that saw the other thread's aux: {wrong} of 100 each"

@@ -242,7 +242,8 @@ def _mods_source(source):
 
 def _mods(context, source, aux, defines):
     """The compiled mods for (source, aux's names, types and indexes, defines) on a context — made once
-    (compiling takes seconds on PoCL), their auxiliary tensors written again at each call."""
+    (compiling takes seconds on PoCL) — and the aux arrays each call writes into them: (Mods, arrays) as the
+    C calls take it, or the Mods alone without aux."""
     if source is None:
         if aux or defines:
             raise ArgumentError("aux and defines belong to mods: give mods= too")
@@ -275,10 +276,10 @@ def _mods(context, source, aux, defines):
         made = _clattn.Mods(context, source, entries, list(defines))
         while len(cache) >= max(1, _MODS_PER_CONTEXT):
             del cache[next(iter(cache))]
-    elif arrays:
-        made.update(arrays)
     cache[key] = made  # (the most recently used last)
-    return made
+    # The call writes the aux tensors itself, in its critical section (another thread's call with other aux
+    # cannot land between the write and the call); the backward pass writes them again.
+    return (made, tuple(arrays)) if arrays else made
 
 
 # ---- Attention ----------------------------------------------------------------------------------------
