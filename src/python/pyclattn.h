@@ -46,10 +46,10 @@ py_context *pyclattn_context(PyObject *obj, const char *what);
 
 /* Run under the context's lock with the GIL released: CLATTN_CALL(pc, st = clattn_...(pc->ctx, ...));
  * the detail of a failure is copied into `detail` before the lock goes. */
-#define CLATTN_CALL(pc, detail, call)                                                                        \
+#define CLATTN_CALL(pc, detail, ...) /* (variadic: a block's own commas stay in it) */                        \
     do {                                                                                                     \
         Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock((pc)->lock, WAIT_LOCK);                                 \
-        call;                                                                                                \
+        __VA_ARGS__;                                                                                         \
         snprintf((detail), sizeof(detail), "%s", clattn_last_error((pc)->ctx));                              \
         PyThread_release_lock((pc)->lock);                                                                   \
         Py_END_ALLOW_THREADS                                                                                 \

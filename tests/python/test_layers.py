@@ -257,3 +257,43 @@ def test_mods_aux_of_two_threads_on_one_context(ctx, rng):
         t.join()
     assert not errors, errors
     assert wrong == [0, 0], f"calls that saw the other thread's aux: {wrong} of 100 each"
+
+
+@pytest.mark.parametrize("block_size", [None, 16])
+def test_kv_cache_appends_from_threads(ctx, block_size):
+    """Issue 36 item 3: appends from several threads to one cache are atomic: every row lands once, where
+    the lengths say, and attend reads them all (K = 0: every row weighs the same, so out is V's mean)."""
+    import threading
+
+    B, KVH, D, threads_n, appends = 2, 2, 8, 4, 24
+    cap = threads_n * appends + 5
+    cache = clattn.KVCache(B, KVH, cap, D, block_size=block_size, context=ctx)
+    errors = []
+
+    def run(i):
+        try:
+            k = np.zeros((B, KVH, 1, D), np.float32)
+            v = np.full((B, KVH, 1, D), float(i + 1), np.float32)
+            for _ in range(appends):
+                cache.append(k, v)
+        except Exception as e:  # (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(threads_n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    total = threads_n * appends
+    assert cache.lengths == (total,) * B
+    if block_size:
+        assert cache.blocks_used == B * ((total + block_size - 1) // block_size)
+    q = np.ones((B, KVH, 1, D), np.float32)
+    out = cache.attend(q, is_causal=False)
+    want = sum(range(1, threads_n + 1)) * appends / total
+    assert np.allclose(out, want, rtol=1e-5), f"attend gave {out.min()}..{out.max()}, V's mean is {want}"
+    # A full cache refuses the next append whole, from any thread: nothing written, the lengths kept.
+    with pytest.raises(ValueError, match="capacity"):
+        cache.append(np.zeros((B, KVH, 6, D), np.float32), np.zeros((B, KVH, 6, D), np.float32))
+    assert cache.lengths == (total,) * B
