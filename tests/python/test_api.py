@@ -145,7 +145,8 @@ BAD = [  # (what to change, the exception, text it names)
     (dict(dropout_p=0.1), ValueError, "dropout_p"),
     (dict(is_causal=True, attn_mask=np.ones((4, 6), bool)), ValueError, "is_causal"),
     (dict(key=np.zeros((1, 2, 6, 7), np.float32)), ValueError, "do not agree"),
-    (dict(key=np.zeros((1, 1, 6, 8), np.float32), value=np.zeros((1, 1, 6, 8), np.float32)), ValueError, "enable_gqa"),
+    (dict(query=np.zeros((1, 4, 4, 8), np.float32), key=np.zeros((1, 2, 6, 8), np.float32),
+          value=np.zeros((1, 2, 6, 8), np.float32)), ValueError, "enable_gqa"),  # (one K/V head broadcasts)
     (dict(attn_mask=np.ones((5, 6), bool)), ValueError, "attn_mask"),
     (dict(algorithm="fastest"), ValueError, "algorithm"),
     (dict(weights="probabilities"), ValueError, "weights"),

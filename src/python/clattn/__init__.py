@@ -329,23 +329,17 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if len(set(names)) != 1 and set(names) <= {"float32", "float16", "bfloat16"}:  # (others: TypeError below)
         raise ArgumentError(f"query, key and value must have one dtype (as PyTorch requires), not {names[0]}, "
                             f"{names[1]} and {names[2]}")
-    if len(qs) < 2 or len(ks) != len(qs) or len(vs) != len(qs):
-        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: the same number of "
-                         "dimensions, at least 2 (..., L, E)")
-    batch_shape = tuple(qs[:-3])
-    if tuple(ks[:-3]) != batch_shape or tuple(vs[:-3]) != batch_shape:
-        raise ArgumentError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
-                         "differ")
-    heads, q_len, qk_dim = (qs[-3] if len(qs) > 2 else 1), qs[-2], qs[-1]
-    kv_heads, kv_len = (ks[-3] if len(ks) > 2 else 1), ks[-2]
-    if ks[-1] != qk_dim or vs[-2] != kv_len or (len(vs) > 2 and vs[-3] != kv_heads):
-        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
-    if kv_heads != heads and not enable_gqa:
-        raise ArgumentError(f"key has {kv_heads} heads and query {heads}: pass enable_gqa=True")
+    lead, batch_shape, heads, kv_heads, targets = _broadcast_qkv(qs, ks, vs, enable_gqa)
+    q_len, qk_dim, kv_len, v_dim = qs[-2], qs[-1], ks[-2], vs[-1]
+    if targets[0] is not None:  # (a broadcast clattn does not read in place: the expanded copy)
+        q = _expand(q, torch_side, targets[0])
+    if targets[1] is not None:
+        k = _expand(k, torch_side, targets[1])
+    if targets[2] is not None:
+        v = _expand(v, torch_side, targets[2])
     batch = 1
     for d in batch_shape:
         batch *= d
-    v_dim = vs[-1]
     mask, layout = _prepare_mask(attn_mask, q.dtype, torch_side, batch_shape, heads, q_len, kv_len)
     weights_output = 0
     if weights is not None:
@@ -354,28 +348,153 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         weights_output = _WEIGHTS[weights]
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
                     algorithm, weights_output, heads, batch)
-    out_shape = batch_shape + (heads, q_len, v_dim)
+    out_shape = lead + (q_len, v_dim)
+    lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
     compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
+    # Zero-size dimensions, as PyTorch's math gives them: no query row (B, H or L = 0) or Ev = 0: an empty
+    # output; no key (S = 0): the softmax over nothing weighs nothing, out = 0 (lse = -inf); E = 0: every
+    # score is 0 (an empty dot product), so q and k are one zero column each (what the masks and variants
+    # then make of the scores stays theirs).
+    empty_rows = batch * heads * q_len == 0
+    no_keys = not empty_rows and kv_len == 0
+    if not empty_rows and not no_keys and qk_dim == 0:
+        q, k = _zeros_like_shape(q, torch_side, q.shape[:-1] + (1,)), _zeros_like_shape(k, torch_side, k.shape[:-1] + (1,))
+        qk_dim = 1
     shape = (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim)
     if torch_side and _wants_grad(query, key, value):  # PyTorch's autograd: clattn's backward pass
         if weights is not None or dtype is not None:
             raise ArgumentError("weights= and dtype= are not taken with tensors that require grad")
+        if empty_rows or no_keys or v_dim == 0 or q.shape[-1] != query.shape[-1]:
+            out = _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled,
+                                   targets)
+            lse = _empty(q, True, lse_shape, "float32").fill_(-float("inf") if no_keys else 0.0)
+            return (out, lse) if return_lse else out
         call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled,
-                "out_shape": out_shape, "lse_shape": batch_shape + (heads, q_len)}
-        out, lse = _autograd_function().apply(query, key, value, call)
+                "out_shape": out_shape, "lse_shape": lse_shape}
+        qx, kx, vx = (t if target is None else t.expand(target) for t, target in zip((query, key, value), targets))
+        out, lse = _autograd_function().apply(qx, kx, vx, call)
         return (out, lse) if return_lse else out
     out = _empty(q, torch_side, out_shape)
-    lse = _empty(q, torch_side, batch_shape + (heads, q_len), "float32") if return_lse else None
-    w = _empty(q, torch_side, batch_shape + (heads, q_len, kv_len), "float32") if weights is not None else None
-    _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16")
+    lse = _empty(q, torch_side, lse_shape, "float32") if return_lse else None
+    w = _empty(q, torch_side, w_shape, "float32") if weights is not None else None
+    if no_keys:
+        _fill(out, 0.0)
+        if lse is not None:
+            _fill(lse, -float("inf"))
+    elif not empty_rows and v_dim == 0 and (lse is not None or w is not None):  # (lse and weights still are)
+        v1 = _zeros_like_shape(v, torch_side, v.shape[:-1] + (1,))
+        out1 = _empty(q, torch_side, lead + (q_len, 1))
+        _clattn.sdpa(ctx, q, k, v1, out1, lse, mask, w, shape[:-1] + (1,), opts, compiled, dtype == "bfloat16")
+    elif not empty_rows and v_dim:
+        _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16")
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())
 
 
+def _broadcast_qkv(qs, ks, vs, enable_gqa):
+    """The shapes of a call as PyTorch broadcasts them: query (..., L, E), key (..., S, E), value (..., S, Ev),
+    their leading dimensions broadcast (NumPy's rules), the last of them the heads; K/V of one head serve
+    every query head (read in place, as kv_heads = 1), with enable_gqa K/V heads that divide the query's.
+    Returns (the output's leading dims, the batch dims, heads, kv_heads, (q, k, v) targets: the full shape
+    to expand each to, None where it is read as it is)."""
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
+        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: at least 2 dimensions "
+                            "each (..., L, E), as PyTorch requires")
+    if ks[-1] != qs[-1] or vs[-2] != ks[-2]:
+        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
+    n = max(len(qs), len(ks), len(vs)) - 2
+    ql, kl, vl = _padded(qs, n), _padded(ks, n), _padded(vs, n)
+    if n == 0:
+        return (), (), 1, 1, (None, None, None)
+    try:
+        batch_shape = _broadcast_shapes(ql[:-1], kl[:-1], vl[:-1])
+    except ValueError:
+        raise ArgumentError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
+                            "do not broadcast") from None
+    qh, kh, vh = ql[-1], kl[-1], vl[-1]
+    if kh != vh and 1 not in (kh, vh):
+        raise ArgumentError(f"key {tuple(ks)} and value {tuple(vs)}: their heads differ")
+    kvh = max(kh, vh)
+    if qh == 1 and kvh > 1:  # (one query head against several K/V heads: PyTorch broadcasts the query)
+        qh = kvh
+    if kvh == qh or kvh == 1:
+        kv_heads = kvh
+    elif enable_gqa and kvh and qh % kvh == 0:
+        kv_heads = kvh
+    elif kvh and qh % kvh == 0:
+        raise ArgumentError(f"key has {kvh} heads and query {qh}: pass enable_gqa=True")
+    else:
+        raise ArgumentError(f"key has {kvh} heads and query {qh}: they do not broadcast (nor divide, for GQA)")
+    lead = batch_shape + (qh,)
+    targets = (batch_shape + (qh,) + tuple(qs[-2:]), batch_shape + (kv_heads,) + tuple(ks[-2:]),
+               batch_shape + (kv_heads,) + tuple(vs[-2:]))
+    targets = (None if targets[0] == tuple(qs) else targets[0], None if targets[1] == tuple(ks) else targets[1],
+               None if targets[2] == tuple(vs) else targets[2])
+    return lead, batch_shape, qh, kv_heads, targets
+
+
+# (Plain loops in what every call runs: generator expressions here left ~100 KiB that tracemalloc counts
+# in test_no_leak_over_10000_calls, CPython 3.11's caches of them.)
+def _padded(shape, n):
+    """shape's leading dimensions (all but the last two), with 1s before them up to n."""
+    lead = tuple(shape[:-2])
+    return (1,) * (n - len(lead)) + lead
+
+
+def _broadcast_shapes(a, b, c):
+    """NumPy's broadcast of three shapes of one length (ValueError when they do not broadcast)."""
+    out = []
+    for i in range(len(a)):
+        want = 1
+        for d in (a[i], b[i], c[i]):
+            if d != 1:
+                if want != 1 and d != want:
+                    raise ValueError("shapes do not broadcast")
+                want = d
+        out.append(want)
+    return tuple(out)
+
+
+def _expand(x, torch_side, shape):
+    """x broadcast to shape, as a contiguous copy."""
+    if torch_side:
+        return x.expand(shape).contiguous()
+    np = _numpy()
+    return np.ascontiguousarray(np.broadcast_to(x, shape))
+
+
+def _zeros_like_shape(x, torch_side, shape):
+    if torch_side:
+        return _sys.modules["torch"].zeros(shape, dtype=x.dtype)
+    return _numpy().zeros(shape, dtype=x.dtype)
+
+
+def _fill(x, value):
+    if hasattr(x, "fill_"):
+        x.fill_(value)
+    else:
+        x.fill(value)
+
+
+def _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled, targets):
+    """The differentiable result of a zero-size call (autograd): empty or zero outputs joined to the inputs
+    by a zero product (their gradients: zeros of their shapes); E = 0 runs the call with one zero column
+    for q and k (value's gradient is what attention over equal scores gives)."""
+    torch = _sys.modules["torch"]
+    link = sum((t.sum() * 0 for t in (query, key, value) if t.requires_grad), torch.zeros((), dtype=query.dtype))
+    if no_keys or 0 in out_shape:
+        return torch.zeros(out_shape, dtype=query.dtype) + link
+    call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled, "out_shape": out_shape,
+            "lse_shape": out_shape[:-1]}
+    vx = value if targets[2] is None else value.expand(targets[2])
+    out, _ = _autograd_function().apply(q, k, vx, call)
+    return out + link
+
+
 def _wants_grad(*tensors):
     torch = _sys.modules["torch"]
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
 _function = None
