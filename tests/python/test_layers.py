@@ -297,3 +297,36 @@ def test_kv_cache_appends_from_threads(ctx, block_size):
     with pytest.raises(ValueError, match="capacity"):
         cache.append(np.zeros((B, KVH, 6, D), np.float32), np.zeros((B, KVH, 6, D), np.float32))
     assert cache.lengths == (total,) * B
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_autograd_wiring_without_torch(ctx, rng, causal):
+    """Issue 36 item 18: the autograd Function's forward and backward, whole, run on numpy arrays (the same
+    code PyTorch's autograd calls, with _NumpyArrays in place of _TorchArrays) against the fp64 gradients.
+    dq, dk and dv have three different shapes (GQA, Dv != E), so a swap of any two fails."""
+    B, H, KVH, L, S, E, Ev = 2, 4, 2, 5, 7, 8, 6
+    q = rng.uniform(-1, 1, size=(B, H, L, E)).astype(np.float32)
+    k = rng.uniform(-1, 1, size=(B, KVH, S, E)).astype(np.float32)
+    v = rng.uniform(-1, 1, size=(B, KVH, S, Ev)).astype(np.float32)
+    dout = rng.uniform(-1, 1, size=(B, H, L, Ev)).astype(np.float32)
+    opts = clattn._options(None, 1 if causal else 0, None, None, None, None, None, None, 0, 0, "auto", 0, H, B)
+    call = {"context": ctx, "mask": None, "shape": (B, H, KVH, L, S, E, Ev), "options": opts, "mods": None,
+            "out_shape": (B, H, L, Ev), "lse_shape": (B, H, L)}
+    arrays = clattn._NumpyArrays()
+    out, lse, saved = clattn._attention_forward(call, q, k, v, arrays)
+    grads = clattn._attention_backward(call, saved, dout, arrays)
+    assert len(grads) == 4 and grads[3] is None
+    o64, l64, p = ref.sdpa(q, k, v, causal=causal)
+    assert_close(out, o64)
+    assert_close(lse, l64, what="lse")
+    g = KVH and H // KVH
+    d64 = dout.astype(np.float64)
+    vr = np.repeat(v.astype(np.float64), g, axis=1)
+    kr = np.repeat(k.astype(np.float64), g, axis=1)
+    ds = p * (d64 @ vr.transpose(0, 1, 3, 2) - (d64 * o64).sum(-1, keepdims=True)) / np.sqrt(E)
+    per_head = lambda x: x.reshape(B, KVH, g, S, -1).sum(axis=2)  # noqa: E731  (GQA: summed over the group)
+    want = (ds @ kr, per_head(ds.transpose(0, 1, 3, 2) @ q.astype(np.float64)),
+            per_head(p.transpose(0, 1, 3, 2) @ d64))
+    for name, got, w in zip(("dq", "dk", "dv"), grads[:3], want):
+        assert got.shape == w.shape, f"{name}: shape {got.shape}, expected {w.shape}"
+        assert_close(got, w, what=name)

@@ -511,28 +511,75 @@ def _autograd_function():
     class Attention(torch.autograd.Function):
         @staticmethod
         def forward(fctx, query, key, value, call):
-            q, k, v = (t.detach().contiguous() for t in (query, key, value))
-            out = torch.empty(call["out_shape"], dtype=q.dtype)
-            lse = torch.empty(call["lse_shape"], dtype=torch.float32)
-            _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"],
-                         call["mods"], False)
-            fctx.save_for_backward(q, k, v, out, lse)
+            out, lse, saved = _attention_forward(call, query, key, value, _TorchArrays(torch))
+            fctx.save_for_backward(*saved)
             fctx.call = call
             fctx.mark_non_differentiable(lse)
             return out, lse
 
         @staticmethod
         def backward(fctx, grad_out, grad_lse):
-            q, k, v, out, lse = fctx.saved_tensors
-            call = fctx.call
-            wide = lambda t: t.detach().to(torch.float32).contiguous()  # noqa: E731
-            dq, dk, dv = (torch.empty(t.shape, dtype=torch.float32) for t in (q, k, v))
-            _clattn.sdpa_backward(call["context"], wide(q), wide(k), wide(v), wide(out), lse, wide(grad_out), dq, dk,
-                                  dv, call["mask"], call["shape"], call["options"], call["mods"])
-            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
+            return _attention_backward(fctx.call, fctx.saved_tensors, grad_out, _TorchArrays(torch))
 
     _function = Attention
     return _function
+
+
+class _TorchArrays:
+    """What the autograd wiring needs of an array library, for PyTorch tensors (_NumpyArrays: the same for
+    numpy arrays, which the suite runs the wiring with where PyTorch is not installed)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def input(self, t):
+        return t.detach().contiguous()
+
+    def empty(self, shape, like=None, float32=False):
+        return self.torch.empty(tuple(shape), dtype=self.torch.float32 if float32 else like.dtype)
+
+    def wide(self, t):
+        return t.detach().to(self.torch.float32).contiguous()
+
+    def cast(self, t, like):
+        return t.to(like.dtype)
+
+
+class _NumpyArrays:
+    def input(self, t):
+        return _numpy().ascontiguousarray(t)
+
+    def empty(self, shape, like=None, float32=False):
+        np = _numpy()
+        return np.empty(tuple(shape), dtype=np.float32 if float32 else like.dtype)
+
+    def wide(self, t):
+        return _numpy().ascontiguousarray(t, dtype=_numpy().float32)
+
+    def cast(self, t, like):
+        return t.astype(like.dtype)
+
+
+def _attention_forward(call, query, key, value, arrays):
+    """The autograd Function's forward: (out, lse, what it saves for the backward)."""
+    q, k, v = arrays.input(query), arrays.input(key), arrays.input(value)
+    out = arrays.empty(call["out_shape"], like=q)
+    lse = arrays.empty(call["lse_shape"], float32=True)
+    _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"], call["mods"],
+                 False)
+    return out, lse, (q, k, v, out, lse)
+
+
+def _attention_backward(call, saved, grad_out, arrays):
+    """The autograd Function's backward, whole: what it returns, in its order (the gradients of query, key,
+    value, and None for the call). clattn_sdpa_backward in float32: 16-bit tensors widened for it, their
+    gradients rounded back."""
+    q, k, v, out, lse = saved
+    dq, dk, dv = (arrays.empty(q.shape, float32=True), arrays.empty(k.shape, float32=True),
+                  arrays.empty(v.shape, float32=True))
+    _clattn.sdpa_backward(call["context"], arrays.wide(q), arrays.wide(k), arrays.wide(v), arrays.wide(out), lse,
+                          arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["options"], call["mods"])
+    return arrays.cast(dq, q), arrays.cast(dk, k), arrays.cast(dv, v), None
 
 
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
