@@ -361,6 +361,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         q, k = _zeros_like_shape(q, torch_side, q.shape[:-1] + (1,)), _zeros_like_shape(k, torch_side, k.shape[:-1] + (1,))
         qk_dim = 1
     shape = (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim)
+    if torch_side and _wants_grad(attn_mask):
+        raise ArgumentError("attn_mask requires grad: clattn's backward pass returns the gradients of query, key "
+                            "and value but not the mask's (dS), so it would be None; detach the mask "
+                            "(attn_mask.detach()) or compute this call with PyTorch's own SDPA")
     if torch_side and _wants_grad(query, key, value):  # PyTorch's autograd: clattn's backward pass
         if weights is not None or dtype is not None:
             raise ArgumentError("weights= and dtype= are not taken with tensors that require grad")
@@ -599,6 +603,12 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     if is_causal and attn_mask is not None:
         raise ArgumentError("attn_mask and is_causal: give one of them")
     ctx = _context(context)
+    torch = _sys.modules.get("torch")
+    if torch is not None and _wants_grad(x, kv, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, attn_mask):
+        raise ArgumentError("multi_head_attention computes no gradients (its result would have no grad_fn): "
+                            "run it under torch.no_grad() or on tensors that do not require grad, or build the "
+                            "layer from torch's projections and clattn.scaled_dot_product_attention, which is "
+                            "differentiable")
     xt, torch_side = _tensor(x, "x")
     squeeze = len(xt.shape) == 2
     if squeeze:
