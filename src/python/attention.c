@@ -111,28 +111,34 @@ static void release_all(py_tensor *t, size_t n)
  * allowed). 0, or -1 with a Python exception and nothing held. */
 static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *opts, size_t batch, size_t heads, int n,
                       PyObject *const *obj, const char *const *names, const int *optional, int bf16, py_tensor *t,
-                      call_options *o, const clattn_mods **mods)
+                      call_options *o, mods_staged *mods)
 {
     memset(t, 0, (size_t)n * sizeof *t);
-    int failed = 0;
-    *mods = pyclattn_mods(mods_obj, pc, &failed);
-    if (failed || py_options_read(opts, batch, heads, o) != 0)
+    if (pyclattn_mods_stage(mods_obj, pc, mods) != 0)
         return -1;
+    if (py_options_read(opts, batch, heads, o) != 0) {
+        pyclattn_mods_release(mods);
+        return -1;
+    }
     for (int i = 0; i < n; i++)
         if (py_tensor_get(obj[i], names[i], optional[i], bf16, &t[i]) != 0) {
             release_all(t, (size_t)n);
             py_options_free(o);
+            pyclattn_mods_release(mods);
             return -1;
         }
     return 0;
 }
 
-/* What every call ends with, failed or not: its tensors and options released, then clattn.Error with the
- * library's detail, or None (st: the call's status; CLATTN_SUCCESS with a Python error set on a check). */
-static PyObject *call_end(py_tensor *t, size_t n, call_options *o, clattn_status st, const char *detail)
+/* What every call ends with, failed or not: its tensors, mods' staged aux and options released, then
+ * clattn.Error with the library's detail, or None (st: the call's status; CLATTN_SUCCESS with a Python
+ * error set on a check). */
+static PyObject *call_end(py_tensor *t, size_t n, call_options *o, mods_staged *mods, clattn_status st,
+                          const char *detail)
 {
     release_all(t, n);
     py_options_free(o);
+    pyclattn_mods_release(mods);
     if (PyErr_Occurred())
         return NULL;
     if (st != CLATTN_SUCCESS)
@@ -178,7 +184,7 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     static const int optional[7] = {0, 0, 0, 0, 1, 1, 1};
     py_tensor t[7];
     call_options o;
-    const clattn_mods *mods;
+    mods_staged mods;
     if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, 7, obj, names, optional, bf16, t, &o, &mods) != 0)
         return NULL;
     size_t nq, nk, nv, no, nl, nw;
@@ -189,16 +195,19 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
                     py_float_output(&t[4], "lse", nl) || py_float_output(&t[6], "weights", nw) ||
                     mask_take(&t[5], &o, B, H, L, S);
     if (bad)
-        return call_end(t, 7, &o, CLATTN_SUCCESS, NULL);
+        return call_end(t, 7, &o, &mods, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV};
-    clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods);
+    clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods.mods);
     d.q_dtype = t[0].dtype, d.k_dtype = t[1].dtype, d.v_dtype = t[2].dtype, d.out_dtype = t[3].dtype;
     clattn_status st;
     char detail[2048];
-    CLATTN_CALL(pc, detail,
-                st = clattn_sdpa_host(pc->ctx, &d, t[0].data, t[1].data, t[2].data, t[5].data, t[3].data,
-                                      (float *)t[6].data, (float *)t[4].data));
-    return call_end(t, 7, &o, st, detail);
+    CLATTN_CALL(pc, detail, {
+        st = pyclattn_mods_write(&mods, pc); /* (the aux and the call: one critical section) */
+        if (st == CLATTN_SUCCESS)
+            st = clattn_sdpa_host(pc->ctx, &d, t[0].data, t[1].data, t[2].data, t[5].data, t[3].data,
+                                  (float *)t[6].data, (float *)t[4].data);
+    });
+    return call_end(t, 7, &o, &mods, st, detail);
 }
 
 PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -223,7 +232,7 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     py_tensor t[N];
     call_options o;
-    const clattn_mods *mods;
+    mods_staged mods;
     if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, N, obj, names, optional, 0, t, &o, &mods) != 0)
         return NULL;
     size_t nq, nk, nv, no, nl;
@@ -234,15 +243,18 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
         bad = py_float_output(&t[i], names[i], elems[i]);
     bad = bad || mask_take(&t[MASK], &o, B, H, L, S);
     if (bad)
-        return call_end(t, N, &o, CLATTN_SUCCESS, NULL);
+        return call_end(t, N, &o, &mods, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV_};
-    const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods);
+    const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods.mods);
     clattn_status st;
     char detail[2048];
-    CLATTN_CALL(pc, detail,
-                st = clattn_sdpa_backward_host(pc->ctx, &d, t[Q].data, t[K].data, t[V].data, t[MASK].data, t[OUT].data,
-                                               t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, NULL));
-    return call_end(t, N, &o, st, detail);
+    CLATTN_CALL(pc, detail, {
+        st = pyclattn_mods_write(&mods, pc);
+        if (st == CLATTN_SUCCESS)
+            st = clattn_sdpa_backward_host(pc->ctx, &d, t[Q].data, t[K].data, t[V].data, t[MASK].data, t[OUT].data,
+                                           t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, NULL);
+    });
+    return call_end(t, N, &o, &mods, st, detail);
 }
 
 PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -272,7 +284,7 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
         optional[i] = i != X && i != OUT && i != WQ && i != WK && i != WV;
     py_tensor t[N];
     call_options o;
-    const clattn_mods *mods;
+    mods_staged mods;
     if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, N, obj, names, optional, bf16, t, &o, &mods) != 0)
         return NULL;
     const size_t hk = (size_t)H * DK, hv = (size_t)H * DV, kk = (size_t)KVH * DK, kvv = (size_t)KVH * DV;
@@ -298,7 +310,7 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
         bad = 1;
     }
     if (bad)
-        return call_end(t, N, &o, CLATTN_SUCCESS, NULL);
+        return call_end(t, N, &o, &mods, CLATTN_SUCCESS, NULL);
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
     d.batch = (size_t)B, d.q_len = (size_t)L, d.kv_len = t[KV].capsule ? (size_t)S : 0;
     d.model_dim = (size_t)DM, d.kv_dim = t[KV].capsule ? (size_t)DKV : 0;
@@ -312,16 +324,19 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     d.alibi_slopes = o.alibi;
     d.weights_output = (clattn_weights_output)o.weights_output;
     d.x_dtype = t[X].dtype, d.weight_dtype = t[WQ].dtype, d.out_dtype = t[OUT].dtype;
-    d.mods = mods;
+    d.mods = mods.mods;
     clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
     w.w_q = t[WQ].data, w.b_q = t[BQ].data, w.w_k = t[WK].data, w.b_k = t[BK].data;
     w.w_v = t[WV].data, w.b_v = t[BV].data, w.w_o = t[WO].data, w.b_o = t[BO].data;
     clattn_status st;
     char detail[2048];
-    CLATTN_CALL(pc, detail,
-                st = clattn_mha_host(pc->ctx, &d, t[X].data, t[KV].data, &w, t[MASK].data, t[OUT].data,
-                                     (float *)t[WEIGHTS].data));
-    return call_end(t, N, &o, st, detail);
+    CLATTN_CALL(pc, detail, {
+        st = pyclattn_mods_write(&mods, pc);
+        if (st == CLATTN_SUCCESS)
+            st = clattn_mha_host(pc->ctx, &d, t[X].data, t[KV].data, &w, t[MASK].data, t[OUT].data,
+                                 (float *)t[WEIGHTS].data);
+    });
+    return call_end(t, N, &o, &mods, st, detail);
 }
 
 cl_mem py_upload(py_context *pc, const void *data, size_t bytes, clattn_status *st)
@@ -371,10 +386,9 @@ PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs)
             snprintf(name, sizeof name, "%s[%zd]", which ? "lses" : "outputs", p);
             bad = !item || py_tensor_get(item, name, 0, 0, &part) || py_float_output(&part, name, which ? nl : no);
             Py_XDECREF(item);
-            if (!bad) {
+            if (!bad)
                 mems[2 * p + which] = py_upload(pc, part.data, (which ? nl : no) * sizeof(float), &st);
-                py_tensor_release(&part);
-            }
+            py_tensor_release(&part); /* (refused or uploaded: the caller's array is not kept either way) */
         }
     if (!bad && st == CLATTN_SUCCESS)
         mems[2 * parts] = py_upload(pc, NULL, no * sizeof(float), &st);

@@ -149,36 +149,49 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
         py_tensor_release(&v);
         return NULL;
     }
-    for (size_t b = 0; b < c->batch; b++)
-        if (c->lengths[b] + (size_t)n > c->capacity) {
-            py_tensor_release(&k);
-            py_tensor_release(&v);
-            return PyErr_Format(PyExc_ValueError, "append: sequence %zu holds %zu rows; %zd more pass the capacity %zu", b,
-                                c->lengths[b], n, c->capacity);
-        }
     clattn_status st = CLATTN_SUCCESS;
-    int table_changed = 0;
-    for (size_t b = 0; c->block_size && b < c->batch; b++) /* blocks for the rows to come, from the pool */
-        for (size_t j = c->lengths[b] / c->block_size; j <= (c->lengths[b] + (size_t)n - 1) / c->block_size; j++)
-            if (c->host_table[b * c->max_blocks + j] < 0) {
-                c->host_table[b * c->max_blocks + j] = (int)c->next_block++;
-                table_changed = 1;
-            }
     cl_mem kn = py_upload(pc, k.data, nk * k.elem_size, &st), vn = kn ? py_upload(pc, v.data, nv * v.elem_size, &st) : NULL;
     char detail[2048] = "";
+    size_t over = SIZE_MAX, held = 0; /* a sequence the rows would overflow, and its length */
     if (kn && vn) {
-        clattn_sdpa_desc d = cache_desc(c, c->kv_heads, 0);
-        d.q_dtype = c->dtype; /* (the new rows' type) */
-        const clattn_paged_cache p = paged_view(c);
+        /* One critical section, under the context's lock: the capacity check, the blocks handed out, the
+         * rows written at the lengths read here and the lengths bumped. Another thread's append or attend
+         * on the cache (or any call on its context) runs wholly before or after. */
         CLATTN_CALL(pc, detail, {
-            if (table_changed)
-                st = (clattn_status)clEnqueueWriteBuffer(clattn_context_queue(pc->ctx), c->table, CL_TRUE, 0,
-                                                         c->blocks * sizeof(int), c->host_table, 0, NULL, NULL);
-            if (st == CLATTN_SUCCESS)
-                st = c->block_size ? clattn_kv_append_paged(pc->ctx, &d, &p, c->lengths, (size_t)n, kn, vn)
-                                   : clattn_kv_append(pc->ctx, &d, c->lengths, (size_t)n, kn, vn, c->k, c->v);
-            if (st == CLATTN_SUCCESS)
-                st = clattn_finish(pc->ctx);
+            for (size_t b = 0; b < c->batch && over == SIZE_MAX; b++)
+                if (c->lengths[b] + (size_t)n > c->capacity)
+                    over = b, held = c->lengths[b];
+            if (over == SIZE_MAX) {
+                const size_t first_new = c->next_block;
+                int table_changed = 0;
+                for (size_t b = 0; c->block_size && b < c->batch; b++) /* blocks for the new rows, from the pool */
+                    for (size_t j = c->lengths[b] / c->block_size; j <= (c->lengths[b] + (size_t)n - 1) / c->block_size;
+                         j++)
+                        if (c->host_table[b * c->max_blocks + j] < 0) {
+                            c->host_table[b * c->max_blocks + j] = (int)c->next_block++;
+                            table_changed = 1;
+                        }
+                clattn_sdpa_desc d = cache_desc(c, c->kv_heads, 0);
+                d.q_dtype = c->dtype; /* (the new rows' type) */
+                const clattn_paged_cache p = paged_view(c);
+                if (table_changed)
+                    st = (clattn_status)clEnqueueWriteBuffer(clattn_context_queue(pc->ctx), c->table, CL_TRUE, 0,
+                                                             c->blocks * sizeof(int), c->host_table, 0, NULL, NULL);
+                if (st == CLATTN_SUCCESS)
+                    st = c->block_size ? clattn_kv_append_paged(pc->ctx, &d, &p, c->lengths, (size_t)n, kn, vn)
+                                       : clattn_kv_append(pc->ctx, &d, c->lengths, (size_t)n, kn, vn, c->k, c->v);
+                if (st == CLATTN_SUCCESS)
+                    st = clattn_finish(pc->ctx);
+                if (st == CLATTN_SUCCESS) {
+                    for (size_t b = 0; b < c->batch; b++)
+                        c->lengths[b] += (size_t)n;
+                } else { /* the blocks of this append go back to the pool (the lengths never reach them) */
+                    for (size_t i = 0; c->block_size && i < c->blocks; i++)
+                        if (c->host_table[i] >= (int)first_new)
+                            c->host_table[i] = -1;
+                    c->next_block = first_new;
+                }
+            }
         });
     }
     if (kn)
@@ -187,10 +200,11 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
         clReleaseMemObject(vn);
     py_tensor_release(&k);
     py_tensor_release(&v);
+    if (over != SIZE_MAX)
+        return PyErr_Format(PyExc_ValueError, "append: sequence %zu holds %zu rows; %zd more pass the capacity %zu",
+                            over, held, n, c->capacity);
     if (st != CLATTN_SUCCESS)
         return pyclattn_raise(st, *detail ? detail : "uploading the new rows");
-    for (size_t b = 0; b < c->batch; b++)
-        c->lengths[b] += (size_t)n;
     Py_RETURN_NONE;
 }
 
@@ -217,18 +231,14 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
               py_product(&no, c->batch, H, L, c->v_dim) || py_product(&nl, c->batch, H, L, 1) ||
               py_tensor_expect(&q, "query", nq, 0) || py_tensor_expect(&out, "out", no, 0) || py_float_output(&lse, "lse", nl);
     long long *offsets = NULL;
-    for (size_t b = 0; !bad && b < c->batch; b++)
-        if (c->lengths[b] < (size_t)L) {
-            PyErr_Format(PyExc_ValueError, "attend: sequence %zu holds %zu rows, fewer than the %zd queries (append "
-                         "their keys and values first)", b, c->lengths[b], L);
+    if (!bad && o.masks.causal != CLATTN_CAUSAL_NONE && !c->block_size) {
+        /* Dense: the queries are the last L rows of each sequence (offsets, filled from the lengths inside
+         * the call's critical section), top-left from there. */
+        offsets = PyMem_Malloc(c->batch * sizeof *offsets);
+        if (!offsets) {
+            PyErr_NoMemory();
             bad = 1;
         }
-    if (!bad && o.masks.causal != CLATTN_CAUSAL_NONE && !c->block_size) {
-        /* Dense: the queries are the last L rows of each sequence (offsets), top-left from there. */
-        offsets = PyMem_Malloc(c->batch * sizeof *offsets);
-        bad = !offsets;
-        for (size_t b = 0; offsets && b < c->batch; b++)
-            offsets[b] = (long long)(c->lengths[b] - (size_t)L);
         o.masks.causal = CLATTN_CAUSAL_TOP_LEFT;
         o.masks.query_offsets = offsets;
     } else if (o.masks.causal != CLATTN_CAUSAL_NONE) {
@@ -238,6 +248,7 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
         o.masks.key_lengths = c->lengths;
     clattn_status st = CLATTN_SUCCESS;
     char detail[2048] = "";
+    size_t short_b = SIZE_MAX, short_len = 0; /* a sequence holding fewer rows than the queries */
     cl_mem qm = NULL, om = NULL, lm = NULL;
     if (!bad) {
         qm = py_upload(pc, q.data, nq * q.elem_size, &st);
@@ -253,12 +264,22 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
         const clattn_paged_cache p = paged_view(c);
         const cl_command_queue queue = clattn_context_queue(pc->ctx);
         CLATTN_CALL(pc, detail, {
-            st = c->block_size ? clattn_sdpa_paged(pc->ctx, &d, &p, c->lengths, qm, NULL, om, lm)
-                               : clattn_sdpa(pc->ctx, &d, qm, c->k, c->v, NULL, om, NULL, lm);
-            if (st == CLATTN_SUCCESS)
+            /* The lengths as this critical section sees them (an append on another thread runs wholly
+             * before or after). */
+            for (size_t b = 0; b < c->batch && short_b == SIZE_MAX; b++)
+                if (c->lengths[b] < (size_t)L)
+                    short_b = b, short_len = c->lengths[b];
+            for (size_t b = 0; offsets && b < c->batch && short_b == SIZE_MAX; b++)
+                offsets[b] = (long long)(c->lengths[b] - (size_t)L);
+            if (short_b != SIZE_MAX)
+                ;
+            else
+                st = c->block_size ? clattn_sdpa_paged(pc->ctx, &d, &p, c->lengths, qm, NULL, om, lm)
+                                   : clattn_sdpa(pc->ctx, &d, qm, c->k, c->v, NULL, om, NULL, lm);
+            if (st == CLATTN_SUCCESS && short_b == SIZE_MAX)
                 st = (clattn_status)clEnqueueReadBuffer(queue, om, CL_TRUE, 0, no * out.elem_size, out.data, 0, NULL,
                                                         NULL);
-            if (st == CLATTN_SUCCESS && lm)
+            if (st == CLATTN_SUCCESS && short_b == SIZE_MAX && lm)
                 st = (clattn_status)clEnqueueReadBuffer(queue, lm, CL_TRUE, 0, nl * sizeof(float), lse.data, 0,
                                                         NULL, NULL);
         });
@@ -274,6 +295,9 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
     py_tensor_release(&lse);
     if (bad)
         return NULL;
+    if (short_b != SIZE_MAX)
+        return PyErr_Format(PyExc_ValueError, "attend: sequence %zu holds %zu rows, fewer than the %zd queries (append "
+                            "their keys and values first)", short_b, short_len, L);
     if (st != CLATTN_SUCCESS)
         return pyclattn_raise(st, *detail ? detail : "allocating the call's buffers");
     Py_RETURN_NONE;
@@ -282,32 +306,48 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
 static PyObject *kvcache_lengths(PyObject *obj, void *closure)
 {
     (void)closure;
-    const py_kvcache *c = (const py_kvcache *)obj;
+    py_kvcache *c = (py_kvcache *)obj;
+    py_context *pc = cache_context(c);
+    size_t *copy = PyMem_Malloc(c->batch * sizeof *copy);
+    if (!copy)
+        return PyErr_NoMemory();
+    char detail[8];
+    CLATTN_CALL(pc, detail, memcpy(copy, c->lengths, c->batch * sizeof *copy)); /* (not half an append's) */
     PyObject *t = PyTuple_New((Py_ssize_t)c->batch);
     for (size_t b = 0; t && b < c->batch; b++) {
-        PyObject *n = PyLong_FromSize_t(c->lengths[b]);
+        PyObject *n = PyLong_FromSize_t(copy[b]);
         if (!n || PyTuple_SetItem(t, (Py_ssize_t)b, n) != 0) {
             Py_DECREF(t);
-            return NULL;
+            t = NULL;
         }
     }
+    PyMem_Free(copy);
     return t;
 }
 
 static PyObject *kvcache_blocks_used(PyObject *obj, void *closure)
 {
     (void)closure;
-    return PyLong_FromSize_t(((const py_kvcache *)obj)->next_block);
+    py_kvcache *c = (py_kvcache *)obj;
+    py_context *pc = cache_context(c);
+    size_t used;
+    char detail[8];
+    CLATTN_CALL(pc, detail, used = c->next_block);
+    return PyLong_FromSize_t(used);
 }
 
 static PyObject *kvcache_reset(PyObject *obj, PyObject *unused)
 {
     (void)unused;
     py_kvcache *c = (py_kvcache *)obj;
-    memset(c->lengths, 0, c->batch * sizeof *c->lengths);
-    for (size_t i = 0; c->block_size && i < c->blocks; i++)
-        c->host_table[i] = -1;
-    c->next_block = 0; /* (the pool's blocks are handed out again from the first) */
+    py_context *pc = cache_context(c);
+    char detail[8];
+    CLATTN_CALL(pc, detail, { /* (not in the middle of another thread's append or attend) */
+        memset(c->lengths, 0, c->batch * sizeof *c->lengths);
+        for (size_t i = 0; c->block_size && i < c->blocks; i++)
+            c->host_table[i] = -1;
+        c->next_block = 0; /* (the pool's blocks are handed out again from the first) */
+    });
     Py_RETURN_NONE;
 }
 

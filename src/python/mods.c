@@ -130,14 +130,29 @@ static PyObject *mods_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     return (PyObject *)self;
 }
 
+static int mods_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(obj));
+    Py_VISIT(((py_mods *)obj)->context);
+    return 0;
+}
+
 static void mods_dealloc(PyObject *obj)
 {
     py_mods *self = (py_mods *)obj;
     PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
     if (self->mods) {
+        /* Under the context's lock: another thread may be running a call on the context (a cache
+         * evicting these mods is any call's doing). The calls that read these mods have completed. */
         py_context *pc = (py_context *)self->context;
-        clattn_finish(pc->ctx); /* (calls that read the tensors have completed: the host calls block anyway) */
-        clattn_mods_free(self->mods);
+        char detail[8];
+        clattn_status st;
+        CLATTN_CALL(pc, detail, {
+            st = clattn_finish(pc->ctx);
+            clattn_mods_free(self->mods);
+        });
+        (void)st; /* (a failed finish has nothing to tell a dealloc's caller: the mods are freed anyway) */
         pyclattn_live_mods--;
     }
     release_buffers(self);
@@ -192,29 +207,80 @@ static PyMethodDef mods_methods[] = {
 static PyType_Slot mods_slots[] = {
     {Py_tp_new, mods_new},
     {Py_tp_dealloc, mods_dealloc},
+    {Py_tp_traverse, mods_traverse},
     {Py_tp_methods, mods_methods},
     {Py_tp_doc, "Mods(context, source, aux, defines): score_mod / mask_mod compiled for a context "
                 "(clattn.mods() makes and caches them)."},
     {0, NULL},
 };
 
-PyType_Spec pyclattn_mods_spec = {"clattn._clattn.Mods", sizeof(py_mods), 0, Py_TPFLAGS_DEFAULT, mods_slots};
+PyType_Spec pyclattn_mods_spec = {"clattn._clattn.Mods", sizeof(py_mods), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+                                  mods_slots};
 
-const clattn_mods *pyclattn_mods(PyObject *obj, py_context *pc, int *failed)
+void pyclattn_mods_release(mods_staged *s)
 {
-    *failed = 0;
+    for (size_t i = 0; i < CLATTN_MODS_MAX_AUX; i++)
+        py_tensor_release(&s->aux[i]);
+    memset(s, 0, sizeof *s);
+}
+
+int pyclattn_mods_stage(PyObject *obj, py_context *pc, mods_staged *s)
+{
+    memset(s, 0, sizeof *s);
     if (obj == Py_None)
-        return NULL;
+        return 0;
+    PyObject *arrays = NULL;
+    if (PyTuple_Check(obj)) {
+        PyObject *mods_obj;
+        if (!PyArg_ParseTuple(obj, "OO:mods", &mods_obj, &arrays))
+            return -1;
+        obj = mods_obj;
+    }
     if (!PyObject_TypeCheck(obj, (PyTypeObject *)pyclattn_state.mods_type)) {
         PyErr_Format(PyExc_TypeError, "mods must be clattn mods, not %R", (PyObject *)Py_TYPE(obj));
-        *failed = 1;
-        return NULL;
+        return -1;
     }
     const py_mods *m = (const py_mods *)obj;
     if (m->context != (PyObject *)pc) {
         PyErr_SetString(PyExc_ValueError, "mods were made for another clattn.Context");
-        *failed = 1;
-        return NULL;
+        return -1;
     }
-    return m->mods;
+    s->mods = m->mods;
+    s->owner = obj;
+    if (!arrays || arrays == Py_None)
+        return 0;
+    const Py_ssize_t n = PySequence_Size(arrays);
+    if (n < 0 || (size_t)n != m->naux) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "mods: %zu auxiliary tensors expected", m->naux);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PySequence_GetItem(arrays, i);
+        const int bad = !item || py_tensor_get(item, "aux tensor", 0, 0, &s->aux[i]) != 0;
+        Py_XDECREF(item);
+        if (!bad && s->aux[i].elems * s->aux[i].elem_size != m->bytes[i])
+            PyErr_Format(PyExc_ValueError, "aux tensor %zd holds %zu bytes, not the %zu it was made with", i,
+                         s->aux[i].elems * s->aux[i].elem_size, m->bytes[i]);
+        if (bad || PyErr_Occurred()) {
+            pyclattn_mods_release(s);
+            return -1;
+        }
+    }
+    s->naux = (size_t)n;
+    return 0;
+}
+
+clattn_status pyclattn_mods_write(const mods_staged *s, py_context *pc)
+{
+    const py_mods *m = (const py_mods *)s->owner;
+    for (size_t i = 0; i < s->naux; i++) {
+        if (!m->bytes[i])
+            continue;
+        const cl_int err = clEnqueueWriteBuffer(clattn_context_queue(pc->ctx), m->buffers[i], CL_TRUE, 0, m->bytes[i],
+                                                s->aux[i].data, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            return (clattn_status)err;
+    }
+    return CLATTN_SUCCESS;
 }

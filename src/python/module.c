@@ -2,6 +2,7 @@
  * The attention calls are in attention.c, mods in mods.c, KV caches in kvcache.c. */
 #include "pyclattn.h"
 
+#include <structmember.h> /* (PyMemberDef's T_PYSSIZET and READONLY: not in Python.h's limited API) */
 #include <string.h>
 
 module_state pyclattn_state;
@@ -52,10 +53,27 @@ static PyObject *context_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     return (PyObject *)self;
 }
 
+static int context_traverse(PyObject *obj, visitproc visit, void *arg)
+{
+    Py_VISIT(Py_TYPE(obj)); /* (a heap type's instances hold their type) */
+    Py_VISIT(((py_context *)obj)->mods_cache);
+    return 0;
+}
+
+static int context_clear(PyObject *obj)
+{
+    Py_CLEAR(((py_context *)obj)->mods_cache); /* (the mods release the context: the cycle is broken) */
+    return 0;
+}
+
 static void context_dealloc(PyObject *obj)
 {
     py_context *self = (py_context *)obj;
     PyTypeObject *type = Py_TYPE(obj);
+    PyObject_GC_UnTrack(obj);
+    if (self->weakrefs)
+        PyObject_ClearWeakRefs(obj);
+    Py_CLEAR(self->mods_cache); /* (empty of mods here: each held the context) */
     if (self->ctx) {
         clattn_context_free(self->ctx);
         pyclattn_live_contexts--;
@@ -90,8 +108,24 @@ static PyObject *context_finish(PyObject *obj, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *context_mods_cache(PyObject *obj, void *closure)
+{
+    (void)closure;
+    py_context *self = (py_context *)obj;
+    if (!self->mods_cache && !(self->mods_cache = PyDict_New()))
+        return NULL;
+    Py_INCREF(self->mods_cache);
+    return self->mods_cache;
+}
+
+static PyMemberDef context_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(py_context, weakrefs), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyGetSetDef context_getset[] = {
     {"device_name", context_device_name, NULL, "The OpenCL device's name.", NULL},
+    {"_mods_cache", context_mods_cache, NULL, "The package's compiled mods for this context (clattn._mods).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -103,6 +137,9 @@ static PyMethodDef context_methods[] = {
 static PyType_Slot context_slots[] = {
     {Py_tp_new, context_new},
     {Py_tp_dealloc, context_dealloc},
+    {Py_tp_traverse, context_traverse},
+    {Py_tp_clear, context_clear},
+    {Py_tp_members, context_members},
     {Py_tp_getset, context_getset},
     {Py_tp_methods, context_methods},
     {Py_tp_repr, context_repr},
@@ -112,7 +149,8 @@ static PyType_Slot context_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec context_spec = {"clattn._clattn.Context", sizeof(py_context), 0, Py_TPFLAGS_DEFAULT, context_slots};
+static PyType_Spec context_spec = {"clattn._clattn.Context", sizeof(py_context), 0,
+                                   Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC, context_slots};
 
 py_context *pyclattn_context(PyObject *obj, const char *what)
 {
@@ -191,8 +229,10 @@ PyMODINIT_FUNC PyInit__clattn(void)
     if (!m)
         return NULL;
     pyclattn_state.error = PyErr_NewExceptionWithDoc(
-        "clattn.Error", "A call of the clattn library failed: .status (the code), .status_name, and the message.",
-        NULL, NULL);
+        "clattn.Error",
+        "A call of the clattn library failed: .status (the code), .status_name, and the message. A RuntimeError, "
+        "as PyTorch's failures are.",
+        PyExc_RuntimeError, NULL);
     pyclattn_state.context_type = PyType_FromSpec(&context_spec);
     pyclattn_state.mods_type = PyType_FromSpec(&pyclattn_mods_spec);
     pyclattn_state.kvcache_type = PyType_FromSpec(&pyclattn_kvcache_spec);

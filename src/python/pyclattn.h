@@ -13,11 +13,15 @@
 #include <stdint.h>
 
 /* clattn.Context: one clattn context, its calls serialised by `lock` (clattn contexts are not for two
- * threads at once) while the GIL is released. */
+ * threads at once) while the GIL is released. mods_cache: the package's compiled mods for this context
+ * (a dict the package bounds; each Mods holds the Context, so the two make a cycle the garbage collector
+ * takes apart: both types are GC-tracked). Weak references are allowed. */
 typedef struct py_context {
     PyObject_HEAD
     clattn_context *ctx;
     PyThread_type_lock lock;
+    PyObject *mods_cache;
+    PyObject *weakrefs;
 } py_context;
 
 /* The module's state: its types and exception, looked up from the module object. */
@@ -42,10 +46,10 @@ py_context *pyclattn_context(PyObject *obj, const char *what);
 
 /* Run under the context's lock with the GIL released: CLATTN_CALL(pc, st = clattn_...(pc->ctx, ...));
  * the detail of a failure is copied into `detail` before the lock goes. */
-#define CLATTN_CALL(pc, detail, call)                                                                        \
+#define CLATTN_CALL(pc, detail, ...) /* (variadic: a block's own commas stay in it) */                        \
     do {                                                                                                     \
         Py_BEGIN_ALLOW_THREADS PyThread_acquire_lock((pc)->lock, WAIT_LOCK);                                 \
-        call;                                                                                                \
+        __VA_ARGS__;                                                                                         \
         snprintf((detail), sizeof(detail), "%s", clattn_last_error((pc)->ctx));                              \
         PyThread_release_lock((pc)->lock);                                                                   \
         Py_END_ALLOW_THREADS                                                                                 \
@@ -112,7 +116,21 @@ PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs);
 extern PyType_Spec pyclattn_mods_spec;
 extern PyType_Spec pyclattn_kvcache_spec;
 
-/* The clattn_mods behind a Mods object (NULL for None), or NULL with TypeError; *is_none says which. */
-const clattn_mods *pyclattn_mods(PyObject *obj, py_context *pc, int *failed);
+/* A call's mods and the contents of their auxiliary tensors, read before the call (GIL held) and written
+ * to the device inside the call's critical section (pyclattn_mods_write, GIL released, the context's
+ * lock held), so that no other thread's aux lands between the write and the call. */
+typedef struct mods_staged {
+    const clattn_mods *mods; /* NULL: no mods */
+    PyObject *owner;         /* the Mods object (borrowed: the caller's argument holds it) */
+    size_t naux;             /* 0: nothing to write */
+    py_tensor aux[CLATTN_MODS_MAX_AUX];
+} mods_staged;
+
+/* obj: None, a Mods, or (Mods, arrays) with arrays the new contents of its auxiliary tensors in their
+ * order (each of the size the mods were made with). 0, or -1 with TypeError / ValueError. */
+int pyclattn_mods_stage(PyObject *obj, py_context *pc, mods_staged *s);
+/* Writes the staged contents (blocking); call it with the context's lock held (no GIL needed). */
+clattn_status pyclattn_mods_write(const mods_staged *s, py_context *pc);
+void pyclattn_mods_release(mods_staged *s);
 
 #endif

@@ -45,11 +45,23 @@ int py_tensor_get(PyObject *obj, const char *name, int optional, int bfloat16_bi
     memset(t, 0, sizeof *t);
     if (obj == Py_None && optional)
         return 0;
-    PyObject *capsule = PyObject_CallMethod(obj, "__dlpack__", NULL);
+    const int has_dlpack = PyObject_HasAttrString(obj, "__dlpack__");
+    PyObject *capsule = has_dlpack ? PyObject_CallMethod(obj, "__dlpack__", NULL) : NULL;
     if (!capsule) {
-        PyErr_Clear();
-        PyErr_Format(PyExc_TypeError, "%s: expected a numpy array or PyTorch tensor (an object with __dlpack__), "
-                     "got %R", name, (PyObject *)Py_TYPE(obj));
+        if (!has_dlpack) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: expected a numpy array or PyTorch tensor (an object with __dlpack__), "
+                         "got %R", name, (PyObject *)Py_TYPE(obj));
+            return -1;
+        }
+        /* It has __dlpack__ and refused (numpy: a non-native byte order, read-only memory): its own reason. */
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        PyErr_NormalizeException(&type, &value, &trace);
+        PyErr_Format(PyExc_TypeError, "%s: its __dlpack__() failed: %S", name, value ? value : Py_None);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
         return -1;
     }
     dl_managed_tensor *m = PyCapsule_GetPointer(capsule, "dltensor");

@@ -3,6 +3,8 @@ cannot install PyTorch's wheel in its time): clattn.scaled_dot_product_attention
 against torch.nn.functional.scaled_dot_product_attention itself, float32 / float16 / bfloat16, GQA,
 causal, masks; tensors in, tensors out (no copy of contiguous inputs), views, tensors that require grad;
 layers and KV caches on tensors; autograd through clattn's backward pass against PyTorch's."""
+import zlib
+
 import numpy as np
 import pytest
 import torch
@@ -20,9 +22,15 @@ def close(got, want, dtype):
     torch.testing.assert_close(got.float(), want.float(), atol=atol, rtol=rtol)
 
 
-CASES = [  # (B, H, KVH, L, S, D)
+CASES = [  # (B, H, KVH, L, S, D); L > S too: PyTorch's is_causal is top-left, so every row sees key 0
     (1, 1, 1, 4, 4, 8), (2, 4, 4, 37, 41, 16), (3, 8, 2, 19, 53, 64), (1, 8, 1, 1, 300, 128), (2, 2, 2, 130, 130, 32),
+    (2, 4, 2, 50, 23, 16), (1, 2, 2, 200, 70, 64),
 ]
+
+
+def seed(*parts):
+    """A seed from the case's description: the same in every process (not hash(), salted per process)."""
+    return zlib.crc32(repr(parts).encode("utf-8")) % 2**31
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)
@@ -30,12 +38,10 @@ CASES = [  # (B, H, KVH, L, S, D)
 @pytest.mark.parametrize("causal", [False, True])
 def test_equals_pytorch(ctx, case, dtype, causal):
     B, H, KVH, L, S, D = case
-    g = torch.Generator().manual_seed(hash((case, str(dtype), causal)) % 2**31)
+    g = torch.Generator().manual_seed(seed(case, str(dtype), causal))
     q = torch.rand(B, H, L, D, generator=g, dtype=torch.float32).mul(3).sub(1.5).to(dtype)
     k = torch.rand(B, KVH, S, D, generator=g, dtype=torch.float32).mul(3).sub(1.5).to(dtype)
     v = torch.rand(B, KVH, S, D, generator=g, dtype=torch.float32).sub(0.5).to(dtype)
-    if causal and L > S:
-        return
     ours = clattn.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=KVH != H, context=ctx)
     theirs = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal, enable_gqa=KVH != H)
     assert isinstance(ours, torch.Tensor) and ours.dtype == dtype and ours.shape == (B, H, L, D)
@@ -122,3 +128,79 @@ def test_kv_cache_on_tensors(ctx):
     want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), enable_gqa=True)
     assert out.dtype == torch.bfloat16
     close(out, want, torch.bfloat16)
+
+
+def test_no_silent_missing_gradients(ctx):
+    """Issue 36 item 10: a float attn_mask that requires grad, and multi_head_attention on tensors that
+    require grad, are refused (RuntimeError naming why) rather than returning without their gradient;
+    without grad wanted both run."""
+    g = torch.Generator().manual_seed(seed("item 10"))
+    q, k, v = (torch.rand(1, 2, n, 8, generator=g, requires_grad=True) for n in (4, 6, 6))
+    mask = torch.randn(4, 6, generator=g, requires_grad=True)
+    with pytest.raises(RuntimeError, match="attn_mask requires grad"):
+        clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, context=ctx)
+    out = clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask.detach(), context=ctx)
+    out.sum().backward()
+    assert all(t.grad is not None for t in (q, k, v))
+    with torch.no_grad():
+        close(clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, context=ctx),
+              F.scaled_dot_product_attention(q, k, v, attn_mask=mask), torch.float32)
+    x = torch.rand(2, 5, 16, generator=g)
+    w = [torch.rand(16, 16, generator=g).requires_grad_() for _ in range(3)]
+    with pytest.raises(RuntimeError, match="no gradients"):
+        clattn.multi_head_attention(x, *w, heads=4, context=ctx)
+    with torch.no_grad():
+        out = clattn.multi_head_attention(x, *w, heads=4, context=ctx)
+    want = ref.mha(x.numpy(), *(t.detach().numpy() for t in w), heads=4)
+    assert_close(out.numpy(), want)
+
+
+BROADCAST_CASES = [  # (query, key, value shapes, enable_gqa): item 9 against PyTorch itself
+    ((4, 3, 8), (4, 4, 6, 8), (4, 4, 6, 8), False), ((2, 4, 3, 8), (2, 1, 6, 8), (2, 1, 6, 8), False),
+    ((2, 1, 3, 8), (2, 4, 6, 8), (2, 4, 6, 8), False), ((3, 4, 3, 8), (1, 2, 6, 8), (1, 2, 6, 8), True),
+    ((3, 8), (6, 8), (6, 4), False),
+]
+
+
+@pytest.mark.parametrize("case", BROADCAST_CASES, ids=str)
+def test_broadcasting_and_its_gradients_equal_pytorch(ctx, case):
+    qs, ks, vs, gqa = case
+    g = torch.Generator().manual_seed(seed(case))
+    ours_in = [torch.rand(s, generator=g).sub(0.5).requires_grad_() for s in (qs, ks, vs)]
+    theirs_in = [t.detach().clone().requires_grad_() for t in ours_in]
+    ours = clattn.scaled_dot_product_attention(*ours_in, enable_gqa=gqa, context=ctx)
+    theirs = F.scaled_dot_product_attention(*theirs_in, enable_gqa=gqa)
+    assert ours.shape == theirs.shape
+    close(ours.detach(), theirs.detach(), torch.float32)
+    dout = torch.rand(theirs.shape, generator=g)
+    ours.backward(dout)
+    theirs.backward(dout)
+    for name, a, b in zip(("dq", "dk", "dv"), ours_in, theirs_in):
+        torch.testing.assert_close(a.grad, b.grad, atol=2e-4, rtol=2e-4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("shapes", [((2, 3, 0, 8), (2, 3, 5, 8), (2, 3, 5, 6)), ((2, 3, 4, 8), (2, 3, 0, 8), (2, 3, 0, 6)),
+                                    ((0, 3, 4, 8), (0, 3, 5, 8), (0, 3, 5, 6)), ((2, 3, 4, 0), (2, 3, 5, 0), (2, 3, 5, 6)),
+                                    ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 0))], ids=str)
+@pytest.mark.parametrize("causal", [False, True])
+def test_zero_sizes_equal_pytorch(ctx, shapes, causal):
+    g = torch.Generator().manual_seed(seed(shapes, causal))
+    q, k, v = (torch.rand(s, generator=g) for s in shapes)
+    ours = clattn.scaled_dot_product_attention(q, k, v, is_causal=causal, context=ctx)
+    theirs = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    assert ours.shape == theirs.shape
+    close(ours, theirs, torch.float32)
+
+
+def test_errors_are_pytorchs(ctx):
+    q = torch.rand(1, 2, 4, 8)
+    for kwargs in (dict(attn_mask=torch.ones(4, 4, dtype=torch.bool), is_causal=True),):
+        with pytest.raises(RuntimeError):
+            F.scaled_dot_product_attention(q, q, q, **kwargs)
+        with pytest.raises(RuntimeError):
+            clattn.scaled_dot_product_attention(q, q, q, context=ctx, **kwargs)
+    for args in ((torch.rand(8),) * 3, (q, q.half(), q.half())):
+        with pytest.raises(RuntimeError):
+            F.scaled_dot_product_attention(*args)
+        with pytest.raises(RuntimeError):
+            clattn.scaled_dot_product_attention(*args, context=ctx)

@@ -145,7 +145,8 @@ BAD = [  # (what to change, the exception, text it names)
     (dict(dropout_p=0.1), ValueError, "dropout_p"),
     (dict(is_causal=True, attn_mask=np.ones((4, 6), bool)), ValueError, "is_causal"),
     (dict(key=np.zeros((1, 2, 6, 7), np.float32)), ValueError, "do not agree"),
-    (dict(key=np.zeros((1, 1, 6, 8), np.float32), value=np.zeros((1, 1, 6, 8), np.float32)), ValueError, "enable_gqa"),
+    (dict(query=np.zeros((1, 4, 4, 8), np.float32), key=np.zeros((1, 2, 6, 8), np.float32),
+          value=np.zeros((1, 2, 6, 8), np.float32)), ValueError, "enable_gqa"),  # (one K/V head broadcasts)
     (dict(attn_mask=np.ones((5, 6), bool)), ValueError, "attn_mask"),
     (dict(algorithm="fastest"), ValueError, "algorithm"),
     (dict(weights="probabilities"), ValueError, "weights"),
@@ -192,3 +193,79 @@ def test_errors_keep_outputs_of_kv_cache(ctx):
     with pytest.raises(TypeError, match="float32"):
         cache.append(np.ones((1, 1, 2, 8), np.float16), np.ones((1, 1, 2, 8), np.float16))
     assert cache.lengths == (0,)
+
+
+def test_merge_refusals_release_the_callers_arrays(ctx, rng):
+    """Issue 36 item 11: a part the C side refuses (float16, not float32) must not keep the caller's array."""
+    good = rng.uniform(-1, 1, size=(1, 2, 3, 4)).astype(np.float32)
+    lse = np.zeros((1, 2, 3), np.float32)
+    bad_out = good.astype(np.float16)
+    bad_lse = lse.astype(np.float16)
+    for outputs, lses, held in (([good, bad_out], [lse, lse], bad_out), ([good, good], [lse, bad_lse], bad_lse)):
+        before = sys.getrefcount(held)
+        for _ in range(100):
+            try:
+                clattn.merge(outputs, lses, context=ctx)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError("a float16 part was taken")
+        assert sys.getrefcount(held) == before, f"refcount {before} -> {sys.getrefcount(held)} over 100 refusals"
+
+
+def test_seeds_are_the_same_in_every_process():
+    """Issue 36 item 20: the rng fixture's seed must not depend on the process (PYTHONHASHSEED)."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    seeds = set()
+    for salt in ("1", "2", "3"):
+        run = subprocess.run([sys.executable, "-c", "import conftest; print(conftest.seed_for('test_shapes[1x1x1]'))"],
+                             capture_output=True, text=True, timeout=120, cwd=here,
+                             env=dict(os.environ, PYTHONHASHSEED=salt))
+        assert run.returncode == 0, run.stderr
+        seeds.add(run.stdout.strip())
+    assert len(seeds) == 1, f"seeds differ between processes: {seeds}"
+
+
+def test_big_endian_arrays_are_converted(ctx, rng):
+    """Issue 36 item 14: numpy's non-native byte order (">f4" here) cannot travel through DLPack: such arrays
+    are converted (the values are what count), and an object whose __dlpack__ fails is refused with its
+    own reason, not as "not an array"."""
+    q = rng.uniform(-1, 1, size=(1, 2, 5, 8)).astype(np.float32)
+    want = clattn.scaled_dot_product_attention(q, q, q, context=ctx)
+    big = q.astype(">f4")
+    got = clattn.scaled_dot_product_attention(big, big, big, context=ctx)
+    assert got.dtype == np.float32 and np.array_equal(got, want)
+
+    class Broken:
+        def __dlpack__(self, stream=None):
+            raise BufferError("the producer's own reason")
+
+    opts = (None, 0, None, 0.0, None, None, None, None, 0, 0, 0, 0)
+    with pytest.raises(TypeError, match="the producer's own reason"):
+        clattn._clattn.sdpa(ctx, Broken(), q, q, np.empty_like(q), None, None, None, (1, 2, 2, 5, 5, 8, 8), opts,
+                            None, False)
+
+
+RUNTIME_ERRORS = {  # Issue 36 item 8: what PyTorch's scaled_dot_product_attention raises RuntimeError for
+    "mask and is_causal": dict(attn_mask=np.ones((4, 6), bool), is_causal=True),
+    "1-D query": dict(query=np.ones(8, np.float32), key=np.ones(8, np.float32), value=np.ones(8, np.float32)),
+    "float32 query, float16 K/V": dict(key=np.ones((1, 2, 6, 8), np.float16), value=np.ones((1, 2, 6, 8), np.float16)),
+    "float16 query, float32 K/V": dict(query=np.ones((1, 2, 4, 8), np.float16)),
+    "float16 V only": dict(value=np.ones((1, 2, 6, 8), np.float16)),
+    "scale inf (the library's refusal)": dict(scale=float("inf")),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RUNTIME_ERRORS))
+def test_pytorch_runtime_errors(ctx, name):
+    args = dict(query=np.ones((1, 2, 4, 8), np.float32), key=np.ones((1, 2, 6, 8), np.float32),
+                value=np.ones((1, 2, 6, 8), np.float32), context=ctx)
+    args.update(RUNTIME_ERRORS[name])
+    with pytest.raises(RuntimeError) as info:
+        clattn.scaled_dot_product_attention(**args)
+    # (and still what clattn raised before: a ValueError naming the argument, or clattn.Error)
+    assert isinstance(info.value, (ValueError, clattn.Error))
+    if "dtype" in name or "K/V" in name or "V only" in name:
+        assert "dtype" in str(info.value)

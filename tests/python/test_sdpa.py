@@ -144,3 +144,81 @@ def test_non_contiguous_inputs_are_copied(ctx, rng):
     out = clattn.scaled_dot_product_attention(q, q, q, context=ctx)
     ro, _, _ = ref.sdpa(q, q, q)
     assert_close(out, ro)
+
+
+BROADCASTS = {  # Issue 36 item 9: (query, key, value shapes, enable_gqa) that PyTorch broadcasts
+    "3-D query, 4-D K/V": ((4, 3, 8), (4, 4, 6, 8), (4, 4, 6, 8), False),
+    "one K/V head, 4 query heads": ((2, 4, 3, 8), (2, 1, 6, 8), (2, 1, 6, 5), False),
+    "one query head, 4 K/V heads": ((2, 1, 3, 8), (2, 4, 6, 8), (2, 4, 6, 8), False),
+    "K/V batch 1": ((3, 4, 3, 8), (1, 4, 6, 8), (1, 4, 6, 8), False),
+    "K one head, V four": ((2, 4, 3, 8), (2, 1, 6, 8), (2, 4, 6, 8), False),
+    "GQA with a broadcast batch": ((3, 4, 3, 8), (1, 2, 6, 8), (1, 2, 6, 8), True),
+    "2-D": ((3, 8), (6, 8), (6, 4), False),
+    "5-D query, 3-D K/V": ((2, 3, 2, 5, 8), (2, 7, 8), (2, 7, 8), False),
+}
+
+
+def broadcast_reference(q, k, v, enable_gqa, **kwargs):
+    """PyTorch's broadcast in numpy: the leading dimensions broadcast, GQA's heads repeated."""
+    lead_q, lead_k = q.shape[:-2], k.shape[:-2]
+    n = max(len(lead_q), len(lead_k), len(v.shape) - 2)
+    pad = lambda x: x.reshape((1,) * (n + 2 - x.ndim) + x.shape)  # noqa: E731
+    q, k, v = pad(q), pad(k), pad(v)
+    if n == 0:
+        q, k, v = q[None, None], k[None, None], v[None, None]
+        return ref.sdpa(q, k, v, **kwargs)[0][0, 0]
+    if enable_gqa and k.shape[-3] not in (1, q.shape[-3]):
+        k = np.repeat(k, q.shape[-3] // k.shape[-3], axis=-3)
+        v = np.repeat(v, q.shape[-3] // v.shape[-3], axis=-3)
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (np.broadcast_to(x, lead + x.shape[-2:]) for x in (q, k, v))
+    flat = lambda x: x.reshape((-1,) + x.shape[-3:]) if x.ndim > 3 else x[None]  # noqa: E731
+    out = ref.sdpa(flat(q), flat(k), flat(v), **kwargs)[0]
+    return out.reshape(lead + out.shape[-2:])
+
+
+@pytest.mark.parametrize("name", sorted(BROADCASTS))
+def test_broadcasting_as_pytorch(ctx, rng, name):
+    qs, ks, vs, gqa = BROADCASTS[name]
+    q, k, v = (make(rng, s)[0] for s in (qs, ks, vs))
+    out = clattn.scaled_dot_product_attention(q, k, v, enable_gqa=gqa, context=ctx)
+    assert_close(out, broadcast_reference(q, k, v, gqa))
+    causal = clattn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa, context=ctx)
+    assert_close(causal, broadcast_reference(q, k, v, gqa, causal=True))
+
+
+def test_heads_that_do_not_broadcast_are_refused(ctx):
+    q, k = np.ones((1, 4, 3, 8), np.float32), np.ones((1, 2, 6, 8), np.float32)
+    with pytest.raises(RuntimeError, match="enable_gqa"):
+        clattn.scaled_dot_product_attention(q, k, k, context=ctx)
+    with pytest.raises(RuntimeError, match="broadcast"):
+        clattn.scaled_dot_product_attention(q, np.ones((1, 3, 6, 8), np.float32), np.ones((1, 3, 6, 8), np.float32),
+                                            enable_gqa=True, context=ctx)
+
+
+ZERO_SIZES = {  # Issue 36 item 7: (query, key, value shapes) with a zero-size dimension, what PyTorch gives
+    "L = 0": ((2, 3, 0, 8), (2, 3, 5, 8), (2, 3, 5, 6)),
+    "S = 0": ((2, 3, 4, 8), (2, 3, 0, 8), (2, 3, 0, 6)),
+    "B = 0": ((0, 3, 4, 8), (0, 3, 5, 8), (0, 3, 5, 6)),
+    "H = 0": ((2, 0, 4, 8), (2, 0, 5, 8), (2, 0, 5, 6)),
+    "E = 0": ((2, 3, 4, 0), (2, 3, 5, 0), (2, 3, 5, 6)),
+    "Ev = 0": ((2, 3, 4, 8), (2, 3, 5, 8), (2, 3, 5, 0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ZERO_SIZES))
+@pytest.mark.parametrize("causal", [False, True])
+def test_zero_size_dimensions(ctx, rng, name, causal):
+    """PyTorch's math: an empty output without query rows or with Ev = 0; zeros for S = 0 (a softmax over
+    no keys weighs nothing: lse -inf); E = 0: every score 0, so each row averages the values it sees."""
+    qs, ks, vs = ZERO_SIZES[name]
+    q, k, v = (rng.uniform(-1, 1, size=s).astype(np.float32) for s in (qs, ks, vs))
+    out, lse = clattn.scaled_dot_product_attention(q, k, v, is_causal=causal, return_lse=True, context=ctx)
+    assert out.shape == qs[:-1] + vs[-1:] and out.dtype == np.float32 and lse.shape == qs[:-1]
+    if out.size and ks[-2] == 0:
+        assert np.all(out == 0) and np.all(np.isneginf(lse))
+    elif out.size or lse.size:
+        want, want_lse, _ = ref.sdpa(q.reshape((-1,) + qs[1:]), k, v, causal=causal) if qs[-1] else \
+            ref.sdpa(np.zeros(qs[:-1] + (1,)), np.zeros(ks[:-1] + (1,)), v, causal=causal, scale=1.0)
+        assert_close(out, want)
+        assert_close(lse, want_lse, what="lse")

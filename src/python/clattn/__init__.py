@@ -8,8 +8,9 @@ limited API). numpy arrays and PyTorch CPU tensors go in (DLPack, no copy) and t
     >>> out = clattn.scaled_dot_product_attention(q, k, v, is_causal=True)
 
 ``scaled_dot_product_attention`` takes PyTorch's signature where the two overlap. Failures of the library
-raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail); what Python can check
-itself raises ``TypeError`` or ``ValueError`` naming the argument.
+raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail; a RuntimeError); what
+Python can check itself raises ``TypeError``, or ``clattn.ArgumentError`` (a ValueError and a RuntimeError,
+as PyTorch raises RuntimeError for the same arguments) naming the argument.
 """
 import os as _os
 import sys as _sys
@@ -17,7 +18,7 @@ import sys as _sys
 from . import _clattn
 from ._clattn import Context, Error
 
-__all__ = ["Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
+__all__ = ["ArgumentError", "Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
            "scaled_dot_product_attention", "set_default_context"]
 __version__ = _clattn.library_version()
 
@@ -27,6 +28,14 @@ _DTYPES = {"float32": 0, "float16": 1, "bfloat16": 2}
 _AUX_INDEX = {"length": 0, "query": 1, "key": 2, "position": 3, "head": 4, "batch": 5}
 # clattn_mask_layout
 _MASK_L_S, _MASK_B_H_L_S, _MASK_B_1_L_S, _MASK_1_H_L_S, _MASK_B_1_1_S = 1, 2, 3, 4, 5
+
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument the package refuses before the library runs (a shape, a mask with is_causal, mixed
+    types): a ValueError, and a RuntimeError as PyTorch's scaled_dot_product_attention raises for the same
+    arguments, so that the drop-in function raises what PyTorch raises."""
+
 
 _default_context = None
 
@@ -77,12 +86,14 @@ def _tensor(x, name):
     torch = _sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
-            raise ValueError(f"{name} is on {x.device}: clattn reads CPU tensors (its devices are OpenCL's)")
+            raise ArgumentError(f"{name} is on {x.device}: clattn reads CPU tensors (its devices are OpenCL's)")
         if x.requires_grad:
             x = x.detach()
         return (x if x.is_contiguous() else x.contiguous()), True
     np = _numpy()
     a = x if type(x) is np.ndarray else np.asarray(x)  # (the buffer protocol, without a copy)
+    if not a.dtype.isnative:  # (DLPack carries native byte order only: ">f4" is converted to float32)
+        a = a.astype(a.dtype.newbyteorder("="))
     if not a.flags.c_contiguous:
         a = np.ascontiguousarray(a)
     if not a.flags.writeable:  # (numpy's DLPack export refuses read-only arrays)
@@ -118,7 +129,7 @@ def _sequence(values, name, count, kind=float, per="the call needs"):
         raise TypeError(f"{name} must be a sequence of {count} {'numbers' if kind is float else 'integers'}") \
             from None
     if len(values) != count:
-        raise ValueError(f"{name} holds {len(values)} values; {per} {count}")
+        raise ArgumentError(f"{name} holds {len(values)} values; {per} {count}")
     return values
 
 
@@ -147,7 +158,7 @@ def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths,
     try:
         algorithm = _ALGORITHMS[algorithm]
     except KeyError:
-        raise ValueError(f"algorithm must be one of {sorted(_ALGORITHMS)}, not {algorithm!r}") from None
+        raise ArgumentError(f"algorithm must be one of {sorted(_ALGORITHMS)}, not {algorithm!r}") from None
     return (scale, causal, window, float(softcap or 0.0), _per_head(sinks, "sinks", heads),
             _per_head(alibi, "alibi", heads), _per_batch(offsets, "offsets", batch, int),
             _per_batch(key_lengths, "key_lengths", batch, int), mask_layout, mask_cols, algorithm, weights_output)
@@ -158,12 +169,12 @@ def _mask_layout(mask_shape, batch_shape, heads, q_len, kv_len):
     (*batch_shape, heads, q_len, kv_len) — or None when only an expanded copy will do."""
     target = tuple(batch_shape) + (heads, q_len, kv_len)
     if len(mask_shape) > len(target):
-        raise ValueError(f"attn_mask of shape {tuple(mask_shape)} has more dimensions than the scores "
+        raise ArgumentError(f"attn_mask of shape {tuple(mask_shape)} has more dimensions than the scores "
                          f"{target}")
     shape = (1,) * (len(target) - len(mask_shape)) + tuple(mask_shape)
     for have, want in zip(shape, target):
         if have not in (1, want):
-            raise ValueError(f"attn_mask of shape {tuple(mask_shape)} does not broadcast to the scores' {target}")
+            raise ArgumentError(f"attn_mask of shape {tuple(mask_shape)} does not broadcast to the scores' {target}")
     nb = len(batch_shape)
     b_full = shape[:nb] == tuple(batch_shape)
     b_one = all(d == 1 for d in shape[:nb])
@@ -201,21 +212,43 @@ def _prepare_mask(attn_mask, query_dtype, torch_side, batch_shape, heads, q_len,
 
 # ---- Programmable attention ---------------------------------------------------------------------------
 
-_mods_cache = {}
+# Compiled mods per context, at most this many (the least recently used go first): the cache lives on the
+# Context (Context._mods_cache), so a Context no one else holds is collected with its mods.
+_MODS_PER_CONTEXT = 16
+
+
+def _mods_source(source):
+    """mods= as source text: a path (str or os.PathLike) names a file when one is there; a str that names no
+    file is source text, unless it looks like a path (one line ending in .cl), which is refused."""
+    if isinstance(source, _os.PathLike):
+        path = _os.fspath(source)
+    elif isinstance(source, str):
+        if "\n" not in source and _os.path.isfile(source):
+            path = source
+        elif "\n" not in source and source.strip().endswith(".cl"):
+            raise FileNotFoundError(f"mods: no file {source!r} (a .cl file's path, or the source text itself)")
+        else:
+            return source
+    else:
+        raise TypeError("mods must be OpenCL C source text or the path of a .cl file holding it (str or "
+                        f"pathlib.Path), not {type(source).__name__}")
+    if isinstance(path, bytes):
+        path = _os.fsdecode(path)
+    if not _os.path.isfile(path):
+        raise FileNotFoundError(f"mods: no file {path!r}")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
 
 
 def _mods(context, source, aux, defines):
     """The compiled mods for (source, aux's names, types and indexes, defines) on a context — made once
-    (compiling takes seconds on PoCL), their auxiliary tensors written again at each call."""
+    (compiling takes seconds on PoCL) — and the aux arrays each call writes into them: (Mods, arrays) as the
+    C calls take it, or the Mods alone without aux."""
     if source is None:
         if aux or defines:
-            raise ValueError("aux and defines belong to mods: give mods= too")
+            raise ArgumentError("aux and defines belong to mods: give mods= too")
         return None
-    if not isinstance(source, str):
-        raise TypeError("mods must be OpenCL C source text or the path of a .cl file holding it")
-    if "score_mod" not in source and "mask_mod" not in source and _os.path.isfile(source):
-        with open(source, encoding="utf-8") as f:
-            source = f.read()
+    source = _mods_source(source)
     entries, arrays = [], []
     for name, value in (aux or {}).items():
         index, length = "length", 0
@@ -223,7 +256,7 @@ def _mods(context, source, aux, defines):
             value, index = value
         array, _ = _tensor(value, f"aux[{name!r}]")
         if index not in _AUX_INDEX:
-            raise ValueError(f"aux[{name!r}]: the index must be one of {sorted(_AUX_INDEX)}, not {index!r}")
+            raise ArgumentError(f"aux[{name!r}]: the index must be one of {sorted(_AUX_INDEX)}, not {index!r}")
         if index == "length":
             length = int(array.numel() if hasattr(array, "numel") else array.size)
         entries.append((name, array, _AUX_INDEX[index], length))
@@ -231,15 +264,22 @@ def _mods(context, source, aux, defines):
     if isinstance(defines, dict):
         defines = [f"{k}={v}" if v is not None else str(k) for k, v in defines.items()]
     defines = tuple(defines or ())
-    key = (id(context), source, defines,
-           tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
-    made = _mods_cache.get(key)
-    if made is None or made[0] is not context:
-        made = (context, _clattn.Mods(context, source, entries, list(defines)))
-        _mods_cache[key] = made
-    elif arrays:
-        made[1].update(arrays)
-    return made[1]
+    for d in defines:
+        if isinstance(d, str) and d.rstrip(" \t").endswith("\\"):
+            # (the generated "#define NAME VALUE" line would continue onto the next line of the source)
+            raise ArgumentError(f"defines: {d!r} ends in a backslash, which would join the next line of the "
+                             "generated source to its #define")
+    key = (source, defines, tuple((n, str(a.dtype), i, length, tuple(a.shape)) for n, a, i, length in entries))
+    cache = context._mods_cache
+    made = cache.pop(key, None)
+    if made is None:
+        made = _clattn.Mods(context, source, entries, list(defines))
+        while len(cache) >= max(1, _MODS_PER_CONTEXT):
+            del cache[next(iter(cache))]
+    cache[key] = made  # (the most recently used last)
+    # The call writes the aux tensors itself, in its critical section (another thread's call with other aux
+    # cannot land between the write and the call); the backward pass writes them again.
+    return (made, tuple(arrays)) if arrays else made
 
 
 # ---- Attention ----------------------------------------------------------------------------------------
@@ -272,11 +312,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     backward pass (clattn_sdpa_backward; float32 arithmetic) for query, key and value.
     """
     if dropout_p:
-        raise ValueError("dropout_p: clattn computes attention without dropout (give 0.0)")
+        raise ArgumentError("dropout_p: clattn computes attention without dropout (give 0.0)")
     if is_causal and attn_mask is not None:
-        raise ValueError("attn_mask and is_causal: give one of them (as PyTorch requires)")
+        raise ArgumentError("attn_mask and is_causal: give one of them (as PyTorch requires)")
     if dtype not in (None, "bfloat16"):
-        raise ValueError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
+        raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
     ctx = _context(context)
     q, torch_side = _tensor(query, "query")
     k, k_torch = _tensor(key, "key")
@@ -284,53 +324,181 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if k_torch != torch_side or v_torch != torch_side:
         raise TypeError("query, key and value must all be numpy arrays or all PyTorch tensors")
     qs, ks, vs = q.shape, k.shape, v.shape
-    if len(qs) < 2 or len(ks) != len(qs) or len(vs) != len(qs):
-        raise ValueError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: the same number of "
-                         "dimensions, at least 2 (..., L, E)")
-    batch_shape = tuple(qs[:-3])
-    if tuple(ks[:-3]) != batch_shape or tuple(vs[:-3]) != batch_shape:
-        raise ValueError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
-                         "differ")
-    heads, q_len, qk_dim = (qs[-3] if len(qs) > 2 else 1), qs[-2], qs[-1]
-    kv_heads, kv_len = (ks[-3] if len(ks) > 2 else 1), ks[-2]
-    if ks[-1] != qk_dim or vs[-2] != kv_len or (len(vs) > 2 and vs[-3] != kv_heads):
-        raise ValueError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
-    if kv_heads != heads and not enable_gqa:
-        raise ValueError(f"key has {kv_heads} heads and query {heads}: pass enable_gqa=True")
+    names = (_dtype_name(q, torch_side, dtype == "bfloat16"), _dtype_name(k, torch_side, dtype == "bfloat16"),
+             _dtype_name(v, torch_side, dtype == "bfloat16"))
+    if len(set(names)) != 1 and set(names) <= {"float32", "float16", "bfloat16"}:  # (others: TypeError below)
+        raise ArgumentError(f"query, key and value must have one dtype (as PyTorch requires), not {names[0]}, "
+                            f"{names[1]} and {names[2]}")
+    lead, batch_shape, heads, kv_heads, targets = _broadcast_qkv(qs, ks, vs, enable_gqa)
+    q_len, qk_dim, kv_len, v_dim = qs[-2], qs[-1], ks[-2], vs[-1]
+    if targets[0] is not None:  # (a broadcast clattn does not read in place: the expanded copy)
+        q = _expand(q, torch_side, targets[0])
+    if targets[1] is not None:
+        k = _expand(k, torch_side, targets[1])
+    if targets[2] is not None:
+        v = _expand(v, torch_side, targets[2])
     batch = 1
     for d in batch_shape:
         batch *= d
-    v_dim = vs[-1]
     mask, layout = _prepare_mask(attn_mask, q.dtype, torch_side, batch_shape, heads, q_len, kv_len)
     weights_output = 0
     if weights is not None:
         if weights not in _WEIGHTS:
-            raise ValueError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
+            raise ArgumentError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
         weights_output = _WEIGHTS[weights]
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
                     algorithm, weights_output, heads, batch)
-    out_shape = batch_shape + (heads, q_len, v_dim)
+    out_shape = lead + (q_len, v_dim)
+    lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
     compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
+    # Zero-size dimensions, as PyTorch's math gives them: no query row (B, H or L = 0) or Ev = 0: an empty
+    # output; no key (S = 0): the softmax over nothing weighs nothing, out = 0 (lse = -inf); E = 0: every
+    # score is 0 (an empty dot product), so q and k are one zero column each (what the masks and variants
+    # then make of the scores stays theirs).
+    empty_rows = batch * heads * q_len == 0
+    no_keys = not empty_rows and kv_len == 0
+    if not empty_rows and not no_keys and qk_dim == 0:
+        q, k = _zeros_like_shape(q, torch_side, q.shape[:-1] + (1,)), _zeros_like_shape(k, torch_side, k.shape[:-1] + (1,))
+        qk_dim = 1
     shape = (batch, heads, kv_heads, q_len, kv_len, qk_dim, v_dim)
+    if torch_side and _wants_grad(attn_mask):
+        raise ArgumentError("attn_mask requires grad: clattn's backward pass returns the gradients of query, key "
+                            "and value but not the mask's (dS), so it would be None; detach the mask "
+                            "(attn_mask.detach()) or compute this call with PyTorch's own SDPA")
     if torch_side and _wants_grad(query, key, value):  # PyTorch's autograd: clattn's backward pass
         if weights is not None or dtype is not None:
-            raise ValueError("weights= and dtype= are not taken with tensors that require grad")
+            raise ArgumentError("weights= and dtype= are not taken with tensors that require grad")
+        if empty_rows or no_keys or v_dim == 0 or q.shape[-1] != query.shape[-1]:
+            out = _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled,
+                                   targets)
+            lse = _empty(q, True, lse_shape, "float32").fill_(-float("inf") if no_keys else 0.0)
+            return (out, lse) if return_lse else out
         call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled,
-                "out_shape": out_shape, "lse_shape": batch_shape + (heads, q_len)}
-        out, lse = _autograd_function().apply(query, key, value, call)
+                "out_shape": out_shape, "lse_shape": lse_shape}
+        qx, kx, vx = (t if target is None else t.expand(target) for t, target in zip((query, key, value), targets))
+        out, lse = _autograd_function().apply(qx, kx, vx, call)
         return (out, lse) if return_lse else out
     out = _empty(q, torch_side, out_shape)
-    lse = _empty(q, torch_side, batch_shape + (heads, q_len), "float32") if return_lse else None
-    w = _empty(q, torch_side, batch_shape + (heads, q_len, kv_len), "float32") if weights is not None else None
-    _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16")
+    lse = _empty(q, torch_side, lse_shape, "float32") if return_lse else None
+    w = _empty(q, torch_side, w_shape, "float32") if weights is not None else None
+    if no_keys:
+        _fill(out, 0.0)
+        if lse is not None:
+            _fill(lse, -float("inf"))
+    elif not empty_rows and v_dim == 0 and (lse is not None or w is not None):  # (lse and weights still are)
+        v1 = _zeros_like_shape(v, torch_side, v.shape[:-1] + (1,))
+        out1 = _empty(q, torch_side, lead + (q_len, 1))
+        _clattn.sdpa(ctx, q, k, v1, out1, lse, mask, w, shape[:-1] + (1,), opts, compiled, dtype == "bfloat16")
+    elif not empty_rows and v_dim:
+        _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16")
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())
 
 
+def _broadcast_qkv(qs, ks, vs, enable_gqa):
+    """The shapes of a call as PyTorch broadcasts them: query (..., L, E), key (..., S, E), value (..., S, Ev),
+    their leading dimensions broadcast (NumPy's rules), the last of them the heads; K/V of one head serve
+    every query head (read in place, as kv_heads = 1), with enable_gqa K/V heads that divide the query's.
+    Returns (the output's leading dims, the batch dims, heads, kv_heads, (q, k, v) targets: the full shape
+    to expand each to, None where it is read as it is)."""
+    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
+        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}: at least 2 dimensions "
+                            "each (..., L, E), as PyTorch requires")
+    if ks[-1] != qs[-1] or vs[-2] != ks[-2]:
+        raise ArgumentError(f"query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} do not agree")
+    n = max(len(qs), len(ks), len(vs)) - 2
+    ql, kl, vl = _padded(qs, n), _padded(ks, n), _padded(vs, n)
+    if n == 0:
+        return (), (), 1, 1, (None, None, None)
+    try:
+        batch_shape = _broadcast_shapes(ql[:-1], kl[:-1], vl[:-1])
+    except ValueError:
+        raise ArgumentError(f"the batch dimensions of query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)} "
+                            "do not broadcast") from None
+    qh, kh, vh = ql[-1], kl[-1], vl[-1]
+    if kh != vh and 1 not in (kh, vh):
+        raise ArgumentError(f"key {tuple(ks)} and value {tuple(vs)}: their heads differ")
+    kvh = max(kh, vh)
+    if qh == 1 and kvh > 1:  # (one query head against several K/V heads: PyTorch broadcasts the query)
+        qh = kvh
+    if kvh == qh or kvh == 1:
+        kv_heads = kvh
+    elif enable_gqa and kvh and qh % kvh == 0:
+        kv_heads = kvh
+    elif kvh and qh % kvh == 0:
+        raise ArgumentError(f"key has {kvh} heads and query {qh}: pass enable_gqa=True")
+    else:
+        raise ArgumentError(f"key has {kvh} heads and query {qh}: they do not broadcast (nor divide, for GQA)")
+    lead = batch_shape + (qh,)
+    targets = (batch_shape + (qh,) + tuple(qs[-2:]), batch_shape + (kv_heads,) + tuple(ks[-2:]),
+               batch_shape + (kv_heads,) + tuple(vs[-2:]))
+    targets = (None if targets[0] == tuple(qs) else targets[0], None if targets[1] == tuple(ks) else targets[1],
+               None if targets[2] == tuple(vs) else targets[2])
+    return lead, batch_shape, qh, kv_heads, targets
+
+
+# (Plain loops in what every call runs: generator expressions here left ~100 KiB that tracemalloc counts
+# in test_no_leak_over_10000_calls, CPython 3.11's caches of them.)
+def _padded(shape, n):
+    """shape's leading dimensions (all but the last two), with 1s before them up to n."""
+    lead = tuple(shape[:-2])
+    return (1,) * (n - len(lead)) + lead
+
+
+def _broadcast_shapes(a, b, c):
+    """NumPy's broadcast of three shapes of one length (ValueError when they do not broadcast)."""
+    out = []
+    for i in range(len(a)):
+        want = 1
+        for d in (a[i], b[i], c[i]):
+            if d != 1:
+                if want != 1 and d != want:
+                    raise ValueError("shapes do not broadcast")
+                want = d
+        out.append(want)
+    return tuple(out)
+
+
+def _expand(x, torch_side, shape):
+    """x broadcast to shape, as a contiguous copy."""
+    if torch_side:
+        return x.expand(shape).contiguous()
+    np = _numpy()
+    return np.ascontiguousarray(np.broadcast_to(x, shape))
+
+
+def _zeros_like_shape(x, torch_side, shape):
+    if torch_side:
+        return _sys.modules["torch"].zeros(shape, dtype=x.dtype)
+    return _numpy().zeros(shape, dtype=x.dtype)
+
+
+def _fill(x, value):
+    if hasattr(x, "fill_"):
+        x.fill_(value)
+    else:
+        x.fill(value)
+
+
+def _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled, targets):
+    """The differentiable result of a zero-size call (autograd): empty or zero outputs joined to the inputs
+    by a zero product (their gradients: zeros of their shapes); E = 0 runs the call with one zero column
+    for q and k (value's gradient is what attention over equal scores gives)."""
+    torch = _sys.modules["torch"]
+    link = sum((t.sum() * 0 for t in (query, key, value) if t.requires_grad), torch.zeros((), dtype=query.dtype))
+    if no_keys or 0 in out_shape:
+        return torch.zeros(out_shape, dtype=query.dtype) + link
+    call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled, "out_shape": out_shape,
+            "lse_shape": out_shape[:-1]}
+    vx = value if targets[2] is None else value.expand(targets[2])
+    out, _ = _autograd_function().apply(q, k, vx, call)
+    return out + link
+
+
 def _wants_grad(*tensors):
     torch = _sys.modules["torch"]
-    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
 
 
 _function = None
@@ -347,28 +515,75 @@ def _autograd_function():
     class Attention(torch.autograd.Function):
         @staticmethod
         def forward(fctx, query, key, value, call):
-            q, k, v = (t.detach().contiguous() for t in (query, key, value))
-            out = torch.empty(call["out_shape"], dtype=q.dtype)
-            lse = torch.empty(call["lse_shape"], dtype=torch.float32)
-            _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"],
-                         call["mods"], False)
-            fctx.save_for_backward(q, k, v, out, lse)
+            out, lse, saved = _attention_forward(call, query, key, value, _TorchArrays(torch))
+            fctx.save_for_backward(*saved)
             fctx.call = call
             fctx.mark_non_differentiable(lse)
             return out, lse
 
         @staticmethod
         def backward(fctx, grad_out, grad_lse):
-            q, k, v, out, lse = fctx.saved_tensors
-            call = fctx.call
-            wide = lambda t: t.detach().to(torch.float32).contiguous()  # noqa: E731
-            dq, dk, dv = (torch.empty(t.shape, dtype=torch.float32) for t in (q, k, v))
-            _clattn.sdpa_backward(call["context"], wide(q), wide(k), wide(v), wide(out), lse, wide(grad_out), dq, dk,
-                                  dv, call["mask"], call["shape"], call["options"], call["mods"])
-            return dq.to(q.dtype), dk.to(k.dtype), dv.to(v.dtype), None
+            return _attention_backward(fctx.call, fctx.saved_tensors, grad_out, _TorchArrays(torch))
 
     _function = Attention
     return _function
+
+
+class _TorchArrays:
+    """What the autograd wiring needs of an array library, for PyTorch tensors (_NumpyArrays: the same for
+    numpy arrays, which the suite runs the wiring with where PyTorch is not installed)."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def input(self, t):
+        return t.detach().contiguous()
+
+    def empty(self, shape, like=None, float32=False):
+        return self.torch.empty(tuple(shape), dtype=self.torch.float32 if float32 else like.dtype)
+
+    def wide(self, t):
+        return t.detach().to(self.torch.float32).contiguous()
+
+    def cast(self, t, like):
+        return t.to(like.dtype)
+
+
+class _NumpyArrays:
+    def input(self, t):
+        return _numpy().ascontiguousarray(t)
+
+    def empty(self, shape, like=None, float32=False):
+        np = _numpy()
+        return np.empty(tuple(shape), dtype=np.float32 if float32 else like.dtype)
+
+    def wide(self, t):
+        return _numpy().ascontiguousarray(t, dtype=_numpy().float32)
+
+    def cast(self, t, like):
+        return t.astype(like.dtype)
+
+
+def _attention_forward(call, query, key, value, arrays):
+    """The autograd Function's forward: (out, lse, what it saves for the backward)."""
+    q, k, v = arrays.input(query), arrays.input(key), arrays.input(value)
+    out = arrays.empty(call["out_shape"], like=q)
+    lse = arrays.empty(call["lse_shape"], float32=True)
+    _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"], call["mods"],
+                 False)
+    return out, lse, (q, k, v, out, lse)
+
+
+def _attention_backward(call, saved, grad_out, arrays):
+    """The autograd Function's backward, whole: what it returns, in its order (the gradients of query, key,
+    value, and None for the call). clattn_sdpa_backward in float32: 16-bit tensors widened for it, their
+    gradients rounded back."""
+    q, k, v, out, lse = saved
+    dq, dk, dv = (arrays.empty(q.shape, float32=True), arrays.empty(k.shape, float32=True),
+                  arrays.empty(v.shape, float32=True))
+    _clattn.sdpa_backward(call["context"], arrays.wide(q), arrays.wide(k), arrays.wide(v), arrays.wide(out), lse,
+                          arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["options"], call["mods"])
+    return arrays.cast(dq, q), arrays.cast(dk, k), arrays.cast(dv, v), None
 
 
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
@@ -384,36 +599,42 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     (B, heads, L, S)). Returns (B, L, d_out), or (B, L, heads·Dv) without w_o, of x's kind and type.
     """
     if dtype not in (None, "bfloat16"):
-        raise ValueError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
+        raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
     if is_causal and attn_mask is not None:
-        raise ValueError("attn_mask and is_causal: give one of them")
+        raise ArgumentError("attn_mask and is_causal: give one of them")
     ctx = _context(context)
+    torch = _sys.modules.get("torch")
+    if torch is not None and _wants_grad(x, kv, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, attn_mask):
+        raise ArgumentError("multi_head_attention computes no gradients (its result would have no grad_fn): "
+                            "run it under torch.no_grad() or on tensors that do not require grad, or build the "
+                            "layer from torch's projections and clattn.scaled_dot_product_attention, which is "
+                            "differentiable")
     xt, torch_side = _tensor(x, "x")
     squeeze = len(xt.shape) == 2
     if squeeze:
         xt = xt.reshape((1,) + tuple(xt.shape))
     if len(xt.shape) != 3:
-        raise ValueError(f"x of shape {tuple(xt.shape)}: (B, L, d_model) or (L, d_model)")
+        raise ArgumentError(f"x of shape {tuple(xt.shape)}: (B, L, d_model) or (L, d_model)")
     kvt = None
     if kv is not None:
         kvt, _ = _tensor(kv, "kv")
         if len(kvt.shape) == 2:
             kvt = kvt.reshape((1,) + tuple(kvt.shape))
         if len(kvt.shape) != 3 or kvt.shape[0] != xt.shape[0]:
-            raise ValueError(f"kv of shape {tuple(kvt.shape)}: (B, S, d_kv) with x's B")
+            raise ArgumentError(f"kv of shape {tuple(kvt.shape)}: (B, S, d_kv) with x's B")
     ws = {}
     for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v), ("w_o", w_o), ("b_q", b_q), ("b_k", b_k),
                     ("b_v", b_v), ("b_o", b_o)):
         ws[name] = None if w is None else _tensor(w, name)[0]
         if ws[name] is not None and len(ws[name].shape) != (2 if name[0] == "w" else 1):
-            raise ValueError(f"{name} of shape {tuple(ws[name].shape)}: a {'matrix (in, out)' if name[0] == 'w' else 'vector'}")
+            raise ArgumentError(f"{name} of shape {tuple(ws[name].shape)}: a {'matrix (in, out)' if name[0] == 'w' else 'vector'}")
     if not isinstance(heads, int) or heads < 1:
-        raise ValueError("heads must be a positive integer")
+        raise ArgumentError("heads must be a positive integer")
     kv_heads = heads if kv_heads is None else kv_heads
     B, L, d_model = xt.shape
     S, d_kv = (kvt.shape[1], kvt.shape[2]) if kvt is not None else (L, d_model)
     if ws["w_q"].shape[1] % heads or ws["w_v"].shape[1] % kv_heads:
-        raise ValueError(f"w_q's {ws['w_q'].shape[1]} columns must divide into {heads} heads and w_v's "
+        raise ArgumentError(f"w_q's {ws['w_q'].shape[1]} columns must divide into {heads} heads and w_v's "
                          f"{ws['w_v'].shape[1]} into {kv_heads}")
     qk_dim = qk_dim or ws["w_q"].shape[1] // heads
     v_dim = ws["w_v"].shape[1] // kv_heads
@@ -436,13 +657,13 @@ def merge(outputs, lses, *, sinks=None, context=None):
     Returns (out, lse)."""
     ctx = _context(context)
     if not outputs or len(outputs) != len(lses):
-        raise ValueError("outputs and lses: as many of each, at least one")
+        raise ArgumentError("outputs and lses: as many of each, at least one")
     outs = [_tensor(o, f"outputs[{i}]")[0] for i, o in enumerate(outputs)]
     ls = [_tensor(x, f"lses[{i}]")[0] for i, x in enumerate(lses)]
     torch_side = _tensor(outputs[0], "outputs[0]")[1]
     shape = tuple(outs[0].shape)
     if len(shape) < 3 or any(tuple(o.shape) != shape for o in outs) or any(tuple(x.shape) != shape[:-1] for x in ls):
-        raise ValueError("every output must be (..., H, L, Dv) and every lse (..., H, L), all of one shape")
+        raise ArgumentError("every output must be (..., H, L, Dv) and every lse (..., H, L), all of one shape")
     heads, q_len, v_dim = shape[-3:]
     batch = 1
     for d in shape[:-3]:
@@ -466,7 +687,7 @@ class KVCache:
     def __init__(self, batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None,
                  context=None):
         if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, not {dtype!r}")
+            raise ArgumentError(f"dtype must be one of {sorted(_DTYPES)}, not {dtype!r}")
         self.context = _context(context)
         self.batch, self.kv_heads, self.capacity = batch, kv_heads, capacity
         self.head_dim, self.v_dim, self.dtype = head_dim, v_dim or head_dim, dtype
@@ -493,7 +714,7 @@ class KVCache:
         k, _ = _tensor(key, "key")
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
-            raise ValueError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
+            raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
         self._cache.append(k, v, int(k.shape[2]), self.dtype == "bfloat16")
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
@@ -503,7 +724,7 @@ class KVCache:
         out (batch, heads, L, v_dim) of query's kind and type, or (out, lse)."""
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
-            raise ValueError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
+            raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
         heads, q_len = int(q.shape[1]), int(q.shape[2])
         opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
                         heads, self.batch)

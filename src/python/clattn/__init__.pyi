@@ -5,9 +5,11 @@ Tensor = TypeVar("Tensor")  # a numpy.ndarray or a torch.Tensor: the output is o
 
 __version__: str
 
-class Error(Exception):
+class Error(RuntimeError):
     status: int
     status_name: str
+
+class ArgumentError(ValueError, RuntimeError): ...
 
 class Context:
     def __init__(self, device: Optional[str] = ...) -> None: ...
