@@ -299,6 +299,33 @@ def test_kv_cache_appends_from_threads(ctx, block_size):
     assert cache.lengths == (total,) * B
 
 
+def test_autograd_16_bit_gradients_from_a_float32_output(ctx, rng):
+    """Issue 36 item 6: float16 inputs through the autograd wiring: each gradient within half a float16 ulp
+    of the fp64 gradient of the same (rounded) inputs, plus a few float32 ulps of the largest — what
+    rounding the float32 gradient allows. With the forward's output kept in float16 for the backward's
+    D = dO·O, that rounding reached every gradient and this failed (dq: 0.11, 305 times its bound)."""
+    B, H, L, S, E = 2, 3, 17, 23, 16
+    q, k, v, dout = (rng.uniform(-9, 9, size=(B, H, n, E)).astype(np.float16) for n in (L, S, S, L))
+    opts = clattn._options(None, 0, None, None, None, None, None, None, 0, 0, "auto", 0, H, B)
+    call = {"context": ctx, "mask": None, "shape": (B, H, H, L, S, E, E), "options": opts, "mods": None,
+            "out_shape": (B, H, L, E), "lse_shape": (B, H, L)}
+    arrays = clattn._NumpyArrays()
+    out, lse, saved = clattn._attention_forward(call, q, k, v, arrays)
+    assert out.dtype == np.float16
+    grads = clattn._attention_backward(call, saved, dout, arrays)
+    o64, _, p = ref.sdpa(q, k, v)
+    d64 = dout.astype(np.float64)
+    ds = p * (d64 @ v.astype(np.float64).transpose(0, 1, 3, 2) - (d64 * o64).sum(-1, keepdims=True)) / np.sqrt(E)
+    want = (ds @ k.astype(np.float64), ds.transpose(0, 1, 3, 2) @ q.astype(np.float64),
+            p.transpose(0, 1, 3, 2) @ d64)
+    for name, got, w in zip(("dq", "dk", "dv"), grads[:3], want):
+        assert got.dtype == np.float16
+        half_ulp = np.spacing(np.abs(w).astype(np.float16)).astype(np.float64) / 2
+        bound = half_ulp + 16 * 2.0**-23 * (np.abs(w).max() + np.abs(w))
+        err = np.abs(got.astype(np.float64) - w)
+        assert (err <= bound).all(), f"{name}: worst error {err.max():.4g}, {(err / bound).max():.3g} of the bound"
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_autograd_wiring_without_torch(ctx, rng, causal):
     """Issue 36 item 18: the autograd Function's forward and backward, whole, run on numpy arrays (the same

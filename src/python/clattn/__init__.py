@@ -565,13 +565,16 @@ class _NumpyArrays:
 
 
 def _attention_forward(call, query, key, value, arrays):
-    """The autograd Function's forward: (out, lse, what it saves for the backward)."""
+    """The autograd Function's forward: (out, lse, what it saves for the backward). The output is computed
+    and kept in float32 and returned in the query's type: the backward's D = dO·O read from an output
+    rounded to 16 bits would carry that rounding into every gradient (issue 36, item 6: twice PyTorch's
+    error in bfloat16; from the float32 output, the same as PyTorch's math backend)."""
     q, k, v = arrays.input(query), arrays.input(key), arrays.input(value)
-    out = arrays.empty(call["out_shape"], like=q)
+    out = arrays.empty(call["out_shape"], float32=True)
     lse = arrays.empty(call["lse_shape"], float32=True)
     _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"], call["mods"],
                  False)
-    return out, lse, (q, k, v, out, lse)
+    return arrays.cast(out, q), lse, (q, k, v, out, lse)
 
 
 def _attention_backward(call, saved, grad_out, arrays):
