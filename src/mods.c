@@ -141,10 +141,16 @@ static clattn_status add_define(clattn_context *ctx, text_buf *t, const char *de
 {
     if (!define)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "desc.defines[%zu] is NULL", which);
-    const size_t name_len = strcspn(define, "=");
-    if (!is_identifier(define, name_len) || strpbrk(define, "\n\r"))
+    const size_t name_len = strcspn(define, "="), len = strlen(define);
+    /* One line: a value ending in a backslash (spaces after it too, which compilers accept with a
+     * warning) would splice the next line of the generated source into the macro. */
+    size_t end = len;
+    while (end > name_len && (define[end - 1] == ' ' || define[end - 1] == '\t'))
+        end--;
+    if (!is_identifier(define, name_len) || strpbrk(define, "\n\r") || (end > name_len && define[end - 1] == '\\'))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.defines[%zu] = \"%.64s\" is not NAME or NAME=VALUE (NAME a C identifier, one line)",
+                         "desc.defines[%zu] = \"%.64s\" is not NAME or NAME=VALUE (NAME a C identifier, one line, "
+                         "not ending in a backslash)",
                          which, define);
     text_printf(t, "#define %.*s ", (int)name_len, define);
     if (define[name_len] == '=')

@@ -872,6 +872,12 @@ START_TEST(test_refusals)
     md.defines = bad_define;
     md.define_count = 1;
     expect_refused(ctx, &md, CLATTN_ERROR_INVALID_VALUE, "desc.defines[0]");
+    /* A value ending in a backslash would splice the generated source's next line into the macro. */
+    const char *spliced[] = {"W=3 \\", "W=3\\  "};
+    for (int i = 0; i < 2; i++) {
+        md.defines = spliced + i;
+        expect_refused(ctx, &md, CLATTN_ERROR_INVALID_VALUE, "backslash");
+    }
     md.define_count = 0;
     expect_refused(ctx, &md, CLATTN_ERROR_BUILD_FAILED, "does not compile"); /* W undefined */
 
