@@ -173,6 +173,7 @@ const kernel_family family_staged = {"staged attention",
                                      {&params_score, &params_softmax, &params_weighted_sum, &params_transpose_k,
                                       &params_score_tiled},
                                      5, 3, NULL};
+/* Built in double (cl_khr_fp64) or in float-float arithmetic: SOFTMAX_DOUBLE_*_OPTIONS (params.h). */
 const kernel_family family_softmax_double = {"double softmax", {"softmax_double.cl"}, 1,
                                              {&params_softmax_double}, 1, 1, NULL};
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};

@@ -27,7 +27,8 @@ clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool
 }
 
 /* A double softmax needs the staged path — float_only names the float32-only path asked for, which
- * refuses it; NULL when the staged path will run — and a device with cl_khr_fp64. */
+ * refuses it; NULL when the staged path will run. (A device without cl_khr_fp64 runs it in float-float
+ * arithmetic: src/staged.c.) */
 static clattn_status check_softmax_double(clattn_context *ctx, const sdpa_shape *s, const char *float_only)
 {
     if (!s->softmax_double)
@@ -37,11 +38,6 @@ static clattn_status check_softmax_double(clattn_context *ctx, const sdpa_shape 
                          "desc.softmax_precision is CLATTN_SOFTMAX_DOUBLE, but %s computes its softmax in float32: "
                          "the double softmax runs on the staged path (CLATTN_ALGORITHM_AUTO or _STAGED)",
                          float_only);
-    if (!ctx->caps.fp64)
-        return set_error(ctx, CLATTN_ERROR_UNSUPPORTED_DEVICE,
-                         "desc.softmax_precision is CLATTN_SOFTMAX_DOUBLE, but the device %s has no cl_khr_fp64 "
-                         "(no double precision in its kernels): use CLATTN_SOFTMAX_FLOAT there",
-                         ctx->caps.name);
     return CLATTN_SUCCESS;
 }
 

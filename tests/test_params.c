@@ -6,6 +6,13 @@
  * space, scalar types) against the table entries of the features built in. Then it binds a zeroed
  * struct through params_bind onto the kernel: every argument must be set, with the size the kernel
  * expects (clSetKernelArg checks it).
+ *
+ * Then cl/softmax_double.cl's float-float build (SOFTMAX_DOUBLE_FF_OPTIONS: the double softmax of
+ * devices without cl_khr_fp64) on every device, on rows made to be hard: scores spread from ±1 to ±400
+ * (weights down to the subnormals and below), long rows, ties, ±FLT_MAX, neighbouring floats, NaN,
+ * +inf, rows of −inf, sinks above every score — each weight and log-sum-exp within one float32 unit in
+ * the last place of the same formula in double on the host and of the fp64 build's (where the device
+ * has cl_khr_fp64), NaN where they are NaN; how many differ at all is printed.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "test_util.h"
@@ -14,6 +21,9 @@
 #include "params.h"
 #include "program.h"
 
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,7 +44,8 @@ static const family_case cases[] = {
     {&family_decode, "-cl-std=CL1.2 -DDK=16 -DDV=16 -DVEC=1 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 8,
      false},
     {&family_staged, "-cl-std=CL1.2 -DVEC=4 -DKEYS=4 -DCHUNKS=4 -DSR=6 -DSV=2", 0, false},
-    {&family_softmax_double, "-cl-std=CL1.2", 0, true},
+    {&family_softmax_double, SOFTMAX_DOUBLE_FP64_OPTIONS, 0, true},
+    {&family_softmax_double, SOFTMAX_DOUBLE_FF_OPTIONS, 0, false}, /* (its float-float build: every device) */
     {&family_merge, "-cl-std=CL1.2 -DQ_T=1 -DK_T=2 -DO_T=0", 0, false},
     {&family_convert, "-cl-std=CL1.2 -DQ_T=3 -DO_T=1", 0, false},
     {&family_paged_check, "-cl-std=CL1.2", 0, false},
@@ -177,10 +188,200 @@ START_TEST(test_every_family_checked)
 }
 END_TEST
 
+/* ---- the float-float double softmax against double -------------------------------------------- */
+
+/* One launch of the double softmax's kernel built with `options`: rows × cols scores, sinks (NULL or
+ * one per head of q_len rows). */
+static void softmax_run(clattn_context *ctx, const char *build, const float *in, size_t rows, size_t cols,
+                        const float *sinks, size_t heads, size_t q_len, float *out, float *lse)
+{
+    char options[1024];
+    program_options(&family_softmax_double, build, 0, FEATURE_BIT(ALL), options, sizeof options);
+    cl_program program;
+    TU_ASSERT_OK(program_build(ctx, family_softmax_double.files, family_softmax_double.nfiles, NULL, options,
+                               &program),
+                 ctx, "building the double softmax");
+    cl_int err;
+    cl_kernel kernel = clCreateKernel(program, params_softmax_double.name, &err);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clCreateKernel: %d", tu_label(), err);
+    cl_mem bin = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, rows * cols * sizeof(float),
+                                (void *)in, &err);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer: %d", tu_label(), err);
+    cl_mem bout = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, rows * cols * sizeof(float), NULL, &err);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer: %d", tu_label(), err);
+    cl_mem blse = clCreateBuffer(ctx->context, CL_MEM_WRITE_ONLY, rows * sizeof(float), NULL, &err);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer: %d", tu_label(), err);
+    cl_mem bsinks = NULL;
+    if (sinks) {
+        bsinks = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, heads * sizeof(float),
+                                (void *)sinks, &err);
+        ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer: %d", tu_label(), err);
+    }
+    const softmax_params p = {bin, bout, blse, 0, rows, cols, bsinks, heads, q_len};
+    kernel_args a = kernel_args_begin(kernel);
+    params_bind(&a, &params_softmax_double, &p, FEATURE_BIT(ALL));
+    ck_assert_msg(a.err == CL_SUCCESS, "%s: params_bind: argument %u: %d", tu_label(), a.failed_at, a.err);
+    const size_t global = rows;
+    ck_assert_int_eq(clEnqueueNDRangeKernel(ctx->queue, kernel, 1, NULL, &global, NULL, 0, NULL, NULL), CL_SUCCESS);
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, bout, CL_TRUE, 0, rows * cols * sizeof(float), out, 0, NULL, NULL),
+                     CL_SUCCESS);
+    ck_assert_int_eq(clEnqueueReadBuffer(ctx->queue, blse, CL_TRUE, 0, rows * sizeof(float), lse, 0, NULL, NULL),
+                     CL_SUCCESS);
+    if (bsinks)
+        ck_assert_int_eq(clReleaseMemObject(bsinks), CL_SUCCESS);
+    ck_assert_int_eq(clReleaseMemObject(blse), CL_SUCCESS);
+    ck_assert_int_eq(clReleaseMemObject(bout), CL_SUCCESS);
+    ck_assert_int_eq(clReleaseMemObject(bin), CL_SUCCESS);
+    ck_assert_int_eq(clReleaseKernel(kernel), CL_SUCCESS);
+    ck_assert_int_eq(clReleaseProgram(program), CL_SUCCESS);
+}
+
+/* The kernel's formula in double on the host (the fp64 build's arithmetic), each result rounded once. */
+static void softmax_host(const float *in, size_t rows, size_t cols, const float *sinks, size_t heads, size_t q_len,
+                         float *out, float *lse)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = in + r * cols;
+        float *y = out + r * cols;
+        const double sink = sinks ? sinks[r / q_len % heads] : -INFINITY;
+        double m = -INFINITY;
+        bool nan_seen = isnan(sink);
+        for (size_t j = 0; j < cols; j++) {
+            m = fmax(m, x[j]);
+            nan_seen |= isnan(x[j]);
+        }
+        if (!nan_seen && m == -INFINITY) {
+            for (size_t j = 0; j < cols; j++)
+                y[j] = 0.0f;
+            lse[r] = (float)sink;
+            continue;
+        }
+        m = fmax(m, sink);
+        if (nan_seen || m == INFINITY) {
+            for (size_t j = 0; j < cols; j++)
+                y[j] = NAN;
+            lse[r] = NAN;
+            continue;
+        }
+        double sum = sink == -INFINITY ? 0.0 : exp(sink - m);
+        for (size_t j = 0; j < cols; j++)
+            sum += exp((double)x[j] - m);
+        for (size_t j = 0; j < cols; j++)
+            y[j] = (float)(exp((double)x[j] - m) / sum);
+        lse[r] = (float)(m + log(sum));
+    }
+}
+
+/* Floats in order: the distance of a and b in units in the last place (0 for two NaNs or equal values). */
+static int64_t ulps_apart(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+    if (a == b)
+        return 0;
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    const int64_t oa = ia < 0 ? -(int64_t)(ia & 0x7fffffff) : ia, ob = ib < 0 ? -(int64_t)(ib & 0x7fffffff) : ib;
+    return oa > ob ? oa - ob : ob - oa;
+}
+
+/* got against want: every element within one unit, or both below FLT_MIN (a device that flushes
+ * subnormal results gives 0 there); *differ counts the others that are not equal, *flushed those. */
+static void check_within_ulp(const char *what, const float *got, const float *want, size_t n, size_t *differ,
+                             size_t *flushed)
+{
+    for (size_t i = 0; i < n; i++) {
+        const int64_t d = ulps_apart(got[i], want[i]);
+        const bool tiny = fabsf(want[i]) < FLT_MIN && fabsf(got[i]) < FLT_MIN;
+        ck_assert_msg(d <= 1 || tiny, "%s: %s[%zu] = %.9g, expected %.9g (%lld units apart)", tu_label(), what, i,
+                      (double)got[i], (double)want[i], (long long)d);
+        *(tiny ? flushed : differ) += d != 0;
+    }
+}
+
+typedef struct ff_case {
+    const char *name;
+    size_t rows, cols, heads, q_len;
+    float spread; /* random rows: uniform in ±spread (0: the crafted rows) */
+    bool sinks;
+} ff_case;
+
+static const ff_case ff_cases[] = {
+    {"random rows, spreads 1 to 400", 60, 257, 1, 60, 0.0f, false},
+    {"long rows", 4, 5000, 1, 4, 30.0f, false},
+    {"crafted rows", 8, 12, 1, 8, -1.0f, false},
+    {"crafted rows with sinks", 8, 12, 2, 4, -1.0f, true},
+};
+#define N_FF (sizeof ff_cases / sizeof ff_cases[0])
+
+/* Rows that reach every branch: subnormal and vanishing weights, NaN, +inf, −inf, ties, extremes. */
+static void crafted_rows(float *x, size_t cols)
+{
+    /* (Weights exp(−87) down to exp(−200): subnormal, then 0. The maximum is 5, not 0: with m = 0 the
+     * log-sum-exp is log(1 + 3e-38), 3e-38, which float-float holds and double rounds to 0.) */
+    static const float r0[12] = {5.0f, -82.0f, -82.5f, -83.0f, -85.0f, -90.0f, -95.0f, -98.0f, -98.9f, -99.0f,
+                                 -105.0f, -195.0f};
+    const float ulp = nextafterf(1.0f, 2.0f) - 1.0f;
+    for (size_t j = 0; j < cols; j++) {
+        x[0 * cols + j] = r0[j];
+        x[1 * cols + j] = j == 5 ? NAN : (float)j;
+        x[2 * cols + j] = j == 3 ? INFINITY : (float)j;
+        x[3 * cols + j] = -INFINITY;
+        x[4 * cols + j] = j % 3 == 0 ? -INFINITY : 3.0f;
+        x[5 * cols + j] = j % 4 == 0 ? FLT_MAX : j % 4 == 1 ? -FLT_MAX : j % 4 == 2 ? 1e38f : -1e38f;
+        x[6 * cols + j] = 1.0f + (float)j * ulp;
+        x[7 * cols + j] = j == 0 ? -INFINITY : -2.5f + (float)j * 0.3f;
+    }
+}
+
+START_TEST(test_softmax_float_float)
+{
+    const ff_case *c = &ff_cases[TU_CASE(_i)];
+    const size_t dev = TU_DEVICE(_i), n = c->rows * c->cols;
+    clattn_context *ctx = tu_ctx[dev];
+    float *x = tu_falloc(n), *ff = tu_falloc(n), *host = tu_falloc(n), *dbl = tu_falloc(n);
+    float *ff_l = tu_falloc(c->rows), *host_l = tu_falloc(c->rows), *dbl_l = tu_falloc(c->rows);
+    const float sinks[2] = {0.5f, 40.0f};
+    if (c->spread > 0.0f) {
+        tu_fill_uniform(x, n, c->spread, 970);
+    } else if (c->spread < 0.0f) {
+        crafted_rows(x, c->cols);
+    } else {
+        static const float spreads[5] = {1.0f, 10.0f, 40.0f, 120.0f, 400.0f};
+        for (size_t r = 0; r < c->rows; r++)
+            tu_fill_uniform(x + r * c->cols, c->cols, spreads[r % 5], 971 + r);
+    }
+    tu_set_label("float-float double softmax, %s, on %s", c->name, tu_dev_spec[dev]);
+    const float *s = c->sinks ? sinks : NULL;
+    softmax_run(ctx, SOFTMAX_DOUBLE_FF_OPTIONS, x, c->rows, c->cols, s, c->heads, c->q_len, ff, ff_l);
+    softmax_host(x, c->rows, c->cols, s, c->heads, c->q_len, host, host_l);
+    size_t differ_host = 0, differ_dbl = 0, flushed = 0;
+    check_within_ulp("weights against the host's double", ff, host, n, &differ_host, &flushed);
+    check_within_ulp("lse against the host's double", ff_l, host_l, c->rows, &differ_host, &flushed);
+    char against_dbl[128] = "no cl_khr_fp64";
+    if (has_fp64(ctx->device)) {
+        softmax_run(ctx, SOFTMAX_DOUBLE_FP64_OPTIONS, x, c->rows, c->cols, s, c->heads, c->q_len, dbl, dbl_l);
+        check_within_ulp("weights against the fp64 build", ff, dbl, n, &differ_dbl, &flushed);
+        check_within_ulp("lse against the fp64 build", ff_l, dbl_l, c->rows, &differ_dbl, &flushed);
+        snprintf(against_dbl, sizeof against_dbl, "%zu from the fp64 build's", differ_dbl);
+    }
+    /* Float-float carries about 2^-44 of each value: a result differs from double's only where the exact
+     * value lies that close to a float32 rounding boundary, about once in 2^20 results. */
+    const size_t most = 1 + (n + c->rows) / 4096;
+    ck_assert_msg(differ_host <= most && differ_dbl <= most, "%s: %zu and %zu results differ by a unit (at most %zu)",
+                  tu_label(), differ_host, differ_dbl, most);
+    printf("%s: of %zu weights and log-sum-exps, %zu differ (by one unit) from the host's double, %s; %zu "
+           "subnormal results differ (a device that flushes them)\n",
+           tu_label(), n + c->rows, differ_host, against_dbl, flushed);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("params");
     tu_add_loop(s, "signatures", test_signatures, N_CASES * tu_ndev);
+    tu_add_loop(s, "softmax_float_float", test_softmax_float_float, N_FF * tu_ndev);
     TCase *tc = tu_tcase("families");
     tcase_add_test(tc, test_every_family_checked);
     suite_add_tcase(s, tc);

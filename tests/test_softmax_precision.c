@@ -1,27 +1,33 @@
 /*
  * desc.softmax_precision = CLATTN_SOFTMAX_DOUBLE (ONNX's softmax_precision = DOUBLE), on every device:
  *
- *  1. double: on a device with cl_khr_fp64, the staged path's weights and log-sum-exp are the fp64
- *     reference's softmax of the very float32 scores the softmax took (read back through the
- *     CLATTN_WEIGHTS_MASKED output, the same score kernel), rounded once: within half a unit in the last
- *     place of float32 (the float32 softmax is tens of units off on these rows); the output is the
- *     reference P·V over those weights; AUTO without a weights output gives the same output and lse bit
- *     for bit (it takes the staged path); a layer (clattn_mha_host) likewise against its own scores.
- *     Cases cross grouped-query heads, large scores, soft-capping, causal masks, key lengths that
- *     hide whole rows, an additive mask with −inf and sinks. On a device without cl_khr_fp64 the same
- *     calls are CLATTN_ERROR_UNSUPPORTED_DEVICE naming cl_khr_fp64 and the device, nothing written.
- *  2. refused: CLATTN_ALGORITHM_FUSED and _DECODE, clattn_sdpa_ragged, clattn_group_sdpa_host, an
+ *  1. double: the staged path's weights and log-sum-exp are the fp64 reference's softmax of the very
+ *     float32 scores the softmax took (read back through the CLATTN_WEIGHTS_MASKED output, the same
+ *     score kernel), rounded once: within half a unit in the last place of float32 (the float32
+ *     softmax is tens of units off on these rows); the output is the reference P·V over those weights;
+ *     AUTO without a weights output gives the same output and lse bit for bit (it takes the staged
+ *     path); a layer (clattn_mha_host) likewise against its own scores. Cases cross grouped-query
+ *     heads, large scores, scores spread to hundreds (subnormal and vanishing weights), soft-capping,
+ *     causal masks, key lengths that hide whole rows, an additive mask with −inf and sinks. With
+ *     cl_khr_fp64 that is the double kernel; without it (rusticl) its float-float build.
+ *  2. float-float: the same cases on a context of each device that runs the float-float build however
+ *     the device is (CLATTN_SOFTMAX_DOUBLE=float-float while it makes its first double softmax): within
+ *     half a unit of the reference as above, and within one unit of the default context's results (the
+ *     fp64 kernel where the device has it), how many differ at all printed and bounded.
+ *  3. refused: CLATTN_ALGORITHM_FUSED and _DECODE, clattn_sdpa_ragged, clattn_group_sdpa_host, an
  *     unknown precision and a set softmax_reserved are CLATTN_ERROR_INVALID_VALUE naming the field or
  *     the path, nothing written.
- *  3. no fp64 (fault-injection builds only, whose library has clattn__fault_hide_fp64): a context made
- *     while the hook hides cl_khr_fp64 refuses the double softmax as a device without it does (with
- *     the status and the detail above) and still runs the float32 one.
+ *  4. no fp64 (fault-injection builds only, whose library has clattn__fault_hide_fp64): a context made
+ *     while the hook hides cl_khr_fp64 runs the double softmax (the float-float build), within half a
+ *     unit of the reference.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "test_util.h"
 
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,20 +94,22 @@ static const pcase cases[] = {
     {"large scores, GQA", 2, 4, 2, 7, 45, 24, 1.0f, 0.0f, NONE, TU_KL_NONE, M0, 0},
     {"softcap, causal, a batch with no key, -inf mask, sinks", 2, 3, 3, 9, 33, 16, 0.9f, 5.0f, TL, TU_KL_ZERO, MLS, 1},
     {"long rows, bottom-right, (B,H,L,S) mask", 1, 2, 1, 5, 301, 8, 2.0f, 0.0f, BR, TU_KL_VARIED, MBH, 0},
+    /* Scores spread over hundreds: weights down to the subnormals (0 on a device that flushes them). */
+    {"scale 20: subnormal and vanishing weights, sinks", 1, 2, 2, 6, 120, 16, 20.0f, 0.0f, NONE, TU_KL_NONE, M0, 1},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
-START_TEST(test_double)
+/* Case `ci` on ctx, every check of item 1; the weights and log-sum-exp it gave (tracked), their counts. */
+static void double_case(clattn_context *ctx, size_t ci, const char *on, float **w_out, float **l_out, size_t *nw_out,
+                        size_t *nl_out)
 {
-    const pcase *c = &cases[TU_CASE(_i)];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
+    const pcase *c = &cases[ci];
     const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nl = c->B * c->H * c->L;
     const size_t nw = nl * c->S;
     float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk), sinks[4] = {0.5f, -1.0f, 2.0f, 0.0f};
-    tu_fill_uniform(q, nq, 2.0f, 900 + TU_CASE(_i));
-    tu_fill_uniform(k, nk, 2.0f, 910 + TU_CASE(_i));
-    tu_fill_uniform(v, nk, 1.0f, 920 + TU_CASE(_i));
+    tu_fill_uniform(q, nq, 2.0f, 900 + ci);
+    tu_fill_uniform(k, nk, 2.0f, 910 + ci);
+    tu_fill_uniform(v, nk, 1.0f, 920 + ci);
     size_t lengths[4], nm = 0;
     const float *mask = c->additive ? tu_make_mask(c->additive, c->B, c->H, c->L, c->S, TU_MASKF_INF, 930, &nm) : NULL;
     clattn_masks m = CLATTN_MASKS_INIT;
@@ -115,17 +123,9 @@ START_TEST(test_double)
     d.sinks = c->sinks ? sinks : NULL;
     d.masks = &m;
     d.algorithm = CLATTN_ALGORITHM_STAGED;
-    tu_set_label("double softmax, %s, on %s", c->name, tu_dev_spec[dev]);
+    tu_set_label("double softmax, %s, on %s", c->name, on);
     float *o = tu_host_alloc(nq, NULL), *w = tu_host_alloc(nw, NULL), *l = tu_host_alloc(nl, NULL);
     d.softmax_precision = CLATTN_SOFTMAX_DOUBLE;
-    if (!device_has_fp64(ctx)) {
-        check_refused(ctx, clattn_sdpa_host(ctx, &d, q, k, v, mask, o, w, l), CLATTN_ERROR_UNSUPPORTED_DEVICE,
-                      "cl_khr_fp64", o, nq);
-        ck_assert_msg(strstr(clattn_last_error(ctx), clattn_context_device_name(ctx)), "%s: %s", tu_label(),
-                      clattn_last_error(ctx));
-        ck_assert_msg(tu_host_all_sentinel(w, nw) && tu_host_all_sentinel(l, nl), "%s: written", tu_label());
-        return;
-    }
     /* The float32 scores the softmax takes: the same score kernel, its CLATTN_WEIGHTS_MASKED output. */
     float *scores = tu_host_alloc(nw, NULL);
     d.weights_output = CLATTN_WEIGHTS_MASKED;
@@ -149,6 +149,87 @@ START_TEST(test_double)
     TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, q, k, v, mask, o2, NULL, l2), ctx, "clattn_sdpa_host, double, auto");
     ck_assert_msg(memcmp(o, o2, nq * sizeof *o) == 0 && memcmp(l, l2, nl * sizeof *l) == 0,
                   "%s: AUTO's output or lse differs from the staged double softmax's", tu_label());
+    *w_out = w;
+    *l_out = l;
+    *nw_out = nw;
+    *nl_out = nl;
+}
+
+START_TEST(test_double)
+{
+    float *w, *l;
+    size_t nw, nl;
+    double_case(tu_ctx[TU_DEVICE(_i)], TU_CASE(_i), tu_dev_spec[TU_DEVICE(_i)], &w, &l, &nw, &nl);
+}
+END_TEST
+
+/* A context on device `dev` whose double softmax is the float-float build whatever the device has: the
+ * library reads CLATTN_SOFTMAX_DOUBLE when a context runs its first double softmax, made here. */
+static clattn_context *float_float_context(size_t dev)
+{
+    ck_assert_int_eq(setenv("CLATTN_SOFTMAX_DOUBLE", "float-float", 1), 0);
+    clattn_context *ctx = NULL;
+    clattn_status st = clattn_context_create(&ctx, tu_dev_spec[dev]);
+    float q[4] = {1.0f, 2.0f, 3.0f, 4.0f}, o[4], w[4];
+    clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 2, 2, 2, 0);
+    d.softmax_precision = CLATTN_SOFTMAX_DOUBLE;
+    if (st == CLATTN_SUCCESS)
+        st = clattn_sdpa_host(ctx, &d, q, q, q, NULL, o, w, NULL);
+    ck_assert_int_eq(unsetenv("CLATTN_SOFTMAX_DOUBLE"), 0);
+    TU_ASSERT_OK(st, ctx, "a float-float context's first double softmax");
+    return ctx;
+}
+
+/* Floats in order: how many units in the last place apart (0 for two NaNs). */
+static int64_t ulps_apart(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+    if (a == b)
+        return 0;
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    const int64_t oa = ia < 0 ? -(int64_t)(ia & 0x7fffffff) : ia, ob = ib < 0 ? -(int64_t)(ib & 0x7fffffff) : ib;
+    return oa > ob ? oa - ob : ob - oa;
+}
+
+/* got against the default context's `want`: within one unit each (or both below FLT_MIN: a device that
+ * flushes subnormals); how many differ. */
+static size_t count_apart(const char *what, const float *got, const float *want, size_t n)
+{
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int64_t d = ulps_apart(got[i], want[i]);
+        ck_assert_msg(d <= 1 || (fabsf(got[i]) < FLT_MIN && fabsf(want[i]) < FLT_MIN),
+                      "%s: %s[%zu] = %.9g, the default context's %.9g: %lld units apart", tu_label(), what, i,
+                      (double)got[i], (double)want[i], (long long)d);
+        differ += d != 0;
+    }
+    return differ;
+}
+
+/* Item 2: the float-float build on every device, against the reference and the default context's. */
+START_TEST(test_float_float)
+{
+    const size_t dev = TU_DEVICE(_i), ci = TU_CASE(_i);
+    clattn_context *ff_ctx = float_float_context(dev);
+    char on[96];
+    snprintf(on, sizeof on, "%s, float-float", tu_dev_spec[dev]);
+    float *w, *l, *w0, *l0;
+    size_t nw, nl;
+    double_case(ff_ctx, ci, on, &w, &l, &nw, &nl);
+    clattn_context_free(ff_ctx);
+    double_case(tu_ctx[dev], ci, tu_dev_spec[dev], &w0, &l0, &nw, &nl);
+    tu_set_label("float-float double softmax, %s, on %s", cases[ci].name, tu_dev_spec[dev]);
+    const size_t differ = count_apart("weights", w, w0, nw) + count_apart("lse", l, l0, nl);
+    /* Float-float carries about 2^-44 of each value: it rounds to another float32 than double only where
+     * the exact value lies about that close to a rounding boundary. */
+    const size_t most = 1 + (nw + nl) / 4096;
+    ck_assert_msg(differ <= most, "%s: %zu of %zu results differ from the default context's (at most %zu)",
+                  tu_label(), differ, nw + nl, most);
+    printf("%s: %zu of %zu weights and log-sum-exps differ by one unit from the %s kernel's\n", tu_label(), differ,
+           nw + nl, device_has_fp64(tu_ctx[dev]) ? "fp64" : "(float-float: no cl_khr_fp64) default");
 }
 END_TEST
 
@@ -183,11 +264,6 @@ START_TEST(test_double_layer)
     const size_t no = B * L * H * DK, nw = (size_t)B * H * L * S;
     float *out = tu_host_alloc(no, NULL), *p = tu_host_alloc(nw, NULL), *scores = tu_host_alloc(nw, NULL);
     tu_set_label("double softmax, layer, on %s", tu_dev_spec[dev]);
-    if (!device_has_fp64(ctx)) {
-        check_refused(ctx, clattn_mha_host(ctx, &d, x, kv, &w, NULL, out, p), CLATTN_ERROR_UNSUPPORTED_DEVICE,
-                      "cl_khr_fp64", out, no);
-        return;
-    }
     d.weights_output = CLATTN_WEIGHTS_MASKED;
     TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, kv, &w, NULL, out, scores), ctx, "the layer's scores");
     d.weights_output = CLATTN_WEIGHTS_SOFTMAX;
@@ -251,10 +327,9 @@ START_TEST(test_refused)
     char detail[1024];
     snprintf(detail, sizeof detail, "%s", clattn_last_error(NULL));
     clattn_group_free(g);
-    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE || (st == CLATTN_ERROR_UNSUPPORTED_DEVICE && !device_has_fp64(ctx)),
-                  "%s: status %s (%s)", tu_label(), clattn_status_string(st), detail);
-    ck_assert_msg(strstr(detail, st == CLATTN_ERROR_INVALID_VALUE ? "clattn_group_sdpa_host" : "cl_khr_fp64"),
-                  "%s: the detail \"%s\"", tu_label(), detail);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE, "%s: status %s (%s)", tu_label(), clattn_status_string(st),
+                  detail);
+    ck_assert_msg(strstr(detail, "clattn_group_sdpa_host"), "%s: the detail \"%s\"", tu_label(), detail);
     ck_assert_msg(tu_host_all_sentinel(o, B * H * L * D), "%s: out written", tu_label());
 
     tu_set_label("softmax_precision 2, on %s", tu_dev_spec[dev]);
@@ -269,7 +344,8 @@ START_TEST(test_refused)
 }
 END_TEST
 
-/* A device without cl_khr_fp64, forced through the fault-injection build's hook. */
+/* A device without cl_khr_fp64, forced through the fault-injection build's hook: the float-float build
+ * runs, as on such a device. */
 START_TEST(test_no_fp64)
 {
     const size_t dev = _i;
@@ -279,28 +355,12 @@ START_TEST(test_no_fp64)
     clattn_status st = clattn_context_create(&ctx, tu_dev_spec[dev]);
     clattn__fault_hide_fp64(0);
     TU_ASSERT_OK(st, NULL, "clattn_context_create");
-    enum { B = 1, H = 2, L = 3, S = 5, D = 4 };
-    float q[B * H * L * D], k[B * H * S * D];
-    tu_fill_uniform(q, B * H * L * D, 1.0f, 960);
-    tu_fill_uniform(k, B * H * S * D, 1.0f, 961);
-    float *o = tu_host_alloc(B * H * L * D, NULL);
-    clattn_sdpa_desc d = tu_sdpa_desc(B, H, L, S, D, 0);
-    d.softmax_precision = CLATTN_SOFTMAX_DOUBLE;
-    tu_set_label("double softmax on %s taken for a device without cl_khr_fp64", tu_dev_spec[dev]);
-    st = clattn_sdpa_host(ctx, &d, q, k, k, NULL, o, NULL, NULL);
-    const bool named = strstr(clattn_last_error(ctx), clattn_context_device_name(ctx)) != NULL;
-    char detail[1024];
-    snprintf(detail, sizeof detail, "%s", clattn_last_error(ctx));
-    d.softmax_precision = CLATTN_SOFTMAX_FLOAT;
-    float *o2 = tu_host_alloc(B * H * L * D, NULL);
-    clattn_status st_float = clattn_sdpa_host(ctx, &d, q, k, k, NULL, o2, NULL, NULL);
+    char on[96];
+    snprintf(on, sizeof on, "%s taken for a device without cl_khr_fp64", tu_dev_spec[dev]);
+    float *w, *l;
+    size_t nw, nl;
+    double_case(ctx, 0, on, &w, &l, &nw, &nl);
     clattn_context_free(ctx);
-    ck_assert_msg(st == CLATTN_ERROR_UNSUPPORTED_DEVICE, "%s: status %s (%s)", tu_label(), clattn_status_string(st),
-                  detail);
-    ck_assert_msg(strstr(detail, "cl_khr_fp64") && named, "%s: the detail \"%s\"", tu_label(), detail);
-    ck_assert_msg(tu_host_all_sentinel(o, B * H * L * D), "%s: out written", tu_label());
-    ck_assert_msg(st_float == CLATTN_SUCCESS, "%s: the float32 softmax failed: %s", tu_label(),
-                  clattn_status_string(st_float));
 }
 END_TEST
 
@@ -309,6 +369,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("softmax_precision");
     tu_add_loop(s, "double", test_double, N_CASES * tu_ndev);
     tu_add_loop(s, "double_layer", test_double_layer, tu_ndev);
+    tu_add_loop(s, "float_float", test_float_float, N_CASES * tu_ndev);
     tu_add_loop(s, "refused", test_refused, tu_ndev);
     if (clattn__fault_hide_fp64) /* (a fault-injection build) */
         tu_add_loop(s, "no_fp64", test_no_fp64, tu_ndev);

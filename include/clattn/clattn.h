@@ -474,9 +474,11 @@ typedef enum clattn_softmax_precision {
     CLATTN_SOFTMAX_FLOAT = 0, /* float32 (default): every path */
     /* double: the row maximum, the exponentials, their sum, the normalisation and the log-sum-exp in
      * double precision, each weight and log-sum-exp then rounded to float32 once (ONNX's Cast back to
-     * the inputs' type); the weighted sum P·V accumulates in float32 over those weights. Needs a device
-     * with cl_khr_fp64 (else CLATTN_ERROR_UNSUPPORTED_DEVICE, and clattn_last_error names the device)
-     * and runs on the staged path only: AUTO chooses it, CLATTN_ALGORITHM_FUSED and _DECODE are
+     * the inputs' type); the weighted sum P·V accumulates in float32 over those weights. A device
+     * without cl_khr_fp64 runs the same kernel in float-float arithmetic (pairs of floats, about 48
+     * significant bits): its float32 results are double's, but one unit off where the exact value lies
+     * within about 2^-44 of a rounding boundary (and subnormal weights 0 where the device flushes them).
+     * Runs on the staged path only: AUTO chooses it, CLATTN_ALGORITHM_FUSED and _DECODE are
      * CLATTN_ERROR_INVALID_VALUE, as are clattn_sdpa_ragged, clattn_sdpa_paged and
      * clattn_group_sdpa_host (decode kernels and split-K merges, all float32). */
     CLATTN_SOFTMAX_DOUBLE = 1
