@@ -191,6 +191,12 @@ clattn_status options_resolve(clattn_context *ctx, const clattn_context_options 
         st = resolve_spec(ctx, api->gemm, "gemm", "CLATTN_GEMM", parse_gemm_into,
                           "is not clblast, clattn or clattn:RxV (1 ≤ R ≤ 16, 1 ≤ V ≤ 8)",
                           "using the measured or default GEMM", out);
+    /* CLATTN_SOFTMAX_DOUBLE=float-float: the double softmax's float-float build even where the device has
+     * fp64 (the tests run the emulation on every device so); "auto" or unset: as the device allows. */
+    const char *softmax_double = options_env("CLATTN_SOFTMAX_DOUBLE");
+    out->softmax_float_float = softmax_double && strcmp(softmax_double, "float-float") == 0;
+    if (softmax_double && *softmax_double && !out->softmax_float_float && strcmp(softmax_double, "auto") != 0)
+        set_warning(ctx, "CLATTN_SOFTMAX_DOUBLE=\"%.32s\" is not float-float or auto; ignored", softmax_double);
     /* options.tuning: its grammar is the parameter tables' (tuning_tables.c), read there. */
     const char *tuning = api->tuning ? api->tuning : options_env("CLATTN_TUNING");
     out->tuning_from_env = !api->tuning;

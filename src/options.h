@@ -1,6 +1,6 @@
 /* A context's configuration, resolved once when the context is created: what the program set through
  * clattn_context_options, else the environment (CLATTN_CACHE, XDG_CACHE_HOME/HOME, CLATTN_KERNEL_DIR,
- * CLATTN_TILE, CLATTN_GEMM, CLATTN_TUNING), else the defaults. Nothing below reads the environment after this. */
+ * CLATTN_TILE, CLATTN_GEMM, CLATTN_TUNING, CLATTN_SOFTMAX_DOUBLE), else the defaults. Nothing below reads the environment after this. */
 #ifndef CLATTN_OPTIONS_H
 #define CLATTN_OPTIONS_H
 
@@ -38,6 +38,7 @@ typedef struct context_options {
     gemm_choice gemm; /* impl GEMM_DEFAULT: not set (a tuning record or the device decides) */
     char *tuning;     /* options.tuning, else CLATTN_TUNING: read by tuning_options_resolve; NULL: unset */
     bool tuning_from_env;
+    bool softmax_float_float; /* CLATTN_SOFTMAX_DOUBLE=float-float: the double softmax emulated everywhere */
 } context_options;
 
 /* Fill `out` from `api` (may be NULL: all defaults) and the environment. A malformed value set through

@@ -107,44 +107,16 @@ static clattn_status score_launch(clattn_context *ctx, const staged_kernels *st,
     return kernel_launch_auto(ctx, &a, "score", 3, global);
 }
 
-/* How a context computes the double softmax, decided the first time it runs one: in double where the
- * device has cl_khr_fp64, in float-float arithmetic (cl/softmax_double.cl's other build) where it has
- * not, or when CLATTN_SOFTMAX_DOUBLE=float-float asks for the emulation (tests run it on devices with
- * fp64 too). Any other value but "auto" is ignored with a warning. */
-typedef struct softmax_double_state {
-    bool decided, float_float;
-} softmax_double_state;
-static const char softmax_double_state_key = 0;
-
-static clattn_status softmax_double_float_float(clattn_context *ctx, bool *float_float)
-{
-    softmax_double_state *state = program_path_state(ctx, &softmax_double_state_key, sizeof *state, NULL);
-    if (!state)
-        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
-    if (!state->decided) {
-        const char *force = options_env("CLATTN_SOFTMAX_DOUBLE");
-        const bool emulate = force && strcmp(force, "float-float") == 0;
-        if (force && *force && !emulate && strcmp(force, "auto") != 0)
-            set_warning(ctx, "CLATTN_SOFTMAX_DOUBLE=\"%.64s\" is not float-float or auto; ignored", force);
-        state->float_float = emulate || !ctx->caps.fp64;
-        state->decided = true;
-    }
-    *float_float = state->float_float;
-    return CLATTN_SUCCESS;
-}
-
 /* The double softmax's program, a family of its own: double arithmetic (cl_khr_fp64, which the rest of
  * the staged path must not need) or its float-float emulation. No -cl-denorms-are-zero: the fp64 build
  * has no float arithmetic but its final rounding, and the float-float one rounds subnormal weights
  * itself. */
 static clattn_status softmax_double_kernel(clattn_context *ctx, feature_set features, const family_build **out)
 {
-    bool float_float = false;
-    clattn_status st = softmax_double_float_float(ctx, &float_float);
-    return st != CLATTN_SUCCESS ? st
-                                : program_get(ctx, &family_softmax_double,
-                                              float_float ? SOFTMAX_DOUBLE_FF_OPTIONS : SOFTMAX_DOUBLE_FP64_OPTIONS,
-                                              0, features, out);
+    /* Float-float where the device has no cl_khr_fp64, or where CLATTN_SOFTMAX_DOUBLE=float-float asks. */
+    const bool float_float = ctx->options.softmax_float_float || !ctx->caps.fp64;
+    return program_get(ctx, &family_softmax_double,
+                       float_float ? SOFTMAX_DOUBLE_FF_OPTIONS : SOFTMAX_DOUBLE_FP64_OPTIONS, 0, features, out);
 }
 
 /* Softmax of `rows` rows of `cols` scores with `fb`'s kernel `index` (the staged family's softmax or

@@ -83,8 +83,8 @@ typedef struct cli_variants {
     "                         instead of --weights, without --heatmap\n"                                   \
     "  --softmax-double       the softmax in double precision (ONNX's softmax_precision = DOUBLE): the\n"  \
     "                         scores stay float32, their max, exponentials, sum and normalisation are\n"  \
-    "                         double, the weights rounded to float32 once; runs the staged path and\n"   \
-    "                         needs a device with cl_khr_fp64 (see `clattn devices`)\n"
+    "                         double, the weights rounded to float32 once; runs the staged path (in\n"  \
+    "                         float-float arithmetic on a device without cl_khr_fp64)\n"
 
 /* Parses --kv-heads and --softcap (before any file is read). Reports and returns CLI_USAGE_ERROR. */
 int cli_variants_parse(const char *command, cli_variants *v);
