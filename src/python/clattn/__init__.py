@@ -765,7 +765,7 @@ def _attention_forward(call, query, key, value, arrays):
     q, k, v = arrays.input(query), arrays.input(key), arrays.input(value)
     out = arrays.empty(call["out_shape"], float32=True)
     lse = arrays.empty(call["lse_shape"], float32=True)
-    timeout = call["timeout"]  # (a time limit for each pass: the backward runs later)
+    timeout = call.get("timeout")  # (a time limit for each pass: the backward runs later)
     _call(call["context"], _clattn.sdpa, (call["context"], q, k, v, out, lse, call["mask"], None, call["shape"],
                                           call["options"], call["mods"], False), _deadline(timeout), timeout,
           call["mods"] is not None)
