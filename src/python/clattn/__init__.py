@@ -180,6 +180,8 @@ def _call(context, fn, args, deadline=None, timeout=None, may_hang=False):
         else:
             while not done.acquire(True, max(0.0, min(_SLICE, deadline - _monotonic()))):
                 if _monotonic() >= deadline:
+                    if done.acquire(False):  # (it ended just now: its results, not a timeout)
+                        break
                     e = CallTimeoutError(f"the call ran past its timeout of {timeout:g} s and was abandoned: it runs "
                                          "on until its kernel ends (OpenCL cannot stop a kernel), its results are "
                                          "dropped, and its context stays locked until then (later calls on it "
