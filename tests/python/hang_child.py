@@ -93,7 +93,7 @@ def main(mode, report):
         t0 = time.monotonic()
         report["waited"] = clattn.wait_abandoned(ctx, timeout=120)
         report["wait_took"] = time.monotonic() - t0
-        report["after"] = bool(np.array_equal(call(ctx, 0), ones)) and bool(np.array_equal(call(ctx, 0, timeout=60), ones))
+        report["after"] = bool(np.array_equal(call(ctx, 0), ones) and np.array_equal(call(ctx, 0, timeout=60), ones))
         report["threads"] = threading.active_count()
         for _ in range(20):  # (the worker is reused: no new thread per call)
             call(ctx, 0)

@@ -33,7 +33,8 @@ def run_child(mode):
         if proc.poll() is None:  # (an exception while waiting: never leave the child behind)
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0 and out.strip(), f"hang_child.py {mode} exited {proc.returncode}; stderr:\n{err[-3000:]}"
+    assert proc.returncode == 0 and out.strip(), \
+        f"hang_child.py {mode} exited {proc.returncode}; stderr:\n{err[-3000:]}"
     report = json.loads(out.strip().splitlines()[-1])
     assert report.get("plain"), report
     return report
