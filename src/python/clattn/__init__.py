@@ -12,14 +12,18 @@ raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail; 
 Python can check itself raises ``TypeError``, or ``clattn.ArgumentError`` (a ValueError and a RuntimeError,
 as PyTorch raises RuntimeError for the same arguments) naming the argument.
 """
+import _thread
 import os as _os
 import sys as _sys
+import threading as _threading
+import time as _time
 
 from . import _clattn
 from ._clattn import Context, Error
 
-__all__ = ["ArgumentError", "Context", "Error", "KVCache", "devices", "default_context", "merge", "multi_head_attention",
-           "scaled_dot_product_attention", "set_default_context"]
+__all__ = ["ArgumentError", "CallTimeoutError", "Context", "ContextBusyError", "Error", "KVCache", "devices",
+           "default_context", "merge", "multi_head_attention", "scaled_dot_product_attention", "set_default_context",
+           "wait_abandoned"]
 __version__ = _clattn.library_version()
 
 _ALGORITHMS = {"auto": 0, "fused": 1, "staged": 2, "decode": 3}
@@ -36,6 +40,189 @@ class ArgumentError(ValueError, RuntimeError):
     types): a ValueError, and a RuntimeError as PyTorch's scaled_dot_product_attention raises for the same
     arguments, so that the drop-in function raises what PyTorch raises."""
 
+
+
+class CallTimeoutError(Error, TimeoutError):
+    """A call ran past its ``timeout=`` and was abandoned (a clattn.Error and a TimeoutError; .status is
+    CLATTN_ERROR_TIMEOUT). OpenCL cannot stop a running kernel: the call goes on until its kernel ends, its
+    context stays locked until then (later calls on it raise ContextBusyError) and its results are dropped."""
+
+
+class ContextBusyError(Error):
+    """A call on a Context that still runs a call abandoned earlier (by its timeout= or by a
+    KeyboardInterrupt): the context stays locked until that call's kernel ends, so the call is refused at once
+    rather than left waiting. Other contexts are unaffected; wait_abandoned(context) waits for the end."""
+
+
+# ---- Calls on a worker thread ------------------------------------------------------------------------------
+#
+# The C calls release the GIL but block their thread until the device is done, and a kernel cannot be stopped:
+# a mods function that never returns would hold the calling thread for ever, and the main thread would not
+# see Ctrl-C (Python runs its signal handlers between bytecodes, never inside a C call). So a call with a
+# timeout, and on the main thread (where KeyboardInterrupt is raised) a call that may not end (one with mods,
+# or compiling them), runs on a worker thread (kept and reused) while the caller waits on a lock in slices
+# of _SLICE seconds — a wait Python interrupts to run signal handlers. Other calls run inline: the library's
+# own kernels end, and the hand-over costs thread wake-ups (measured on a busy 2-core machine: 12 µs for the
+# hand-over alone, a tiny SDPA call's best time 92 → 138 µs), against the 30 µs the package's whole layer
+# takes. On a timeout or an exception while it waits (KeyboardInterrupt), the caller abandons the call: the
+# worker keeps the call's arrays alive until it ends, the call's context is marked (ContextBusyError for
+# later calls until it ends), and the caller's exception propagates.
+
+_SLICE = 0.05
+_MAIN_THREAD = _threading.main_thread().ident
+_idle_workers = []      # workers waiting for a call (a list: append and pop are atomic under the GIL)
+_abandoned_calls = {}   # Context → its abandoned _Job list, while one of them runs
+_get_ident, _allocate_lock, _monotonic = _thread.get_ident, _thread.allocate_lock, _time.monotonic
+
+
+class _Job:
+    __slots__ = ("fn", "args", "context", "done", "result", "error", "finished", "abandoned", "abandoned_at",
+                 "why")
+
+    def __init__(self, context, fn, args):
+        self.fn, self.args, self.context = fn, args, context
+        self.done = _allocate_lock()
+        self.done.acquire()
+        self.result = self.error = None
+        self.finished = self.abandoned = False
+
+
+class _Worker:
+    """A daemon thread that runs one call at a time (_call hands it over with .job and .go)."""
+    __slots__ = ("go", "job")
+
+    def __init__(self):
+        self.go = _allocate_lock()
+        self.go.acquire()
+        self.job = None
+        _threading.Thread(target=self._loop, name="clattn call", daemon=True).start()
+
+    def _loop(self):
+        go = self.go
+        while True:
+            go.acquire()
+            job, self.job = self.job, None
+            try:
+                job.result = job.fn(*job.args)
+            except BaseException as e:  # (handed to the caller, without this thread's frames)
+                job.error = e.with_traceback(None)
+            job.fn = job.args = None
+            job.finished = True  # (before done: whoever holds done sees the job finished)
+            job.done.release()
+            if job.abandoned:
+                job.result = job.error = None
+                _forget(job.context)
+            job = None
+            _idle_workers.append(self)
+
+
+def _forget(context):
+    """Drop a context's entry in _abandoned_calls once each of its abandoned calls has finished."""
+    jobs = _abandoned_calls.get(context)
+    if jobs is not None and all(j.finished for j in jobs):
+        _abandoned_calls.pop(context, None)
+
+
+def _refuse_if_busy(context):
+    jobs = _abandoned_calls.get(context)
+    if jobs is None:
+        return
+    running = [j for j in jobs if not j.finished]
+    if not running:
+        _forget(context)
+        return
+    j = running[0]
+    ago = _monotonic() - j.abandoned_at
+    e = ContextBusyError(f"this context still runs a call abandoned {ago:.1f} s ago ({j.why}): "
+                         "OpenCL cannot stop a running kernel, so the context stays locked until that call ends. "
+                         "Use another clattn.Context, or clattn.wait_abandoned(context) to wait for the end")
+    e.status = e.status_name = None
+    raise e
+
+
+def _abandon(job, why):
+    job.why = why
+    job.abandoned_at = _monotonic()
+    job.abandoned = True  # (before the check: the worker, finishing now, sees one or the other)
+    if not job.finished:
+        _abandoned_calls.setdefault(job.context, []).append(job)
+
+
+def _deadline(timeout):
+    """timeout= (seconds, None: none) as a deadline on the monotonic clock, or None."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number of seconds or None, not {type(timeout).__name__}")
+    if not timeout > 0:  # (NaN too)
+        raise ArgumentError(f"timeout must be positive (seconds) or None, not {timeout!r}")
+    return _monotonic() + timeout  # (math.inf: no limit, but a call Ctrl-C can abandon)
+
+
+def _call(context, fn, args, deadline=None, timeout=None, may_hang=False):
+    """fn(*args): a C call on `context`. With a deadline, or on the main thread when it may not end
+    (may_hang: mods), on a worker while this thread waits interruptibly up to the deadline (timeout: the
+    seconds it was made from, for the message); else inline."""
+    if _abandoned_calls:
+        _refuse_if_busy(context)
+    if deadline is None and not (may_hang and _get_ident() == _MAIN_THREAD):
+        return fn(*args)
+    try:
+        worker = _idle_workers.pop()
+    except IndexError:
+        worker = _Worker()
+    job = _Job(context, fn, args)
+    done = job.done
+    worker.job = job
+    worker.go.release()
+    try:
+        if deadline is None:
+            while not done.acquire(True, _SLICE):
+                pass
+        else:
+            while not done.acquire(True, max(0.0, min(_SLICE, deadline - _monotonic()))):
+                if _monotonic() >= deadline:
+                    if done.acquire(False):  # (it ended just now: its results, not a timeout)
+                        break
+                    e = CallTimeoutError(f"the call ran past its timeout of {timeout:g} s and was abandoned: it runs "
+                                         "on until its kernel ends (OpenCL cannot stop a kernel), its results are "
+                                         "dropped, and its context stays locked until then (later calls on it "
+                                         "raise clattn.ContextBusyError; other contexts are unaffected)")
+                    e.status, e.status_name = -3017, "CLATTN_ERROR_TIMEOUT"
+                    raise e
+    except BaseException as e:  # (the timeout, or KeyboardInterrupt while it waited)
+        if not job.finished:
+            _abandon(job, f"timeout={timeout:g} s" if isinstance(e, CallTimeoutError) else type(e).__name__)
+        raise
+    error, job.error = job.error, None
+    if error is not None:
+        raise error
+    return job.result
+
+
+def wait_abandoned(context=None, timeout=None):
+    """Wait until every call abandoned on `context` (the default context when None) has ended — by its
+    timeout= or by a KeyboardInterrupt while it waited — and the context takes calls again. timeout: seconds
+    at most (None: no limit). Returns True when none runs, False when the timeout came first. The wait can
+    be interrupted (Ctrl-C)."""
+    context = _context(context)
+    deadline = _deadline(timeout)
+    while True:
+        jobs = _abandoned_calls.get(context)
+        if jobs is None or all(j.finished for j in jobs):
+            _forget(context)
+            return True
+        if deadline is not None and _monotonic() >= deadline:
+            return False
+        _time.sleep(0.01)
+
+
+def _after_fork_in_child():
+    _idle_workers.clear()  # (their threads did not come along; the abandoned calls' contexts stay marked)
+
+
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_after_fork_in_child)
 
 _default_context = None
 
@@ -240,7 +427,7 @@ def _mods_source(source):
         return f.read()
 
 
-def _mods(context, source, aux, defines):
+def _mods(context, source, aux, defines, deadline=None, timeout=None):
     """The compiled mods for (source, aux's names, types and indexes, defines) on a context — made once
     (compiling takes seconds on PoCL) — and the aux arrays each call writes into them: (Mods, arrays) as the
     C calls take it, or the Mods alone without aux."""
@@ -273,7 +460,7 @@ def _mods(context, source, aux, defines):
     cache = context._mods_cache
     made = cache.pop(key, None)
     if made is None:
-        made = _clattn.Mods(context, source, entries, list(defines))
+        made = _call(context, _clattn.Mods, (context, source, entries, list(defines)), deadline, timeout, True)
         while len(cache) >= max(1, _MODS_PER_CONTEXT):
             del cache[next(iter(cache))]
     cache[key] = made  # (the most recently used last)
@@ -287,7 +474,7 @@ def _mods(context, source, aux, defines):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False, *, window=None, softcap=None, sinks=None, alibi=None,
                                  offsets=None, key_lengths=None, return_lse=False, weights=None, algorithm="auto",
-                                 mods=None, aux=None, defines=None, dtype=None, context=None):
+                                 mods=None, aux=None, defines=None, dtype=None, context=None, timeout=None):
     """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, on an OpenCL device.
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) → out (..., Hq, L, Ev), the same
@@ -307,12 +494,19 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     auxiliary tensors: name → array, or (array, index) with index "query", "key", "position", "head",
     "batch" or "length"), defines ({"NAME": value} compile-time constants); context (a clattn.Context).
 
+    timeout: seconds the call may take (None: no limit); past them it is abandoned and raises
+    clattn.CallTimeoutError — OpenCL cannot stop a kernel, so it runs on, holding its context (later calls on
+    that context raise clattn.ContextBusyError until it ends; see wait_abandoned). On the main thread a
+    KeyboardInterrupt (Ctrl-C) abandons a call with mods, or any call given a timeout (math.inf: no limit, but
+    interruptible), the same way.
+
     Returns out, or a tuple (out, lse), (out, weights) or (out, lse, weights). On PyTorch tensors that
     require grad (and with grad enabled) the result is differentiable: its .backward() runs clattn's
     backward pass (clattn_sdpa_backward; float32 arithmetic) for query, key and value.
     """
     if dropout_p:
         raise ArgumentError("dropout_p: clattn computes attention without dropout (give 0.0)")
+    deadline = _deadline(timeout)
     if is_causal and attn_mask is not None:
         raise ArgumentError("attn_mask and is_causal: give one of them (as PyTorch requires)")
     if dtype not in (None, "bfloat16"):
@@ -350,7 +544,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                     algorithm, weights_output, heads, batch)
     out_shape = lead + (q_len, v_dim)
     lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
-    compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
+    compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
     # Zero-size dimensions, as PyTorch's math gives them: no query row (B, H or L = 0) or Ev = 0: an empty
     # output; no key (S = 0): the softmax over nothing weighs nothing, out = 0 (lse = -inf); E = 0: every
     # score is 0 (an empty dot product), so q and k are one zero column each (what the masks and variants
@@ -370,11 +564,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise ArgumentError("weights= and dtype= are not taken with tensors that require grad")
         if empty_rows or no_keys or v_dim == 0 or q.shape[-1] != query.shape[-1]:
             out = _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled,
-                                   targets)
+                                   targets, timeout)
             lse = _empty(q, True, lse_shape, "float32").fill_(-float("inf") if no_keys else 0.0)
             return (out, lse) if return_lse else out
         call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled,
-                "out_shape": out_shape, "lse_shape": lse_shape}
+                "out_shape": out_shape, "lse_shape": lse_shape, "timeout": timeout}
         qx, kx, vx = (t if target is None else t.expand(target) for t, target in zip((query, key, value), targets))
         out, lse = _autograd_function().apply(qx, kx, vx, call)
         return (out, lse) if return_lse else out
@@ -388,9 +582,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif not empty_rows and v_dim == 0 and (lse is not None or w is not None):  # (lse and weights still are)
         v1 = _zeros_like_shape(v, torch_side, v.shape[:-1] + (1,))
         out1 = _empty(q, torch_side, lead + (q_len, 1))
-        _clattn.sdpa(ctx, q, k, v1, out1, lse, mask, w, shape[:-1] + (1,), opts, compiled, dtype == "bfloat16")
+        _call(ctx, _clattn.sdpa, (ctx, q, k, v1, out1, lse, mask, w, shape[:-1] + (1,), opts, compiled,
+                                  dtype == "bfloat16"), deadline, timeout, compiled is not None)
     elif not empty_rows and v_dim:
-        _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16")
+        _call(ctx, _clattn.sdpa, (ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16"),
+              deadline, timeout, compiled is not None)
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())
@@ -481,7 +677,8 @@ def _fill(x, value):
         x.fill(value)
 
 
-def _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled, targets):
+def _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, shape, opts, compiled, targets,
+                     timeout):
     """The differentiable result of a zero-size call (autograd): empty or zero outputs joined to the inputs
     by a zero product (their gradients: zeros of their shapes); E = 0 runs the call with one zero column
     for q and k (value's gradient is what attention over equal scores gives)."""
@@ -490,7 +687,7 @@ def _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, sha
     if no_keys or 0 in out_shape:
         return torch.zeros(out_shape, dtype=query.dtype) + link
     call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled, "out_shape": out_shape,
-            "lse_shape": out_shape[:-1]}
+            "lse_shape": out_shape[:-1], "timeout": timeout}
     vx = value if targets[2] is None else value.expand(targets[2])
     out, _ = _autograd_function().apply(q, k, vx, call)
     return out + link
@@ -572,8 +769,10 @@ def _attention_forward(call, query, key, value, arrays):
     q, k, v = arrays.input(query), arrays.input(key), arrays.input(value)
     out = arrays.empty(call["out_shape"], float32=True)
     lse = arrays.empty(call["lse_shape"], float32=True)
-    _clattn.sdpa(call["context"], q, k, v, out, lse, call["mask"], None, call["shape"], call["options"], call["mods"],
-                 False)
+    timeout = call.get("timeout")  # (a time limit for each pass: the backward runs later)
+    _call(call["context"], _clattn.sdpa, (call["context"], q, k, v, out, lse, call["mask"], None, call["shape"],
+                                          call["options"], call["mods"], False), _deadline(timeout), timeout,
+          call["mods"] is not None)
     return arrays.cast(out, q), lse, (q, k, v, out, lse)
 
 
@@ -584,27 +783,32 @@ def _attention_backward(call, saved, grad_out, arrays):
     q, k, v, out, lse = saved
     dq, dk, dv = (arrays.empty(q.shape, float32=True), arrays.empty(k.shape, float32=True),
                   arrays.empty(v.shape, float32=True))
-    _clattn.sdpa_backward(call["context"], arrays.wide(q), arrays.wide(k), arrays.wide(v), arrays.wide(out), lse,
-                          arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["options"], call["mods"])
+    timeout = call.get("timeout")
+    _call(call["context"], _clattn.sdpa_backward,
+          (call["context"], arrays.wide(q), arrays.wide(k), arrays.wide(v), arrays.wide(out), lse,
+           arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["options"], call["mods"]),
+          _deadline(timeout), timeout, call["mods"] is not None)
     return arrays.cast(dq, q), arrays.cast(dk, k), arrays.cast(dv, v), None
 
 
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
                          kv=None, qk_dim=None, attn_mask=None, is_causal=False, scale=None, window=None, softcap=None,
                          sinks=None, alibi=None, key_lengths=None, algorithm="auto", mods=None, aux=None,
-                         defines=None, dtype=None, context=None):
+                         defines=None, dtype=None, context=None, timeout=None):
     """A multi-head attention layer: Q = X·W_Q + b_Q, K = KV·W_K + b_K, V = KV·W_V + b_V (KV = X, or ``kv``
     for cross-attention), per head SDPA, the heads concatenated, then ·W_O + b_O when w_o is given.
 
     x (B, L, d_model) or (L, d_model); kv (B, S, d_kv); the weights are (in, out) — X·W, the transpose of
     ``torch.nn.Linear.weight`` —: w_q (d_model, heads·Dk), w_k (d_kv, kv_heads·Dk), w_v (d_kv, kv_heads·Dv),
     w_o (heads·Dv, d_out). Masks and options as in scaled_dot_product_attention (attn_mask broadcast to
-    (B, heads, L, S)). Returns (B, L, d_out), or (B, L, heads·Dv) without w_o, of x's kind and type.
+    (B, heads, L, S)); timeout as in scaled_dot_product_attention. Returns (B, L, d_out), or (B, L, heads·Dv)
+    without w_o, of x's kind and type.
     """
     if dtype not in (None, "bfloat16"):
         raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
     if is_causal and attn_mask is not None:
         raise ArgumentError("attn_mask and is_causal: give one of them")
+    deadline = _deadline(timeout)
     ctx = _context(context)
     torch = _sys.modules.get("torch")
     if torch is not None and _wants_grad(x, kv, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, attn_mask):
@@ -646,18 +850,20 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, key_lengths, layout, 0,
                     algorithm, 0, heads, B)
     out = _empty(xt, torch_side, (B, L, d_out if d_out else heads * v_dim))
-    compiled = _mods(ctx, mods, aux, defines) if mods is not None or aux or defines else None
-    _clattn.mha(ctx, xt, kvt, out, ws["w_q"], ws["b_q"], ws["w_k"], ws["b_k"], ws["w_v"], ws["b_v"], ws["w_o"],
-                ws["b_o"], mask, None, (B, L, S, d_model, d_kv, heads, kv_heads, qk_dim, v_dim, d_out), opts,
-                compiled, dtype == "bfloat16")
+    compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
+    _call(ctx, _clattn.mha, (ctx, xt, kvt, out, ws["w_q"], ws["b_q"], ws["w_k"], ws["b_k"], ws["w_v"], ws["b_v"],
+                             ws["w_o"], ws["b_o"], mask, None,
+                             (B, L, S, d_model, d_kv, heads, kv_heads, qk_dim, v_dim, d_out), opts, compiled,
+                             dtype == "bfloat16"), deadline, timeout, compiled is not None)
     return out[0] if squeeze else out
 
 
-def merge(outputs, lses, *, sinks=None, context=None):
+def merge(outputs, lses, *, sinks=None, context=None, timeout=None):
     """Merge partial attention results over disjoint key sets into the result over their union
     (clattn_merge): outputs[p] (..., H, L, Dv) and lses[p] (..., H, L), float32, as scaled_dot_product_attention
-    returns them with return_lse=True for each slice of the keys. sinks: a logit per head, counted once.
-    Returns (out, lse)."""
+    returns them with return_lse=True for each slice of the keys. sinks: a logit per head, counted once;
+    timeout as in scaled_dot_product_attention. Returns (out, lse)."""
+    deadline = _deadline(timeout)
     ctx = _context(context)
     if not outputs or len(outputs) != len(lses):
         raise ArgumentError("outputs and lses: as many of each, at least one")
@@ -673,7 +879,8 @@ def merge(outputs, lses, *, sinks=None, context=None):
         batch *= d
     out = _empty(outs[0], torch_side, shape, "float32")
     lse = _empty(outs[0], torch_side, shape[:-1], "float32")
-    _clattn.merge(ctx, outs, ls, out, lse, (batch, heads, q_len, v_dim), _per_head(sinks, "sinks", heads))
+    _call(ctx, _clattn.merge, (ctx, outs, ls, out, lse, (batch, heads, q_len, v_dim), _per_head(sinks, "sinks", heads)),
+          deadline, timeout)
     return out, lse
 
 
@@ -701,16 +908,16 @@ class KVCache:
     @property
     def lengths(self):
         """The rows each sequence holds (a tuple of batch integers)."""
-        return self._cache.lengths
+        return _call(self.context, getattr, (self._cache, "lengths"))
 
     @property
     def blocks_used(self):
         """Paged caches: the pool's blocks handed to sequences so far."""
-        return self._cache.blocks_used
+        return _call(self.context, getattr, (self._cache, "blocks_used"))
 
     def reset(self):
         """Empty every sequence."""
-        self._cache.reset()
+        _call(self.context, self._cache.reset, ())
 
     def append(self, key, value):
         """Append n rows to every sequence: key (batch, kv_heads, n, head_dim), value (…, v_dim)."""
@@ -718,7 +925,7 @@ class KVCache:
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
             raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
-        self._cache.append(k, v, int(k.shape[2]), self.dtype == "bfloat16")
+        _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self.dtype == "bfloat16"))
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
                return_lse=False, algorithm="auto"):
@@ -733,5 +940,5 @@ class KVCache:
                         heads, self.batch)
         out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
         lse = _empty(q, torch_side, (self.batch, heads, q_len), "float32") if return_lse else None
-        self._cache.attend(q, out, lse, heads, q_len, opts, self.dtype == "bfloat16")
+        _call(self.context, self._cache.attend, (q, out, lse, heads, q_len, opts, self.dtype == "bfloat16"))
         return (out, lse) if return_lse else out

@@ -11,6 +11,12 @@ class Error(RuntimeError):
 
 class ArgumentError(ValueError, RuntimeError): ...
 
+class CallTimeoutError(Error, TimeoutError): ...
+
+class ContextBusyError(Error):
+    status: None  # type: ignore[assignment]
+    status_name: None  # type: ignore[assignment]
+
 class Context:
     def __init__(self, device: Optional[str] = ...) -> None: ...
     @property
@@ -27,7 +33,7 @@ def scaled_dot_product_attention(
     offsets: Optional[Sequence[int]] = ..., key_lengths: Optional[Sequence[int]] = ..., return_lse: bool = ...,
     weights: Optional[str] = ..., algorithm: str = ..., mods: Optional[str] = ...,
     aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
-    dtype: Optional[str] = ..., context: Optional[Context] = ...,
+    dtype: Optional[str] = ..., context: Optional[Context] = ..., timeout: Optional[float] = ...,
 ) -> Union[Tensor, Tuple[Tensor, ...]]: ...
 def multi_head_attention(
     x: Tensor, w_q: Any, w_k: Any, w_v: Any, w_o: Any = ..., b_q: Any = ..., b_k: Any = ..., b_v: Any = ...,
@@ -37,10 +43,11 @@ def multi_head_attention(
     sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
     key_lengths: Optional[Sequence[int]] = ..., algorithm: str = ..., mods: Optional[str] = ...,
     aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
-    dtype: Optional[str] = ..., context: Optional[Context] = ...,
+    dtype: Optional[str] = ..., context: Optional[Context] = ..., timeout: Optional[float] = ...,
 ) -> Tensor: ...
 def merge(outputs: Sequence[Tensor], lses: Sequence[Any], *, sinks: Optional[Sequence[float]] = ...,
-          context: Optional[Context] = ...) -> Tuple[Tensor, Tensor]: ...
+          context: Optional[Context] = ..., timeout: Optional[float] = ...) -> Tuple[Tensor, Tensor]: ...
+def wait_abandoned(context: Optional[Context] = ..., timeout: Optional[float] = ...) -> bool: ...
 
 class KVCache:
     context: Context
