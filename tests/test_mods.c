@@ -574,55 +574,57 @@ static void ref_layer_mods(const clattn_mha_desc *d, const ref_mods *rm, const f
                            const clattn_mha_host_weights *w, double *out)
 {
     const size_t B = d->batch, L = d->q_len, DM = d->model_dim, H = d->heads, D = d->qk_dim;
-    ck_assert_msg(d->kv_heads == 0 && (d->v_dim == 0 || d->v_dim == D) && !w->b_q && !w->b_k && !w->b_v && !w->b_o &&
-                      (d->out_dim == 0 || d->out_dim == DM),
+    const size_t DV = d->v_dim ? d->v_dim : D;
+    ck_assert_msg(d->kv_heads == 0 && !w->b_q && !w->b_k && !w->b_v && !w->b_o && (d->out_dim == 0 || d->out_dim == DM),
                   "%s: ref_layer_mods covers self-attention without biases only", tu_label());
     double *proj[3], *heads[3];
     const float *wqkv[3] = {w->w_q, w->w_k, w->w_v};
     for (int t = 0; t < 3; t++) {
-        proj[t] = tu_dalloc(B * L * H * D);
-        heads[t] = tu_dalloc(B * H * L * D);
-        ref_matmul(B * L, DM, H * D, x, wqkv[t], NULL, proj[t]);
-        for (size_t b = 0; b < B; b++) /* (B, L, H·D) → (B, H, L, D) */
+        const size_t dt = t == 2 ? DV : D;
+        proj[t] = tu_dalloc(B * L * H * dt);
+        heads[t] = tu_dalloc(B * H * L * dt);
+        ref_matmul(B * L, DM, H * dt, x, wqkv[t], NULL, proj[t]);
+        for (size_t b = 0; b < B; b++) /* (B, L, H·dt) → (B, H, L, dt) */
             for (size_t h = 0; h < H; h++)
                 for (size_t i = 0; i < L; i++)
-                    for (size_t c = 0; c < D; c++)
-                        heads[t][((b * H + h) * L + i) * D + c] = proj[t][(b * L + i) * H * D + h * D + c];
+                    for (size_t c = 0; c < dt; c++)
+                        heads[t][((b * H + h) * L + i) * dt + c] = proj[t][(b * L + i) * H * dt + h * dt + c];
     }
-    clattn_sdpa_desc sd = tu_sdpa_desc(B, H, L, L, D, 0);
+    clattn_sdpa_desc sd = tu_sdpa_desc(B, H, L, L, D, DV);
     sd.scale = d->scale;
     sd.masks = d->masks;
-    double *o = tu_dalloc(B * H * L * D), *cat = tu_dalloc(B * L * H * D);
+    double *o = tu_dalloc(B * H * L * DV), *cat = tu_dalloc(B * L * H * DV);
     ref_sdpa_mods_d(&sd, rm, heads[0], heads[1], heads[2], NULL, o, NULL, NULL);
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < H; h++)
             for (size_t i = 0; i < L; i++)
-                for (size_t c = 0; c < D; c++)
-                    cat[(b * L + i) * H * D + h * D + c] = o[((b * H + h) * L + i) * D + c];
-    ref_matmul_d(B * L, H * D, DM, cat, w->w_o, NULL, out);
+                for (size_t c = 0; c < DV; c++)
+                    cat[(b * L + i) * H * DV + h * DV + c] = o[((b * H + h) * L + i) * DV + c];
+    ref_matmul_d(B * L, H * DV, DM, cat, w->w_o, NULL, out);
 }
 
 /* A layer (clattn_mha_host) with tools/mods/causal.cl, then with its block mask too, and with
  * sliding_window.cl (WINDOW=5): each against the fp64 reference of the layer with the same mask_mod as a
  * C callback (ref_layer_mods), and against the same layer with the built-in equivalent (a causal mask,
- * with a window of 5 keys before). */
+ * with a window of 5 keys before). Head sizes 24 and 16, as the examples' fused calls: the same programs
+ * serve (kernel builds are most of this suite's time on a CPU). */
 START_TEST(test_mha)
 {
-    enum { B = 2, L = 19, DM = 24, H = 3, DK = 8 };
+    enum { B = 2, L = 19, DM = 24, H = 3, DK = 24, DV = 16 };
     const size_t dev = (size_t)_i;
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("mods in a layer (clattn_mha_host) on %s", tu_dev_spec[dev]);
     float *x = tu_falloc(B * L * DM), *wq = tu_falloc(DM * H * DK), *wk = tu_falloc(DM * H * DK),
-          *wv = tu_falloc(DM * H * DK), *wo = tu_falloc(H * DK * DM);
+          *wv = tu_falloc(DM * H * DV), *wo = tu_falloc(H * DV * DM);
     tu_fill_uniform(x, B * L * DM, 1.0f, 91);
     tu_fill_uniform(wq, DM * H * DK, 0.4f, 92);
     tu_fill_uniform(wk, DM * H * DK, 0.4f, 93);
-    tu_fill_uniform(wv, DM * H * DK, 0.4f, 94);
-    tu_fill_uniform(wo, H * DK * DM, 0.4f, 95);
+    tu_fill_uniform(wv, DM * H * DV, 0.4f, 94);
+    tu_fill_uniform(wo, H * DV * DM, 0.4f, 95);
     clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
     w.w_q = wq, w.w_k = wk, w.w_v = wv, w.w_o = wo;
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
-    d.batch = B, d.q_len = L, d.model_dim = DM, d.heads = H, d.qk_dim = DK;
+    d.batch = B, d.q_len = L, d.model_dim = DM, d.heads = H, d.qk_dim = DK, d.v_dim = DV;
     const mod_data data = {NULL, NULL, NULL, 5, 0, 0};
     const ref_mods causal_ref = {NULL, ref_causal, &data}, window_ref = {NULL, ref_window, &data};
     double *ref = tu_dalloc(B * L * DM), *ref_window_out = tu_dalloc(B * L * DM), *plain = tu_dalloc(B * L * DM);
