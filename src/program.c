@@ -437,6 +437,42 @@ void *program_path_state(clattn_context *ctx, const void *key, size_t size, void
     return data;
 }
 
+clattn_status program_cache_options(clattn_context *ctx, const kernel_family *family, size_t index, char *buf,
+                                    size_t size, const family_build **build)
+{
+    if (build)
+        *build = NULL;
+    if (size)
+        buf[0] = '\0';
+    const struct program_cache *c = ctx->programs;
+    size_t seen = 0;
+    for (size_t i = 0; c && i < c->count; i++) {
+        const cache_entry *e = c->entries[i];
+        if (e->family != family || !e->program || seen++ < index)
+            continue;
+        size_t len = 0;
+        cl_int err = clGetProgramBuildInfo(e->program, ctx->device, CL_PROGRAM_BUILD_OPTIONS, 0, NULL, &len);
+        char *text = err == CL_SUCCESS ? malloc(len + 1) : NULL;
+        if (err == CL_SUCCESS && !text)
+            return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "reading %zu bytes of build options", len);
+        if (err == CL_SUCCESS)
+            err = clGetProgramBuildInfo(e->program, ctx->device, CL_PROGRAM_BUILD_OPTIONS, len, text, NULL);
+        if (err != CL_SUCCESS) {
+            free(text);
+            return cl_error(ctx, err, "clGetProgramBuildInfo(CL_PROGRAM_BUILD_OPTIONS)");
+        }
+        text[len] = '\0';
+        if (size)
+            snprintf(buf, size, "%s", text);
+        free(text);
+        if (build)
+            *build = &e->build;
+        return CLATTN_SUCCESS;
+    }
+    return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "the kernel cache holds no program %zu of the %s kernels", index,
+                     family->name);
+}
+
 void program_cache_free(clattn_context *ctx)
 {
     struct program_cache *c = ctx->programs;

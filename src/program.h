@@ -65,6 +65,14 @@ void program_options(const kernel_family *family, const char *options, unsigned 
  * error is set). */
 void *program_path_state(clattn_context *ctx, const void *key, size_t size, void (*release)(clattn_context *, void *));
 
+/* For tests (what a path built, not what it meant to): the build options of the `index`-th program of
+ * `family` that the context's cache holds (counting the programs built, in the order they were first
+ * asked for while none has been evicted: a context's first PROGRAM_CACHE_MAX programs) as the OpenCL
+ * runtime reports them (CL_PROGRAM_BUILD_OPTIONS) into buf (truncated to `size`), and their build
+ * (`build` may be NULL). CLATTN_ERROR_INVALID_VALUE when the cache holds `index` or fewer. */
+clattn_status program_cache_options(clattn_context *ctx, const kernel_family *family, size_t index, char *buf,
+                                    size_t size, const family_build **build);
+
 /* Everything the context's cache holds (clattn_context_free). */
 void program_cache_free(clattn_context *ctx);
 

@@ -10,7 +10,8 @@
  *             reference;
  *   blocks:   block masks from mask_mod (their counts) and from host layouts, on every path, reused; their
  *             refusals;
- *   layers:   clattn_mha_host with causal.cl, and with its block mask, against the built-in causal mask;
+ *   layers:   clattn_mha_host with causal.cl, with its block mask, and with sliding_window.cl, against the
+ *             fp64 reference of the layer with the same mask_mod and against the built-in equivalent;
  *   refusals: sources that do not compile (the log names the user's line), functions missing or taking
  *             other arguments, bad defines and auxiliary tensors, tensors too short for a call, mods of
  *             another context, group calls — each a status and a message, nothing written.
@@ -566,35 +567,93 @@ START_TEST(test_storage_types)
 }
 END_TEST
 
-/* A layer (clattn_mha_host) with tools/mods/causal.cl, then with its block mask too, against the same
- * layer with the built-in causal mask. */
+/* The fp64 reference of a self-attention layer with mods (ref_mha has none: it is a layer of ref_sdpa):
+ * X·W_Q, X·W_K, X·W_V (no biases) split into d's heads, ref_sdpa_mods_d with `rm` (and d's masks) per
+ * head, the heads concatenated and ·W_O. out (B, L, model_dim). */
+static void ref_layer_mods(const clattn_mha_desc *d, const ref_mods *rm, const float *x,
+                           const clattn_mha_host_weights *w, double *out)
+{
+    const size_t B = d->batch, L = d->q_len, DM = d->model_dim, H = d->heads, D = d->qk_dim;
+    const size_t DV = d->v_dim ? d->v_dim : D;
+    ck_assert_msg(d->kv_heads == 0 && !w->b_q && !w->b_k && !w->b_v && !w->b_o && (d->out_dim == 0 || d->out_dim == DM),
+                  "%s: ref_layer_mods covers self-attention without biases only", tu_label());
+    double *proj[3], *heads[3];
+    const float *wqkv[3] = {w->w_q, w->w_k, w->w_v};
+    for (int t = 0; t < 3; t++) {
+        const size_t dt = t == 2 ? DV : D;
+        proj[t] = tu_dalloc(B * L * H * dt);
+        heads[t] = tu_dalloc(B * H * L * dt);
+        ref_matmul(B * L, DM, H * dt, x, wqkv[t], NULL, proj[t]);
+        for (size_t b = 0; b < B; b++) /* (B, L, H·dt) → (B, H, L, dt) */
+            for (size_t h = 0; h < H; h++)
+                for (size_t i = 0; i < L; i++)
+                    for (size_t c = 0; c < dt; c++)
+                        heads[t][((b * H + h) * L + i) * dt + c] = proj[t][(b * L + i) * H * dt + h * dt + c];
+    }
+    clattn_sdpa_desc sd = tu_sdpa_desc(B, H, L, L, D, DV);
+    sd.scale = d->scale;
+    sd.masks = d->masks;
+    double *o = tu_dalloc(B * H * L * DV), *cat = tu_dalloc(B * L * H * DV);
+    ref_sdpa_mods_d(&sd, rm, heads[0], heads[1], heads[2], NULL, o, NULL, NULL);
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < H; h++)
+            for (size_t i = 0; i < L; i++)
+                for (size_t c = 0; c < DV; c++)
+                    cat[(b * L + i) * H * DV + h * DV + c] = o[((b * H + h) * L + i) * DV + c];
+    ref_matmul_d(B * L, H * DV, DM, cat, w->w_o, NULL, out);
+}
+
+/* A layer (clattn_mha_host) with tools/mods/causal.cl, then with its block mask too, and with
+ * sliding_window.cl (WINDOW=5): each against the fp64 reference of the layer with the same mask_mod as a
+ * C callback (ref_layer_mods), and against the same layer with the built-in equivalent (a causal mask,
+ * with a window of 5 keys before). Head sizes 24 and 16, as the examples' fused calls: the same programs
+ * serve (kernel builds are most of this suite's time on a CPU). */
 START_TEST(test_mha)
 {
-    enum { B = 2, L = 19, DM = 24, H = 3, DK = 8 };
+    enum { B = 2, L = 19, DM = 24, H = 3, DK = 24, DV = 16 };
     const size_t dev = (size_t)_i;
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("mods in a layer (clattn_mha_host) on %s", tu_dev_spec[dev]);
     float *x = tu_falloc(B * L * DM), *wq = tu_falloc(DM * H * DK), *wk = tu_falloc(DM * H * DK),
-          *wv = tu_falloc(DM * H * DK), *wo = tu_falloc(H * DK * DM);
+          *wv = tu_falloc(DM * H * DV), *wo = tu_falloc(H * DV * DM);
     tu_fill_uniform(x, B * L * DM, 1.0f, 91);
     tu_fill_uniform(wq, DM * H * DK, 0.4f, 92);
     tu_fill_uniform(wk, DM * H * DK, 0.4f, 93);
-    tu_fill_uniform(wv, DM * H * DK, 0.4f, 94);
-    tu_fill_uniform(wo, H * DK * DM, 0.4f, 95);
+    tu_fill_uniform(wv, DM * H * DV, 0.4f, 94);
+    tu_fill_uniform(wo, H * DV * DM, 0.4f, 95);
     clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
     w.w_q = wq, w.w_k = wk, w.w_v = wv, w.w_o = wo;
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
-    d.batch = B, d.q_len = L, d.model_dim = DM, d.heads = H, d.qk_dim = DK;
+    d.batch = B, d.q_len = L, d.model_dim = DM, d.heads = H, d.qk_dim = DK, d.v_dim = DV;
+    const mod_data data = {NULL, NULL, NULL, 5, 0, 0};
+    const ref_mods causal_ref = {NULL, ref_causal, &data}, window_ref = {NULL, ref_window, &data};
+    double *ref = tu_dalloc(B * L * DM), *ref_window_out = tu_dalloc(B * L * DM), *plain = tu_dalloc(B * L * DM);
+    ref_layer_mods(&d, &causal_ref, x, &w, ref);
+    ref_layer_mods(&d, &window_ref, x, &w, ref_window_out);
+    ref_mha(&d, x, NULL, &w, NULL, plain, NULL);
+    /* The masks matter: without them, and with the window against causal alone, the references differ. */
+    double causal_change = 0, window_change = 0;
+    for (size_t i = 0; i < B * L * DM; i++) {
+        causal_change = fmax(causal_change, fabs(plain[i] - ref[i]));
+        window_change = fmax(window_change, fabs(ref_window_out[i] - ref[i]));
+    }
+    ck_assert_msg(causal_change > 1e-3 && window_change > 1e-3,
+                  "%s: the masks change the reference little (causal %g, the window %g)", tu_label(), causal_change,
+                  window_change);
+
     aux_set none = {0};
     clattn_mods *mods = make_mods(ctx, read_example("causal.cl"), NULL, 0, &none);
     d.mods = mods;
     float *with_mods = tu_host_alloc(B * L * DM, NULL), *built_in = tu_host_alloc(B * L * DM, NULL);
     TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, with_mods, NULL), ctx, "clattn_mha_host with causal.cl");
+    check_close_named("layer with causal.cl against the fp64 reference", with_mods, ref, B * L * DM, NULL);
     clattn_masks m = CLATTN_MASKS_INIT;
     m.causal = CLATTN_CAUSAL_TOP_LEFT;
     d.masks = &m;
     d.mods = NULL;
     TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, built_in, NULL), ctx, "clattn_mha_host, causal");
+    check_close_named("layer with the built-in causal mask against the fp64 reference", built_in, ref, B * L * DM,
+                      NULL);
     double *as_double = tu_dalloc(B * L * DM);
     for (size_t i = 0; i < B * L * DM; i++)
         as_double[i] = (double)built_in[i];
@@ -611,8 +670,32 @@ START_TEST(test_mha)
     d.block_mask = bm;
     float *blocked = tu_host_alloc(B * L * DM, NULL);
     TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, blocked, NULL), ctx, "clattn_mha_host with a block mask");
-    check_close_named("layer with causal.cl's block mask", blocked, as_double, B * L * DM, NULL);
+    check_close_named("layer with causal.cl's block mask against the fp64 reference", blocked, ref, B * L * DM, NULL);
+    check_close_named("layer with causal.cl's block mask against the built-in causal mask", blocked, as_double,
+                      B * L * DM, NULL);
     clattn_block_mask_free(bm);
+    clattn_mods_free(mods);
+    d.block_mask = NULL;
+
+    /* sliding_window.cl: each query sees itself and the 5 keys before it. */
+    static const char *const window_defines[] = {"WINDOW=5"};
+    mods = make_mods(ctx, read_example("sliding_window.cl"), window_defines, 1, &none);
+    d.mods = mods;
+    TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, with_mods, NULL), ctx,
+                 "clattn_mha_host with sliding_window.cl");
+    check_close_named("layer with sliding_window.cl against the fp64 reference", with_mods, ref_window_out, B * L * DM,
+                      NULL);
+    const clattn_window win = {5, 0};
+    m.window = &win;
+    d.masks = &m;
+    d.mods = NULL;
+    TU_ASSERT_OK(clattn_mha_host(ctx, &d, x, NULL, &w, NULL, built_in, NULL), ctx, "clattn_mha_host, causal window");
+    check_close_named("layer with the built-in window against the fp64 reference", built_in, ref_window_out,
+                      B * L * DM, NULL);
+    for (size_t i = 0; i < B * L * DM; i++)
+        as_double[i] = (double)built_in[i];
+    check_close_named("layer with sliding_window.cl against the built-in window", with_mods, as_double, B * L * DM,
+                      NULL);
     clattn_mods_free(mods);
 }
 END_TEST
