@@ -112,23 +112,23 @@ clattn_status check_no_overlap(clattn_context *ctx, const char *fn, const named_
                                const named_mem *inputs, size_t n_inputs)
 {
     for (size_t o = 0; o < n_outputs; o++) {
-        if (!outputs[o].mem)
-            continue;
-        mem_extent out;
-        clattn_status st = mem_extent_of(ctx, &outputs[o], &out);
+        mem_extent out = {0};
+        clattn_status st = outputs[o].mem ? mem_extent_of(ctx, &outputs[o], &out) : CLATTN_SUCCESS;
+        if (st != CLATTN_SUCCESS)
+            return st;
         /* Against the later outputs, then every input. */
-        for (size_t j = o + 1; st == CLATTN_SUCCESS && j < n_outputs + n_inputs; j++) {
+        for (size_t j = o + 1; outputs[o].mem && j < n_outputs + n_inputs; j++) {
             const named_mem *other = j < n_outputs ? &outputs[j] : &inputs[j - n_outputs];
-            mem_extent e;
-            if (!other->mem || (st = mem_extent_of(ctx, other, &e)) != CLATTN_SUCCESS)
+            mem_extent e = {0};
+            if (!other->mem)
                 continue;
+            if ((st = mem_extent_of(ctx, other, &e)) != CLATTN_SUCCESS)
+                return st;
             if (mem_extents_overlap(&out, &e))
                 return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                                  "%s: %s and %s share memory (an output may not alias another output or an input)",
                                  fn, outputs[o].name, other->name);
         }
-        if (st != CLATTN_SUCCESS)
-            return st;
     }
     return CLATTN_SUCCESS;
 }
