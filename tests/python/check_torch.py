@@ -204,3 +204,23 @@ def test_errors_are_pytorchs(ctx):
             F.scaled_dot_product_attention(*args)
         with pytest.raises(RuntimeError):
             clattn.scaled_dot_product_attention(*args, context=ctx)
+
+
+@pytest.mark.parametrize("variant", ["upper_left", "lower_right"])
+@pytest.mark.parametrize("shape", [(23, 56), (56, 23), (31, 31)])
+def test_causal_bias(ctx, variant, shape):
+    """PyTorch's CausalBias (torch.nn.attention.bias) as attn_mask is the top-left or bottom-right causal
+    mask, as PyTorch's own SDPA reads it: before, its meaningless memory was read as a float mask (NaN or
+    garbage; lower-right refused as not broadcasting). With is_causal=True it is refused as PyTorch does."""
+    from torch.nn.attention import bias as causal_bias
+    L, S = shape
+    gen = torch.Generator().manual_seed(L * 100 + S)
+    q, k, v = (torch.rand(2, 3, n, 16, generator=gen) for n in (L, S, S))
+    mask = getattr(causal_bias, "causal_" + variant)(L, S)
+    got = clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, context=ctx)
+    want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    finite = torch.isfinite(want)  # (PyTorch's rows that see no key are NaN; clattn's are 0, as documented)
+    assert bool((got[~finite] == 0).all())
+    assert (got[finite] - want[finite]).abs().max().item() < 1e-5
+    with pytest.raises(RuntimeError, match="CausalBias should not be used with causal=True"):
+        clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True, context=ctx)

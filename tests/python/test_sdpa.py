@@ -107,16 +107,22 @@ VARIANTS = {
     "scale": dict(scale=0.3),
     "everything": dict(is_causal=True, window=(9, None), softcap=3.0, sinks=[0.1, 0.2, 0.3, 0.4],
                        alibi=[-0.1, -0.2, -0.3, -0.4], offsets=[12, 5], key_lengths=[25, 19], scale=0.2),
+    # Windows over several 64-key tiles (issue 36 item 17): no tile is wholly visible to a work-item's rows.
+    "tiles: window (8, 0)": dict(window=(8, 0), shape=(150, 200)),
+    "tiles: window (8, 4)": dict(window=(8, 4), shape=(200, 200)),
+    "tiles: causal window (8, 4), key lengths": dict(is_causal=True, window=(8, 4), key_lengths=[190, 131],
+                                                     shape=(150, 200)),
 }
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 @pytest.mark.parametrize("algorithm", ["fused", "staged"])
 def test_variants(ctx, rng, name, algorithm):
-    kwargs = VARIANTS[name]
-    q, _ = make(rng, (2, 4, 13, 16))
-    k, _ = make(rng, (2, 2, 25, 16))
-    v, _ = make(rng, (2, 2, 25, 16))
+    kwargs = dict(VARIANTS[name])
+    L, S = kwargs.pop("shape", (13, 25))
+    q, _ = make(rng, (2, 4, L, 16))
+    k, _ = make(rng, (2, 2, S, 16))
+    v, _ = make(rng, (2, 2, S, 16))
     out, lse = clattn.scaled_dot_product_attention(q, k, v, enable_gqa=True, return_lse=True, algorithm=algorithm,
                                                    context=ctx, **kwargs)
     rk = dict(kwargs)

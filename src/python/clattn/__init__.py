@@ -507,6 +507,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p:
         raise ArgumentError("dropout_p: clattn computes attention without dropout (give 0.0)")
     deadline = _deadline(timeout)
+    causal, attn_mask = _causal_of(attn_mask, is_causal, query, key)
     if is_causal and attn_mask is not None:
         raise ArgumentError("attn_mask and is_causal: give one of them (as PyTorch requires)")
     if dtype not in (None, "bfloat16"):
@@ -540,7 +541,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if weights not in _WEIGHTS:
             raise ArgumentError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
         weights_output = _WEIGHTS[weights]
-    opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
+    opts = _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
                     algorithm, weights_output, heads, batch)
     out_shape = lead + (q_len, v_dim)
     lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
@@ -590,6 +591,33 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())
+
+
+def _causal_of(attn_mask, is_causal, query, key):
+    """(clattn's causal kind, the mask left to read) for a call's attn_mask and is_causal. PyTorch's
+    CausalBias (torch.nn.attention.bias.causal_upper_left / causal_lower_right) is a tensor subclass whose
+    memory means nothing (PyTorch dispatches on it): it becomes the built-in top-left or bottom-right causal
+    mask. Any other tensor subclass that overrides __torch_function__ is refused rather than read."""
+    torch = _sys.modules.get("torch")
+    if attn_mask is None or torch is None or not isinstance(attn_mask, torch.Tensor):
+        return (1 if is_causal else 0), attn_mask
+    bias = _sys.modules.get("torch.nn.attention.bias")
+    if bias is not None and isinstance(attn_mask, bias.CausalBias):
+        if is_causal:
+            raise ArgumentError("CausalBias should not be used with causal=True (as PyTorch requires)")
+        q_len, kv_len = query.shape[-2], key.shape[-2]
+        if (attn_mask.seq_len_q, attn_mask.seq_len_kv) != (q_len, kv_len):
+            raise ArgumentError(f"attn_mask: a CausalBias for L={attn_mask.seq_len_q}, S={attn_mask.seq_len_kv} "
+                                f"given to a call of L={q_len}, S={kv_len}")
+        lower_right = attn_mask.variant == bias.CausalVariant.LOWER_RIGHT
+        return (2 if lower_right else 1), None
+    plain = (torch.Tensor.__torch_function__, torch._C._disabled_torch_function_impl)
+    if getattr(type(attn_mask).__torch_function__, "__func__", type(attn_mask).__torch_function__) not in [
+            getattr(f, "__func__", f) for f in plain]:
+        raise ArgumentError(f"attn_mask is a {type(attn_mask).__name__}, a tensor subclass with its own "
+                            "__torch_function__: its memory may not hold the mask it stands for; pass a plain "
+                            "tensor")
+    return (1 if is_causal else 0), attn_mask
 
 
 def _broadcast_qkv(qs, ks, vs, enable_gqa):
