@@ -22,6 +22,25 @@ __kernel void clattn_backward_delta(CLATTN_PARAMETERS(CLATTN_BACKWARD_DELTA_PARA
     delta[r] = sum;
 }
 
+/* Whether everything the lanes kernel multiplies is finite: K and V (n_kv elements each, a work-item an
+ * element) and every row's D (finite exactly when dO and O are) and lse (NaN or +inf where Q is not
+ * finite; −inf, a row that sees nothing, is fine). Any other value sets *nonfinite (the host then takes
+ * the row kernels, which skip the pairs without weight one by one). */
+__kernel void clattn_backward_finite(CLATTN_PARAMETERS(CLATTN_BACKWARD_FINITE_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_FINITE_PARAMS)
+    const ulong e = get_global_id(0);
+    bool bad = false;
+    if (e < n_k)
+        bad = !isfinite(k[e]);
+    if (e < n_v)
+        bad |= !isfinite(v[e]);
+    if (e < rows)
+        bad |= !isfinite(delta[e]) || isnan(lse[e]) || lse[e] == INFINITY;
+    if (bad)
+        atomic_or(nonfinite, 1);
+}
+
 /* What one (query row, key) pair gives the gradients: its weight P (0 where hidden) and dS (see above),
  * from the scaled score s of the row's terms t at position p against key j. A pair whose weight is 0
  * (hidden, or too small to count) gives no gradient at all — every kernel skips it, as the reference

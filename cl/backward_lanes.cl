@@ -13,6 +13,9 @@
  *            a row does not see the whole tile plainly: cl/backward.cl's clattn_backward_pair)
  *   dV, dK   dvt[d][keys] += Σ_r dO_rd · P[r][keys], dkt[d][keys] += Σ_r q_rd · dS[r][keys]
  *   dQ       dQ_r[d] += Σ_key dS[r][key] · kn[key][d] (d in the lanes), added to the row in memory.
+ * Every factor here is finite (the host sends a call with a non-finite Q, K, V or dO to cl/backward.cl's
+ * row kernels: clattn_backward_finite), so a hidden pair's terms — its weight 0 times finite values — are
+ * exactly 0, with no test in the vector products.
  * The chunk's work-item is the only one that writes its dQ rows (grad_q itself where there is one chunk,
  * else the chunk's own copy, summed in chunk order by clattn_backward_dq_sum) and its dK, dV rows: every
  * sum has one order, and the gradients the same bits run after run.
@@ -52,7 +55,6 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
     const ulong chunk_end = min((chunk + 1) * chunk_keys, kv_len);
     for (ulong j0 = chunk * chunk_keys; j0 < chunk_end; j0 += KB) {
         const ulong tile_keys = min((ulong)KB, chunk_end - j0);
-        bool keys_finite = true;
         for (int x = 0; x < KB; x++) {
             const bool in = (ulong)x < tile_keys;
             __global const float *kj = k + (bg * kv_len + j0 + x) * dk, *vj = v + (bg * kv_len + j0 + x) * dv;
@@ -60,7 +62,6 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                 const float value = in && (ulong)d < dk ? kj[d] : 0.0f;
                 ((float *)kt_v)[d * KB + x] = value;
                 kn[x * DK + d] = value;
-                keys_finite &= isfinite(value);
             }
             for (int d = 0; d < DV; d++)
                 ((float *)vt_v)[d * KB + x] = in && (ulong)d < dv ? vj[d] : 0.0f;
@@ -81,7 +82,6 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                 ulong row[QS], begin[QS], end[QS];
                 float lse_r[QS], delta_r[QS];
                 bool any_seen = false, vector_weights = mask_layout == MASK_NONE && !score_terms;
-                bool pairwise = !keys_finite; /* products pair by pair: see below */
                 float seen_from[QS], seen_to[QS]; /* the tile's keys [from, to) a row sees, from its first */
                 UNROLL for (int r = 0; r < QS; r++) {
                     const ulong i = min(i0 + r, q_len - 1); /* a row past the end: the last, seeing nothing */
@@ -92,9 +92,8 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                         begin[r] = end[r] = 0;
                     lse_r[r] = lse[row[r]];
                     delta_r[r] = delta[row[r]];
-                    pairwise |= !isfinite(delta_r[r]) || isnan(lse_r[r]) || lse_r[r] == INFINITY;
                     const bool seen = begin[r] < j0 + tile_keys && end[r] > j0;
-                    any_seen |= seen && lse_r[r] != -INFINITY; /* (a NaN lse: a NaN row, seen) */
+                    any_seen |= seen && lse_r[r] > -INFINITY;
                     vector_weights &= !seen || lse_r[r] > -INFINITY;
                     seen_from[r] = seen ? (float)(max(begin[r], j0) - j0) : 0.0f;
                     seen_to[r] = seen ? (float)(min(end[r], j0 + tile_keys) - j0) : 0.0f;
@@ -135,8 +134,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                                                    clattn_exp_weight(fma(s_v[r * KVEC + x], (vec_t)scale, (vec_t)-lse_or_0)),
                                                    key >= seen_from[r] && key < seen_to[r]);
                             s_v[r * KVEC + x] = p;
-                            dp_v[r * KVEC + x] = select((vec_t)0.0f, p * (dp_v[r * KVEC + x] - delta_r[r]) * scale,
-                                                        p != (vec_t)0.0f);
+                            dp_v[r * KVEC + x] = p * (dp_v[r * KVEC + x] - delta_r[r]) * scale;
                         }
                 } else {
                     for (int r = 0; r < QS; r++) {
@@ -155,25 +153,6 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                             dp[r * KB + x] = ds;
                         }
                     }
-                }
-
-                /* A non-finite dO or Q row (its D or lse not finite) or K value in the step: the products
-                 * pair by pair, over the pairs with weight only, as the reference takes them (the vector
-                 * products below would multiply it by the 0 weights of hidden pairs, and 0·NaN is NaN). */
-                if (pairwise) {
-                    for (int r = 0; r < QS; r++)
-                        for (int x = 0; x < KB; x++) {
-                            const float weight = s[r * KB + x], ds = dp[r * KB + x];
-                            if (weight == 0.0f)
-                                continue;
-                            for (ulong d = 0; d < dv; d++)
-                                ((float *)dvt_v)[d * KB + x] = fma(dout[row[r] * dv + d], weight, ((float *)dvt_v)[d * KB + x]);
-                            for (ulong d = 0; d < dk; d++) {
-                                ((float *)dkt_v)[d * KB + x] = fma(q[row[r] * dk + d], ds, ((float *)dkt_v)[d * KB + x]);
-                                dq[row[r] * dk + d] = fma(ds, kn[x * DK + d], dq[row[r] * dk + d]);
-                            }
-                        }
-                    continue;
                 }
 
                 /* dV and dK: each accumulator vector of the tile once per step, QS rows into it. (Written out

@@ -253,6 +253,15 @@
     CLATTN_BACKWARD_PARAMS(X)                                                                                \
     X(ALL, MEM, __global float *, probs, 0)                                                                  \
     X(ALL, MEM, __global float *, dscores, 0)
+#define CLATTN_BACKWARD_FINITE_PARAMS(X)                                                                     \
+    X(ALL, MEM, __global const float *, k, 0)                                                                \
+    X(ALL, MEM, __global const float *, v, 0)                                                                \
+    X(ALL, MEM, __global const float *, delta, 0)                                                            \
+    X(ALL, MEM, __global const float *, lse, 0)                                                              \
+    X(ALL, MEM, __global int *, nonfinite, 0)                                                                \
+    X(ALL, ULONG, ulong, n_k, 0)                                                                             \
+    X(ALL, ULONG, ulong, n_v, 0)                                                                             \
+    X(ALL, ULONG, ulong, rows, 0)
 #define CLATTN_BACKWARD_DQ_SUM_PARAMS(X)                                                                     \
     X(ALL, MEM, __global const float *, parts, 0)                                                            \
     X(ALL, MEM, __global float *, grad_q, 0)                                                                 \

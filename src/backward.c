@@ -5,6 +5,7 @@
 #include "context.h"
 #include "convert.h"
 #include "error.h"
+#include "fault.h"
 #include "masks.h"
 #include "mods.h"
 #include "program.h"
@@ -116,7 +117,7 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
             return st;
         p->grad_q = parts;
     }
-    kernel_args a = kernel_args_begin(fb->kernels[7]);
+    kernel_args a = kernel_args_begin(fb->kernels[8]);
     params_bind(&a, &params_backward_lanes, p, fb->features);
     const size_t global[2] = {chunks, pairs}, local[2] = {1, 1};
     if ((st = kernel_launch(ctx, &a, "backward, keys in lanes", 2, global, local)) != CLATTN_SUCCESS || chunks == 1)
@@ -126,6 +127,36 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
     params_bind(&a, &params_backward_dq_sum, &sp, fb->features);
     const size_t elems[1] = {s->q_elems};
     return kernel_launch_auto(ctx, &a, "backward dQ sum", 1, elems);
+}
+
+/* Whether K, V, every D and every lse are finite (cl/backward.cl's clattn_backward_finite): the lanes
+ * kernel's vector products multiply hidden pairs' zero weights by them, which only the finite allow. */
+static clattn_status all_finite(clattn_context *ctx, const sdpa_shape *s, const family_build *fb, cl_mem k, cl_mem v,
+                                cl_mem delta, cl_mem lse, bool *finite)
+{
+    const cl_int none = 0;
+    cl_mem flag = NULL;
+    clattn_status st = scratch_upload(ctx, SCRATCH_BACKWARD_FLAG, &none, sizeof none, "the finiteness check's flag",
+                                      &flag);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    backward_finite_params fp = {.k = k, .v = v, .delta = delta, .lse = lse, .nonfinite = flag,
+                                 .n_k = s->k_elems, .n_v = s->v_elems, .rows = s->lse_elems};
+    kernel_args a = kernel_args_begin(fb->kernels[7]);
+    params_bind(&a, &params_backward_finite, &fp, fb->features);
+    size_t n = s->k_elems > s->v_elems ? s->k_elems : s->v_elems;
+    n = n > s->lse_elems ? n : s->lse_elems;
+    const size_t global[1] = {n};
+    if ((st = kernel_launch_auto(ctx, &a, "backward finiteness check", 1, global)) != CLATTN_SUCCESS)
+        return st;
+    cl_int bad = none;
+    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueReadBuffer(ctx->queue, flag, CL_TRUE, 0, sizeof bad, &bad, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return cl_error(ctx, err, "reading the backward's finiteness check back");
+    *finite = bad == none;
+    return CLATTN_SUCCESS;
 }
 
 /* The pass on float32 tensors. */
@@ -160,8 +191,14 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
                          .grad_k = dk, .grad_v = dv, .batch = s->batch, .heads = s->heads, .group = s->group,
                          .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale};
     PARAMS_SET_MASKS(backward_params, &p, &masks);
+    /* The keys-in-lanes kernel where it was built and every factor is finite; a NaN or inf anywhere in
+     * Q, K, V or dO sends the call to the row kernels, which skip the pairs without weight one by one
+     * (so that the non-finite value reaches only the gradients the math sends it to). */
+    bool lanes = s->algorithm != CLATTN_ALGORITHM_STAGED && vec > 1 && fb->kernels[8];
+    if (lanes && (st = all_finite(ctx, s, fb, k, v, delta, lse, &lanes)) != CLATTN_SUCCESS)
+        return st;
     st = s->algorithm == CLATTN_ALGORITHM_STAGED ? staged(ctx, s, fb, &p)
-         : vec > 1 && fb->kernels[7]           ? keys_in_lanes(ctx, s, fb, vec, &p)
+         : lanes                               ? keys_in_lanes(ctx, s, fb, vec, &p)
                                                : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
         return st;

@@ -78,6 +78,9 @@ const kernel_params params_backward_staged_dq = PARAM_TABLE("clattn_backward_sta
 const kernel_params params_backward_staged_dkdv =
     PARAM_TABLE("clattn_backward_staged_dkdv", CLATTN_BACKWARD_STAGED_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT backward_finite_params
+const kernel_params params_backward_finite = PARAM_TABLE("clattn_backward_finite", CLATTN_BACKWARD_FINITE_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT backward_dq_sum_params
 const kernel_params params_backward_dq_sum = PARAM_TABLE("clattn_backward_dq_sum", CLATTN_BACKWARD_DQ_SUM_PARAMS);
 #undef PARAM_STRUCT
@@ -194,9 +197,9 @@ const kernel_family family_backward = {"backward",
                                        {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
                                         &params_backward_dq_sum, &params_backward_staged_weights,
                                         &params_backward_staged_dq, &params_backward_staged_dkdv,
-                                        &params_backward_lanes},
+                                        &params_backward_finite, &params_backward_lanes},
+                                       9,
                                        8,
-                                       7,
                                        NULL};
 /* The layer's backward pass: its copies between layouts and its bias gradients. */
 const kernel_family family_layer_backward = {"layer backward", {"layer_backward.cl"}, 1,

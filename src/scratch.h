@@ -35,6 +35,7 @@ typedef enum scratch_slot {
     SCRATCH_GRAD_K,
     SCRATCH_GRAD_V,
     SCRATCH_DSCORES,     /* the staged backward's dS (its P: SCRATCH_SCORES) */
+    SCRATCH_BACKWARD_FLAG, /* the backward's check that what the lanes kernel multiplies is finite */
     SCRATCH_COUNT
 } scratch_slot;
 
