@@ -272,27 +272,13 @@ static void softmax_host(const float *in, size_t rows, size_t cols, const float 
     }
 }
 
-/* Floats in order: the distance of a and b in units in the last place (0 for two NaNs or equal values). */
-static int64_t ulps_apart(float a, float b)
-{
-    if (isnan(a) || isnan(b))
-        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
-    if (a == b)
-        return 0;
-    int32_t ia, ib;
-    memcpy(&ia, &a, sizeof ia);
-    memcpy(&ib, &b, sizeof ib);
-    const int64_t oa = ia < 0 ? -(int64_t)(ia & 0x7fffffff) : ia, ob = ib < 0 ? -(int64_t)(ib & 0x7fffffff) : ib;
-    return oa > ob ? oa - ob : ob - oa;
-}
-
 /* got against want: every element within one unit, or both below FLT_MIN (a device that flushes
  * subnormal results gives 0 there); *differ counts the others that are not equal, *flushed those. */
 static void check_within_ulp(const char *what, const float *got, const float *want, size_t n, size_t *differ,
                              size_t *flushed)
 {
     for (size_t i = 0; i < n; i++) {
-        const int64_t d = ulps_apart(got[i], want[i]);
+        const int64_t d = tu_ulps_apart(got[i], want[i]);
         const bool tiny = fabsf(want[i]) < FLT_MIN && fabsf(got[i]) < FLT_MIN;
         ck_assert_msg(d <= 1 || tiny, "%s: %s[%zu] = %.9g, expected %.9g (%lld units apart)", tu_label(), what, i,
                       (double)got[i], (double)want[i], (long long)d);

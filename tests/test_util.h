@@ -67,6 +67,9 @@ extern double tu_max_ratio;   /* the largest |out − ref| / tolerance seen by c
 /* |out−ref| ≤ 2e-5 + 1e-4·|ref| for every element (infinities must match exactly, NaN never passes).
  * Fails the test at the first bad index. max_err (may be NULL) receives the largest |out−ref|. */
 void check_close(const float *out, const double *ref, size_t n, double *max_err);
+/* Floats in order: how many units in the last place apart a and b are (0 for equal values and for two
+ * NaNs, INT64_MAX for one NaN). */
+int64_t tu_ulps_apart(float a, float b);
 /* The same, naming the tensor in the failure message. */
 void check_close_named(const char *what, const float *out, const double *ref, size_t n,
                        double *max_err);

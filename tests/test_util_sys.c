@@ -120,6 +120,19 @@ void check_close_rounded(const char *what, const float *out, const double *ref, 
         *max_err = local;
 }
 
+int64_t tu_ulps_apart(float a, float b)
+{
+    if (isnan(a) || isnan(b))
+        return isnan(a) && isnan(b) ? 0 : INT64_MAX;
+    if (a == b)
+        return 0;
+    int32_t ia, ib;
+    memcpy(&ia, &a, sizeof ia);
+    memcpy(&ib, &b, sizeof ib);
+    const int64_t oa = ia < 0 ? -(int64_t)(ia & 0x7fffffff) : ia, ob = ib < 0 ? -(int64_t)(ib & 0x7fffffff) : ib;
+    return oa > ob ? oa - ob : ob - oa;
+}
+
 void check_close(const float *out, const double *ref, size_t n, double *max_err)
 {
     check_close_named("out", out, ref, n, max_err);
