@@ -15,7 +15,7 @@
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "clattn/clattn_mpi.h"
 
-#include "../versioned_rule.h"
+#include "../base/versioned_rule.h"
 #include "deadline.h"
 #include "fingerprint.h"
 

@@ -28,7 +28,7 @@ clattn_status sdpa_check(clattn_context *ctx, const clattn_sdpa_desc *desc, bool
 
 /* A double softmax needs the staged path — float_only names the float32-only path asked for, which
  * refuses it; NULL when the staged path will run. (A device without cl_khr_fp64 runs it in float-float
- * arithmetic: src/staged.c.) */
+ * arithmetic: src/attention/staged.c.) */
 static clattn_status check_softmax_double(clattn_context *ctx, const sdpa_shape *s, const char *float_only)
 {
     if (!s->softmax_double)

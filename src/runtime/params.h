@@ -8,7 +8,7 @@
 #include "clattn/clattn.h"
 #include "launch.h"
 
-#include "../cl/params.h" /* the lists, shared with the kernels */
+#include "../../cl/params.h" /* the lists, shared with the kernels */
 
 #include <stddef.h>
 
@@ -125,7 +125,7 @@ typedef struct kernel_family {
 } kernel_family;
 
 /* family_softmax_double's two builds of cl/softmax_double.cl: double arithmetic (cl_khr_fp64), or
- * float-float arithmetic for devices without it (src/staged.c chooses). */
+ * float-float arithmetic for devices without it (src/attention/staged.c chooses). */
 #define SOFTMAX_DOUBLE_FP64_OPTIONS "-cl-std=CL1.2"
 #define SOFTMAX_DOUBLE_FF_OPTIONS "-cl-std=CL1.2 -DSM_FLOAT_FLOAT=1"
 
