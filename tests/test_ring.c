@@ -537,7 +537,7 @@ START_TEST(test_fingerprints)
     ck_assert_msg(st == CLATTN_ERROR_NULL_ARGUMENT && who == 1 && strstr(text, "rank 1: host array q"), "%s", text);
     /* …and a field that differs is a shape mismatch naming the rank and the field. */
     memcpy(foreign, all, sizeof all);
-    foreign[2].field[4] += 1; /* kv_len */
+    foreign[2].field[3] += 1; /* kv_len (call_options.def: batch, heads, q_len, kv_len, …) */
     st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
     ck_assert_msg(st == CLATTN_ERROR_SHAPE_MISMATCH && who == 2 && strstr(text, "rank 2's kv_len is 48"), "%s", text);
 }
