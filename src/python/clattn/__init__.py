@@ -329,26 +329,48 @@ def _per_batch(values, name, count, kind):
 
 
 def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, mask_layout, mask_cols,
-             algorithm, weights_output, heads, batch):
-    """The tuple the C side's options_read takes (attention.c)."""
+             algorithm, weights_output, heads, batch, logit_scale=None):
+    """The keyword arguments the C side takes (attention.c's py_options_read: the C fields of
+    src/call_options.def), those given only."""
+    opts = {}
     if scale is not None:
-        scale = float(scale)
+        opts["scale"] = float(scale)
     if window is not None:
         if isinstance(window, int):
             window = (window, 0)
         try:
             left, right = window
-            window = (-1 if left is None else int(left), -1 if right is None else int(right))
+            opts["window"] = (-1 if left is None else int(left), -1 if right is None else int(right))
         except (TypeError, ValueError):
             raise TypeError("window must be (left, right): keys before and after each query (None: unbounded)") \
                 from None
     try:
-        algorithm = _ALGORITHMS[algorithm]
+        opts["algorithm"] = _ALGORITHMS[algorithm]
     except KeyError:
         raise ArgumentError(f"algorithm must be one of {sorted(_ALGORITHMS)}, not {algorithm!r}") from None
-    return (scale, causal, window, float(softcap or 0.0), _per_head(sinks, "sinks", heads),
-            _per_head(alibi, "alibi", heads), _per_batch(offsets, "offsets", batch, int),
-            _per_batch(key_lengths, "key_lengths", batch, int), mask_layout, mask_cols, algorithm, weights_output)
+    if softcap:
+        opts["softcap"] = float(softcap)
+    for name, values in (("sinks", _per_head(sinks, "sinks", heads)), ("alibi_slopes", _per_head(alibi, "alibi", heads)),
+                         ("logit_scale", _per_head(logit_scale, "logit_scale", heads)),
+                         ("query_offsets", _per_batch(offsets, "offsets", batch, int)),
+                         ("key_lengths", _per_batch(key_lengths, "key_lengths", batch, int))):
+        if values is not None:
+            opts[name] = values
+    for name, value in (("causal", causal), ("additive", mask_layout), ("mask_kv_len", mask_cols),
+                        ("weights_output", weights_output)):
+        if value:
+            opts[name] = value
+    return opts
+
+
+def _sdpa_call(ctx, q, k, v, out, lse, mask, w, shape, opts, mods, bf16):
+    """_clattn.sdpa with the options as keywords."""
+    return _clattn.sdpa(ctx, q, k, v, out, lse, mask, w, shape, mods, bf16, **opts)
+
+
+def _with_options(fn, opts):
+    """fn with the options as keywords (for _call, which passes positional arguments)."""
+    return lambda *args: fn(*args, **opts)
 
 
 def _mask_layout(mask_shape, batch_shape, heads, q_len, kv_len):
@@ -473,8 +495,9 @@ def _mods(context, source, aux, defines, deadline=None, timeout=None):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False, *, window=None, softcap=None, sinks=None, alibi=None,
-                                 offsets=None, key_lengths=None, return_lse=False, weights=None, algorithm="auto",
-                                 mods=None, aux=None, defines=None, dtype=None, context=None, timeout=None):
+                                 offsets=None, key_lengths=None, logit_scale=None, return_lse=False, weights=None,
+                                 algorithm="auto", mods=None, aux=None, defines=None, dtype=None, context=None,
+                                 timeout=None):
     """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, on an OpenCL device.
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) → out (..., Hq, L, Ev), the same
@@ -487,7 +510,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     clattn's own: window=(left, right) keys each query sees before and after it (None: unbounded);
     softcap (c·tanh(s/c)); sinks (a logit per head in each row's denominator); alibi (a slope per head);
-    offsets (each batch's first query position); key_lengths (valid keys per batch); return_lse (also the
+    offsets (each batch's first query position); key_lengths (valid keys per batch); logit_scale (a scale
+    per head, a temperature, multiplying the scaled scores before soft-capping); return_lse (also the
     log-sum-exp, float32 (..., Hq, L)); weights ("softmax", "qk", "softcapped" or "masked": also that
     (..., Hq, L, S) float32 matrix, from the staged path); algorithm ("auto", "fused", "staged",
     "decode"); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
@@ -542,7 +566,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise ArgumentError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
         weights_output = _WEIGHTS[weights]
     opts = _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
-                    algorithm, weights_output, heads, batch)
+                    algorithm, weights_output, heads, batch, logit_scale)
     out_shape = lead + (q_len, v_dim)
     lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
     compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
@@ -583,10 +607,10 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif not empty_rows and v_dim == 0 and (lse is not None or w is not None):  # (lse and weights still are)
         v1 = _zeros_like_shape(v, torch_side, v.shape[:-1] + (1,))
         out1 = _empty(q, torch_side, lead + (q_len, 1))
-        _call(ctx, _clattn.sdpa, (ctx, q, k, v1, out1, lse, mask, w, shape[:-1] + (1,), opts, compiled,
-                                  dtype == "bfloat16"), deadline, timeout, compiled is not None)
+        _call(ctx, _sdpa_call, (ctx, q, k, v1, out1, lse, mask, w, shape[:-1] + (1,), opts, compiled,
+                                dtype == "bfloat16"), deadline, timeout, compiled is not None)
     elif not empty_rows and v_dim:
-        _call(ctx, _clattn.sdpa, (ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16"),
+        _call(ctx, _sdpa_call, (ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16"),
               deadline, timeout, compiled is not None)
     if lse is None and w is None:
         return out
@@ -798,8 +822,8 @@ def _attention_forward(call, query, key, value, arrays):
     out = arrays.empty(call["out_shape"], float32=True)
     lse = arrays.empty(call["lse_shape"], float32=True)
     timeout = call.get("timeout")  # (a time limit for each pass: the backward runs later)
-    _call(call["context"], _clattn.sdpa, (call["context"], q, k, v, out, lse, call["mask"], None, call["shape"],
-                                          call["options"], call["mods"], False), _deadline(timeout), timeout,
+    _call(call["context"], _sdpa_call, (call["context"], q, k, v, out, lse, call["mask"], None, call["shape"],
+                                        call["options"], call["mods"], False), _deadline(timeout), timeout,
           call["mods"] is not None)
     return arrays.cast(out, q), lse, (q, k, v, out, lse)
 
@@ -812,25 +836,28 @@ def _attention_backward(call, saved, grad_out, arrays):
     dq, dk, dv = (arrays.empty(q.shape, float32=True), arrays.empty(k.shape, float32=True),
                   arrays.empty(v.shape, float32=True))
     timeout = call.get("timeout")
-    _call(call["context"], _clattn.sdpa_backward,
+    _call(call["context"], _with_options(_clattn.sdpa_backward, call["options"]),
           (call["context"], arrays.wide(q), arrays.wide(k), arrays.wide(v), arrays.wide(out), lse,
-           arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["options"], call["mods"]),
+           arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["mods"]),
           _deadline(timeout), timeout, call["mods"] is not None)
     return arrays.cast(dq, q), arrays.cast(dk, k), arrays.cast(dv, v), None
 
 
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
                          kv=None, qk_dim=None, attn_mask=None, is_causal=False, scale=None, window=None, softcap=None,
-                         sinks=None, alibi=None, key_lengths=None, algorithm="auto", mods=None, aux=None,
-                         defines=None, dtype=None, context=None, timeout=None):
+                         sinks=None, alibi=None, key_lengths=None, logit_scale=None, algorithm="auto", mods=None,
+                         aux=None, defines=None, dtype=None, context=None, timeout=None):
     """A multi-head attention layer: Q = X·W_Q + b_Q, K = KV·W_K + b_K, V = KV·W_V + b_V (KV = X, or ``kv``
     for cross-attention), per head SDPA, the heads concatenated, then ·W_O + b_O when w_o is given.
 
     x (B, L, d_model) or (L, d_model); kv (B, S, d_kv); the weights are (in, out) — X·W, the transpose of
     ``torch.nn.Linear.weight`` —: w_q (d_model, heads·Dk), w_k (d_kv, kv_heads·Dk), w_v (d_kv, kv_heads·Dv),
-    w_o (heads·Dv, d_out). Masks and options as in scaled_dot_product_attention (attn_mask broadcast to
-    (B, heads, L, S)); timeout as in scaled_dot_product_attention. Returns (B, L, d_out), or (B, L, heads·Dv)
-    without w_o, of x's kind and type.
+    w_o (heads·Dv, d_out). kv_heads: K/V heads (grouped-query attention; w_k and w_v carry kv_heads
+    heads' columns). Masks and options as in scaled_dot_product_attention (attn_mask broadcast to
+    (B, heads, L, S)): is_causal, scale, window, softcap, sinks, alibi, key_lengths, logit_scale (a scale per
+    head multiplying the scaled scores before soft-capping), algorithm, mods (with aux and defines);
+    timeout as in scaled_dot_product_attention. Returns (B, L, d_out), or (B, L, heads·Dv) without w_o, of x's
+    kind and type.
     """
     if dtype not in (None, "bfloat16"):
         raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
@@ -876,13 +903,13 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     d_out = ws["w_o"].shape[1] if ws["w_o"] is not None else 0
     mask, layout = _prepare_mask(attn_mask, xt.dtype, torch_side, (B,), heads, L, S)
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, key_lengths, layout, 0,
-                    algorithm, 0, heads, B)
+                    algorithm, 0, heads, B, logit_scale)
     out = _empty(xt, torch_side, (B, L, d_out if d_out else heads * v_dim))
     compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
-    _call(ctx, _clattn.mha, (ctx, xt, kvt, out, ws["w_q"], ws["b_q"], ws["w_k"], ws["b_k"], ws["w_v"], ws["b_v"],
-                             ws["w_o"], ws["b_o"], mask, None,
-                             (B, L, S, d_model, d_kv, heads, kv_heads, qk_dim, v_dim, d_out), opts, compiled,
-                             dtype == "bfloat16"), deadline, timeout, compiled is not None)
+    _call(ctx, _with_options(_clattn.mha, opts),
+          (ctx, xt, kvt, out, ws["w_q"], ws["b_q"], ws["w_k"], ws["b_k"], ws["w_v"], ws["b_v"], ws["w_o"], ws["b_o"],
+           mask, None, (B, L, S, d_model, d_kv, heads, kv_heads, qk_dim, v_dim, d_out), compiled,
+           dtype == "bfloat16"), deadline, timeout, compiled is not None)
     return out[0] if squeeze else out
 
 
@@ -956,17 +983,19 @@ class KVCache:
         _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self.dtype == "bfloat16"))
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
-               return_lse=False, algorithm="auto"):
+               logit_scale=None, return_lse=False, algorithm="auto"):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
-        default) the L queries are the last L rows appended (query i sees its rows up to itself). Returns
-        out (batch, heads, L, v_dim) of query's kind and type, or (out, lse)."""
+        default) the L queries are the last L rows appended (query i sees its rows up to itself); the
+        options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
+        and type, or (out, lse)."""
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
             raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
         heads, q_len = int(q.shape[1]), int(q.shape[2])
         opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
-                        heads, self.batch)
+                        heads, self.batch, logit_scale)
         out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
         lse = _empty(q, torch_side, (self.batch, heads, q_len), "float32") if return_lse else None
-        _call(self.context, self._cache.attend, (q, out, lse, heads, q_len, opts, self.dtype == "bfloat16"))
+        _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len,
+                                                                      self.dtype == "bfloat16"))
         return (out, lse) if return_lse else out
