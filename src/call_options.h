@@ -19,7 +19,8 @@ enum {
     OPT_CLI_BENCH = 1 << 7, /* clattn bench */
     OPT_CLI_RING = 1 << 8,  /* clattn ring */
     OPT_REF = 1 << 9,       /* the fp64 reference (tools/reference/): ref_sdpa and ref_mha */
-    OPT_C_CALLS = OPT_SDPA | OPT_LAYER | OPT_RING | OPT_REF,
+    OPT_LIB_CALLS = OPT_SDPA | OPT_LAYER | OPT_RING,
+    OPT_C_CALLS = OPT_LIB_CALLS | OPT_REF,
     OPT_ALL_CALLS = OPT_C_CALLS | OPT_PY_SDPA | OPT_PY_LAYER | OPT_CLI_SDPA | OPT_CLI_MHA | OPT_CLI_RING
 };
 

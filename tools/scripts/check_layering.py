@@ -27,6 +27,8 @@ ORDER = [
     "dtype.h", "dtype.c",              # storage types: sizes and names
     "error.h", "error.c",              # error detail per context and per thread, warnings, build logs
     "versioned_rule.h",                # the struct_size rule as a verdict (header-only; libclattn_mpi's too)
+    "call_options.def",                # the call options' table, one row each (issue 37)
+    "call_options.h",                  # its surfaces' bits and the descriptors' shared copy (header-only)
     "versioned.h", "versioned.c",      # the struct_size rule of the public structs, worded for a context
     "options.h", "options.c",          # context options; the only reader of the environment
     "device.h", "device.c",            # platforms, devices, the device-spec grammar, device facts

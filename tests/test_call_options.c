@@ -169,7 +169,7 @@ END_TEST
 
 static Suite *make_suite(void)
 {
-    Suite *s = suite_create("options");
+    Suite *s = suite_create("call_options");
     tu_add_loop(s, "generic_checks", test_generic_checks, tu_ndev);
     tu_add_loop(s, "layer_logit_scale", test_layer_logit_scale, 4 * tu_ndev);
     tu_add_loop(s, "copy", test_copy_both_ways, 1);
