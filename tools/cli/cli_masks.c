@@ -293,12 +293,18 @@ int cli_variants_load(const char *command, cli_variants *v, size_t H)
 
 void cli_variants_apply(const cli_variants *v, clattn_sdpa_desc *d)
 {
-    d->softcap = v->softcap;
-    d->sinks = v->sinks;
-    d->alibi_slopes = v->alibi;
-    d->logit_scale = v->logit_scale;
-    d->weights_output = v->scores_mode;
-    d->softmax_precision = v->softmax_double ? CLATTN_SOFTMAX_DOUBLE : CLATTN_SOFTMAX_FLOAT;
+    if (v->softcap_text)
+        d->softcap = v->softcap;
+    if (v->sinks)
+        d->sinks = v->sinks;
+    if (v->alibi)
+        d->alibi_slopes = v->alibi;
+    if (v->logit_scale)
+        d->logit_scale = v->logit_scale;
+    if (v->scores_path)
+        d->weights_output = v->scores_mode;
+    if (v->softmax_double)
+        d->softmax_precision = CLATTN_SOFTMAX_DOUBLE;
 }
 
 void cli_variants_apply_mha(const cli_variants *v, clattn_mha_desc *d)

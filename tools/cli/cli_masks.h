@@ -50,7 +50,7 @@ void cli_masks_free(cli_masks *m);
  * CLI_USAGE_ERROR on a bad file, shape or value. */
 int cli_load_per_head(const char *command, const char *flag, const char *path, size_t H, float **values);
 
-/* The variant flags, one set for `clattn sdpa`, `mha` and `ring` (src/call_options.def's rows with a `cli`
+/* The variant flags, one set for `clattn sdpa`, `mha`, `ring` and `bench` (src/call_options.def's rows with a `cli`
  * flag; tools/scripts/check_options.py finds each in every subcommand's --help that the table names). */
 typedef struct cli_variants {
     const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text, *logit_scale_path;
@@ -94,8 +94,9 @@ typedef struct cli_variants {
 int cli_variants_parse(const char *command, cli_variants *v);
 /* Checks --kv-heads against H query heads and reads --sinks, --alibi and --logit-scale (H values each). */
 int cli_variants_load(const char *command, cli_variants *v, size_t H);
-/* The variants into a descriptor (after cli_variants_load): softcap, sinks, ALiBi slopes, logit scales, what
- * the weights output holds and the softmax's precision; a layer's through call_options_sdpa_to_mha. */
+/* The variants given into a descriptor (after cli_variants_load): softcap, sinks, ALiBi slopes, logit scales,
+ * what the weights output holds and the softmax's precision, each where its flag was given (the rest stay
+ * the descriptor's); a layer's through call_options_sdpa_to_mha. */
 void cli_variants_apply(const cli_variants *v, clattn_sdpa_desc *d);
 void cli_variants_apply_mha(const cli_variants *v, clattn_mha_desc *d);
 void cli_variants_free(cli_variants *v);
