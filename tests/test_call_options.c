@@ -67,25 +67,23 @@ START_TEST(test_generic_checks)
     TU_ASSERT_OK(clattn_sdpa_host(ctx, &base, q, k, v, NULL, out, NULL, NULL), ctx, "the good SDPA call");
     TU_ASSERT_OK(clattn_mha_host(ctx, &layer, x, NULL, &hw, NULL, y, NULL), ctx, "the good layer");
     size_t checked = 0, layer_checked = 0;
-#define CLATTN_OPTION(name, kind, type, def, limit, range, calls, result, py, cli, doc)                               \
+#define BAD_SDPA(name, kind, limit)                                                                                  \
     {                                                                                                                \
         clattn_sdpa_desc d = base;                                                                                   \
         if (BAD_##kind(d.name, limit))                                                                               \
             expect_named(ctx, clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, NULL), "clattn_sdpa_host", #name,  \
                          &checked);                                                                                  \
+    }
+#define CLATTN_OPTION(name, kind, type, def, limit, range, calls, result, py, cli, doc)                               \
+    BAD_SDPA(name, kind, limit)                                                                                      \
+    {                                                                                                                \
         clattn_mha_desc m = layer;                                                                                   \
         /* (A layer's kv_len 0 is self-attention's: good.) */                                                        \
         if (strcmp(#name, "kv_len") != 0 && BAD_##kind(m.name, limit))                                               \
             expect_named(ctx, clattn_mha_host(ctx, &m, x, NULL, &hw, NULL, y, NULL), "clattn_mha_host", #name,       \
                          &layer_checked);                                                                            \
     }
-#define CLATTN_SDPA_OPTION(name, kind, type, def, limit, range, calls, result, py, cli, doc)                          \
-    {                                                                                                                \
-        clattn_sdpa_desc d = base;                                                                                   \
-        if (BAD_##kind(d.name, limit))                                                                               \
-            expect_named(ctx, clattn_sdpa_host(ctx, &d, q, k, v, NULL, out, NULL, NULL), "clattn_sdpa_host", #name,  \
-                         &checked);                                                                                  \
-    }
+#define CLATTN_SDPA_OPTION(name, kind, type, def, limit, range, calls, result, py, cli, doc) BAD_SDPA(name, kind, limit)
 #include "../src/call_options.def"
 #undef CLATTN_OPTION
 #undef CLATTN_SDPA_OPTION

@@ -7,9 +7,7 @@
  *    CLATTN_ERROR_SHAPE_MISMATCH naming the option and the rank; ranks that agree on logit_scale run.
  * Run under mpiexec like tests/test_ring.c (suite mpi: ring-options-np2).
  */
-#include "test_util.h"
-
-#include <clattn/clattn_mpi.h>
+#include "ring_util.h"
 
 #include "../src/mpi/fingerprint.h" /* compiled into this test */
 
@@ -123,12 +121,7 @@ END_TEST
 
 static void expect_failure(clattn_status st, clattn_status want, int who, const char *needle)
 {
-    ck_assert_msg(st == want, "%s: rank %d: %s, expected %s (%s)", tu_label(), rank, clattn_status_string(st),
-                  clattn_status_string(want), clattn_ring_last_error(ring));
-    ck_assert_msg(clattn_ring_failed_rank(ring) == who, "%s: rank %d: failed rank %d, expected %d (%s)", tu_label(),
-                  rank, clattn_ring_failed_rank(ring), who, clattn_ring_last_error(ring));
-    ck_assert_msg(strstr(clattn_ring_last_error(ring), needle), "%s: rank %d: detail \"%s\" lacks \"%s\"", tu_label(),
-                  rank, clattn_ring_last_error(ring), needle);
+    ring_expect_failure(ring, rank, st, want, who, needle);
 }
 
 START_TEST(test_ranks_disagree)
@@ -185,32 +178,5 @@ static Suite *make_suite(void)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    clattn_status st = clattn_context_create(&ctx, NULL);
-    int failed = 0;
-    if (st != CLATTN_SUCCESS) {
-        fprintf(stderr, "rank %d: no OpenCL device: %s (%s)\n", rank, clattn_status_string(st), clattn_last_error(NULL));
-        failed = 1;
-    } else if ((st = clattn_ring_create(&ring, ctx, MPI_COMM_WORLD, 120.0)) != CLATTN_SUCCESS) {
-        fprintf(stderr, "rank %d: clattn_ring_create: %s\n", rank, clattn_ring_last_error(NULL));
-        failed = 1;
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!failed) {
-        SRunner *sr = srunner_create(make_suite());
-        srunner_set_fork_status(sr, CK_NOFORK);
-        srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
-        failed = tu_srunner_exit(sr) != 0;
-        if (failed)
-            fprintf(stderr, "rank %d: %d check(s) failed\n", rank, srunner_ntests_failed(sr));
-        srunner_free(sr);
-        tu_release_host();
-    }
-    clattn_ring_free(ring);
-    clattn_context_free(ctx);
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    MPI_Finalize();
-    return failed;
+    return ring_test_main(argc, argv, "ring-options", make_suite, NULL, &rank, &ranks, &ctx, &ring);
 }
