@@ -214,7 +214,7 @@ def test_mods_cache_lets_contexts_go_and_stays_bounded(ctx, rng, monkeypatch):
         gc.collect()
         assert gone() is None, "a Context used with mods= outlived every reference to it"
     assert clattn._clattn.live_objects() == before
-    monkeypatch.setattr(clattn, "_MODS_PER_CONTEXT", 3)
+    monkeypatch.setattr(clattn._programmable, "_MODS_PER_CONTEXT", 3)
     scale_mod = "float score_mod(float s, int b, int h, long q, long k, __global const float *w) { return s * w[0]; }\n"
     for n in range(1, 7):  # a new aux shape each time: a new compiled mods each time
         w = np.full(n, 0.5, np.float32)

@@ -13,7 +13,8 @@ Python extension's keywords (src/python/attention.c). What follows by this test:
   header    every row is a field of its struct(s) in include/clattn/clattn.h (CLATTN_OPTION: clattn_sdpa_desc
             and clattn_mha_desc; CLATTN_SDPA_OPTION: clattn_sdpa_desc; CLATTN_MASKS_OPTION: clattn_masks);
   python    a row marked OPT_PY_SDPA (OPT_PY_LAYER) names a keyword `py` of clattn.scaled_dot_product_attention
-            (clattn.multi_head_attention) that its docstring mentions, and the extension reads its C name;
+            (clattn.multi_head_attention) that its docstring mentions, and the package passes the extension its C
+            name (src/python/clattn/*.py);
   cli       a row marked OPT_CLI_SDPA, _MHA, _BENCH or _RING names a flag `cli` that the subcommand takes (its
             option tables in tools/cli/) and whose --help shows it (with --clattn: the help the program prints);
   reference a row marked OPT_REF is read by the fp64 reference (tools/reference/reference.c);
@@ -149,8 +150,11 @@ def load(root, clattn=None):
         return open(path, encoding="utf-8").read() if os.path.exists(path) else ""
     t = {rel: read(rel) for rel in [
         "src/call_options.def", "include/clattn/clattn.h", "src/validate.c", "src/mha.c", "src/mpi/fingerprint.c",
-        "src/mpi/fingerprint.h", "src/python/attention.c", "src/python/clattn/__init__.py",
-        "tools/reference/reference.c", "docs/options.md"]}
+        "src/mpi/fingerprint.h", "src/python/attention.c", "tools/reference/reference.c", "docs/options.md"]}
+    pkg = os.path.join(root, "src", "python", "clattn")
+    for f in sorted(os.listdir(pkg)):  # (the package's modules: the calls and the options they pass)
+        if f.endswith(".py"):
+            t["src/python/clattn/" + f] = open(os.path.join(pkg, f), encoding="utf-8").read()
     cli_dir = os.path.join(root, "tools", "cli")
     t["cli sources"] = "".join(open(os.path.join(cli_dir, f), encoding="utf-8").read()
                                for f in sorted(os.listdir(cli_dir)) if f.endswith((".c", ".h")))
@@ -198,11 +202,12 @@ def check(t):
                 re.search(r"\bsd\.%s\s*=" % r["name"], t["src/mha.c"]):
             gaps.append(f"src/mha.c: copies {r['name']} by hand (call_options_mha_to_sdpa does)")
     # Python: keywords and docstrings.
+    package = "".join(text for rel, text in sorted(t.items()) if rel.startswith("src/python/clattn/"))
     try:
-        tree = ast.parse(t["src/python/clattn/__init__.py"])
+        tree = ast.parse(package)
     except SyntaxError as e:
         tree = None
-        gaps.append(f"python: __init__.py does not parse: {e}")
+        gaps.append(f"python: the package does not parse: {e}")
     for bit, fn in PY_CALLS.items():
         node = py_function(tree, fn) if tree else None
         if node is None:
@@ -219,9 +224,9 @@ def check(t):
                 gaps.append(f"python: {fn} has no keyword {r['py']} ({r['name']})")
             elif not re.search(r"\b%s\b" % re.escape(r["py"]), doc):
                 gaps.append(f"python: {fn}'s docstring does not document {r['py']} ({r['name']})")
-            if r["kind"] in PY_READABLE and r["py"] and not re.search(r'"%s"' % r["name"],
-                                                                       t["src/python/clattn/__init__.py"]):
-                gaps.append(f"python: __init__.py never passes {r['name']} to the extension (for {r['py']})")
+            # (a key of the options' dict: ("NAME", …) or opts["NAME"])
+            if r["kind"] in PY_READABLE and r["py"] and not re.search(r'[(\[]"%s"' % r["name"], package):
+                gaps.append(f"python: the package never passes {r['name']} to the extension (for {r['py']})")
     # CLI: the flags and their --help.
     flags = cli_flags(t["cli sources"])
     for bit, sub in CLI_CALLS.items():
@@ -257,12 +262,15 @@ def self_test(t):
     mutations = [
         ("the layer's header field", lambda u: u.__setitem__("include/clattn/clattn.h", u["include/clattn/clattn.h"]
          .replace("    const float *logit_scale;\n} clattn_mha_desc;", "} clattn_mha_desc;")), "clattn_mha_desc"),
-        ("a Python keyword", lambda u: u.__setitem__("src/python/clattn/__init__.py",
-         u["src/python/clattn/__init__.py"].replace("key_lengths=None, logit_scale=None, algorithm=",
-                                                    "key_lengths=None, algorithm=")), "multi_head_attention has no"),
-        ("a docstring line", lambda u: u.__setitem__("src/python/clattn/__init__.py",
-         u["src/python/clattn/__init__.py"].replace("key_lengths, logit_scale (a scale per", "key_lengths, (a scale per")),
+        ("a Python keyword", lambda u: u.__setitem__("src/python/clattn/_attention.py",
+         u["src/python/clattn/_attention.py"].replace("key_lengths=None, logit_scale=None, algorithm=",
+                                                      "key_lengths=None, algorithm=")), "multi_head_attention has no"),
+        ("a docstring line", lambda u: u.__setitem__("src/python/clattn/_attention.py",
+         u["src/python/clattn/_attention.py"].replace("key_lengths, logit_scale (a scale per", "key_lengths, (a scale per")),
          "docstring does not document logit_scale"),
+        ("the option passed to the extension", lambda u: u.__setitem__("src/python/clattn/_arrays.py",
+         u["src/python/clattn/_arrays.py"].replace('("logit_scale", _per_head', '("l0git_scale", _per_head')),
+         "never passes logit_scale"),
         ("a CLI flag in --help", lambda u: u["help"].__setitem__("mha", u["help"]["mha"].replace("--logit-scale", "--x")),
          "clattn mha --help does not show --logit-scale"),
         ("a CLI option table", lambda u: u.__setitem__("cli sources", u["cli sources"].replace(
