@@ -158,8 +158,8 @@ def test_backward_extension_against_numpy(ctx, rng):
     q, k, v, dout = (rng.uniform(-1, 1, size=(B, H, n, D)).astype(np.float32) for n in (L, S, S, L))
     out, lse = clattn.scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True, context=ctx)
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    opts = (None, 1, None, 0.0, None, None, None, None, 0, 0, 0, 0)
-    clattn._clattn.sdpa_backward(ctx, q, k, v, out, lse, dout, dq, dk, dv, None, (B, H, H, L, S, D, D), opts, None)
+    clattn._clattn.sdpa_backward(ctx, q, k, v, out, lse, dout, dq, dk, dv, None, (B, H, H, L, S, D, D), None,
+                                 causal=1)
     o64, _, p = ref.sdpa(q, k, v, causal=True)
     d64 = dout.astype(np.float64)
     scale = 1 / np.sqrt(D)
