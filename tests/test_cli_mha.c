@@ -22,7 +22,7 @@ typedef struct mha_spec {
     clattn_causal causal;      /* what the flags in extra ask for */
     const size_t *key_lengths;
     float softcap;
-    const float *sinks, *alibi;
+    const float *sinks, *alibi, *logit_scale;
     const long long *offsets;
     const clattn_window *window;
     const float *mask; /* what --mask in extra asks for, expanded to (B,H,L,S) */
@@ -101,6 +101,7 @@ static void mha_check(const mha_spec *s)
     d.softcap = s->softcap;
     d.sinks = s->sinks;
     d.alibi_slopes = s->alibi;
+    d.logit_scale = s->logit_scale;
     double *ry = xmalloc(B * L * d_out * sizeof *ry), *rp = xmalloc(B * H * L * S * sizeof *rp);
     ref_mha(&d, x, kv, &w, s->mask, ry, rp);
     expect_close("out", y, ry, B * L * d_out);
@@ -190,6 +191,18 @@ START_TEST(test_mha_sinks)
     const char *const extra[] = {"--sinks", save_f32("sinks.npy", sinks, 1, &H), NULL};
     mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 4, .d_model = 6, .H = H, .dk = 2, .dv = 2, .sinks = sinks,
                           .extra = extra, .seed = 66});
+}
+END_TEST
+
+/* --logit-scale reaches the layer (the variant flags are one set, src/base/call_options.def): with GQA and
+ * soft-capping, against the reference layer. */
+START_TEST(test_mha_logit_scale)
+{
+    const size_t H = 4;
+    const float scales[4] = {2.0f, -0.5f, 0.0f, 1.25f};
+    const char *const extra[] = {"--logit-scale", save_f32("ls.npy", scales, 1, &H), "--softcap", "1.5", NULL};
+    mha_check(&(mha_spec){.rank = 3, .B = 2, .L = 5, .d_model = 8, .H = H, .dk = 2, .dv = 3, .kv_heads = 2,
+                          .softcap = 1.5f, .logit_scale = scales, .extra = extra, .seed = 68});
 }
 END_TEST
 
@@ -416,7 +429,7 @@ static Suite *mha_suite(void)
         {"mha", 1, {test_mha_self_biases_wo, test_mha_2d, test_mha_cross, test_mha_masks, test_mha_causal_bottom_right,
                     test_mha_scores}},
         {"mha-variants", 1, {test_mha_kv_heads, test_mha_offsets, test_mha_window, test_mha_softcap, test_mha_sinks,
-                             test_mha_alibi}},
+                             test_mha_alibi, test_mha_logit_scale}},
         {"mha-dtypes", 1, {test_mha_dtypes}},
     };
     return cli_suite("clattn cli mha", groups, sizeof groups / sizeof groups[0]);

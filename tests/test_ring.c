@@ -25,9 +25,7 @@
  * Every rank runs the same cases in the same order, without forking (CK_NOFORK). Rank 0 prints check's
  * summary; a failure on any rank fails the run (mpirun's exit status), and rank 0 prints every rank's.
  */
-#include "test_util.h"
-
-#include <clattn/clattn_mpi.h>
+#include "ring_util.h"
 
 #include "../src/mpi/deadline.h"    /* header-only: the ring's deadlines, unit-tested here */
 #include "../src/mpi/fingerprint.h" /* compiled into this test: its verdict is unit-tested */
@@ -330,12 +328,7 @@ END_TEST
 /* Every rank must get `want` from ring r, with failed_rank `who` and `needle` in the detail. */
 static void expect_failure_on(clattn_ring *r, clattn_status st, clattn_status want, int who, const char *needle)
 {
-    ck_assert_msg(st == want, "%s: rank %d: %s, expected %s (%s)", tu_label(), rank, clattn_status_string(st),
-                  clattn_status_string(want), clattn_ring_last_error(r));
-    ck_assert_msg(clattn_ring_failed_rank(r) == who, "%s: rank %d: failed rank %d, expected %d (%s)", tu_label(),
-                  rank, clattn_ring_failed_rank(r), who, clattn_ring_last_error(r));
-    ck_assert_msg(strstr(clattn_ring_last_error(r), needle), "%s: rank %d: detail \"%s\" lacks \"%s\"", tu_label(),
-                  rank, clattn_ring_last_error(r), needle);
+    ring_expect_failure(r, rank, st, want, who, needle);
 }
 
 /* The same on the suite's ring. */
@@ -537,7 +530,7 @@ START_TEST(test_fingerprints)
     ck_assert_msg(st == CLATTN_ERROR_NULL_ARGUMENT && who == 1 && strstr(text, "rank 1: host array q"), "%s", text);
     /* …and a field that differs is a shape mismatch naming the rank and the field. */
     memcpy(foreign, all, sizeof all);
-    foreign[2].field[4] += 1; /* kv_len */
+    foreign[2].field[3] += 1; /* kv_len (call_options.def: batch, heads, q_len, kv_len, …) */
     st = ring_fingerprints_verdict(foreign, P, 33, &who, text, sizeof text);
     ck_assert_msg(st == CLATTN_ERROR_SHAPE_MISMATCH && who == 2 && strstr(text, "rank 2's kv_len is 48"), "%s", text);
 }
@@ -773,48 +766,17 @@ static Suite *make_suite(void)
     return s;
 }
 
+/* The largest errors over every rank (collective: every rank calls it). */
+static void print_worst(void)
+{
+    double worst[2] = {worst_ref, worst_single};
+    MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0)
+        printf("ring: P %d: max |error| %.3g against the fp64 reference, %.3g against one process\n", ranks, worst[0],
+               worst[1]);
+}
+
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-    clattn_status st = clattn_context_create(&ctx, NULL);
-    int failed = 0;
-    if (st != CLATTN_SUCCESS) {
-        fprintf(stderr, "rank %d: no OpenCL device: %s (%s)\n", rank, clattn_status_string(st), clattn_last_error(NULL));
-        failed = 1;
-    } else if ((st = clattn_ring_create(&ring, ctx, MPI_COMM_WORLD, 120.0)) != CLATTN_SUCCESS) {
-        fprintf(stderr, "rank %d: clattn_ring_create: %s\n", rank, clattn_ring_last_error(NULL));
-        failed = 1;
-    }
-    MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (!failed) {
-        SRunner *sr = srunner_create(make_suite());
-        srunner_set_fork_status(sr, CK_NOFORK);
-        srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
-        failed = tu_srunner_exit(sr) != 0; /* (a rank on which no check ran fails too) */
-        if (failed) { /* (the other ranks run silent: say here what failed) */
-            fprintf(stderr, "rank %d: %d check(s) failed\n", rank, srunner_ntests_failed(sr));
-            TestResult **results = srunner_failures(sr);
-            for (int i = 0; results && i < srunner_ntests_failed(sr); i++)
-                fprintf(stderr, "rank %d: %s:%d: %s\n", rank, tr_lfile(results[i]), tr_lno(results[i]),
-                        tr_msg(results[i]));
-            free(results);
-        }
-        srunner_free(sr);
-        tu_release_host();
-        double worst[2] = {worst_ref, worst_single};
-        MPI_Allreduce(MPI_IN_PLACE, worst, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-        if (rank == 0)
-            printf("ring: P %d: max |error| %.3g against the fp64 reference, %.3g against one process\n", ranks, worst[0],
-                   worst[1]);
-    }
-    clattn_ring_free(ring);
-    clattn_context_free(ctx);
-    int any = failed;
-    MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0 && any)
-        printf("ring: P %d: a rank failed (see its messages)\n", ranks);
-    MPI_Finalize();
-    return failed ? 1 : 0;
+    return ring_test_main(argc, argv, "ring", make_suite, print_worst, &rank, &ranks, &ctx, &ring);
 }

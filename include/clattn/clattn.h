@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 12
+#define CLATTN_VERSION_MINOR 13
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.12.0"
+#define CLATTN_VERSION_STRING "0.13.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -559,6 +559,12 @@ typedef struct clattn_mods_desc {
  * naming it. *out is NULL on failure. */
 CLATTN_API clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *desc, clattn_mods **out);
 
+/* Since 0.13. What names the mods' functions: 16 hexadecimal digits, the first 64 bits of the SHA-256 of
+ * their source, defines and auxiliary declarations (names and types) — equal for mods made from
+ * equal descriptions on any context and in any process (ring attention's ranks compare them). NULL for
+ * NULL. The text lives as long as the mods. */
+CLATTN_API const char *clattn_mods_id(const clattn_mods *mods);
+
 /* NULL is a no-op. Calls enqueued with the mods must have completed (clattn_finish) or be on the
  * context's queue: the auxiliary buffers are released here, with the copies device groups made on
  * their other members (free the mods before or after the group: the copies hold no group object). */
@@ -924,12 +930,14 @@ typedef struct clattn_mha_desc {
     /* Since 0.10. As in clattn_sdpa_desc. */
     size_t origin_batch;
     long long origin_position;
+    /* Since 0.13. As in clattn_sdpa_desc: NULL, or `heads` finite logit scales on the host. */
+    const float *logit_scale;
 } clattn_mha_desc;
 
 #define CLATTN_MHA_DESC_INIT                                                                                \
     { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
       NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0, CLATTN_SOFTMAX_FLOAT, 0,  \
-      NULL, NULL, 0, 0 }
+      NULL, NULL, 0, 0, NULL }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O
  * may be NULL; b_O without W_O is CLATTN_ERROR_NULL_ARGUMENT (w_o missing). */

@@ -105,7 +105,9 @@ typedef struct clattn_ring_stats {
 /* Collective: attention of this rank's queries over every rank's keys. desc describes the whole call —
  * q_len = L and kv_len = S of the full sequences, the other fields as for clattn_sdpa, and checked as
  * clattn_sdpa checks them (clattn_partition_create) — and must be the same on every rank (checked before
- * any work: a rank that differs makes every rank return
+ * any work, every field that changes the result: arrays by their contents, mods by clattn_mods_id, a block
+ * mask by its counts (since 0.13 logit_scale, softmax_precision, the mods, the block mask, the origins
+ * and the masks' layout fields too); a rank that differs makes every rank return
  * CLATTN_ERROR_SHAPE_MISMATCH naming it and the field; a rank of another platform than rank 0's —
  * architecture, byte order, pointer or integer widths: the ranks exchange raw bytes — makes every rank
  * return CLATTN_ERROR_COMMUNICATION naming it, before any of its numbers is read). Queries are dealt by `layout` over L, keys and

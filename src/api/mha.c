@@ -1,6 +1,7 @@
 /* clattn_mha: a layer's projections, SDPA over its heads read in place, and its output projection. */
 #include "mha.h"
 
+#include "call_options.h"
 #include "context.h"
 #include "dtype.h"
 #include "error.h"
@@ -73,26 +74,9 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     m->out_type = desc->out_dtype;
 
     clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
-    sd.batch = desc->batch;
-    sd.heads = desc->heads;
-    sd.q_len = desc->q_len;
+    call_options_mha_to_sdpa(&sd, desc); /* every option both carry (call_options.def), the shape too */
+    sd.masks = NULL;                       /* (read by masks_resolve, in mha_check) */
     sd.kv_len = m->self_attention ? desc->q_len : desc->kv_len;
-    sd.qk_dim = desc->qk_dim;
-    sd.v_dim = desc->v_dim;
-    sd.scale = desc->scale;
-    sd.algorithm = desc->algorithm;
-    sd.softcap = desc->softcap;
-    sd.kv_heads = desc->kv_heads;
-    sd.sinks = desc->sinks;
-    sd.alibi_slopes = desc->alibi_slopes;
-    sd.weights_output = desc->weights_output;
-    sd.weights_reserved = desc->weights_reserved;
-    sd.softmax_precision = desc->softmax_precision;
-    sd.softmax_reserved = desc->softmax_reserved;
-    sd.mods = desc->mods;
-    sd.block_mask = desc->block_mask;
-    sd.origin_batch = desc->origin_batch;
-    sd.origin_position = desc->origin_position;
     /* Attention reads the projected Q, K, V as floats and writes the heads' concatenation: the result
      * itself (in out_dtype) without W_O, else a float temporary. */
     sd.out_dtype = out_proj ? CLATTN_FLOAT32 : desc->out_dtype;

@@ -72,16 +72,6 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     if (copy.reserved != 0 || copy.mask_reserved != 0)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.%s is %u, not 0 (start from CLATTN_MASKS_INIT)",
                          copy.reserved ? "reserved" : "mask_reserved", copy.reserved ? copy.reserved : copy.mask_reserved);
-    for (size_t h = 0; s->desc.logit_scale && h < s->heads; h++)
-        if (!isfinite(s->desc.logit_scale[h]))
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.logit_scale[%zu] = %g is not finite", h,
-                             (double)s->desc.logit_scale[h]);
-    if (s->desc.origin_batch > (size_t)POSITION_LIMIT || s->desc.origin_position < 0 ||
-        s->desc.origin_position > POSITION_LIMIT)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s = %lld: an origin lies in 0..2^61",
-                         s->desc.origin_batch > (size_t)POSITION_LIMIT ? "origin_batch" : "origin_position",
-                         s->desc.origin_batch > (size_t)POSITION_LIMIT ? (long long)s->desc.origin_batch
-                                                                       : s->desc.origin_position);
     if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS ||
         (st = check_alibi_reach(ctx, &copy, s)) != CLATTN_SUCCESS)
         return st;

@@ -519,3 +519,5 @@ bool mods_has_score(const clattn_mods *mods) { return mods->score; }
 bool mods_has_score_grad(const clattn_mods *mods) { return mods->grad; }
 
 const clattn_context *mods_context(const clattn_mods *mods) { return mods->ctx; }
+
+const char *clattn_mods_id(const clattn_mods *mods) { return mods ? mods->id : NULL; }

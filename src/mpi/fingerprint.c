@@ -6,12 +6,17 @@
 #include <stdio.h>
 #include <string.h>
 
-/* What every rank must agree on, as numbers; names beside them for the message. */
+/* What every rank must agree on: every option of call_options.def that changes a result (its `result`
+ * column), in the table's order, then the ring's layout; names beside them for the message. */
 static const char *const field_names[RING_FIELDS] = {
-    "batch", "heads", "kv_heads", "q_len", "kv_len", "qk_dim", "v_dim", "scale", "softcap", "algorithm",
-    "causal", "key_lengths", "query_offsets", "window", "sinks", "alibi_slopes", "storage types", "layout",
-    "weights_output"};
-enum { FIRST_HASHED = 11, LAST_HASHED = 15 };
+#define CLATTN_OPTION(name, kind, type, def, limit, range, calls, result, ...) RING_NAME_IF_##result(#name)
+#define CLATTN_SDPA_OPTION CLATTN_OPTION
+#define CLATTN_MASKS_OPTION(name, kind, type, def, limit, range, calls, result, ...) RING_NAME_IF_##result("masks." #name)
+#include "call_options.def"
+#undef CLATTN_OPTION
+#undef CLATTN_SDPA_OPTION
+#undef CLATTN_MASKS_OPTION
+    "layout"};
 
 #if defined(__x86_64__) || defined(_M_X64)
 #define RING_ARCH "x86_64"
@@ -60,32 +65,65 @@ static uint64_t float_bits(float f)
     return u;
 }
 
-void ring_fingerprint_fill(const clattn_sdpa_desc *d, clattn_ring_layout layout, ring_fingerprint *fp)
+/* The mods by what names their functions (clattn_mods_id: equal across processes), 0 without. */
+static uint64_t mods_print(const clattn_mods *mods)
 {
-    const clattn_masks *m = d->masks;
-    const size_t kv_heads = d->kv_heads ? d->kv_heads : d->heads;
+    const char *id = clattn_mods_id(mods);
+    return id ? hash_bytes(id, strlen(id)) : 0;
+}
+
+/* A block mask by its counts of empty, partial and full blocks (what the public API tells of it), 0 without. */
+static uint64_t block_mask_print(const clattn_block_mask *mask)
+{
+    size_t counts[3] = {0, 0, 0};
+    if (!mask || clattn_block_mask_counts(mask, counts) != CLATTN_SUCCESS)
+        return mask ? 1 : 0;
+    return hash_bytes(counts, sizeof counts);
+}
+
+/* Each kind's value as a number (arrays and objects by a hash of their contents). */
+#define RING_PRINT_OPT_DIM(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_DIM0(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_SIZE(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_KV_HEADS(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_ENUM(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_DTYPE(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_ORIGIN(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_RESERVED(v, d) ((uint64_t)(v))
+#define RING_PRINT_OPT_SCALE(v, d) float_bits(v)
+#define RING_PRINT_OPT_CAP(v, d) float_bits(v)
+#define RING_PRINT_OPT_PER_HEAD(v, d) hash_bytes((v), (d)->heads * sizeof *(v))
+#define RING_PRINT_OPT_LENGTHS(v, d) hash_bytes((v), (d)->batch * sizeof *(v))
+#define RING_PRINT_OPT_OFFSETS(v, d) hash_bytes((v), (d)->batch * sizeof *(v))
+#define RING_PRINT_OPT_WINDOW(v, d) hash_bytes((v), sizeof *(v))
+#define RING_PRINT_OPT_MODS(v, d) mods_print(v)
+#define RING_PRINT_OPT_BLOCK_MASK(v, d) block_mask_print(v)
+#define RING_PRINT_OPT_MASKS(v, d) ((uint64_t)((v) != NULL)) /* (its fields follow, one by one) */
+#define RING_PRINT_OPT_BUFFER(v, d) ((uint64_t)((v) != NULL))
+
+void ring_fingerprint_fill(const clattn_sdpa_desc *desc, clattn_ring_layout layout, ring_fingerprint *fp)
+{
+    /* Defaults resolved, so that ranks that say one thing two ways agree. */
+    clattn_sdpa_desc n = *desc;
+    const clattn_sdpa_desc *d = &n;
+    n.kv_heads = d->kv_heads ? d->kv_heads : d->heads;
+    n.v_dim = d->v_dim ? d->v_dim : d->qk_dim;
+    const clattn_masks none = CLATTN_MASKS_INIT, *m = d->masks ? d->masks : &none;
     uint64_t *f = fp->field;
     unsigned i = 0;
     ring_platform(fp->platform);
-    f[i++] = d->batch;
-    f[i++] = d->heads;
-    f[i++] = kv_heads;
-    f[i++] = d->q_len;
-    f[i++] = d->kv_len;
-    f[i++] = d->qk_dim;
-    f[i++] = d->v_dim ? d->v_dim : d->qk_dim;
-    f[i++] = float_bits(d->scale);
-    f[i++] = float_bits(d->softcap);
-    f[i++] = (uint64_t)d->algorithm;
-    f[i++] = m ? (uint64_t)m->causal : 0;
-    f[i++] = m && m->key_lengths ? hash_bytes(m->key_lengths, d->batch * sizeof *m->key_lengths) : 0;
-    f[i++] = m && m->query_offsets ? hash_bytes(m->query_offsets, d->batch * sizeof *m->query_offsets) : 0;
-    f[i++] = m && m->window ? hash_bytes(m->window, sizeof *m->window) : 0;
-    f[i++] = d->sinks ? hash_bytes(d->sinks, d->heads * sizeof *d->sinks) : 0;
-    f[i++] = d->alibi_slopes ? hash_bytes(d->alibi_slopes, d->heads * sizeof *d->alibi_slopes) : 0;
-    f[i++] = (uint64_t)d->q_dtype | (uint64_t)d->k_dtype << 8 | (uint64_t)d->v_dtype << 16 | (uint64_t)d->out_dtype << 24;
+#define RING_FILL_IF_0(value)
+#define RING_FILL_IF_1(value) f[i++] = (value);
+#define CLATTN_OPTION(name, kind, type, def, limit, range, calls, result, ...)                                      \
+    RING_FILL_IF_##result(RING_PRINT_##kind(d->name, d))
+#define CLATTN_SDPA_OPTION CLATTN_OPTION
+#define CLATTN_MASKS_OPTION(name, kind, type, def, limit, range, calls, result, ...)                                \
+    RING_FILL_IF_##result(RING_PRINT_##kind(m->name, d))
+#include "call_options.def"
+#undef CLATTN_OPTION
+#undef CLATTN_SDPA_OPTION
+#undef CLATTN_MASKS_OPTION
     f[i++] = (uint64_t)layout;
-    f[i++] = (uint64_t)d->weights_output;
 }
 
 clattn_status ring_fingerprints_verdict(ring_fingerprint *all, int ranks, size_t least_rows, int *failed_rank,
@@ -114,9 +152,8 @@ clattn_status ring_fingerprints_verdict(ring_fingerprint *all, int ranks, size_t
         for (unsigned f = 0; f < RING_FIELDS; f++)
             if (all[i].field[f] != all[0].field[f]) {
                 *failed_rank = i;
-                snprintf(detail, cap, "rank %d's %s is %llu, rank 0's is %llu%s", i, field_names[f],
-                         (unsigned long long)all[i].field[f], (unsigned long long)all[0].field[f],
-                         f >= FIRST_HASHED && f <= LAST_HASHED ? " (hashes of the arrays)" : "");
+                snprintf(detail, cap, "rank %d's %s is %llu, rank 0's is %llu (arrays and objects: hashes of them)", i,
+                         field_names[f], (unsigned long long)all[i].field[f], (unsigned long long)all[0].field[f]);
                 return CLATTN_ERROR_SHAPE_MISMATCH;
             }
     return CLATTN_SUCCESS;

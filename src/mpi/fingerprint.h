@@ -10,7 +10,21 @@
 #include <stdint.h>
 
 #define RING_PLATFORM_BYTES 96
-#define RING_FIELDS 19
+/* The fields: every option of src/base/call_options.def whose `result` is 1, and the layout. */
+#define RING_NAME_IF_0(name)
+#define RING_NAME_IF_1(name) name,
+#define RING_COUNT_IF_0 0
+#define RING_COUNT_IF_1 1
+enum {
+    RING_FIELDS = 1 /* the layout */
+#define CLATTN_OPTION(name, kind, type, def, limit, range, calls, result, ...) +RING_COUNT_IF_##result
+#define CLATTN_SDPA_OPTION CLATTN_OPTION
+#define CLATTN_MASKS_OPTION CLATTN_OPTION
+#include "call_options.def"
+#undef CLATTN_OPTION
+#undef CLATTN_SDPA_OPTION
+#undef CLATTN_MASKS_OPTION
+};
 
 typedef struct ring_fingerprint {
     char platform[RING_PLATFORM_BYTES]; /* text: readable whatever the other rank's byte order */

@@ -153,14 +153,108 @@ clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, 
                           "CLATTN_SDPA_DESC_INIT", out);
 }
 
-/* `heads` finite values of a per-head host array (sinks, ALiBi slopes), when given. */
-static clattn_status check_per_head(clattn_context *ctx, const float *values, size_t heads, const char *name)
+/* The generic checks of the descriptor's options, one per kind of call_options.def; each names the field
+ * (`name`) and returns its status, or CLATTN_SUCCESS. */
+#define POSITION_LIMIT ((long long)1 << 61)
+
+static clattn_status check_OPT_DIM(clattn_context *ctx, size_t v, const char *name)
+{
+    return v == 0 ? set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.%s is 0", name) : CLATTN_SUCCESS;
+}
+
+static clattn_status check_OPT_SCALE(clattn_context *ctx, float v, const char *name)
+{
+    return isinf(v) ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                                "desc.%s is infinite (CLATTN_SCALE_DEFAULT, a NaN, asks for 1/sqrt(qk_dim))", name)
+                    : CLATTN_SUCCESS;
+}
+
+static clattn_status check_OPT_CAP(clattn_context *ctx, float v, const char *name)
+{
+    return !(v >= 0.0f) || isinf(v) || (v > 0.0f && v < FLT_MIN)
+               ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s = %g must be 0 (off) or a finite value >= FLT_MIN",
+                           name, (double)v)
+               : CLATTN_SUCCESS;
+}
+
+static clattn_status check_OPT_KV_HEADS(clattn_context *ctx, size_t v, size_t heads, const char *name)
+{
+    const size_t kv_heads = v ? v : heads;
+    return kv_heads > heads || heads % kv_heads != 0
+               ? set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
+                           "desc.%s = %zu must divide desc.heads = %zu (each K/V head serves a group of query heads)",
+                           name, kv_heads, heads)
+               : CLATTN_SUCCESS;
+}
+
+/* `heads` finite values of a per-head host array (sinks, ALiBi slopes, logit scales), when given. */
+static clattn_status check_OPT_PER_HEAD(clattn_context *ctx, const float *values, size_t heads, const char *name)
 {
     for (size_t h = 0; values && h < heads; h++)
         if (!isfinite(values[h]))
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s[%zu] = %g is not finite", name, h,
                              (double)values[h]);
     return CLATTN_SUCCESS;
+}
+
+static clattn_status check_OPT_ENUM(clattn_context *ctx, unsigned v, unsigned limit, const char *name)
+{
+    return v > limit ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u", name, v)
+                     : CLATTN_SUCCESS;
+}
+
+static clattn_status check_OPT_RESERVED(clattn_context *ctx, unsigned v, const char *name)
+{
+    return v != 0 ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u (must be 0)", name, v)
+                  : CLATTN_SUCCESS;
+}
+
+static clattn_status check_OPT_DTYPE(clattn_context *ctx, clattn_dtype v, const char *name)
+{
+    return !dtype_valid(v) ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %d", name, (int)v)
+                           : CLATTN_SUCCESS;
+}
+
+/* (A negative value, cast to unsigned, is too big too.) */
+static clattn_status check_OPT_ORIGIN(clattn_context *ctx, long long v, bool too_big, const char *name)
+{
+    return too_big
+               ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s = %lld: an origin lies in 0..2^61", name, v)
+               : CLATTN_SUCCESS;
+}
+
+/* How each kind is checked here: the masks by masks_resolve, the mods and the block mask by their binders
+ * (they need the call's context and positions), the scales' buffers by check_types and check_scales. */
+#define OPTION_CHECK_OPT_DIM(d, name, limit) check_OPT_DIM(ctx, (d)->name, #name)
+#define OPTION_CHECK_OPT_DIM0(d, name, limit) CLATTN_SUCCESS
+#define OPTION_CHECK_OPT_SIZE(d, name, limit) CLATTN_SUCCESS
+#define OPTION_CHECK_OPT_KV_HEADS(d, name, limit) check_OPT_KV_HEADS(ctx, (d)->name, (d)->heads, #name)
+#define OPTION_CHECK_OPT_SCALE(d, name, limit) check_OPT_SCALE(ctx, (d)->name, #name)
+#define OPTION_CHECK_OPT_CAP(d, name, limit) check_OPT_CAP(ctx, (d)->name, #name)
+#define OPTION_CHECK_OPT_PER_HEAD(d, name, limit) check_OPT_PER_HEAD(ctx, (d)->name, (d)->heads, #name)
+#define OPTION_CHECK_OPT_ENUM(d, name, limit) check_OPT_ENUM(ctx, (unsigned)(d)->name, (unsigned)(limit), #name)
+#define OPTION_CHECK_OPT_RESERVED(d, name, limit) check_OPT_RESERVED(ctx, (d)->name, #name)
+#define OPTION_CHECK_OPT_DTYPE(d, name, limit) check_OPT_DTYPE(ctx, (d)->name, #name)
+#define OPTION_CHECK_OPT_BUFFER(d, name, limit) CLATTN_SUCCESS
+#define OPTION_CHECK_OPT_MASKS(d, name, limit) CLATTN_SUCCESS
+#define OPTION_CHECK_OPT_MODS(d, name, limit) CLATTN_SUCCESS
+#define OPTION_CHECK_OPT_BLOCK_MASK(d, name, limit) CLATTN_SUCCESS
+#define OPTION_CHECK_OPT_ORIGIN(d, name, limit)                                                                      \
+    check_OPT_ORIGIN(ctx, (long long)(d)->name, (unsigned long long)(d)->name > (unsigned long long)POSITION_LIMIT, #name)
+
+/* Every option of the descriptor (call_options.def's CLATTN_OPTION and CLATTN_SDPA_OPTION rows), in the
+ * table's order: the first failure. */
+static clattn_status check_options(clattn_context *ctx, const clattn_sdpa_desc *desc)
+{
+    clattn_status st = CLATTN_SUCCESS;
+#define CLATTN_OPTION(name, kind, type, def, limit, ...)                                                             \
+    if (st == CLATTN_SUCCESS)                                                                                        \
+        st = OPTION_CHECK_##kind(desc, name, limit);
+#define CLATTN_SDPA_OPTION CLATTN_OPTION
+#include "call_options.def"
+#undef CLATTN_OPTION
+#undef CLATTN_SDPA_OPTION
+    return st;
 }
 
 /* Known storage types, int8 only for K and V, and scales given exactly for an int8 K and V. */
@@ -200,44 +294,13 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
 {
     if (!desc)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the descriptor is NULL");
-    const struct { size_t value; const char *name; } dims[] = {
-        {desc->batch, "batch"},   {desc->heads, "heads"},   {desc->q_len, "q_len"},
-        {desc->kv_len, "kv_len"}, {desc->qk_dim, "qk_dim"},
-    };
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
-        if (dims[i].value == 0)
-            return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.%s is 0", dims[i].name);
-    if (isinf(desc->scale))
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.scale is infinite (CLATTN_SCALE_DEFAULT, a NaN, asks for 1/sqrt(qk_dim))");
-    if (desc->algorithm != CLATTN_ALGORITHM_AUTO && desc->algorithm != CLATTN_ALGORITHM_FUSED &&
-        desc->algorithm != CLATTN_ALGORITHM_STAGED && desc->algorithm != CLATTN_ALGORITHM_DECODE)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.algorithm has the unknown value %d",
-                         (int)desc->algorithm);
-    const size_t kv_heads = desc->kv_heads ? desc->kv_heads : desc->heads;
-    if (kv_heads > desc->heads || desc->heads % kv_heads != 0)
-        return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
-                         "desc.kv_heads = %zu must divide desc.heads = %zu (each K/V head serves a group of query heads)",
-                         kv_heads, desc->heads);
-    if (!(desc->softcap >= 0.0f) || isinf(desc->softcap) || (desc->softcap > 0.0f && desc->softcap < FLT_MIN))
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.softcap = %g must be 0 (off) or a finite value >= FLT_MIN", (double)desc->softcap);
-    if ((unsigned)desc->weights_output > CLATTN_WEIGHTS_MASKED || desc->weights_reserved != 0)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u",
-                         desc->weights_reserved ? "weights_reserved" : "weights_output",
-                         desc->weights_reserved ? desc->weights_reserved : (unsigned)desc->weights_output);
-    if ((unsigned)desc->softmax_precision > CLATTN_SOFTMAX_DOUBLE || desc->softmax_reserved != 0)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %u",
-                         desc->softmax_reserved ? "softmax_reserved" : "softmax_precision",
-                         desc->softmax_reserved ? desc->softmax_reserved : (unsigned)desc->softmax_precision);
-    clattn_status st = check_per_head(ctx, desc->sinks, desc->heads, "sinks");
-    if (st == CLATTN_SUCCESS)
-        st = check_per_head(ctx, desc->alibi_slopes, desc->heads, "alibi_slopes");
+    clattn_status st = check_options(ctx, desc);
     if (st == CLATTN_SUCCESS)
         st = check_types(ctx, desc);
     if (st != CLATTN_SUCCESS)
         return st;
 
+    const size_t kv_heads = desc->kv_heads ? desc->kv_heads : desc->heads;
     s->batch = desc->batch;
     s->heads = desc->heads;
     s->q_len = desc->q_len;

@@ -14,7 +14,7 @@ def f32_to_bf16(x):
 
 
 def sdpa(q, k, v, mask=None, causal=False, scale=None, window=None, softcap=None, sinks=None, alibi=None,
-         offsets=None, key_lengths=None):
+         offsets=None, key_lengths=None, logit_scale=None):
     """q (B, H, L, D), k (B, KVH, S, D), v (B, KVH, S, Dv) (leading dims flattened by the caller); mask
     broadcastable to (B, H, L, S), bool (True = may attend) or float (added). Returns out (B, H, L, Dv),
     lse (B, H, L)."""
@@ -24,6 +24,8 @@ def sdpa(q, k, v, mask=None, causal=False, scale=None, window=None, softcap=None
     k = np.repeat(k, H // KVH, axis=1)
     v = np.repeat(v, H // KVH, axis=1)
     s = np.einsum("bhld,bhsd->bhls", q, k) * (1.0 / np.sqrt(D) if scale is None else scale)
+    if logit_scale is not None:
+        s = s * np.asarray(logit_scale, dtype=np.float64)[None, :, None, None]
     if softcap:
         s = softcap * np.tanh(s / softcap)
     pos = np.arange(L)[None, :] + (np.zeros((B, 1)) if offsets is None else np.asarray(offsets)[:, None])  # (B, L)

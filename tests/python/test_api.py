@@ -59,9 +59,8 @@ def test_dlpack_round_trip(ctx, rng):
     # In through DLPack alone (the package hands such objects to the C side unchanged) ...
     via = clattn._clattn
     o2 = np.empty_like(out)
-    opts = (None, 0, None, 0.0, None, None, None, None, 0, 0, 0, 0)
     via.sdpa(ctx, OnlyDLPack(q), OnlyDLPack(q), OnlyDLPack(q), OnlyDLPack(o2), None, None, None, (1, 2, 2, 5, 5, 8, 8),
-             opts, None, False)
+             None, False)
     assert np.array_equal(o2, out)
     # ... and out: the result is an ordinary array that numpy takes back through DLPack without a copy.
     back = np.from_dlpack(out)
@@ -180,9 +179,8 @@ def test_library_refusals_raise_clattn_error(ctx):
     assert "key_lengths" in str(info.value)
     # The C side checks sizes itself too: a wrong output size is refused before the library runs.
     out = np.full((1, 1, 4, 7), 7.0, np.float32)
-    opts = (None, 0, None, 0.0, None, None, None, None, 0, 0, 0, 0)
     with pytest.raises(ValueError, match="out holds 28 elements"):
-        clattn._clattn.sdpa(ctx, q, q, q, out, None, None, None, (1, 1, 1, 4, 4, 8, 8), opts, None, False)
+        clattn._clattn.sdpa(ctx, q, q, q, out, None, None, None, (1, 1, 1, 4, 4, 8, 8), None, False)
     assert np.all(out == 7.0)
 
 
@@ -242,10 +240,9 @@ def test_big_endian_arrays_are_converted(ctx, rng):
         def __dlpack__(self, stream=None):
             raise BufferError("the producer's own reason")
 
-    opts = (None, 0, None, 0.0, None, None, None, None, 0, 0, 0, 0)
     with pytest.raises(TypeError, match="the producer's own reason"):
-        clattn._clattn.sdpa(ctx, Broken(), q, q, np.empty_like(q), None, None, None, (1, 2, 2, 5, 5, 8, 8), opts,
-                            None, False)
+        clattn._clattn.sdpa(ctx, Broken(), q, q, np.empty_like(q), None, None, None, (1, 2, 2, 5, 5, 8, 8), None,
+                            False)
 
 
 RUNTIME_ERRORS = {  # Issue 36 item 8: what PyTorch's scaled_dot_product_attention raises RuntimeError for

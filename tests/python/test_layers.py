@@ -158,8 +158,8 @@ def test_backward_extension_against_numpy(ctx, rng):
     q, k, v, dout = (rng.uniform(-1, 1, size=(B, H, n, D)).astype(np.float32) for n in (L, S, S, L))
     out, lse = clattn.scaled_dot_product_attention(q, k, v, is_causal=True, return_lse=True, context=ctx)
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    opts = (None, 1, None, 0.0, None, None, None, None, 0, 0, 0, 0)
-    clattn._clattn.sdpa_backward(ctx, q, k, v, out, lse, dout, dq, dk, dv, None, (B, H, H, L, S, D, D), opts, None)
+    clattn._clattn.sdpa_backward(ctx, q, k, v, out, lse, dout, dq, dk, dv, None, (B, H, H, L, S, D, D), None,
+                                 causal=1)
     o64, _, p = ref.sdpa(q, k, v, causal=True)
     d64 = dout.astype(np.float64)
     scale = 1 / np.sqrt(D)
@@ -214,7 +214,7 @@ def test_mods_cache_lets_contexts_go_and_stays_bounded(ctx, rng, monkeypatch):
         gc.collect()
         assert gone() is None, "a Context used with mods= outlived every reference to it"
     assert clattn._clattn.live_objects() == before
-    monkeypatch.setattr(clattn, "_MODS_PER_CONTEXT", 3)
+    monkeypatch.setattr(clattn._programmable, "_MODS_PER_CONTEXT", 3)
     scale_mod = "float score_mod(float s, int b, int h, long q, long k, __global const float *w) { return s * w[0]; }\n"
     for n in range(1, 7):  # a new aux shape each time: a new compiled mods each time
         w = np.full(n, 0.5, np.float32)

@@ -1,6 +1,8 @@
 /* Loads the mask flags of `clattn sdpa` and `clattn mha` into a clattn_masks, and their variant flags
  * (--kv-heads, --softcap, --sinks, --alibi). */
 #include "cli_masks.h"
+
+#include "call_options.h" /* the layer's options through SDPA's */
 #include "npy.h"
 
 #include <math.h>
@@ -277,6 +279,8 @@ int cli_variants_load(const char *command, cli_variants *v, size_t H)
     int rc = CLI_OK;
     if (v->sinks_path)
         rc = cli_load_per_head(command, "sinks", v->sinks_path, H, &v->sinks);
+    if (rc == CLI_OK && v->logit_scale_path)
+        rc = cli_load_per_head(command, "logit-scale", v->logit_scale_path, H, &v->logit_scale);
     if (rc != CLI_OK || !v->alibi_text)
         return rc;
     if (strcmp(v->alibi_text, "auto") != 0)
@@ -287,10 +291,36 @@ int cli_variants_load(const char *command, cli_variants *v, size_t H)
     return CLI_OK;
 }
 
+void cli_variants_apply(const cli_variants *v, clattn_sdpa_desc *d)
+{
+    if (v->softcap_text)
+        d->softcap = v->softcap;
+    if (v->sinks)
+        d->sinks = v->sinks;
+    if (v->alibi)
+        d->alibi_slopes = v->alibi;
+    if (v->logit_scale)
+        d->logit_scale = v->logit_scale;
+    if (v->scores_path)
+        d->weights_output = v->scores_mode;
+    if (v->softmax_double)
+        d->softmax_precision = CLATTN_SOFTMAX_DOUBLE;
+}
+
+void cli_variants_apply_mha(const cli_variants *v, clattn_mha_desc *d)
+{
+    clattn_sdpa_desc s = CLATTN_SDPA_DESC_INIT;
+    call_options_mha_to_sdpa(&s, d);
+    cli_variants_apply(v, &s);
+    call_options_sdpa_to_mha(d, &s);
+}
+
 void cli_variants_free(cli_variants *v)
 {
     free(v->sinks);
     free(v->alibi);
+    free(v->logit_scale);
     v->sinks = NULL;
     v->alibi = NULL;
+    v->logit_scale = NULL;
 }

@@ -50,8 +50,10 @@ void cli_masks_free(cli_masks *m);
  * CLI_USAGE_ERROR on a bad file, shape or value. */
 int cli_load_per_head(const char *command, const char *flag, const char *path, size_t H, float **values);
 
+/* The variant flags, one set for `clattn sdpa`, `mha`, `ring` and `bench` (src/base/call_options.def's rows with a `cli`
+ * flag; tools/scripts/check_options.py finds each in every subcommand's --help that the table names). */
 typedef struct cli_variants {
-    const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text;
+    const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text, *logit_scale_path;
     bool softmax_double; /* --softmax-double: desc.softmax_precision = CLATTN_SOFTMAX_DOUBLE */
     /* Filled by cli_variants_parse: */
     size_t kv_heads; /* 0 without --kv-heads (then K/V have the query heads) */
@@ -59,15 +61,17 @@ typedef struct cli_variants {
     clattn_weights_output scores_mode; /* --scores MODE:FILE: which scores FILE gets */
     const char *scores_path;           /* its FILE, or NULL */
     /* Filled by cli_variants_load: H entries each, or NULL without the flag. */
-    float *sinks, *alibi;
+    float *sinks, *alibi, *logit_scale;
 } cli_variants;
 
 #define CLI_VARIANT_OPTIONS(v)                                                                               \
     {"kv-heads", NULL, &(v)->kv_heads_text}, {"softcap", NULL, &(v)->softcap_text},                         \
         {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}, {"scores", NULL, &(v)->scores_text}, \
-        {"softmax-double", &(v)->softmax_double, NULL}
+        {"softmax-double", &(v)->softmax_double, NULL}, {"logit-scale", NULL, &(v)->logit_scale_path}
 
 #define CLI_VARIANT_HELP                                                                                     \
+    "  --logit-scale SC.npy   float array (H,): a scale per head (a temperature) multiplying the scaled\n"   \
+    "                         scores before soft-capping\n"                                                \
     "  --softcap C            soft-cap the scaled scores: C·tanh(s/C) (Gemma 2; C >= 0, 0: off)\n"          \
     "  --sinks SINKS.npy      float array (H,): one attention-sink logit per head, in each row's\n"          \
     "                         softmax denominator without a value (gpt-oss): weights sum to < 1\n"           \
@@ -88,8 +92,13 @@ typedef struct cli_variants {
 
 /* Parses --kv-heads and --softcap (before any file is read). Reports and returns CLI_USAGE_ERROR. */
 int cli_variants_parse(const char *command, cli_variants *v);
-/* Checks --kv-heads against H query heads and reads --sinks and --alibi (H values each). */
+/* Checks --kv-heads against H query heads and reads --sinks, --alibi and --logit-scale (H values each). */
 int cli_variants_load(const char *command, cli_variants *v, size_t H);
+/* The variants given into a descriptor (after cli_variants_load): softcap, sinks, ALiBi slopes, logit scales,
+ * what the weights output holds and the softmax's precision, each where its flag was given (the rest stay
+ * the descriptor's); a layer's through call_options_sdpa_to_mha. */
+void cli_variants_apply(const cli_variants *v, clattn_sdpa_desc *d);
+void cli_variants_apply_mha(const cli_variants *v, clattn_mha_desc *d);
 void cli_variants_free(cli_variants *v);
 
 #endif

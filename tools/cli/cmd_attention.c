@@ -160,8 +160,7 @@ static const char sdpa_help[] =
     "  --heads H              3-D inputs are (B,L,H·D): their last dimension holds H heads\n"
     "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
     "                         attention; 1: multi-query); N divides H\n"
-    "  --logit-scale SC.npy   float array (H,): a scale per head multiplying the scaled scores before\n"
-    "                         soft-capping (a temperature per head)\n" CLI_VARIANT_HELP CLI_MASK_HELP CLI_MODS_HELP
+    CLI_VARIANT_HELP CLI_MASK_HELP CLI_MODS_HELP
     "  --heatmap FILE.svg     SVG heatmap of the attention weights (first batch, up to 16 heads)\n"
     "  --tokens a,b,c         query labels for the heatmap (and key labels when L = S)\n"
     "  --key-tokens a,b,c     key labels for the heatmap\n"
@@ -352,8 +351,8 @@ int cmd_sdpa(int argc, char **argv)
     const char *path[3] = {NULL}; /* Q, K, V */
     const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
     const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL, *out_dtype_text = NULL;
-    const char *logit_scale_path = NULL, *grad_out_path = NULL, *grad_path[3] = {NULL}; /* dQ, dK, dV */
-    float *logit_scale = NULL, *grads[3] = {NULL}; /* dQ, dK, dV as floats, once computed */
+    const char *grad_out_path = NULL, *grad_path[3] = {NULL}; /* dQ, dK, dV */
+    float *grads[3] = {NULL}; /* dQ, dK, dV as floats, once computed */
     void *grad_bits[3] = {NULL};                   /* the same in Q's, K's and V's storage types */
     cli_tensor grad_out = {0};
     output_opts o = {0};
@@ -369,7 +368,6 @@ int cmd_sdpa(int argc, char **argv)
         {"tokens", NULL, &o.tokens},    {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device},
         {"past-k", NULL, &past_path[0]}, {"past-v", NULL, &past_path[1]},
         {"present-k", NULL, &present_path[0]}, {"present-v", NULL, &present_path[1]},
-        {"logit-scale", NULL, &logit_scale_path},
         {"grad-out", NULL, &grad_out_path}, {"dq", NULL, &grad_path[0]}, {"dk", NULL, &grad_path[1]},
         {"dv", NULL, &grad_path[2]},
         CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),          CLI_MODS_OPTIONS(&mods),
@@ -436,8 +434,7 @@ int cmd_sdpa(int argc, char **argv)
     /* With a past, attention runs over T = P + S keys: the masks and the weights count them all. */
     const bool with_past = past_path[0] || present_path[0] || present_path[1];
     const size_t B = d.B, H = d.H, L = d.L, S = d.S, Dv = d.Dv, T = P + S;
-    if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK ||
-        (logit_scale_path && (rc = cli_load_per_head(cmd, "logit-scale", logit_scale_path, H, &logit_scale)) != CLI_OK))
+    if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK)
         goto done;
     if (backward && (rc = grad_out_load(cmd, grad_out_path, &t[0], &d, bf16, c.desc.out_dtype, &grad_out)) != CLI_OK)
         goto done;
@@ -464,12 +461,7 @@ int cmd_sdpa(int argc, char **argv)
     if ((rc = cli_mods_block_mask(cmd, ctx, &mods, &m.masks, B, H, L, T)) != CLI_OK)
         goto done;
     c.desc.block_mask = mods.mask;
-    c.desc.softcap = var.softcap;
-    c.desc.sinks = var.sinks;
-    c.desc.alibi_slopes = var.alibi;
-    c.desc.logit_scale = logit_scale;
-    c.desc.weights_output = var.scores_mode;
-    c.desc.softmax_precision = var.softmax_double ? CLATTN_SOFTMAX_DOUBLE : CLATTN_SOFTMAX_FLOAT;
+    cli_variants_apply(&var, &c.desc);
     c.desc.q_dtype = t[0].type;
     c.desc.k_dtype = t[1].type;
     c.desc.v_dtype = t[2].type;
@@ -599,7 +591,6 @@ done:
     clattn_context_free(ctx);
     cli_masks_free(&m);
     cli_variants_free(&var);
-    free(logit_scale);
     for (size_t i = 0; i < 3; i++)
         cli_tensor_free(&t[i]);
     for (size_t i = 0; i < 2; i++) {
@@ -777,11 +768,7 @@ int cmd_mha(int argc, char **argv)
     if ((rc = cli_mods_block_mask(cmd, ctx, &mods, &m.masks, B, H, L, S)) != CLI_OK)
         goto done;
     c.desc.block_mask = mods.mask;
-    c.desc.softcap = var.softcap;
-    c.desc.sinks = var.sinks;
-    c.desc.alibi_slopes = var.alibi;
-    c.desc.weights_output = var.scores_mode;
-    c.desc.softmax_precision = var.softmax_double ? CLATTN_SOFTMAX_DOUBLE : CLATTN_SOFTMAX_FLOAT;
+    cli_variants_apply_mha(&var, &c.desc);
     c.desc.x_dtype = t[X].type;
     c.desc.weight_dtype = t[WQ].type;
     const void *bits[NT] = {0};

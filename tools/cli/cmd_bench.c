@@ -8,6 +8,7 @@
 #include "bench_native.h"
 #include "bench_stream.h"
 #include "cli.h"
+#include "cli_masks.h"
 #include "ring_model.h"
 #include "npy.h"
 #include "commands.h"
@@ -215,7 +216,14 @@ typedef struct case_buffers {
     size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
     size_t lengths[64];   /* paged: each sequence's rows */
     float *host[6];       /* "(host arrays)" layers: x, W_Q, W_K, W_V, W_O and the output on the host */
+    const cli_variants *variants; /* the variant flags for SDPA, backward and layer cases, or NULL */
 } case_buffers;
+
+/* Whether a case takes the variant flags (the SDPA-shaped and layer calls). */
+static bool case_takes_variants(const bench_case *c)
+{
+    return c->kind == BENCH_SDPA || c->kind == BENCH_BACKWARD || c->kind == BENCH_MHA;
+}
 
 /* A layer case timed through clattn_mha_host on host arrays (the call a Python or host caller makes)
  * rather than clattn_mha on device buffers. */
@@ -467,6 +475,8 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.mods = b->mods;
         d.block_mask = b->block_mask;
         d.alibi_slopes = case_mods(c) == BUILTIN_ALIBI ? b->alibi : NULL;
+        if (b->variants)
+            cli_variants_apply(b->variants, &d);
         if (c->kind == BENCH_BACKWARD)
             return clattn_sdpa_backward(ctx, &d, b->q, b->k, b->v, NULL, b->out, b->lse, b->grads[0], b->grads[1],
                                         b->grads[2], b->grads[3], NULL);
@@ -480,6 +490,8 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
     d.qk_dim = c->D;
     d.masks = &masks;
     d.algorithm = algo;
+    if (b->variants)
+        cli_variants_apply_mha(b->variants, &d);
     if (case_host(c)) {
         clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
         w.w_q = b->host[1], w.w_k = b->host[2], w.w_v = b->host[3], w.w_o = b->host[4];
@@ -589,6 +601,7 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
     cl_int err = buffers_make(ctx, base, &bb);
     if (err != CL_SUCCESS)
         return (clattn_status)err;
+    bb.variants = case_takes_variants(base) ? b->variants : NULL; /* (the base case with the same variants) */
     double ratios[41], total = 0;
     size_t n = 0;
     static bench_run run_base, run_case; /* (static: the profiling records make them large) */
@@ -682,7 +695,10 @@ static const char bench_help[] =
     "               device's fused causal speed measured (the first 'sdpa causal' case) and plugged into the\n"
     "               time of one call (131072 tokens, H=32, kv=8, D=128) against P ranks and link bandwidths,\n"
     "               printed as a table and drawn as an SVG (--only ring: the model alone)\n"
-    "  --ring-gflops X  plug in X GFLOP/s instead of measuring (another device's figure)\n";
+    "  --ring-gflops X  plug in X GFLOP/s instead of measuring (another device's figure)\n"
+    "  --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto, --logit-scale SC.npy, --softmax-double:\n"
+    "               the variant flags of clattn sdpa, applied to every SDPA, backward and layer case (a\n"
+    "               file of H values fits the cases of H heads: choose them with --only)\n";
 
 /* A second context on ctx's own device and queue whose projections run CLBlast. */
 static clattn_status open_blas_context(clattn_context *ctx, clattn_context **out)
@@ -753,15 +769,23 @@ int cmd_bench(int argc, char **argv)
 {
     bool quick = false, skip_long = false, json = false, help = false;
     const char *device = NULL, *only = NULL, *ring_svg = NULL, *ring_gflops = NULL;
+    cli_variants var = {0};
     const cli_option opts[] = {{"quick", &quick, NULL},     {"skip-long", &skip_long, NULL},
                                {"json", &json, NULL},       {"device", NULL, &device},
                                {"only", NULL, &only},       {"ring-model", NULL, &ring_svg},
-                               {"ring-gflops", NULL, &ring_gflops}};
+                               {"ring-gflops", NULL, &ring_gflops}, CLI_VARIANT_OPTIONS(&var)};
     int rc = cli_parse("bench", argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
         fputs(bench_help, help && rc == CLI_OK ? stdout : stderr);
         return rc;
     }
+    if ((rc = cli_variants_parse("bench", &var)) != CLI_OK)
+        return rc;
+    if (var.kv_heads_text || var.scores_text)
+        return cli_fail(CLI_USAGE_ERROR, "bench", "--%s: the cases fix their heads and outputs",
+                        var.kv_heads_text ? "kv-heads" : "scores");
+    const bool variants = var.softcap_text || var.sinks_path || var.alibi_text || var.logit_scale_path ||
+                          var.softmax_double;
     if (ring_svg && json)
         return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-model prints a table and writes a file: not with --json");
     if (ring_gflops && !ring_svg)
@@ -809,6 +833,15 @@ int cmd_bench(int argc, char **argv)
         if ((err = buffers_make(ctx, c, &b)) != CL_SUCCESS) {
             rc = cli_fail_status("bench", ctx, (clattn_status)err, c->name);
             break;
+        }
+        if (variants && case_takes_variants(c)) { /* (its heads' per-head files) */
+            cli_variants_free(&var);
+            if ((rc = cli_variants_load("bench", &var, c->H)) != CLI_OK) {
+                fprintf(stderr, "clattn bench: (in case \"%s\", %zu heads)\n", c->name, c->H);
+                buffers_free(&b);
+                break;
+            }
+            b.variants = &var;
         }
         /* Decode cases (few query rows) set the decode path against the fused kernel; ragged batches and
          * paged caches run the path AUTO chooses (decode for few rows, fused for more). */
@@ -936,5 +969,6 @@ int cmd_bench(int argc, char **argv)
     bench_native_close(native);
     clattn_context_free(blas_ctx);
     clattn_context_free(ctx);
+    cli_variants_free(&var);
     return rc;
 }

@@ -36,7 +36,8 @@ static const char ring_help[] =
     "  --device SPEC          this rank's device; \"{rank}\" in it is replaced by the rank (0:{rank})\n"
     "  --causal, --causal-bottom-right, --key-lengths, --offset, --offsets, --window: as for clattn sdpa\n"
     "                         (positions of the whole sequences; no --mask)\n"
-    "  --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto: as for clattn sdpa\n"
+    "  --kv-heads N, --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto, --logit-scale SC.npy,\n"
+    "  --softmax-double: as for clattn sdpa\n"
     "\n"
     "Rank 0 prints each rank's time, the time it waited for a slice beyond its kernels, its device memory and\n"
     "the bytes it sent.\n";
@@ -332,9 +333,7 @@ int cmd_ring(int argc, char **argv)
     desc.qk_dim = Dqk;
     desc.v_dim = Dv;
     desc.masks = &m.masks;
-    desc.softcap = var.softcap;
-    desc.sinks = var.sinks;
-    desc.alibi_slopes = var.alibi;
+    cli_variants_apply(&var, &desc);
     clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
     const clattn_status st =
         clattn_ring_sdpa_host(ring, &desc, layout, in[0].rows, in[1].rows, in[2].rows, out, lse, &stats);

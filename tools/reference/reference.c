@@ -5,6 +5,7 @@
  * (tools/meson.build), used by the test suites and `clattn devices --check`. Cross-checked against
  * ONNX's reference Attention by tools/scripts/check_reference_onnx.py. */
 #include "reference.h"
+#include "call_options.h" /* the call options' table: ref_mha forwards them as clattn_mha does */
 
 #include <math.h>
 #include <stdbool.h>
@@ -416,18 +417,8 @@ void ref_mha(const clattn_mha_desc *d, const float *x, const float *kv,
     }
 
     clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
-    sd.batch = B;
-    sd.heads = H;
-    sd.q_len = L;
+    call_options_mha_to_sdpa(&sd, d); /* every option the layer carries (src/base/call_options.def) */
     sd.kv_len = S;
-    sd.qk_dim = Dqk;
-    sd.v_dim = Dv;
-    sd.scale = d->scale;
-    sd.masks = d->masks;
-    sd.softcap = d->softcap;
-    sd.kv_heads = Hkv;
-    sd.sinks = d->sinks;
-    sd.alibi_slopes = d->alibi_slopes;
     ref_sdpa_d(&sd, qh, kh, vh, mask, oh, attn_weights, NULL);
 
     for (size_t b = 0; b < B; b++)
@@ -519,8 +510,8 @@ void ref_mha_backward(const clattn_mha_desc *d, const float *x, const float *kv,
     ref_heads(B, S, N, Dqk, kf, kh, 1);
     ref_heads(B, S, N, Dv, vf, vh, 1);
     clattn_sdpa_desc sd = CLATTN_SDPA_DESC_INIT;
-    sd.batch = B, sd.heads = H, sd.q_len = L, sd.kv_len = S, sd.qk_dim = Dqk, sd.v_dim = Dv, sd.scale = d->scale;
-    sd.masks = d->masks, sd.softcap = d->softcap, sd.kv_heads = N, sd.sinks = d->sinks, sd.alibi_slopes = d->alibi_slopes;
+    call_options_mha_to_sdpa(&sd, d);
+    sd.kv_len = S;
     ref_sdpa_d(&sd, qh, kh, vh, mask, oh, NULL, NULL);
     ref_heads(B, L, H, Dv, oh, cat, 0);
     double *dy = to_double(d_out, B * L * (w->w_o ? od : hv));

@@ -31,6 +31,8 @@ LAYERS = [
         "dtype.h", "dtype.c",          # storage types: sizes and names
         "error.h", "error.c",          # error detail per context and per thread, warnings, build logs
         "versioned_rule.h",            # the struct_size rule as a verdict (header-only; libclattn_mpi's too)
+        "call_options.def",            # the table of call options: one row each (included, X-macro style)
+        "call_options.h",              # the table's surfaces and the layer-to-SDPA copy it generates
         "versioned.h", "versioned.c",  # the struct_size rule of the public structs, worded for a context
         "sha256.h", "sha256.c",        # SHA-256, for the cache's keys
     ]),

@@ -30,7 +30,8 @@ def scaled_dot_product_attention(
     query: Tensor, key: Any, value: Any, attn_mask: Any = ..., dropout_p: float = ..., is_causal: bool = ...,
     scale: Optional[float] = ..., enable_gqa: bool = ..., *, window: Optional[Tuple[Optional[int], Optional[int]]] = ...,
     softcap: Optional[float] = ..., sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
-    offsets: Optional[Sequence[int]] = ..., key_lengths: Optional[Sequence[int]] = ..., return_lse: bool = ...,
+    offsets: Optional[Sequence[int]] = ..., key_lengths: Optional[Sequence[int]] = ...,
+    logit_scale: Optional[Sequence[float]] = ..., return_lse: bool = ...,
     weights: Optional[str] = ..., algorithm: str = ..., mods: Optional[str] = ...,
     aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
     dtype: Optional[str] = ..., context: Optional[Context] = ..., timeout: Optional[float] = ...,
@@ -41,7 +42,8 @@ def multi_head_attention(
     attn_mask: Any = ..., is_causal: bool = ..., scale: Optional[float] = ...,
     window: Optional[Tuple[Optional[int], Optional[int]]] = ..., softcap: Optional[float] = ...,
     sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
-    key_lengths: Optional[Sequence[int]] = ..., algorithm: str = ..., mods: Optional[str] = ...,
+    key_lengths: Optional[Sequence[int]] = ..., logit_scale: Optional[Sequence[float]] = ..., algorithm: str = ...,
+    mods: Optional[str] = ...,
     aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
     dtype: Optional[str] = ..., context: Optional[Context] = ..., timeout: Optional[float] = ...,
 ) -> Tensor: ...
@@ -69,4 +71,5 @@ class KVCache:
     def attend(self, query: Tensor, *, is_causal: bool = ..., scale: Optional[float] = ...,
                window: Optional[Tuple[Optional[int], Optional[int]]] = ..., softcap: Optional[float] = ...,
                sinks: Optional[Sequence[float]] = ..., alibi: Optional[Sequence[float]] = ...,
-               return_lse: bool = ..., algorithm: str = ...) -> Union[Tensor, Tuple[Tensor, Tensor]]: ...
+               logit_scale: Optional[Sequence[float]] = ..., return_lse: bool = ...,
+               algorithm: str = ...) -> Union[Tensor, Tuple[Tensor, Tensor]]: ...

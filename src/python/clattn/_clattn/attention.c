@@ -3,6 +3,7 @@
  * the one thing the library cannot check of host pointers —, fills the descriptor and runs the call
  * with the GIL released; the library checks everything else and its detail becomes clattn.Error's. */
 #include "pyclattn.h"
+#include "call_options.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -10,41 +11,144 @@
 
 void py_options_free(call_options *o)
 {
-    PyMem_Free(o->sinks);
-    PyMem_Free(o->alibi);
-    PyMem_Free(o->offsets);
-    PyMem_Free(o->key_lengths);
+    for (size_t i = 0; i < o->n_owned; i++)
+        PyMem_Free(o->owned[i]);
     memset(o, 0, sizeof *o);
 }
 
-int py_options_read(PyObject *tuple, size_t batch, size_t heads, call_options *o)
+/* Which kinds of call_options.def a keyword gives (1) and which the shape, tensors or mods do (0). */
+#define PY_READABLE_OPT_SCALE 1
+#define PY_READABLE_OPT_CAP 1
+#define PY_READABLE_OPT_PER_HEAD 1
+#define PY_READABLE_OPT_ENUM 1
+#define PY_READABLE_OPT_LENGTHS 1
+#define PY_READABLE_OPT_OFFSETS 1
+#define PY_READABLE_OPT_WINDOW 1
+#define PY_READABLE_OPT_SIZE 1
+#define PY_READABLE_OPT_DIM 0
+#define PY_READABLE_OPT_DIM0 0
+#define PY_READABLE_OPT_KV_HEADS 0
+#define PY_READABLE_OPT_RESERVED 0
+#define PY_READABLE_OPT_DTYPE 0
+#define PY_READABLE_OPT_BUFFER 0
+#define PY_READABLE_OPT_MASKS 0
+#define PY_READABLE_OPT_MODS 0
+#define PY_READABLE_OPT_BLOCK_MASK 0
+#define PY_READABLE_OPT_ORIGIN 0
+#define PY_CAT_(a, b) a##b
+#define PY_CAT(a, b) PY_CAT_(a, b)
+#define PY_IF_0(...)
+#define PY_IF_1(...) __VA_ARGS__
+#define PY_IF_READABLE(kind, ...) PY_CAT(PY_IF_, PY_READABLE_##kind)(__VA_ARGS__)
+
+/* The keywords: every row of a readable kind. */
+static const char *const keywords[] = {
+#define CLATTN_OPTION(name, kind, ...) PY_IF_READABLE(kind, #name, )
+#define CLATTN_MASKS_OPTION CLATTN_OPTION
+#include "call_options.def"
+#undef CLATTN_OPTION
+#undef CLATTN_MASKS_OPTION
+    NULL};
+
+static int own(call_options *o, void *p)
+{
+    if (p && o->n_owned < sizeof o->owned / sizeof o->owned[0])
+        o->owned[o->n_owned++] = p;
+    else if (p) {
+        PyMem_Free(p);
+        PyErr_SetString(PyExc_RuntimeError, "clattn: too many option arrays");
+        return -1;
+    }
+    return 0;
+}
+
+static int read_float(PyObject *v, const char *name, float *out)
+{
+    const double d = PyFloat_AsDouble(v);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a number", name);
+        return -1;
+    }
+    *out = (float)d;
+    return 0;
+}
+
+static int read_long(PyObject *v, const char *name, long long *out)
+{
+    *out = PyLong_AsLongLong(v);
+    if (*out == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be an integer", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* Each readable kind's reading of keyword value v (not None unless said) into field f. */
+#define PY_READ_OPT_SCALE(v, name, f)                                                                            \
+    (v == Py_None ? ((f) = CLATTN_SCALE_DEFAULT, 0) : read_float(v, name, &(f)))
+#define PY_READ_OPT_CAP(v, name, f) (v == Py_None ? 0 : read_float(v, name, &(f)))
+#define PY_READ_OPT_ENUM(v, name, f) (read_long(v, name, &n) ? -1 : ((f) = n, 0))
+#define PY_READ_OPT_SIZE(v, name, f)                                                                             \
+    (read_long(v, name, &n) ? -1 : n < 0 ? (PyErr_Format(PyExc_ValueError, "%s is negative", name), -1)         \
+                                         : ((f) = (size_t)n, 0))
+#define PY_READ_OPT_PER_HEAD(v, name, f)                                                                         \
+    (py_floats_from_sequence(v, name, heads, &floats) || own(o, floats) ? -1 : ((f) = floats, 0))
+#define PY_READ_OPT_LENGTHS(v, name, f)                                                                          \
+    (py_sizes_from_sequence(v, name, batch, &sizes) || own(o, sizes) ? -1 : ((f) = sizes, 0))
+#define PY_READ_OPT_OFFSETS(v, name, f)                                                                          \
+    (py_longs_from_sequence(v, name, batch, &longs) || own(o, longs) ? -1 : ((f) = longs, 0))
+#define PY_READ_OPT_WINDOW(v, name, f)                                                                           \
+    (v == Py_None ? 0                                                                                            \
+                  : !PyArg_ParseTuple(v, "LL:window", &o->window.left, &o->window.right) ? -1                    \
+                                                                                         : ((f) = &o->window, 0))
+
+int py_options_read(PyObject *kwargs, size_t batch, size_t heads, call_options *o)
 {
     memset(o, 0, sizeof *o);
-    PyObject *scale, *window, *sinks, *alibi, *offsets, *lengths;
-    if (!PyArg_ParseTuple(tuple, "OiOfOOOOinii:options", &scale, &o->causal, &window, &o->softcap, &sinks, &alibi,
-                          &offsets, &lengths, &o->mask_layout, &o->mask_cols, &o->algorithm, &o->weights_output))
-        return -1;
-    o->scale = scale == Py_None ? CLATTN_SCALE_DEFAULT : (float)PyFloat_AsDouble(scale);
-    if (PyErr_Occurred())
-        return -1;
-    if (window != Py_None) {
-        if (!PyArg_ParseTuple(window, "LL:window", &o->window.left, &o->window.right))
+    o->desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
+    o->masks = (clattn_masks)CLATTN_MASKS_INIT;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (kwargs && PyDict_Next(kwargs, &pos, &key, &value)) {
+        size_t i = 0;
+        while (PyUnicode_Check(key) && keywords[i] && PyUnicode_CompareWithASCIIString(key, keywords[i]) != 0)
+            i++;
+        if (!PyUnicode_Check(key) || !keywords[i]) {
+            PyErr_Format(PyExc_TypeError, "an attention call takes no option %R", key);
             return -1;
-        o->has_window = 1;
+        }
     }
-    if (py_floats_from_sequence(sinks, "sinks", heads, &o->sinks) || py_floats_from_sequence(alibi, "alibi", heads, &o->alibi) ||
-        py_longs_from_sequence(offsets, "offsets", batch, &o->offsets) ||
-        py_sizes_from_sequence(lengths, "key_lengths", batch, &o->key_lengths)) {
+    long long n = 0;
+    float *floats = NULL;
+    size_t *sizes = NULL;
+    long long *longs = NULL;
+    PyObject *v;
+    int bad = 0;
+#define CLATTN_OPTION(name, kind, ...)                                                                           \
+    PY_IF_READABLE(kind, if (!bad && kwargs && (v = PyDict_GetItemString(kwargs, #name)) != NULL)                \
+                             bad = PY_READ_##kind(v, #name, o->desc.name);)
+#define CLATTN_MASKS_OPTION(name, kind, ...)                                                                     \
+    PY_IF_READABLE(kind, if (!bad && kwargs && (v = PyDict_GetItemString(kwargs, #name)) != NULL)                \
+                             bad = PY_READ_##kind(v, #name, o->masks.name);)
+#include "call_options.def"
+#undef CLATTN_OPTION
+#undef CLATTN_MASKS_OPTION
+    (void)n;
+    if (bad) {
         py_options_free(o);
         return -1;
     }
-    o->masks = (clattn_masks)CLATTN_MASKS_INIT;
-    o->masks.causal = (clattn_causal)o->causal;
-    o->masks.key_lengths = o->key_lengths;
-    o->masks.query_offsets = o->offsets;
-    o->masks.window = o->has_window ? &o->window : NULL;
-    o->masks.mask_kv_len = o->mask_cols > 0 ? (size_t)o->mask_cols : 0;
     return 0;
+}
+
+void py_options_apply(const call_options *o, clattn_sdpa_desc *d)
+{
+#define CLATTN_OPTION(name, kind, ...) PY_IF_READABLE(kind, d->name = o->desc.name;)
+#include "call_options.def"
+#undef CLATTN_OPTION
+    d->masks = &o->masks;
 }
 
 /* a·b·c·d with overflow refused (ValueError). */
@@ -71,17 +175,16 @@ static int mask_take(const py_tensor *m, call_options *o, size_t batch, size_t h
     const size_t cols = o->masks.mask_kv_len ? o->masks.mask_kv_len : kv_len;
     size_t elems = 0;
     int bad = 0;
-    switch (o->mask_layout) {
+    switch (o->masks.additive) {
     case CLATTN_MASK_L_S: bad = py_product(&elems, q_len, cols, 1, 1); break;
     case CLATTN_MASK_B_H_L_S: bad = py_product(&elems, batch, heads, q_len, cols); break;
     case CLATTN_MASK_B_1_L_S: bad = py_product(&elems, batch, q_len, cols, 1); break;
     case CLATTN_MASK_1_H_L_S: bad = py_product(&elems, heads, q_len, cols, 1); break;
     case CLATTN_MASK_B_1_1_S: bad = py_product(&elems, batch, cols, 1, 1); break;
-    default: PyErr_Format(PyExc_ValueError, "mask layout %d is not one clattn reads", o->mask_layout); return -1;
+    default: PyErr_Format(PyExc_ValueError, "mask layout %d is not one clattn reads", (int)o->masks.additive); return -1;
     }
     if (bad || py_tensor_expect(m, "attn_mask", elems, 1))
         return -1;
-    o->masks.additive = (clattn_mask_layout)o->mask_layout;
     o->masks.mask_type = m->kind == 'b'                  ? CLATTN_MASK_BOOL
                          : m->dtype == CLATTN_FLOAT16    ? CLATTN_MASK_FLOAT16
                          : m->dtype == CLATTN_BFLOAT16   ? CLATTN_MASK_BFLOAT16
@@ -109,14 +212,14 @@ static void release_all(py_tensor *t, size_t n)
 
 /* What sdpa and mha start with: the call's mods and options, then its n tensors (optional[i]: None
  * allowed). 0, or -1 with a Python exception and nothing held. */
-static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *opts, size_t batch, size_t heads, int n,
+static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *kwargs, size_t batch, size_t heads, int n,
                       PyObject *const *obj, const char *const *names, const int *optional, int bf16, py_tensor *t,
                       call_options *o, mods_staged *mods)
 {
     memset(t, 0, (size_t)n * sizeof *t);
     if (pyclattn_mods_stage(mods_obj, pc, mods) != 0)
         return -1;
-    if (py_options_read(opts, batch, heads, o) != 0) {
+    if (py_options_read(kwargs, batch, heads, o) != 0) {
         pyclattn_mods_release(mods);
         return -1;
     }
@@ -152,13 +255,7 @@ static clattn_sdpa_desc sdpa_desc_of(const Py_ssize_t *dims, const call_options 
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = (size_t)dims[0], d.heads = (size_t)dims[1], d.kv_heads = (size_t)dims[2];
     d.q_len = (size_t)dims[3], d.kv_len = (size_t)dims[4], d.qk_dim = (size_t)dims[5], d.v_dim = (size_t)dims[6];
-    d.scale = o->scale;
-    d.softcap = o->softcap;
-    d.sinks = o->sinks;
-    d.alibi_slopes = o->alibi;
-    d.masks = &o->masks;
-    d.algorithm = (clattn_algorithm)o->algorithm;
-    d.weights_output = (clattn_weights_output)o->weights_output;
+    py_options_apply(o, &d);
     d.mods = mods;
     return d;
 }
@@ -166,11 +263,10 @@ static clattn_sdpa_desc sdpa_desc_of(const Py_ssize_t *dims, const call_options 
 PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    (void)kwargs;
-    PyObject *ctx_obj, *obj[7], *shape, *opts, *mods_obj;
+    PyObject *ctx_obj, *obj[7], *shape, *mods_obj;
     int bf16 = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOp:sdpa", &ctx_obj, &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
-                          &obj[6], &shape, &opts, &mods_obj, &bf16))
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOp:sdpa", &ctx_obj, &obj[0], &obj[1], &obj[2], &obj[3], &obj[4], &obj[5],
+                          &obj[6], &shape, &mods_obj, &bf16))
         return NULL;
     py_context *pc = pyclattn_context(ctx_obj, "context");
     Py_ssize_t B, H, KVH, L, S, D, DV;
@@ -185,7 +281,7 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     py_tensor t[7];
     call_options o;
     mods_staged mods;
-    if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, 7, obj, names, optional, bf16, t, &o, &mods) != 0)
+    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, 7, obj, names, optional, bf16, t, &o, &mods) != 0)
         return NULL;
     size_t nq, nk, nv, no, nl, nw;
     const int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV) ||
@@ -213,14 +309,13 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
 PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    (void)kwargs;
     enum { Q, K, V, OUT, LSE, DOUT, DQ, DK, DV, MASK, N };
     static const char *const names[N] = {"query", "key", "value", "out", "lse", "grad_out", "dq", "dk", "dv",
                                          "attn_mask"};
     static const int optional[N] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    PyObject *ctx_obj, *obj[N], *shape, *opts, *mods_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOO:sdpa_backward", &ctx_obj, &obj[Q], &obj[K], &obj[V], &obj[OUT],
-                          &obj[LSE], &obj[DOUT], &obj[DQ], &obj[DK], &obj[DV], &obj[MASK], &shape, &opts, &mods_obj))
+    PyObject *ctx_obj, *obj[N], *shape, *mods_obj;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO:sdpa_backward", &ctx_obj, &obj[Q], &obj[K], &obj[V], &obj[OUT],
+                          &obj[LSE], &obj[DOUT], &obj[DQ], &obj[DK], &obj[DV], &obj[MASK], &shape, &mods_obj))
         return NULL;
     py_context *pc = pyclattn_context(ctx_obj, "context");
     Py_ssize_t B, H, KVH, L, S, D, DV_;
@@ -233,7 +328,7 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     py_tensor t[N];
     call_options o;
     mods_staged mods;
-    if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, N, obj, names, optional, 0, t, &o, &mods) != 0)
+    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, N, obj, names, optional, 0, t, &o, &mods) != 0)
         return NULL;
     size_t nq, nk, nv, no, nl;
     int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV_) ||
@@ -260,16 +355,15 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
 PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     (void)self;
-    (void)kwargs;
     /* x, kv, out, w_q, b_q, w_k, b_k, w_v, b_v, w_o, b_o, mask, weights */
     enum { X, KV, OUT, WQ, BQ, WK, BK, WV, BV, WO, BO, MASK, WEIGHTS, N };
     static const char *const names[N] = {"x", "kv", "out", "w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o",
                                          "attn_mask", "weights"};
-    PyObject *ctx_obj, *obj[N], *shape, *opts, *mods_obj;
+    PyObject *ctx_obj, *obj[N], *shape, *mods_obj;
     int bf16 = 0;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOp:mha", &ctx_obj, &obj[X], &obj[KV], &obj[OUT], &obj[WQ], &obj[BQ],
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOp:mha", &ctx_obj, &obj[X], &obj[KV], &obj[OUT], &obj[WQ], &obj[BQ],
                           &obj[WK], &obj[BK], &obj[WV], &obj[BV], &obj[WO], &obj[BO], &obj[MASK], &obj[WEIGHTS], &shape,
-                          &opts, &mods_obj, &bf16))
+                          &mods_obj, &bf16))
         return NULL;
     py_context *pc = pyclattn_context(ctx_obj, "context");
     Py_ssize_t B, L, S, DM, DKV, H, KVH, DK, DV, DOUT;
@@ -285,7 +379,7 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     py_tensor t[N];
     call_options o;
     mods_staged mods;
-    if (call_begin(pc, mods_obj, opts, (size_t)B, (size_t)H, N, obj, names, optional, bf16, t, &o, &mods) != 0)
+    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, N, obj, names, optional, bf16, t, &o, &mods) != 0)
         return NULL;
     const size_t hk = (size_t)H * DK, hv = (size_t)H * DV, kk = (size_t)KVH * DK, kvv = (size_t)KVH * DV;
     const int wo = t[WO].capsule != NULL;
@@ -312,17 +406,13 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     if (bad)
         return call_end(t, N, &o, &mods, CLATTN_SUCCESS, NULL);
     clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    clattn_sdpa_desc options = CLATTN_SDPA_DESC_INIT;
+    py_options_apply(&o, &options);
+    call_options_sdpa_to_mha(&d, &options); /* the options, by the table (the shape follows) */
     d.batch = (size_t)B, d.q_len = (size_t)L, d.kv_len = t[KV].capsule ? (size_t)S : 0;
     d.model_dim = (size_t)DM, d.kv_dim = t[KV].capsule ? (size_t)DKV : 0;
     d.heads = (size_t)H, d.kv_heads = (size_t)KVH, d.qk_dim = (size_t)DK, d.v_dim = (size_t)DV;
     d.out_dim = (size_t)DOUT;
-    d.scale = o.scale;
-    d.masks = &o.masks;
-    d.algorithm = (clattn_algorithm)o.algorithm;
-    d.softcap = o.softcap;
-    d.sinks = o.sinks;
-    d.alibi_slopes = o.alibi;
-    d.weights_output = (clattn_weights_output)o.weights_output;
     d.x_dtype = t[X].dtype, d.weight_dtype = t[WQ].dtype, d.out_dtype = t[OUT].dtype;
     d.mods = mods.mods;
     clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;

@@ -208,21 +208,21 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* attend(q, out, lse, heads, q_len, options, bf16): the q_len queries of each sequence, the last q_len
+/* attend(q, out, lse, heads, q_len, bf16, **options): the q_len queries of each sequence, the last q_len
  * rows of its cache (or, without a causal mask in options, any queries) against its valid rows. */
-static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
+static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
 {
     py_kvcache *c = (py_kvcache *)obj;
     py_context *pc = cache_context(c);
-    PyObject *q_obj, *out_obj, *lse_obj, *opts;
+    PyObject *q_obj, *out_obj, *lse_obj;
     Py_ssize_t H, L;
     int bf16;
-    if (!PyArg_ParseTuple(args, "OOOnnOp:attend", &q_obj, &out_obj, &lse_obj, &H, &L, &opts, &bf16))
+    if (!PyArg_ParseTuple(args, "OOOnnp:attend", &q_obj, &out_obj, &lse_obj, &H, &L, &bf16))
         return NULL;
     if (H < 1 || L < 1 || (size_t)H % c->kv_heads)
         return PyErr_Format(PyExc_ValueError, "attend: %zd query heads over %zu K/V heads", H, c->kv_heads);
     call_options o;
-    if (py_options_read(opts, c->batch, (size_t)H, &o) != 0)
+    if (py_options_read(kwargs, c->batch, (size_t)H, &o) != 0)
         return NULL;
     py_tensor q, out = {0}, lse = {0};
     size_t nq, no, nl;
@@ -258,9 +258,7 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args)
     if (!bad && om && (lm || !lse.capsule)) {
         clattn_sdpa_desc d = cache_desc(c, (size_t)H, (size_t)L);
         d.q_dtype = q.dtype, d.out_dtype = out.dtype;
-        d.scale = o.scale, d.softcap = o.softcap, d.sinks = o.sinks, d.alibi_slopes = o.alibi;
-        d.algorithm = (clattn_algorithm)o.algorithm;
-        d.masks = &o.masks;
+        py_options_apply(&o, &d);
         const clattn_paged_cache p = paged_view(c);
         const cl_command_queue queue = clattn_context_queue(pc->ctx);
         CLATTN_CALL(pc, detail, {
@@ -359,7 +357,8 @@ static PyGetSetDef kvcache_getset[] = {
 
 static PyMethodDef kvcache_methods[] = {
     {"append", kvcache_append, METH_VARARGS, "append(k, v, n, bfloat16): n new rows per sequence."},
-    {"attend", kvcache_attend, METH_VARARGS, "attend(q, out, lse, heads, q_len, options, bfloat16)."},
+    {"attend", (PyCFunction)(void (*)(void))kvcache_attend, METH_VARARGS | METH_KEYWORDS,
+     "attend(q, out, lse, heads, q_len, bfloat16, **options)."},
     {"reset", kvcache_reset, METH_NOARGS, "Empty every sequence (the buffers stay)."},
     {NULL, NULL, 0, NULL},
 };

@@ -81,23 +81,24 @@ int py_floats_from_sequence(PyObject *seq, const char *name, size_t n, float **o
 int py_longs_from_sequence(PyObject *seq, const char *name, size_t n, long long **out);
 int py_sizes_from_sequence(PyObject *seq, const char *name, size_t n, size_t **out);
 
-/* The options every call shares, in the tuple clattn/__init__.py builds (_options there):
- * (scale or None, causal, window or None, softcap, sinks, alibi, offsets, key_lengths, mask_layout,
- *  mask_cols, algorithm, weights_output). */
+/* A call's options, read from its keyword arguments by the call options' table (src/base/call_options.def):
+ * each keyword is a row's C field name — scale, softcap, sinks, alibi_slopes, logit_scale, algorithm,
+ * weights_output, softmax_precision, causal, key_lengths, query_offsets, window, additive, mask_kv_len —
+ * and takes what its kind does (None or a number for scale, a sequence of `heads` numbers for a per-head
+ * array, of `batch` integers for key_lengths and query_offsets, (left, right) for window, an integer for
+ * an enum). Another keyword is a TypeError. The arrays are owned here until py_options_free. */
 typedef struct call_options {
-    float scale, softcap;
-    int causal, mask_layout, algorithm, weights_output;
-    Py_ssize_t mask_cols;
-    float *sinks, *alibi;
-    long long *offsets;
-    size_t *key_lengths;
-    clattn_window window;
-    int has_window;
+    clattn_sdpa_desc desc; /* the options read (CLATTN_SDPA_DESC_INIT's elsewhere) */
     clattn_masks masks;
+    clattn_window window;
+    void *owned[8];
+    size_t n_owned;
 } call_options;
 
-int py_options_read(PyObject *tuple, size_t batch, size_t heads, call_options *o);
+int py_options_read(PyObject *kwargs, size_t batch, size_t heads, call_options *o);
 void py_options_free(call_options *o);
+/* The options read into d (its masks: o's), every row the table lets Python give. */
+void py_options_apply(const call_options *o, clattn_sdpa_desc *d);
 
 /* a·b·c·d into *out, or -1 with ValueError when it overflows. */
 int py_product(size_t *out, size_t a, size_t b, size_t c, size_t d);
