@@ -45,6 +45,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.parse
 
 RUN_TIMEOUT = 300
@@ -192,6 +193,7 @@ class Checker:
         self.work = tempfile.mkdtemp(prefix="clattn-docs-")
         self.pages = {}
         self.serial = 0
+        self.times = []
 
     def next_name(self):
         self.serial += 1
@@ -232,6 +234,13 @@ class Checker:
         return env
 
     def run(self, block, cmd, cwd, what):
+        t0 = time.monotonic()
+        try:
+            return self._run(block, cmd, cwd, what)
+        finally:
+            self.times.append((time.monotonic() - t0, block.where(), what))
+
+    def _run(self, block, cmd, cwd, what):
         try:
             r = subprocess.run(cmd, cwd=cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                timeout=RUN_TIMEOUT)
@@ -385,6 +394,10 @@ class Checker:
         lc = self.link_counts
         print(f"docs: links: {lc['relative']} relative (each exists), {lc['anchor']} anchors (each a heading), "
               f"{lc['external']} external (form only, no network)")
+        slow = sorted(self.times, reverse=True)[:5]
+        if slow:
+            print("docs: slowest: " + ", ".join(f"{w} {what} {t:.1f} s" for t, w, what in slow)
+                  + f"; all blocks {sum(t for t, _, _ in self.times):.1f} s")
         for where, lang, why in self.skips:
             print(f"docs: skipped {lang} block at {where}: {why}")
         for f in self.failures:
