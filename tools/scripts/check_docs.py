@@ -33,6 +33,9 @@ target page (lower case, punctuation but - and _ removed, spaces to -, a repeate
 http(s) links are checked for form only (scheme and host): the test has no network and stays
 deterministic.
 
+Without an interpreter that imports numpy (--python) the check fails when CI=true and skips (exit 77)
+elsewhere, as reference-onnx does.
+
 Usage: check_docs.py --source SRC --build BUILD [--python PY] [--only FILE...] [-v]
        check_docs.py --self-test --source SRC --build BUILD [--python PY]
 --self-test proves the check fails on a broken C block, a broken sh block, a broken Python block, a
@@ -512,6 +515,16 @@ def main():
     if args.self_test:
         return self_test(args)
     files = args.only or doc_files(os.path.abspath(args.source))
+    # The shell and Python blocks need numpy (tools/setup.sh puts it into .venv-test): without it the
+    # check fails in CI and skips elsewhere (exit 77), as the reference-onnx test does.
+    try:
+        ok = args.python and subprocess.run([args.python, "-c", "import numpy"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        print(f"docs: {args.python} cannot import numpy (run tools/setup.sh)", file=sys.stderr)
+        return 1 if os.environ.get("CI") == "true" or os.environ.get("CLATTN_REQUIRE_DEVICE") == "1" else 77
     status, _ = check(args, files)
     return status
 
