@@ -1,4 +1,4 @@
-/* End-to-end tests of how the clattn tool writes its output files (README, "The clattn tool"): it spawns
+/* End-to-end tests of how the clattn tool writes its output files (docs/cli.md): it spawns
  * the built binary (CLATTN_EXE) as a user runs it and looks at what is left in the folders.
  *
  *  - a destination that exists and is not a regular file is written through, never replaced: a

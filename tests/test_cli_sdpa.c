@@ -2,7 +2,7 @@
  * flag, scale, variant (--kv-heads, --offset(s), --window, --softcap, --sinks, --alibi), --scores,
  * --past/--present, float64 and the storage types' files and flags (--bf16, --out-dtype, --kv-int8) —
  * each run's outputs against the fp64 reference on the inputs as the tool holds them. The library's own
- * numerics (fully masked rows, variants crossed with each other, scale 0) are its suites' (README, Tests). */
+ * numerics (fully masked rows, variants crossed with each other, scale 0) are its suites' (docs/tests.md). */
 #include "cli_util.h"
 
 #include <math.h>
@@ -661,7 +661,7 @@ START_TEST(test_sdpa_logit_scale)
 }
 END_TEST
 
-/* --mods, --aux, --define: the README's document masking of a packed batch (ids.npy, a mods file), with
+/* --mods, --aux, --define: docs/cli.md's document masking of a packed batch (ids.npy, a mods file), with
  * a define and with --causal alongside; then what the tool refuses. */
 static int ref_doc_mask(int b, int h, long long q, long long k, const void *u)
 {
@@ -826,7 +826,7 @@ END_TEST
 /* ---------------------------------------------------------------------------------------------- */
 
 /* K or V (rows of `row` floats) as an int8 cache holds them after the library's quantising append
- * (cl/convert.cl, README "Storage types"): per row, scale = max |x| / 127 and q = x·(127 / max |x|) rounded
+ * (cl/convert.cl, docs/storage-types.md): per row, scale = max |x| / 127 and q = x·(127 / max |x|) rounded
  * to nearest even; the values attention reads are q·scale. */
 static float *int8_dequantised(const float *x, size_t n, size_t row)
 {

@@ -347,7 +347,7 @@ START_TEST(test_append)
 END_TEST
 
 /* The end-to-end error of an int8 cache against the float32 one, on random and on outlier-heavy data
- * (a few channels 20× larger, as in real K caches): printed for the README, checked loosely. */
+ * (a few channels 20× larger, as in real K caches): printed for docs/storage-types.md, checked loosely. */
 START_TEST(test_int8_error)
 {
     const size_t dev = TU_DEVICE(_i);

@@ -1,7 +1,7 @@
 /*
  * A KV cache the application owns, grown in place by clattn_kv_append and attended over with
  * clattn_sdpa (key lengths = the new lengths, query offsets = the old ones, causal): a prefill of 3
- * rows, then 64 single-token decode steps (the README's worked loop), for sequences that start at
+ * rows, then 64 single-token decode steps (docs/kv-caches.md's worked loop), for sequences that start at
  * different lengths, with grouped query heads, on the fused, staged and decode paths; checked every
  * step against the fp64 reference over a host copy of the valid rows, and the cache rows past each
  * length must stay untouched. Appends past the capacity and

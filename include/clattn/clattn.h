@@ -194,7 +194,7 @@ typedef struct clattn_context_options {
      * "": that measured choice or default. A malformed value here is CLATTN_ERROR_INVALID_VALUE. */
     const char *gemm;
     /* Since 0.8. The kernel families' parameters, each family's otherwise what clattn_tune recorded for
-     * this device, else its device class's defaults (the README's "Per-device parameters" lists every
+     * this device, else its device class's defaults (docs/devices-and-tuning.md lists every
      * family, value and default): entries "family=values" joined by commas, e.g.
      * "decode=8x16,staged=8x4". Families: gemm (options.gemm's syntax), fused (MxNxR as options.tile, then
      * VEC), decode (splits per compute unit x rows per group x keys per tile x work-items per group x VEC
@@ -215,8 +215,8 @@ typedef struct clattn_context_options {
  * needs them and reused for the life of the context, in one kernel cache per context: since 0.7 each
  * kernel is built for the features of the call that runs it (which masks and score terms it has, int8
  * K/V, a ragged or paged K/V layout) beside its storage types, head sizes and tiles, so a call with no
- * mask or score term runs a kernel without their arguments or branches (features build in groups: the
- * README's "Kernels and the program cache"); a first call with new features compiles (seconds on PoCL,
+ * mask or score term runs a kernel without their arguments or branches (features build in groups:
+ * docs/internals.md, "Kernels and the program cache"); a first call with new features compiles (seconds on PoCL,
  * then the on-disk cache). */
 CLATTN_API clattn_status clattn_context_create_with_options(clattn_context **ctx,
                                                             const clattn_context_options *options);

@@ -35,7 +35,7 @@ static size_t tensor_bytes(const host_tensor *t) { return t->elems * (t->elem_si
  * (CL_MEM_USE_HOST_PTR: the kernels read the caller's array in place — a blocking host call neither writes
  * it nor outlives it; the kernels read tensors with vloadN, which needs only the entries' alignment);
  * outputs stay buffers of their own, read back only when the call succeeded (all or nothing). Measured on
- * PoCL's CPU device (README, "Python"): K and V of 64 MiB each, copied 85 ms, wrapped 7 ms. */
+ * PoCL's CPU device (docs/python.md, "No copy in"): K and V of 64 MiB each, copied 85 ms, wrapped 7 ms. */
 static clattn_status buffer_from_host(clattn_context *ctx, const void *host, bool input_only, size_t elem_size,
                                       size_t bytes, const char *name, cl_mem *out)
 {

@@ -1,4 +1,4 @@
-"""The fp64 reference of the Python suite: attention as clattn defines it (README, "Attention variants"),
+"""The fp64 reference of the Python suite: attention as clattn defines it (docs/variants.md),
 in numpy float64, from float32 copies of the inputs."""
 import numpy as np
 

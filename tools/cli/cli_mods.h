@@ -32,7 +32,7 @@ typedef struct cli_mods {
     "  --mods FILE.cl         programmable attention: OpenCL C defining\n"                                  \
     "                           float score_mod(float score, int b, int h, long q, long k, AUX...)\n"       \
     "                           bool  mask_mod(int b, int h, long q, long k, AUX...)\n"                     \
-    "                         or both (q, k absolute positions; see the README, \"Programmable attention\";\n" \
+    "                         or both (q, k absolute positions; see docs/programmable-attention.md;\n" \
     "                         examples in tools/mods/)\n"                                                  \
     "  --aux NAME=FILE.npy[:INDEX]  an auxiliary tensor, the functions' argument NAME, typed from the file\n" \
     "                         (f4/f8: float, f2: half, i4: int, i8: long, b1: uchar); INDEX query, key,\n"  \

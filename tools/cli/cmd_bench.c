@@ -691,7 +691,7 @@ static const char bench_help[] =
     "  --only TEXT  only the cases whose name contains TEXT (e.g. decode)\n"
     "  --json       one JSON document instead of the table (read by tools/scripts/bench_peer.py)\n"
     "  --device     P:D, cpu, gpu, accelerator or part of a name\n"
-    "  --ring-model FILE.svg  after the cases, the ring attention model (README, \"Scale on paper\"): this\n"
+    "  --ring-model FILE.svg  after the cases, the ring attention model (docs/multi-device.md, \"Scale on paper\"): this\n"
     "               device's fused causal speed measured (the first 'sdpa causal' case) and plugged into the\n"
     "               time of one call (131072 tokens, H=32, kv=8, D=128) against P ranks and link bandwidths,\n"
     "               printed as a table and drawn as an SVG (--only ring: the model alone)\n"

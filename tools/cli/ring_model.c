@@ -1,4 +1,4 @@
-/* The ring attention step-time model of README's "Scale on paper", printed and drawn as an SVG by
+/* The ring attention step-time model of docs/multi-device.md's "Scale on paper", printed and drawn as an SVG by
  * `clattn bench --ring-model FILE.svg` with this device's measured attention speed plugged in. */
 #include "ring_model.h"
 

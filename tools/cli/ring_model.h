@@ -1,4 +1,4 @@
-/* The step-time model of ring attention (README, "Scale on paper"): per step each rank attends its
+/* The step-time model of ring attention (docs/multi-device.md, "Scale on paper"): per step each rank attends its
  * N/P queries to N/P keys while it passes a K/V slice of N/P rows to its neighbour; the step takes the
  * longer of the two. Plain arithmetic: no MPI, no OpenCL. */
 #ifndef CLATTN_RING_MODEL_H
