@@ -38,18 +38,6 @@ typedef struct {
     float *o, *w, *l; /* w is NULL for the fused path */
 } result;
 
-#define NPATHS 3
-static const clattn_algorithm paths[NPATHS] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
-                                              CLATTN_ALGORITHM_DECODE};
-
-static const char *alg_name(clattn_algorithm a)
-{
-    return a == CLATTN_ALGORITHM_FUSED    ? "fused"
-           : a == CLATTN_ALGORITHM_STAGED ? "staged"
-           : a == CLATTN_ALGORITHM_DECODE ? "decode"
-                                          : "auto";
-}
-
 /* Q, K, V uniform in [-a, a]; no masks; default scale. */
 static void prob_init(prob *p, size_t B, size_t H, size_t L, size_t S, size_t D, size_t Dv, float a,
                       uint64_t seed)
@@ -229,10 +217,10 @@ static size_t check_masked_problem(clattn_context *ctx, const prob *p, const cha
     size_t masked = 0;
     for (size_t r = 0; r < p->nl; r++)
         masked += (size_t)row_fully_masked(p, r);
-    for (int a = 0; a < NPATHS; a++) {
-        tu_set_label("%s [%s] on %s", name, alg_name(paths[a]), spec);
+    for (int a = 0; a < TU_NPATHS; a++) {
+        tu_set_label("%s [%s] on %s", name, tu_algorithm_name(tu_paths[a]), spec);
         result g;
-        run_path(ctx, p, paths[a], &g);
+        run_path(ctx, p, tu_paths[a], &g);
         check_no_nan(p, &g);
         for (size_t r = 0; r < p->nl; r++)
             if (row_fully_masked(p, r))
@@ -325,12 +313,12 @@ static void check_mha_problem(clattn_context *ctx, const mprob *p, const char *n
     double *ry = tu_dalloc(p->ny), *rw = tu_dalloc(p->nw);
     ref_mha(&p->d, p->x, p->kv, &p->hw, p->mask, ry, rw);
     size_t L = p->d.q_len, H = p->d.heads;
-    for (int a = 0; a < NPATHS; a++) {
-        tu_set_label("%s [mha %s] on %s", name, alg_name(paths[a]), spec);
+    for (int a = 0; a < TU_NPATHS; a++) {
+        tu_set_label("%s [mha %s] on %s", name, tu_algorithm_name(tu_paths[a]), spec);
         clattn_mha_desc d = p->d;
-        d.algorithm = paths[a];
+        d.algorithm = tu_paths[a];
         float *y = tu_host_alloc(p->ny, NULL);
-        float *w = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_host_alloc(p->nw, NULL) : NULL;
+        float *w = tu_paths[a] == CLATTN_ALGORITHM_STAGED ? tu_host_alloc(p->nw, NULL) : NULL;
         clattn_status st = clattn_mha_host(ctx, &d, p->x, p->kv, &p->hw, p->mask, y, w);
         TU_ASSERT_OK(st, ctx, "clattn_mha_host");
         tu_host_check_guard(y, p->ny, "out");
@@ -407,12 +395,12 @@ START_TEST(test_fully_masked)
     ref_of(&p, &ref);
     cl_mem mq = tu_dev_alloc(ctx, p.nq, p.q), mk = tu_dev_alloc(ctx, p.nk, p.k),
            mv = tu_dev_alloc(ctx, p.nv, p.v), mm = tu_dev_alloc(ctx, p.nm, p.mask);
-    for (int a = 0; a < NPATHS; a++) {
-        tu_set_label("all masks combined [cl_mem %s] on %s", alg_name(paths[a]), spec);
+    for (int a = 0; a < TU_NPATHS; a++) {
+        tu_set_label("all masks combined [cl_mem %s] on %s", tu_algorithm_name(tu_paths[a]), spec);
         clattn_sdpa_desc d = p.d;
-        d.algorithm = paths[a];
+        d.algorithm = tu_paths[a];
         cl_mem mo = tu_dev_alloc(ctx, p.no, NULL), ml = tu_dev_alloc(ctx, p.nl, NULL);
-        cl_mem mw = paths[a] == CLATTN_ALGORITHM_STAGED ? tu_dev_alloc(ctx, p.np, NULL) : NULL;
+        cl_mem mw = tu_paths[a] == CLATTN_ALGORITHM_STAGED ? tu_dev_alloc(ctx, p.np, NULL) : NULL;
         clattn_status st = clattn_sdpa(ctx, &d, mq, mk, mv, mm, mo, mw, ml);
         TU_ASSERT_OK(st, ctx, "clattn_sdpa");
         tu_finish(ctx);
@@ -512,10 +500,10 @@ START_TEST(test_negative_masks)
                 ck_assert(fabs(ref.w[(bh * p.L + 3) * p.S + j] - expect3) < 1e-12);
             }
         snprintf(name, sizeof name, "additive (L,S) rows of %g", (double)big);
-        for (int a = 0; a < NPATHS; a++) {
-            tu_set_label("%s [%s] on %s", name, alg_name(paths[a]), spec);
+        for (int a = 0; a < TU_NPATHS; a++) {
+            tu_set_label("%s [%s] on %s", name, tu_algorithm_name(tu_paths[a]), spec);
             result g;
-            run_path(ctx, &p, paths[a], &g);
+            run_path(ctx, &p, tu_paths[a], &g);
             check_finite_out(&p, &g);
             check_no_nan(&p, &g);
             check_all(&p, &g, &ref);
@@ -596,7 +584,7 @@ static void check_poison(clattn_context *ctx, prob *p, const poison *ps, clattn_
     reference dirty;
     ref_of(p, &dirty);
 
-    tu_set_label("%s [%s] on %s", ps->name, alg_name(alg), spec);
+    tu_set_label("%s [%s] on %s", ps->name, tu_algorithm_name(alg), spec);
     result g;
     run_path(ctx, p, alg, &g);
     /* reads[r]: 0 untouched, 1 reads the poison and must be NaN, 2 reads a −inf K score that
@@ -728,8 +716,8 @@ static const poison_case poison_cases[] = {
 /* One iteration per case × path × device, so that every case reports on both paths. */
 START_TEST(test_inf_nan)
 {
-    size_t ci = TU_CASE(_i) / NPATHS, dev = TU_DEVICE(_i);
-    clattn_algorithm alg = paths[TU_CASE(_i) % NPATHS];
+    size_t ci = TU_CASE(_i) / TU_NPATHS, dev = TU_DEVICE(_i);
+    clattn_algorithm alg = tu_paths[TU_CASE(_i) % TU_NPATHS];
     const poison_case *c = &poison_cases[ci];
     prob p;
     prob_init(&p, c->B, c->H, c->L, c->S, 8, 0, 1.0f, 300 + ci);
@@ -769,11 +757,11 @@ START_TEST(test_underflowed_weight)
     for (size_t bh = 0; bh < p.BH; bh++)
         for (size_t d = 0; d < p.Dv; d++)
             p.v[(bh * p.S + jz) * p.Dv + d] = d % 2 ? -INFINITY : INFINITY;
-    for (int a = 0; a < NPATHS; a++) {
+    for (int a = 0; a < TU_NPATHS; a++) {
         tu_set_label("weight exp(-200) = 0 on key %zu whose value is +-inf [%s] on %s", jz,
-                     alg_name(paths[a]), tu_dev_spec[dev]);
+                     tu_algorithm_name(tu_paths[a]), tu_dev_spec[dev]);
         result g;
-        run_path(tu_ctx[dev], &p, paths[a], &g);
+        run_path(tu_ctx[dev], &p, tu_paths[a], &g);
         check_finite_out(&p, &g);
         check_all(&p, &g, &ref);
     }
@@ -817,11 +805,11 @@ START_TEST(test_large_scores)
         prob_masks(&p)->causal = causals[c];
         reference ref;
         ref_of(&p, &ref);
-        for (int a = 0; a < NPATHS; a++) {
+        for (int a = 0; a < TU_NPATHS; a++) {
             tu_set_label("scores ~1e8·D, scale 1, causal %d [%s] on %s", (int)causals[c],
-                         alg_name(paths[a]), spec);
+                         tu_algorithm_name(tu_paths[a]), spec);
             result g;
-            run_path(ctx, &p, paths[a], &g);
+            run_path(ctx, &p, tu_paths[a], &g);
             check_finite_out(&p, &g);
             check_all(&p, &g, &ref);
         }
@@ -850,11 +838,11 @@ START_TEST(test_large_scores)
         reference ref;
         ref_of(&p, &ref);
         size_t half_o = p.no / 2, half_l = p.nl / 2, half_w = p.np / 2;
-        for (int a = 0; a < NPATHS; a++) {
+        for (int a = 0; a < TU_NPATHS; a++) {
             tu_set_label("dot products overflowing float (%s, scale 1) [%s] on %s", kinds[kind],
-                         alg_name(paths[a]), spec);
+                         tu_algorithm_name(tu_paths[a]), spec);
             result g;
-            run_path(ctx, &p, paths[a], &g);
+            run_path(ctx, &p, tu_paths[a], &g);
             for (size_t r = half_l; r < p.nl; r++)
                 check_row(&p, &g, &ref, r);
             size_t f, i, n, fw = 0, iw = 0, nw = 0, fl, il, nl, rows_finite = 0;
@@ -888,10 +876,10 @@ static void check_plain(clattn_context *ctx, const prob *p, const char *name, co
 {
     reference ref;
     ref_of(p, &ref);
-    for (int a = 0; a < NPATHS; a++) {
-        tu_set_label("%s [%s] on %s", name, alg_name(paths[a]), spec);
+    for (int a = 0; a < TU_NPATHS; a++) {
+        tu_set_label("%s [%s] on %s", name, tu_algorithm_name(tu_paths[a]), spec);
         result g;
-        run_path(ctx, p, paths[a], &g);
+        run_path(ctx, p, tu_paths[a], &g);
         check_no_nan(p, &g);
         for (size_t r = 0; r < p->nl; r++)
             if (row_fully_masked(p, r))
@@ -1012,8 +1000,8 @@ START_TEST(test_head_limit)
     prob_mask(&p, CLATTN_MASK_L_S, 604);
     ref_of(&p, &ref);
     for (int a = 0; a < 2; a++) {
-        tu_set_label("D 256 Dv 256 [%s] on %s", alg_name(paths[a]), spec);
-        run_path(ctx, &p, paths[a], &g);
+        tu_set_label("D 256 Dv 256 [%s] on %s", tu_algorithm_name(tu_paths[a]), spec);
+        run_path(ctx, &p, tu_paths[a], &g);
         check_all(&p, &g, &ref);
     }
     tu_set_label("D 256 Dv 256 [auto, out + lse] on %s", spec);
@@ -1039,7 +1027,7 @@ static Suite *make_suite(void)
         suite_add_tcase(s, tc);
     }
     TCase *tc = tu_tcase("inf_nan");
-    tcase_add_loop_test(tc, test_inf_nan, 0, (int)(N_POISON * NPATHS * tu_ndev));
+    tcase_add_loop_test(tc, test_inf_nan, 0, (int)(N_POISON * TU_NPATHS * tu_ndev));
     suite_add_tcase(s, tc);
     tc = tu_tcase("underflowed_weight");
     tcase_add_loop_test(tc, test_underflowed_weight, 0, (int)(4 * tu_ndev));
