@@ -13,8 +13,6 @@
 
 #define MAX_CTX 8
 
-/* The fixture: the environment (XDG_CACHE_HOME, HOME, CLATTN_CACHE) saved, the contexts of new_ctx freed. */
-TCase *cache_tcase(const char *name);
 /* A fresh empty folder, removed by the fixture. */
 const char *make_tmp_dir(void);
 /* XDG_CACHE_HOME = a fresh folder, CLATTN_CACHE unset. Returns the folder. */
@@ -73,7 +71,7 @@ void check_folder(const char *folder, size_t want, scan *sc);
 #define PROGRAMS 1
 
 /* A test case of the suite: its test and its iterations per device; cache_add_cases adds each with the
- * fixture. */
+ * fixture (the environment, XDG_CACHE_HOME, HOME and CLATTN_CACHE, saved; the contexts of new_ctx freed). */
 typedef struct cache_case {
     const char *name;
     const TTest *fn;

@@ -51,7 +51,7 @@ static void cache_teardown(void)
     }
 }
 
-TCase *cache_tcase(const char *name)
+static TCase *cache_tcase(const char *name)
 {
     TCase *tc = tu_tcase(name);
     tcase_add_checked_fixture(tc, cache_setup, cache_teardown);
@@ -118,8 +118,6 @@ void prepare_problem(void)
     ref_sdpa(&prob.d, prob.q, prob.k, prob.v, NULL, prob.ro, NULL, prob.rl);
 }
 
-/* The start of most cases: the problem prepared, XDG_CACHE_HOME a fresh folder (returned), its cache
- * folder in `folder` (PATH_MAX bytes). */
 const char *fresh_case(char *folder)
 {
     prepare_problem();
