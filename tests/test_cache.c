@@ -13,7 +13,7 @@
  * u64 binary length, u64 FNV-1a-64 of the binary, the binary; named <32 hex digits>.bin.
  */
 #define _XOPEN_SOURCE 700
-#include "test_util.h"
+#include "cache_test.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -29,7 +29,6 @@
 /* Environment, temporary folders and contexts, restored by the fixtures                          */
 /* ---------------------------------------------------------------------------------------------- */
 
-#define MAX_CTX 8
 #define CACHE_ENV_COUNT 3
 
 static const char *const saved_names[CACHE_ENV_COUNT] = {"XDG_CACHE_HOME", "HOME", "CLATTN_CACHE"};
@@ -60,10 +59,10 @@ static TCase *cache_tcase(const char *name)
 }
 
 /* A fresh empty folder, removed by the fixture. */
-static const char *make_tmp_dir(void) { return tu_scratch_dir("clattn-test-cache"); }
+const char *make_tmp_dir(void) { return tu_scratch_dir("clattn-test-cache"); }
 
 /* XDG_CACHE_HOME = a fresh folder, CLATTN_CACHE unset. Returns the folder. */
-static const char *fresh_cache_env(void)
+const char *fresh_cache_env(void)
 {
     const char *dir = make_tmp_dir();
     ck_assert(setenv("XDG_CACHE_HOME", dir, 1) == 0);
@@ -71,7 +70,7 @@ static const char *fresh_cache_env(void)
     return dir;
 }
 
-static clattn_context *new_ctx(size_t dev)
+clattn_context *new_ctx(size_t dev)
 {
     clattn_context *ctx = tu_context_new(tu_dev_spec[dev]);
     for (int i = 0; i < MAX_CTX; i++)
@@ -84,7 +83,7 @@ static clattn_context *new_ctx(size_t dev)
     return NULL;
 }
 
-static void free_ctx(clattn_context *ctx)
+void free_ctx(clattn_context *ctx)
 {
     for (int i = 0; i < MAX_CTX; i++)
         if (owned[i] == ctx)
@@ -96,26 +95,11 @@ static void free_ctx(clattn_context *ctx)
 /* The SDPA problem every case runs                                                                */
 /* ---------------------------------------------------------------------------------------------- */
 
-#define PB 1
-#define PH 2
-#define PL 37
-#define PS 53
-#define PD 24
-#define NQ (PB * PH * PL * PD)
-#define NK (PB * PH * PS * PD)
-#define NO (PB * PH * PL * PD)
-#define NL (PB * PH * PL)
 
-typedef struct problem {
-    clattn_sdpa_desc d;
-    clattn_masks m; /* d.masks points here */
-    float *q, *k, *v;
-    double *ro, *rl;
-} problem;
 
-static problem prob;
+problem prob;
 
-static void prepare_problem(void)
+void prepare_problem(void)
 {
     memset(&prob, 0, sizeof prob);
     prob.d = tu_sdpa_desc(PB, PH, PL, PS, PD, 0);
@@ -134,8 +118,16 @@ static void prepare_problem(void)
     ref_sdpa(&prob.d, prob.q, prob.k, prob.v, NULL, prob.ro, NULL, prob.rl);
 }
 
+const char *fresh_case(char *folder)
+{
+    prepare_problem();
+    const char *root = fresh_cache_env();
+    cache_folder(folder, root, 0);
+    return root;
+}
+
 /* Fused SDPA on ctx, checked against the reference; the outputs (tracked) for bit comparisons. */
-static void run_checked(clattn_context *ctx, float **out_o, float **out_l)
+void run_checked(clattn_context *ctx, float **out_o, float **out_l)
 {
     float *o = tu_host_alloc(NO, NULL), *l = tu_host_alloc(NL, NULL);
     clattn_status st = clattn_sdpa_host(ctx, &prob.d, prob.q, prob.k, prob.v, NULL, o, NULL, l);
@@ -151,7 +143,7 @@ static void run_checked(clattn_context *ctx, float **out_o, float **out_l)
 }
 
 /* A fresh context on device dev, one checked run, context freed. */
-static void fresh_run(size_t dev, float **out_o, float **out_l)
+void fresh_run(size_t dev, float **out_o, float **out_l)
 {
     clattn_context *ctx = new_ctx(dev);
     run_checked(ctx, out_o, out_l);
@@ -162,16 +154,6 @@ static void fresh_run(size_t dev, float **out_o, float **out_l)
 /* Looking at the cache folder                                                                     */
 /* ---------------------------------------------------------------------------------------------- */
 
-#define MAX_ENTRIES 16
-
-typedef struct scan {
-    int exists;     /* the folder exists */
-    size_t n_bin;   /* <32 hex>.bin */
-    size_t n_tmp;   /* *.tmp */
-    size_t n_other; /* anything else */
-    char bin[MAX_ENTRIES][PATH_MAX];
-    char other[PATH_MAX]; /* the first "other" name */
-} scan;
 
 static int is_entry_name(const char *name)
 {
@@ -189,7 +171,7 @@ static int ends_with(const char *s, const char *suffix)
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-static void scan_dir(const char *dir, scan *sc)
+void scan_dir(const char *dir, scan *sc)
 {
     memset(sc, 0, sizeof *sc);
     DIR *d = opendir(dir);
@@ -216,13 +198,13 @@ static void scan_dir(const char *dir, scan *sc)
 }
 
 /* $root/clattn (or $root/.cache/clattn for the HOME fallback). */
-static void cache_folder(char *out, const char *root, int home)
+void cache_folder(char *out, const char *root, int home)
 {
     snprintf(out, PATH_MAX, home ? "%s/.cache/clattn" : "%s/clattn", root);
 }
 
 /* The whole file (tracked); fails the test when it cannot be read. */
-static unsigned char *read_all(const char *path, size_t *len)
+unsigned char *read_all(const char *path, size_t *len)
 {
     unsigned char *buf = (unsigned char *)tu_read_file(path, len);
     ck_assert_msg(buf != NULL, "%s: cannot read %s: %s", tu_label(), path, strerror(errno));
@@ -310,7 +292,7 @@ static unsigned char *check_entry_valid(const char *path, entry *e, size_t *len)
 }
 
 /* Exactly `want` valid entries (want 0: any number ≥ 1), no temporaries, nothing else. */
-static void check_folder(const char *folder, size_t want, scan *sc)
+void check_folder(const char *folder, size_t want, scan *sc)
 {
     scan_dir(folder, sc);
     ck_assert_msg(sc->exists, "%s: the cache folder %s was not created", tu_label(), folder);
@@ -334,8 +316,6 @@ static int same_file_state(const struct stat *a, const struct stat *b)
            a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
 }
 
-/* The fused path with one head size builds one program: one entry. */
-#define PROGRAMS 1
 
 /* ---------------------------------------------------------------------------------------------- */
 /* 1. store                                                                                        */
@@ -345,10 +325,8 @@ START_TEST(test_store)
 {
     size_t dev = (size_t)_i;
     tu_set_label("store on %s", tu_dev_spec[dev]);
-    prepare_problem();
-    const char *root = fresh_cache_env();
     char folder[PATH_MAX];
-    cache_folder(folder, root, 0);
+    fresh_case(folder);
 
     clattn_context *ctx = new_ctx(dev);
     run_checked(ctx, NULL, NULL);
@@ -378,10 +356,8 @@ START_TEST(test_reuse)
 {
     size_t dev = (size_t)_i;
     tu_set_label("reuse on %s", tu_dev_spec[dev]);
-    prepare_problem();
-    const char *root = fresh_cache_env();
     char folder[PATH_MAX];
-    cache_folder(folder, root, 0);
+    fresh_case(folder);
 
     float *o1, *l1, *o2, *l2;
     fresh_run(dev, &o1, &l1); /* builds from source and stores */
@@ -548,10 +524,8 @@ START_TEST(test_damaged)
 {
     size_t kind = TU_CASE(_i), dev = TU_DEVICE(_i);
     tu_set_label("damaged entry (%s) on %s: first store", damage_names[kind], tu_dev_spec[dev]);
-    prepare_problem();
-    const char *root = fresh_cache_env();
     char folder[PATH_MAX];
-    cache_folder(folder, root, 0);
+    fresh_case(folder);
 
     clattn_context *ctx = new_ctx(dev);
     char device_name[256];
@@ -651,300 +625,25 @@ START_TEST(test_disabled)
 }
 END_TEST
 
-/* ---------------------------------------------------------------------------------------------- */
-/* 5. unusable cache folder                                                                        */
-/* ---------------------------------------------------------------------------------------------- */
 
-enum { BAD_XDG_IS_FILE, BAD_XDG_PARENT_IS_FILE, BAD_CLATTN_IS_FILE, BAD_COUNT };
-
-static const char *const bad_names[BAD_COUNT] = {
-    "XDG_CACHE_HOME is a regular file",
-    "XDG_CACHE_HOME's parent is a regular file",
-    "$XDG_CACHE_HOME/clattn is a regular file",
-};
-
-START_TEST(test_unusable)
+void cache_add_cases(Suite *s, const cache_case *cases, size_t n)
 {
-    size_t kind = TU_CASE(_i), dev = TU_DEVICE(_i);
-    tu_set_label("unusable cache folder (%s) on %s", bad_names[kind], tu_dev_spec[dev]);
-    prepare_problem();
-    const char *tmp = make_tmp_dir();
-    unsetenv("CLATTN_CACHE");
-    char file[2048], xdg[PATH_MAX];
-    snprintf(file, sizeof file, "%s/%s", tmp, kind == BAD_CLATTN_IS_FILE ? "clattn" : "plain-file");
-    static const unsigned char content[] = "not a folder\n";
-    tu_write_file(file, content, sizeof content - 1);
-    if (kind == BAD_XDG_IS_FILE)
-        snprintf(xdg, sizeof xdg, "%s", file);
-    else if (kind == BAD_XDG_PARENT_IS_FILE)
-        snprintf(xdg, sizeof xdg, "%s/sub", file);
-    else
-        snprintf(xdg, sizeof xdg, "%s", tmp);
-    ck_assert(setenv("XDG_CACHE_HOME", xdg, 1) == 0);
-
-    clattn_context *ctx = new_ctx(dev);
-    run_checked(ctx, NULL, NULL);
-    ck_assert_msg(clattn_last_error(ctx)[0] == '\0', "%s: clattn_last_error: %s", tu_label(), clattn_last_error(ctx));
-    run_checked(ctx, NULL, NULL);
-    ck_assert_msg(clattn_last_error(ctx)[0] == '\0', "%s: clattn_last_error: %s", tu_label(), clattn_last_error(ctx));
-    free_ctx(ctx);
-    ck_assert_msg(clattn_last_error(NULL)[0] == '\0', "%s: clattn_last_error(NULL): %s", tu_label(),
-                  clattn_last_error(NULL));
-
-    /* The file is untouched and nothing else appeared. */
-    size_t len;
-    unsigned char *now = read_all(file, &len);
-    ck_assert_msg(len == sizeof content - 1 && memcmp(now, content, len) == 0, "%s: %s was modified", tu_label(),
-                  file);
-    scan sc;
-    scan_dir(tmp, &sc);
-    ck_assert_msg(sc.n_bin == 0 && sc.n_tmp == 0 && sc.n_other == 1, "%s: files appeared in %s", tu_label(), tmp);
-}
-END_TEST
-
-/* ---------------------------------------------------------------------------------------------- */
-/* 6. concurrent stores                                                                            */
-/* ---------------------------------------------------------------------------------------------- */
-
-#define THREADS 4
-#define ROUNDS 2
-
-typedef struct worker {
-    const char *spec;
-    pthread_barrier_t *barrier;
-    float *o, *l;
-    clattn_status create_st, st;
-    char error[512];
-} worker;
-
-/* No check assertions here: they must run in the test's own thread. */
-static void *worker_main(void *arg)
-{
-    worker *w = arg;
-    clattn_context *ctx = NULL;
-    w->create_st = clattn_context_create(&ctx, w->spec);
-    if (w->create_st != CLATTN_SUCCESS)
-        snprintf(w->error, sizeof w->error, "%s", clattn_last_error(NULL));
-    pthread_barrier_wait(w->barrier); /* all threads build and store at once */
-    if (w->create_st == CLATTN_SUCCESS) {
-        w->st = clattn_sdpa_host(ctx, &prob.d, prob.q, prob.k, prob.v, NULL, w->o, NULL, w->l);
-        if (w->st != CLATTN_SUCCESS)
-            snprintf(w->error, sizeof w->error, "%s", clattn_last_error(ctx));
-        clattn_context_free(ctx);
-    }
-    return NULL;
-}
-
-START_TEST(test_concurrent)
-{
-    size_t dev = (size_t)_i;
-    tu_set_label("concurrent stores on %s: sequential reference", tu_dev_spec[dev]);
-    prepare_problem();
-    /* How many entries one context leaves (and the PoCL compile cache warmed, so that the threads'
-     * builds end close together). */
-    const char *ref_root = fresh_cache_env();
-    char folder[PATH_MAX];
-    cache_folder(folder, ref_root, 0);
-    fresh_run(dev, NULL, NULL);
-    scan sc;
-    check_folder(folder, PROGRAMS, &sc);
-    const size_t programs = sc.n_bin;
-
-    for (int round = 0; round < ROUNDS; round++) {
-        tu_set_label("concurrent stores on %s: round %d, %d threads", tu_dev_spec[dev], round, THREADS);
-        const char *root = fresh_cache_env();
-        cache_folder(folder, root, 0);
-        pthread_barrier_t barrier;
-        ck_assert(pthread_barrier_init(&barrier, NULL, THREADS) == 0);
-        worker w[THREADS];
-        pthread_t th[THREADS];
-        for (int t = 0; t < THREADS; t++) {
-            memset(&w[t], 0, sizeof w[t]);
-            w[t].spec = tu_dev_spec[dev];
-            w[t].barrier = &barrier;
-            w[t].o = tu_host_alloc(NO, NULL);
-            w[t].l = tu_host_alloc(NL, NULL);
-        }
-        int started = 0;
-        for (int t = 0; t < THREADS; t++)
-            if (pthread_create(&th[t], NULL, worker_main, &w[t]) == 0)
-                started++;
-            else
-                break;
-        if (started != THREADS) {
-            /* The barrier would never open: nothing to join safely. */
-            ck_abort_msg("%s: pthread_create failed after %d threads", tu_label(), started);
-        }
-        for (int t = 0; t < THREADS; t++)
-            pthread_join(th[t], NULL);
-        pthread_barrier_destroy(&barrier);
-        for (int t = 0; t < THREADS; t++) {
-            ck_assert_msg(w[t].create_st == CLATTN_SUCCESS, "%s: thread %d: clattn_context_create: %s: %s", tu_label(),
-                          t, clattn_status_string(w[t].create_st), w[t].error);
-            ck_assert_msg(w[t].st == CLATTN_SUCCESS, "%s: thread %d: clattn_sdpa_host: %s: %s", tu_label(), t,
-                          clattn_status_string(w[t].st), w[t].error);
-            tu_host_check_guard(w[t].o, NO, "out");
-            tu_host_check_guard(w[t].l, NL, "lse");
-            check_close_named("out", w[t].o, prob.ro, NO, NULL);
-            check_close_named("lse", w[t].l, prob.rl, NL, NULL);
-        }
-        check_folder(folder, programs, &sc);
-
-        /* What the threads left serves a new context. */
-        fresh_run(dev, NULL, NULL);
-        check_folder(folder, programs, &sc);
-        tu_rm_rf(root);
+    for (size_t i = 0; i < n; i++) {
+        TCase *tc = cache_tcase(cases[i].name);
+        tcase_add_loop_test(tc, cases[i].fn, 0, (int)(cases[i].per_device * tu_ndev));
+        suite_add_tcase(s, tc);
     }
 }
-END_TEST
-
-/* ---------------------------------------------------------------------------------------------- */
-/* 7. HOME fallback                                                                                */
-/* ---------------------------------------------------------------------------------------------- */
-
-START_TEST(test_home)
-{
-    size_t dev = (size_t)_i;
-    prepare_problem();
-    unsetenv("CLATTN_CACHE");
-    char folder[PATH_MAX];
-    scan sc;
-
-    /* XDG_CACHE_HOME unset, then set but empty (the XDG spec: treat as unset). */
-    for (int empty = 0; empty < 2; empty++) {
-        tu_set_label("HOME fallback on %s, XDG_CACHE_HOME %s", tu_dev_spec[dev], empty ? "empty" : "unset");
-        const char *home = make_tmp_dir();
-        ck_assert(setenv("HOME", home, 1) == 0);
-        if (empty)
-            ck_assert(setenv("XDG_CACHE_HOME", "", 1) == 0);
-        else
-            unsetenv("XDG_CACHE_HOME");
-        fresh_run(dev, NULL, NULL);
-        cache_folder(folder, home, 1);
-        check_folder(folder, PROGRAMS, &sc);
-        scan_dir(home, &sc);
-        ck_assert_msg(sc.n_bin == 0 && sc.n_tmp == 0 && sc.n_other == 1, "%s: unexpected files in $HOME", tu_label());
-        fresh_run(dev, NULL, NULL); /* loads it */
-        check_folder(folder, PROGRAMS, &sc);
-    }
-
-    /* Neither set: no cache, still correct. */
-    tu_set_label("HOME fallback on %s, neither HOME nor XDG_CACHE_HOME set", tu_dev_spec[dev]);
-    unsetenv("HOME");
-    unsetenv("XDG_CACHE_HOME");
-    fresh_run(dev, NULL, NULL);
-}
-END_TEST
-
-/* What the cache trusts: a private folder and private regular files of this user, nothing else. */
-START_TEST(test_trust)
-{
-    size_t dev = (size_t)_i;
-    prepare_problem();
-    char folder[PATH_MAX];
-    scan sc;
-    struct stat st;
-
-    /* The folder clattn creates is private. */
-    tu_set_label("cache trust on %s: a new folder", tu_dev_spec[dev]);
-    const char *root = fresh_cache_env();
-    fresh_run(dev, NULL, NULL);
-    cache_folder(folder, root, 0);
-    check_folder(folder, PROGRAMS, &sc);
-    ck_assert_int_eq(stat(folder, &st), 0);
-    ck_assert_msg((st.st_mode & 0777) == 0700, "%s: the folder has mode %o, not 0700", tu_label(),
-                  (unsigned)(st.st_mode & 0777));
-
-    /* An entry that is not private, or not ours, or a link, is not loaded: it is rebuilt and replaced
-     * by a private file of ours (a trusted entry would be loaded and left as it is). */
-    static const char *const tampering[] = {"group-writable", "world-writable", "a symbolic link", "another owner"};
-    for (size_t t = 0; t < sizeof tampering / sizeof tampering[0]; t++) {
-        tu_set_label("cache trust on %s: an entry that is %s", tu_dev_spec[dev], tampering[t]);
-        scan_dir(folder, &sc);
-        const char *victim = sc.bin[0];
-        if (t == 0 || t == 1) {
-            ck_assert_int_eq(chmod(victim, t == 0 ? 0660 : 0606), 0);
-        } else if (t == 2) {
-            char elsewhere[PATH_MAX];
-            snprintf(elsewhere, sizeof elsewhere, "%s/moved.bin", make_tmp_dir());
-            ck_assert_int_eq(rename(victim, elsewhere), 0);
-            ck_assert_int_eq(symlink(elsewhere, victim), 0);
-        } else {
-            if (geteuid() != 0) {
-                printf("  %s: not root, cannot give the entry another owner: not checked\n", tu_label());
-                continue;
-            }
-            ck_assert_int_eq(chown(victim, 12345, (gid_t)-1), 0);
-        }
-        fresh_run(dev, NULL, NULL);
-        ck_assert_int_eq(lstat(victim, &st), 0);
-        ck_assert_msg(S_ISREG(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 0077) == 0,
-                      "%s: the entry was used instead of rebuilt (mode %o, owner %u)", tu_label(),
-                      (unsigned)st.st_mode, (unsigned)st.st_uid);
-        check_folder(folder, PROGRAMS, &sc);
-    }
-
-    /* A folder others can write, or a link, is not used at all, with a warning. */
-    static const char *const folders[] = {"writable by other users", "a symbolic link"};
-    for (size_t t = 0; t < 2; t++) {
-        tu_set_label("cache trust on %s: a folder that is %s", tu_dev_spec[dev], folders[t]);
-        root = fresh_cache_env();
-        cache_folder(folder, root, 0);
-        const char *target = make_tmp_dir(); /* private, but reached through a link */
-        if (t == 0) {
-            ck_assert_int_eq(mkdir(folder, 0700), 0);
-            ck_assert_int_eq(chmod(folder, 0777), 0);
-        } else {
-            ck_assert_int_eq(symlink(target, folder), 0);
-        }
-        clattn_context *ctx = new_ctx(dev);
-        run_checked(ctx, NULL, NULL);
-        ck_assert_msg(strstr(clattn_last_warning(ctx), folders[t]) != NULL, "%s: warning \"%s\"", tu_label(),
-                      clattn_last_warning(ctx));
-        free_ctx(ctx);
-        scan_dir(t == 0 ? folder : target, &sc);
-        ck_assert_msg(sc.n_bin == 0 && sc.n_tmp == 0, "%s: %zu entries were written there", tu_label(), sc.n_bin);
-    }
-
-    /* A relative XDG_CACHE_HOME is ignored (XDG base-directory specification): $HOME/.cache is used. */
-    tu_set_label("cache trust on %s: a relative XDG_CACHE_HOME", tu_dev_spec[dev]);
-    const char *home = make_tmp_dir();
-    ck_assert(setenv("HOME", home, 1) == 0);
-    ck_assert(setenv("XDG_CACHE_HOME", "clattn-relative-cache", 1) == 0);
-    fresh_run(dev, NULL, NULL);
-    cache_folder(folder, home, 1);
-    check_folder(folder, PROGRAMS, &sc);
-    ck_assert_msg(access("clattn-relative-cache", F_OK) != 0, "%s: a relative folder was created", tu_label());
-}
-END_TEST
 
 static Suite *make_suite(void)
 {
+    const cache_case cases[] = {
+        {"store", test_store, 1}, {"reuse", test_reuse, 1}, {"damaged", test_damaged, DMG_COUNT},
+        {"disabled", test_disabled, 1},
+    };
     Suite *s = suite_create("cache");
-    TCase *tc = cache_tcase("store");
-    tcase_add_loop_test(tc, test_store, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("reuse");
-    tcase_add_loop_test(tc, test_reuse, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("damaged");
-    tcase_add_loop_test(tc, test_damaged, 0, (int)(DMG_COUNT * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("disabled");
-    tcase_add_loop_test(tc, test_disabled, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("unusable");
-    tcase_add_loop_test(tc, test_unusable, 0, (int)(BAD_COUNT * tu_ndev));
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("concurrent");
-    tcase_add_loop_test(tc, test_concurrent, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("home");
-    tcase_add_loop_test(tc, test_home, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
-    tc = cache_tcase("trust");
-    tcase_add_loop_test(tc, test_trust, 0, (int)tu_ndev);
-    suite_add_tcase(s, tc);
+    cache_add_cases(s, cases, sizeof cases / sizeof cases[0]);
+    cache_add_folder_cases(s);
     return s;
 }
 

@@ -304,6 +304,17 @@ int tu_dev_all_sentinel(clattn_context *ctx, cl_mem m, size_t nfloats)
 
 size_t tu_sdpa_dv(const clattn_sdpa_desc *d) { return ref_v_dim(d); }
 
+const clattn_algorithm tu_paths[TU_NPATHS] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
+                                                CLATTN_ALGORITHM_DECODE};
+
+const char *tu_algorithm_name(clattn_algorithm a)
+{
+    return a == CLATTN_ALGORITHM_FUSED    ? "fused"
+           : a == CLATTN_ALGORITHM_STAGED ? "staged"
+           : a == CLATTN_ALGORITHM_DECODE ? "decode"
+                                          : "auto";
+}
+
 clattn_sdpa_desc tu_sdpa_desc(size_t B, size_t H, size_t L, size_t S, size_t Dqk, size_t Dv)
 {
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;

@@ -255,6 +255,16 @@ void tu_release_all(void);
 void tu_finish(clattn_context *ctx);
 
 /* ---------------------------------------------------------------------------------------------- */
+/* Paths                                                                                           */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* The three paths the suites that cross every path run: fused, staged, decode. */
+#define TU_NPATHS 3
+extern const clattn_algorithm tu_paths[TU_NPATHS];
+/* "fused", "staged", "decode" or (anything else) "auto". */
+const char *tu_algorithm_name(clattn_algorithm a);
+
+/* ---------------------------------------------------------------------------------------------- */
 /* Descriptors and masks                                                                           */
 /* ---------------------------------------------------------------------------------------------- */
 

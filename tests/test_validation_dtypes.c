@@ -34,25 +34,65 @@ typedef struct {
     const char *field;
 } type_case;
 
-static void set_label(const char *api, const type_case *tc, int fixed, size_t dev)
+/* What one call on device `dev` leaves to check: the outputs a refused call must leave as they were (device buffers of
+ * ctx, or tu_host_alloc arrays, with the floats to look at), the context whose work the corrected call
+ * finishes (NULL: a host call) and the one whose clattn_last_error names the field (NULL: this thread's). */
+typedef struct outputs {
+    struct {
+        cl_mem dev;
+        const float *host;
+        size_t n;
+        const char *name;
+    } o[4];
+    size_t count, dev;
+    clattn_context *ctx, *finish;
+    const clattn_context *err;
+} outputs;
+
+static void keep(outputs *o, cl_mem dev, const float *host, size_t n, const char *name)
 {
-    tu_set_label("%s: %s%s on %s", api, tc->bc.name, fixed ? " (corrected)" : "", tu_dev_spec[dev]);
+    ck_assert(o->count < sizeof o->o / sizeof o->o[0]);
+    o->o[o->count].dev = dev;
+    o->o[o->count].host = host;
+    o->o[o->count].n = n;
+    o->o[o->count++].name = name;
 }
 
-/* The bad call (fixed 0) must be refused as tc says, with a detail in clattn_last_error(err_ctx) that
- * names tc->field; its corrected twin (fixed 1) must succeed, and its work finish on ctx (when given). */
-static void expect(clattn_status st, const type_case *tc, int fixed, clattn_context *ctx,
-                   const clattn_context *err_ctx)
+/* A device output of n floats and the guard, all sentinel, kept for the check. */
+static cl_mem dev_out(outputs *o, size_t n, const char *name)
+{
+    cl_mem m = tu_dev_alloc(o->ctx, n, NULL);
+    keep(o, m, NULL, n + TU_GUARD, name);
+    return m;
+}
+
+/* A host output of n floats (tu_host_alloc: sentinel, the guard after), kept for the check. */
+static float *host_out(outputs *o, size_t n, const char *name)
+{
+    float *p = tu_host_alloc(n, NULL);
+    keep(o, NULL, p, n, name);
+    return p;
+}
+
+/* The bad call (fixed 0) must be refused as tc says, with a detail in clattn_last_error(o->err) that
+ * names tc->field, and write none of o's outputs; its corrected twin (fixed 1) must succeed, and its work
+ * finish on o->finish (when given). */
+static void expect(clattn_status st, const type_case *tc, int fixed, const outputs *o)
 {
     if (fixed) {
-        TU_ASSERT_OK(st, err_ctx, "the corrected call");
-        if (ctx)
-            tu_finish(ctx);
+        TU_ASSERT_OK(st, o->err, "the corrected call");
+        if (o->finish)
+            tu_finish(o->finish);
         return;
     }
-    check_status(st, &tc->bc, err_ctx);
-    const char *e = clattn_last_error(err_ctx);
+    check_status(st, &tc->bc, o->err);
+    const char *e = clattn_last_error(o->err);
     ck_assert_msg(strstr(e, tc->field) != NULL, "%s: the detail \"%s\" does not name %s", tu_label(), e, tc->field);
+    for (size_t i = 0; i < o->count; i++)
+        if (o->o[i].host)
+            check_host_untouched(o->o[i].host, o->o[i].n, o->o[i].name);
+        else
+            check_dev_untouched(o->ctx, o->o[i].dev, o->o[i].n, o->o[i].name);
 }
 
 /* The type a tensor's buffer is made in: float32 for a type outside the enum. */
@@ -76,12 +116,16 @@ static size_t cache_floats(clattn_dtype type, size_t rows)
     return (rows * HDIM * clattn_dtype_size(stored(type)) + sizeof(float) - 1) / sizeof(float);
 }
 
-/* A cache (an output) of `rows` rows of HDIM elements of `type`, all sentinel; an int8 one's scales,
- * sentinel too, in *scales (else NULL). */
-static cl_mem output_cache(clattn_context *ctx, clattn_dtype type, size_t rows, cl_mem *scales)
+/* A cache (an output) of `rows` rows of HDIM elements of `type`, all sentinel, kept for the check; an
+ * int8 one's scales, sentinel too and kept, in *scales (else NULL). */
+static cl_mem output_cache(outputs *o, clattn_dtype type, size_t rows, cl_mem *scales, const char *name,
+                           const char *scales_name)
 {
-    *scales = stored(type) == I8 ? tu_dev_alloc_exact(ctx, rows, NULL) : NULL;
-    return tu_dev_alloc_exact(ctx, cache_floats(type, rows), NULL);
+    *scales = stored(type) == I8 ? tu_dev_alloc_exact(o->ctx, rows, NULL) : NULL;
+    cl_mem m = tu_dev_alloc_exact(o->ctx, cache_floats(type, rows), NULL);
+    keep(o, m, NULL, cache_floats(type, rows), name);
+    keep(o, *scales, NULL, rows, scales_name);
+    return m;
 }
 
 /* A scales buffer of `rows` floats (sentinel): beside a type that is not int8, or for an int8 type that
@@ -109,44 +153,34 @@ static const type_case sdpa_cases[] = {
     {{SD_V_SCALES_SHORT, TS, 0, "int8 V with v_scales one float short"}, "v_scales"},
     {{SD_K_SCALES_NOT_INT8, IV, 0, "k_scales given for a float32 K"}, "k_scales"},
 };
-#define N_SDPA (sizeof sdpa_cases / sizeof sdpa_cases[0])
 
-START_TEST(test_sdpa)
+static clattn_status call_sdpa(size_t api, int mut, int fixed, outputs *o)
 {
-    const type_case *tc = &sdpa_cases[TU_CASE(_i)];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label("clattn_sdpa", tc, fixed, dev);
-        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
-        switch (tc->bc.mut) {
-        case SD_K_ENUM: d.k_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
-        case SD_V_ENUM: d.v_dtype = fixed ? F32 : OUTSIDE_LOW; break;
-        case SD_V_INT8_NO_SCALES:
-        case SD_V_SCALES_SHORT: d.k_dtype = d.v_dtype = I8; break;
-        case SD_K_SCALES_NOT_INT8: break;
-        default: ck_abort_msg("unknown case");
-        }
-        cl_mem ks, vs;
-        cl_mem q = input(ctx, F32, N_Q, HDIM, 1, NULL), k = input(ctx, d.k_dtype, N_K, HDIM, 2, &ks),
-               v = input(ctx, d.v_dtype, N_K, HDIM, 3, &vs);
-        d.k_scales = ks;
-        d.v_scales = vs;
-        if (!fixed && tc->bc.mut == SD_V_INT8_NO_SCALES)
-            d.v_scales = NULL;
-        if (!fixed && tc->bc.mut == SD_V_SCALES_SHORT)
-            d.v_scales = tu_dev_alloc_exact(ctx, K_ROWS - 1, NULL);
-        if (!fixed && tc->bc.mut == SD_K_SCALES_NOT_INT8)
-            d.k_scales = stray_scales(ctx, K_ROWS);
-        cl_mem out = tu_dev_alloc(ctx, N_O, NULL), lse = tu_dev_alloc(ctx, N_LSE, NULL);
-        expect(clattn_sdpa(ctx, &d, q, k, v, NULL, out, NULL, lse), tc, fixed, ctx, ctx);
-        if (!fixed) {
-            check_dev_untouched(ctx, out, N_O + TU_GUARD, "out");
-            check_dev_untouched(ctx, lse, N_LSE + TU_GUARD, "lse");
-        }
+    (void)api;
+    clattn_context *ctx = o->ctx;
+    clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
+    switch (mut) {
+    case SD_K_ENUM: d.k_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
+    case SD_V_ENUM: d.v_dtype = fixed ? F32 : OUTSIDE_LOW; break;
+    case SD_V_INT8_NO_SCALES:
+    case SD_V_SCALES_SHORT: d.k_dtype = d.v_dtype = I8; break;
+    case SD_K_SCALES_NOT_INT8: break;
+    default: ck_abort_msg("unknown case");
     }
+    cl_mem ks, vs;
+    cl_mem q = input(ctx, F32, N_Q, HDIM, 1, NULL), k = input(ctx, d.k_dtype, N_K, HDIM, 2, &ks),
+           v = input(ctx, d.v_dtype, N_K, HDIM, 3, &vs);
+    d.k_scales = ks;
+    d.v_scales = vs;
+    if (!fixed && mut == SD_V_INT8_NO_SCALES)
+        d.v_scales = NULL;
+    if (!fixed && mut == SD_V_SCALES_SHORT)
+        d.v_scales = tu_dev_alloc_exact(ctx, K_ROWS - 1, NULL);
+    if (!fixed && mut == SD_K_SCALES_NOT_INT8)
+        d.k_scales = stray_scales(ctx, K_ROWS);
+    cl_mem out = dev_out(o, N_O, "out"), lse = dev_out(o, N_LSE, "lse");
+    return clattn_sdpa(ctx, &d, q, k, v, NULL, out, NULL, lse);
 }
-END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_score and clattn_weighted_sum (typed since 0.6.1)                                        */
@@ -161,47 +195,33 @@ static const type_case stage_cases[] = {
     {{WS_V_INT8_NO_SCALES, NA, 0, "clattn_weighted_sum: int8 V without v_scales"}, "v_scales"},
     {{WS_OUT_INT8, IV, 0, "clattn_weighted_sum: int8 output"}, "out_dtype"},
 };
-#define N_STAGE (sizeof stage_cases / sizeof stage_cases[0])
 
-START_TEST(test_stages)
+static clattn_status call_stages(size_t api, int mut, int fixed, outputs *o)
 {
-    const type_case *tc = &stage_cases[TU_CASE(_i)];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    const int mut = tc->bc.mut;
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label(mut < WS_V_ENUM ? "clattn_score" : "clattn_weighted_sum", tc, fixed, dev);
-        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
-        switch (mut) {
-        case SC_K_ENUM: d.k_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
-        case SC_K_INT8_NO_SCALES: d.k_dtype = I8; break;
-        case SC_Q_INT8: d.q_dtype = fixed ? F32 : I8; break;
-        case WS_V_ENUM: d.v_dtype = fixed ? F32 : OUTSIDE_LOW; break;
-        case WS_V_INT8_NO_SCALES: d.v_dtype = I8; break;
-        case WS_OUT_INT8: d.out_dtype = fixed ? F32 : I8; break;
-        default: ck_abort_msg("unknown case");
-        }
-        cl_mem scales;
-        if (mut < WS_V_ENUM) {
-            cl_mem q = input(ctx, F32, N_Q, HDIM, 11, NULL), k = input(ctx, d.k_dtype, N_K, HDIM, 12, &scales);
-            d.k_scales = fixed || mut != SC_K_INT8_NO_SCALES ? scales : NULL;
-            cl_mem scores = tu_dev_alloc(ctx, N_W, NULL);
-            expect(clattn_score(ctx, &d, q, k, NULL, scores), tc, fixed, ctx, ctx);
-            if (!fixed)
-                check_dev_untouched(ctx, scores, N_W + TU_GUARD, "scores");
-        } else {
-            float p[N_W];
-            tu_fill_uniform(p, N_W, 0.5f, 13);
-            cl_mem w = tu_dev_alloc_exact(ctx, N_W, p), v = input(ctx, d.v_dtype, N_K, HDIM, 14, &scales);
-            d.v_scales = fixed || mut != WS_V_INT8_NO_SCALES ? scales : NULL;
-            cl_mem out = tu_dev_alloc(ctx, N_O, NULL);
-            expect(clattn_weighted_sum(ctx, &d, w, v, out), tc, fixed, ctx, ctx);
-            if (!fixed)
-                check_dev_untouched(ctx, out, N_O + TU_GUARD, "out");
-        }
+    (void)api;
+    clattn_context *ctx = o->ctx;
+    clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
+    switch (mut) {
+    case SC_K_ENUM: d.k_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
+    case SC_K_INT8_NO_SCALES: d.k_dtype = I8; break;
+    case SC_Q_INT8: d.q_dtype = fixed ? F32 : I8; break;
+    case WS_V_ENUM: d.v_dtype = fixed ? F32 : OUTSIDE_LOW; break;
+    case WS_V_INT8_NO_SCALES: d.v_dtype = I8; break;
+    case WS_OUT_INT8: d.out_dtype = fixed ? F32 : I8; break;
+    default: ck_abort_msg("unknown case");
     }
+    cl_mem scales;
+    if (mut < WS_V_ENUM) {
+        cl_mem q = input(ctx, F32, N_Q, HDIM, 11, NULL), k = input(ctx, d.k_dtype, N_K, HDIM, 12, &scales);
+        d.k_scales = fixed || mut != SC_K_INT8_NO_SCALES ? scales : NULL;
+        return clattn_score(ctx, &d, q, k, NULL, dev_out(o, N_W, "scores"));
+    }
+    float p[N_W];
+    tu_fill_uniform(p, N_W, 0.5f, 13);
+    cl_mem w = tu_dev_alloc_exact(ctx, N_W, p), v = input(ctx, d.v_dtype, N_K, HDIM, 14, &scales);
+    d.v_scales = fixed || mut != WS_V_INT8_NO_SCALES ? scales : NULL;
+    return clattn_weighted_sum(ctx, &d, w, v, dev_out(o, N_O, "out"));
 }
-END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_merge                                                                                    */
@@ -212,28 +232,18 @@ static const type_case merge_cases[] = {
     {{M_OUT_ENUM, IV, 0, "out_dtype 9 (outside the enum)"}, "out_dtype"},
     {{M_OUT_INT8, IV, 0, "int8 out_dtype"}, "out_dtype"},
 };
-#define N_MERGE (sizeof merge_cases / sizeof merge_cases[0])
 
-START_TEST(test_merge)
+static clattn_status call_merge(size_t api, int mut, int fixed, outputs *o)
 {
-    const type_case *tc = &merge_cases[TU_CASE(_i)];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label("clattn_merge", tc, fixed, dev);
-        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, 0, 0, HDIM);
-        d.out_dtype = fixed ? F32 : tc->bc.mut == M_OUT_ENUM ? (clattn_dtype)9 : I8;
-        const cl_mem outs[2] = {input(ctx, F32, N_O, HDIM, 21, NULL), input(ctx, F32, N_O, HDIM, 22, NULL)};
-        const cl_mem lses[2] = {input(ctx, F32, N_LSE, 1, 23, NULL), input(ctx, F32, N_LSE, 1, 24, NULL)};
-        cl_mem out = tu_dev_alloc(ctx, N_O, NULL), lse = tu_dev_alloc(ctx, N_LSE, NULL);
-        expect(clattn_merge(ctx, &d, 2, outs, lses, out, lse), tc, fixed, ctx, ctx);
-        if (!fixed) {
-            check_dev_untouched(ctx, out, N_O + TU_GUARD, "out");
-            check_dev_untouched(ctx, lse, N_LSE + TU_GUARD, "lse");
-        }
-    }
+    (void)api;
+    clattn_context *ctx = o->ctx;
+    clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, 0, 0, HDIM);
+    d.out_dtype = fixed ? F32 : mut == M_OUT_ENUM ? (clattn_dtype)9 : I8;
+    const cl_mem outs[2] = {input(ctx, F32, N_O, HDIM, 21, NULL), input(ctx, F32, N_O, HDIM, 22, NULL)};
+    const cl_mem lses[2] = {input(ctx, F32, N_LSE, 1, 23, NULL), input(ctx, F32, N_LSE, 1, 24, NULL)};
+    cl_mem out = dev_out(o, N_O, "out"), lse = dev_out(o, N_LSE, "lse");
+    return clattn_merge(ctx, &d, 2, outs, lses, out, lse);
 }
-END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_kv_append and clattn_kv_append_paged                                                     */
@@ -244,7 +254,6 @@ enum { PAGE_BLOCKS = 3, PAGE_SIZE = 8, PAGE_MAX = 2, PAGE_ROWS = PAGE_BLOCKS * H
 enum { NEW_LEN = 2, N_NEW = BATCH * HEADS * NEW_LEN * HDIM };
 
 enum append_api { API_APPEND, API_APPEND_PAGED };
-static const char *const append_names[] = {"clattn_kv_append", "clattn_kv_append_paged"};
 
 /* (The int8 case has int8 K and V caches, V's scales given.) */
 enum append_mut { A_K_ENUM, A_K_INT8_NO_SCALES, A_Q_INT8 };
@@ -253,10 +262,9 @@ static const type_case append_cases[] = {
     {{A_K_INT8_NO_SCALES, NA, 0, "int8 cache without k_scales"}, "k_scales"},
     {{A_Q_INT8, IV, 0, "int8 new rows (q_dtype)"}, "q_dtype"},
 };
-#define N_APPEND (sizeof append_cases / sizeof append_cases[0])
 
-/* A block table of PAGE_MAX ids per sequence, on the device. */
-/* The paged cache of these cases: pools k and v, the sequence's blocks 2 and 0. */
+/* The paged cache of these cases: pools k and v, the sequence's blocks 2 and 0 (a block table of PAGE_MAX
+ * ids per sequence, on the device). */
 static clattn_paged_cache paged_cache(clattn_context *ctx, cl_mem k, cl_mem v)
 {
     const cl_int table[BATCH * PAGE_MAX] = {2, 0};
@@ -275,53 +283,37 @@ static clattn_paged_cache paged_cache(clattn_context *ctx, cl_mem k, cl_mem v)
     return c;
 }
 
-START_TEST(test_append)
+static clattn_status call_append(size_t api, int mut, int fixed, outputs *o)
 {
-    const size_t api = TU_CASE(_i) / N_APPEND;
-    const type_case *tc = &append_cases[TU_CASE(_i) % N_APPEND];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label(append_names[api], tc, fixed, dev);
-        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, 1, KVLEN, HDIM, 0); /* kv_len: the dense capacity */
-        switch (tc->bc.mut) {
-        case A_K_ENUM: d.k_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
-        case A_K_INT8_NO_SCALES: d.k_dtype = d.v_dtype = I8; break;
-        case A_Q_INT8: d.q_dtype = fixed ? F32 : I8; break;
-        default: ck_abort_msg("unknown case");
-        }
-        const size_t rows = api == API_APPEND ? K_ROWS : PAGE_ROWS;
-        cl_mem ks, vs;
-        cl_mem kc = output_cache(ctx, d.k_dtype, rows, &ks), vc = output_cache(ctx, d.v_dtype, rows, &vs);
-        d.k_scales = fixed || tc->bc.mut != A_K_INT8_NO_SCALES ? ks : NULL;
-        d.v_scales = vs;
-        cl_mem k_new = input(ctx, F32, N_NEW, HDIM, 31, NULL), v_new = input(ctx, F32, N_NEW, HDIM, 32, NULL);
-        clattn_status st;
-        if (api == API_APPEND) {
-            const size_t lengths[BATCH] = {3};
-            st = clattn_kv_append(ctx, &d, lengths, NEW_LEN, k_new, v_new, kc, vc);
-        } else {
-            const clattn_paged_cache c = paged_cache(ctx, kc, vc);
-            const size_t lengths[BATCH] = {5};
-            st = clattn_kv_append_paged(ctx, &d, &c, lengths, NEW_LEN, k_new, v_new);
-        }
-        expect(st, tc, fixed, ctx, ctx);
-        if (!fixed) {
-            check_dev_untouched(ctx, kc, cache_floats(d.k_dtype, rows), "the K cache");
-            check_dev_untouched(ctx, vc, cache_floats(d.v_dtype, rows), "the V cache");
-            check_dev_untouched(ctx, ks, rows, "k_scales");
-            check_dev_untouched(ctx, vs, rows, "v_scales");
-        }
+    clattn_context *ctx = o->ctx;
+    clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, 1, KVLEN, HDIM, 0); /* kv_len: the dense capacity */
+    switch (mut) {
+    case A_K_ENUM: d.k_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
+    case A_K_INT8_NO_SCALES: d.k_dtype = d.v_dtype = I8; break;
+    case A_Q_INT8: d.q_dtype = fixed ? F32 : I8; break;
+    default: ck_abort_msg("unknown case");
     }
+    const size_t rows = api == API_APPEND ? K_ROWS : PAGE_ROWS;
+    cl_mem ks, vs;
+    cl_mem kc = output_cache(o, d.k_dtype, rows, &ks, "the K cache", "k_scales"),
+           vc = output_cache(o, d.v_dtype, rows, &vs, "the V cache", "v_scales");
+    d.k_scales = fixed || mut != A_K_INT8_NO_SCALES ? ks : NULL;
+    d.v_scales = vs;
+    cl_mem k_new = input(ctx, F32, N_NEW, HDIM, 31, NULL), v_new = input(ctx, F32, N_NEW, HDIM, 32, NULL);
+    if (api == API_APPEND) {
+        const size_t lengths[BATCH] = {3};
+        return clattn_kv_append(ctx, &d, lengths, NEW_LEN, k_new, v_new, kc, vc);
+    }
+    const clattn_paged_cache c = paged_cache(ctx, kc, vc);
+    const size_t lengths[BATCH] = {5};
+    return clattn_kv_append_paged(ctx, &d, &c, lengths, NEW_LEN, k_new, v_new);
 }
-END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_sdpa_paged and clattn_sdpa_ragged                                                        */
 /* ---------------------------------------------------------------------------------------------- */
 
 enum decode_api { API_PAGED, API_RAGGED };
-static const char *const decode_names[] = {"clattn_sdpa_paged", "clattn_sdpa_ragged"};
 
 /* (The int8 case has int8 K and V, V's scales given.) */
 enum decode_mut { P_K_INT8_NO_SCALES, P_OUT_ENUM };
@@ -329,51 +321,36 @@ static const type_case decode_cases[] = {
     {{P_K_INT8_NO_SCALES, NA, 0, "int8 K without k_scales"}, "k_scales"},
     {{P_OUT_ENUM, IV, 0, "out_dtype 7 (outside the enum)"}, "out_dtype"},
 };
-#define N_DECODE (sizeof decode_cases / sizeof decode_cases[0])
 
-START_TEST(test_decode)
+static clattn_status call_decode(size_t api, int mut, int fixed, outputs *o)
 {
-    const size_t api = TU_CASE(_i) / N_DECODE;
-    const type_case *tc = &decode_cases[TU_CASE(_i) % N_DECODE];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label(decode_names[api], tc, fixed, dev);
-        /* Ragged: two sequences of 1 and 2 queries, 4 and 6 keys, packed into the dense call's sizes. */
-        clattn_sdpa_desc d = api == API_PAGED ? tu_sdpa_desc(BATCH, HEADS, QLEN, 0, HDIM, 0)
-                                              : tu_sdpa_desc(2, HEADS, 0, 0, HDIM, 0);
-        switch (tc->bc.mut) {
-        case P_K_INT8_NO_SCALES: d.k_dtype = d.v_dtype = I8; break;
-        case P_OUT_ENUM: d.out_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
-        default: ck_abort_msg("unknown case");
-        }
-        const size_t kn = (api == API_PAGED ? PAGE_ROWS : K_ROWS) * HDIM;
-        cl_mem ks, vs;
-        cl_mem q = input(ctx, F32, N_Q, HDIM, 41, NULL), k = input(ctx, d.k_dtype, kn, HDIM, 42, &ks),
-               v = input(ctx, d.v_dtype, kn, HDIM, 43, &vs);
-        d.k_scales = fixed || tc->bc.mut != P_K_INT8_NO_SCALES ? ks : NULL;
-        d.v_scales = vs;
-        cl_mem out = tu_dev_alloc(ctx, N_O, NULL), lse = tu_dev_alloc(ctx, N_LSE, NULL);
-        clattn_status st;
-        if (api == API_PAGED) {
-            const clattn_paged_cache c = paged_cache(ctx, k, v);
-            const size_t lengths[BATCH] = {KVLEN};
-            st = clattn_sdpa_paged(ctx, &d, &c, lengths, q, NULL, out, lse);
-        } else {
-            const size_t q_starts[3] = {0, 1, QLEN}, k_starts[3] = {0, 4, KVLEN};
-            clattn_ragged r = CLATTN_RAGGED_INIT;
-            r.q_starts = q_starts;
-            r.k_starts = k_starts;
-            st = clattn_sdpa_ragged(ctx, &d, &r, q, k, v, NULL, out, lse);
-        }
-        expect(st, tc, fixed, ctx, ctx);
-        if (!fixed) {
-            check_dev_untouched(ctx, out, N_O + TU_GUARD, "out");
-            check_dev_untouched(ctx, lse, N_LSE + TU_GUARD, "lse");
-        }
+    clattn_context *ctx = o->ctx;
+    /* Ragged: two sequences of 1 and 2 queries, 4 and 6 keys, packed into the dense call's sizes. */
+    clattn_sdpa_desc d = api == API_PAGED ? tu_sdpa_desc(BATCH, HEADS, QLEN, 0, HDIM, 0)
+                                          : tu_sdpa_desc(2, HEADS, 0, 0, HDIM, 0);
+    switch (mut) {
+    case P_K_INT8_NO_SCALES: d.k_dtype = d.v_dtype = I8; break;
+    case P_OUT_ENUM: d.out_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
+    default: ck_abort_msg("unknown case");
     }
+    const size_t kn = (api == API_PAGED ? PAGE_ROWS : K_ROWS) * HDIM;
+    cl_mem ks, vs;
+    cl_mem q = input(ctx, F32, N_Q, HDIM, 41, NULL), k = input(ctx, d.k_dtype, kn, HDIM, 42, &ks),
+           v = input(ctx, d.v_dtype, kn, HDIM, 43, &vs);
+    d.k_scales = fixed || mut != P_K_INT8_NO_SCALES ? ks : NULL;
+    d.v_scales = vs;
+    cl_mem out = dev_out(o, N_O, "out"), lse = dev_out(o, N_LSE, "lse");
+    if (api == API_PAGED) {
+        const clattn_paged_cache c = paged_cache(ctx, k, v);
+        const size_t lengths[BATCH] = {KVLEN};
+        return clattn_sdpa_paged(ctx, &d, &c, lengths, q, NULL, out, lse);
+    }
+    const size_t q_starts[3] = {0, 1, QLEN}, k_starts[3] = {0, 4, KVLEN};
+    clattn_ragged r = CLATTN_RAGGED_INIT;
+    r.q_starts = q_starts;
+    r.k_starts = k_starts;
+    return clattn_sdpa_ragged(ctx, &d, &r, q, k, v, NULL, out, lse);
 }
-END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_sdpa_with_past and clattn_sdpa_with_past_host: no int8 K/V                               */
@@ -382,7 +359,6 @@ END_TEST
 enum { PAST = 4, NEW_KV = KVLEN - PAST, N_PAST = BATCH * HEADS * PAST * HDIM, N_NEW_KV = N_K - N_PAST };
 
 enum past_api { API_PAST, API_PAST_HOST };
-static const char *const past_names[] = {"clattn_sdpa_with_past", "clattn_sdpa_with_past_host"};
 
 /* The past/present form refuses int8 itself, with its scales or without them. */
 enum past_mut { W_K_INT8, W_V_INT8, W_V_INT8_NO_SCALES };
@@ -391,59 +367,39 @@ static const type_case past_cases[] = {
     {{W_V_INT8, IV, 0, "int8 V (with v_scales)"}, "v_dtype"},
     {{W_V_INT8_NO_SCALES, IV, 0, "int8 V without v_scales"}, "v_dtype"},
 };
-#define N_PAST_CASES (sizeof past_cases / sizeof past_cases[0])
 
-START_TEST(test_past)
+/* An int8 K or V (`k`: K), with stray scales or (`scales` 0) without them. */
+static void make_int8(clattn_context *ctx, clattn_sdpa_desc *d, int k, int scales)
 {
-    const size_t api = TU_CASE(_i) / N_PAST_CASES;
-    const type_case *tc = &past_cases[TU_CASE(_i) % N_PAST_CASES];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label(past_names[api], tc, fixed, dev);
-        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, NEW_KV, HDIM, 0);
-        if (!fixed && tc->bc.mut == W_K_INT8) {
-            d.k_dtype = I8;
-            d.k_scales = stray_scales(ctx, K_ROWS);
-        }
-        if (!fixed && tc->bc.mut == W_V_INT8) {
-            d.v_dtype = I8;
-            d.v_scales = stray_scales(ctx, K_ROWS);
-        }
-        if (!fixed && tc->bc.mut == W_V_INT8_NO_SCALES)
-            d.v_dtype = I8;
-        const float *hq = host_input(N_Q, 51), *hpk = host_input(N_PAST, 52), *hpv = host_input(N_PAST, 53),
-                    *hk = host_input(N_NEW_KV, 54), *hv = host_input(N_NEW_KV, 55);
-        clattn_status st;
-        if (api == API_PAST) {
-            cl_mem pk = tu_dev_alloc(ctx, N_K, NULL), pv = tu_dev_alloc(ctx, N_K, NULL),
-                   out = tu_dev_alloc(ctx, N_O, NULL), lse = tu_dev_alloc(ctx, N_LSE, NULL);
-            st = clattn_sdpa_with_past(ctx, &d, PAST, tu_dev_alloc_exact(ctx, N_PAST, hpk),
-                                       tu_dev_alloc_exact(ctx, N_PAST, hpv), tu_dev_alloc_exact(ctx, N_Q, hq),
-                                       tu_dev_alloc_exact(ctx, N_NEW_KV, hk), tu_dev_alloc_exact(ctx, N_NEW_KV, hv),
-                                       NULL, pk, pv, out, NULL, lse);
-            expect(st, tc, fixed, ctx, ctx);
-            if (!fixed) {
-                check_dev_untouched(ctx, pk, N_K + TU_GUARD, "present_k");
-                check_dev_untouched(ctx, pv, N_K + TU_GUARD, "present_v");
-                check_dev_untouched(ctx, out, N_O + TU_GUARD, "out");
-                check_dev_untouched(ctx, lse, N_LSE + TU_GUARD, "lse");
-            }
-        } else {
-            float *pk = tu_host_alloc(N_K, NULL), *pv = tu_host_alloc(N_K, NULL), *out = tu_host_alloc(N_O, NULL),
-                  *lse = tu_host_alloc(N_LSE, NULL);
-            st = clattn_sdpa_with_past_host(ctx, &d, PAST, hpk, hpv, hq, hk, hv, NULL, pk, pv, out, NULL, lse);
-            expect(st, tc, fixed, NULL, ctx);
-            if (!fixed) {
-                check_host_untouched(pk, N_K, "present_k");
-                check_host_untouched(pv, N_K, "present_v");
-                check_host_untouched(out, N_O, "out");
-                check_host_untouched(lse, N_LSE, "lse");
-            }
-        }
-    }
+    if (k)
+        d->k_dtype = I8;
+    else
+        d->v_dtype = I8;
+    if (scales)
+        *(k ? &d->k_scales : &d->v_scales) = stray_scales(ctx, K_ROWS);
 }
-END_TEST
+
+static clattn_status call_past(size_t api, int mut, int fixed, outputs *o)
+{
+    clattn_context *ctx = o->ctx;
+    clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, NEW_KV, HDIM, 0);
+    if (!fixed)
+        make_int8(ctx, &d, mut == W_K_INT8, mut != W_V_INT8_NO_SCALES);
+    const float *hq = host_input(N_Q, 51), *hpk = host_input(N_PAST, 52), *hpv = host_input(N_PAST, 53),
+                *hk = host_input(N_NEW_KV, 54), *hv = host_input(N_NEW_KV, 55);
+    if (api == API_PAST) {
+        cl_mem pk = dev_out(o, N_K, "present_k"), pv = dev_out(o, N_K, "present_v"), out = dev_out(o, N_O, "out"),
+               lse = dev_out(o, N_LSE, "lse");
+        return clattn_sdpa_with_past(ctx, &d, PAST, tu_dev_alloc_exact(ctx, N_PAST, hpk),
+                                     tu_dev_alloc_exact(ctx, N_PAST, hpv), tu_dev_alloc_exact(ctx, N_Q, hq),
+                                     tu_dev_alloc_exact(ctx, N_NEW_KV, hk), tu_dev_alloc_exact(ctx, N_NEW_KV, hv), NULL,
+                                     pk, pv, out, NULL, lse);
+    }
+    o->finish = NULL;
+    float *pk = host_out(o, N_K, "present_k"), *pv = host_out(o, N_K, "present_v"), *out = host_out(o, N_O, "out"),
+          *lse = host_out(o, N_LSE, "lse");
+    return clattn_sdpa_with_past_host(ctx, &d, PAST, hpk, hpv, hq, hk, hv, NULL, pk, pv, out, NULL, lse);
+}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_sdpa_host: no int8 K/V                                                                   */
@@ -457,35 +413,19 @@ static const type_case host_cases[] = {
     {{HO_V_INT8, IV, 0, "int8 V (with v_scales)"}, "v_dtype"},
     {{HO_K_INT8_NO_SCALES, IV, 0, "int8 K without k_scales"}, "k_dtype"},
 };
-#define N_HOST (sizeof host_cases / sizeof host_cases[0])
 
-START_TEST(test_host)
+static clattn_status call_host(size_t api, int mut, int fixed, outputs *o)
 {
-    const type_case *tc = &host_cases[TU_CASE(_i)];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label("clattn_sdpa_host", tc, fixed, dev);
-        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
-        if (!fixed) {
-            switch (tc->bc.mut) {
-            case HO_K_INT8: d.k_dtype = I8; d.k_scales = stray_scales(ctx, K_ROWS); break;
-            case HO_V_INT8: d.v_dtype = I8; d.v_scales = stray_scales(ctx, K_ROWS); break;
-            case HO_K_INT8_NO_SCALES: d.k_dtype = I8; break;
-            default: ck_abort_msg("unknown case");
-            }
-        }
-        float *out = tu_host_alloc(N_O, NULL), *lse = tu_host_alloc(N_LSE, NULL);
-        clattn_status st = clattn_sdpa_host(ctx, &d, host_input(N_Q, 61), host_input(N_K, 62), host_input(N_K, 63),
-                                            NULL, out, NULL, lse);
-        expect(st, tc, fixed, NULL, ctx);
-        if (!fixed) {
-            check_host_untouched(out, N_O, "out");
-            check_host_untouched(lse, N_LSE, "lse");
-        }
-    }
+    (void)api;
+    clattn_context *ctx = o->ctx;
+    clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
+    if (!fixed)
+        make_int8(ctx, &d, mut != HO_V_INT8, mut != HO_K_INT8_NO_SCALES);
+    o->finish = NULL;
+    float *out = host_out(o, N_O, "out"), *lse = host_out(o, N_LSE, "lse");
+    return clattn_sdpa_host(ctx, &d, host_input(N_Q, 61), host_input(N_K, 62), host_input(N_K, 63), NULL, out, NULL,
+                            lse);
 }
-END_TEST
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_mha and clattn_mha_host                                                                  */
@@ -498,7 +438,6 @@ enum {
 };
 
 enum mha_api { API_MHA, API_MHA_HOST };
-static const char *const mha_names[] = {"clattn_mha", "clattn_mha_host"};
 
 enum mha_mut { MH_X_ENUM, MH_W_ENUM, MH_O_ENUM, MH_X_INT8, MH_W_INT8, MH_O_INT8, MH_RESERVED };
 static const type_case mha_cases[] = {
@@ -510,7 +449,6 @@ static const type_case mha_cases[] = {
     {{MH_O_INT8, IV, 0, "int8 out_dtype"}, "out_dtype"},
     {{MH_RESERVED, IV, 0, "dtype_reserved 1"}, "dtype_reserved"},
 };
-#define N_MHA (sizeof mha_cases / sizeof mha_cases[0])
 
 /* The layer's descriptor, all float32. */
 static clattn_mha_desc mha_desc(void)
@@ -524,54 +462,44 @@ static clattn_mha_desc mha_desc(void)
     return d;
 }
 
-START_TEST(test_mha)
+/* The host weights W_Q, W_K, W_V (no W_O) from seeds seed, seed + 1, seed + 2. */
+static clattn_mha_host_weights host_weights(uint64_t seed)
 {
-    const size_t api = TU_CASE(_i) / N_MHA;
-    const type_case *tc = &mha_cases[TU_CASE(_i) % N_MHA];
-    const size_t dev = TU_DEVICE(_i);
-    clattn_context *ctx = tu_ctx[dev];
-    for (int fixed = 0; fixed < 2; fixed++) {
-        set_label(mha_names[api], tc, fixed, dev);
-        clattn_mha_desc d = mha_desc();
-        switch (tc->bc.mut) {
-        case MH_X_ENUM: d.x_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
-        case MH_W_ENUM: d.weight_dtype = fixed ? F32 : OUTSIDE_LOW; break;
-        case MH_O_ENUM: d.out_dtype = fixed ? F32 : (clattn_dtype)4; break;
-        case MH_X_INT8: d.x_dtype = fixed ? F32 : I8; break;
-        case MH_W_INT8: d.weight_dtype = fixed ? F32 : I8; break;
-        case MH_O_INT8: d.out_dtype = fixed ? F32 : I8; break;
-        case MH_RESERVED: d.dtype_reserved = fixed ? 0 : 1; break;
-        default: ck_abort_msg("unknown case");
-        }
-        const float *hx = host_input(N_X, 71), *hwq = host_input(N_WQ, 72), *hwk = host_input(N_WQ, 73),
-                    *hwv = host_input(N_WQ, 74);
-        if (api == API_MHA) {
-            clattn_mha_weights w = CLATTN_MHA_WEIGHTS_INIT;
-            w.w_q = tu_dev_alloc_exact(ctx, N_WQ, hwq);
-            w.w_k = tu_dev_alloc_exact(ctx, N_WQ, hwk);
-            w.w_v = tu_dev_alloc_exact(ctx, N_WQ, hwv);
-            cl_mem out = tu_dev_alloc(ctx, N_Y, NULL), att = tu_dev_alloc(ctx, N_ATT, NULL);
-            expect(clattn_mha(ctx, &d, tu_dev_alloc_exact(ctx, N_X, hx), NULL, &w, NULL, out, att), tc, fixed, ctx,
-                   ctx);
-            if (!fixed) {
-                check_dev_untouched(ctx, out, N_Y + TU_GUARD, "out");
-                check_dev_untouched(ctx, att, N_ATT + TU_GUARD, "attn_weights");
-            }
-        } else {
-            clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
-            w.w_q = hwq;
-            w.w_k = hwk;
-            w.w_v = hwv;
-            float *out = tu_host_alloc(N_Y, NULL), *att = tu_host_alloc(N_ATT, NULL);
-            expect(clattn_mha_host(ctx, &d, hx, NULL, &w, NULL, out, att), tc, fixed, NULL, ctx);
-            if (!fixed) {
-                check_host_untouched(out, N_Y, "out");
-                check_host_untouched(att, N_ATT, "attn_weights");
-            }
-        }
-    }
+    clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    w.w_q = host_input(N_WQ, seed);
+    w.w_k = host_input(N_WQ, seed + 1);
+    w.w_v = host_input(N_WQ, seed + 2);
+    return w;
 }
-END_TEST
+
+static clattn_status call_mha(size_t api, int mut, int fixed, outputs *o)
+{
+    clattn_context *ctx = o->ctx;
+    clattn_mha_desc d = mha_desc();
+    switch (mut) {
+    case MH_X_ENUM: d.x_dtype = fixed ? F32 : OUTSIDE_HIGH; break;
+    case MH_W_ENUM: d.weight_dtype = fixed ? F32 : OUTSIDE_LOW; break;
+    case MH_O_ENUM: d.out_dtype = fixed ? F32 : (clattn_dtype)4; break;
+    case MH_X_INT8: d.x_dtype = fixed ? F32 : I8; break;
+    case MH_W_INT8: d.weight_dtype = fixed ? F32 : I8; break;
+    case MH_O_INT8: d.out_dtype = fixed ? F32 : I8; break;
+    case MH_RESERVED: d.dtype_reserved = fixed ? 0 : 1; break;
+    default: ck_abort_msg("unknown case");
+    }
+    const float *hx = host_input(N_X, 71);
+    const clattn_mha_host_weights hw = host_weights(72);
+    if (api == API_MHA) {
+        clattn_mha_weights w = CLATTN_MHA_WEIGHTS_INIT;
+        w.w_q = tu_dev_alloc_exact(ctx, N_WQ, hw.w_q);
+        w.w_k = tu_dev_alloc_exact(ctx, N_WQ, hw.w_k);
+        w.w_v = tu_dev_alloc_exact(ctx, N_WQ, hw.w_v);
+        cl_mem out = dev_out(o, N_Y, "out"), att = dev_out(o, N_ATT, "attn_weights");
+        return clattn_mha(ctx, &d, tu_dev_alloc_exact(ctx, N_X, hx), NULL, &w, NULL, out, att);
+    }
+    o->finish = NULL;
+    float *out = host_out(o, N_Y, "out"), *att = host_out(o, N_ATT, "attn_weights");
+    return clattn_mha_host(ctx, &d, hx, NULL, &hw, NULL, out, att);
+}
 
 /* ---------------------------------------------------------------------------------------------- */
 /* clattn_group_sdpa_host and clattn_group_mha_host: float32 tensors only                          */
@@ -600,71 +528,96 @@ static const type_case group_cases[] = {
     {{G_MHA_W_BF16, IV, 0, "clattn_group_mha_host: bfloat16 weight_dtype"}, "weight_dtype"},
     {{G_MHA_O_F16, IV, 0, "clattn_group_mha_host: float16 out_dtype"}, "out_dtype"},
 };
-#define N_GROUP (sizeof group_cases / sizeof group_cases[0])
 
-START_TEST(test_group)
+static clattn_status call_group(size_t api, int mut, int fixed, outputs *o)
 {
-    const type_case *tc = &group_cases[TU_CASE(_i)];
-    const size_t dev = TU_DEVICE(_i);
+    (void)api;
+    clattn_group *g = group_on(o->dev);
+    o->finish = NULL;
+    o->err = NULL;
+    if (mut < G_MHA_X_F16) {
+        clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
+        if (!fixed && mut == G_SDPA_Q_F16)
+            d.q_dtype = F16;
+        if (!fixed && mut != G_SDPA_Q_F16)
+            make_int8(clattn_group_context(g, 0), &d, mut == G_SDPA_K_INT8, mut == G_SDPA_K_INT8);
+        float *out = host_out(o, N_O, "out"), *lse = host_out(o, N_LSE, "lse");
+        return clattn_group_sdpa_host(g, &d, host_input(N_Q, 81), host_input(N_K, 82), host_input(N_K, 83), NULL, out,
+                                      lse);
+    }
+    clattn_mha_desc d = mha_desc();
+    if (!fixed && mut == G_MHA_X_F16)
+        d.x_dtype = F16;
+    if (!fixed && mut == G_MHA_W_BF16)
+        d.weight_dtype = BF16;
+    if (!fixed && mut == G_MHA_O_F16)
+        d.out_dtype = F16;
+    const clattn_mha_host_weights w = host_weights(84);
+    return clattn_group_mha_host(g, &d, host_input(N_X, 87), NULL, &w, NULL, host_out(o, N_Y, "out"));
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* The entry points' tables, one check test case each                                              */
+/* ---------------------------------------------------------------------------------------------- */
+
+/* One test case: its cases, run on each of `apis` entry points (names[api]; with one, a case from
+ * `second_from` on is named names[1]), through `call`. */
+typedef struct entry {
+    const char *tcase, *names[2];
+    const type_case *cases;
+    size_t n, apis;
+    int second_from;
+    clattn_status (*call)(size_t api, int mut, int fixed, outputs *o);
+} entry;
+
+#define CASES(t) t, sizeof t / sizeof t[0]
+static const entry entries[] = {
+    {"sdpa", {"clattn_sdpa", NULL}, CASES(sdpa_cases), 1, 0, call_sdpa},
+    {"stages", {"clattn_score", "clattn_weighted_sum"}, CASES(stage_cases), 1, WS_V_ENUM, call_stages},
+    {"merge", {"clattn_merge", NULL}, CASES(merge_cases), 1, 0, call_merge},
+    {"append", {"clattn_kv_append", "clattn_kv_append_paged"}, CASES(append_cases), 2, 0, call_append},
+    {"paged_ragged", {"clattn_sdpa_paged", "clattn_sdpa_ragged"}, CASES(decode_cases), 2, 0, call_decode},
+    {"with_past", {"clattn_sdpa_with_past", "clattn_sdpa_with_past_host"}, CASES(past_cases), 2, 0, call_past},
+    {"sdpa_host", {"clattn_sdpa_host", NULL}, CASES(host_cases), 1, 0, call_host},
+    {"mha", {"clattn_mha", "clattn_mha_host"}, CASES(mha_cases), 2, 0, call_mha},
+    {"group", {"clattn_group_sdpa_host", "clattn_group_mha_host"}, CASES(group_cases), 1, G_MHA_X_F16, call_group},
+};
+#define N_ENTRIES (sizeof entries / sizeof entries[0])
+
+/* Iterations of entry e: every case on every entry point and device. */
+static size_t iterations(const entry *e) { return e->n * e->apis * tu_ndev; }
+
+/* Iteration _i of the whole table (the test cases' loops cover consecutive ranges): the bad call and its
+ * corrected twin. */
+START_TEST(test_entry)
+{
+    size_t i = (size_t)_i, k = 0;
+    while (i >= iterations(&entries[k]))
+        i -= iterations(&entries[k++]);
+    const entry *e = &entries[k];
+    const size_t api = TU_CASE(i) / e->n, dev = TU_DEVICE(i);
+    const type_case *tc = &e->cases[TU_CASE(i) % e->n];
     const int mut = tc->bc.mut;
+    const char *name = e->names[e->apis > 1 ? api : (e->second_from && mut >= e->second_from)];
     for (int fixed = 0; fixed < 2; fixed++) {
-        set_label(mut < G_MHA_X_F16 ? "clattn_group_sdpa_host" : "clattn_group_mha_host", tc, fixed, dev);
-        clattn_group *g = group_on(dev);
-        clattn_status st;
-        if (mut < G_MHA_X_F16) {
-            clattn_sdpa_desc d = tu_sdpa_desc(BATCH, HEADS, QLEN, KVLEN, HDIM, 0);
-            if (!fixed && mut == G_SDPA_Q_F16)
-                d.q_dtype = F16;
-            if (!fixed && mut == G_SDPA_K_INT8) {
-                d.k_dtype = I8;
-                d.k_scales = stray_scales(clattn_group_context(g, 0), K_ROWS);
-            }
-            if (!fixed && mut == G_SDPA_V_INT8_NO_SCALES)
-                d.v_dtype = I8;
-            float *out = tu_host_alloc(N_O, NULL), *lse = tu_host_alloc(N_LSE, NULL);
-            st = clattn_group_sdpa_host(g, &d, host_input(N_Q, 81), host_input(N_K, 82), host_input(N_K, 83), NULL,
-                                        out, lse);
-            expect(st, tc, fixed, NULL, NULL);
-            if (!fixed) {
-                check_host_untouched(out, N_O, "out");
-                check_host_untouched(lse, N_LSE, "lse");
-            }
-        } else {
-            clattn_mha_desc d = mha_desc();
-            if (!fixed && mut == G_MHA_X_F16)
-                d.x_dtype = F16;
-            if (!fixed && mut == G_MHA_W_BF16)
-                d.weight_dtype = BF16;
-            if (!fixed && mut == G_MHA_O_F16)
-                d.out_dtype = F16;
-            clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
-            w.w_q = host_input(N_WQ, 84);
-            w.w_k = host_input(N_WQ, 85);
-            w.w_v = host_input(N_WQ, 86);
-            float *out = tu_host_alloc(N_Y, NULL);
-            st = clattn_group_mha_host(g, &d, host_input(N_X, 87), NULL, &w, NULL, out);
-            expect(st, tc, fixed, NULL, NULL);
-            if (!fixed)
-                check_host_untouched(out, N_Y, "out");
-        }
+        tu_set_label("%s: %s%s on %s", name, tc->bc.name, fixed ? " (corrected)" : "", tu_dev_spec[dev]);
+        outputs o = {.ctx = tu_ctx[dev], .finish = tu_ctx[dev], .err = tu_ctx[dev], .dev = dev};
+        const clattn_status st = e->call(api, mut, fixed, &o);
+        expect(st, tc, fixed, &o);
     }
 }
 END_TEST
 
-/* ---------------------------------------------------------------------------------------------- */
-
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("validation_dtypes");
-    tu_add_loop(s, "sdpa", test_sdpa, N_SDPA * tu_ndev);
-    tu_add_loop(s, "stages", test_stages, N_STAGE * tu_ndev);
-    tu_add_loop(s, "merge", test_merge, N_MERGE * tu_ndev);
-    tu_add_loop(s, "append", test_append, 2 * N_APPEND * tu_ndev);
-    tu_add_loop(s, "paged_ragged", test_decode, 2 * N_DECODE * tu_ndev);
-    tu_add_loop(s, "with_past", test_past, 2 * N_PAST_CASES * tu_ndev);
-    tu_add_loop(s, "sdpa_host", test_host, N_HOST * tu_ndev);
-    tu_add_loop(s, "mha", test_mha, 2 * N_MHA * tu_ndev);
-    tu_add_loop(s, "group", test_group, N_GROUP * tu_ndev);
+    size_t start = 0;
+    for (size_t k = 0; k < N_ENTRIES; k++) {
+        TCase *tc = tu_tcase(entries[k].tcase);
+        tcase_add_loop_test(tc, test_entry, (int)start, (int)(start + iterations(&entries[k])));
+        suite_add_tcase(s, tc);
+        start += iterations(&entries[k]);
+    }
     return s;
 }
 
