@@ -179,7 +179,7 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
     snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
              pad_head(s->v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
     const family_build *fb;
-    if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), &fb)) != CLATTN_SUCCESS)
+    if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
     backward_delta_params dp = {.o = out, .dout = dout, .delta = delta, .rows = s->lse_elems, .dv = s->v_dim};
     kernel_args a = kernel_args_begin(fb->kernels[0]);

@@ -64,8 +64,6 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     clattn_masks copy = CLATTN_MASKS_INIT;
     const clattn_masks *masks = &copy;
     clattn_status st;
-    /* The call's mods are its source from here on (some paths build their kernels before the upload). */
-    mods_select(ctx, s->desc.mods);
     if (given && (st = versioned_copy(ctx, given, sizeof copy, sizeof copy, MASKS_SIZE_0_2, "clattn_masks",
                                       "CLATTN_MASKS_INIT", &copy)) != CLATTN_SUCCESS)
         return st;
@@ -197,6 +195,8 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
     }
     return st;
 }
+
+const program_mods *call_mods(const sdpa_shape *s) { return mods_program(s->desc.mods); }
 
 feature_set call_features(const sdpa_shape *s)
 {

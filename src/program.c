@@ -303,16 +303,16 @@ static bool program_defines(cl_program program, const char *name)
 }
 
 /* Build e's program and kernels; with a group_define, halve the group until kernels[0] can launch. */
-static clattn_status entry_build(clattn_context *ctx, cache_entry *e)
+static clattn_status entry_build(clattn_context *ctx, cache_entry *e, const program_mods *mods)
 {
     const kernel_family *f = e->family;
     unsigned group = e->asked_group;
     for (;;) {
         char options[1024];
         program_options(f, e->options, group, e->build.features, options, sizeof options);
-        const program_text mods = {ctx->mods_head, ctx->mods_tail};
         clattn_status st = program_build(ctx, f->files, f->nfiles,
-                                         (e->build.features & FEATURE_BIT(MODS)) ? &mods : NULL, options, &e->program);
+                                         (e->build.features & FEATURE_BIT(MODS)) ? &mods->text : NULL, options,
+                                         &e->program);
         for (size_t i = 0; i < f->nkernels && st == CLATTN_SUCCESS; i++)
             if (i < f->required || program_defines(e->program, f->kernels[i]->name))
                 st = kernel_create(ctx, e->program, f->kernels[i]->name, &e->build.kernels[i]);
@@ -359,7 +359,7 @@ static clattn_status make_room(clattn_context *ctx, struct program_cache *c)
 }
 
 clattn_status program_get(clattn_context *ctx, const kernel_family *family, const char *options, unsigned group,
-                          feature_set features, const family_build **out)
+                          feature_set features, const program_mods *mods, const family_build **out)
 {
     *out = NULL;
     struct program_cache *c = cache_of(ctx);
@@ -372,9 +372,9 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     /* A build with mods is a build of their source: its digest joins the options (the key). */
     char keyed[1024];
     if (features & FEATURE_BIT(MODS)) {
-        if (!ctx->mods_head || !ctx->mods_id)
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "a %s build with mods outside a call with mods", family->name);
-        snprintf(keyed, sizeof keyed, "%s -DCLATTN_MODS_ID=%s", options, ctx->mods_id);
+        if (!mods || !mods->text.head || !mods->text.tail || !mods->id)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "a %s build with mods, but no mods given", family->name);
+        snprintf(keyed, sizeof keyed, "%s -DCLATTN_MODS_ID=%s", options, mods->id);
         options = keyed;
     }
     const uint64_t hash = entry_hash(family, options, group, features);
@@ -405,7 +405,7 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     e->hash = hash;
     e->build.features = features;
     e->last_use = c->clock;
-    st = entry_build(ctx, e);
+    st = entry_build(ctx, e, mods);
     if (st == CLATTN_ERROR_BUILD_FAILED) { /* remembered, so that later calls fall back at once */
         e->failure = st;
         c->entries[c->count++] = e;
