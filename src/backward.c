@@ -49,7 +49,7 @@ static clattn_status sink_gradients(clattn_context *ctx, const sdpa_shape *s, cl
             for (size_t i = 0; i < s->q_len; i++) {
                 const size_t r = (b * s->heads + h) * s->q_len + i;
                 if (l[r] > -INFINITY)
-                    sum += exp((double)s->sinks[h] - (double)l[r]) * (double)d[r];
+                    sum += exp((double)s->desc.sinks[h] - (double)l[r]) * (double)d[r];
             }
         dsinks[h] = (float)-sum;
     }
@@ -202,7 +202,7 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
                                                : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
         return st;
-    return dsinks && s->sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
+    return dsinks && s->desc.sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
 }
 
 clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,

@@ -50,12 +50,12 @@ static clattn_status merge_launch(clattn_context *ctx, const sdpa_shape *s, type
 static clattn_status upload_sinks(clattn_context *ctx, const sdpa_shape *s, cl_mem *out)
 {
     *out = NULL;
-    if (!s->sinks)
+    if (!s->desc.sinks)
         return CLATTN_SUCCESS;
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     if (err == CL_SUCCESS)
         *out = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, s->heads * sizeof(float),
-                              (void *)s->sinks, &err);
+                              (void *)s->desc.sinks, &err);
     if (err == CL_SUCCESS)
         return CLATTN_SUCCESS;
     *out = NULL;
