@@ -176,7 +176,7 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
         return st;
     const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 ? tiles.v[3] : 1;
     char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
+    snprintf(options, sizeof options, "-DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
              pad_head(s->v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
     const family_build *fb;
     if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), call_mods(s), &fb)) != CLATTN_SUCCESS)

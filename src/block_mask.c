@@ -71,7 +71,7 @@ static clattn_status states_from_mods(clattn_context *ctx, const clattn_block_ma
     clattn_status st = mods_bind(ctx, d->mods, &grid, aux);
     const family_build *fb = NULL;
     if (st == CLATTN_SUCCESS)
-        st = program_get(ctx, &family_block_mask, "-cl-std=CL1.2", 0, FEATURE_BIT(MODS), mods_program(d->mods),
+        st = program_get(ctx, &family_block_mask, "", 0, FEATURE_BIT(MODS), mods_program(d->mods),
                          &fb);
     if (st != CLATTN_SUCCESS)
         return st;

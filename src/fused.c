@@ -81,7 +81,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     tensor_types_options(s->types, types, sizeof types);
     /* (-DLANES=1 names the rows-in-lanes kernel in the program cache's key, where tests read it.) */
     snprintf(options, sizeof options,
-             "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
+             "-cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
              sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, sh.lanes ? " -DLANES=1" : "", types);
     const family_build *fb;
     if ((st = program_get(ctx, sh.lanes ? &family_fused_lanes : &family_fused, options, sh.block_m,

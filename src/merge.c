@@ -20,7 +20,7 @@ static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dt
                                   const family_build **out)
 {
     char options[64];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
+    snprintf(options, sizeof options, "-DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
     return program_get(ctx, &family_merge, options, 0, 0, NULL, out);
 }
 

@@ -265,7 +265,7 @@ static clattn_status probe(clattn_context *ctx, const char *head, const char *ta
     }
     cl_program program = NULL;
     const program_text text = {head, t.data};
-    clattn_status st = program_build(ctx, NULL, 0, &text, "-cl-std=CL1.2 -Werror", &program);
+    clattn_status st = program_build(ctx, NULL, 0, &text, "-Werror", &program);
     free(t.data);
     if (program)
         clReleaseProgram(program);

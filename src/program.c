@@ -122,19 +122,37 @@ static void capture_build_log(clattn_context *ctx, cl_program program)
     error_set_build_log(ctx, log);
 }
 
+/* The whole build options: PROGRAM_CL_STD, then the caller's (their leading blanks dropped), malloc'd. */
+static char *full_options(clattn_context *ctx, const char *options)
+{
+    options += strspn(options, " ");
+    const size_t size = sizeof PROGRAM_CL_STD + 1 + strlen(options);
+    char *full = malloc(size);
+    if (!full)
+        set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "assembling %zu bytes of build options", size);
+    else
+        snprintf(full, size, "%s%s%s", PROGRAM_CL_STD, options[0] ? " " : "", options);
+    return full;
+}
+
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const program_text *extra,
-                            const char *options, cl_program *out)
+                            const char *family_options, cl_program *out)
 {
     *out = NULL;
     if (nfiles > PROGRAM_FILES_MAX)
         return set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "too many kernel files in one program");
-    char *source = NULL;
+    char *source = NULL, *options = full_options(ctx, family_options);
+    if (!options)
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
     clattn_status st = assemble_source(ctx, files, nfiles, extra, &source);
-    if (st != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS) {
+        free(options);
         return st;
+    }
     cl_program program = cache_load(ctx, source, options);
     if (program) {
         free(source);
+        free(options);
         *out = program;
         return CLATTN_SUCCESS;
     }
@@ -143,6 +161,7 @@ clattn_status program_build(clattn_context *ctx, const char *const *files, size_
     program = clCreateProgramWithSource(ctx->context, 1, &text, NULL, &err);
     if (err != CL_SUCCESS) {
         free(source);
+        free(options);
         return cl_error(ctx, err, "clCreateProgramWithSource");
     }
     err = clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
@@ -159,6 +178,7 @@ clattn_status program_build(clattn_context *ctx, const char *const *files, size_
         clReleaseProgram(program);
     }
     free(source);
+    free(options);
     return st;
 }
 

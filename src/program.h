@@ -24,9 +24,14 @@ typedef struct program_mods {
     const char *id;
 } program_mods;
 
+/* The OpenCL C version every kernel is written in. program_build, which every program goes through,
+ * puts it first in the build options: no family, path or test writes it in its own. */
+#define PROGRAM_CL_STD "-cl-std=CL1.2"
+
 /* Build a program from cl/common.cl and cl/params.h, extra->head, the named files of cl/, extra->tail
- * (extra may be NULL), with these build options, through the binary cache. On a compile error:
- * CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
+ * (extra may be NULL), with PROGRAM_CL_STD and then these build options (a family's own: tiles, types,
+ * features; "" for none), through the binary cache. On a compile error: CLATTN_ERROR_BUILD_FAILED and
+ * the log in ctx. */
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const program_text *extra,
                             const char *options, cl_program *out);
 

@@ -48,7 +48,7 @@ clattn_status staged_prepare(clattn_context *ctx, const sdpa_shape *s, staged_ke
         k.tile_vectors = t.v[3];
     }
     char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
+    snprintf(options, sizeof options, "-cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
              k.vec, k.keys, k.chunks, k.tile_rows, k.tile_vectors);
     st = program_get(ctx, &family_staged, options, 0, s ? call_features(s) : 0, s ? call_mods(s) : NULL, &k.fb);
     if (st == CLATTN_SUCCESS && k.vec > 1 && (!k.fb->kernels[KERNEL_TRANSPOSE_K] || !k.fb->kernels[KERNEL_SCORE_TILED]))
