@@ -6,6 +6,7 @@
 #include "clattn_kernels.h"
 #include "context.h"
 #include "error.h"
+#include "hash.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -268,20 +269,12 @@ static struct program_cache *cache_of(clattn_context *ctx)
     return ctx->programs;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211u;
-    return h;
-}
-
 static uint64_t entry_hash(const kernel_family *family, const char *options, unsigned group, feature_set features)
 {
-    uint64_t h = fnv1a(14695981039346656037u, &family, sizeof family);
-    h = fnv1a(h, options, strlen(options));
-    h = fnv1a(h, &group, sizeof group);
-    return fnv1a(h, &features, sizeof features);
+    uint64_t h = hash_fnv1a(HASH_FNV1A_BASIS, &family, sizeof family);
+    h = hash_fnv1a(h, options, strlen(options));
+    h = hash_fnv1a(h, &group, sizeof group);
+    return hash_fnv1a(h, &features, sizeof features);
 }
 
 static void entry_free(cache_entry *e)
