@@ -21,7 +21,147 @@
  * R_MAX rows per work-group, more rows take more row groups. Build options: DK and DV (head sizes
  * rounded up to 16), WG, VEC, KQ (keys per step of a work-item's scores), RB (rows per step; 1: no
  * blocking), TILE, R_MAX, STAGE (tiles in local memory), PREFETCH (the next tile prefetched), ROWS_T.
- * cl/decode_tile.cl, before this file, holds the kernels' parts. */
+ * cl/decode_tile.cl, before this file, holds what reads a tile's K and V rows. */
+
+/* The phases of clattn_decode_partial that read no K or V row (cl/decode_tile.cl has those that do). */
+
+/* The rows' q, times the power of two of clattn_score_split, into local memory (q_tile: row by row, or
+ * ROWS_T element by element with the rows side by side), and each row's share of the scale in
+ * score_factor: every work-item reads each row whole for its largest element (a few hundred floats,
+ * once), then writes its part. */
+__attribute__((always_inline)) inline void clattn_decode_load_q(__global const q_store *q, __global const ulong *q_starts,
+                                                                ulong q_bs, ulong q_hs, ulong q_rs, ulong b,
+                                                                const ulong *row_h, const ulong *row_i, int rows,
+                                                                ulong dk, float scale, ulong lid,
+                                                                __local float *q_tile, float *score_factor)
+{
+    float q_factor[R_MAX];
+    for (int r = 0; r < rows; r++) {
+        const ulong at = clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs);
+        float q_max = 0.0f;
+        for (ulong d = 0; d < dk; d++)
+            q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
+        score_factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
+    }
+#if ROWS_T
+    for (ulong t = 0; t < (ulong)R_PAD * DK; t++) { /* (one work-item) */
+        const int r = (int)(t % R_PAD);
+        const ulong d = t / R_PAD;
+        q_tile[t] = d < dk && r < rows
+                        ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) * q_factor[r]
+                        : 0.0f;
+    }
+#else
+    for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
+        const int r = (int)(t / DK);
+        const ulong d = t % DK;
+        q_tile[t] = d < dk ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) *
+                                 q_factor[r]
+                           : 0.0f;
+    }
+#endif
+}
+
+/* The tile's weights p = exp(s − m) into p_tile from its scores (s_tile), each row's running maximum m
+ * moved to the tile's (alpha: the factor of what came before; a NaN score makes the row NaN, as on the
+ * other paths). ROWS_T: VEC rows at a time — the tile's maximum, then each row's update, then the
+ * weights and their sums (tile_sum); else each work-item follows every row's maximum (the same values
+ * in all of them) and computes the weights VEC keys at a time. */
+__attribute__((always_inline)) inline void clattn_decode_weights(__local const float *s_tile, __local float *p_tile,
+                                                                 int rows, ulong lid, float *m, float *alpha,
+                                                                 float *tile_sum)
+{
+#if ROWS_T
+    float tile_max[R_PAD];
+    int tile_nan[R_PAD];
+    UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+        vec_t top = (vec_t)-INFINITY;
+        lanes_t nan_lanes = (lanes_t)0;
+        for (int g = 0; g < TILE; g++) {
+            const vec_t sv = VLOAD(s_tile + g * R_PAD + rv * VEC);
+            top = fmax(top, sv);
+            nan_lanes |= isnan(sv);
+        }
+        VSTORE(top, tile_max + rv * VEC);
+        CLATTN_CAT(vstore, VEC)(nan_lanes, 0, tile_nan + rv * VEC);
+    }
+    for (int r = 0; r < rows; r++) {
+        const float top = tile_nan[r] ? NAN : tile_max[r];
+        alpha[r] = 1.0f;
+        if (!(top <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
+            alpha[r] = exp(m[r] - top);
+            m[r] = top;
+        }
+    }
+    UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+        const vec_t mv = VLOAD(m + rv * VEC);
+        vec_t sum = (vec_t)0.0f;
+        for (int g = 0; g < TILE; g++) {
+            const vec_t sv = VLOAD(s_tile + g * R_PAD + rv * VEC);
+            const vec_t pv = ZERO_WHERE_MASKED(clattn_exp_weight(sv - mv), sv);
+            VSTORE(pv, p_tile + g * R_PAD + rv * VEC);
+            sum += pv;
+        }
+        VSTORE(sum, tile_sum + rv * VEC);
+    }
+#else
+    for (int r = 0; r < rows; r++) {
+        vec_t top = (vec_t)-INFINITY;
+        bool nan_score = false;
+        for (int x = 0; x < TILE; x += VEC) {
+            const vec_t sv = VLOAD(s_tile + r * TILE + x);
+            top = fmax(top, sv);
+            nan_score |= ANY_NAN(sv);
+        }
+        const float tile_max = nan_score ? NAN : HMAX(top);
+        alpha[r] = 1.0f;
+        if (!(tile_max <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
+            alpha[r] = exp(m[r] - tile_max);
+            m[r] = tile_max;
+        }
+        for (ulong x = lid * VEC; x < TILE; x += WG * VEC) {
+            const vec_t sv = VLOAD(s_tile + r * TILE + x);
+            VSTORE(ZERO_WHERE_MASKED(clattn_exp_weight(sv - (vec_t)m[r]), sv), p_tile + r * TILE + x);
+        }
+    }
+#endif
+}
+
+/* Each row's running sum l after the tile: rescaled by alpha, plus the tile's weights (ROWS_T: their
+ * sums, tile_sum, from clattn_decode_weights; else summed here from p_tile). */
+__attribute__((always_inline)) inline void clattn_decode_sums(__local const float *p_tile, const float *tile_sum,
+                                                              const float *alpha, int rows, float *l)
+{
+#if ROWS_T
+    for (int y = 0; y < rows; y++)
+        l[y] = l[y] * alpha[y] + tile_sum[y];
+#else
+    for (int y = 0; y < rows; y++) {
+        vec_t sum = (vec_t)0.0f;
+        for (int x = 0; x < TILE; x += VEC)
+            sum += VLOAD(p_tile + y * TILE + x);
+        l[y] = l[y] * alpha[y] + HSUM(sum);
+    }
+#endif
+}
+
+/* A row's result: its accumulators (this work-item's columns) divided by the sum, sinks counted, into
+ * `out` (the row's first element; dv columns), and its log-sum-exp returned. */
+__attribute__((always_inline)) inline float clattn_decode_finish_row(const vec_t *acc, float m, float l, float sink,
+                                                                     __global float *out, ulong dv, ulong lid)
+{
+    float row_lse;
+    const float inv = clattn_row_finish(m, l, sink, &row_lse);
+    for (int c = 0; c < COLS_PER_ITEM; c++) {
+        const ulong col = (lid + (ulong)c * WG) * VEC;
+        float part[VEC];
+        VSTORE(acc[c] * inv, part);
+        for (int x = 0; x < VEC; x++)
+            if (col + x < dv)
+                out[col + x] = part[x];
+    }
+    return row_lse;
+}
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1)))
 void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
@@ -49,28 +189,10 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     const bool score_terms = CLATTN_SCORE_TERMS_ON || mask_layout != MASK_NONE;
     /* K/V rows: a dense view, a ragged one (rows from k_starts[b]), or a paged pool read through the
-     * sequence's block table (k_bs and v_bs are then the pool's block strides). */
+     * sequence's block table (k_bs and v_bs are then the pool's block strides): see K_ROW_AT. */
     __global const int *table = clattn_kv_table(block_table, table_cols, b);
     const ulong k_head = clattn_kv_base(b, kv_head, k_bs, k_hs, k_rs, k_starts, block_table);
     const ulong v_head = clattn_kv_base(b, kv_head, v_bs, v_hs, v_rs, k_starts, block_table);
-#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
-#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-#define K_ROW(j) (k + K_ROW_AT(j))
-#define V_ROW(j) (v + V_ROW_AT(j))
-    /* An int8 row read in place is dequantised by its scale: a visible key's score (q·k_int8·scale) and a
-     * value's nonzero weight (p·scale·v_int8) take the factor — never a hidden key's −inf or a weight of
-     * 0, which must stay what they are whatever the scale (0, or NaN for a row that held inf or NaN);
-     * staged rows have it already. */
-#if K_T == 3 && !STAGE
-#define K_SCALE(j) k_scales[K_ROW_AT(j) / dk]
-#else
-#define K_SCALE(j) 1.0f
-#endif
-#if V_T == 3 && !STAGE
-#define V_SCALE(j) v_scales[V_ROW_AT(j) / dv]
-#else
-#define V_SCALE(j) 1.0f
-#endif
     /* This work-item's output columns are VEC-wide chunks lid, lid + WG, …: the first `full` of them lie
      * wholly below dv; the next may hold a tail of fewer than VEC (staged rows are zero past dv: whole). */
     int full = 0;
@@ -79,11 +201,6 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
     const ulong tail_col = (lid + (ulong)full * WG) * VEC;
     const bool tail = full < COLS_PER_ITEM && tail_col < dv;
     const ulong tail_n = tail ? dv - tail_col : 0;
-#if STAGE
-    const ulong kt_rs = DK;
-#else
-    const ulong kt_rs = k_rs;
-#endif
 
     ulong row_i[R_MAX], row_h[R_MAX], row_begin[R_MAX], row_end[R_MAX];
     long pos[R_MAX];
@@ -135,185 +252,14 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
         clattn_decode_stage_v(v_stage, DV, v, V_T == 3 ? v_scales : NULL, v_head, v_rs, table, block_shift, v_bs, j0,
                               keys, dv, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
-#define K_TILE_ROW(jj) (k_stage + (jj) * DK)
-#define V_TILE_ROW(jj) (v_stage + (jj) * DV)
-#else
-/* In place, a row's address is formed for every step of the tile, also past its last key (whose
- * scores are −inf and whose rows are never read): clamped to the last key, so that a paged cache's
- * block table is never read beyond the call's blocks. */
-#define K_TILE_ROW(jj) K_ROW(j0 + min((ulong)(jj), keys - 1))
-#define V_TILE_ROW(jj) V_ROW(j0 + min((ulong)(jj), keys - 1))
 #endif
-#if ROWS_T
-        for (ulong g = 0; g < TILE; g += KT) {
-            const ulong j = j0 + g;
-#if PREFETCH
-            UNROLL for (int x = 0; x < KT; x++) /* (the next tile's keys: see below) */
-                if (j + TILE + x < walk_end)
-                    clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
-#endif
-            K_TILE_T *k_row[KT];
-            float k_scale[KT];
-            UNROLL for (int x = 0; x < KT; x++) {
-                k_row[x] = K_TILE_ROW(g + x);
-#if K_T == 3
-                k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
-#else
-                k_scale[x] = 1.0f;
-#endif
-            }
-            vec_t sum[R_PAD / VEC][KT]; /* (each element of K, broadcast, serves every row vector) */
-            UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++)
-                UNROLL for (int x = 0; x < KT; x++)
-                    sum[rv][x] = (vec_t)0.0f;
-            for (ulong d = 0; d < dk; d++) {
-                float kd[KT];
-                UNROLL for (int x = 0; x < KT; x++)
-                    kd[x] = KT_LOAD(k_row[x], d);
-                UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
-                    const vec_t qv = VLOAD(q_tile + d * R_PAD + rv * VEC);
-                    UNROLL for (int x = 0; x < KT; x++)
-                        sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
-                }
-            }
-            UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
-                const vec_t factor = VLOAD(score_factor + rv * VEC);
-                UNROLL for (int x = 0; x < KT; x++)
-                    VSTORE(sum[rv][x] * k_scale[x] * factor, s_tile + (g + x) * R_PAD + rv * VEC);
-            }
-        }
-        /* Keys a row cannot see, and a partial tile's end, are −inf; the score terms apply to the rest
-         * (a tile every row sees whole, without terms, as it is). */
-        bool tile_whole = !score_terms && keys == TILE;
-        for (int r = 0; r < rows; r++)
-            tile_whole = tile_whole && row_begin[r] <= j0 && j0 + TILE <= row_end[r];
-        if (!tile_whole)
-            for (ulong g = 0; g < TILE; g++)
-                for (int r = 0; r < rows; r++) {
-                    const ulong j = j0 + g;
-                    const float sc = s_tile[TILE_AT(r, g)];
-                    s_tile[TILE_AT(r, g)] =
-                        g >= keys || j < row_begin[r] || j >= row_end[r] ? -INFINITY
-                        : score_terms ? clattn_decode_terms(sc, softcap, &terms[r], j, pos[r], mask, mask_type, mask_layout,
-                                                            b, row_h[r], heads, row_i[r], q_len, mask_cols)
-                                      : sc;
-                }
-#else
-        /* Scores: KQ keys at a time per work-item, RB rows at a time where every row of the block sees
-         * all of them; keys a row cannot see are −inf. */
-        for (ulong g = lid * KQ; g < TILE; g += WG * KQ) {
-            const ulong j = j0 + g;
-#if PREFETCH
-            /* The same keys of the next tile are asked for now, a few lines at a time between the
-             * arithmetic, so that they arrive while this tile computes (in one burst, the requests
-             * would wait for each other). */
-            UNROLL for (int x = 0; x < KQ; x++)
-                if (j + TILE + x < walk_end)
-                    clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
-#endif
-            /* (keys past the tile are never read: their scores are −inf, and so stay) */
-            float k_scale[KQ];
-            UNROLL for (int x = 0; x < KQ; x++)
-#if K_T == 3 && !STAGE
-                k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
-#else
-                k_scale[x] = 1.0f;
-#endif
-            int r = 0;
-#if RB > 1
-            for (; r + RB <= rows; r += RB) {
-                bool whole = g + KQ <= keys;
-                UNROLL for (int y = 0; y < RB; y++)
-                    whole = whole && j >= row_begin[r + y] && j + KQ <= row_end[r + y];
-                float s[RB][KQ];
-                if (whole)
-                    clattn_decode_dots_block(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, s);
-                UNROLL for (int y = 0; y < RB; y++) {
-                    if (whole)
-                        UNROLL for (int x = 0; x < KQ; x++)
-                            s[y][x] = s[y][x] * k_scale[x] * score_factor[r + y];
-                    else
-                        clattn_decode_row_scores(q_tile + (r + y) * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys,
-                                                 row_begin[r + y], row_end[r + y], k_scale, score_factor[r + y],
-                                                 s[y]);
-                    for (int x = 0; x < KQ; x++)
-                        s_tile[(r + y) * TILE + g + x] =
-                            score_terms ? clattn_decode_terms(s[y][x], softcap, &terms[r + y], j + x, pos[r + y], mask,
-                                                              mask_type, mask_layout, b, row_h[r + y], heads,
-                                                              row_i[r + y], q_len, mask_cols)
-                                        : s[y][x];
-                }
-            }
-#endif
-            for (; r < rows; r++) {
-                float s[KQ];
-                clattn_decode_row_scores(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys, row_begin[r], row_end[r],
-                                         k_scale, score_factor[r], s);
-                for (int x = 0; x < KQ; x++)
-                    s_tile[r * TILE + g + x] =
-                        score_terms ? clattn_decode_terms(s[x], softcap, &terms[r], j + x, pos[r], mask, mask_type,
-                                                          mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
-                                    : s[x];
-            }
-        }
-#endif
+        clattn_decode_scores(CLATTN_DECODE_KV_ARGS, walk_end, lid, q_tile, score_factor, row_begin, row_end, rows,
+                             CLATTN_DECODE_TERMS_ARGS, s_tile);
         barrier(CLK_LOCAL_MEM_FENCE);
         float tile_sum[R_PAD]; /* (ROWS_T: the rows' sums of the tile's weights) */
         clattn_decode_weights(s_tile, p_tile, rows, lid, m, alpha, tile_sum);
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* Weighted sums, the accumulators in registers for the tile: two rows at a time where both
-         * weigh a key (each load of V then serves both), else row by row. A weight of 0 — a masked or
-         * underflowed key — adds nothing, not even an inf value; a factor that underflowed to 0 drops
-         * what came before (never 0·inf). */
-#if V_T == 3 && !STAGE
-        float v_scale_tile[TILE]; /* the tile's V row scales, read once for all the rows */
-        for (ulong jj = 0; jj < keys; jj++)
-            v_scale_tile[jj] = V_SCALE(j0 + jj);
-#define V_TILE_SCALE(jj) v_scale_tile[jj]
-#else
-#define V_TILE_SCALE(jj) 1.0f
-#endif
-        int r = 0;
-#if RB > 1
-        for (; r + 2 <= rows; r += 2) {
-            vec_t a0[COLS_PER_ITEM], a1[COLS_PER_ITEM];
-            clattn_decode_rescale(acc[r], alpha[r], a0);
-            clattn_decode_rescale(acc[r + 1], alpha[r + 1], a1);
-            for (ulong jj = 0; jj < keys; jj++) {
-                float p0 = p_tile[TILE_AT(r, jj)], p1 = p_tile[TILE_AT(r + 1, jj)];
-                if (p0 == 0.0f && p1 == 0.0f)
-                    continue;
-                /* (a weight of 0 stays 0: the other row's key may be one it cannot see) */
-                p0 = p0 == 0.0f ? 0.0f : p0 * V_TILE_SCALE(jj);
-                p1 = p1 == 0.0f ? 0.0f : p1 * V_TILE_SCALE(jj);
-                V_TILE_T *v_row = V_TILE_ROW(jj) + lid * VEC;
-                if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
-                    UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
-                        const vec_t vv = VT_VLOAD(v_row + c * WG * VEC);
-                        a0[c] = fma((vec_t)p0, vv, a0[c]);
-                        a1[c] = fma((vec_t)p1, vv, a1[c]);
-                    }
-                } else {
-                    clattn_decode_add(a0, p0, v_row, full, tail, tail_n);
-                    clattn_decode_add(a1, p1, v_row, full, tail, tail_n);
-                }
-            }
-            UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
-                acc[r][c] = a0[c];
-                acc[r + 1][c] = a1[c];
-            }
-        }
-#endif
-        for (; r < rows; r++) {
-            vec_t a[COLS_PER_ITEM];
-            clattn_decode_rescale(acc[r], alpha[r], a);
-            for (ulong jj = 0; jj < keys; jj++)
-                if (p_tile[TILE_AT(r, jj)] != 0.0f)
-                    clattn_decode_add(a, p_tile[TILE_AT(r, jj)] * V_TILE_SCALE(jj), V_TILE_ROW(jj) + lid * VEC, full,
-                                      tail, tail_n);
-            UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
-                acc[r][c] = a[c];
-        }
+        clattn_decode_accumulate(CLATTN_DECODE_KV_ARGS, p_tile, alpha, rows, lid, full, tail, tail_n, acc);
         clattn_decode_sums(p_tile, tile_sum, alpha, rows, l);
         barrier(CLK_LOCAL_MEM_FENCE);
     }

@@ -1,9 +1,7 @@
-/* The decode kernels' parts (cl/decode.cl): their tile geometry (rows along d, or ROWS_T: rows in the
- * lanes), where a tile's K and V rows are read (STAGE: local memory; else in place, prefetched a tile
- * ahead), the dot products, scores and weighted sums of a tile, and the phases of
- * clattn_decode_partial that touch no K or V row (the rows' q into local memory, the tile's weights,
- * the running sums, a row's output). All inlined into the kernel: private arrays are passed by pointer,
- * never structs by value (see clattn_row_terms in cl/masks.cl). */
+/* The decode kernels' tiles (cl/decode.cl): their geometry (rows along d, or ROWS_T: rows in the lanes),
+ * where a tile's K and V rows are read (STAGE: local memory; else in place, prefetched a tile ahead), and
+ * what reads them: the dot products, a tile's scores and its weighted sums. All inlined into the kernel:
+ * private arrays are passed by pointer, never structs by value (see clattn_row_terms in cl/masks.cl). */
 
 #define COLS_PER_ITEM ((DV / VEC + WG - 1) / WG)
 
@@ -69,6 +67,61 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
 #define KT_LOAD(p, i) LOAD_K(p, i)
 #define VT_LOAD(p, i) LOAD_V(p, i)
 #endif
+
+/* A tile's K and V rows, by the names the kernel and its parts (CLATTN_DECODE_KV_PARAMS) give them: K/V
+ * head k_head (v_head) of k (v), rows k_rs apart, through the sequence's block table when paged
+ * (clattn_kv_row); key j's row at K_ROW(j); the tile's first key j0 and its count `keys`, its jj-th row
+ * at K_TILE_ROW(jj) (k_stage when STAGE). */
+#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
+#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
+#define K_ROW(j) (k + K_ROW_AT(j))
+#define V_ROW(j) (v + V_ROW_AT(j))
+/* An int8 row read in place is dequantised by its scale: a visible key's score (q·k_int8·scale) and a
+ * value's nonzero weight (p·scale·v_int8) take the factor — never a hidden key's −inf or a weight of
+ * 0, which must stay what they are whatever the scale (0, or NaN for a row that held inf or NaN);
+ * staged rows have it already. */
+#if K_T == 3 && !STAGE
+#define K_SCALE(j) k_scales[K_ROW_AT(j) / dk]
+#else
+#define K_SCALE(j) 1.0f
+#endif
+#if V_T == 3 && !STAGE
+#define V_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#else
+#define V_SCALE(j) 1.0f
+#endif
+#if STAGE
+#define K_TILE_ROW(jj) (k_stage + (jj) * DK)
+#define V_TILE_ROW(jj) (v_stage + (jj) * DV)
+#else
+/* In place, a row's address is formed for every step of the tile, also past its last key (whose
+ * scores are −inf and whose rows are never read): clamped to the last key, so that a paged cache's
+ * block table is never read beyond the call's blocks. */
+#define K_TILE_ROW(jj) K_ROW(j0 + min((ulong)(jj), keys - 1))
+#define V_TILE_ROW(jj) V_ROW(j0 + min((ulong)(jj), keys - 1))
+#endif
+
+/* The names above as the parameters of the parts that read K or V rows, and the kernel's arguments. */
+#if STAGE
+#define CLATTN_DECODE_STAGED(...) , __VA_ARGS__
+#else
+#define CLATTN_DECODE_STAGED(...)
+#endif
+#define CLATTN_DECODE_KV_PARAMS                                                                               \
+    __global const k_store *k, __global const v_store *v, __global const float *k_scales,                    \
+        __global const float *v_scales, __global const int *table, uint block_shift, ulong k_head, ulong k_rs,  \
+        ulong k_bs, ulong v_head, ulong v_rs, ulong v_bs, ulong dk, ulong dv, ulong j0,                         \
+        ulong keys CLATTN_DECODE_STAGED(__local const float *k_stage, __local const float *v_stage)
+#define CLATTN_DECODE_KV_ARGS                                                                                 \
+    k, v, k_scales, v_scales, table, block_shift, k_head, k_rs, k_bs, v_head, v_rs, v_bs, dk, dv, j0,          \
+        keys CLATTN_DECODE_STAGED(k_stage, v_stage)
+/* What the score terms of a tile's rows read (clattn_decode_terms), the same way. */
+#define CLATTN_DECODE_TERMS_PARAMS                                                                            \
+    bool score_terms, float softcap, const clattn_row_terms *terms, const long *pos, __global const uchar *mask, \
+        int mask_type, int mask_layout, ulong b, const ulong *row_h, ulong heads, const ulong *row_i,          \
+        ulong q_len, ulong mask_cols
+#define CLATTN_DECODE_TERMS_ARGS                                                                              \
+    score_terms, softcap, terms, pos, mask, mask_type, mask_layout, b, row_h, heads, row_i, q_len, mask_cols
 
 /* KQ dot products q · k_x over n elements, key rows k_rs apart (q in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
@@ -219,140 +272,193 @@ CLATTN_DECODE_STAGE(clattn_decode_stage_k, k_store, LOAD_K)
 CLATTN_DECODE_STAGE(clattn_decode_stage_v, v_store, LOAD_V)
 #endif
 
-/* The rows' q, times the power of two of clattn_score_split, into local memory (q_tile: row by row, or
- * ROWS_T element by element with the rows side by side), and each row's share of the scale in
- * score_factor: every work-item reads each row whole for its largest element (a few hundred floats,
- * once), then writes its part. */
-__attribute__((always_inline)) inline void clattn_decode_load_q(__global const q_store *q, __global const ulong *q_starts,
-                                                                ulong q_bs, ulong q_hs, ulong q_rs, ulong b,
-                                                                const ulong *row_h, const ulong *row_i, int rows,
-                                                                ulong dk, float scale, ulong lid,
-                                                                __local float *q_tile, float *score_factor)
+/* The tile's scores into s_tile (at TILE_AT(row, key)): the dot products of the rows' q (q_tile) with
+ * the tile's K rows, times each row's score_factor and an int8 key's scale, the score terms applied, and
+ * −inf for the keys a row cannot see (outside [row_begin, row_end)) or past the tile. With PREFETCH the
+ * next tile's rows (below walk_end) are asked for meanwhile. */
+__attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV_PARAMS, ulong walk_end, ulong lid,
+                                                                __local const float *q_tile,
+                                                                const float *score_factor, const ulong *row_begin,
+                                                                const ulong *row_end, int rows,
+                                                                CLATTN_DECODE_TERMS_PARAMS, __local float *s_tile)
 {
-    float q_factor[R_MAX];
-    for (int r = 0; r < rows; r++) {
-        const ulong at = clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs);
-        float q_max = 0.0f;
-        for (ulong d = 0; d < dk; d++)
-            q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
-        score_factor[r] = clattn_score_split(q_max, scale, &q_factor[r]);
-    }
-#if ROWS_T
-    for (ulong t = 0; t < (ulong)R_PAD * DK; t++) { /* (one work-item) */
-        const int r = (int)(t % R_PAD);
-        const ulong d = t / R_PAD;
-        q_tile[t] = d < dk && r < rows
-                        ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) * q_factor[r]
-                        : 0.0f;
-    }
+#if STAGE
+    const ulong kt_rs = DK;
 #else
-    for (ulong t = lid; t < (ulong)rows * DK; t += WG) {
-        const int r = (int)(t / DK);
-        const ulong d = t % DK;
-        q_tile[t] = d < dk ? LOAD_Q(q, clattn_row_offset(q_starts, b, row_h[r], row_i[r], q_bs, q_hs, q_rs) + d) *
-                                 q_factor[r]
-                           : 0.0f;
+    const ulong kt_rs = k_rs;
+#endif
+#if ROWS_T
+    for (ulong g = 0; g < TILE; g += KT) {
+        const ulong j = j0 + g;
+#if PREFETCH
+        UNROLL for (int x = 0; x < KT; x++) /* (the next tile's keys: see below) */
+            if (j + TILE + x < walk_end)
+                clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
+#endif
+        K_TILE_T *k_row[KT];
+        float k_scale[KT];
+        UNROLL for (int x = 0; x < KT; x++) {
+            k_row[x] = K_TILE_ROW(g + x);
+#if K_T == 3
+            k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
+#else
+            k_scale[x] = 1.0f;
+#endif
+        }
+        vec_t sum[R_PAD / VEC][KT]; /* (each element of K, broadcast, serves every row vector) */
+        UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++)
+            UNROLL for (int x = 0; x < KT; x++)
+                sum[rv][x] = (vec_t)0.0f;
+        for (ulong d = 0; d < dk; d++) {
+            float kd[KT];
+            UNROLL for (int x = 0; x < KT; x++)
+                kd[x] = KT_LOAD(k_row[x], d);
+            UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+                const vec_t qv = VLOAD(q_tile + d * R_PAD + rv * VEC);
+                UNROLL for (int x = 0; x < KT; x++)
+                    sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
+            }
+        }
+        UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
+            const vec_t factor = VLOAD(score_factor + rv * VEC);
+            UNROLL for (int x = 0; x < KT; x++)
+                VSTORE(sum[rv][x] * k_scale[x] * factor, s_tile + (g + x) * R_PAD + rv * VEC);
+        }
+    }
+    /* Keys a row cannot see, and a partial tile's end, are −inf; the score terms apply to the rest
+     * (a tile every row sees whole, without terms, as it is). */
+    bool tile_whole = !score_terms && keys == TILE;
+    for (int r = 0; r < rows; r++)
+        tile_whole = tile_whole && row_begin[r] <= j0 && j0 + TILE <= row_end[r];
+    if (!tile_whole)
+        for (ulong g = 0; g < TILE; g++)
+            for (int r = 0; r < rows; r++) {
+                const ulong j = j0 + g;
+                const float sc = s_tile[TILE_AT(r, g)];
+                s_tile[TILE_AT(r, g)] =
+                    g >= keys || j < row_begin[r] || j >= row_end[r] ? -INFINITY
+                    : score_terms ? clattn_decode_terms(sc, softcap, &terms[r], j, pos[r], mask, mask_type, mask_layout,
+                                                        b, row_h[r], heads, row_i[r], q_len, mask_cols)
+                                  : sc;
+            }
+#else
+    /* Scores: KQ keys at a time per work-item, RB rows at a time where every row of the block sees
+     * all of them; keys a row cannot see are −inf. */
+    for (ulong g = lid * KQ; g < TILE; g += WG * KQ) {
+        const ulong j = j0 + g;
+#if PREFETCH
+        /* The same keys of the next tile are asked for now, a few lines at a time between the
+         * arithmetic, so that they arrive while this tile computes (in one burst, the requests
+         * would wait for each other). */
+        UNROLL for (int x = 0; x < KQ; x++)
+            if (j + TILE + x < walk_end)
+                clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
+#endif
+        /* (keys past the tile are never read: their scores are −inf, and so stay) */
+        float k_scale[KQ];
+        UNROLL for (int x = 0; x < KQ; x++)
+#if K_T == 3 && !STAGE
+            k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
+#else
+            k_scale[x] = 1.0f;
+#endif
+        int r = 0;
+#if RB > 1
+        for (; r + RB <= rows; r += RB) {
+            bool whole = g + KQ <= keys;
+            UNROLL for (int y = 0; y < RB; y++)
+                whole = whole && j >= row_begin[r + y] && j + KQ <= row_end[r + y];
+            float s[RB][KQ];
+            if (whole)
+                clattn_decode_dots_block(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, s);
+            UNROLL for (int y = 0; y < RB; y++) {
+                if (whole)
+                    UNROLL for (int x = 0; x < KQ; x++)
+                        s[y][x] = s[y][x] * k_scale[x] * score_factor[r + y];
+                else
+                    clattn_decode_row_scores(q_tile + (r + y) * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys,
+                                             row_begin[r + y], row_end[r + y], k_scale, score_factor[r + y],
+                                             s[y]);
+                for (int x = 0; x < KQ; x++)
+                    s_tile[(r + y) * TILE + g + x] =
+                        score_terms ? clattn_decode_terms(s[y][x], softcap, &terms[r + y], j + x, pos[r + y], mask,
+                                                          mask_type, mask_layout, b, row_h[r + y], heads,
+                                                          row_i[r + y], q_len, mask_cols)
+                                    : s[y][x];
+            }
+        }
+#endif
+        for (; r < rows; r++) {
+            float s[KQ];
+            clattn_decode_row_scores(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys, row_begin[r], row_end[r],
+                                     k_scale, score_factor[r], s);
+            for (int x = 0; x < KQ; x++)
+                s_tile[r * TILE + g + x] =
+                    score_terms ? clattn_decode_terms(s[x], softcap, &terms[r], j + x, pos[r], mask, mask_type,
+                                                      mask_layout, b, row_h[r], heads, row_i[r], q_len, mask_cols)
+                                : s[x];
+        }
     }
 #endif
 }
 
-/* The tile's weights p = exp(s − m) into p_tile from its scores (s_tile), each row's running maximum m
- * moved to the tile's (alpha: the factor of what came before; a NaN score makes the row NaN, as on the
- * other paths). ROWS_T: VEC rows at a time — the tile's maximum, then each row's update, then the
- * weights and their sums (tile_sum); else each work-item follows every row's maximum (the same values
- * in all of them) and computes the weights VEC keys at a time. */
-__attribute__((always_inline)) inline void clattn_decode_weights(__local const float *s_tile, __local float *p_tile,
-                                                                 int rows, ulong lid, float *m, float *alpha,
-                                                                 float *tile_sum)
+/* The tile's weighted sums into the rows' accumulators (this work-item's columns: `full` whole vectors,
+ * then a tail of tail_n), rescaled first by alpha: the accumulators in registers for the tile, two rows
+ * at a time where both weigh a key (each load of V then serves both), else row by row. A weight of 0 —
+ * a masked or underflowed key — adds nothing, not even an inf value; a factor that underflowed to 0
+ * drops what came before (never 0·inf). */
+__attribute__((always_inline)) inline void clattn_decode_accumulate(CLATTN_DECODE_KV_PARAMS,
+                                                                    __local const float *p_tile, const float *alpha,
+                                                                    int rows, ulong lid, int full, bool tail,
+                                                                    ulong tail_n, vec_t (*acc)[COLS_PER_ITEM])
 {
-#if ROWS_T
-    float tile_max[R_PAD];
-    int tile_nan[R_PAD];
-    UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
-        vec_t top = (vec_t)-INFINITY;
-        lanes_t nan_lanes = (lanes_t)0;
-        for (int g = 0; g < TILE; g++) {
-            const vec_t sv = VLOAD(s_tile + g * R_PAD + rv * VEC);
-            top = fmax(top, sv);
-            nan_lanes |= isnan(sv);
-        }
-        VSTORE(top, tile_max + rv * VEC);
-        CLATTN_CAT(vstore, VEC)(nan_lanes, 0, tile_nan + rv * VEC);
-    }
-    for (int r = 0; r < rows; r++) {
-        const float top = tile_nan[r] ? NAN : tile_max[r];
-        alpha[r] = 1.0f;
-        if (!(top <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
-            alpha[r] = exp(m[r] - top);
-            m[r] = top;
-        }
-    }
-    UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
-        const vec_t mv = VLOAD(m + rv * VEC);
-        vec_t sum = (vec_t)0.0f;
-        for (int g = 0; g < TILE; g++) {
-            const vec_t sv = VLOAD(s_tile + g * R_PAD + rv * VEC);
-            const vec_t pv = ZERO_WHERE_MASKED(clattn_exp_weight(sv - mv), sv);
-            VSTORE(pv, p_tile + g * R_PAD + rv * VEC);
-            sum += pv;
-        }
-        VSTORE(sum, tile_sum + rv * VEC);
-    }
+#if V_T == 3 && !STAGE
+    float v_scale_tile[TILE]; /* the tile's V row scales, read once for all the rows */
+    for (ulong jj = 0; jj < keys; jj++)
+        v_scale_tile[jj] = V_SCALE(j0 + jj);
+#define V_TILE_SCALE(jj) v_scale_tile[jj]
 #else
-    for (int r = 0; r < rows; r++) {
-        vec_t top = (vec_t)-INFINITY;
-        bool nan_score = false;
-        for (int x = 0; x < TILE; x += VEC) {
-            const vec_t sv = VLOAD(s_tile + r * TILE + x);
-            top = fmax(top, sv);
-            nan_score |= ANY_NAN(sv);
+#define V_TILE_SCALE(jj) 1.0f
+#endif
+    int r = 0;
+#if RB > 1
+    for (; r + 2 <= rows; r += 2) {
+        vec_t a0[COLS_PER_ITEM], a1[COLS_PER_ITEM];
+        clattn_decode_rescale(acc[r], alpha[r], a0);
+        clattn_decode_rescale(acc[r + 1], alpha[r + 1], a1);
+        for (ulong jj = 0; jj < keys; jj++) {
+            float p0 = p_tile[TILE_AT(r, jj)], p1 = p_tile[TILE_AT(r + 1, jj)];
+            if (p0 == 0.0f && p1 == 0.0f)
+                continue;
+            /* (a weight of 0 stays 0: the other row's key may be one it cannot see) */
+            p0 = p0 == 0.0f ? 0.0f : p0 * V_TILE_SCALE(jj);
+            p1 = p1 == 0.0f ? 0.0f : p1 * V_TILE_SCALE(jj);
+            V_TILE_T *v_row = V_TILE_ROW(jj) + lid * VEC;
+            if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
+                UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
+                    const vec_t vv = VT_VLOAD(v_row + c * WG * VEC);
+                    a0[c] = fma((vec_t)p0, vv, a0[c]);
+                    a1[c] = fma((vec_t)p1, vv, a1[c]);
+                }
+            } else {
+                clattn_decode_add(a0, p0, v_row, full, tail, tail_n);
+                clattn_decode_add(a1, p1, v_row, full, tail, tail_n);
+            }
         }
-        const float tile_max = nan_score ? NAN : HMAX(top);
-        alpha[r] = 1.0f;
-        if (!(tile_max <= m[r])) { /* the maximum grew (or is NaN): what came before is rescaled */
-            alpha[r] = exp(m[r] - tile_max);
-            m[r] = tile_max;
-        }
-        for (ulong x = lid * VEC; x < TILE; x += WG * VEC) {
-            const vec_t sv = VLOAD(s_tile + r * TILE + x);
-            VSTORE(ZERO_WHERE_MASKED(clattn_exp_weight(sv - (vec_t)m[r]), sv), p_tile + r * TILE + x);
+        UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
+            acc[r][c] = a0[c];
+            acc[r + 1][c] = a1[c];
         }
     }
 #endif
-}
-
-/* Each row's running sum l after the tile: rescaled by alpha, plus the tile's weights (ROWS_T: their
- * sums, tile_sum, from clattn_decode_weights; else summed here from p_tile). */
-__attribute__((always_inline)) inline void clattn_decode_sums(__local const float *p_tile, const float *tile_sum,
-                                                              const float *alpha, int rows, float *l)
-{
-#if ROWS_T
-    for (int y = 0; y < rows; y++)
-        l[y] = l[y] * alpha[y] + tile_sum[y];
-#else
-    for (int y = 0; y < rows; y++) {
-        vec_t sum = (vec_t)0.0f;
-        for (int x = 0; x < TILE; x += VEC)
-            sum += VLOAD(p_tile + y * TILE + x);
-        l[y] = l[y] * alpha[y] + HSUM(sum);
+    for (; r < rows; r++) {
+        vec_t a[COLS_PER_ITEM];
+        clattn_decode_rescale(acc[r], alpha[r], a);
+        for (ulong jj = 0; jj < keys; jj++)
+            if (p_tile[TILE_AT(r, jj)] != 0.0f)
+                clattn_decode_add(a, p_tile[TILE_AT(r, jj)] * V_TILE_SCALE(jj), V_TILE_ROW(jj) + lid * VEC, full,
+                                  tail, tail_n);
+        UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
+            acc[r][c] = a[c];
     }
-#endif
-}
-
-/* A row's result: its accumulators (this work-item's columns) divided by the sum, sinks counted, into
- * `out` (the row's first element; dv columns), and its log-sum-exp returned. */
-__attribute__((always_inline)) inline float clattn_decode_finish_row(const vec_t *acc, float m, float l, float sink,
-                                                                     __global float *out, ulong dv, ulong lid)
-{
-    float row_lse;
-    const float inv = clattn_row_finish(m, l, sink, &row_lse);
-    for (int c = 0; c < COLS_PER_ITEM; c++) {
-        const ulong col = (lid + (ulong)c * WG) * VEC;
-        float part[VEC];
-        VSTORE(acc[c] * inv, part);
-        for (int x = 0; x < VEC; x++)
-            if (col + x < dv)
-                out[col + x] = part[x];
-    }
-    return row_lse;
 }
