@@ -15,6 +15,8 @@
 #define _XOPEN_SOURCE 700
 #include "cache_test.h"
 
+#include "hash.h" /* the cache's checksums */
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -211,16 +213,6 @@ unsigned char *read_all(const char *path, size_t *len)
     return tu_track(buf);
 }
 
-static uint64_t fnv1a64(const unsigned char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Layout of a parsed entry. */
 typedef struct entry {
     size_t size;
@@ -267,7 +259,7 @@ static int parse_entry(const unsigned char *buf, size_t n, entry *e, char *why, 
                  (unsigned long long)e->bin_len, n - e->bin_off);
         return 0;
     }
-    if (fnv1a64(buf + e->bin_off, (size_t)e->bin_len) != e->checksum) {
+    if (hash_fnv1a(HASH_FNV1A_BASIS, buf + e->bin_off, (size_t)e->bin_len) != e->checksum) {
         snprintf(why, why_size, "checksum mismatch");
         return 0;
     }
@@ -509,7 +501,7 @@ static unsigned char *damage(const unsigned char *good, size_t len, const entry 
         tu_rng_seed(&r, 77);
         for (size_t i = 0; i < (size_t)e->bin_len; i++)
             d[e->bin_off + i] = (unsigned char)tu_rng_next(&r);
-        uint64_t sum = fnv1a64(d + e->bin_off, (size_t)e->bin_len);
+        uint64_t sum = hash_fnv1a(HASH_FNV1A_BASIS, d + e->bin_off, (size_t)e->bin_len);
         memcpy(d + e->sum_off, &sum, 8);
         break;
     }

@@ -17,6 +17,8 @@
 #define _GNU_SOURCE /* memmem */
 #include "test_util.h"
 
+#include "hash.h" /* the cache's checksums */
+
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -181,17 +183,6 @@ END_TEST
 /* clattn_tune and its record                                                                      */
 /* ---------------------------------------------------------------------------------------------- */
 
-static uint64_t fnv1a(const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* The path of the one cache entry whose key names `record` (NULL if none). */
 static const char *find_record(const char *dir, const char *record)
 {
@@ -238,7 +229,7 @@ static void rewrite_record(const char *path, const char *payload, const char *fr
     char *out = malloc(head + 16 + n);
     ck_assert(out != NULL);
     memcpy(out, data, head);
-    const uint64_t plen = n, sum = fnv1a(payload, n);
+    const uint64_t plen = n, sum = hash_fnv1a(HASH_FNV1A_BASIS, payload, n);
     memcpy(out + head, &plen, 8);
     memcpy(out + head + 8, &sum, 8);
     memcpy(out + head + 16, payload, n);

@@ -37,23 +37,23 @@ typedef struct family_case {
 } family_case;
 
 static const family_case cases[] = {
-    {&family_fused, "-cl-std=CL1.2 -DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=2 -DDK=16 -DDV=32", 4, false},
-    {&family_fused_lanes, "-cl-std=CL1.2 -DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=8 -DDK=16 -DDV=32", 4, false},
-    {&family_decode, "-cl-std=CL1.2 -DDK=16 -DDV=32 -DVEC=4 -DKQ=2 -DRB=2 -DTILE=16 -DR_MAX=4 -DSTAGE=0 -DPREFETCH=0", 1,
+    {&family_fused, "-DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=2 -DDK=16 -DDV=32", 4, false},
+    {&family_fused_lanes, "-DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=8 -DDK=16 -DDV=32", 4, false},
+    {&family_decode, "-DDK=16 -DDV=32 -DVEC=4 -DKQ=2 -DRB=2 -DTILE=16 -DR_MAX=4 -DSTAGE=0 -DPREFETCH=0", 1,
      false},
-    {&family_decode, "-cl-std=CL1.2 -DDK=16 -DDV=16 -DVEC=1 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 8,
+    {&family_decode, "-DDK=16 -DDV=16 -DVEC=1 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 8,
      false},
-    {&family_staged, "-cl-std=CL1.2 -DVEC=4 -DKEYS=4 -DCHUNKS=4 -DSR=6 -DSV=2", 0, false},
+    {&family_staged, "-DVEC=4 -DKEYS=4 -DCHUNKS=4 -DSR=6 -DSV=2", 0, false},
     {&family_softmax_double, SOFTMAX_DOUBLE_FP64_OPTIONS, 0, true},
     {&family_softmax_double, SOFTMAX_DOUBLE_FF_OPTIONS, 0, false}, /* (its float-float build: every device) */
-    {&family_merge, "-cl-std=CL1.2 -DQ_T=1 -DK_T=2 -DO_T=0", 0, false},
-    {&family_convert, "-cl-std=CL1.2 -DQ_T=3 -DO_T=1", 0, false},
-    {&family_paged_check, "-cl-std=CL1.2", 0, false},
-    {&family_gemm, "-cl-std=CL1.2 -DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false},
-    {&family_add_bias, "-cl-std=CL1.2", 0, false},
-    {&family_block_mask, "-cl-std=CL1.2", 0, false},
-    {&family_backward, "-cl-std=CL1.2 -DVEC=4 -DDK=16 -DDV=16", 0, false}, /* (VEC > 1: the lanes kernel too) */
-    {&family_layer_backward, "-cl-std=CL1.2", 0, false},
+    {&family_merge, "-DQ_T=1 -DK_T=2 -DO_T=0", 0, false},
+    {&family_convert, "-DQ_T=3 -DO_T=1", 0, false},
+    {&family_paged_check, "", 0, false},
+    {&family_gemm, "-DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false},
+    {&family_add_bias, "", 0, false},
+    {&family_block_mask, "", 0, false},
+    {&family_backward, "-DVEC=4 -DDK=16 -DDV=16", 0, false}, /* (VEC > 1: the lanes kernel too) */
+    {&family_layer_backward, "", 0, false},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 

@@ -122,8 +122,7 @@ static sdpa_shape shape_of(const clattn_sdpa_desc *d)
     s.qk_dim = d->qk_dim;
     s.v_dim = tu_sdpa_dv(d);
     s.kv_heads = ref_kv_heads(d);
-    s.sinks = d->sinks;
-    s.alibi_slopes = d->alibi_slopes;
+    s.desc = *d; /* (the score terms: read from the descriptor, as sdpa_shape_resolve leaves them) */
     s.masks = *ref_masks(d->masks);
     s.mask_cols = s.masks.mask_kv_len ? s.masks.mask_kv_len : d->kv_len;
     s.mask_elem_size = sizeof(float);

@@ -1,5 +1,8 @@
 /* SHA-256 of the program cache's keys (src/sha256.c) against FIPS 180-4's published digests, including
- * the message lengths around the padding boundary (55, 56, 63, 64 bytes). No OpenCL. */
+ * the message lengths around the padding boundary (55, 56, 63, 64 bytes); and the library's one FNV-1a
+ * (src/base/hash.h: cache file names and checksums, the kernel cache, the ring's fingerprints) against the
+ * published test vectors of FNV's authors. No OpenCL. */
+#include "hash.h"
 #include "sha256.h"
 
 #include <stdio.h>
@@ -35,6 +38,19 @@ int main(void)
             failures++;
         }
     }
-    printf("%zu digests checked, %d failure(s)\n", sizeof known / sizeof known[0], failures);
+    static const struct {
+        const char *text;
+        uint64_t hash;
+    } fnv[] = {{"", 0xcbf29ce484222325ull}, {"a", 0xaf63dc4c8601ec8cull}, {"foobar", 0x85944171f73967e8ull}};
+    for (size_t i = 0; i < sizeof fnv / sizeof fnv[0]; i++) {
+        const uint64_t h = hash_fnv1a(HASH_FNV1A_BASIS, fnv[i].text, strlen(fnv[i].text));
+        if (h != fnv[i].hash) {
+            printf("FAIL: FNV-1a of \"%s\": %016llx, expected %016llx\n", fnv[i].text, (unsigned long long)h,
+                   (unsigned long long)fnv[i].hash);
+            failures++;
+        }
+    }
+    printf("%zu digests and %zu FNV-1a hashes checked, %d failure(s)\n", sizeof known / sizeof known[0],
+           sizeof fnv / sizeof fnv[0], failures);
     return failures != 0;
 }

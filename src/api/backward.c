@@ -49,7 +49,7 @@ static clattn_status sink_gradients(clattn_context *ctx, const sdpa_shape *s, cl
             for (size_t i = 0; i < s->q_len; i++) {
                 const size_t r = (b * s->heads + h) * s->q_len + i;
                 if (l[r] > -INFINITY)
-                    sum += exp((double)s->sinks[h] - (double)l[r]) * (double)d[r];
+                    sum += exp((double)s->desc.sinks[h] - (double)l[r]) * (double)d[r];
             }
         dsinks[h] = (float)-sum;
     }
@@ -176,10 +176,10 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
         return st;
     const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 ? tiles.v[3] : 1;
     char options[128];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
+    snprintf(options, sizeof options, "-DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
              pad_head(s->v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
     const family_build *fb;
-    if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), &fb)) != CLATTN_SUCCESS)
+    if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
     backward_delta_params dp = {.o = out, .dout = dout, .delta = delta, .rows = s->lse_elems, .dv = s->v_dim};
     kernel_args a = kernel_args_begin(fb->kernels[0]);
@@ -202,7 +202,7 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
                                                : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
         return st;
-    return dsinks && s->sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
+    return dsinks && s->desc.sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
 }
 
 clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,

@@ -368,7 +368,7 @@ static void merge_parts(const sdpa_shape *s, const part *parts, size_t n, float 
             outs[ran] = parts[p].out;
             lses[ran++] = parts[p].lse;
         }
-    partition_merge_host(s->lse_elems, s->heads, s->q_len, s->v_dim, s->sinks, ran, outs, lses, out, lse);
+    partition_merge_host(s->lse_elems, s->heads, s->q_len, s->v_dim, s->desc.sinks, ran, outs, lses, out, lse);
 }
 
 clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *desc, const float *q, const float *k,

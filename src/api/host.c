@@ -207,8 +207,8 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
         {NULL, dk, s.k_elems, "dk", NULL, kb},       {NULL, dv, s.v_elems, "dv", NULL, vb},
     };
     const size_t n = sizeof t / sizeof t[0];
-    float *sinks = dsinks && s.sinks ? malloc(s.heads * sizeof *sinks) : NULL; /* (written only on success) */
-    if (dsinks && s.sinks && !sinks)
+    float *sinks = dsinks && s.desc.sinks ? malloc(s.heads * sizeof *sinks) : NULL; /* (written only on success) */
+    if (dsinks && s.desc.sinks && !sinks)
         return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "the sinks' gradients");
     if ((st = host_tensors_check(ctx, t, n)) == CLATTN_SUCCESS &&
         (st = host_tensors_create(ctx, t, n)) == CLATTN_SUCCESS)

@@ -20,8 +20,8 @@ static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dt
                                   const family_build **out)
 {
     char options[64];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
-    return program_get(ctx, &family_merge, options, 0, 0, out);
+    snprintf(options, sizeof options, "-DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
+    return program_get(ctx, &family_merge, options, 0, 0, NULL, out);
 }
 
 /* One part's output buffer and storage type. */
@@ -50,12 +50,12 @@ static clattn_status merge_launch(clattn_context *ctx, const sdpa_shape *s, type
 static clattn_status upload_sinks(clattn_context *ctx, const sdpa_shape *s, cl_mem *out)
 {
     *out = NULL;
-    if (!s->sinks)
+    if (!s->desc.sinks)
         return CLATTN_SUCCESS;
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     if (err == CL_SUCCESS)
         *out = clCreateBuffer(ctx->context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, s->heads * sizeof(float),
-                              (void *)s->sinks, &err);
+                              (void *)s->desc.sinks, &err);
     if (err == CL_SUCCESS)
         return CLATTN_SUCCESS;
     *out = NULL;

@@ -277,7 +277,7 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     floats.sdpa.types.o = CLATTN_FLOAT32;
     layer_call c = {.ctx = ctx, .m = &floats};
     if ((st = projection_prepare(ctx)) != CLATTN_SUCCESS ||
-        (st = program_get(ctx, &family_layer_backward, "-cl-std=CL1.2", 0, 0, &c.fb)) != CLATTN_SUCCESS)
+        (st = program_get(ctx, &family_layer_backward, "", 0, 0, NULL, &c.fb)) != CLATTN_SUCCESS)
         return st;
     /* Tensors stored in 16-bit types: widened into float temporaries, the gradients computed into float
      * temporaries and rounded into the caller's buffers at the end. */

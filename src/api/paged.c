@@ -84,7 +84,7 @@ static clattn_status ids_check(clattn_context *ctx, const paged_shape *p, size_t
     cl_mem flag;
     const cl_int none = INT_MAX;
     const family_build *fb;
-    clattn_status st = program_get(ctx, &family_paged_check, "-cl-std=CL1.2", 0, 0, &fb);
+    clattn_status st = program_get(ctx, &family_paged_check, "", 0, 0, NULL, &fb);
     if (st == CLATTN_SUCCESS)
         st = scratch_upload_integers(ctx, SCRATCH_PAGED_LENGTHS, lengths, NULL, batch, "lengths", lengths_buf);
     if (st == CLATTN_SUCCESS)

@@ -71,8 +71,8 @@ static clattn_status states_from_mods(clattn_context *ctx, const clattn_block_ma
     clattn_status st = mods_bind(ctx, d->mods, &grid, aux);
     const family_build *fb = NULL;
     if (st == CLATTN_SUCCESS)
-        st = program_get(ctx, &family_block_mask, "-cl-std=CL1.2", 0, FEATURE_BIT(MODS), &fb);
-    mods_select(ctx, NULL);
+        st = program_get(ctx, &family_block_mask, "", 0, FEATURE_BIT(MODS), mods_program(d->mods),
+                         &fb);
     if (st != CLATTN_SUCCESS)
         return st;
     block_mask_build_params p = {.states = m->states, .batch = m->batch, .heads = m->heads, .q_len = m->q_len,

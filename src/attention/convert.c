@@ -15,8 +15,8 @@
 static clattn_status kernels_get(clattn_context *ctx, clattn_dtype from, clattn_dtype to, const family_build **out)
 {
     char options[64];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DQ_T=%d -DO_T=%d", (int)from, (int)to);
-    return program_get(ctx, &family_convert, options, 0, 0, out);
+    snprintf(options, sizeof options, "-DQ_T=%d -DO_T=%d", (int)from, (int)to);
+    return program_get(ctx, &family_convert, options, 0, 0, NULL, out);
 }
 
 clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype from, cl_mem scales, size_t row,

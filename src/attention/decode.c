@@ -90,9 +90,9 @@ static clattn_status decode_kernels(clattn_context *ctx, const sdpa_shape *s, de
         char options[256], types[64];
         tensor_types_options(s->types, types, sizeof types);
         snprintf(options, sizeof options,
-                 "-cl-std=CL1.2 -cl-denorms-are-zero -DDK=%u -DDV=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u -DROWS_T=%d%s",
+                 "-cl-denorms-are-zero -DDK=%u -DDV=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u -DROWS_T=%d%s",
                  v->dk, v->dv, v->vec, v->kq, v->rb, v->tile, v->r_max, v->stage, v->prefetch, v->rows_t, types);
-        clattn_status st = program_get(ctx, &family_decode, options, v->wg, features, out);
+        clattn_status st = program_get(ctx, &family_decode, options, v->wg, features, call_mods(s), out);
         if (st == CLATTN_SUCCESS || st == CLATTN_ERROR_OUT_OF_HOST_MEMORY || v->prefetch == PREFETCH_NONE)
             return st;
         clear_error(ctx);

@@ -81,11 +81,11 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     tensor_types_options(s->types, types, sizeof types);
     /* (-DLANES=1 names the rows-in-lanes kernel in the program cache's key, where tests read it.) */
     snprintf(options, sizeof options,
-             "-cl-std=CL1.2 -cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
+             "-cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
              sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, sh.lanes ? " -DLANES=1" : "", types);
     const family_build *fb;
-    if ((st = program_get(ctx, sh.lanes ? &family_fused_lanes : &family_fused, options, sh.block_m, call_features(s) | layout_features(lay), &fb)) !=
-        CLATTN_SUCCESS)
+    if ((st = program_get(ctx, sh.lanes ? &family_fused_lanes : &family_fused, options, sh.block_m,
+                          call_features(s) | layout_features(lay), call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
     flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
                       .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,

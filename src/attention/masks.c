@@ -40,7 +40,7 @@ static clattn_status check_positions(clattn_context *ctx, const clattn_masks *m,
  * neighbouring keys would get the same bias), and the bias must stay far from float's range. */
 static clattn_status check_alibi_reach(clattn_context *ctx, const clattn_masks *m, const sdpa_shape *s)
 {
-    if (!s->alibi_slopes)
+    if (!s->desc.alibi_slopes)
         return CLATTN_SUCCESS;
     double reach = (double)s->kv_len + (double)s->q_len, largest = 0;
     for (size_t b = 0; m->query_offsets && b < s->batch; b++)
@@ -51,11 +51,11 @@ static clattn_status check_alibi_reach(clattn_context *ctx, const clattn_masks *
                          "desc.alibi_slopes with query positions up to %.0f keys away: ALiBi needs distances below "
                          "2^24 (float's exact integers)", reach);
     for (size_t h = 0; h < s->heads; h++)
-        if (fabs((double)s->alibi_slopes[h]) * reach > 1e30)
+        if (fabs((double)s->desc.alibi_slopes[h]) * reach > 1e30)
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                              "desc.alibi_slopes[%zu] = %g times a distance of up to %.0f keys passes 1e30: the bias "
                              "would overflow float",
-                             h, (double)s->alibi_slopes[h], reach);
+                             h, (double)s->desc.alibi_slopes[h], reach);
     return CLATTN_SUCCESS;
 }
 
@@ -64,8 +64,6 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     clattn_masks copy = CLATTN_MASKS_INIT;
     const clattn_masks *masks = &copy;
     clattn_status st;
-    /* The call's mods are its source from here on (some paths build their kernels before the upload). */
-    mods_select(ctx, s->desc.mods);
     if (given && (st = versioned_copy(ctx, given, sizeof copy, sizeof copy, MASKS_SIZE_0_2, "clattn_masks",
                                       "CLATTN_MASKS_INIT", &copy)) != CLATTN_SUCCESS)
         return st;
@@ -156,7 +154,7 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
     out->mask_cols = s->mask_cols;
     out->win_left = m->window ? m->window->left : -1;
     out->win_right = m->window ? m->window->right : -1;
-    out->softcap = s->softcap;
+    out->softcap = s->desc.softcap;
     out->origin_batch = s->desc.origin_batch;
     out->origin_position = s->desc.origin_position;
     clattn_status st = CLATTN_SUCCESS;
@@ -166,9 +164,9 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
         st = scratch_upload_integers(ctx, SCRATCH_QUERY_OFFSETS, NULL, m->query_offsets, s->batch, "query offsets",
                              &out->offsets);
     if (st == CLATTN_SUCCESS)
-        st = upload_per_head(ctx, s, HEAD_ALIBI, s->alibi_slopes, "ALiBi slopes", &out->alibi);
+        st = upload_per_head(ctx, s, HEAD_ALIBI, s->desc.alibi_slopes, "ALiBi slopes", &out->alibi);
     if (st == CLATTN_SUCCESS)
-        st = upload_per_head(ctx, s, HEAD_SINKS, s->sinks, "sinks", &out->sinks);
+        st = upload_per_head(ctx, s, HEAD_SINKS, s->desc.sinks, "sinks", &out->sinks);
     if (st == CLATTN_SUCCESS)
         st = upload_per_head(ctx, s, HEAD_LOGIT_SCALE, s->desc.logit_scale, "logit scales", &out->logit_scale);
     cl_mem aux[4];
@@ -188,6 +186,8 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
     return st;
 }
 
+const program_mods *call_mods(const sdpa_shape *s) { return mods_program(s->desc.mods); }
+
 feature_set call_features(const sdpa_shape *s)
 {
     const clattn_masks *m = &s->masks;
@@ -202,11 +202,11 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(OFFSETS);
     if (m->window)
         f |= FEATURE_BIT(WINDOW);
-    if (s->softcap > 0.0f)
+    if (s->desc.softcap > 0.0f)
         f |= FEATURE_BIT(SOFTCAP);
-    if (s->alibi_slopes)
+    if (s->desc.alibi_slopes)
         f |= FEATURE_BIT(ALIBI);
-    if (s->sinks)
+    if (s->desc.sinks)
         f |= FEATURE_BIT(SINKS);
     if (s->desc.logit_scale)
         f |= FEATURE_BIT(LOGIT_SCALE);

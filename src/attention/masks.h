@@ -5,6 +5,7 @@
 
 #include "launch.h"
 #include "params.h"
+#include "program.h"
 #include "validate.h"
 
 #include <stdbool.h>
@@ -37,5 +38,9 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
 /* The call's features (cl/params.h), from its resolved shape: which masks and score terms it has,
  * sinks, and int8 K/V scales (the K/V layout's are the caller's to add). */
 feature_set call_features(const sdpa_shape *s);
+
+/* The call's mods as its kernels' builds take them (program_get), or NULL: every path passes them with
+ * call_features(s), from the call's own descriptor. */
+const program_mods *call_mods(const sdpa_shape *s);
 
 #endif

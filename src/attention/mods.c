@@ -36,6 +36,7 @@ struct clattn_mods_s {
     char *head;   /* before the kernels: which functions exist, their prototypes, CLATTN_MOD_ARGS */
     char *tail;   /* after the kernels: the defines and the caller's source (behind #line 1 "mods") */
     char id[17];  /* the first 64 bits of SHA-256(head, tail), in hex: the kernel cache's key */
+    program_mods program; /* the three as program_get takes them (mods_program) */
     bool mask;    /* the source defines mask_mod */
     bool score;   /* … score_mod */
     bool grad;    /* … and score_mod_grad, its derivative (for the backward pass) */
@@ -264,7 +265,7 @@ static clattn_status probe(clattn_context *ctx, const char *head, const char *ta
     }
     cl_program program = NULL;
     const program_text text = {head, t.data};
-    clattn_status st = program_build(ctx, NULL, 0, &text, "-cl-std=CL1.2 -Werror", &program);
+    clattn_status st = program_build(ctx, NULL, 0, &text, "-Werror", &program);
     free(t.data);
     if (program)
         clReleaseProgram(program);
@@ -351,6 +352,7 @@ clattn_status clattn_mods_create(clattn_context *ctx, const clattn_mods_desc *de
     free(both.data);
     memcpy(m->id, hex, 16);
     m->id[16] = '\0';
+    m->program = (program_mods){{m->head, m->tail}, m->id};
     *out = m;
     return CLATTN_SUCCESS;
 }
@@ -393,6 +395,7 @@ static clattn_status make_peer(const clattn_mods *mods, clattn_context *ctx, cla
     memcpy(peer->head, mods->head, head_len);
     memcpy(peer->tail, mods->tail, tail_len);
     memcpy(peer->id, mods->id, sizeof peer->id);
+    peer->program = (program_mods){{peer->head, peer->tail}, peer->id};
     peer->ctx = ctx;
     peer->mask = mods->mask;
     peer->score = mods->score;
@@ -452,12 +455,7 @@ clattn_status mods_on_context(const clattn_mods *mods, clattn_context *ctx, cons
     return st;
 }
 
-void mods_select(clattn_context *ctx, const clattn_mods *mods)
-{
-    ctx->mods_head = mods ? mods->head : NULL;
-    ctx->mods_tail = mods ? mods->tail : NULL;
-    ctx->mods_id = mods ? mods->id : NULL;
-}
+const program_mods *mods_program(const clattn_mods *mods) { return mods ? &mods->program : NULL; }
 
 /* The elements an auxiliary tensor must hold for the call: every index the functions may be asked for
  * (a part's batches and positions moved by its origin, as the kernels move them). */
@@ -492,7 +490,6 @@ clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa
 {
     for (int i = 0; i < 4; i++)
         aux[i] = NULL;
-    mods_select(ctx, NULL);
     if (!mods)
         return CLATTN_SUCCESS;
     if (mods->ctx != ctx)
@@ -508,7 +505,6 @@ clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa
             return st;
         aux[i] = mods->aux[i].buffer;
     }
-    mods_select(ctx, mods);
     return CLATTN_SUCCESS;
 }
 

@@ -4,15 +4,17 @@
 #ifndef CLATTN_MODS_H
 #define CLATTN_MODS_H
 
+#include "program.h"
 #include "validate.h"
 
 /* For one call: the mods belong to ctx, and each auxiliary tensor is long enough for the call's
  * batches, heads and positions (sizes and masks of s, its per-sequence offsets included); then their
- * buffers (NULL past the last) into aux, and ctx's mods_text and mods_id set for program.c. */
+ * buffers (NULL past the last) into aux. */
 clattn_status mods_bind(clattn_context *ctx, const clattn_mods *mods, const sdpa_shape *s, cl_mem aux[4]);
 
-/* ctx's mods_head, mods_tail and mods_id for a call with these mods (NULL: a call without). */
-void mods_select(clattn_context *ctx, const clattn_mods *mods);
+/* The mods' text and digest as program_get builds a family with them (valid while the mods live), or
+ * NULL for NULL: a call passes its own mods to each build, nothing is kept on the context. */
+const program_mods *mods_program(const clattn_mods *mods);
 
 /* The mods as a call on ctx takes them: themselves on their own context; on another (a device group's
  * member) their copy there, made on first use and kept with them, its auxiliary tensors copied from

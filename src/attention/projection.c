@@ -61,10 +61,10 @@ static clattn_status build_gemm_typed(clattn_context *ctx, const struct projecti
     char options[128], types[48] = "";
     if (typed)
         snprintf(types, sizeof types, " -DQ_T=%d -DK_T=%d -DO_T=%d", (int)t->x, (int)t->w, (int)t->y);
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
+    snprintf(options, sizeof options, "-DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
              p->choice.vectors, p->vec > 1 ? 0 : 1, types);
     const family_build *fb;
-    clattn_status st = program_get(ctx, &family_gemm, options, 0, 0, &fb);
+    clattn_status st = program_get(ctx, &family_gemm, options, 0, 0, NULL, &fb);
     if (st == CLATTN_SUCCESS && out)
         *out = fb->kernels[0];
     return st;
@@ -78,7 +78,7 @@ static clattn_status build_gemm(clattn_context *ctx, struct projection_state *p)
 static clattn_status bias_kernel(clattn_context *ctx, cl_kernel *out)
 {
     const family_build *fb;
-    clattn_status st = program_get(ctx, &family_add_bias, "-cl-std=CL1.2", 0, 0, &fb);
+    clattn_status st = program_get(ctx, &family_add_bias, "", 0, 0, NULL, &fb);
     if (st == CLATTN_SUCCESS && out)
         *out = fb->kernels[0];
     return st;

@@ -48,9 +48,9 @@ clattn_status staged_prepare(clattn_context *ctx, const sdpa_shape *s, staged_ke
         k.tile_vectors = t.v[3];
     }
     char options[160];
-    snprintf(options, sizeof options, "-cl-std=CL1.2 -cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
+    snprintf(options, sizeof options, "-cl-denorms-are-zero -DVEC=%u -DKEYS=%u -DCHUNKS=%u -DSR=%u -DSV=%u",
              k.vec, k.keys, k.chunks, k.tile_rows, k.tile_vectors);
-    st = program_get(ctx, &family_staged, options, 0, s ? call_features(s) : 0, &k.fb);
+    st = program_get(ctx, &family_staged, options, 0, s ? call_features(s) : 0, s ? call_mods(s) : NULL, &k.fb);
     if (st == CLATTN_SUCCESS && k.vec > 1 && (!k.fb->kernels[KERNEL_TRANSPOSE_K] || !k.fb->kernels[KERNEL_SCORE_TILED]))
         st = set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "the staged program of VEC %u lacks its blocked score kernels",
                        k.vec);
@@ -116,7 +116,7 @@ static clattn_status softmax_double_kernel(clattn_context *ctx, feature_set feat
     /* Float-float where the device has no cl_khr_fp64, or where CLATTN_SOFTMAX_DOUBLE=float-float asks. */
     const bool float_float = ctx->options.softmax_float_float || !ctx->caps.fp64;
     return program_get(ctx, &family_softmax_double,
-                       float_float ? SOFTMAX_DOUBLE_FF_OPTIONS : SOFTMAX_DOUBLE_FP64_OPTIONS, 0, features, out);
+                       float_float ? SOFTMAX_DOUBLE_FF_OPTIONS : SOFTMAX_DOUBLE_FP64_OPTIONS, 0, features, NULL, out);
 }
 
 /* Softmax of `rows` rows of `cols` scores with `fb`'s kernel `index` (the staged family's softmax or

@@ -1,6 +1,8 @@
 /* The ranks' fingerprints (fingerprint.h). */
 #include "fingerprint.h"
 
+#include "hash.h"
+
 #include <stdalign.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,12 +52,7 @@ void ring_platform(char out[RING_PLATFORM_BYTES])
 /* FNV-1a over an array the caller passes by pointer (its contents must agree too). */
 static uint64_t hash_bytes(const void *p, size_t bytes)
 {
-    uint64_t h = 1469598103934665603ull;
-    if (!p)
-        return 0;
-    for (size_t i = 0; i < bytes; i++)
-        h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
-    return h | 1; /* never 0, the "absent" value */
+    return p ? hash_fnv1a(HASH_FNV1A_BASIS, p, bytes) | 1 : 0; /* never 0, the "absent" value */
 }
 
 static uint64_t float_bits(float f)

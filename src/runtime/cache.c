@@ -15,6 +15,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "hash.h"
 #include "sha256.h"
 
 #include <errno.h>
@@ -30,16 +31,6 @@
 static const char cache_magic[8] = {'C', 'L', 'A', 'T', 'T', 'N', 'P', 'B'};
 #define CACHE_FORMAT 1u
 #define CACHE_MAX_BINARY ((uint64_t)512 << 20)
-
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
 
 /* Written by this user only: owned by it and writable by neither group nor others. */
 static bool owned_and_private(const struct stat *st)
@@ -88,8 +79,8 @@ static bool entry_path(clattn_context *ctx, const char *key, char *out, size_t s
     const char *dir = cache_dir(ctx);
     if (!dir)
         return false;
-    uint64_t a = fnv1a(0xcbf29ce484222325ull, key, strlen(key));
-    uint64_t b = fnv1a(0x84222325cbf29ce4ull, key, strlen(key));
+    uint64_t a = hash_fnv1a(HASH_FNV1A_BASIS, key, strlen(key));
+    uint64_t b = hash_fnv1a(0x84222325cbf29ce4ull, key, strlen(key));
     int n = snprintf(out, size, "%s/%016llx%016llx.bin", dir, (unsigned long long)a, (unsigned long long)b);
     return n > 0 && (size_t)n < size;
 }
@@ -125,7 +116,7 @@ static unsigned char *entry_read(clattn_context *ctx, const char *key, size_t *l
         goto done; /* the file's size is checked before anything is allocated for the payload */
     payload = malloc((size_t)payload_len);
     if (payload && (!read_exact(f, payload, (size_t)payload_len) || fgetc(f) != EOF ||
-                    fnv1a(0xcbf29ce484222325ull, payload, (size_t)payload_len) != checksum)) {
+                    hash_fnv1a(HASH_FNV1A_BASIS, payload, (size_t)payload_len) != checksum)) {
         free(payload);
         payload = NULL;
     }
@@ -177,7 +168,7 @@ static void entry_write(clattn_context *ctx, const char *key, const void *payloa
         return;
     }
     uint32_t format = CACHE_FORMAT, key_len = (uint32_t)strlen(key);
-    uint64_t payload_len = len, checksum = fnv1a(0xcbf29ce484222325ull, payload, len);
+    uint64_t payload_len = len, checksum = hash_fnv1a(HASH_FNV1A_BASIS, payload, len);
     bool ok = fwrite(cache_magic, 1, 8, f) == 8 && fwrite(&format, 4, 1, f) == 1 && fwrite(&key_len, 4, 1, f) == 1 &&
               fwrite(key, 1, key_len, f) == key_len && fwrite(&payload_len, 8, 1, f) == 1 &&
               fwrite(&checksum, 8, 1, f) == 1 && fwrite(payload, 1, len, f) == len && fflush(f) == 0;

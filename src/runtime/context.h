@@ -24,10 +24,7 @@ struct clattn_context_s {
     scratch_pool scratch;
     profile_log profile; /* kernels' device time, when options.profile */
     struct program_cache *programs; /* made on first use */
-    /* The mods (programmable attention) of the call in progress, as program.c builds them: the text
-     * before a MODS build's kernels (declarations) and after them (the caller's source), and its digest
-     * for the kernel cache's key; NULL outside such a call (masks.c sets and clears them). */
-    const char *mods_head, *mods_tail, *mods_id;
+    /* Nothing of one call: what a call needs (its mods, its masks) it passes down as arguments. */
 };
 
 #endif

@@ -168,7 +168,7 @@ const kernel_family family_fused_lanes = {"fused attention, rows in lanes",
                                           1,
                                           1,
                                           "BLOCK_M"};
-const kernel_family family_decode = {"decode", {"masks.cl", "vec.cl", "decode.cl"}, 3,
+const kernel_family family_decode = {"decode", {"masks.cl", "vec.cl", "decode_tile.cl", "decode.cl"}, 4,
                                      {&params_decode_partial, &params_decode_combine}, 2, 2, "WG"};
 /* The blocked score kernel and K's transpose exist where VEC > 1 (CPUs). */
 const kernel_family family_staged = {"staged attention",

@@ -126,8 +126,8 @@ typedef struct kernel_family {
 
 /* family_softmax_double's two builds of cl/softmax_double.cl: double arithmetic (cl_khr_fp64), or
  * float-float arithmetic for devices without it (src/attention/staged.c chooses). */
-#define SOFTMAX_DOUBLE_FP64_OPTIONS "-cl-std=CL1.2"
-#define SOFTMAX_DOUBLE_FF_OPTIONS "-cl-std=CL1.2 -DSM_FLOAT_FLOAT=1"
+#define SOFTMAX_DOUBLE_FP64_OPTIONS ""
+#define SOFTMAX_DOUBLE_FF_OPTIONS "-DSM_FLOAT_FLOAT=1"
 
 /* Every family, for the tests that hold each kernel's signature against its table. */
 extern const kernel_family family_fused, family_fused_lanes, family_decode, family_staged, family_softmax_double, family_merge,

@@ -6,6 +6,7 @@
 #include "clattn_kernels.h"
 #include "context.h"
 #include "error.h"
+#include "hash.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -122,19 +123,37 @@ static void capture_build_log(clattn_context *ctx, cl_program program)
     error_set_build_log(ctx, log);
 }
 
+/* The whole build options: PROGRAM_CL_STD, then the caller's (their leading blanks dropped), malloc'd. */
+static char *full_options(clattn_context *ctx, const char *options)
+{
+    options += strspn(options, " ");
+    const size_t size = sizeof PROGRAM_CL_STD + 1 + strlen(options);
+    char *full = malloc(size);
+    if (!full)
+        set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "assembling %zu bytes of build options", size);
+    else
+        snprintf(full, size, "%s%s%s", PROGRAM_CL_STD, options[0] ? " " : "", options);
+    return full;
+}
+
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const program_text *extra,
-                            const char *options, cl_program *out)
+                            const char *family_options, cl_program *out)
 {
     *out = NULL;
     if (nfiles > PROGRAM_FILES_MAX)
         return set_error(ctx, CLATTN_ERROR_KERNEL_SOURCE, "too many kernel files in one program");
-    char *source = NULL;
+    char *source = NULL, *options = full_options(ctx, family_options);
+    if (!options)
+        return CLATTN_ERROR_OUT_OF_HOST_MEMORY;
     clattn_status st = assemble_source(ctx, files, nfiles, extra, &source);
-    if (st != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS) {
+        free(options);
         return st;
+    }
     cl_program program = cache_load(ctx, source, options);
     if (program) {
         free(source);
+        free(options);
         *out = program;
         return CLATTN_SUCCESS;
     }
@@ -143,6 +162,7 @@ clattn_status program_build(clattn_context *ctx, const char *const *files, size_
     program = clCreateProgramWithSource(ctx->context, 1, &text, NULL, &err);
     if (err != CL_SUCCESS) {
         free(source);
+        free(options);
         return cl_error(ctx, err, "clCreateProgramWithSource");
     }
     err = clBuildProgram(program, 1, &ctx->device, options, NULL, NULL);
@@ -159,6 +179,7 @@ clattn_status program_build(clattn_context *ctx, const char *const *files, size_
         clReleaseProgram(program);
     }
     free(source);
+    free(options);
     return st;
 }
 
@@ -248,20 +269,12 @@ static struct program_cache *cache_of(clattn_context *ctx)
     return ctx->programs;
 }
 
-static uint64_t fnv1a(uint64_t h, const void *data, size_t n)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 1099511628211u;
-    return h;
-}
-
 static uint64_t entry_hash(const kernel_family *family, const char *options, unsigned group, feature_set features)
 {
-    uint64_t h = fnv1a(14695981039346656037u, &family, sizeof family);
-    h = fnv1a(h, options, strlen(options));
-    h = fnv1a(h, &group, sizeof group);
-    return fnv1a(h, &features, sizeof features);
+    uint64_t h = hash_fnv1a(HASH_FNV1A_BASIS, &family, sizeof family);
+    h = hash_fnv1a(h, options, strlen(options));
+    h = hash_fnv1a(h, &group, sizeof group);
+    return hash_fnv1a(h, &features, sizeof features);
 }
 
 static void entry_free(cache_entry *e)
@@ -303,16 +316,16 @@ static bool program_defines(cl_program program, const char *name)
 }
 
 /* Build e's program and kernels; with a group_define, halve the group until kernels[0] can launch. */
-static clattn_status entry_build(clattn_context *ctx, cache_entry *e)
+static clattn_status entry_build(clattn_context *ctx, cache_entry *e, const program_mods *mods)
 {
     const kernel_family *f = e->family;
     unsigned group = e->asked_group;
     for (;;) {
         char options[1024];
         program_options(f, e->options, group, e->build.features, options, sizeof options);
-        const program_text mods = {ctx->mods_head, ctx->mods_tail};
         clattn_status st = program_build(ctx, f->files, f->nfiles,
-                                         (e->build.features & FEATURE_BIT(MODS)) ? &mods : NULL, options, &e->program);
+                                         (e->build.features & FEATURE_BIT(MODS)) ? &mods->text : NULL, options,
+                                         &e->program);
         for (size_t i = 0; i < f->nkernels && st == CLATTN_SUCCESS; i++)
             if (i < f->required || program_defines(e->program, f->kernels[i]->name))
                 st = kernel_create(ctx, e->program, f->kernels[i]->name, &e->build.kernels[i]);
@@ -359,7 +372,7 @@ static clattn_status make_room(clattn_context *ctx, struct program_cache *c)
 }
 
 clattn_status program_get(clattn_context *ctx, const kernel_family *family, const char *options, unsigned group,
-                          feature_set features, const family_build **out)
+                          feature_set features, const program_mods *mods, const family_build **out)
 {
     *out = NULL;
     struct program_cache *c = cache_of(ctx);
@@ -372,9 +385,9 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     /* A build with mods is a build of their source: its digest joins the options (the key). */
     char keyed[1024];
     if (features & FEATURE_BIT(MODS)) {
-        if (!ctx->mods_head || !ctx->mods_id)
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "a %s build with mods outside a call with mods", family->name);
-        snprintf(keyed, sizeof keyed, "%s -DCLATTN_MODS_ID=%s", options, ctx->mods_id);
+        if (!mods || !mods->text.head || !mods->text.tail || !mods->id)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "a %s build with mods, but no mods given", family->name);
+        snprintf(keyed, sizeof keyed, "%s -DCLATTN_MODS_ID=%s", options, mods->id);
         options = keyed;
     }
     const uint64_t hash = entry_hash(family, options, group, features);
@@ -405,7 +418,7 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     e->hash = hash;
     e->build.features = features;
     e->last_use = c->clock;
-    st = entry_build(ctx, e);
+    st = entry_build(ctx, e, mods);
     if (st == CLATTN_ERROR_BUILD_FAILED) { /* remembered, so that later calls fall back at once */
         e->failure = st;
         c->entries[c->count++] = e;

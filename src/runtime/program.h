@@ -16,9 +16,22 @@ typedef struct program_text {
     const char *head, *tail;
 } program_text;
 
+/* The mods of one call (programmable attention, mods.h's mods_program) as a family's build takes them:
+ * their text, and `id`, the digest that keys the build in the kernel cache. A call passes them to
+ * program_get itself: the context keeps no call's state. */
+typedef struct program_mods {
+    program_text text;
+    const char *id;
+} program_mods;
+
+/* The OpenCL C version every kernel is written in. program_build, which every program goes through,
+ * puts it first in the build options: no family, path or test writes it in its own. */
+#define PROGRAM_CL_STD "-cl-std=CL1.2"
+
 /* Build a program from cl/common.cl and cl/params.h, extra->head, the named files of cl/, extra->tail
- * (extra may be NULL), with these build options, through the binary cache. On a compile error:
- * CLATTN_ERROR_BUILD_FAILED and the log in ctx. */
+ * (extra may be NULL), with PROGRAM_CL_STD and then these build options (a family's own: tiles, types,
+ * features; "" for none), through the binary cache. On a compile error: CLATTN_ERROR_BUILD_FAILED and
+ * the log in ctx. */
 clattn_status program_build(clattn_context *ctx, const char *const *files, size_t nfiles, const program_text *extra,
                             const char *options, cl_program *out);
 
@@ -46,13 +59,14 @@ typedef struct family_build {
 
 /* `family` built with `options` (the path's tiles and types) and the call's `features` (only those
  * its kernels name become -DHAS_x options: the rest cannot change its program), from the context's
- * cache, built on first use. With a group_define, `group` work-items is asked for (-D<define>=group)
+ * cache, built on first use. `mods` (NULL: none) are the call's, which a build with FEATURE_MODS
+ * needs (their text joins the program, their id the cache's key) and any other build ignores. With a group_define, `group` work-items is asked for (-D<define>=group)
  * and, where the device cannot launch kernels[0] with that many (CL_KERNEL_WORK_GROUP_SIZE), halved
  * until it can; a build that failed is remembered and fails again at once. The pointer stays valid
  * until PROGRAM_CACHE_KEEP more programs have been asked for: a call uses what it got before that. */
 #define PROGRAM_CACHE_KEEP 16
 clattn_status program_get(clattn_context *ctx, const kernel_family *family, const char *options, unsigned group,
-                          feature_set features, const family_build **out);
+                          feature_set features, const program_mods *mods, const family_build **out);
 
 /* The build options program_get builds `family` with: `options`, -D<group_define>=group, and
  * -DHAS_x=0/1 for each feature the family's kernels name. */

@@ -310,9 +310,6 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->kv_heads = kv_heads;
     s->group = desc->heads / kv_heads;
     s->scale = isnan(desc->scale) ? (float)(1.0 / sqrt((double)desc->qk_dim)) : desc->scale;
-    s->softcap = desc->softcap;
-    s->sinks = desc->sinks;
-    s->alibi_slopes = desc->alibi_slopes;
     s->weights_output = desc->weights_output;
     s->softmax_double = desc->softmax_precision == CLATTN_SOFTMAX_DOUBLE;
     s->algorithm = desc->algorithm;

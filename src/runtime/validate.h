@@ -37,9 +37,7 @@ clattn_status check_alloc(clattn_context *ctx, size_t elems, const char *name);
 typedef struct sdpa_shape {
     size_t batch, heads, q_len, kv_len, qk_dim, v_dim;
     size_t kv_heads, group; /* K/V heads; query head h reads K/V head h / group */
-    float scale;
-    float softcap;                     /* 0: off */
-    const float *sinks, *alibi_slopes; /* the caller's host arrays of `heads` floats, or NULL */
+    float scale; /* desc.scale resolved (CLATTN_SCALE_DEFAULT: 1/sqrt(qk_dim)) */
     clattn_weights_output weights_output;
     bool softmax_double; /* desc.softmax_precision CLATTN_SOFTMAX_DOUBLE: the staged path's double softmax */
     clattn_algorithm algorithm;
@@ -48,8 +46,10 @@ typedef struct sdpa_shape {
     size_t mask_elems, mask_elem_size, mask_cols; /* the mask's entries, their size, its keys per row */
     tensor_types types;       /* storage types of Q, K, V and the output */
     cl_mem k_scales, v_scales; /* an int8 K's and V's row scales, else NULL */
-    /* The caller's descriptor as read: the score terms added since (masks.c reads, checks and uploads
-     * their fields) need no field here. */
+    /* The caller's descriptor as read. Every score term — softcap, sinks, ALiBi slopes, logit_scale,
+     * mods, block mask, origin — is read from here (s->desc.x) and from nowhere else: no field above
+     * copies one. The fields above are only what the descriptor does not say as it stands: sizes,
+     * defaults resolved (scale, v_dim, kv_heads), and the masks as resolved. */
     clattn_sdpa_desc desc;
 } sdpa_shape;
 

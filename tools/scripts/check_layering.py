@@ -27,6 +27,7 @@ import tempfile
 LAYERS = [
     ("base", [                         # no OpenCL state: statuses, errors, storage types, hashing, faults
         "fault.h", "fault.c",          # test-only failure points (built with -Dfault_injection=true)
+        "hash.h",                      # FNV-1a, the one non-cryptographic hash (header-only; libclattn_mpi's too)
         "status.c",                    # status names and descriptions
         "dtype.h", "dtype.c",          # storage types: sizes and names
         "error.h", "error.c",          # error detail per context and per thread, warnings, build logs
