@@ -1,4 +1,4 @@
-/* The layer's backward pass moves gradients between layouts and sums them over rows (src/mha_backward.c):
+/* The layer's backward pass moves gradients between layouts and sums them over rows (src/api/mha_backward.c):
  * the matrix products themselves are the projection GEMM's. Every element is written by one work-item,
  * every sum taken in row order (deterministic). */
 

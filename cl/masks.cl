@@ -4,7 +4,7 @@
  * name, so a kernel never names a term. To add a mask kind or a score term: its parameter (and its
  * feature) in cl/params.h, its part here (clattn_visible_range for masks that hide a range of keys,
  * clattn_row_terms and clattn_score_terms for what changes a score), and its checks and upload in
- * src/masks.c. */
+ * src/attention/masks.c. */
 
 /* Mask kinds, as in clattn.h's clattn_causal and clattn_mask_layout. */
 #define CAUSAL_NONE 0
@@ -71,7 +71,7 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
 }
 
 /* Programmable attention: a build with feature MODS has the caller's source before this file (see
- * src/mods.c: it defines score_mod and/or mask_mod, CLATTN_SCORE_MOD and CLATTN_MASK_MOD (1 or 0), and
+ * src/attention/mods.c: it defines score_mod and/or mask_mod, CLATTN_SCORE_MOD and CLATTN_MASK_MOD (1 or 0), and
  * CLATTN_MOD_ARGS(t), the auxiliary tensors of row terms t as the functions' trailing arguments). */
 #if defined(HAS_MODS) && HAS_MODS
 #define CLATTN_MODS_ON 1
@@ -88,7 +88,7 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
 #else
 #define CLATTN_MASK_MOD_ON 0
 #endif
-/* A block mask (clattn_block_mask, src/block_mask.c): per (batch, head, block of query positions, block
+/* A block mask (clattn_block_mask, src/attention/block_mask.c): per (batch, head, block of query positions, block
  * of keys) whether no pair is visible (EMPTY: −inf, whole tiles skipped), every pair (FULL: mask_mod not
  * called) or some (PARTIAL). bm_batch (bm_heads) 1: one for every batch (head). */
 #if defined(HAS_BLOCK_MASK) && HAS_BLOCK_MASK

@@ -1,6 +1,6 @@
 /* Every kernel's parameters, declared once. This file is read twice: as OpenCL C (program.c puts it
  * first in every program), where CLATTN_PARAMETERS(list) writes a kernel's parameter list, and as C
- * by the host (src/params.h), where the same list makes the struct a path fills and the table that
+ * by the host (src/runtime/params.h), where the same list makes the struct a path fills and the table that
  * binds it (params_bind). A parameter cannot be added to one side only.
  *
  * An entry is X(feature, kind, type, name, absent):

@@ -5,7 +5,7 @@
 #   1. `clattn devices --check`: staged, fused and decode paths on odd shapes with causal, key-length and
 #      additive masks and every variant, then float16, bfloat16 and int8 storage (typed loads and
 #      stores, the append's rounding and quantisation), against the fp64 reference;
-#      oclgrind is device class gpu (src/device.h), so these are the kernels' GPU shapes;
+#      oclgrind is device class gpu (src/runtime/device.h), so these are the kernels' GPU shapes;
 #   2. the same in the CPU shapes (CLATTN_TUNING: class cpu, VEC 8 as on AVX2 machines): the fused
 #      kernel with the rows in the lanes (cl/flash_lanes.cl), the decode kernels' in-place walk with
 #      prefetching (where a paged cache's block table was once read past the call's blocks), the blocked

@@ -1,5 +1,5 @@
 /*
- * The on-disk program cache (src/cache.c), seen from outside: where entries land, what they hold,
+ * The on-disk program cache (src/runtime/cache.c), seen from outside: where entries land, what they hold,
  * that they are reused, that damaged or mismatched entries are never trusted, that CLATTN_CACHE=0
  * turns it off, that an unusable cache folder only means "no cache", and that concurrent stores
  * leave exactly one whole entry.

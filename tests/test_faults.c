@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Test-only hooks of the library (src/fault.c). */
+/* Test-only hooks of the library (src/base/fault.c). */
 void clattn__fault_arm(unsigned long n);
 void clattn__fault_arm_code(unsigned long n, int code);
 unsigned long clattn__fault_points(void);
 long clattn__fault_live_objects(int kind);
 
-/* The OpenCL objects the library holds, per kind (src/fault.c counts its creates and releases). */
+/* The OpenCL objects the library holds, per kind (src/base/fault.c counts its creates and releases). */
 enum { OBJ_KINDS = 5 };
 static const char *const object_kinds[OBJ_KINDS] = {"cl_mem", "cl_program", "cl_kernel", "cl_context",
                                                     "cl_command_queue"};

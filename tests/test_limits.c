@@ -16,7 +16,7 @@
 #include <string.h>
 
 #if CLATTN_TEST_FAULT_HOOKS
-/* Test-only hooks of the library (src/fault.c). */
+/* Test-only hooks of the library (src/base/fault.c). */
 void clattn__fault_arm(unsigned long n);
 unsigned long clattn__fault_points(void);
 #endif

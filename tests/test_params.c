@@ -1,6 +1,6 @@
 /*
  * Every kernel's signature against its host binder. The parameter lists of cl/params.h make both the
- * kernels' parameter lists and the host tables that bind them (src/params.c); this test builds every
+ * kernels' parameter lists and the host tables that bind them (src/runtime/params.c); this test builds every
  * kernel family on each device with -cl-kernel-arg-info, once with no call feature and once with every
  * feature its kernels name, and holds each kernel's arguments (clGetKernelArgInfo: count, names, address
  * space, scalar types) against the table entries of the features built in. Then it binds a zeroed

@@ -1,5 +1,5 @@
 /*
- * The partition primitive (src/partition.c, compiled into this test as it is into the library): for odd
+ * The partition primitive (src/attention/partition.c, compiled into this test as it is into the library): for odd
  * shapes and every mask kind — causal top-left and bottom-right, key lengths (a batch of none included),
  * query offsets (negative too), windows, ALiBi, sinks, soft-capping, additive masks of every layout (and
  * narrower than S), GQA, a head size of 520 — a call is cut at seeded points into query blocks × key runs,

@@ -1,4 +1,4 @@
-/* SHA-256 of the program cache's keys (src/sha256.c) against FIPS 180-4's published digests, including
+/* SHA-256 of the program cache's keys (src/base/sha256.c) against FIPS 180-4's published digests, including
  * the message lengths around the padding boundary (55, 56, 63, 64 bytes); and the library's one FNV-1a
  * (src/base/hash.h: cache file names and checksums, the kernel cache, the ring's fingerprints) against the
  * published test vectors of FNV's authors. No OpenCL. */

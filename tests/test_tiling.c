@@ -228,7 +228,7 @@ static int read_built(built *out, size_t max)
     return count == 0 && unparsed > 0 ? -1 : count;
 }
 
-/* Local memory of a key tile of n keys as src/fused.c counts it: K and V rows of the padded head sizes,
+/* Local memory of a key tile of n keys as src/attention/fused.c counts it: K and V rows of the padded head sizes,
  * a flag per key and 64 bytes for the flags' alignment. */
 static unsigned long long tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
 {

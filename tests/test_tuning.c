@@ -1,6 +1,6 @@
 /*
- * The per-device parameter tables of the kernel families (src/tuning_tables.c) and their one lookup
- * (src/tuning.c), on every device:
+ * The per-device parameter tables of the kernel families (src/runtime/tuning_tables.c) and their one lookup
+ * (src/runtime/tuning.c), on every device:
  *  1. tables: every family's defaults and candidates for every device class within their ranges, spelled
  *     and read back unchanged, candidates distinct and few, the completed defaults among the completed
  *     candidates (clattn_tune reports the default's speed from it); family names unique and found;
