@@ -174,11 +174,17 @@ def main():
         tail = text[start:]
         tree = os.path.join(tmp, "tree")
         os.makedirs(os.path.join(tree, "tools", "scripts"))
-        for logs in ("build/meson-logs", "build-asan/meson-logs"):
-            os.makedirs(os.path.join(tree, logs))
         shutil.copy(script, os.path.join(tree, "tools", "scripts", "ci_count.py"))
-        names = ["build/meson-logs/testlog.json"] + [f"build/meson-logs/testlog-smallwg{n}.json" for n in (1, 3, 64)] + \
-                ["build-asan/meson-logs/testlog.json"]
+        # The logs .ci/run counts, as its own json_logs line names them (one per meson run: the README's
+        # command, suite slow, each work-group setup, the sanitizer build).
+        p = subprocess.run(["bash", "-c", 'eval "$1"; printf "%s\\n" "${json_logs[@]}"', "-",
+                            tail[:tail.find("\nline=")]], capture_output=True, text=True, timeout=60)
+        names = p.stdout.split()
+        check(p.returncode == 0 and len(names) >= 5 and "build/meson-logs/testlog.json" in names and
+              "build/meson-logs/testlog-slow.json" in names, f".ci/run counts every run's log (got {names})")
+        for name in names:
+            os.makedirs(os.path.join(tree, os.path.dirname(name)), exist_ok=True)
+        others = 6 * (len(names) - 1)  # the clean logs before the last
 
         def ci_tail(status, last_log, count_script=None):
             for i, name in enumerate(names):
@@ -190,12 +196,12 @@ def main():
                                capture_output=True, text=True, timeout=60)
             return p.returncode, p.stdout.strip(), p.stderr
 
-        verdict(ci_tail(0, clean), "30 0 0", ".ci/run: clean logs")
-        verdict(ci_tail(0, pytest), "27 1 0", ".ci/run: a skipped pytest case under meson's OK")
-        verdict(ci_tail(0, write("late.json", record("clattn / oclgrind", "FAIL", summary) + "\n")), "24 4 0",
-                ".ci/run: a clean summary, then FAIL")
-        verdict(ci_tail(0, other), "24 0 1", ".ci/run: a skip")
-        verdict(ci_tail(1, clean), "30 1 0", ".ci/run: an earlier step failed")
+        verdict(ci_tail(0, clean), f"{others + 6} 0 0", ".ci/run: clean logs")
+        verdict(ci_tail(0, pytest), f"{others + 3} 1 0", ".ci/run: a skipped pytest case under meson's OK")
+        verdict(ci_tail(0, write("late.json", record("clattn / oclgrind", "FAIL", summary) + "\n")),
+                f"{others} 4 0", ".ci/run: a clean summary, then FAIL")
+        verdict(ci_tail(0, other), f"{others} 0 1", ".ci/run: a skip")
+        verdict(ci_tail(1, clean), f"{others + 6} 1 0", ".ci/run: an earlier step failed")
         rc, out, err = ci_tail(0, clean, "import sys\nsys.exit(3)\n")
         verdict((rc, out, err), "0 1 0", ".ci/run: the count crashed without a line")
         check("without a count" in err, "... saying so")
