@@ -93,6 +93,7 @@ def build_shim(cc):
     src.write_text(SHIM)
     cmd = [cc, "-std=c11", "-O2", "-shared", "-fPIC", "-DCL_TARGET_OPENCL_VERSION=120",
            "-I", str(ROOT / "include"), "-I", str(ROOT / "tools" / "reference"),
+           "-I", str(ROOT / "src" / "base"),  # (call_options.h: the table the reference's layer forwards by)
            str(src), str(ROOT / "tools" / "reference" / "reference.c"), "-lm", "-o", str(so)]
     subprocess.run(cmd, check=True)
     lib = ctypes.CDLL(str(so))
