@@ -247,9 +247,9 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
     for (ulong j0 = walk_begin; j0 < walk_end; j0 += TILE) {
         const ulong keys = min((ulong)TILE, walk_end - j0);
 #if STAGE
-        clattn_decode_stage_k(k_stage, DK, k, K_T == 3 ? k_scales : NULL, k_head, k_rs, table, block_shift, k_bs, j0,
+        clattn_decode_stage_k(k_stage, DK, k, k_scales, k_head, k_rs, table, block_shift, k_bs, j0,
                               keys, dk, lid);
-        clattn_decode_stage_v(v_stage, DV, v, V_T == 3 ? v_scales : NULL, v_head, v_rs, table, block_shift, v_bs, j0,
+        clattn_decode_stage_v(v_stage, DV, v, v_scales, v_head, v_rs, table, block_shift, v_bs, j0,
                               keys, dv, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif

@@ -37,12 +37,12 @@
 #endif
 #if PREFETCH
 /* A key's K and V rows, line by line. */
-__attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global const k_store *k_row,
-                                                                      __global const v_store *v_row, ulong dk, ulong dv)
+__attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global const uchar *k_row,
+                                                                      __global const uchar *v_row, ulong dk, ulong dv)
 {
-    for (ulong e = 0; e < dk; e += 64 / sizeof(k_store))
+    for (ulong e = 0; e < dk / K_BLOCK * K_BLOCK_BYTES; e += 64)
         CLATTN_PREFETCH_LINE(k_row + e);
-    for (ulong e = 0; e < dv; e += 64 / sizeof(v_store))
+    for (ulong e = 0; e < dv / V_BLOCK * V_BLOCK_BYTES; e += 64)
         CLATTN_PREFETCH_LINE(v_row + e);
 }
 #endif
@@ -50,20 +50,21 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
 /* Where the kernels read a tile's K and V rows: staged in local memory (STAGE 1: GPUs, where the group
  * copies them with coalesced reads), or in place in global memory (CPUs: a copy would cost a pass of its
  * own, and the rows are prefetched a tile ahead instead). */
-/* K and V in place are in their storage types (Q_T … build options, cl/common.cl): KT_* and VT_* read
- * a tile's rows, widened, wherever they are. */
+/* K and V in place are in their storage formats (K_FMT, V_FMT: cl/formats.cl): KT_* and VT_* read value
+ * i of a tile's rows (base p: K_TILE_BASE), widened, wherever they are. Rows are addressed by their first
+ * value's index, never by a pointer, since a block format's values have no address of their own. */
 #if STAGE
 #define K_TILE_T __local const float
 #define V_TILE_T __local const float
-#define KT_VLOAD(p) VLOAD(p)
-#define VT_VLOAD(p) VLOAD(p)
+#define KT_VLOAD(p, i) VLOAD((p) + (i))
+#define VT_VLOAD(p, i) VLOAD((p) + (i))
 #define KT_LOAD(p, i) ((p)[i])
 #define VT_LOAD(p, i) ((p)[i])
 #else
 #define K_TILE_T __global const k_store
 #define V_TILE_T __global const v_store
-#define KT_VLOAD(p) VLOAD_AS(K_T, p)
-#define VT_VLOAD(p) VLOAD_AS(V_T, p)
+#define KT_VLOAD(p, i) VLOAD_K(p, i)
+#define VT_VLOAD(p, i) VLOAD_V(p, i)
 #define KT_LOAD(p, i) LOAD_K(p, i)
 #define VT_LOAD(p, i) LOAD_V(p, i)
 #endif
@@ -74,31 +75,36 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
  * at K_TILE_ROW(jj) (k_stage when STAGE). */
 #define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
 #define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-#define K_ROW(j) (k + K_ROW_AT(j))
-#define V_ROW(j) (v + V_ROW_AT(j))
-/* An int8 row read in place is dequantised by its scale: a visible key's score (q·k_int8·scale) and a
+/* The first byte of key j's K (V) row (prefetches). */
+#define K_ROW_BYTES(j) ((__global const uchar *)k + K_ROW_AT(j) / K_BLOCK * K_BLOCK_BYTES)
+#define V_ROW_BYTES(j) ((__global const uchar *)v + V_ROW_AT(j) / V_BLOCK * V_BLOCK_BYTES)
+/* A scaled row (int8, FP8 with scales) read in place is dequantised by its scale: a visible key's score (q·k_int8·scale) and a
  * value's nonzero weight (p·scale·v_int8) take the factor — never a hidden key's −inf or a weight of
  * 0, which must stay what they are whatever the scale (0, or NaN for a row that held inf or NaN);
  * staged rows have it already. */
-#if K_T == 3 && !STAGE
+#if HAS_K_SCALES && !STAGE
 #define K_SCALE(j) k_scales[K_ROW_AT(j) / dk]
 #else
 #define K_SCALE(j) 1.0f
 #endif
-#if V_T == 3 && !STAGE
+#if HAS_V_SCALES && !STAGE
 #define V_SCALE(j) v_scales[V_ROW_AT(j) / dv]
 #else
 #define V_SCALE(j) 1.0f
 #endif
 #if STAGE
-#define K_TILE_ROW(jj) (k_stage + (jj) * DK)
-#define V_TILE_ROW(jj) (v_stage + (jj) * DV)
+#define K_TILE_BASE k_stage
+#define V_TILE_BASE v_stage
+#define K_TILE_ROW(jj) ((jj) * DK)
+#define V_TILE_ROW(jj) ((jj) * DV)
 #else
+#define K_TILE_BASE k
+#define V_TILE_BASE v
 /* In place, a row's address is formed for every step of the tile, also past its last key (whose
  * scores are −inf and whose rows are never read): clamped to the last key, so that a paged cache's
  * block table is never read beyond the call's blocks. */
-#define K_TILE_ROW(jj) K_ROW(j0 + min((ulong)(jj), keys - 1))
-#define V_TILE_ROW(jj) V_ROW(j0 + min((ulong)(jj), keys - 1))
+#define K_TILE_ROW(jj) K_ROW_AT(j0 + min((ulong)(jj), keys - 1))
+#define V_TILE_ROW(jj) V_ROW_AT(j0 + min((ulong)(jj), keys - 1))
 #endif
 
 /* The names above as the parameters of the parts that read K or V rows, and the kernel's arguments. */
@@ -123,11 +129,11 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
 #define CLATTN_DECODE_TERMS_ARGS                                                                              \
     score_terms, softcap, terms, pos, mask, mask_type, mask_layout, b, row_h, heads, row_i, q_len, mask_cols
 
-/* KQ dot products q · k_x over n elements, key rows k_rs apart (q in local memory): VEC
+/* KQ dot products q · k_x over n elements, key rows k_rs apart from value `at` of k (q in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
  * a call would return the sums through the stack. */
-__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, K_TILE_T *k, ulong k_rs, ulong n,
-                                                              float *s)
+__attribute__((always_inline)) inline void clattn_decode_dots(__local const float *q, K_TILE_T *k, ulong at, ulong k_rs,
+                                                              ulong n, float *s)
 {
     vec_t sum[KQ];
     UNROLL for (int x = 0; x < KQ; x++)
@@ -136,12 +142,12 @@ __attribute__((always_inline)) inline void clattn_decode_dots(__local const floa
     for (; d + VEC <= n; d += VEC) {
         const vec_t qv = VLOAD(q + d);
         UNROLL for (int x = 0; x < KQ; x++)
-            sum[x] = fma(qv, KT_VLOAD(k + x * k_rs + d), sum[x]);
+            sum[x] = fma(qv, KT_VLOAD(k, at + x * k_rs + d), sum[x]);
     }
     UNROLL for (int x = 0; x < KQ; x++) {
         float t = HSUM(sum[x]);
         for (ulong e = d; e < n; e++)
-            t = fma(q[e], KT_LOAD(k, x * k_rs + e), t);
+            t = fma(q[e], KT_LOAD(k, at + x * k_rs + e), t);
         s[x] = t;
     }
 }
@@ -149,8 +155,8 @@ __attribute__((always_inline)) inline void clattn_decode_dots(__local const floa
 #if RB > 1
 /* RB rows × KQ keys of dot products: each vector of K serves RB rows, each of q KQ keys (the register
  * blocking of a GEMM micro-kernel). */
-__attribute__((always_inline)) inline void clattn_decode_dots_block(__local const float *q, K_TILE_T *k, ulong k_rs,
-                                                                    ulong n, float s[RB][KQ])
+__attribute__((always_inline)) inline void clattn_decode_dots_block(__local const float *q, K_TILE_T *k, ulong at,
+                                                                    ulong k_rs, ulong n, float s[RB][KQ])
 {
     vec_t sum[RB][KQ];
     UNROLL for (int y = 0; y < RB; y++)
@@ -160,7 +166,7 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
     for (; d + VEC <= n; d += VEC) {
         vec_t kv[KQ];
         UNROLL for (int x = 0; x < KQ; x++)
-            kv[x] = KT_VLOAD(k + x * k_rs + d);
+            kv[x] = KT_VLOAD(k, at + x * k_rs + d);
         UNROLL for (int y = 0; y < RB; y++) {
             const vec_t qv = VLOAD(q + y * DK + d);
             UNROLL for (int x = 0; x < KQ; x++)
@@ -171,24 +177,24 @@ __attribute__((always_inline)) inline void clattn_decode_dots_block(__local cons
         UNROLL for (int x = 0; x < KQ; x++) {
             float t = HSUM(sum[y][x]);
             for (ulong e = d; e < n; e++)
-                t = fma(q[y * DK + e], KT_LOAD(k, x * k_rs + e), t);
+                t = fma(q[y * DK + e], KT_LOAD(k, at + x * k_rs + e), t);
             s[y][x] = t;
         }
 }
 #endif
 
 /* One row's scores of the tile's keys g … g+KQ−1 (absolute j … j+KQ−1), whose rows lie k_rs apart from
- * k_group: each dot product times its key's int8 scale (k_scale[x]; 1 otherwise) and the row's share of
+ * value `at` of k: each dot product times its key's int8 scale (k_scale[x]; 1 otherwise) and the row's share of
  * the scale (factor, clattn_score_split), or −inf where the row cannot see the key (outside
  * [begin, end)) or it lies past the tile's `keys`. The factors never meet a hidden key: its scale may be
  * 0 (an all-zero row) or NaN (a row that held inf or NaN), and −inf times either is NaN. */
-__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, K_TILE_T *k_group,
+__attribute__((always_inline)) inline void clattn_decode_row_scores(__local const float *q, K_TILE_T *k, ulong at,
                                                                     ulong k_rs, ulong dk, ulong j, ulong g,
                                                                     ulong keys, ulong begin, ulong end,
                                                                     const float *k_scale, float factor, float *s)
 {
     if (j >= begin && j + KQ <= end && g + KQ <= keys) {
-        clattn_decode_dots(q, k_group, k_rs, dk, s);
+        clattn_decode_dots(q, k, at, k_rs, dk, s);
         UNROLL for (int x = 0; x < KQ; x++)
             s[x] = s[x] * k_scale[x] * factor;
         return;
@@ -197,7 +203,7 @@ __attribute__((always_inline)) inline void clattn_decode_row_scores(__local cons
         s[x] = -INFINITY;
         if (g + x < keys && j + x >= begin && j + x < end) {
             float one[KQ];
-            clattn_decode_dots(q, k_group + x * k_rs, 0, dk, one);
+            clattn_decode_dots(q, k, at + x * k_rs, 0, dk, one);
             s[x] = one[0] * k_scale[x] * factor;
         }
     }
@@ -221,32 +227,32 @@ __attribute__((always_inline)) inline void clattn_decode_rescale(const vec_t *ac
         a[c] = alpha == 0.0f ? (vec_t)0.0f : alpha == 1.0f ? acc[c] : acc[c] * alpha;
 }
 
-/* The n < VEC elements of a row's last, partial vector column (zeros beyond). */
-inline vec_t clattn_decode_load_tail(V_TILE_T *p, ulong n)
+/* The n < VEC elements of a row's last, partial vector column from value `at` of p (zeros beyond). */
+inline vec_t clattn_decode_load_tail(V_TILE_T *p, ulong at, ulong n)
 {
     float t[VEC];
     for (int x = 0; x < VEC; x++)
-        t[x] = (ulong)x < n ? VT_LOAD(p, x) : 0.0f;
+        t[x] = (ulong)x < n ? VT_LOAD(p, at + x) : 0.0f;
     return VLOAD(t);
 }
 
-/* a += p · this work-item's columns of a V row of the tile (starting at its first column): `full`
+/* a += p · this work-item's columns of a V row of the tile (from value `at` of v, its first column): `full`
  * whole vectors, then, if `tail`, a last vector of tail_n < VEC columns; nothing for p = 0. */
-__attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, V_TILE_T *v_row, int full,
+__attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, V_TILE_T *v, ulong at, int full,
                                                              bool tail, ulong tail_n)
 {
     if (p == 0.0f)
         return;
     if (full == COLS_PER_ITEM) {
         UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
-            a[c] = fma((vec_t)p, VT_VLOAD(v_row + c * WG * VEC), a[c]);
+            a[c] = fma((vec_t)p, VT_VLOAD(v, at + c * WG * VEC), a[c]);
         return;
     }
     UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) { /* (constant indices only: a[] stays in registers) */
         if (c < full)
-            a[c] = fma((vec_t)p, VT_VLOAD(v_row + c * WG * VEC), a[c]);
+            a[c] = fma((vec_t)p, VT_VLOAD(v, at + c * WG * VEC), a[c]);
         else if (c == full && tail)
-            a[c] = fma((vec_t)p, clattn_decode_load_tail(v_row + c * WG * VEC, tail_n), a[c]);
+            a[c] = fma((vec_t)p, clattn_decode_load_tail(v, at + c * WG * VEC, tail_n), a[c]);
     }
 }
 
@@ -293,13 +299,13 @@ __attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV
 #if PREFETCH
         UNROLL for (int x = 0; x < KT; x++) /* (the next tile's keys: see below) */
             if (j + TILE + x < walk_end)
-                clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
+                clattn_decode_prefetch_key(K_ROW_BYTES(j + TILE + x), V_ROW_BYTES(j + TILE + x), dk, dv);
 #endif
-        K_TILE_T *k_row[KT];
+        ulong k_row[KT];
         float k_scale[KT];
         UNROLL for (int x = 0; x < KT; x++) {
             k_row[x] = K_TILE_ROW(g + x);
-#if K_T == 3
+#if HAS_K_SCALES
             k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
 #else
             k_scale[x] = 1.0f;
@@ -312,7 +318,7 @@ __attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV
         for (ulong d = 0; d < dk; d++) {
             float kd[KT];
             UNROLL for (int x = 0; x < KT; x++)
-                kd[x] = KT_LOAD(k_row[x], d);
+                kd[x] = KT_LOAD(k, k_row[x] + d);
             UNROLL for (int rv = 0; rv < R_PAD / VEC; rv++) {
                 const vec_t qv = VLOAD(q_tile + d * R_PAD + rv * VEC);
                 UNROLL for (int x = 0; x < KT; x++)
@@ -352,12 +358,12 @@ __attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV
          * would wait for each other). */
         UNROLL for (int x = 0; x < KQ; x++)
             if (j + TILE + x < walk_end)
-                clattn_decode_prefetch_key(K_ROW(j + TILE + x), V_ROW(j + TILE + x), dk, dv);
+                clattn_decode_prefetch_key(K_ROW_BYTES(j + TILE + x), V_ROW_BYTES(j + TILE + x), dk, dv);
 #endif
         /* (keys past the tile are never read: their scores are −inf, and so stay) */
         float k_scale[KQ];
         UNROLL for (int x = 0; x < KQ; x++)
-#if K_T == 3 && !STAGE
+#if HAS_K_SCALES && !STAGE
             k_scale[x] = g + x < keys ? K_SCALE(j + x) : 1.0f;
 #else
             k_scale[x] = 1.0f;
@@ -370,13 +376,13 @@ __attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV
                 whole = whole && j >= row_begin[r + y] && j + KQ <= row_end[r + y];
             float s[RB][KQ];
             if (whole)
-                clattn_decode_dots_block(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, s);
+                clattn_decode_dots_block(q_tile + r * DK, K_TILE_BASE, K_TILE_ROW(g), kt_rs, dk, s);
             UNROLL for (int y = 0; y < RB; y++) {
                 if (whole)
                     UNROLL for (int x = 0; x < KQ; x++)
                         s[y][x] = s[y][x] * k_scale[x] * score_factor[r + y];
                 else
-                    clattn_decode_row_scores(q_tile + (r + y) * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys,
+                    clattn_decode_row_scores(q_tile + (r + y) * DK, K_TILE_BASE, K_TILE_ROW(g), kt_rs, dk, j, g, keys,
                                              row_begin[r + y], row_end[r + y], k_scale, score_factor[r + y],
                                              s[y]);
                 for (int x = 0; x < KQ; x++)
@@ -390,7 +396,8 @@ __attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV
 #endif
         for (; r < rows; r++) {
             float s[KQ];
-            clattn_decode_row_scores(q_tile + r * DK, K_TILE_ROW(g), kt_rs, dk, j, g, keys, row_begin[r], row_end[r],
+            clattn_decode_row_scores(q_tile + r * DK, K_TILE_BASE, K_TILE_ROW(g), kt_rs, dk, j, g, keys, row_begin[r],
+                                     row_end[r],
                                      k_scale, score_factor[r], s);
             for (int x = 0; x < KQ; x++)
                 s_tile[r * TILE + g + x] =
@@ -412,7 +419,7 @@ __attribute__((always_inline)) inline void clattn_decode_accumulate(CLATTN_DECOD
                                                                     int rows, ulong lid, int full, bool tail,
                                                                     ulong tail_n, vec_t (*acc)[COLS_PER_ITEM])
 {
-#if V_T == 3 && !STAGE
+#if HAS_V_SCALES && !STAGE
     float v_scale_tile[TILE]; /* the tile's V row scales, read once for all the rows */
     for (ulong jj = 0; jj < keys; jj++)
         v_scale_tile[jj] = V_SCALE(j0 + jj);
@@ -433,16 +440,16 @@ __attribute__((always_inline)) inline void clattn_decode_accumulate(CLATTN_DECOD
             /* (a weight of 0 stays 0: the other row's key may be one it cannot see) */
             p0 = p0 == 0.0f ? 0.0f : p0 * V_TILE_SCALE(jj);
             p1 = p1 == 0.0f ? 0.0f : p1 * V_TILE_SCALE(jj);
-            V_TILE_T *v_row = V_TILE_ROW(jj) + lid * VEC;
+            const ulong v_at = V_TILE_ROW(jj) + lid * VEC;
             if (p0 != 0.0f && p1 != 0.0f && full == COLS_PER_ITEM) {
                 UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
-                    const vec_t vv = VT_VLOAD(v_row + c * WG * VEC);
+                    const vec_t vv = VT_VLOAD(V_TILE_BASE, v_at + c * WG * VEC);
                     a0[c] = fma((vec_t)p0, vv, a0[c]);
                     a1[c] = fma((vec_t)p1, vv, a1[c]);
                 }
             } else {
-                clattn_decode_add(a0, p0, v_row, full, tail, tail_n);
-                clattn_decode_add(a1, p1, v_row, full, tail, tail_n);
+                clattn_decode_add(a0, p0, V_TILE_BASE, v_at, full, tail, tail_n);
+                clattn_decode_add(a1, p1, V_TILE_BASE, v_at, full, tail, tail_n);
             }
         }
         UNROLL for (int c = 0; c < COLS_PER_ITEM; c++) {
@@ -456,7 +463,7 @@ __attribute__((always_inline)) inline void clattn_decode_accumulate(CLATTN_DECOD
         clattn_decode_rescale(acc[r], alpha[r], a);
         for (ulong jj = 0; jj < keys; jj++)
             if (p_tile[TILE_AT(r, jj)] != 0.0f)
-                clattn_decode_add(a, p_tile[TILE_AT(r, jj)] * V_TILE_SCALE(jj), V_TILE_ROW(jj) + lid * VEC, full,
+                clattn_decode_add(a, p_tile[TILE_AT(r, jj)] * V_TILE_SCALE(jj), V_TILE_BASE, V_TILE_ROW(jj) + lid * VEC, full,
                                   tail, tail_n);
         UNROLL for (int c = 0; c < COLS_PER_ITEM; c++)
             acc[r][c] = a[c];

@@ -23,17 +23,17 @@
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
 
-/* The dequantisation factor of key j's K and V rows: an int8 row's scale (one per row, in the order of
+/* The dequantisation factor of key j's K and V rows: a row's scale (int8, scaled FP8; one per row, in the order of
  * the rows: element offset / head size), else 1. Applied as the tile is staged, so the rest of the
  * kernel sees floats. */
 #define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
 #define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-#if K_T == 3
+#if HAS_K_SCALES
 #define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
 #else
 #define K_ROW_SCALE(j) 1.0f
 #endif
-#if V_T == 3
+#if HAS_V_SCALES
 #define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
 #else
 #define V_ROW_SCALE(j) 1.0f

@@ -30,14 +30,14 @@
 
 #define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
 #define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-/* x of key j's K (V) row as a float: an int8 row's scale applied (one per row, in the order of the
+/* x of key j's K (V) row as a float: a row's scale applied (int8, scaled FP8) (one per row, in the order of the
  * rows), other types as they are (a multiplication by 1 would cost a pass of its own). */
-#if K_T == 3
+#if HAS_K_SCALES
 #define K_SCALED(x, j) ((x) * k_scales[K_ROW_AT(j) / dk])
 #else
 #define K_SCALED(x, j) (x)
 #endif
-#if V_T == 3
+#if HAS_V_SCALES
 #define V_SCALED(x, j) ((x) * v_scales[V_ROW_AT(j) / dv])
 #else
 #define V_SCALED(x, j) (x)
@@ -87,7 +87,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         vec_t q_top = (vec_t)0.0f;
         ulong d0 = 0;
         for (; active && d0 + VEC <= dk; d0 += VEC)
-            q_top = fmax(q_top, fabs(VLOAD_AS(Q_T, q + at + d0)));
+            q_top = fmax(q_top, fabs(VLOAD_FMT(Q_FMT, q, at + d0)));
         float q_max = HMAX(q_top), q_factor;
         for (ulong d = d0; d < dk && active; d++)
             q_max = fmax(q_max, fabs(LOAD_Q(q, at + d)));
@@ -142,9 +142,9 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             if (in && dk == DK && dv == DV) { /* whole rows (DK, DV multiples of 16): VEC at a time */
                 lanes_t bad_lanes = 0;
                 for (int d = 0; d < DK; d += VEC)
-                    VSTORE(K_SCALED(VLOAD_AS(K_T, k + k_row + d), j), kn + jj * DK + d);
+                    VSTORE(K_SCALED(VLOAD_K(k, k_row + d), j), kn + jj * DK + d);
                 for (int d = 0; d < DV; d += VEC) {
-                    const vec_t value = V_SCALED(VLOAD_AS(V_T, v + v_row + d), j);
+                    const vec_t value = V_SCALED(VLOAD_V(v, v_row + d), j);
                     VSTORE(value, vn + jj * DV + d);
                     bad_lanes |= isnan(value) | isinf(value);
                 }

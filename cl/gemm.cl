@@ -15,7 +15,7 @@
  * one thread takes in turn share a panel of W (in × NR) that stays in its cache while the rows go by;
  * on GPUs dimension 1, so neighbouring work-items read neighbouring columns of W.
  *
- * Storage types (cl/common.cl): X in Q_T, W and the bias in K_T, Y in O_T (all float by default); the
+ * Storage types (cl/formats.cl): X in Q_T, W and the bias in K_T, Y in O_T (all float by default); the
  * accumulators are floats whatever they are.
  *
  * Build options: VEC, MR, NV, ROW_DIM, and the types. */
@@ -58,7 +58,7 @@ inline void gemm_tile(__global const q_store *x, __global const k_store *w, __gl
         vec_t wv[NV];
         if (full) {
             UNROLL for (int u = 0; u < NV; u++)
-                wv[u] = VLOAD_AS(K_T, wk + u * VEC);
+                wv[u] = VLOAD_FMT(K_FMT, wk, u * VEC);
         } else {
             float lane[NR];
             for (int t = 0; t < NR; t++)

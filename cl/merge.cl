@@ -4,7 +4,7 @@
  *   out = (w_a·out_a + w_b·out_b) / (w_a + w_b + w_sink),  lse = m + log(w_a + w_b + w_sink),
  * where a missing b (NULL) or sink counts as lse −inf. One work-item per row, which reads all of its
  * row before writing it, so `out` and `lse` may be the buffers of a. The parts' storage types are
- * build options: Q_T of a, K_T of b, O_T of out (cl/common.cl). */
+ * build options: Q_T of a, K_T of b, O_T of out (cl/formats.cl). */
 __kernel void clattn_merge(CLATTN_PARAMETERS(CLATTN_MERGE_PARAMS))
 {
     const ulong r = get_global_id(0);

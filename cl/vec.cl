@@ -133,17 +133,82 @@ CLATTN_EXP_WEIGHT(clattn_exp_weight, vec_t, AS_VEC, AS_INT)
 #define ZERO_WHERE_MASKED(p, s) select((p), (vec_t)0.0f, (s) == (vec_t)-INFINITY)
 #endif
 
-/* VEC elements of storage type T (a build option's value, cl/common.cl) from p, widened to vec_t: half
- * through the core vload_halfN, bfloat16 shifted into a float's upper bits, int8 converted (its scale
- * is the caller's). */
-#define CLATTN_VLOAD_0(p) VLOAD(p)
+/* VEC values of storage format F (cl/formats.cl) from value i of p, widened to vec_t: i is a multiple of
+ * VEC (so a block format's VEC values lie in one block, whose scale is read once). Half through the
+ * core vload_halfN, bfloat16 shifted into a float's upper bits, int8 and the FP8 formats without their
+ * row scale (the caller's). */
+#define VLOAD_FMT(F, p, i) CLATTN_CAT(clattn_vload_, F)(p, i)
+#define VLOAD_K(p, i) VLOAD_FMT(K_FMT, p, i)
+#define VLOAD_V(p, i) VLOAD_FMT(V_FMT, p, i)
+#define clattn_vload_float32(p, i) VLOAD((p) + (i))
 #if VEC == 1
-#define CLATTN_VLOAD_1(p) vload_half(0, (p))
-#define CLATTN_VLOAD_2(p) as_float((uint) * (p) << 16)
-#define CLATTN_VLOAD_3(p) ((float)*(p))
+#define clattn_vload_float16(p, i) vload_half((i), (p))
+#define clattn_vload_bfloat16(p, i) clattn_load_bfloat16(p, i)
+#define clattn_vload_int8(p, i) clattn_load_int8(p, i)
+#define clattn_vload_q8_0(p, i) clattn_load_q8_0(p, i)
+#define clattn_vload_q4_0(p, i) clattn_load_q4_0(p, i)
+#define CLATTN_GROUP_VLOADS(N)                                                                             \
+    inline float clattn_vload_u8_g##N(__global const uchar *p, ulong i) { return clattn_load_u8_g##N(p, i); } \
+    inline float clattn_vload_u4_g##N(__global const uchar *p, ulong i) { return clattn_load_u4_g##N(p, i); }
 #else
-#define CLATTN_VLOAD_1(p) CLATTN_CAT(vload_half, VEC)(0, (p))
-#define CLATTN_VLOAD_2(p) AS_VEC(CLATTN_CAT(convert_uint, VEC)(CLATTN_CAT(vload, VEC)(0, (p))) << 16)
-#define CLATTN_VLOAD_3(p) CLATTN_CAT(convert_float, VEC)(CLATTN_CAT(vload, VEC)(0, (p)))
+#define CLATTN_VCONVERT(x) CLATTN_CAT(convert_float, VEC)(x)
+#define CLATTN_VLOADN(p) CLATTN_CAT(vload, VEC)(0, (p))
+#define clattn_vload_float16(p, i) CLATTN_CAT(vload_half, VEC)(0, (p) + (i))
+#define clattn_vload_bfloat16(p, i) AS_VEC(CLATTN_CAT(convert_uint, VEC)(CLATTN_VLOADN((p) + (i))) << 16)
+#define clattn_vload_int8(p, i) CLATTN_VCONVERT(CLATTN_VLOADN((p) + (i)))
+inline vec_t clattn_vload_q8_0(__global const uchar *p, ulong i)
+{
+    __global const uchar *b = p + (i >> 5) * 34;
+    return CLATTN_VCONVERT(CLATTN_VLOADN((__global const char *)b + 2 + (i & 31))) * CLATTN_HALF_AT(b, 0);
+}
+inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
+{
+    __global const uchar *b = p + (i >> 5) * 18;
+    const uint j = (uint)(i & 31);
+    const CLATTN_CAT(uchar, VEC) q = (CLATTN_VLOADN(b + 2 + (j & 15)) >> (uchar)((j >> 4) * 4)) & (uchar)15;
+    return (CLATTN_VCONVERT(q) - 8.0f) * CLATTN_HALF_AT(b, 0);
+}
+/* VEC 4-bit values from VEC / 2 bytes, low nibble first: each byte's two nibbles become a ushort's two
+ * bytes, which (little-endian, as every device clattn runs on) are the values in order. */
+#if VEC == 2
+#define CLATTN_NIBBLES(b) as_uchar2((ushort)(((b)[0] & 15) | (((b)[0] >> 4) << 8)))
+#else
+#define CLATTN_HALF_VEC CLATTN_CAT(ushort, CLATTN_HVEC)
+#if VEC == 4
+#define CLATTN_HVEC 2
+#elif VEC == 8
+#define CLATTN_HVEC 4
+#else
+#define CLATTN_HVEC 8
 #endif
-#define VLOAD_AS(T, p) CLATTN_CAT(CLATTN_VLOAD_, T)(p)
+#define CLATTN_NIBBLES(b)                                                                                  \
+    CLATTN_CAT(as_uchar, VEC)                                                                              \
+    (CLATTN_CAT(convert_ushort, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) & (uchar)15) |          \
+     (CLATTN_CAT(convert_ushort, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) >> (uchar)4) << (ushort)8))
+#endif
+#define CLATTN_GROUP_VLOADS(N)                                                                             \
+    inline vec_t clattn_vload_u8_g##N(__global const uchar *p, ulong i)                                   \
+    {                                                                                                      \
+        __global const uchar *b = p + (i / N) * (N + 4);                                                   \
+        return (CLATTN_VCONVERT(CLATTN_VLOADN(b + 4 + i % N)) - CLATTN_HALF_AT(b, 2)) * CLATTN_HALF_AT(b, 0); \
+    }                                                                                                      \
+    inline vec_t clattn_vload_u4_g##N(__global const uchar *p, ulong i)                                   \
+    {                                                                                                      \
+        __global const uchar *b = p + (i / N) * (N / 2 + 4);                                               \
+        return (CLATTN_VCONVERT(CLATTN_NIBBLES(b + 4 + (i % N) / 2)) - CLATTN_HALF_AT(b, 2)) * CLATTN_HALF_AT(b, 0); \
+    }
+#endif
+CLATTN_GROUP_VLOADS(32)
+CLATTN_GROUP_VLOADS(64)
+CLATTN_GROUP_VLOADS(128)
+/* The FP8 formats value by value (their decoding is integer arithmetic on each byte). */
+#define CLATTN_FP8_VLOAD(name)                                                                             \
+    inline vec_t clattn_vload_##name(__global const uchar *p, ulong i)                                    \
+    {                                                                                                      \
+        float t[VEC];                                                                                      \
+        for (int x = 0; x < VEC; x++)                                                                      \
+            t[x] = clattn_load_##name(p, i + x);                                                           \
+        return VLOAD(t);                                                                                   \
+    }
+CLATTN_FP8_VLOAD(fp8_e4m3)
+CLATTN_FP8_VLOAD(fp8_e5m2)

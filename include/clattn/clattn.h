@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 13
+#define CLATTN_VERSION_MINOR 14
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.13.0"
+#define CLATTN_VERSION_STRING "0.14.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -357,13 +357,37 @@ typedef enum clattn_dtype {
     /* Signed 8-bit with a float scale per row (per token and K/V head): value = q·scale, the symmetric
      * per-token quantisation serving engines keep KV caches in. For K and V (and the caches) only; the
      * scales travel in the descriptor (clattn_sdpa_desc.k_scales, v_scales). */
-    CLATTN_INT8 = 3
+    CLATTN_INT8 = 3,
+    /* Since 0.14: quantised K/V formats, for K and V (the caches) only, read inside every kernel that
+     * reads K or V (docs/kv-formats.md has each one's bytes). Block formats hold D/block whole blocks per
+     * row (D a multiple of the block), each with its own scale (and zero point) inside: */
+    CLATTN_Q8_0 = 4,    /* llama.cpp's GGUF q8_0: 32 values per 34-byte block (fp16 d, 32 int8 q; q·d) */
+    CLATTN_Q4_0 = 5,    /* llama.cpp's GGUF q4_0: 32 values per 18-byte block (fp16 d, 16 bytes; (q−8)·d) */
+    CLATTN_U8_G32 = 6,  /* asymmetric 8-bit groups of 32 (fp16 scale s, fp16 zero point z; (q−z)·s) */
+    CLATTN_U8_G64 = 7,  /* … groups of 64 */
+    CLATTN_U8_G128 = 8, /* … groups of 128 */
+    CLATTN_U4_G32 = 9,  /* asymmetric 4-bit groups of 32 (fp16 s, fp16 z, two values a byte, low nibble first) */
+    CLATTN_U4_G64 = 10, /* … groups of 64 */
+    CLATTN_U4_G128 = 11, /* … groups of 128 */
+    /* OCP 8-bit floats, one byte a value, decoded without any extension; optionally times a float32
+     * scale per row (k_scales/v_scales as int8's; NULL: none). */
+    CLATTN_FP8_E4M3 = 12, /* 4 exponent bits, 3 mantissa bits: ±448 at most, no infinity */
+    CLATTN_FP8_E5M2 = 13  /* 5 exponent bits, 2 mantissa bits: half's upper byte (±57344, inf, NaN) */
 } clattn_dtype;
 
-/* Bytes of one element of a storage type; 0 for a value outside the enum. */
+/* Bytes of one element of a storage type; 0 for a value outside the enum and for the block formats
+ * (their values have no whole size: see clattn_dtype_bytes). */
 CLATTN_API size_t clattn_dtype_size(clattn_dtype dtype);
-/* "float32", "float16", "bfloat16", "int8"; "unknown" outside the enum. */
+/* Since 0.14. Values per block (1 for the formats stored value by value); 0 outside the enum. */
+CLATTN_API size_t clattn_dtype_block(clattn_dtype dtype);
+/* Since 0.14. Bytes of `count` values stored in the type; 0 outside the enum, where count is not a
+ * multiple of the type's block, or where the bytes overflow size_t. */
+CLATTN_API size_t clattn_dtype_bytes(clattn_dtype dtype, size_t count);
+/* "float32", "float16", "bfloat16", "int8", "q8_0", "q4_0", "u8_g32", …, "fp8_e5m2" (the enum's names,
+ * lower case); "unknown" outside the enum. */
 CLATTN_API const char *clattn_dtype_name(clattn_dtype dtype);
+/* Since 0.14. The type of that name (clattn_dtype_name's), or -1 for an unknown one or NULL. */
+CLATTN_API int clattn_dtype_from_name(const char *name);
 
 typedef enum clattn_causal {
     CLATTN_CAUSAL_NONE = 0,

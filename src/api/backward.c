@@ -23,8 +23,8 @@ static unsigned pad_head(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 /* What the backward pass does not take yet, checked before anything runs (NULL: nothing). */
 const char *sdpa_backward_not_yet(const sdpa_shape *s)
 {
-    if (s->types.k == CLATTN_INT8 || s->types.v == CLATTN_INT8)
-        return "desc's storage types: an int8 K or V (a quantised cache) has no gradient";
+    if (dtype_kv_only(s->types.k) || dtype_kv_only(s->types.v))
+        return "desc's storage types: a quantised K or V (int8, a block or FP8 format) has no gradient";
     if (s->desc.mods && mods_has_score(s->desc.mods) && !mods_has_score_grad(s->desc.mods))
         return "desc.mods defines score_mod but not score_mod_grad, its derivative: the gradient through it needs it";
     if (s->softmax_double)

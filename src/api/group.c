@@ -382,10 +382,10 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     clattn_status st = group_begin_call(g);
     if (st == CLATTN_SUCCESS && (st = sdpa_desc_read(first, desc, &full)) == CLATTN_SUCCESS)
         desc = &full;
-    const char *int8_field = st == CLATTN_SUCCESS ? int8_kv_field(&full) : NULL; /* (see int8_kv_field) */
-    if (int8_field)
+    const char *quantised = st == CLATTN_SUCCESS ? quantised_kv_field(&full) : NULL; /* (see quantised_kv_field) */
+    if (quantised)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take float32 tensors and float masks",
-                         int8_field);
+                         quantised);
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));

@@ -141,17 +141,17 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     return st;
 }
 
-/* The host variants take no int8 tensors: an int8 cache's scales are a device buffer. Checked before the
- * descriptor's other checks (see int8_kv_field). */
-static clattn_status no_int8(clattn_context *ctx, const clattn_sdpa_desc *desc)
+/* The host variants take no quantised K/V: quantised caches (and int8's scales) live in device buffers.
+ * Checked before the descriptor's other checks (see quantised_kv_field). */
+static clattn_status no_quantised_kv(clattn_context *ctx, const clattn_sdpa_desc *desc)
 {
     clattn_sdpa_desc d;
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
-    const char *field = st == CLATTN_SUCCESS ? int8_kv_field(&d) : NULL;
+    const char *field = st == CLATTN_SUCCESS ? quantised_kv_field(&d) : NULL;
     if (field)
         st = set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                       "desc.%s is CLATTN_INT8: int8 caches (with their scales) are device buffers; use the "
-                       "cl_mem entry points", field);
+                       "desc.%s is %s: quantised caches (and int8's scales) are device buffers; use the cl_mem entry "
+                       "points", field, clattn_dtype_name(strcmp(field, "k_dtype") == 0 ? d.k_dtype : d.v_dtype));
     return st;
 }
 
@@ -160,7 +160,7 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = no_int8(ctx, desc)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_quantised_kv(ctx, desc)) != CLATTN_SUCCESS ||
         (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
     const size_t qb = dtype_bytes(s.types.q), kb = dtype_bytes(s.types.k), vb = dtype_bytes(s.types.v),
@@ -190,7 +190,7 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = no_int8(ctx, desc)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_quantised_kv(ctx, desc)) != CLATTN_SUCCESS ||
         (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
     const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : !lse ? "lse (the forward's log-sum-exps)"
@@ -276,7 +276,7 @@ clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_des
 {
     clattn_status st = check_context(ctx);
     ragged_call c;
-    if (st != CLATTN_SUCCESS || (st = no_int8(ctx, desc)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_quantised_kv(ctx, desc)) != CLATTN_SUCCESS ||
         (st = ragged_check(ctx, desc, ragged, mask != NULL, &c)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &c.s;

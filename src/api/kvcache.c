@@ -104,11 +104,11 @@ clattn_status past_check(clattn_context *ctx, const clattn_sdpa_desc *desc, size
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
     if (st != CLATTN_SUCCESS)
         return st;
-    const char *int8_field = int8_kv_field(&d); /* (before the type checks: see int8_kv_field) */
-    if (int8_field)
+    const char *quantised = quantised_kv_field(&d); /* (before the type checks: see quantised_kv_field) */
+    if (quantised)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.%s is CLATTN_INT8: the past/present form takes no int8 K/V (append to an int8 cache "
-                         "with clattn_kv_append instead)", int8_field);
+                         "desc.%s is quantised: the past/present form takes no quantised K/V (append to a quantised "
+                         "cache with clattn_kv_append instead)", quantised);
     if (d.kv_len == 0)
         return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.kv_len (the new rows) is 0");
     if (past_len > SIZE_MAX - d.kv_len)

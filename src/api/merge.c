@@ -19,8 +19,8 @@
 static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dtype b, clattn_dtype o,
                                   const family_build **out)
 {
-    char options[64];
-    snprintf(options, sizeof options, "-DQ_T=%d -DK_T=%d -DO_T=%d", (int)a, (int)b, (int)o);
+    char options[TYPES_OPTIONS_MAX];
+    tensor_types_options((tensor_types){a, b, CLATTN_FLOAT32, o}, options, sizeof options);
     return program_get(ctx, &family_merge, options, 0, 0, NULL, out);
 }
 

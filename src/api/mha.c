@@ -64,7 +64,7 @@ static clattn_status mha_shape_resolve(clattn_context *ctx, const clattn_mha_des
     const struct { clattn_dtype type; const char *name; } types[] = {
         {desc->x_dtype, "x_dtype"}, {desc->weight_dtype, "weight_dtype"}, {desc->out_dtype, "out_dtype"}};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!dtype_valid(types[i].type) || types[i].type == CLATTN_INT8)
+        if (!dtype_valid(types[i].type) || dtype_kv_only(types[i].type))
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s = %d is not float32, float16 or bfloat16",
                              types[i].name, (int)types[i].type);
     if (desc->dtype_reserved != 0)

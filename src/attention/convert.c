@@ -14,8 +14,8 @@
 /* The kernels converting `from` into `to` (params.c: family_convert). */
 static clattn_status kernels_get(clattn_context *ctx, clattn_dtype from, clattn_dtype to, const family_build **out)
 {
-    char options[64];
-    snprintf(options, sizeof options, "-DQ_T=%d -DO_T=%d", (int)from, (int)to);
+    char options[TYPES_OPTIONS_MAX];
+    tensor_types_options((tensor_types){from, CLATTN_FLOAT32, CLATTN_FLOAT32, to}, options, sizeof options);
     return program_get(ctx, &family_convert, options, 0, 0, NULL, out);
 }
 

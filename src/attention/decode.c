@@ -87,7 +87,7 @@ static clattn_status decode_kernels(clattn_context *ctx, const sdpa_shape *s, de
                                     const family_build **out)
 {
     for (;;) {
-        char options[256], types[64];
+        char options[TYPES_OPTIONS_MAX + 256], types[TYPES_OPTIONS_MAX];
         tensor_types_options(s->types, types, sizeof types);
         snprintf(options, sizeof options,
                  "-cl-denorms-are-zero -DDK=%u -DDV=%u -DVEC=%u -DKQ=%u -DRB=%u -DTILE=%u -DR_MAX=%u -DSTAGE=%d -DPREFETCH=%u -DROWS_T=%d%s",

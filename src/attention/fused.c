@@ -77,7 +77,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     st = masks_upload(ctx, s, mask, &masks);
     if (st != CLATTN_SUCCESS)
         return st;
-    char options[256], types[64];
+    char options[TYPES_OPTIONS_MAX + 256], types[TYPES_OPTIONS_MAX];
     tensor_types_options(s->types, types, sizeof types);
     /* (-DLANES=1 names the rows-in-lanes kernel in the program cache's key, where tests read it.) */
     snprintf(options, sizeof options,

@@ -216,9 +216,10 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(BLOCK_MASK);
     if ((s->desc.mods || s->desc.block_mask) && (s->desc.origin_batch || s->desc.origin_position))
         f |= FEATURE_BIT(ORIGIN);
-    if (s->types.k == CLATTN_INT8)
+    /* (row scales: int8's, or an FP8 cache's when it has them; never a widened copy's) */
+    if (s->k_scales && dtype_format_of(s->types.k)->scales != ROW_SCALES_NONE)
         f |= FEATURE_BIT(K_SCALES);
-    if (s->types.v == CLATTN_INT8)
+    if (s->v_scales && dtype_format_of(s->types.v)->scales != ROW_SCALES_NONE)
         f |= FEATURE_BIT(V_SCALES);
     return f;
 }

@@ -58,9 +58,9 @@ static clattn_status build_gemm_typed(clattn_context *ctx, const struct projecti
                                       cl_kernel *out)
 {
     const bool typed = t && (t->x != CLATTN_FLOAT32 || t->w != CLATTN_FLOAT32 || t->y != CLATTN_FLOAT32);
-    char options[128], types[48] = "";
+    char options[TYPES_OPTIONS_MAX + 64], types[TYPES_OPTIONS_MAX] = "";
     if (typed)
-        snprintf(types, sizeof types, " -DQ_T=%d -DK_T=%d -DO_T=%d", (int)t->x, (int)t->w, (int)t->y);
+        tensor_types_options((tensor_types){t->x, t->w, CLATTN_FLOAT32, t->y}, types, sizeof types);
     snprintf(options, sizeof options, "-DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
              p->choice.vectors, p->vec > 1 ? 0 : 1, types);
     const family_build *fb;

@@ -1,26 +1,66 @@
-/* Storage types: sizes and names. The kernels take a tensor's type as a build option (-DQ_T=n, …: the
- * enum's value), and cl/common.cl turns it into loads and stores. */
+/* Storage types: the table of formats.def, and the names a kernel build gives them. The kernels take a
+ * tensor's format as build options (-DK_T=n -DK_FMT=name -DK_STORE=type) and cl/formats.cl turns the
+ * name into its loads and stores. */
 #include "dtype.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
-static const struct {
-    size_t bytes;
-    const char *name;
-} dtypes[] = {
-    [CLATTN_FLOAT32] = {4, "float32"},
-    [CLATTN_FLOAT16] = {2, "float16"},
-    [CLATTN_BFLOAT16] = {2, "bfloat16"},
-    [CLATTN_INT8] = {1, "int8"},
-};
+#define FORMAT_ROW(NAME, name, store, bits, block, block_bytes, scales, kv_only)                             \
+    [CLATTN_##NAME] = {#name, #store, bits, block, block_bytes, scales, kv_only},
+static const dtype_format formats[] = {CLATTN_FORMATS(FORMAT_ROW)};
+#undef FORMAT_ROW
 
-bool dtype_valid(clattn_dtype dtype) { return (unsigned)dtype < sizeof dtypes / sizeof dtypes[0]; }
+/* The enum and the table agree: every row names a value, in order, and there is no value without one. */
+#define FORMAT_COUNT(NAME, ...) +1
+_Static_assert(0 CLATTN_FORMATS(FORMAT_COUNT) == DTYPE_COUNT, "formats.def and DTYPE_COUNT disagree");
+#undef FORMAT_COUNT
+_Static_assert(sizeof formats / sizeof formats[0] == DTYPE_COUNT, "a clattn_dtype value has no row in formats.def");
 
-size_t dtype_bytes(clattn_dtype dtype) { return dtype_valid(dtype) ? dtypes[dtype].bytes : 0; }
+bool dtype_valid(clattn_dtype dtype) { return (unsigned)dtype < DTYPE_COUNT; }
+
+const dtype_format *dtype_format_of(clattn_dtype dtype) { return dtype_valid(dtype) ? &formats[dtype] : NULL; }
+
+size_t dtype_bytes(clattn_dtype dtype)
+{
+    return dtype_valid(dtype) && formats[dtype].block == 1 ? formats[dtype].block_bytes : 0;
+}
+
+size_t dtype_block(clattn_dtype dtype) { return dtype_valid(dtype) ? formats[dtype].block : 0; }
+
+bool dtype_span_bytes(clattn_dtype dtype, size_t n, size_t *bytes)
+{
+    if (!dtype_valid(dtype) || n % formats[dtype].block != 0)
+        return false;
+    const size_t blocks = n / formats[dtype].block, per = formats[dtype].block_bytes;
+    if (blocks > SIZE_MAX / per)
+        return false;
+    *bytes = blocks * per;
+    return true;
+}
+
+bool dtype_kv_only(clattn_dtype dtype) { return dtype_valid(dtype) && formats[dtype].kv_only; }
 
 size_t clattn_dtype_size(clattn_dtype dtype) { return dtype_bytes(dtype); }
 
-const char *clattn_dtype_name(clattn_dtype dtype) { return dtype_valid(dtype) ? dtypes[dtype].name : "unknown"; }
+size_t clattn_dtype_block(clattn_dtype dtype) { return dtype_block(dtype); }
+
+size_t clattn_dtype_bytes(clattn_dtype dtype, size_t count)
+{
+    size_t bytes = 0;
+    return dtype_span_bytes(dtype, count, &bytes) ? bytes : 0;
+}
+
+const char *clattn_dtype_name(clattn_dtype dtype) { return dtype_valid(dtype) ? formats[dtype].name : "unknown"; }
+
+int clattn_dtype_from_name(const char *name)
+{
+    for (int i = 0; name && i < DTYPE_COUNT; i++)
+        if (strcmp(name, formats[i].name) == 0)
+            return i;
+    return -1;
+}
 
 bool tensor_types_all_float(tensor_types t)
 {
@@ -34,8 +74,20 @@ bool tensor_types_equal(tensor_types a, tensor_types b)
 
 void tensor_types_options(tensor_types t, char *buf, size_t size)
 {
-    if (tensor_types_all_float(t))
+    if (tensor_types_all_float(t)) {
         snprintf(buf, size, "%s", "");
-    else
-        snprintf(buf, size, " -DQ_T=%d -DK_T=%d -DV_T=%d -DO_T=%d", (int)t.q, (int)t.k, (int)t.v, (int)t.o);
+        return;
+    }
+    const struct { char tensor; clattn_dtype type; } all[] = {{'Q', t.q}, {'K', t.k}, {'V', t.v}, {'O', t.o}};
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < 4 && used < size; i++) {
+        const dtype_format *f = dtype_format_of(all[i].type);
+        const dtype_format *g = f ? f : dtype_format_of(CLATTN_FLOAT32);
+        const char c = all[i].tensor;
+        const int n = snprintf(buf + used, size - used,
+                               " -D%c_T=%d -D%c_FMT=%s -D%c_STORE=%s -D%c_BLOCK=%u -D%c_BLOCK_BYTES=%u -D%c_SCALE_RULE=%d", c,
+                               (int)all[i].type, c, g->name, c, g->store, c, g->block, c, g->block_bytes, c, g->scales);
+        used += n > 0 ? (size_t)n : 0;
+    }
 }

@@ -1,19 +1,43 @@
-/* Storage types (clattn_dtype): their sizes and names, and how a kernel build names them. */
+/* Storage types (clattn_dtype): the table made from src/base/formats.def — names, sizes, blocks and
+ * rules — and how a kernel build names them. */
 #ifndef CLATTN_DTYPE_H
 #define CLATTN_DTYPE_H
 
 #include "clattn/clattn.h"
+#include "formats.def"
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* clattn_dtype's values: tables indexed by type have this many entries. */
-#define DTYPE_COUNT 4
+#define DTYPE_COUNT 14
+
+/* One format's row of formats.def. */
+typedef struct dtype_format {
+    const char *name;  /* "q4_0" */
+    const char *store; /* the OpenCL C type a kernel's pointer has */
+    unsigned bits, block, block_bytes;
+    int scales; /* ROW_SCALES_NONE, _REQUIRED or _OPTIONAL */
+    bool kv_only;
+} dtype_format;
 
 /* A value inside the enum. */
 bool dtype_valid(clattn_dtype dtype);
 
-/* Bytes per element; 0 outside the enum. */
+/* Its row of the table; NULL outside the enum. */
+const dtype_format *dtype_format_of(clattn_dtype dtype);
+
+/* Bytes per element; 0 outside the enum and for block formats (see dtype_span_bytes). */
 size_t dtype_bytes(clattn_dtype dtype);
+
+/* Values per block (1: stored value by value). */
+size_t dtype_block(clattn_dtype dtype);
+
+/* Bytes of n values (n a multiple of the block): false where n is not, or the bytes overflow. */
+bool dtype_span_bytes(clattn_dtype dtype, size_t n, size_t *bytes);
+
+/* Only K and V may have it (int8 and the quantised formats). */
+bool dtype_kv_only(clattn_dtype dtype);
 
 /* The storage types of one attention call's tensors: Q, K, V read, O written. */
 typedef struct tensor_types {
@@ -24,8 +48,11 @@ typedef struct tensor_types {
 bool tensor_types_all_float(tensor_types t);
 bool tensor_types_equal(tensor_types a, tensor_types b);
 
-/* The build options that give a kernel these types (" -DQ_T=1 -DK_T=0 …", a leading space), or "" when
- * all are float32 (so that float programs keep their options, and their cache keys, unchanged). */
+/* The build options that give a kernel these types (" -DQ_T=1 -DQ_FMT=float16 -DQ_STORE=half …", a
+ * leading space), or "" when all are float32 (so that float programs keep their options, and their
+ * cache keys, unchanged). */
 void tensor_types_options(tensor_types t, char *buf, size_t size);
+/* Room for them. */
+#define TYPES_OPTIONS_MAX 512
 
 #endif

@@ -48,15 +48,15 @@ static const char *embedded_source(const char *name)
     return NULL;
 }
 
-/* One source text: common.cl and params.h, then the named files in order, each behind a #line so that
+/* One source text: common.cl, formats.cl and params.h, then the named files in order, each behind a #line so that
  * build logs name the file. */
 static clattn_status assemble_source(clattn_context *ctx, const char *const *files, size_t nfiles,
                                      const program_text *extra, char **out)
 {
     const char *head = extra ? extra->head : NULL, *tail = extra ? extra->tail : NULL;
     const char *dir = ctx->options.kernel_dir;
-    enum { FIRST = 2 }; /* the files every program starts with */
-    const char *names[PROGRAM_FILES_MAX + FIRST] = {"common.cl", "params.h"};
+    enum { FIRST = 3 }; /* the files every program starts with */
+    const char *names[PROGRAM_FILES_MAX + FIRST] = {"common.cl", "formats.cl", "params.h"};
     char *texts[PROGRAM_FILES_MAX + FIRST] = {0};
     size_t lengths[PROGRAM_FILES_MAX + FIRST];
     const size_t n = nfiles + FIRST;

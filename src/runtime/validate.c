@@ -68,7 +68,11 @@ clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t
 
 clattn_status check_tensor(clattn_context *ctx, cl_mem buf, size_t elems, clattn_dtype dtype, const char *name)
 {
-    return check_buffer(ctx, buf, elems, dtype_bytes(dtype), name);
+    size_t bytes;
+    if (!dtype_span_bytes(dtype, elems, &bytes))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu values of %s overflow size_t bytes", name, elems,
+                         clattn_dtype_name(dtype));
+    return check_buffer(ctx, buf, bytes, 1, name);
 }
 
 clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_rows, size_t v_rows)
@@ -257,36 +261,52 @@ static clattn_status check_options(clattn_context *ctx, const clattn_sdpa_desc *
     return st;
 }
 
-/* Known storage types, int8 only for K and V, and scales given exactly for an int8 K and V. */
+/* Known storage formats (formats.def), the quantised ones only for K and V, each K and V of a block
+ * format whole blocks per row, and row scales given exactly where the format asks for them (int8) or
+ * allows them (FP8). */
 static clattn_status check_types(clattn_context *ctx, const clattn_sdpa_desc *desc)
 {
-    const struct { clattn_dtype type; const char *name; bool int8_ok; cl_mem scales; const char *scales_name; } t[] = {
-        {desc->q_dtype, "q_dtype", false, NULL, NULL},
-        {desc->k_dtype, "k_dtype", true, desc->k_scales, "k_scales"},
-        {desc->v_dtype, "v_dtype", true, desc->v_scales, "v_scales"},
-        {desc->out_dtype, "out_dtype", false, NULL, NULL},
+    const size_t v_dim = desc->v_dim ? desc->v_dim : desc->qk_dim;
+    const struct {
+        clattn_dtype type;
+        const char *name;
+        bool kv;
+        cl_mem scales;
+        const char *scales_name;
+        size_t dim;
+    } t[] = {
+        {desc->q_dtype, "q_dtype", false, NULL, NULL, 0},
+        {desc->k_dtype, "k_dtype", true, desc->k_scales, "k_scales", desc->qk_dim},
+        {desc->v_dtype, "v_dtype", true, desc->v_scales, "v_scales", v_dim},
+        {desc->out_dtype, "out_dtype", false, NULL, NULL, 0},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
-        if (!dtype_valid(t[i].type))
+        const dtype_format *f = dtype_format_of(t[i].type);
+        if (!f)
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "desc.%s has the unknown value %d", t[i].name,
                              (int)t[i].type);
-        if (t[i].type == CLATTN_INT8 && !t[i].int8_ok)
+        if (f->kv_only && !t[i].kv)
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                             "desc.%s is CLATTN_INT8, which only K and V (the caches) may be", t[i].name);
-        if (t[i].type == CLATTN_INT8 && !t[i].scales)
-            return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "desc.%s is CLATTN_INT8 but desc.%s is NULL",
-                             t[i].name, t[i].scales_name);
-        if (t[i].type != CLATTN_INT8 && t[i].scales_name && t[i].scales)
+                             "desc.%s is %s, a quantised format, which only K and V (the caches) may have", t[i].name,
+                             f->name);
+        if (t[i].kv && t[i].dim % f->block != 0)
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                             "desc.%s is given but desc.%s is %s, not CLATTN_INT8", t[i].scales_name, t[i].name,
-                             clattn_dtype_name(t[i].type));
+                             "desc.%s is %s, whose blocks hold %u values, but its rows hold %zu (a multiple of %u is "
+                             "needed)", t[i].name, f->name, f->block, t[i].dim, f->block);
+        if (f->scales == ROW_SCALES_REQUIRED && !t[i].scales)
+            return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "desc.%s is %s but desc.%s is NULL", t[i].name, f->name,
+                             t[i].scales_name);
+        if (f->scales == ROW_SCALES_NONE && t[i].scales_name && t[i].scales)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "desc.%s is given but desc.%s is %s, which has no row scales (int8 and FP8 have)",
+                             t[i].scales_name, t[i].name, f->name);
     }
     return CLATTN_SUCCESS;
 }
 
-const char *int8_kv_field(const clattn_sdpa_desc *desc)
+const char *quantised_kv_field(const clattn_sdpa_desc *desc)
 {
-    return desc->k_dtype == CLATTN_INT8 ? "k_dtype" : desc->v_dtype == CLATTN_INT8 ? "v_dtype" : NULL;
+    return dtype_kv_only(desc->k_dtype) ? "k_dtype" : dtype_kv_only(desc->v_dtype) ? "v_dtype" : NULL;
 }
 
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */

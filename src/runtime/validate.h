@@ -64,10 +64,11 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
 /* Query row i's absolute position in batch b under s's masks, as cl/masks.cl's clattn_query_position. */
 long long sdpa_query_position(const sdpa_shape *s, size_t b, size_t i);
 
-/* For the entry points that take no int8 K/V (host arrays, the past/present form, group calls): the
- * field of a descriptor already read that asks for int8 — "k_dtype" or "v_dtype" — or NULL. Asked before
- * sdpa_shape_resolve, whose type checks would otherwise ask an int8 K/V for scales these never take. */
-const char *int8_kv_field(const clattn_sdpa_desc *desc);
+/* For the entry points that take no quantised K/V (host arrays, the past/present form, group calls): the
+ * field of a descriptor already read that asks for one (int8 or a format of formats.def only K and V may
+ * have) — "k_dtype" or "v_dtype" — or NULL. Asked before sdpa_shape_resolve, whose type checks would
+ * otherwise ask an int8 K/V for scales these never take. */
+const char *quantised_kv_field(const clattn_sdpa_desc *desc);
 
 /* The scales of an int8 K and V of k_rows and v_rows rows (desc.k_scales, v_scales): k_rows (v_rows)
  * floats each when present (sdpa_shape_resolve made sure they are present exactly for int8). */
