@@ -1,6 +1,7 @@
 /* The OpenCL part of the test utility (tests/test_util.h); test_util_sys.c holds the rest. */
 #include "test_util.h"
 
+#include "formats_ref.h"
 #include "npy.h"
 
 #include <math.h>
@@ -395,8 +396,30 @@ float *tu_make_mask(clattn_mask_layout layout, size_t B, size_t H, size_t L, siz
 /* Tensors in a storage type                                                                       */
 /* ---------------------------------------------------------------------------------------------- */
 
+/* The block formats and FP8 (formats_ref.c); FP8 with row scales when `scaled`. */
+static tu_typed typed_quantised(clattn_dtype type, const float *src, size_t n, size_t row, bool scaled)
+{
+    tu_typed t = {type, n, row, NULL, tu_falloc(n), NULL};
+    ck_assert(row > 0 && n % row == 0);
+    t.bytes = tu_track_malloc(clattn_dtype_bytes(type, n));
+    if (scaled)
+        t.scales = tu_falloc(n / row);
+    fref_quantise(type, src, n, row, t.bytes, t.scales);
+    for (size_t i = 0; i < n; i++)
+        t.values[i] = fref_value(type, t.bytes, i) * (t.scales ? t.scales[i / row] : 1.0f);
+    return t;
+}
+
+tu_typed tu_typed_make_scaled(clattn_dtype type, const float *src, size_t n, size_t row)
+{
+    ck_assert(type == CLATTN_FP8_E4M3 || type == CLATTN_FP8_E5M2);
+    return typed_quantised(type, src, n, row, true);
+}
+
 tu_typed tu_typed_make(clattn_dtype type, const float *src, size_t n, size_t row)
 {
+    if (fref_handles(type))
+        return typed_quantised(type, src, n, row, false);
     tu_typed t = {type, n, row, NULL, tu_falloc(n), NULL};
     const size_t size = clattn_dtype_size(type);
     ck_assert_msg(size != 0, "%s: tu_typed_make: type %d", tu_label(), (int)type);
@@ -446,7 +469,7 @@ static cl_mem bytes_upload(clattn_context *ctx, const void *data, size_t bytes)
 
 cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t)
 {
-    return bytes_upload(ctx, t->bytes, t->n * clattn_dtype_size(t->type));
+    return bytes_upload(ctx, t->bytes, clattn_dtype_bytes(t->type, t->n));
 }
 
 cl_mem tu_typed_scales(clattn_context *ctx, const tu_typed *t)

@@ -312,12 +312,14 @@ typedef struct tu_typed {
     size_t n, row;
     void *bytes;
     float *values;
-    float *scales; /* int8: n / row scales; else NULL */
+    float *scales; /* int8, scaled FP8: n / row scales; else NULL */
 } tu_typed;
 
-/* src (n floats) stored as `type`: rounded to nearest even, or for int8 quantised symmetrically per row
- * (scale = max |x| / 127). */
+/* src (n floats) stored as `type`: rounded to nearest even, for int8 quantised symmetrically per row
+ * (scale = max |x| / 127), for the block formats and FP8 by formats_ref.c (no row scales). */
 tu_typed tu_typed_make(clattn_dtype type, const float *src, size_t n, size_t row);
+/* An FP8 type with a scale per row (max |x| / the format's largest value). */
+tu_typed tu_typed_make_scaled(clattn_dtype type, const float *src, size_t n, size_t row);
 /* Its bytes in a new (tracked) device buffer of exactly their size; tu_typed_scales the int8 scales
  * (NULL for other types). */
 cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t);

@@ -26,7 +26,7 @@ clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype fro
     clattn_status st = kernels_get(ctx, from, to, &fb);
     if (st != CLATTN_SUCCESS)
         return st;
-    const convert_params p = {src, from == CLATTN_INT8 ? scales : NULL, row, dst, n};
+    const convert_params p = {src, dtype_format_of(from)->scales != ROW_SCALES_NONE ? scales : NULL, row, dst, n};
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_convert, &p, fb->features);
     const size_t global[1] = {n};

@@ -29,7 +29,8 @@ LAYERS = [
         "fault.h", "fault.c",          # test-only failure points (built with -Dfault_injection=true)
         "hash.h",                      # FNV-1a, the one non-cryptographic hash (header-only; libclattn_mpi's too)
         "status.c",                    # status names and descriptions
-        "dtype.h", "dtype.c",          # storage types: sizes and names
+        "formats.def",                 # the storage formats' table: one row each (included, X-macro style)
+        "dtype.h", "dtype.c",          # storage formats: the table's sizes, names and rules
         "error.h", "error.c",          # error detail per context and per thread, warnings, build logs
         "versioned_rule.h",            # the struct_size rule as a verdict (header-only; libclattn_mpi's too)
         "call_options.def",            # the table of call options: one row each (included, X-macro style)
