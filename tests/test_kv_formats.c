@@ -66,6 +66,12 @@ static clattn_context *context_tuned(size_t dev, const char *tuning)
     return ctx;
 }
 
+/* Whether a tensor of this type has a scale per row: int8 always, FP8 when the pair says so. */
+static bool has_row_scales(clattn_dtype type, bool scaled)
+{
+    return type == CLATTN_INT8 || (scaled && (type == CLATTN_FP8_E4M3 || type == CLATTN_FP8_E5M2));
+}
+
 /* A K or V tensor of n values (rows of `row`) in `type`: host-quantised, uploaded, its scales too. */
 typedef struct {
     tu_typed t;
@@ -76,8 +82,7 @@ static kv_tensor kv_make(clattn_context *ctx, clattn_dtype type, bool scaled, co
                          size_t row)
 {
     kv_tensor x;
-    x.t = scaled && clattn_dtype_block(type) == 1 && type != CLATTN_INT8 && type >= CLATTN_FP8_E4M3
-              ? tu_typed_make_scaled(type, src, n, row)
+    x.t = has_row_scales(type, scaled) && type != CLATTN_INT8 ? tu_typed_make_scaled(type, src, n, row)
               : tu_typed_make(type, src, n, row);
     x.mem = tu_typed_upload(ctx, &x.t);
     x.scales = x.t.scales ? tu_typed_scales(ctx, &x.t) : NULL;
@@ -297,7 +302,7 @@ START_TEST(test_append)
     tu_fill_uniform(vn, nnew, 1.0f, 52 + idx);
     /* the new rows in their type: the values the cache's quantiser sees */
     tu_typed kt_new = tu_typed_make(from, kn, nnew, D), vt_new = tu_typed_make(from, vn, nnew, D);
-    const bool k_rows = p->k == CLATTN_INT8 || p->scaled, v_rows = p->v == CLATTN_INT8 || p->scaled;
+    const bool k_rows = has_row_scales(p->k, p->scaled), v_rows = has_row_scales(p->v, p->scaled);
     /* Dense: (B, KVH, CAP, D); paged: blocks of 8 rows, sequence b's rows j in block table[b][j / 8]. */
     enum { BS = 8, COLS = 4 };
     const int table[2 * COLS] = {3, 1, 6, 0, 2, 7, 4, 5};
@@ -351,7 +356,7 @@ START_TEST(test_append)
                     const size_t row = paged ? ((size_t)table[b * COLS + j / BS] * KVH + h) * BS + j % BS
                                              : (b * KVH + h) * CAP + j;
                     const float *src = news[t]->values + ((b * KVH + h) * NEW + r) * D;
-                    tu_typed host = (types[t] == CLATTN_FP8_E4M3 || types[t] == CLATTN_FP8_E5M2) && p->scaled
+                    tu_typed host = has_row_scales(types[t], p->scaled) && types[t] != CLATTN_INT8
                                         ? tu_typed_make_scaled(types[t], src, D, D)
                                         : tu_typed_make(types[t], src, D, D);
                     differ += bytes_differing(dev_bytes + row * row_bytes, host.bytes, row_bytes);
@@ -476,7 +481,7 @@ END_TEST
 
 /* Attention over each format's cache against attention over the float32 cache it was quantised from:
  * random K/V, and K/V with outlier channels (4 of 128 channels 20× larger, as keys have). Printed; the
- * bounds are 3× what was measured (a quantiser or reader that is wrong by a step fails them). */
+ * bounds are 2.4–4× what was measured on PoCL (a quantiser or reader wrong by a step fails them). */
 typedef struct {
     clattn_dtype type;
     bool scaled;
@@ -488,9 +493,9 @@ static const error_case errors[] = {
     {CLATTN_U8_G32, false, 0.01, 0.05},    {CLATTN_U8_G64, false, 0.01, 0.05},
     {CLATTN_U8_G128, false, 0.01, 0.05},   {CLATTN_Q4_0, false, 0.15, 0.6},
     {CLATTN_U4_G32, false, 0.15, 0.6},     {CLATTN_U4_G64, false, 0.15, 0.6},
-    {CLATTN_U4_G128, false, 0.15, 0.6},    {CLATTN_FP8_E4M3, false, 0.1, 0.3},
-    {CLATTN_FP8_E5M2, false, 0.2, 0.6},    {CLATTN_FP8_E4M3, true, 0.1, 0.3},
-    {CLATTN_FP8_E5M2, true, 0.2, 0.6},
+    {CLATTN_U4_G128, false, 0.15, 0.6},    {CLATTN_FP8_E4M3, false, 0.07, 0.1},
+    {CLATTN_FP8_E5M2, false, 0.14, 0.2},   {CLATTN_FP8_E4M3, true, 0.07, 0.1},
+    {CLATTN_FP8_E5M2, true, 0.14, 0.2},
 };
 #define NERRORS (sizeof errors / sizeof errors[0])
 

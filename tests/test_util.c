@@ -443,9 +443,13 @@ tu_typed tu_typed_make(clattn_dtype type, const float *src, size_t n, size_t row
         signed char *q = t.bytes;
         for (size_t r = 0; r < n / row; r++) {
             float top = 0.0f;
-            for (size_t d = 0; d < row; d++)
+            bool finite = true;
+            for (size_t d = 0; d < row; d++) {
                 top = fmaxf(top, fabsf(src[r * row + d]));
-            const float scale = top / 127.0f, inv = top > 0.0f ? 127.0f / top : 0.0f;
+                finite = finite && isfinite(src[r * row + d]);
+            }
+            /* (a row holding NaN or inf: a NaN scale and zero values, as clattn_kv_append writes it) */
+            const float scale = finite ? top / 127.0f : NAN, inv = finite && top > 0.0f ? 127.0f / top : 0.0f;
             t.scales[r] = scale;
             for (size_t d = 0; d < row; d++) {
                 q[r * row + d] = (signed char)lrintf(src[r * row + d] * inv);
