@@ -261,21 +261,28 @@ __attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, 
  * memory, ld floats apart, widened and an int8 row multiplied by its scale (`scales`; NULL: none),
  * zero-filled from n to the next multiple of VEC (so that whole vectors can be read); neighbouring
  * work-items copy neighbouring elements. One function per storage type. */
-#define CLATTN_DECODE_STAGE(name, T, LOAD)                                                                  \
+#define CLATTN_DECODE_STAGE(name, T, LOAD, DEQUANT_ROW)                                                     \
     __attribute__((always_inline)) inline void name(__local float *dst, ulong ld, __global const T *base,   \
                                                     __global const float *scales, ulong head, ulong rs,    \
                                                     __global const int *table, uint shift, ulong block_stride, \
                                                     ulong j0, ulong keys, ulong n, ulong lid)              \
     {                                                                                                       \
         const ulong width = (n + VEC - 1) / VEC * VEC;                                                      \
+        if (WG == 1 && width == n) { /* one work-item (a CPU's staged shape): row by row, VEC at a time */  \
+            for (ulong jj = 0; jj < keys; jj++) {                                                           \
+                const ulong row = clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj);             \
+                DEQUANT_ROW(base, row, n, scales ? scales[row / n] : 1.0f, dst + jj * ld);                  \
+            }                                                                                               \
+            return;                                                                                         \
+        }                                                                                                   \
         for (ulong t = lid; t < keys * width; t += WG) {                                                    \
             const ulong jj = t / width, e = t % width;                                                      \
             const ulong row = clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj);                 \
             dst[jj * ld + e] = e < n ? LOAD(base, row + e) * (scales ? scales[row / n] : 1.0f) : 0.0f;     \
         }                                                                                                   \
     }
-CLATTN_DECODE_STAGE(clattn_decode_stage_k, k_store, LOAD_K)
-CLATTN_DECODE_STAGE(clattn_decode_stage_v, v_store, LOAD_V)
+CLATTN_DECODE_STAGE(clattn_decode_stage_k, k_store, LOAD_K, clattn_dequant_row_k)
+CLATTN_DECODE_STAGE(clattn_decode_stage_v, v_store, LOAD_V, clattn_dequant_row_v)
 #endif
 
 /* The tile's scores into s_tile (at TILE_AT(row, key)): the dot products of the rows' q (q_tile) with

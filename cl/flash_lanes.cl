@@ -33,13 +33,17 @@
 /* x of key j's K (V) row as a float: a row's scale applied (int8, scaled FP8) (one per row, in the order of the
  * rows), other types as they are (a multiplication by 1 would cost a pass of its own). */
 #if HAS_K_SCALES
-#define K_SCALED(x, j) ((x) * k_scales[K_ROW_AT(j) / dk])
+#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
+#define K_SCALED(x, j) ((x) * K_ROW_SCALE(j))
 #else
+#define K_ROW_SCALE(j) 1.0f
 #define K_SCALED(x, j) (x)
 #endif
 #if HAS_V_SCALES
-#define V_SCALED(x, j) ((x) * v_scales[V_ROW_AT(j) / dv])
+#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#define V_SCALED(x, j) ((x) * V_ROW_SCALE(j))
 #else
+#define V_ROW_SCALE(j) 1.0f
 #define V_SCALED(x, j) (x)
 #endif
 
@@ -141,11 +145,10 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             bool bad = false;
             if (in && dk == DK && dv == DV) { /* whole rows (DK, DV multiples of 16): VEC at a time */
                 lanes_t bad_lanes = 0;
-                for (int d = 0; d < DK; d += VEC)
-                    VSTORE(K_SCALED(VLOAD_K(k, k_row + d), j), kn + jj * DK + d);
+                clattn_dequant_row_k(k, k_row, DK, K_ROW_SCALE(j), kn + jj * DK);
+                clattn_dequant_row_v(v, v_row, DV, V_ROW_SCALE(j), vn + jj * DV);
                 for (int d = 0; d < DV; d += VEC) {
-                    const vec_t value = V_SCALED(VLOAD_V(v, v_row + d), j);
-                    VSTORE(value, vn + jj * DV + d);
+                    const vec_t value = VLOAD(vn + jj * DV + d);
                     bad_lanes |= isnan(value) | isinf(value);
                 }
                 bad = any(bad_lanes);

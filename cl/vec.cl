@@ -201,14 +201,105 @@ inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
 CLATTN_GROUP_VLOADS(32)
 CLATTN_GROUP_VLOADS(64)
 CLATTN_GROUP_VLOADS(128)
-/* The FP8 formats value by value (their decoding is integer arithmetic on each byte). */
-#define CLATTN_FP8_VLOAD(name)                                                                             \
+/* The FP8 formats VEC values at a time, without branches: a byte's exponent and mantissa bits moved into a
+ * float's and the bias corrected by adding to the exponent field (normal values); subnormal ones as their
+ * mantissa times 2^(1 − bias − mbits); E5M2's top exponent as inf or NaN, E4M3's S.1111.111 as NaN. */
+#if VEC == 1
+#define CLATTN_VUINT uint
+#define CLATTN_VINT int
+#define CLATTN_AS_VUINT(x) as_uint(x)
+#define CLATTN_TO_VUINT(x) convert_uint(x)
+#define CLATTN_TO_VFLOAT(x) convert_float(x)
+#define CLATTN_VBYTES(p) (*(p))
+#define CLATTN_AS_VFLOAT(x) as_float(x)
+#else
+#define CLATTN_VUINT CLATTN_CAT(uint, VEC)
+#define CLATTN_VINT CLATTN_CAT(int, VEC)
+#define CLATTN_AS_VUINT(x) CLATTN_CAT(as_uint, VEC)(x)
+#define CLATTN_TO_VUINT(x) CLATTN_CAT(convert_uint, VEC)(x)
+#define CLATTN_TO_VFLOAT(x) CLATTN_CAT(convert_float, VEC)(x)
+#define CLATTN_VBYTES(p) CLATTN_CAT(vload, VEC)(0, (p))
+#define CLATTN_AS_VFLOAT(x) AS_VEC(x)
+#endif
+#define CLATTN_FP8_VLOAD(name, MBITS, BIAS, IEEE)                                                          \
     inline vec_t clattn_vload_##name(__global const uchar *p, ulong i)                                    \
     {                                                                                                      \
-        float t[VEC];                                                                                      \
-        for (int x = 0; x < VEC; x++)                                                                      \
-            t[x] = clattn_load_##name(p, i + x);                                                           \
-        return VLOAD(t);                                                                                   \
+        const CLATTN_VUINT b = CLATTN_TO_VUINT(CLATTN_VBYTES(p + i)), mag = b & 0x7fu;                     \
+        const CLATTN_VUINT e = mag >> MBITS, m = b & ((1u << MBITS) - 1);                                  \
+        vec_t x = CLATTN_AS_VFLOAT((mag << (23 - MBITS)) + ((127u - BIAS) << 23));                                   \
+        x = select(x, CLATTN_TO_VFLOAT(m) * (1.0f / (float)(1u << (BIAS + MBITS - 1))), (CLATTN_VINT)(e == 0));          \
+        if (IEEE)                                                                                          \
+            x = select(x, CLATTN_AS_VFLOAT(0x7f800000u | (m << (23 - MBITS))), (CLATTN_VINT)(e == (0x7fu >> MBITS))); \
+        else                                                                                               \
+            x = select(x, (vec_t)NAN, (CLATTN_VINT)(mag == 0x7fu));                                        \
+        return CLATTN_AS_VFLOAT(CLATTN_AS_VUINT(x) | ((b & 0x80u) << 24));                                           \
     }
-CLATTN_FP8_VLOAD(fp8_e4m3)
-CLATTN_FP8_VLOAD(fp8_e5m2)
+CLATTN_FP8_VLOAD(fp8_e4m3, 3, 7, 0)
+CLATTN_FP8_VLOAD(fp8_e5m2, 2, 15, 1)
+
+/* A block format's block b (its first byte) in three parts, so that a whole row is dequantised with one
+ * decoding of each block's header: its scale, its zero point (values are (raw − zero) · scale: q4_0's
+ * offset of 8 is its zero point) and VEC raw values from value j of the block (j a multiple of VEC). */
+#define clattn_block_scale_q8_0(b) CLATTN_HALF_AT(b, 0)
+#define clattn_block_zero_q8_0(b) 0.0f
+#define clattn_block_scale_q4_0(b) CLATTN_HALF_AT(b, 0)
+#define clattn_block_zero_q4_0(b) 8.0f
+#if VEC == 1
+#define clattn_block_raw_q8_0(b, j) ((float)as_char((b)[2 + (j)]))
+#define clattn_block_raw_q4_0(b, j) ((float)(((b)[2 + ((j) & 15)] >> (((j) >> 4) * 4)) & 15))
+#define CLATTN_BLOCK_RAW_U(b, j, N, bits)                                                                  \
+    ((bits) == 8 ? (float)(b)[4 + (j)] : (float)(((b)[4 + (j) / 2] >> (((j) & 1) * 4)) & 15))
+#else
+#define clattn_block_raw_q8_0(b, j) CLATTN_VCONVERT(CLATTN_VLOADN((__global const char *)(b) + 2 + (j)))
+#define clattn_block_raw_q4_0(b, j)                                                                        \
+    CLATTN_VCONVERT((CLATTN_VLOADN((b) + 2 + ((j) & 15)) >> (uchar)(((j) >> 4) * 4)) & (uchar)15)
+#define CLATTN_BLOCK_RAW_U(b, j, N, bits)                                                                  \
+    ((bits) == 8 ? CLATTN_VCONVERT(CLATTN_VLOADN((b) + 4 + (j))) : CLATTN_VCONVERT(CLATTN_NIBBLES((b) + 4 + (j) / 2)))
+#endif
+#define CLATTN_GROUP_PARTS(N)                                                                              \
+    inline float clattn_block_scale_u8_g##N(__global const uchar *b) { return CLATTN_HALF_AT(b, 0); }      \
+    inline float clattn_block_zero_u8_g##N(__global const uchar *b) { return CLATTN_HALF_AT(b, 2); }       \
+    inline float clattn_block_scale_u4_g##N(__global const uchar *b) { return CLATTN_HALF_AT(b, 0); }      \
+    inline float clattn_block_zero_u4_g##N(__global const uchar *b) { return CLATTN_HALF_AT(b, 2); }       \
+    inline vec_t clattn_block_raw_u8_g##N(__global const uchar *b, uint j) { return CLATTN_BLOCK_RAW_U(b, j, N, 8); } \
+    inline vec_t clattn_block_raw_u4_g##N(__global const uchar *b, uint j) { return CLATTN_BLOCK_RAW_U(b, j, N, 4); }
+CLATTN_GROUP_PARTS(32)
+CLATTN_GROUP_PARTS(64)
+CLATTN_GROUP_PARTS(128)
+
+/* A K (V) row's n values from value `at` of p into dst as floats, times `scale` (its row scale, or 1):
+ * block by block, each block's header decoded once, VEC values a step (n a multiple of VEC and of the
+ * block); a format stored value by value VEC values a step, then one by one. The rows a tile stages
+ * (cl/decode_tile.cl, cl/flash_lanes.cl) come through here. */
+#define CLATTN_DEQUANT_BLOCKS(name, T, F, BLOCK, BLOCK_BYTES)                                              \
+    __attribute__((always_inline)) inline void name(__global const T *p, ulong at, ulong n, float scale,   \
+                                                    __local float *dst)                                    \
+    {                                                                                                      \
+        __global const uchar *b = (__global const uchar *)p + at / BLOCK * BLOCK_BYTES;                     \
+        for (ulong e0 = 0; e0 < n; e0 += BLOCK, b += BLOCK_BYTES) {                                        \
+            const float s = CLATTN_CAT(clattn_block_scale_, F)(b) * scale;                                 \
+            const float off = -CLATTN_CAT(clattn_block_zero_, F)(b) * s;                                   \
+            UNROLL for (uint j = 0; j < BLOCK; j += VEC)                                                   \
+                VSTORE(fma(CLATTN_CAT(clattn_block_raw_, F)(b, j), (vec_t)s, (vec_t)off), dst + e0 + j);   \
+        }                                                                                                  \
+    }
+#define CLATTN_DEQUANT_VALUES(name, T, F)                                                                  \
+    __attribute__((always_inline)) inline void name(__global const T *p, ulong at, ulong n, float scale,   \
+                                                    __local float *dst)                                    \
+    {                                                                                                      \
+        ulong e = 0;                                                                                       \
+        for (; e + VEC <= n; e += VEC)                                                                     \
+            VSTORE(VLOAD_FMT(F, p, at + e) * scale, dst + e);                                              \
+        for (; e < n; e++)                                                                                 \
+            dst[e] = CLATTN_CAT(clattn_load_, F)(p, at + e) * scale;                                       \
+    }
+#if K_BLOCK > 1
+CLATTN_DEQUANT_BLOCKS(clattn_dequant_row_k, k_store, K_FMT, K_BLOCK, K_BLOCK_BYTES)
+#else
+CLATTN_DEQUANT_VALUES(clattn_dequant_row_k, k_store, K_FMT)
+#endif
+#if V_BLOCK > 1
+CLATTN_DEQUANT_BLOCKS(clattn_dequant_row_v, v_store, V_FMT, V_BLOCK, V_BLOCK_BYTES)
+#else
+CLATTN_DEQUANT_VALUES(clattn_dequant_row_v, v_store, V_FMT)
+#endif

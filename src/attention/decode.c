@@ -64,7 +64,12 @@ static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const t
     v->wg = t->v[3];
     v->vec = t->v[4];
     v->kq = v->rb = t->v[5];
-    v->stage = v->wg > 1; /* the staging shape, even where the device's groups are smaller (then halved) */
+    /* The staging shape, even where the device's groups are smaller (then halved); and on one work-item
+     * for a cache in a block or FP8 format: each tile's rows dequantised once, block by block, where in
+     * place every row pair and every vector would decode them again (2.5-5x slower on PoCL). */
+    const bool quantised = (dtype_kv_only(s->types.k) && s->types.k != CLATTN_INT8) ||
+                           (dtype_kv_only(s->types.v) && s->types.v != CLATTN_INT8);
+    v->stage = v->wg > 1 || quantised;
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
     v->prefetch = v->stage ? PREFETCH_NONE : prefetch_mode(&ctx->caps);
