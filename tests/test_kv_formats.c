@@ -16,8 +16,10 @@
  *     the float32 cache — on random data and with outlier channels, printed (the README's table), with
  *     bounds that a broken quantiser or reader would pass.
  *  5. bad: rows not a multiple of the block, a quantised Q or output, scales with a block format,
- *     buffers too small in the format's bytes, host arrays and gradients for quantised K/V: each a status
- *     naming the argument, nothing written.
+ *     buffers too small in the format's bytes, host arrays for quantised K/V: each a status naming the
+ *     argument, nothing written; the public size and name helpers.
+ *  6. memory: a paged q4_0 cache's bytes against float16's, and decoding over one without a dequantised
+ *     copy (the context's peak temporaries).
  */
 #include "test_util.h"
 
@@ -34,18 +36,22 @@ typedef struct {
     bool scaled; /* FP8 with row scales */
 } kv_pair;
 
-/* Every format once as both K and V, then K and V in different formats. */
+/* K and V in different formats first (between them: every kind of format — 8- and 4-bit blocks with and
+ * without zero points, both FP8s, with and without row scales, int8), then each format as both. The
+ * first SUBSET_PAIRS are the subset that the slow simulators (oclgrind) run: CLATTN_TEST_KV_FORMATS_SUBSET=1. */
 static const kv_pair pairs[] = {
-    {CLATTN_Q8_0, CLATTN_Q8_0, false},         {CLATTN_Q4_0, CLATTN_Q4_0, false},
-    {CLATTN_U8_G32, CLATTN_U8_G32, false},     {CLATTN_U8_G64, CLATTN_U8_G64, false},
-    {CLATTN_U8_G128, CLATTN_U8_G128, false},   {CLATTN_U4_G32, CLATTN_U4_G32, false},
-    {CLATTN_U4_G64, CLATTN_U4_G64, false},     {CLATTN_U4_G128, CLATTN_U4_G128, false},
-    {CLATTN_FP8_E4M3, CLATTN_FP8_E4M3, false}, {CLATTN_FP8_E5M2, CLATTN_FP8_E5M2, false},
-    {CLATTN_FP8_E4M3, CLATTN_FP8_E5M2, true},  {CLATTN_Q8_0, CLATTN_Q4_0, false},
-    {CLATTN_U8_G64, CLATTN_FP8_E5M2, false},   {CLATTN_FP8_E4M3, CLATTN_U4_G128, true},
-    {CLATTN_INT8, CLATTN_Q4_0, false},
+    {CLATTN_Q8_0, CLATTN_Q4_0, false},         {CLATTN_U8_G64, CLATTN_FP8_E5M2, false},
+    {CLATTN_FP8_E4M3, CLATTN_U4_G128, true},   {CLATTN_INT8, CLATTN_U4_G32, false},
+    {CLATTN_FP8_E4M3, CLATTN_FP8_E5M2, true},  {CLATTN_Q8_0, CLATTN_Q8_0, false},
+    {CLATTN_Q4_0, CLATTN_Q4_0, false},         {CLATTN_U8_G32, CLATTN_U8_G32, false},
+    {CLATTN_U8_G64, CLATTN_U8_G64, false},     {CLATTN_U8_G128, CLATTN_U8_G128, false},
+    {CLATTN_U4_G32, CLATTN_U4_G32, false},     {CLATTN_U4_G64, CLATTN_U4_G64, false},
+    {CLATTN_U4_G128, CLATTN_U4_G128, false},   {CLATTN_FP8_E4M3, CLATTN_FP8_E4M3, false},
+    {CLATTN_FP8_E5M2, CLATTN_FP8_E5M2, false},
 };
-#define NPAIRS (sizeof pairs / sizeof pairs[0])
+#define SUBSET_PAIRS 4
+static size_t npairs = sizeof pairs / sizeof pairs[0];
+#define NPAIRS npairs
 
 /* The other class's kernel shapes for this device (options.tuning "class=…"), or "" for its own. */
 static const char *shape_tuning(size_t dev, int other)
@@ -628,15 +634,71 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/* ---- 6. memory ---- */
+
+/* A paged q4_0 cache takes 18/64 of float16's bytes (0.28: 131072 tokens × 8 K/V heads × 128 in 72 MiB
+ * against 256 MiB), and decoding over one allocates no dequantised copy of it: the context's temporaries
+ * stay far below a float copy of K alone. */
+START_TEST(test_memory)
+{
+    const size_t dev = TU_DEVICE(_i);
+    tu_set_label("temporaries of a paged q4_0 decode on %s", tu_dev_spec[dev]);
+    const size_t tokens = 131072, heads = 8, dim = 128;
+    const double ratio = (double)clattn_dtype_bytes(CLATTN_Q4_0, tokens * heads * dim) /
+                         (double)(tokens * heads * dim * clattn_dtype_size(CLATTN_FLOAT16));
+    ck_assert_msg(ratio <= 0.29, "q4_0 takes %.4f of float16's bytes", ratio);
+    clattn_context *ctx = tu_ctx[dev];
+    enum { BS = 64, BLOCKS = 64, KVH = 2, H = 8, D = 128 };
+    const size_t npool = (size_t)BLOCKS * KVH * BS * D, lengths[1] = {BLOCKS * BS - 5};
+    float *kp = tu_falloc(npool), *q = tu_falloc(H * D);
+    tu_fill_uniform(kp, npool, 1.0f, 91);
+    tu_fill_uniform(q, H * D, 1.0f, 92);
+    tu_typed kt = tu_typed_make(CLATTN_Q4_0, kp, npool, D);
+    int table[BLOCKS];
+    for (int i = 0; i < BLOCKS; i++)
+        table[i] = (i * 37) % BLOCKS;
+    cl_int err;
+    cl_mem tm = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof table,
+                               table, &err);
+    ck_assert(err == CL_SUCCESS);
+    tu_track_mem(tm);
+    clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
+    cache.k_pool = cache.v_pool = tu_typed_upload(ctx, &kt);
+    cache.blocks = BLOCKS;
+    cache.block_size = BS;
+    cache.block_table = tm;
+    cache.max_blocks = BLOCKS;
+    clattn_sdpa_desc d = tu_sdpa_desc(1, H, 1, 0, D, 0);
+    d.kv_heads = KVH;
+    d.k_dtype = d.v_dtype = CLATTN_Q4_0;
+    cl_mem qm = tu_dev_alloc(ctx, H * D, q), om = tu_dev_alloc(ctx, H * D, NULL);
+    clattn_context_release_temporaries(ctx);
+    clattn_status st = clattn_sdpa_paged(ctx, &d, &cache, lengths, qm, NULL, om, NULL);
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_paged");
+    tu_finish(ctx);
+    const size_t peak = clattn_context_temp_peak_bytes(ctx), float_k = npool * sizeof(float);
+    ck_assert_msg(peak < float_k / 16, "%s: %zu bytes of temporaries; a float copy of K alone is %zu", tu_label(), peak,
+                  float_k);
+    if (dev == 0)
+        printf("paged q4_0 decode over %zu tokens: %zu bytes of temporaries (a float copy of K: %zu); q4_0 takes %.4f "
+               "of float16's bytes\n", lengths[0], peak, float_k, ratio);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
+    const char *subset = getenv("CLATTN_TEST_KV_FORMATS_SUBSET");
+    const bool small = subset && strcmp(subset, "1") == 0;
+    if (small)
+        npairs = SUBSET_PAIRS;
     Suite *s = suite_create("kv_formats");
     tu_add_loop(s, "paths", test_paths, NPAIRS * 2 * NPATHS * tu_ndev);
     tu_add_loop(s, "layouts", test_layouts, NPAIRS * 2 * tu_ndev);
     tu_add_loop(s, "append", test_append, NPAIRS * 4 * tu_ndev);
     tu_add_loop(s, "special", test_special, NPAIRS * tu_ndev);
-    tu_add_loop(s, "error", test_error, NERRORS * tu_ndev);
+    tu_add_loop(s, "error", test_error, (small ? 3 : NERRORS) * tu_ndev);
     tu_add_loop(s, "bad", test_bad, tu_ndev);
+    tu_add_loop(s, "memory", test_memory, tu_ndev);
     return s;
 }
 
