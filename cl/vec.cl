@@ -201,41 +201,35 @@ inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
 CLATTN_GROUP_VLOADS(32)
 CLATTN_GROUP_VLOADS(64)
 CLATTN_GROUP_VLOADS(128)
-/* The FP8 formats VEC values at a time, without branches: a byte's exponent and mantissa bits moved into a
- * float's and the bias corrected by adding to the exponent field (normal values); subnormal ones as their
- * mantissa times 2^(1 − bias − mbits); E5M2's top exponent as inf or NaN, E4M3's S.1111.111 as NaN. */
+/* The FP8 formats VEC values at a time through half, which holds every FP8 value exactly: an E5M2 byte is
+ * a half's upper byte (inf and NaN included), an E4M3 byte's exponent and mantissa bits shifted into a
+ * half's are its value · 2^−8 (subnormals too), the all-ones magnitude its NaN. The halves are widened by
+ * the core vload_halfN, which CPUs do in one instruction. */
 #if VEC == 1
-#define CLATTN_VUINT uint
-#define CLATTN_VINT int
-#define CLATTN_AS_VUINT(x) as_uint(x)
-#define CLATTN_TO_VUINT(x) convert_uint(x)
-#define CLATTN_TO_VFLOAT(x) convert_float(x)
+#define CLATTN_VUSHORT ushort
+#define CLATTN_TO_VUSHORT(x) convert_ushort(x)
 #define CLATTN_VBYTES(p) (*(p))
-#define CLATTN_AS_VFLOAT(x) as_float(x)
+#define CLATTN_HALVES(h) vload_half(0, (const half *)&(h)) /* (a private scalar: its own address) */
+#define CLATTN_TO_VINT(x) convert_int(x)
 #else
-#define CLATTN_VUINT CLATTN_CAT(uint, VEC)
-#define CLATTN_VINT CLATTN_CAT(int, VEC)
-#define CLATTN_AS_VUINT(x) CLATTN_CAT(as_uint, VEC)(x)
-#define CLATTN_TO_VUINT(x) CLATTN_CAT(convert_uint, VEC)(x)
-#define CLATTN_TO_VFLOAT(x) CLATTN_CAT(convert_float, VEC)(x)
+#define CLATTN_VUSHORT CLATTN_CAT(ushort, VEC)
+#define CLATTN_TO_VUSHORT(x) CLATTN_CAT(convert_ushort, VEC)(x)
 #define CLATTN_VBYTES(p) CLATTN_CAT(vload, VEC)(0, (p))
-#define CLATTN_AS_VFLOAT(x) AS_VEC(x)
+#define CLATTN_HALVES(h) CLATTN_CAT(vload_half, VEC)(0, (const half *)&(h))
+#define CLATTN_TO_VINT(x) CLATTN_CAT(convert_int, VEC)(x)
 #endif
-#define CLATTN_FP8_VLOAD(name, MBITS, BIAS, IEEE)                                                          \
-    inline vec_t clattn_vload_##name(__global const uchar *p, ulong i)                                    \
-    {                                                                                                      \
-        const CLATTN_VUINT b = CLATTN_TO_VUINT(CLATTN_VBYTES(p + i)), mag = b & 0x7fu;                     \
-        const CLATTN_VUINT e = mag >> MBITS, m = b & ((1u << MBITS) - 1);                                  \
-        vec_t x = CLATTN_AS_VFLOAT((mag << (23 - MBITS)) + ((127u - BIAS) << 23));                                   \
-        x = select(x, CLATTN_TO_VFLOAT(m) * (1.0f / (float)(1u << (BIAS + MBITS - 1))), (CLATTN_VINT)(e == 0));          \
-        if (IEEE)                                                                                          \
-            x = select(x, CLATTN_AS_VFLOAT(0x7f800000u | (m << (23 - MBITS))), (CLATTN_VINT)(e == (0x7fu >> MBITS))); \
-        else                                                                                               \
-            x = select(x, (vec_t)NAN, (CLATTN_VINT)(mag == 0x7fu));                                        \
-        return CLATTN_AS_VFLOAT(CLATTN_AS_VUINT(x) | ((b & 0x80u) << 24));                                           \
-    }
-CLATTN_FP8_VLOAD(fp8_e4m3, 3, 7, 0)
-CLATTN_FP8_VLOAD(fp8_e5m2, 2, 15, 1)
+inline vec_t clattn_vload_fp8_e5m2(__global const uchar *p, ulong i)
+{
+    const CLATTN_VUSHORT h = CLATTN_TO_VUSHORT(CLATTN_VBYTES(p + i)) << (ushort)8;
+    return CLATTN_HALVES(h);
+}
+inline vec_t clattn_vload_fp8_e4m3(__global const uchar *p, ulong i)
+{
+    const CLATTN_VUSHORT b = CLATTN_TO_VUSHORT(CLATTN_VBYTES(p + i)), mag = b & (ushort)0x7f;
+    const CLATTN_VUSHORT h = ((b & (ushort)0x80) << (ushort)8) | (mag << (ushort)7);
+    const vec_t x = CLATTN_HALVES(h) * 256.0f;
+    return select(x, (vec_t)NAN, CLATTN_TO_VINT(mag == (ushort)0x7f));
+}
 
 /* A block format's block b (its first byte) in three parts, so that a whole row is dequantised with one
  * decoding of each block's header: its scale, its zero point (values are (raw − zero) · scale: q4_0's
