@@ -87,30 +87,23 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
         c->host_table[i] = -1;
     const int k_scaled = pykv_scale_rule(kt) == 1 || (scaled && pykv_scale_rule(kt) == 2);
     const int v_scaled = pykv_scale_rule(vt) == 1 || (scaled && pykv_scale_rule(vt) == 2);
-    clattn_status st = CLATTN_SUCCESS;
-    c->k = py_upload(pc, NULL, kb, &st);
+    /* Zeros everywhere (a row never written reads as 0, its bytes as zeros), copied in as the buffers are
+     * made: nothing is queued, so a context still busy with an abandoned call does not hold this up. */
+    size_t largest = kb > vb ? kb : vb;
+    largest = largest > sb ? largest : sb;
+    void *zeros = calloc(1, largest);
+    clattn_status st = zeros ? CLATTN_SUCCESS : CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    if (zeros)
+        c->k = py_upload(pc, zeros, kb, &st);
     if (c->k)
-        c->v = py_upload(pc, NULL, vb, &st);
+        c->v = py_upload(pc, zeros, vb, &st);
     if (c->v && k_scaled)
-        c->k_scales = py_upload(pc, NULL, sb, &st);
+        c->k_scales = py_upload(pc, zeros, sb, &st);
     if (st == CLATTN_SUCCESS && v_scaled)
-        c->v_scales = py_upload(pc, NULL, sb, &st);
+        c->v_scales = py_upload(pc, zeros, sb, &st);
     if (st == CLATTN_SUCCESS && bs)
         c->table = py_upload(pc, NULL, c->blocks * sizeof(int), &st);
-    /* Zeros everywhere (a row never written reads as 0, its bytes as zeros). */
-    const cl_command_queue queue = clattn_context_queue(pc->ctx);
-    const unsigned char zero = 0;
-    cl_mem fill[4] = {c->k, c->v, c->k_scales, c->v_scales};
-    const size_t fill_bytes[4] = {kb, vb, sb, sb};
-    char detail[8];
-    if (st == CLATTN_SUCCESS)
-        CLATTN_CALL(pc, detail, {
-            for (int i = 0; i < 4 && st == CLATTN_SUCCESS; i++)
-                if (fill[i])
-                    st = (clattn_status)clEnqueueFillBuffer(queue, fill[i], &zero, 1, 0, fill_bytes[i], 0, NULL, NULL);
-            if (st == CLATTN_SUCCESS)
-                st = (clattn_status)clFinish(queue);
-        });
+    free(zeros);
     if (st != CLATTN_SUCCESS) {
         Py_DECREF(c);
         return pyclattn_raise(st, "allocating the KV cache's buffers");
