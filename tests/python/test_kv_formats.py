@@ -230,6 +230,21 @@ def test_kv_formats_k_and_v_differ(ctx, rng, k_fmt, v_fmt, D, Dv, block_size):
     assert cache.dtype is None and (cache.k_dtype, cache.v_dtype) == (k_fmt, v_fmt)
 
 
+@pytest.mark.parametrize("fmt", ["q8_0", "u4_g32", "fp8_e5m2"])
+def test_kv_formats_rows_of_any_float_type(ctx, rng, fmt):
+    """float16 and bfloat16 rows (numpy uint16 bits) are quantised as the float32 rows of their values are."""
+    x = rng.uniform(-1, 1, size=(2, 3, 5, 32)).astype(np.float16)
+    bits = ref.f32_to_bf16(x.astype(np.float32))  # (float16 values that bfloat16 holds too, or near them)
+    widened = {"float16": x.astype(np.float32), "bfloat16": ref.bf16_to_f32(bits)}
+    for name, rows in (("float16", x), ("bfloat16", bits)):
+        typed = clattn.KVCache(2, 3, 8, 32, dtype=fmt, context=ctx)
+        typed.append(rows, rows)
+        wide = clattn.KVCache(2, 3, 8, 32, dtype=fmt, context=ctx)
+        wide.append(widened[name], widened[name])
+        assert np.array_equal(typed.k_bytes(), wide.k_bytes()), f"{name} rows into {fmt}"
+        assert np.array_equal(typed.v_bytes(), wide.v_bytes())
+
+
 def random_bytes(rng, fmt, lead, dim):
     """Valid bytes of fmt as another program could write them (random scales, zero points and values; no NaN
     or infinity), and row scales where the format has them."""
