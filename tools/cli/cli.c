@@ -205,6 +205,34 @@ int cli_load_tensor(const char *command, const char *path, size_t min_rank, size
     return cli_load_tensor_as(command, path, min_rank, max_rank, false, t);
 }
 
+/* t from a loaded array (freed here), as cli_load_tensor_as says. */
+static int tensor_from_array(const char *command, const char *path, npy_array *a, size_t min_rank, size_t max_rank,
+                             bool bf16, cli_tensor *t)
+{
+    char err[512];
+    int rc = CLI_OK;
+    if (a->ndim < min_rank || a->ndim > max_rank) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: has %zu dimensions, expected %zu to %zu", path, a->ndim,
+                      min_rank, max_rank);
+    } else if (a->count == 0) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: is empty (a dimension is 0)", path);
+    } else if (bf16 && a->dtype != NPY_U2) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "--bf16: %s is not '<u2' (bfloat16 bit patterns)", path);
+    } else if (!bf16 && a->dtype == NPY_U2) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: '<u2' is read as bfloat16 bit patterns only with --bf16", path);
+    } else if ((bf16 ? npy_bf16_to_float(a, &t->data, err, sizeof err)
+                     : npy_to_float(a, &t->data, err, sizeof err)) != 0) {
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+    } else {
+        t->type = bf16 ? CLATTN_BFLOAT16 : a->dtype == NPY_F2 ? CLATTN_FLOAT16 : CLATTN_FLOAT32;
+        t->ndim = a->ndim;
+        memcpy(t->shape, a->shape, sizeof t->shape);
+        t->count = a->count;
+    }
+    npy_free(a);
+    return rc;
+}
+
 int cli_load_tensor_as(const char *command, const char *path, size_t min_rank, size_t max_rank, bool bf16,
                        cli_tensor *t)
 {
@@ -213,26 +241,105 @@ int cli_load_tensor_as(const char *command, const char *path, size_t min_rank, s
     char err[512];
     if (npy_load(path, &a, err, sizeof err) != 0)
         return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
-    int rc = CLI_OK;
-    if (a.ndim < min_rank || a.ndim > max_rank) {
-        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: has %zu dimensions, expected %zu to %zu", path, a.ndim,
-                      min_rank, max_rank);
-    } else if (a.count == 0) {
-        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: is empty (a dimension is 0)", path);
-    } else if (bf16 && a.dtype != NPY_U2) {
-        rc = cli_fail(CLI_USAGE_ERROR, command, "--bf16: %s is not '<u2' (bfloat16 bit patterns)", path);
-    } else if (!bf16 && a.dtype == NPY_U2) {
-        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: '<u2' is read as bfloat16 bit patterns only with --bf16", path);
-    } else if ((bf16 ? npy_bf16_to_float(&a, &t->data, err, sizeof err)
-                     : npy_to_float(&a, &t->data, err, sizeof err)) != 0) {
+    return tensor_from_array(command, path, &a, min_rank, max_rank, bf16, t);
+}
+
+/* The whole file at path in memory (a stream read to its end; one that does not start as a .npy file is
+ * refused after its first 6 bytes). */
+static int read_whole(const char *command, const char *path, unsigned char **buf, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *b = malloc(cap);
+    int rc = b ? CLI_OK : cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of host memory", path);
+    while (rc == CLI_OK) {
+        if (n == cap) {
+            unsigned char *more = cap <= SIZE_MAX / 2 ? realloc(b, cap * 2) : NULL;
+            if (!more) {
+                rc = cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of host memory", path);
+                break;
+            }
+            b = more, cap *= 2;
+        }
+        const size_t got = fread(b + n, 1, n < 6 ? 6 - n : cap - n, fp);
+        n += got;
+        if (n >= 6 && memcmp(b, "\x93NUMPY", 6) != 0)
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: not a .npy file (no \\x93NUMPY magic)", path);
+        if (got == 0) {
+            if (ferror(fp))
+                rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, strerror(errno));
+            break;
+        }
+    }
+    fclose(fp);
+    if (rc != CLI_OK) {
+        free(b);
+        return rc;
+    }
+    *buf = b, *len = n;
+    return CLI_OK;
+}
+
+int cli_load_kv(const char *command, const char *path, const char *flag, bool bf16, cli_tensor *t, bool *raw)
+{
+    memset(t, 0, sizeof *t);
+    *raw = false;
+    unsigned char *buf = NULL;
+    size_t len = 0;
+    int rc = read_whole(command, path, &buf, &len);
+    if (rc != CLI_OK)
+        return rc;
+    /* The header (after the magic, the version and its length's 2 or 4 bytes): a descr of one-byte integers
+     * marks raw bytes; they pass the .npy reader's checks as '|b1' (same length), the data taken as it lies. */
+    const size_t prefix = len >= 8 && buf[6] >= 2 ? 12 : 10;
+    size_t header = 0;
+    for (size_t i = prefix - 1; len >= prefix && i >= 8; i--)
+        header = header << 8 | buf[i];
+    char *descr = NULL;
+    if (len >= prefix && header <= len - prefix) {
+        for (size_t i = prefix; i + 14 <= prefix + header && !descr; i++)
+            if (memcmp(buf + i, "'descr'", 7) == 0) {
+                size_t j = i + 7;
+                while (j < prefix + header && (buf[j] == ' ' || buf[j] == ':'))
+                    j++;
+                if (j + 5 <= prefix + header && buf[j] == '\'' && buf[j + 4] == '\'' && buf[j + 1] &&
+                    strchr("|<>=", buf[j + 1]) &&
+                    (buf[j + 2] == 'u' || buf[j + 2] == 'i') && buf[j + 3] == '1')
+                    descr = (char *)buf + j + 2;
+            }
+    }
+    npy_array a;
+    char err[512];
+    if (descr) {
+        const char was = descr[0];
+        descr[0] = 'b';
+        if (npy_parse(buf, len, &a, err, sizeof err) != 0) {
+            descr[0] = was;
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
+        } else if (!flag) {
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: raw bytes ('|%c1') need a format to be read in (see --help: "
+                          "--k-dtype, --v-dtype)", path, was);
+        } else if (a.ndim < 2 || a.ndim > 4 || a.count == 0) {
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: raw bytes for --%s take (B, N, S, row bytes), (N, S, row "
+                          "bytes) or (S, row bytes), not %zu dimensions%s", path, flag, a.ndim, a.count ? "" : " (empty)");
+        } else if (!(t->bits = malloc(a.count))) {
+            rc = cli_fail(CLI_RUNTIME_ERROR, command, "%s: out of host memory", path);
+        } else { /* the data ends the file's image as npy_parse found it: after the header */
+            memcpy(t->bits, buf + prefix + header, a.count);
+            t->ndim = a.ndim;
+            memcpy(t->shape, a.shape, sizeof t->shape);
+            t->count = a.count;
+            *raw = true;
+        }
+        npy_free(&a); /* (cleared by a failed parse) */
+    } else if (npy_parse(buf, len, &a, err, sizeof err) != 0) {
         rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", path, err);
     } else {
-        t->type = bf16 ? CLATTN_BFLOAT16 : a.dtype == NPY_F2 ? CLATTN_FLOAT16 : CLATTN_FLOAT32;
-        t->ndim = a.ndim;
-        memcpy(t->shape, a.shape, sizeof t->shape);
-        t->count = a.count;
+        rc = tensor_from_array(command, path, &a, 2, 4, bf16, t);
     }
-    npy_free(&a);
+    free(buf);
     return rc;
 }
 
@@ -277,6 +384,22 @@ int cli_parse_dtype(const char *command, const char *flag, const char *text, cla
             return CLI_OK;
         }
     return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not float32, float16 or bfloat16", flag, text);
+}
+
+int cli_parse_format(const char *command, const char *flag, const char *text, clattn_dtype *out)
+{
+    const int t = clattn_dtype_from_name(text);
+    if (t >= 0) {
+        *out = (clattn_dtype)t;
+        return CLI_OK;
+    }
+    char names[512] = "";
+    size_t used = 0;
+    for (int i = 0; strcmp(clattn_dtype_name((clattn_dtype)i), "unknown") != 0 && used < sizeof names; i++) {
+        const int n = snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", clattn_dtype_name((clattn_dtype)i));
+        used += n > 0 ? (size_t)n : 0;
+    }
+    return cli_fail(CLI_USAGE_ERROR, command, "--%s: '%s' is not a storage format (%s)", flag, text, names);
 }
 
 float *cli_widen(const void *bits, size_t n, clattn_dtype type)
@@ -334,8 +457,9 @@ int cli_outputs_add_npy(const char *command, cli_outputs *out, const char *path,
     for (size_t d = 0; d < ndim && used < sizeof note; d++)
         used += (size_t)snprintf(note + used, sizeof note - used, "%s%zu", d ? ", " : "", shape[d]);
     if (used < sizeof note)
-        snprintf(note + used, sizeof note - used, "%s) %s", ndim == 1 ? "," : "",
-                 type == CLATTN_BFLOAT16 ? "bfloat16 ('<u2')" : clattn_dtype_name(type));
+        snprintf(note + used, sizeof note - used, "%s) %s%s", ndim == 1 ? "," : "",
+                 type == CLATTN_BFLOAT16 ? "bfloat16 ('<u2')" : clattn_dtype_name(type),
+                 type > CLATTN_BFLOAT16 ? " bytes ('|u1')" : "");
     return cli_outputs_add(command, out, path, note, index);
 }
 
@@ -367,6 +491,35 @@ int cli_outputs_write_npy(const char *command, cli_outputs *out, size_t i, const
     const npy_dtype as = type == CLATTN_FLOAT16 ? NPY_F2 : type == CLATTN_BFLOAT16 ? NPY_U2 : NPY_F4;
     if (npy_write_floats_as(fp, as, data, ndim, shape, err, sizeof err) != 0)
         return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[i], err);
+    return cli_outputs_end(command, out, i);
+}
+
+int cli_outputs_write_bytes(const char *command, cli_outputs *out, size_t i, const void *bytes, size_t ndim,
+                            const size_t *shape)
+{
+    FILE *fp = NULL;
+    int rc = cli_outputs_begin(command, out, i, &fp);
+    if (rc != CLI_OK)
+        return rc;
+    char dict[256];
+    size_t used = (size_t)snprintf(dict, sizeof dict, "{'descr': '|u1', 'fortran_order': False, 'shape': (");
+    size_t count = 1;
+    for (size_t d = 0; d < ndim && used < sizeof dict; d++) {
+        used += (size_t)snprintf(dict + used, sizeof dict - used, "%zu%s", shape[d], ndim == 1 || d + 1 < ndim ? ", " : "");
+        count *= shape[d];
+    }
+    if (used < sizeof dict)
+        used += (size_t)snprintf(dict + used, sizeof dict - used, "), }");
+    const size_t total = (10 + used + 1 + 63) / 64 * 64; /* (numpy's: the data starts at a multiple of 64) */
+    const size_t header = total - 10;
+    const unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(header & 0xff),
+                                   (unsigned char)(header >> 8)};
+    bool ok = used < sizeof dict && fwrite(pre, 1, 10, fp) == 10 && fwrite(dict, 1, used, fp) == used;
+    for (size_t k = used; ok && k + 1 < header; k++)
+        ok = fputc(' ', fp) != EOF;
+    ok = ok && fputc('\n', fp) != EOF && fwrite(bytes, 1, count, fp) == count;
+    if (!ok)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", out->path[i], strerror(errno));
     return cli_outputs_end(command, out, i);
 }
 

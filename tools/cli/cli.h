@@ -83,6 +83,10 @@ int cli_load_tensor(const char *command, const char *path, size_t min_rank, size
  * refused without it: its bits could be anything). */
 int cli_load_tensor_as(const char *command, const char *path, size_t min_rank, size_t max_rank, bool bf16,
                        cli_tensor *t);
+/* A K or V file for `--FLAG NAME` (flag NULL: none given): floats as cli_load_tensor_as reads them (rank 2
+ * to 4), or, from a '|u1' or '|i1' file, raw bytes — *raw true, the bytes in t->bits (count of them, the
+ * last dimension the row's bytes), t->data NULL. Raw bytes without a flag are refused, naming the file. */
+int cli_load_kv(const char *command, const char *path, const char *flag, bool bf16, cli_tensor *t, bool *raw);
 /* The tensor's elements in its storage type (its floats for float32, else bit patterns re-encoded
  * exactly), owned by t; NULL when out of memory. */
 const void *cli_tensor_storage(cli_tensor *t);
@@ -94,6 +98,8 @@ void cli_tensor_free(cli_tensor *t);
 
 /* --out-dtype and the like: "float32", "float16" or "bfloat16"; a usage error naming the flag else. */
 int cli_parse_dtype(const char *command, const char *flag, const char *text, clattn_dtype *out);
+/* --k-dtype and the like: any storage format's name (clattn_dtype_from_name); a usage error listing them. */
+int cli_parse_format(const char *command, const char *flag, const char *text, clattn_dtype *out);
 /* n elements of `type` (float32, float16, bfloat16) as new floats; NULL when out of memory. */
 float *cli_widen(const void *bits, size_t n, clattn_dtype type);
 
@@ -121,8 +127,8 @@ typedef struct cli_outputs {
 /* Adds path (its index in *index when not NULL); reports "PATH: reason" and returns CLI_USAGE_ERROR
  * when its destination is refused. */
 int cli_outputs_add(const char *command, cli_outputs *out, const char *path, const char *note, size_t *index);
-/* The same for a .npy output of this shape in a storage type (float32, float16, bfloat16), the note made
- * from them. */
+/* The same for a .npy output of this shape in a storage type (float32, float16, bfloat16; any other:
+ * its bytes, '|u1'), the note made from them. */
 int cli_outputs_add_npy(const char *command, cli_outputs *out, const char *path, size_t ndim, const size_t *shape,
                         clattn_dtype type, size_t *index);
 /* Output i's stream to write on (a FIFO waits here for its reader), then done with it; both report. */
@@ -131,6 +137,9 @@ int cli_outputs_end(const char *command, cli_outputs *out, size_t i);
 /* Begin, the .npy (rounded to nearest even into '<f2' or '<u2' for float16 and bfloat16), end. */
 int cli_outputs_write_npy(const char *command, cli_outputs *out, size_t i, const float *data, size_t ndim,
                           const size_t *shape, clattn_dtype type);
+/* Begin, a '|u1' .npy of these bytes (a quantised cache's, as it lies in memory), end. */
+int cli_outputs_write_bytes(const char *command, cli_outputs *out, size_t i, const void *bytes, size_t ndim,
+                            const size_t *shape);
 /* Renames every staged file into place and prints "wrote PATH NOTE" for each output (on stderr when one
  * of them is the standard output); on failure reports. */
 int cli_outputs_commit(const char *command, cli_outputs *out);

@@ -5,6 +5,8 @@
 #include "commands.h"
 #include "heatmap.h"
 
+#include "formats.def"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,13 +51,13 @@ int write_heatmap(const char *command, cli_outputs *out, size_t i, const float *
 
 /* The heatmap and the .npy outputs of a run, committed together: every destination checked before
  * anything is written, and a failure leaves nothing behind. */
-static int save_outputs(const char *command, const char *const *paths, float *const *data, const size_t *ndims,
+static int save_outputs(const char *command, const char *const *paths, const void *const *data, const size_t *ndims,
                         const size_t (*shapes)[4], const clattn_dtype *types, size_t n, const output_opts *o,
                         const float *weights, size_t B, size_t H, size_t L, size_t S)
 {
     cli_outputs out = {0};
     int rc = CLI_OK;
-    size_t heatmap = 0, index[8] = {0};
+    size_t heatmap = 0, index[10] = {0};
     if (o->heatmap)
         rc = cli_outputs_add(command, &out, o->heatmap,
                              H > 16 ? "(heatmap of the first 16 heads)" : "(heatmap of the attention weights)", &heatmap);
@@ -65,8 +67,10 @@ static int save_outputs(const char *command, const char *const *paths, float *co
                                      &index[i]);
     if (rc == CLI_OK && o->heatmap)
         rc = write_heatmap(command, &out, heatmap, weights, B, H, L, S, o->tokens, o->key_tokens);
-    for (size_t i = 0; i < n && rc == CLI_OK; i++)
-        if (paths[i])
+    for (size_t i = 0; i < n && rc == CLI_OK; i++) /* (floats, or a quantised type's bytes) */
+        if (paths[i] && types && types[i] > CLATTN_BFLOAT16)
+            rc = cli_outputs_write_bytes(command, &out, index[i], data[i], ndims[i], shapes[i]);
+        else if (paths[i])
             rc = cli_outputs_write_npy(command, &out, index[i], data[i], ndims[i], shapes[i],
                                        types ? types[i] : CLATTN_FLOAT32);
     if (rc == CLI_OK)
@@ -150,12 +154,26 @@ static const char sdpa_help[] =
     "  --grad-out DO.npy      the backward pass: dO, the loss's gradient with respect to O (O's shape),\n"
     "                         read in --out-dtype as the library takes it (another type is rounded to it;\n"
     "                         a value it cannot hold is refused); with any of --dq, --dk, --dv (not with a\n"
-    "                         past or --kv-int8)\n"
+    "                         past, --kv-int8 or a quantised --k-dtype/--v-dtype)\n"
     "  --dq DQ.npy            write dQ (Q's shape), --dk DK.npy dK (K's), --dv DV.npy dV (V's)\n"
     "  --bf16                 the input arrays (not masks) are bfloat16 bit patterns ('<u2')\n"
     "  --out-dtype TYPE       O's type: float32 (default), float16 or bfloat16 (written as '<u2')\n"
     "  --kv-int8              quantise K and V to int8 on the device as a cache append does (a scale per\n"
-    "                         row: max |x| / 127) and attend over them (not with a past)\n"
+    "                         row: max |x| / 127) and attend over them (not with a past): --k-dtype int8\n"
+    "                         --v-dtype int8\n"
+    "  --k-dtype NAME         K's (V's) storage format: float32, float16, bfloat16, int8, q8_0, q4_0,\n"
+    "  --v-dtype NAME         u8_g32, u8_g64, u8_g128, u4_g32, u4_g64, u4_g128, fp8_e4m3 or fp8_e5m2 (K and\n"
+    "                         V may differ; a block format's head size a multiple of its block). A float\n"
+    "                         file is rounded to a float format, or quantised on the device as a cache\n"
+    "                         append does (int8 and FP8 with a float32 scale per row); a uint8 file ('|u1',\n"
+    "                         or '|i1') holds the format's bytes as they lie in memory, (B,N,S,row bytes)\n"
+    "                         (3-D (N,S,·), 2-D (S,·); not with --heads), attended over as they are (not\n"
+    "                         with a past or --grad-out)\n"
+    "  --k-scales KS.npy      float32 row scales (B,N,S) of raw int8 K bytes (required) or FP8 (optional)\n"
+    "  --v-scales VS.npy      the same for V\n"
+    "  --present-k-scales F   with a quantised K (V), --present-k (--present-v) writes its bytes as the\n"
+    "  --present-v-scales F   device holds them, '|u1' (B,N,S,row bytes); these write its row scales,\n"
+    "                         float32 (B,N,S) (int8, FP8)\n"
     "  --scale S              scale of Q·Kᵀ (default 1/sqrt(D))\n"
     "  --heads H              3-D inputs are (B,L,H·D): their last dimension holds H heads\n"
     "  --kv-heads N           K and V carry N heads, each read by H/N query heads in order (grouped-query\n"
@@ -182,51 +200,151 @@ static cl_mem device_buffer(clattn_context *ctx, const void *host, size_t bytes,
                           (void *)host, err);
 }
 
-/* --kv-int8: K and V (as floats: every input type widens exactly) appended to int8 caches by the library's
- * quantising append, then attention over them; the outputs read back. */
-static clattn_status sdpa_kv_int8(sdpa_call *c, cli_tensor *k, cli_tensor *v, size_t mask_elems)
+/* The row-scale rule of each storage format (src/base/formats.def): ROW_SCALES_NONE, _REQUIRED, _OPTIONAL. */
+static int scale_rule(clattn_dtype t)
+{
+#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only) t == CLATTN_##NAME ? scales:
+    return CLATTN_FORMATS(FORMAT_RULE) ROW_SCALES_NONE;
+#undef FORMAT_RULE
+}
+
+/* K or V on the cache path (--k-dtype/--v-dtype of a quantised format, --kv-int8, or raw bytes): a
+ * device cache in `type`, filled from the file's bytes (raw) or by the library's quantising append from
+ * its floats, then attended over with clattn_sdpa. */
+typedef struct kv_side {
+    clattn_dtype type;
+    bool raw;              /* the file held the bytes */
+    bool has_scales;       /* a float32 scale per row beside them */
+    size_t row_bytes, dim; /* bytes and values of a row */
+    cli_tensor scales;     /* --k-scales / --v-scales (raw bytes only) */
+    void *present;         /* the cache's bytes read back (--present-k / --present-v) */
+    float *present_scales; /* its scales read back (--present-k-scales / --present-v-scales) */
+} kv_side;
+
+/* The cache path: the caches made (raw bytes uploaded; float rows appended, quantised, into the others —
+ * a raw side then takes a float32 scratch cache in the append), attention over them, the outputs read
+ * back, and the caches where --present-k/v ask for them. */
+static clattn_status sdpa_kv_cache(sdpa_call *c, cli_tensor *kv, kv_side *side, size_t mask_elems)
 {
     clattn_context *ctx = c->ctx;
     const clattn_sdpa_desc *d = &c->desc;
-    const size_t dv = d->v_dim, nq = d->batch * d->heads * d->q_len * d->qk_dim;
-    const size_t rows = d->batch * d->kv_heads * d->kv_len, no = d->batch * d->heads * d->q_len * dv;
-    const size_t nl = d->batch * d->heads * d->q_len, nw = nl * d->kv_len;
-    enum { Q, KN, VN, KC, VC, KS, VS, MASK, OUT, W, LSE, NBUF };
-    const size_t bytes[NBUF] = {nq * clattn_dtype_size(d->q_dtype), k->count * 4, v->count * 4, rows * d->qk_dim,
-                                rows * dv, rows * 4, rows * 4, mask_elems * 4, no * clattn_dtype_size(d->out_dtype),
-                                nw * 4, nl * 4};
-    const void *init[NBUF] = {c->q, k->data, v->data, NULL, NULL, NULL, NULL, c->mask};
+    const size_t rows = d->batch * d->kv_heads * d->kv_len, nq = d->batch * d->heads * d->q_len * d->qk_dim;
+    const size_t no = d->batch * d->heads * d->q_len * d->v_dim, nl = d->batch * d->heads * d->q_len;
+    const bool append = !side[0].raw || !side[1].raw;
+    enum { Q, KN, VN, KC, VC, KS, VS, KX, VX, MASK, OUT, W, LSE, NBUF }; /* KX, VX: a raw side's scratch cache */
+    size_t bytes[NBUF] = {nq * clattn_dtype_size(d->q_dtype), 0, 0, rows * side[0].row_bytes, rows * side[1].row_bytes,
+                          rows * 4, rows * 4, 0, 0, mask_elems * 4, no * clattn_dtype_size(d->out_dtype),
+                          nl * d->kv_len * 4, nl * 4};
+    const void *init[NBUF] = {c->q, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, c->mask};
+    for (int i = 0; i < 2; i++) {
+        bytes[KN + i] = append ? rows * side[i].dim * 4 : 0; /* (float32 rows: every input type widens exactly) */
+        bytes[KX + i] = append && side[i].raw ? bytes[KN + i] : 0;
+        init[KN + i] = side[i].raw ? NULL : kv[i].data;
+        init[KC + i] = side[i].raw ? kv[i].bits : NULL;
+        init[KS + i] = side[i].raw ? side[i].scales.data : NULL;
+        bytes[KS + i] = side[i].has_scales ? bytes[KS + i] : 0;
+    }
     cl_mem b[NBUF] = {0};
     cl_int err = CL_SUCCESS;
     for (int i = 0; i < NBUF && err == CL_SUCCESS; i++)
-        if ((i != MASK || c->mask) && (i != W || c->weights) && (i != LSE || c->lse))
+        if (bytes[i] && (i != MASK || c->mask) && (i != W || c->weights) && (i != LSE || c->lse))
             b[i] = device_buffer(ctx, init[i], bytes[i], &err);
     clattn_status st = (clattn_status)err;
-    clattn_sdpa_desc append = *d, run = *d;
-    append.q_dtype = CLATTN_FLOAT32;
-    append.k_dtype = append.v_dtype = run.k_dtype = run.v_dtype = CLATTN_INT8;
-    append.k_scales = run.k_scales = b[KS];
-    append.v_scales = run.v_scales = b[VS];
+    clattn_sdpa_desc add = *d, run = *d;
+    add.q_dtype = CLATTN_FLOAT32;
+    add.k_dtype = side[0].raw ? CLATTN_FLOAT32 : side[0].type;
+    add.v_dtype = side[1].raw ? CLATTN_FLOAT32 : side[1].type;
+    add.k_scales = side[0].raw ? NULL : b[KS];
+    add.v_scales = side[1].raw ? NULL : b[VS];
+    run.k_dtype = side[0].type, run.v_dtype = side[1].type;
+    run.k_scales = b[KS], run.v_scales = b[VS];
     size_t *zero = calloc(d->batch, sizeof *zero);
     if (st == CLATTN_SUCCESS && !zero)
         st = CLATTN_ERROR_OUT_OF_HOST_MEMORY;
-    if (st == CLATTN_SUCCESS)
-        st = clattn_kv_append(ctx, &append, zero, d->kv_len, b[KN], b[VN], b[KC], b[VC]);
+    if (st == CLATTN_SUCCESS && append)
+        st = clattn_kv_append(ctx, &add, zero, d->kv_len, b[KN], b[VN], side[0].raw ? b[KX] : b[KC],
+                              side[1].raw ? b[VX] : b[VC]);
     if (st == CLATTN_SUCCESS)
         st = clattn_sdpa(ctx, &run, b[Q], b[KC], b[VC], b[MASK], b[OUT], b[W], b[LSE]);
     cl_command_queue queue = clattn_context_queue(ctx);
-    if (st == CLATTN_SUCCESS)
-        st = (clattn_status)clEnqueueReadBuffer(queue, b[OUT], CL_TRUE, 0, bytes[OUT], c->out_bits, 0, NULL, NULL);
-    if (st == CLATTN_SUCCESS && c->weights)
-        st = (clattn_status)clEnqueueReadBuffer(queue, b[W], CL_TRUE, 0, bytes[W], c->weights, 0, NULL, NULL);
-    if (st == CLATTN_SUCCESS && c->lse)
-        st = (clattn_status)clEnqueueReadBuffer(queue, b[LSE], CL_TRUE, 0, bytes[LSE], c->lse, 0, NULL, NULL);
+    void *dst[NBUF] = {[OUT] = c->out_bits, [W] = c->weights, [LSE] = c->lse, [KC] = side[0].present,
+                       [VC] = side[1].present, [KS] = side[0].present_scales, [VS] = side[1].present_scales};
+    for (int i = 0; i < NBUF && st == CLATTN_SUCCESS; i++)
+        if (dst[i] && b[i])
+            st = (clattn_status)clEnqueueReadBuffer(queue, b[i], CL_TRUE, 0, bytes[i], dst[i], 0, NULL, NULL);
     clFinish(queue);
     for (int i = 0; i < NBUF; i++)
         if (b[i])
             clReleaseMemObject(b[i]);
     free(zero);
     return st;
+}
+
+/* What --k-dtype, --v-dtype (or --kv-int8) make of K and V once loaded: a float format's file rounded
+ * to it; the cache path's sides set up — raw bytes' rows turned into values (checked against Q's head
+ * size for K, whole blocks for V), the scales files read and checked. *cache: the cache path runs. */
+static int kv_types_apply(const char *cmd, const char *const *path, const char *const *scales_path, cli_tensor *t,
+                          const bool *given, const bool *raw, bool packed, kv_side *side, bool *cache)
+{
+    static const char *const flag[2] = {"k-dtype", "v-dtype"}, *const scales_flag[2] = {"k-scales", "v-scales"};
+    *cache = false;
+    for (int i = 0; i < 2; i++)
+        *cache = *cache || raw[i] || (given[i] && side[i].type > CLATTN_BFLOAT16);
+    for (int i = 0; i < 2; i++) {
+        cli_tensor *kv = &t[i + 1];
+        if (!given[i])
+            side[i].type = kv->type;
+        if (raw[i] && packed)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: raw bytes are (B,N,S,row bytes): they do not go with --heads",
+                            path[i + 1]);
+        if (!*cache && given[i]) { /* a float format: the file's values rounded to it */
+            int rc = cli_tensor_convert(cmd, flag[i], path[i + 1], kv, side[i].type);
+            if (rc != CLI_OK)
+                return rc;
+        }
+        if (scales_path[i] && (!raw[i] || scale_rule(side[i].type) == ROW_SCALES_NONE))
+            return cli_fail(CLI_USAGE_ERROR, cmd, raw[i] ? "--%s: %s has no row scales (int8 has, FP8 may)"
+                                                         : "--%s: goes with raw %s bytes (a '|u1' file); float rows are "
+                                                           "quantised with scales the device computes",
+                            scales_flag[i], raw[i] ? clattn_dtype_name(side[i].type) : i ? "V" : "K");
+        if (raw[i] && !scales_path[i] && scale_rule(side[i].type) == ROW_SCALES_REQUIRED)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "--%s is required: raw %s bytes need their float32 row scales "
+                            "(%s's shape without its last dimension)", scales_flag[i],
+                            clattn_dtype_name(side[i].type), path[i + 1]);
+        const size_t r = kv->ndim, block = clattn_dtype_block(side[i].type);
+        const size_t block_bytes = clattn_dtype_bytes(side[i].type, block), row = kv->shape[r - 1];
+        if (raw[i]) {
+            const size_t q_dim = t[0].shape[t[0].ndim - 1]; /* (no --heads: Q's last dimension) */
+            const size_t want = clattn_dtype_bytes(side[i].type, q_dim);
+            if (i == 0 && row != want)
+                return want ? cli_fail(CLI_USAGE_ERROR, cmd, "%s: rows of %zu bytes, but Q's head size %zu takes %zu "
+                                       "bytes a row in %s", path[1], row, q_dim, want, clattn_dtype_name(side[0].type))
+                            : cli_fail(CLI_USAGE_ERROR, cmd, "%s: Q's head size %zu is not a multiple of %s's block "
+                                       "of %zu", path[1], q_dim, clattn_dtype_name(side[0].type), block);
+            if (row % block_bytes)
+                return cli_fail(CLI_USAGE_ERROR, cmd, "%s: rows of %zu bytes are not whole %s blocks of %zu bytes",
+                                path[i + 1], row, clattn_dtype_name(side[i].type), block_bytes);
+            kv->shape[r - 1] = row / block_bytes * block;
+        }
+        side[i].raw = raw[i];
+        if (*cache) /* (the present is in the cache's type; a float file's values stay floats in kv->data) */
+            kv->type = side[i].type;
+        side[i].dim = packed ? 0 : kv->shape[r - 1]; /* (with --heads: set once the heads are known) */
+        side[i].has_scales = *cache && (scale_rule(side[i].type) == ROW_SCALES_REQUIRED ||
+                                        (scale_rule(side[i].type) == ROW_SCALES_OPTIONAL && (!raw[i] || scales_path[i])));
+        if (scales_path[i]) {
+            int rc = cli_load_tensor(cmd, scales_path[i], 1, 3, &side[i].scales);
+            bool same = rc == CLI_OK && side[i].scales.ndim + 1 == r;
+            for (size_t a = 0; same && a + 1 < r; a++)
+                same = side[i].scales.shape[a] == kv->shape[a];
+            if (rc != CLI_OK)
+                return rc;
+            if (!same)
+                return cli_fail(CLI_USAGE_ERROR, cmd, "--%s %s: a float32 scale per row of %s: its shape without the "
+                                "last dimension", scales_flag[i], scales_path[i], path[i + 1]);
+        }
+    }
+    return CLI_OK;
 }
 
 /* Q (B,H,L,D), K (B,N,S,D) and V (B,N,S,Dv) as the arrays give them. */
@@ -360,8 +478,12 @@ int cmd_sdpa(int argc, char **argv)
     cli_variants var = {0};
     cli_mods mods = {0};
     bool help = false, bf16 = false, kv_int8 = false;
+    const char *kv_dtype_text[2] = {NULL}, *scales_path[2] = {NULL}, *present_scales_path[2] = {NULL}; /* K, V */
     const cli_option opts[] = {
         {"q", NULL, &path[0]},          {"k", NULL, &path[1]},         {"v", NULL, &path[2]},
+        {"k-dtype", NULL, &kv_dtype_text[0]}, {"v-dtype", NULL, &kv_dtype_text[1]},
+        {"k-scales", NULL, &scales_path[0]}, {"v-scales", NULL, &scales_path[1]},
+        {"present-k-scales", NULL, &present_scales_path[0]}, {"present-v-scales", NULL, &present_scales_path[1]},
         {"bf16", &bf16, NULL},          {"kv-int8", &kv_int8, NULL},   {"out-dtype", NULL, &out_dtype_text},
         {"out", NULL, &o.out},          {"weights", NULL, &o.weights}, {"lse", NULL, &lse_path},
         {"scale", NULL, &scale_text},   {"heads", NULL, &heads_text},  {"heatmap", NULL, &o.heatmap},
@@ -394,13 +516,32 @@ int cmd_sdpa(int argc, char **argv)
     if (backward && (past_path[0] || past_path[1] || present_path[0] || present_path[1] || kv_int8))
         return cli_fail(CLI_USAGE_ERROR, cmd, "--grad-out: the backward pass takes no past, present or --kv-int8");
     static const char *const out_flags[] = {"out", "weights", "lse", "heatmap", "present-k", "present-v",
-                                            "dq", "dk", "dv"};
+                                            "dq", "dk", "dv", "present-k-scales", "present-v-scales"};
     if ((rc = cli_check_distinct_outputs(cmd, out_flags,
                                          (const char *const[]){o.out, o.weights, lse_path, o.heatmap, present_path[0],
                                                                present_path[1], grad_path[0], grad_path[1],
-                                                               grad_path[2]},
-                                         9)) != CLI_OK)
+                                                               grad_path[2], present_scales_path[0],
+                                                               present_scales_path[1]},
+                                         11)) != CLI_OK)
         return rc;
+    /* --k-dtype, --v-dtype (--kv-int8: int8 for both). */
+    kv_side side[2] = {{0}};
+    bool kv_given[2] = {false}, raw[2] = {false}, cache = false;
+    for (int i = 0; i < 2; i++) {
+        static const char *const flag[2] = {"k-dtype", "v-dtype"};
+        if (kv_dtype_text[i] && (rc = cli_parse_format(cmd, flag[i], kv_dtype_text[i], &side[i].type)) != CLI_OK)
+            return rc;
+        if (kv_int8 && kv_dtype_text[i] && side[i].type != CLATTN_INT8)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "--kv-int8 and --%s %s disagree", flag[i], kv_dtype_text[i]);
+        if (kv_int8)
+            side[i].type = CLATTN_INT8;
+        kv_given[i] = kv_int8 || kv_dtype_text[i];
+        if (present_scales_path[i] && !present_path[i])
+            return cli_fail(CLI_USAGE_ERROR, cmd, "--present-%c-scales goes with --present-%c", "kv"[i], "kv"[i]);
+    }
+    if ((kv_given[0] || kv_given[1] || scales_path[0] || scales_path[1]) && (past_path[0] || past_path[1] || backward))
+        return cli_fail(CLI_USAGE_ERROR, cmd, "%s does not go with a past (--past-k, --past-v) or --grad-out",
+                        kv_int8 ? "--kv-int8" : kv_given[0] || kv_given[1] ? "--k-dtype/--v-dtype" : "--k-scales/--v-scales");
     sdpa_call c = {0};
     c.desc = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
     size_t heads = 0; /* --heads: 3-D inputs are (B,L,H·D) */
@@ -409,8 +550,6 @@ int cmd_sdpa(int argc, char **argv)
         (heads_text && (rc = cli_parse_size(cmd, "heads", heads_text, &heads)) != CLI_OK) ||
         (out_dtype_text && (rc = cli_parse_dtype(cmd, "out-dtype", out_dtype_text, &c.desc.out_dtype)) != CLI_OK))
         return rc;
-    if (kv_int8 && (past_path[0] || past_path[1] || present_path[0] || present_path[1]))
-        return cli_fail(CLI_USAGE_ERROR, cmd, "--kv-int8 does not go with a past or present (--past-k, --present-k)");
 
     cli_tensor t[3] = {{0}}, past[2] = {{0}};
     float *present[2] = {NULL};
@@ -419,7 +558,10 @@ int cmd_sdpa(int argc, char **argv)
     sdpa_dims d = {0};
     size_t P = 0; /* past rows */
     for (size_t i = 0; i < 3 && rc == CLI_OK; i++)
-        rc = cli_load_tensor_as(cmd, path[i], 2, 4, bf16, &t[i]);
+        rc = i && kv_given[i - 1] ? cli_load_kv(cmd, path[i], i == 1 ? "k-dtype" : "v-dtype", bf16, &t[i], &raw[i - 1])
+                                  : cli_load_tensor_as(cmd, path[i], 2, 4, bf16, &t[i]);
+    if (rc == CLI_OK)
+        rc = kv_types_apply(cmd, path, scales_path, t, kv_given, raw, heads != 0, side, &cache);
     for (size_t i = 0; i < 2 && rc == CLI_OK; i++)
         if (past_path[i]) {
             rc = cli_load_tensor_as(cmd, past_path[i], 2, 4, bf16, &past[i]);
@@ -432,8 +574,32 @@ int cmd_sdpa(int argc, char **argv)
         (rc = past_check(cmd, past_path, past, &t[1], d.packed, &P)) != CLI_OK)
         goto done;
     /* With a past, attention runs over T = P + S keys: the masks and the weights count them all. */
-    const bool with_past = past_path[0] || present_path[0] || present_path[1];
+    const bool with_past = !cache && (past_path[0] || present_path[0] || present_path[1]);
     const size_t B = d.B, H = d.H, L = d.L, S = d.S, Dv = d.Dv, T = P + S;
+    for (int i = 0; i < 2 && cache; i++) { /* the cache path's rows, now that the heads are known */
+        side[i].dim = i ? Dv : d.D;
+        side[i].row_bytes = clattn_dtype_bytes(side[i].type, side[i].dim);
+        if (!side[i].row_bytes) {
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: head size %zu is not a multiple of %s's block of %zu", path[i + 1],
+                          side[i].dim, clattn_dtype_name(side[i].type), clattn_dtype_block(side[i].type));
+            goto done;
+        }
+        if (present_scales_path[i] && !side[i].has_scales) {
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "--present-%c-scales: %s rows have no scales here", "kv"[i],
+                          clattn_dtype_name(side[i].type));
+            goto done;
+        }
+        if (d.packed && ((present_path[i] && side[i].type > CLATTN_BFLOAT16) || present_scales_path[i])) {
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "--present-%c: a quantised cache is written (B,N,S,row bytes), not "
+                          "with --heads", "kv"[i]);
+            goto done;
+        }
+    }
+    if ((present_scales_path[0] && !cache) || (present_scales_path[1] && !cache)) {
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "--present-k-scales and --present-v-scales go with quantised K/V caches "
+                      "(--k-dtype int8, fp8_e4m3, ...)");
+        goto done;
+    }
     if ((rc = cli_masks_load(cmd, &m, B, H, L, T)) != CLI_OK)
         goto done;
     if (backward && (rc = grad_out_load(cmd, grad_out_path, &t[0], &d, bf16, c.desc.out_dtype, &grad_out)) != CLI_OK)
@@ -466,8 +632,8 @@ int cmd_sdpa(int argc, char **argv)
     c.desc.k_dtype = t[1].type;
     c.desc.v_dtype = t[2].type;
     c.q = cli_tensor_storage(&t[0]);
-    c.k = cli_tensor_storage(&t[1]);
-    c.v = cli_tensor_storage(&t[2]);
+    c.k = cache ? t[1].bits : cli_tensor_storage(&t[1]); /* (the cache path reads the floats, or raw bytes) */
+    c.v = cache ? t[2].bits : cli_tensor_storage(&t[2]);
     const void *past_bits[2] = {P ? cli_tensor_storage(&past[0]) : NULL, P ? cli_tensor_storage(&past[1]) : NULL};
     c.mask = m.mask;
     c.out_bits = cli_alloc_floats(B * H, L, Dv); /* (room for any output type) */
@@ -480,10 +646,15 @@ int cmd_sdpa(int argc, char **argv)
         grad_bits[1] = cli_alloc_floats(B * d.N, S, d.D);
         grad_bits[2] = cli_alloc_floats(B * d.N, S, Dv);
     }
-    for (size_t i = 0; i < 2; i++)
+    bool present_ok = true;
+    for (size_t i = 0; i < 2; i++) {
         if (present_path[i])
-            present_bits[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D);
-    if (!c.q || !c.k || !c.v || (P && (!past_bits[0] || !past_bits[1])) || !c.out_bits ||
+            present_ok = present_ok && (present_bits[i] = cli_alloc_floats(B * d.N, T, i ? Dv : d.D)) != NULL;
+        side[i].present = present_bits[i]; /* (room for any type: no format takes more than a float a value) */
+        if (present_scales_path[i])
+            present_ok = present_ok && (side[i].present_scales = cli_alloc_floats(B * d.N, T, 1)) != NULL;
+    }
+    if (!c.q || (!cache && (!c.k || !c.v)) || (P && (!past_bits[0] || !past_bits[1])) || !c.out_bits || !present_ok ||
         ((o.weights || o.heatmap) && !c.weights) || ((lse_path || backward) && !c.lse) ||
         (backward && (!grad_bits[0] || !grad_bits[1] || !grad_bits[2])) || (present_path[0] && !present_bits[0]) ||
         (present_path[1] && !present_bits[1])) {
@@ -494,7 +665,7 @@ int cmd_sdpa(int argc, char **argv)
     if (m.mask)
         mask_elems = (m.masks.additive == CLATTN_MASK_B_H_L_S ? B * H : 1) * L * m.mask_cols;
     cli_progress *progress = cli_progress_start("clattn sdpa: running");
-    clattn_status st = kv_int8     ? sdpa_kv_int8(&c, &t[1], &t[2], mask_elems)
+    clattn_status st = cache       ? sdpa_kv_cache(&c, &t[1], side, mask_elems)
                        : with_past ? clattn_sdpa_with_past_host(ctx, &c.desc, P, past_bits[0], past_bits[1], c.q, c.k,
                                                                 c.v, c.mask, present_bits[0], present_bits[1], c.out_bits,
                                                                 c.weights, c.lse)
@@ -510,16 +681,17 @@ int cmd_sdpa(int argc, char **argv)
     }
     /* The typed results as floats for what follows (reordering heads); they are written in their types. */
     c.out = cli_widen(c.out_bits, B * H * L * Dv, c.desc.out_dtype);
-    for (size_t i = 0; i < 2; i++)
-        if (present_bits[i] && !(present[i] = cli_widen(present_bits[i], B * d.N * T * (i ? Dv : d.D), t[i + 1].type)))
+    for (size_t i = 0; i < 2; i++) /* (a quantised cache's bytes are written as they are) */
+        if (present_bits[i] && t[i + 1].type <= CLATTN_BFLOAT16 &&
+            !(present[i] = cli_widen(present_bits[i], B * d.N * T * (i ? Dv : d.D), t[i + 1].type)))
             c.out = NULL;
     if (!c.out) {
         rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of host memory for the outputs");
         goto done;
     }
-    const char *paths[8] = {o.out, o.weights, lse_path, present_path[0], present_path[1], grad_path[0], grad_path[1],
-                            grad_path[2]};
-    size_t ndims[8], shapes[8][4];
+    const char *paths[10] = {o.out, o.weights, lse_path, present_path[0], present_path[1], grad_path[0], grad_path[1],
+                             grad_path[2], present_scales_path[0], present_scales_path[1]};
+    size_t ndims[10], shapes[10][4];
     const size_t grad_heads[3] = {H, d.N, d.N}, grad_rows[3] = {L, S, S}, grad_cols[3] = {d.D, d.D, Dv};
     for (size_t i = 0; i < 3 && backward; i++) /* each gradient in its input's type: as floats (exact) */
         if (!(grads[i] = cli_widen(grad_bits[i], B * grad_heads[i] * grad_rows[i] * grad_cols[i], t[i].type))) {
@@ -571,12 +743,20 @@ int cmd_sdpa(int argc, char **argv)
         ndims[4] = output_shape(lead, t[2].shape, T, Dv, shapes[4]);
         for (size_t i = 0; i < 3; i++)
             ndims[5 + i] = output_shape(t[i].ndim - 2, t[i].shape, grad_rows[i], grad_cols[i], shapes[5 + i]);
+        for (size_t i = 0; i < 2 && cache; i++) { /* a quantised cache's rows in bytes, its scales (…, S) */
+            if (t[i + 1].type > CLATTN_BFLOAT16)
+                shapes[3 + i][ndims[3 + i] - 1] = side[i].row_bytes;
+            ndims[8 + i] = output_shape(lead, t[i + 1].shape, T, 0, shapes[8 + i]);
+        }
     }
-    float *data[8] = {c.out, c.weights, c.lse, present[0], present[1], grads[0], grads[1], grads[2]};
-    /* O in --out-dtype, the present in K's and V's types, each gradient in its input's (written exactly). */
-    const clattn_dtype types[8] = {c.desc.out_dtype, CLATTN_FLOAT32, CLATTN_FLOAT32, t[1].type, t[2].type,
-                                   t[0].type,        t[1].type,      t[2].type};
-    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 8, &o, c.weights, B, H, L, T);
+    const void *data[10] = {c.out,    c.weights, c.lse,    t[1].type > CLATTN_BFLOAT16 ? present_bits[0] : present[0],
+                            t[2].type > CLATTN_BFLOAT16 ? present_bits[1] : present[1],
+                            grads[0], grads[1], grads[2], side[0].present_scales, side[1].present_scales};
+    /* O in --out-dtype, the present in K's and V's types (a quantised one's bytes), each gradient in its
+     * input's (written exactly), the scales as float32. */
+    const clattn_dtype types[10] = {c.desc.out_dtype, CLATTN_FLOAT32, CLATTN_FLOAT32, t[1].type, t[2].type,
+                                    t[0].type,        t[1].type,      t[2].type,      CLATTN_FLOAT32, CLATTN_FLOAT32};
+    rc = save_outputs(cmd, paths, data, ndims, (const size_t(*)[4])shapes, types, 10, &o, c.weights, B, H, L, T);
 done:
     free(c.out);
     free(c.out_bits);
@@ -597,6 +777,8 @@ done:
         cli_tensor_free(&past[i]);
         free(present[i]);
         free(present_bits[i]);
+        cli_tensor_free(&side[i].scales);
+        free(side[i].present_scales);
     }
     return rc;
 }
@@ -802,7 +984,7 @@ int cmd_mha(int argc, char **argv)
     }
     /* Outputs keep X's rank: (B,L,d_out) and (B,H,L,S), or (L,d_out) and (H,L,S) for 2-D X. */
     const char *paths[2] = {o.out, o.weights};
-    float *data[2] = {c.out, c.weights};
+    const void *data[2] = {c.out, c.weights};
     size_t ndims[2] = {3, 4}, shapes[2][4] = {{B, L, d_out}, {B, H, L, S}};
     if (r == 2) {
         ndims[0] = 2;

@@ -18,9 +18,9 @@ from ._attention import (_attention_backward, _attention_forward, _NumpyArrays, 
                          scaled_dot_product_attention)
 from ._calls import (ArgumentError, CallTimeoutError, Context, ContextBusyError, Error, default_context, devices,
                      set_default_context, wait_abandoned)
-from ._kvcache import KVCache
+from ._kvcache import Format, KVCache, formats
 
-__all__ = ["ArgumentError", "CallTimeoutError", "Context", "ContextBusyError", "Error", "KVCache", "devices",
-           "default_context", "merge", "multi_head_attention", "scaled_dot_product_attention", "set_default_context",
-           "wait_abandoned"]
+__all__ = ["ArgumentError", "CallTimeoutError", "Context", "ContextBusyError", "Error", "Format", "KVCache", "devices",
+           "default_context", "formats", "merge", "multi_head_attention", "scaled_dot_product_attention",
+           "set_default_context", "wait_abandoned"]
 __version__ = _clattn.library_version()

@@ -1,5 +1,5 @@
 # The clattn package's public types, for type checkers (the code: __init__.py and the C module _clattn).
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 Tensor = TypeVar("Tensor")  # a numpy.ndarray or a torch.Tensor: the output is of the query's kind
 
@@ -51,6 +51,15 @@ def merge(outputs: Sequence[Tensor], lses: Sequence[Any], *, sinks: Optional[Seq
           context: Optional[Context] = ..., timeout: Optional[float] = ...) -> Tuple[Tensor, Tensor]: ...
 def wait_abandoned(context: Optional[Context] = ..., timeout: Optional[float] = ...) -> bool: ...
 
+class Format(NamedTuple):
+    name: str
+    block: int
+    block_bytes: int
+    row_scales: str  # "none", "required" or "optional"
+    kv_only: bool
+
+def formats() -> Dict[str, Format]: ...
+
 class KVCache:
     context: Context
     batch: int
@@ -58,10 +67,27 @@ class KVCache:
     capacity: int
     head_dim: int
     v_dim: int
-    dtype: str
+    dtype: Optional[str]  # None when K and V differ
+    k_dtype: str
+    v_dtype: str
+    scaled: bool
+    k_row_bytes: int
+    v_row_bytes: int
     block_size: Optional[int]
     def __init__(self, batch: int, kv_heads: int, capacity: int, head_dim: int, v_dim: Optional[int] = ...,
-                 dtype: str = ..., block_size: Optional[int] = ..., context: Optional[Context] = ...) -> None: ...
+                 dtype: str = ..., block_size: Optional[int] = ..., context: Optional[Context] = ..., *,
+                 k_dtype: Optional[str] = ..., v_dtype: Optional[str] = ..., scaled: bool = ...) -> None: ...
+    @classmethod
+    def from_bytes(cls, k: Any, v: Any, lengths: Optional[Sequence[int]] = ..., *, dtype: Optional[str] = ...,
+                   k_dtype: Optional[str] = ..., v_dtype: Optional[str] = ..., k_scales: Any = ..., v_scales: Any = ...,
+                   capacity: Optional[int] = ..., block_size: Optional[int] = ...,
+                   context: Optional[Context] = ...) -> "KVCache": ...
+    def k_bytes(self) -> Any: ...
+    def v_bytes(self) -> Any: ...
+    def k_scales(self) -> Any: ...
+    def v_scales(self) -> Any: ...
+    def load_bytes(self, k: Any, v: Any, lengths: Optional[Sequence[int]] = ..., *, k_scales: Any = ...,
+                   v_scales: Any = ...) -> None: ...
     @property
     def lengths(self) -> Tuple[int, ...]: ...
     @property

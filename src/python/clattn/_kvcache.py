@@ -1,29 +1,73 @@
-"""KV caches for decoding, kept on the device."""
+"""KV caches for decoding, kept on the device, in any of clattn's storage formats."""
+from collections import namedtuple as _namedtuple
+
 from . import _clattn
-from ._arrays import _DTYPES, _empty, _options, _tensor, _with_options
+from ._arrays import _empty, _numpy, _options, _tensor, _with_options
 from ._calls import ArgumentError, _call, _context
+
+Format = _namedtuple("Format", "name block block_bytes row_scales kv_only")
+Format.__doc__ = """A storage format: its name; values per block (1 for the formats stored value by value) and
+bytes per block (a row of D values takes D / block blocks); row_scales "none", "required" (int8: a float32 scale
+per row beside the bytes) or "optional" (FP8: with scaled=True); kv_only: only K and V (caches) may have it."""
+_FORMATS = {f[0]: Format(*f) for f in _clattn.formats()}  # (the library's table, in its order)
+
+
+def formats():
+    """Every storage format of the library by name (a dict of Format): what ``KVCache(dtype=...)`` takes."""
+    return dict(_FORMATS)
+
+
+def _format(name, what):
+    try:
+        return _FORMATS[name]
+    except (KeyError, TypeError):
+        raise ArgumentError(f"{what} must be one of {list(_FORMATS)}, not {name!r}") from None
+
+
+def _bytes_array(x, what):
+    """x (numpy or PyTorch, uint8 or int8) as a C-contiguous numpy uint8 array."""
+    np = _numpy()
+    if hasattr(x, "numpy") and not isinstance(x, np.ndarray):  # a PyTorch tensor
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype not in (np.uint8, np.int8):
+        raise ArgumentError(f"{what}: raw bytes as uint8 (or int8), not {a.dtype}")
+    return np.ascontiguousarray(a).view(np.uint8)
 
 
 class KVCache:
     """A KV cache for decoding, kept on the device: ``append`` new keys and values, ``attend`` queries over
     every row held; the lengths are kept here.
 
-    KVCache(batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None, context=None):
-    capacity rows per sequence; dtype "float32", "float16" or "bfloat16" (the tensors appended must have
-    it: in numpy, bfloat16 as uint16 bits); block_size None for a dense cache, else a power of two from 8 to
-    256 for a paged one (a pool of blocks handed to each sequence as it grows, as vLLM keeps them).
+    KVCache(batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None, context=None, *,
+    k_dtype=None, v_dtype=None, scaled=False): capacity rows per sequence; dtype any name of formats() —
+    "float32", "float16", "bfloat16", "int8", ggml's "q8_0" and "q4_0", the asymmetric groups "u8_g32" …
+    "u4_g128", "fp8_e4m3", "fp8_e5m2" — for K and V, or k_dtype and v_dtype each its own (the head sizes a
+    multiple of the format's block). A float32, float16 or bfloat16 cache takes rows of its type (in numpy,
+    bfloat16 as uint16 bits); any other takes float32, float16 or bfloat16 rows and the device quantises them.
+    int8 keeps a float32 scale per row beside its bytes; FP8 does with scaled=True. block_size None for a dense
+    cache, else a power of two from 8 to 256 for a paged one (a pool of blocks handed to each sequence as it
+    grows, as vLLM keeps them). k_bytes()/v_bytes() read the bytes back, load_bytes()/from_bytes() write them.
     """
 
     def __init__(self, batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None,
-                 context=None):
-        if dtype not in _DTYPES:
-            raise ArgumentError(f"dtype must be one of {sorted(_DTYPES)}, not {dtype!r}")
+                 context=None, *, k_dtype=None, v_dtype=None, scaled=False):
+        kf = _format(dtype if k_dtype is None else k_dtype, "dtype" if k_dtype is None else "k_dtype")
+        vf = _format(dtype if v_dtype is None else v_dtype, "dtype" if v_dtype is None else "v_dtype")
         self.context = _context(context)
         self.batch, self.kv_heads, self.capacity = batch, kv_heads, capacity
-        self.head_dim, self.v_dim, self.dtype = head_dim, v_dim or head_dim, dtype
-        self.block_size = block_size
-        self._cache = _clattn.KVCache(self.context, batch, kv_heads, capacity, head_dim, self.v_dim, _DTYPES[dtype],
-                                      block_size or 0)
+        self.head_dim, self.v_dim = head_dim, v_dim or head_dim
+        self.k_dtype, self.v_dtype = kf.name, vf.name
+        self.dtype = kf.name if kf.name == vf.name else None  # (None: K and V differ)
+        self.block_size, self.scaled = block_size, bool(scaled)
+        self._cache = _clattn.KVCache(self.context, batch, kv_heads, capacity, head_dim, self.v_dim, kf.name, vf.name,
+                                      block_size or 0, self.scaled)
+        self.k_row_bytes = head_dim // kf.block * kf.block_bytes
+        self.v_row_bytes = self.v_dim // vf.block * vf.block_bytes
+        self._has_scales = tuple(f.row_scales == "required" or (self.scaled and f.row_scales == "optional")
+                                 for f in (kf, vf))
+        # numpy uint16 arrays are bfloat16 bits except for a float32 or float16 cache (which takes its own type)
+        self._bf16 = not (kf.name == vf.name and not kf.kv_only) or kf.name == "bfloat16"
 
     @property
     def lengths(self):
@@ -45,7 +89,7 @@ class KVCache:
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
             raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
-        _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self.dtype == "bfloat16"))
+        _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16))
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
                logit_scale=None, return_lse=False, algorithm="auto"):
@@ -61,6 +105,131 @@ class KVCache:
                         heads, self.batch, logit_scale)
         out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
         lse = _empty(q, torch_side, (self.batch, heads, q_len), "float32") if return_lse else None
-        _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len,
-                                                                      self.dtype == "bfloat16"))
+        _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len, self._bf16))
         return (out, lse) if return_lse else out
+
+    # ---- The bytes as they lie on the device ----
+
+    def _read(self, which, row_shape, dtype):
+        """Buffer `which` as numpy (batch, kv_heads, capacity, *row_shape), a paged pool's rows put back in each
+        sequence's order through its block table (rows without a block: zeros); None where there is none."""
+        data, _, table = _call(self.context, self._cache._read, (which,))
+        if data is None:
+            return None
+        np = _numpy()
+        a = np.frombuffer(data, dtype=dtype)
+        if self.block_size is None:
+            return a.reshape((self.batch, self.kv_heads, self.capacity) + row_shape)
+        bs = self.block_size
+        pool = a.reshape((-1, self.kv_heads, bs) + row_shape)
+        max_blocks = len(table) // self.batch
+        out = np.zeros((self.batch, self.kv_heads, max_blocks * bs) + row_shape, dtype)
+        for b in range(self.batch):
+            for j, block in enumerate(table[b * max_blocks:(b + 1) * max_blocks]):
+                if block >= 0:
+                    out[b, :, j * bs:(j + 1) * bs] = pool[block]
+        return np.ascontiguousarray(out[:, :, :self.capacity])
+
+    def k_bytes(self):
+        """K's bytes as the device holds them: numpy uint8 (batch, kv_heads, capacity, k_row_bytes), each row
+        its format's blocks in order (for q4_0, ggml's block_q4_0s); rows never written are zeros."""
+        return self._read(0, (self.k_row_bytes,), "uint8")
+
+    def v_bytes(self):
+        """V's bytes: numpy uint8 (batch, kv_heads, capacity, v_row_bytes)."""
+        return self._read(1, (self.v_row_bytes,), "uint8")
+
+    def k_scales(self):
+        """K's row scales (int8, FP8 made with scaled=True): numpy float32 (batch, kv_heads, capacity); else None."""
+        return self._read(2, (), "float32")
+
+    def v_scales(self):
+        """V's row scales: numpy float32 (batch, kv_heads, capacity), or None."""
+        return self._read(3, (), "float32")
+
+    def load_bytes(self, k, v, lengths=None, *, k_scales=None, v_scales=None):
+        """Replace the cache's contents with raw bytes: k uint8 (batch, kv_heads, rows, k_row_bytes) and v
+        (…, v_row_bytes) as k_bytes() gives them (rows up to the capacity), the row scales float32 (batch,
+        kv_heads, rows) where the cache has them, and each sequence's length (default: rows; each at most rows).
+        The bytes are taken as they are (a block's scale and values, whatever wrote them)."""
+        np = _numpy()
+        arrays = [_bytes_array(k, "k"), _bytes_array(v, "v")]
+        rows = arrays[0].shape[2] if arrays[0].ndim == 4 else -1
+        for i, (name, row_bytes) in enumerate((("k", self.k_row_bytes), ("v", self.v_row_bytes))):
+            want = (self.batch, self.kv_heads, rows, row_bytes)
+            if arrays[i].shape != want or not 0 < rows <= self.capacity:
+                raise ArgumentError(f"{name} {arrays[i].shape}: (batch, kv_heads, rows, row bytes) = (" +
+                                    f"{self.batch}, {self.kv_heads}, rows ≤ {self.capacity}, {row_bytes}), " +
+                                    "the rows of k and v the same")
+        for i, (name, scales) in enumerate((("k_scales", k_scales), ("v_scales", v_scales))):
+            fmt = self.k_dtype if i == 0 else self.v_dtype
+            if scales is None and self._has_scales[i]:
+                raise ArgumentError(f"{name}: the cache's {fmt} rows have a float32 scale each: give them")
+            if scales is not None and not self._has_scales[i]:
+                raise ArgumentError(f"{name}: the cache's {fmt} rows have no scales" +
+                                    (" (make it with scaled=True)" if _FORMATS[fmt].row_scales == "optional" else ""))
+            if scales is not None:
+                s = np.ascontiguousarray(np.asarray(scales.detach().cpu().numpy() if hasattr(scales, "detach")
+                                                    else scales), dtype=np.float32)
+                if s.shape != (self.batch, self.kv_heads, rows):
+                    raise ArgumentError(f"{name} {s.shape}: ({self.batch}, {self.kv_heads}, {rows}), k's rows")
+                arrays.append(s[..., None])
+            else:
+                arrays.append(None)
+        if lengths is None:
+            lengths = [rows] * self.batch
+        lengths = [int(n) for n in lengths]
+        if len(lengths) != self.batch or not all(0 <= n <= rows for n in lengths):
+            raise ArgumentError(f"lengths {lengths}: {self.batch} values from 0 to the {rows} rows given")
+        table = None
+        if self.block_size is None:
+            images = []
+            for a in arrays:
+                img = None if a is None else np.zeros(a.shape[:2] + (self.capacity,) + a.shape[3:], a.dtype)
+                if a is not None:
+                    img[:, :, :rows] = a
+                images.append(img)
+        else:  # blocks handed out in order, sequence after sequence, as appends from empty would
+            bs = self.block_size
+            max_blocks = -(-self.capacity // bs)
+            table, ids = [-1] * (self.batch * max_blocks), []
+            for b in range(self.batch):
+                for j in range(-(-lengths[b] // bs)):
+                    table[b * max_blocks + j] = len(ids)
+                    ids.append((b, j))
+            images = []
+            for a in arrays:
+                if a is None:
+                    images.append(None)
+                    continue
+                padded = np.zeros(a.shape[:2] + (max_blocks * bs,) + a.shape[3:], a.dtype)
+                padded[:, :, :rows] = a
+                pool = np.zeros((self.batch * max_blocks, self.kv_heads, bs) + a.shape[3:], a.dtype)
+                for block, (b, j) in enumerate(ids):
+                    pool[block] = padded[b, :, j * bs:(j + 1) * bs]
+                images.append(pool)
+        _call(self.context, self._cache._load, tuple(images) + (lengths, table))
+
+    @classmethod
+    def from_bytes(cls, k, v, lengths=None, *, dtype=None, k_dtype=None, v_dtype=None, k_scales=None, v_scales=None,
+                   capacity=None, block_size=None, context=None):
+        """A cache holding raw bytes another program wrote (ggml's q8_0/q4_0 blocks, FP8 bytes, …): k uint8
+        (batch, kv_heads, rows, k_row_bytes) and v (…, v_row_bytes) in dtype (or k_dtype and v_dtype), the head
+        sizes read from the row bytes; the row scales where the format has them (FP8: given, the cache is made
+        with scaled=True); capacity (default: rows) and block_size as KVCache's; lengths as load_bytes'."""
+        if dtype is None and (k_dtype is None or v_dtype is None):
+            raise ArgumentError("from_bytes: give dtype, or k_dtype and v_dtype")
+        kf = _format(dtype if k_dtype is None else k_dtype, "dtype" if k_dtype is None else "k_dtype")
+        vf = _format(dtype if v_dtype is None else v_dtype, "dtype" if v_dtype is None else "v_dtype")
+        ka, va = _bytes_array(k, "k"), _bytes_array(v, "v")
+        dims = []
+        for name, a, f in (("k", ka, kf), ("v", va, vf)):
+            if a.ndim != 4 or a.shape[3] == 0 or a.shape[3] % f.block_bytes:
+                raise ArgumentError(f"{name} {a.shape}: (batch, kv_heads, rows, row bytes), the row whole {f.name} "
+                                    f"blocks of {f.block_bytes} bytes")
+            dims.append(a.shape[3] // f.block_bytes * f.block)
+        scaled = any(s is not None and f.row_scales == "optional" for s, f in ((k_scales, kf), (v_scales, vf)))
+        cache = cls(ka.shape[0], ka.shape[1], capacity or ka.shape[2], dims[0], dims[1], block_size=block_size,
+                    context=context, k_dtype=kf.name, v_dtype=vf.name, scaled=scaled)
+        cache.load_bytes(ka, va, lengths, k_scales=k_scales, v_scales=v_scales)
+        return cache

@@ -1,31 +1,19 @@
 /* clattn._clattn.KVCache: a decoding cache on the device, dense (clattn_kv_append, clattn_sdpa over the
  * valid prefix) or paged (a pool of blocks handed to sequences as they grow, clattn_kv_append_paged and
  * clattn_sdpa_paged) — the lengths kept here. New rows and queries come from the host; the cache stays on
- * the device between calls. */
-#include "pyclattn.h"
+ * the device between calls, K and V each in any storage format (a quantised one is written by the
+ * library's quantising append); kvbytes.c reads its bytes back and loads them. */
+#include "kvcache.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct py_kvcache {
-    PyObject_HEAD
-    PyObject *context;
-    size_t batch, kv_heads, capacity, qk_dim, v_dim, block_size; /* block_size 0: dense */
-    clattn_dtype dtype;
-    size_t *lengths;
-    cl_mem k, v;            /* dense: (B, kv_heads, capacity, D); paged: the pools */
-    cl_mem table;           /* paged: (B, max_blocks) block ids */
-    size_t max_blocks, blocks, next_block;
-    int *host_table;        /* paged: the table on the host (-1: none yet) */
-    int counted;            /* made whole: counted in pyclattn_live_caches */
-} py_kvcache;
 
 static py_context *cache_context(py_kvcache *c) { return (py_context *)c->context; }
 
 static void cache_release(py_kvcache *c)
 {
-    cl_mem *mems[3] = {&c->k, &c->v, &c->table};
-    for (int i = 0; i < 3; i++)
+    cl_mem *mems[5] = {&c->k, &c->v, &c->k_scales, &c->v_scales, &c->table};
+    for (int i = 0; i < 5; i++)
         if (*mems[i]) {
             clReleaseMemObject(*mems[i]);
             *mems[i] = NULL;
@@ -36,27 +24,42 @@ static void cache_release(py_kvcache *c)
     c->host_table = NULL;
 }
 
-/* KVCache(context, batch, kv_heads, capacity, qk_dim, v_dim, dtype, block_size): dtype a clattn_dtype,
- * block_size 0 for a dense cache, else a power of two from 8 to 256 (a paged one). */
+size_t pykv_rows(const py_kvcache *c)
+{
+    return c->batch * c->kv_heads * (c->block_size ? c->max_blocks * c->block_size : c->capacity);
+}
+
+/* KVCache(context, batch, kv_heads, capacity, qk_dim, v_dim, k_dtype, v_dtype, block_size, scaled): the
+ * types by name, block_size 0 for a dense cache, else a power of two from 8 to 256 (a paged one); scaled:
+ * a float32 scale per row for the formats that take one optionally (FP8); int8 always has them. */
 static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     (void)kwargs;
     PyObject *ctx_obj;
     Py_ssize_t B, KVH, cap, D, DV, bs;
-    int dtype;
-    if (!PyArg_ParseTuple(args, "Onnnnnin:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &dtype, &bs))
+    const char *k_name, *v_name;
+    int scaled;
+    clattn_dtype kt, vt;
+    if (!PyArg_ParseTuple(args, "Onnnnnssnp:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &k_name, &v_name, &bs,
+                          &scaled))
         return NULL;
     py_context *pc = pyclattn_context(ctx_obj, "context");
-    if (!pc)
+    if (!pc || pykv_dtype(k_name, "k_dtype", &kt) != 0 || pykv_dtype(v_name, "v_dtype", &vt) != 0)
         return NULL;
     if (B < 1 || KVH < 1 || cap < 1 || D < 1 || DV < 1 || bs < 0) {
         PyErr_SetString(PyExc_ValueError, "batch, kv_heads, capacity and the head sizes must be at least 1");
         return NULL;
     }
-    if (dtype != CLATTN_FLOAT32 && dtype != CLATTN_FLOAT16 && dtype != CLATTN_BFLOAT16) {
-        PyErr_SetString(PyExc_ValueError, "dtype: float32, float16 or bfloat16");
-        return NULL;
-    }
+    const clattn_dtype types[2] = {kt, vt};
+    const Py_ssize_t dims[2] = {D, DV};
+    for (int i = 0; i < 2; i++)
+        if (clattn_dtype_bytes(types[i], (size_t)dims[i]) == 0)
+            return PyErr_Format(PyExc_ValueError, "%s %zd is not a multiple of %s's block of %zu values",
+                                i ? "v_dim" : "head_dim", dims[i], clattn_dtype_name(types[i]),
+                                clattn_dtype_block(types[i]));
+    if (scaled && pykv_scale_rule(kt) != 2 && pykv_scale_rule(vt) != 2)
+        return PyErr_Format(PyExc_ValueError, "scaled=True: neither %s nor %s takes optional row scales (the FP8 "
+                            "formats do; int8 always has them)", k_name, v_name);
     allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
     py_kvcache *c = (py_kvcache *)alloc(type, 0);
     if (!c)
@@ -64,29 +67,44 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     Py_INCREF(ctx_obj);
     c->context = ctx_obj;
     c->batch = (size_t)B, c->kv_heads = (size_t)KVH, c->capacity = (size_t)cap;
-    c->qk_dim = (size_t)D, c->v_dim = (size_t)DV, c->block_size = (size_t)bs, c->dtype = (clattn_dtype)dtype;
+    c->qk_dim = (size_t)D, c->v_dim = (size_t)DV, c->block_size = (size_t)bs;
+    c->k_dtype = kt, c->v_dtype = vt;
+    c->k_row = clattn_dtype_bytes(kt, c->qk_dim), c->v_row = clattn_dtype_bytes(vt, c->v_dim);
     c->lengths = PyMem_Calloc((size_t)B, sizeof *c->lengths);
-    size_t rows = c->capacity, kb, vb;
+    size_t rows = c->capacity, kb, vb, sb;
     if (bs) { /* every sequence may grow to the capacity: a pool of B · max_blocks blocks */
         c->max_blocks = (c->capacity + c->block_size - 1) / c->block_size;
         c->blocks = c->batch * c->max_blocks;
         rows = c->max_blocks * c->block_size;
         c->host_table = PyMem_Malloc(c->blocks * sizeof *c->host_table);
     }
-    if (!c->lengths || (bs && !c->host_table) || py_product(&kb, B, KVH, rows, D * clattn_dtype_size(c->dtype)) ||
-        py_product(&vb, B, KVH, rows, DV * clattn_dtype_size(c->dtype))) {
+    if (!c->lengths || (bs && !c->host_table) || py_product(&kb, B, KVH, rows, c->k_row) ||
+        py_product(&vb, B, KVH, rows, c->v_row) || py_product(&sb, B, KVH, rows, sizeof(float))) {
         Py_DECREF(c);
         return PyErr_Occurred() ? NULL : PyErr_NoMemory();
     }
     for (size_t i = 0; bs && i < c->blocks; i++)
         c->host_table[i] = -1;
-    clattn_status st;
-    c->k = py_upload(pc, NULL, kb, &st);
+    const int k_scaled = pykv_scale_rule(kt) == 1 || (scaled && pykv_scale_rule(kt) == 2);
+    const int v_scaled = pykv_scale_rule(vt) == 1 || (scaled && pykv_scale_rule(vt) == 2);
+    /* Zeros everywhere (a row never written reads as 0, its bytes as zeros), copied in as the buffers are
+     * made: nothing is queued, so a context still busy with an abandoned call does not hold this up. */
+    size_t largest = kb > vb ? kb : vb;
+    largest = largest > sb ? largest : sb;
+    void *zeros = calloc(1, largest);
+    clattn_status st = zeros ? CLATTN_SUCCESS : CLATTN_ERROR_OUT_OF_HOST_MEMORY;
+    if (zeros)
+        c->k = py_upload(pc, zeros, kb, &st);
     if (c->k)
-        c->v = py_upload(pc, NULL, vb, &st);
-    if (c->v && bs)
+        c->v = py_upload(pc, zeros, vb, &st);
+    if (c->v && k_scaled)
+        c->k_scales = py_upload(pc, zeros, sb, &st);
+    if (st == CLATTN_SUCCESS && v_scaled)
+        c->v_scales = py_upload(pc, zeros, sb, &st);
+    if (st == CLATTN_SUCCESS && bs)
         c->table = py_upload(pc, NULL, c->blocks * sizeof(int), &st);
-    if (!c->k || !c->v || (bs && !c->table)) {
+    free(zeros);
+    if (st != CLATTN_SUCCESS) {
         Py_DECREF(c);
         return pyclattn_raise(st, "allocating the KV cache's buffers");
     }
@@ -122,11 +140,13 @@ static clattn_sdpa_desc cache_desc(const py_kvcache *c, size_t heads, size_t q_l
     d.batch = c->batch, d.heads = heads, d.kv_heads = c->kv_heads, d.q_len = q_len;
     d.kv_len = c->block_size ? c->max_blocks * c->block_size : c->capacity;
     d.qk_dim = c->qk_dim, d.v_dim = c->v_dim;
-    d.k_dtype = d.v_dtype = c->dtype;
+    d.k_dtype = c->k_dtype, d.v_dtype = c->v_dtype;
+    d.k_scales = c->k_scales, d.v_scales = c->v_scales;
     return d;
 }
 
-/* append(k, v): n new rows per sequence, k (B, kv_heads, n, qk_dim) and v (…, v_dim) in the cache's type. */
+/* append(k, v): n new rows per sequence, k (B, kv_heads, n, qk_dim) and v (…, v_dim), both of one float type:
+ * the cache's own where K and V share a float type, else any (the library converts and quantises them). */
 static PyObject *kvcache_append(PyObject *obj, PyObject *args)
 {
     py_kvcache *c = (py_kvcache *)obj;
@@ -138,13 +158,18 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
         return NULL;
     py_tensor k, v = {0};
     size_t nk, nv;
+    /* A cache of one float type takes rows of that type (copied); any other, rows of any float type. */
+    const int same_float = c->k_dtype == c->v_dtype && !pykv_kv_only(c->k_dtype);
     if (n < 1 || py_tensor_get(k_obj, "k", 0, bf16, &k) != 0)
         return n < 1 ? (PyErr_SetString(PyExc_ValueError, "append: no rows"), NULL) : NULL;
     if (py_tensor_get(v_obj, "v", 0, bf16, &v) != 0 || py_product(&nk, c->batch, c->kv_heads, n, c->qk_dim) ||
         py_product(&nv, c->batch, c->kv_heads, n, c->v_dim) || py_tensor_expect(&k, "k", nk, 0) ||
-        py_tensor_expect(&v, "v", nv, 0) || (k.dtype != c->dtype || v.dtype != c->dtype)) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_TypeError, "k and v must be %s, the cache's type", clattn_dtype_name(c->dtype));
+        py_tensor_expect(&v, "v", nv, 0) || k.dtype != v.dtype || (same_float && k.dtype != c->k_dtype)) {
+        if (!PyErr_Occurred() && same_float)
+            PyErr_Format(PyExc_TypeError, "k and v must be %s, the cache's type", clattn_dtype_name(c->k_dtype));
+        else if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "k and v must have one type (float32, float16 or bfloat16), not %s and %s",
+                         clattn_dtype_name(k.dtype), clattn_dtype_name(v.dtype));
         py_tensor_release(&k);
         py_tensor_release(&v);
         return NULL;
@@ -172,7 +197,7 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
                             table_changed = 1;
                         }
                 clattn_sdpa_desc d = cache_desc(c, c->kv_heads, 0);
-                d.q_dtype = c->dtype; /* (the new rows' type) */
+                d.q_dtype = k.dtype; /* (the new rows' type) */
                 const clattn_paged_cache p = paged_view(c);
                 if (table_changed)
                     st = (clattn_status)clEnqueueWriteBuffer(clattn_context_queue(pc->ctx), c->table, CL_TRUE, 0,
@@ -360,6 +385,8 @@ static PyMethodDef kvcache_methods[] = {
     {"attend", (PyCFunction)(void (*)(void))kvcache_attend, METH_VARARGS | METH_KEYWORDS,
      "attend(q, out, lse, heads, q_len, bfloat16, **options)."},
     {"reset", kvcache_reset, METH_NOARGS, "Empty every sequence (the buffers stay)."},
+    {"_read", pykv_read, METH_VARARGS, "_read(which): (the bytes of buffer `which`, lengths, table or None)."},
+    {"_load", pykv_load, METH_VARARGS, "_load(k, v, k_scales, v_scales, lengths, table): whole buffers in."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,6 +1,6 @@
 /* clattn._clattn: the module, clattn.Error, clattn.Context, the device list and the live-object counts.
  * The attention calls are in attention.c, mods in mods.c, KV caches in kvcache.c. */
-#include "pyclattn.h"
+#include "kvcache.h"
 
 #include <structmember.h> /* (PyMemberDef's T_PYSSIZET and READONLY: not in Python.h's limited API) */
 #include <string.h>
@@ -211,6 +211,9 @@ static PyMethodDef module_methods[] = {
     {"devices", py_devices, METH_NOARGS, "Every OpenCL device: a list of dicts (spec, name, vendor, platform, type)."},
     {"live_objects", py_live_objects, METH_NOARGS, "Live contexts, mods and KV caches (for leak checks)."},
     {"library_version", py_version, METH_NOARGS, "The version of the clattn library built in."},
+    {"formats", py_formats, METH_NOARGS,
+     "Every storage format: ((name, block, block_bytes, row_scales, kv_only), ...), row_scales \"none\", "
+     "\"required\" or \"optional\"."},
     {"sdpa", (PyCFunction)(void (*)(void))py_sdpa, METH_VARARGS | METH_KEYWORDS, "Scaled dot-py_product attention (see clattn.scaled_dot_product_attention)."},
     {"sdpa_backward", (PyCFunction)(void (*)(void))py_sdpa_backward, METH_VARARGS | METH_KEYWORDS,
      "The gradients of sdpa (clattn_sdpa_backward_host; float32)."},

@@ -1,0 +1,42 @@
+/* clattn._clattn.KVCache's object, shared by kvcache.c (making it, appends, attention) and kvbytes.c (its
+ * storage formats, and the raw bytes of its buffers read back and loaded). */
+#ifndef PYCLATTN_KVCACHE_H
+#define PYCLATTN_KVCACHE_H
+
+#include "pyclattn.h"
+
+/* A cache: K and V each in a storage format of src/base/formats.def (K and V may differ), rows of
+ * k_row / v_row bytes (clattn_dtype_bytes of the head size), a float32 scale per row beside them where
+ * the format asks for one (int8) or the cache was made with them (FP8, scaled=True). */
+typedef struct py_kvcache {
+    PyObject_HEAD
+    PyObject *context;
+    size_t batch, kv_heads, capacity, qk_dim, v_dim, block_size; /* block_size 0: dense */
+    clattn_dtype k_dtype, v_dtype;
+    size_t k_row, v_row;    /* bytes of one K (V) row */
+    size_t *lengths;
+    cl_mem k, v;            /* dense: (B, kv_heads, capacity, ·); paged: the pools (blocks, kv_heads, block_size, ·) */
+    cl_mem k_scales, v_scales; /* NULL, or one float per row of k (v) */
+    cl_mem table;           /* paged: (B, max_blocks) block ids */
+    size_t max_blocks, blocks, next_block;
+    int *host_table;        /* paged: the table on the host (-1: none yet) */
+    int counted;            /* made whole: counted in pyclattn_live_caches */
+} py_kvcache;
+
+/* Rows of each of the cache's buffers: B · kv_heads · capacity dense, blocks · kv_heads · block_size paged. */
+size_t pykv_rows(const py_kvcache *c);
+
+/* The type of a format's name (a ValueError naming `what` and listing every name for an unknown one). */
+int pykv_dtype(const char *name, const char *what, clattn_dtype *out);
+/* 1 when a format takes a row scale always (int8), 2 when optionally (FP8), 0 when never. */
+int pykv_scale_rule(clattn_dtype t);
+/* 1 for the formats only K and V may have. */
+int pykv_kv_only(clattn_dtype t);
+
+/* The methods of kvbytes.c: _read(which) and _load(k, v, k_scales, v_scales, lengths, table). */
+PyObject *pykv_read(PyObject *obj, PyObject *args);
+PyObject *pykv_load(PyObject *obj, PyObject *args);
+/* _clattn.formats(): every storage format, ((name, block, block_bytes, row_scales, kv_only), …). */
+PyObject *py_formats(PyObject *self, PyObject *unused);
+
+#endif
