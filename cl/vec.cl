@@ -168,23 +168,25 @@ inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
     const CLATTN_CAT(uchar, VEC) q = (CLATTN_VLOADN(b + 2 + (j & 15)) >> (uchar)((j >> 4) * 4)) & (uchar)15;
     return (CLATTN_VCONVERT(q) - 8.0f) * CLATTN_HALF_AT(b, 0);
 }
-/* VEC 4-bit values from VEC / 2 bytes, low nibble first: each byte's two nibbles become a ushort's two
- * bytes, which (little-endian, as every device clattn runs on) are the values in order. */
+/* VEC 4-bit values from VEC / 2 bytes, low nibble first, as floats: the low and the high nibbles widened
+ * apart, then interleaved by one shuffle. */
 #if VEC == 2
-#define CLATTN_NIBBLES(b) as_uchar2((ushort)(((b)[0] & 15) | (((b)[0] >> 4) << 8)))
+#define CLATTN_NIBBLES_F(b) ((float2)((float)((b)[0] & 15), (float)((b)[0] >> 4)))
 #else
-#define CLATTN_HALF_VEC CLATTN_CAT(ushort, CLATTN_HVEC)
 #if VEC == 4
 #define CLATTN_HVEC 2
+#define CLATTN_INTERLEAVE ((uint4)(0, 2, 1, 3))
 #elif VEC == 8
 #define CLATTN_HVEC 4
+#define CLATTN_INTERLEAVE ((uint8)(0, 4, 1, 5, 2, 6, 3, 7))
 #else
 #define CLATTN_HVEC 8
+#define CLATTN_INTERLEAVE ((uint16)(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15))
 #endif
-#define CLATTN_NIBBLES(b)                                                                                  \
-    CLATTN_CAT(as_uchar, VEC)                                                                              \
-    (CLATTN_CAT(convert_ushort, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) & (uchar)15) |          \
-     (CLATTN_CAT(convert_ushort, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) >> (uchar)4) << (ushort)8))
+#define CLATTN_NIBBLES_F(b)                                                                                \
+    shuffle2(CLATTN_CAT(convert_float, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) & (uchar)15),   \
+             CLATTN_CAT(convert_float, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) >> (uchar)4),   \
+             CLATTN_INTERLEAVE)
 #endif
 #define CLATTN_GROUP_VLOADS(N)                                                                             \
     inline vec_t clattn_vload_u8_g##N(__global const uchar *p, ulong i)                                   \
@@ -195,7 +197,7 @@ inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
     inline vec_t clattn_vload_u4_g##N(__global const uchar *p, ulong i)                                   \
     {                                                                                                      \
         __global const uchar *b = p + (i / N) * (N / 2 + 4);                                               \
-        return (CLATTN_VCONVERT(CLATTN_NIBBLES(b + 4 + (i % N) / 2)) - CLATTN_HALF_AT(b, 2)) * CLATTN_HALF_AT(b, 0); \
+        return (CLATTN_NIBBLES_F(b + 4 + (i % N) / 2) - CLATTN_HALF_AT(b, 2)) * CLATTN_HALF_AT(b, 0); \
     }
 #endif
 CLATTN_GROUP_VLOADS(32)
@@ -248,7 +250,7 @@ inline vec_t clattn_vload_fp8_e4m3(__global const uchar *p, ulong i)
 #define clattn_block_raw_q4_0(b, j)                                                                        \
     CLATTN_VCONVERT((CLATTN_VLOADN((b) + 2 + ((j) & 15)) >> (uchar)(((j) >> 4) * 4)) & (uchar)15)
 #define CLATTN_BLOCK_RAW_U(b, j, N, bits)                                                                  \
-    ((bits) == 8 ? CLATTN_VCONVERT(CLATTN_VLOADN((b) + 4 + (j))) : CLATTN_VCONVERT(CLATTN_NIBBLES((b) + 4 + (j) / 2)))
+    ((bits) == 8 ? CLATTN_VCONVERT(CLATTN_VLOADN((b) + 4 + (j))) : CLATTN_NIBBLES_F((b) + 4 + (j) / 2))
 #endif
 #define CLATTN_GROUP_PARTS(N)                                                                              \
     inline float clattn_block_scale_u8_g##N(__global const uchar *b) { return CLATTN_HALF_AT(b, 0); }      \

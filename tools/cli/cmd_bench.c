@@ -488,6 +488,10 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.kv_heads = c->kv_heads;
         d.qk_dim = c->D;
         d.masks = &masks;
+        d.q_dtype = d.out_dtype = c->qo_type;
+        d.k_dtype = d.v_dtype = c->kv_type;
+        d.k_scales = b->k_scales;
+        d.v_scales = b->v_scales;
         if (c->kind == BENCH_RAGGED) {
             clattn_ragged r = CLATTN_RAGGED_INIT;
             r.q_starts = b->starts[0];
