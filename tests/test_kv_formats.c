@@ -165,6 +165,20 @@ START_TEST(test_paths)
 }
 END_TEST
 
+/* The dense reference's K and V (B, kv_heads, 45, D): row j of head h of sequence b is row rows[(b·kv_heads
+ * + h)·45 + j] of the dequantised values, for j below the sequence's length. */
+static void gather_rows(const kv_tensor *kt, const kv_tensor *vt, const size_t *rows, const size_t *lengths, size_t B,
+                        size_t kv_heads, size_t D, float *kd, float *vd)
+{
+    for (size_t b = 0; b < B; b++)
+        for (size_t h = 0; h < kv_heads; h++)
+            for (size_t j = 0; j < lengths[b]; j++) {
+                const size_t to = ((b * kv_heads + h) * 45 + j) * D, from = rows[(b * kv_heads + h) * 45 + j] * D;
+                memcpy(kd + to, kt->t.values + from, D * sizeof(float));
+                memcpy(vd + to, vt->t.values + from, D * sizeof(float));
+            }
+}
+
 /* A paged pool and a ragged batch in each format (the pages and the packed rows are whole rows, so a
  * block format's blocks never straddle them). */
 START_TEST(test_layouts)
@@ -196,14 +210,12 @@ START_TEST(test_layouts)
         tu_fill_uniform(kp, npool, 1.5f, 42 + idx);
         tu_fill_uniform(vp, npool, 1.0f, 43 + idx);
         kv_tensor kt = kv_make(ctx, p->k, p->scaled, kp, npool, D), vt = kv_make(ctx, p->v, p->scaled, vp, npool, D);
+        size_t *rows = tu_track_malloc(B * KVH * 45 * sizeof(size_t));
         for (size_t b = 0; b < B; b++)
             for (size_t h = 0; h < KVH; h++)
                 for (size_t j = 0; j < lengths[b]; j++)
-                    for (size_t e = 0; e < D; e++) {
-                        const size_t at = (((size_t)table[b * COLS + j / BS] * KVH + h) * BS + j % BS) * D + e;
-                        kd[((b * KVH + h) * 45 + j) * D + e] = kt.t.values[at];
-                        vd[((b * KVH + h) * 45 + j) * D + e] = vt.t.values[at];
-                    }
+                    rows[(b * KVH + h) * 45 + j] = ((size_t)table[b * COLS + j / BS] * KVH + h) * BS + j % BS;
+        gather_rows(&kt, &vt, rows, lengths, B, KVH, D, kd, vd);
         cl_int err;
         cl_mem tm = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
                                    sizeof table, (void *)table, &err);
@@ -229,13 +241,12 @@ START_TEST(test_layouts)
         tu_fill_uniform(kr, nk, 1.5f, 44 + idx);
         tu_fill_uniform(vr, nk, 1.0f, 45 + idx);
         kv_tensor kt = kv_make(ctx, p->k, p->scaled, kr, nk, D), vt = kv_make(ctx, p->v, p->scaled, vr, nk, D);
+        size_t *at = tu_track_malloc(B * KVH * 45 * sizeof(size_t));
         for (size_t b = 0; b < B; b++)
             for (size_t h = 0; h < KVH; h++)
                 for (size_t j = 0; j < lengths[b]; j++)
-                    for (size_t e = 0; e < D; e++) {
-                        kd[((b * KVH + h) * 45 + j) * D + e] = kt.t.values[(h * rows + k_starts[b] + j) * D + e];
-                        vd[((b * KVH + h) * 45 + j) * D + e] = vt.t.values[(h * rows + k_starts[b] + j) * D + e];
-                    }
+                    at[(b * KVH + h) * 45 + j] = h * rows + k_starts[b] + j;
+        gather_rows(&kt, &vt, at, lengths, B, KVH, D, kd, vd);
         for (size_t b = 0; b < B; b++) /* the queries, (heads, rows, D) from the dense (B, H, L, D) */
             for (size_t h = 0; h < H; h++)
                 for (size_t i = 0; i < L; i++)
