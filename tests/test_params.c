@@ -18,6 +18,7 @@
 #include "test_util.h"
 
 #include "context.h" /* internal: the families and programs of src/ */
+#include "dtype.h"
 #include "params.h"
 #include "program.h"
 
@@ -34,26 +35,32 @@ typedef struct family_case {
     const char *options;
     unsigned group;
     bool needs_fp64;
+    /* storage types whose options (tensor_types_options, as the library makes them) follow `options` */
+    bool typed;
+    tensor_types types;
 } family_case;
 
 static const family_case cases[] = {
-    {&family_fused, "-DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=2 -DDK=16 -DDV=32", 4, false},
-    {&family_fused_lanes, "-DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=8 -DDK=16 -DDV=32", 4, false},
+    {&family_fused, "-DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=2 -DDK=16 -DDV=32", 4, false, false, {0}},
+    {&family_fused_lanes, "-DBLOCK_N=16 -DVEC=4 -DKV=2 -DROWS=8 -DDK=16 -DDV=32", 4, false, false, {0}},
     {&family_decode, "-DDK=16 -DDV=32 -DVEC=4 -DKQ=2 -DRB=2 -DTILE=16 -DR_MAX=4 -DSTAGE=0 -DPREFETCH=0", 1,
-     false},
+     false, false, {0}},
     {&family_decode, "-DDK=16 -DDV=16 -DVEC=1 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 8,
-     false},
-    {&family_staged, "-DVEC=4 -DKEYS=4 -DCHUNKS=4 -DSR=6 -DSV=2", 0, false},
-    {&family_softmax_double, SOFTMAX_DOUBLE_FP64_OPTIONS, 0, true},
-    {&family_softmax_double, SOFTMAX_DOUBLE_FF_OPTIONS, 0, false}, /* (its float-float build: every device) */
-    {&family_merge, "-DQ_T=1 -DK_T=2 -DO_T=0", 0, false},
-    {&family_convert, "-DQ_T=3 -DO_T=1", 0, false},
-    {&family_paged_check, "", 0, false},
-    {&family_gemm, "-DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false},
-    {&family_add_bias, "", 0, false},
-    {&family_block_mask, "", 0, false},
-    {&family_backward, "-DVEC=4 -DDK=16 -DDV=16", 0, false}, /* (VEC > 1: the lanes kernel too) */
-    {&family_layer_backward, "", 0, false},
+     false, false, {0}},
+    {&family_staged, "-DVEC=4 -DKEYS=4 -DCHUNKS=4 -DSR=6 -DSV=2", 0, false, false, {0}},
+    {&family_softmax_double, SOFTMAX_DOUBLE_FP64_OPTIONS, 0, true, false, {0}},
+    {&family_softmax_double, SOFTMAX_DOUBLE_FF_OPTIONS, 0, false, false, {0}}, /* (its float-float build: every device) */
+    {&family_merge, "", 0, false, true, {CLATTN_FLOAT16, CLATTN_BFLOAT16, CLATTN_FLOAT32, CLATTN_FLOAT32}},
+    {&family_convert, "", 0, false, true, {CLATTN_INT8, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT16}},
+    /* (a block format's quantiser and an FP8 store in the append kernel) */
+    {&family_convert, "", 0, false, true, {CLATTN_BFLOAT16, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_Q4_0}},
+    {&family_convert, "", 0, false, true, {CLATTN_FLOAT16, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FP8_E4M3}},
+    {&family_paged_check, "", 0, false, false, {0}},
+    {&family_gemm, "-DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false, false, {0}},
+    {&family_add_bias, "", 0, false, false, {0}},
+    {&family_block_mask, "", 0, false, false, {0}},
+    {&family_backward, "-DVEC=4 -DDK=16 -DDV=16", 0, false, false, {0}}, /* (VEC > 1: the lanes kernel too) */
+    {&family_layer_backward, "", 0, false, false, {0}},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -150,8 +157,11 @@ START_TEST(test_signatures)
     for (int s = 0; s < 2; s++) {
         tu_set_label("%s kernels (%s) on %s, %s", f->name, fc->options, tu_dev_spec[dev],
                      s ? "every feature" : "no feature");
-        char options[1024], with_info[1100];
-        program_options(f, fc->options, fc->group, sets[s], options, sizeof options);
+        char options[1024], with_info[1100], given[TYPES_OPTIONS_MAX + 128];
+        snprintf(given, sizeof given, "%s", fc->options);
+        if (fc->typed)
+            tensor_types_options(fc->types, given + strlen(given), sizeof given - strlen(given));
+        program_options(f, given, fc->group, sets[s], options, sizeof options);
         snprintf(with_info, sizeof with_info, "%s -cl-kernel-arg-info", options);
         cl_program program;
         clattn_status st = program_build(ctx, f->files, f->nfiles, NULL, with_info, &program);
