@@ -4,7 +4,8 @@
  * row-scale rule: 0 none, 1 required, 2 optional). Arithmetic is float32 whatever the storage.
  * This file holds, under each format's name, the code that reads a value as float (clattn_load_<name>)
  * and that writes one (clattn_store_<name>, element formats) or a block (clattn_quantise_<name>);
- * cl/vec.cl has the VEC-wide loads (clattn_vload_<name>).
+ * cl/vec.cl has the VEC-wide loads (clattn_vload_<name>, the formats stored value by value) and the block
+ * formats' parts that dequantise a whole row (clattn_block_scale_/zero_/raw_<name>).
  *
  * Values are addressed by their index in the tensor's values (as if it held floats): the value i of a
  * block format lies in block i / block, whose bytes start at (i / block) · block_bytes. A row's blocks

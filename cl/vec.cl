@@ -133,10 +133,10 @@ CLATTN_EXP_WEIGHT(clattn_exp_weight, vec_t, AS_VEC, AS_INT)
 #define ZERO_WHERE_MASKED(p, s) select((p), (vec_t)0.0f, (s) == (vec_t)-INFINITY)
 #endif
 
-/* VEC values of storage format F (cl/formats.cl) from value i of p, widened to vec_t: i is a multiple of
- * VEC (so a block format's VEC values lie in one block, whose scale is read once). Half through the
- * core vload_halfN, bfloat16 shifted into a float's upper bits, int8 and the FP8 formats without their
- * row scale (the caller's). */
+/* VEC values of a storage format F stored value by value (cl/formats.cl) from value i of p, widened to
+ * vec_t: half through the core vload_halfN, bfloat16 shifted into a float's upper bits, int8 and the FP8
+ * formats without their row scale (the caller's). The block formats are read a row at a time
+ * (clattn_dequant_row_k below: every tile that holds them is staged). */
 #define VLOAD_FMT(F, p, i) CLATTN_CAT(clattn_vload_, F)(p, i)
 #define VLOAD_K(p, i) VLOAD_FMT(K_FMT, p, i)
 #define VLOAD_V(p, i) VLOAD_FMT(V_FMT, p, i)
@@ -145,29 +145,12 @@ CLATTN_EXP_WEIGHT(clattn_exp_weight, vec_t, AS_VEC, AS_INT)
 #define clattn_vload_float16(p, i) vload_half((i), (p))
 #define clattn_vload_bfloat16(p, i) clattn_load_bfloat16(p, i)
 #define clattn_vload_int8(p, i) clattn_load_int8(p, i)
-#define clattn_vload_q8_0(p, i) clattn_load_q8_0(p, i)
-#define clattn_vload_q4_0(p, i) clattn_load_q4_0(p, i)
-#define CLATTN_GROUP_VLOADS(N)                                                                             \
-    inline float clattn_vload_u8_g##N(__global const uchar *p, ulong i) { return clattn_load_u8_g##N(p, i); } \
-    inline float clattn_vload_u4_g##N(__global const uchar *p, ulong i) { return clattn_load_u4_g##N(p, i); }
 #else
 #define CLATTN_VCONVERT(x) CLATTN_CAT(convert_float, VEC)(x)
 #define CLATTN_VLOADN(p) CLATTN_CAT(vload, VEC)(0, (p))
 #define clattn_vload_float16(p, i) CLATTN_CAT(vload_half, VEC)(0, (p) + (i))
 #define clattn_vload_bfloat16(p, i) AS_VEC(CLATTN_CAT(convert_uint, VEC)(CLATTN_VLOADN((p) + (i))) << 16)
 #define clattn_vload_int8(p, i) CLATTN_VCONVERT(CLATTN_VLOADN((p) + (i)))
-inline vec_t clattn_vload_q8_0(__global const uchar *p, ulong i)
-{
-    __global const uchar *b = p + (i >> 5) * 34;
-    return CLATTN_VCONVERT(CLATTN_VLOADN((__global const char *)b + 2 + (i & 31))) * CLATTN_HALF_AT(b, 0);
-}
-inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
-{
-    __global const uchar *b = p + (i >> 5) * 18;
-    const uint j = (uint)(i & 31);
-    const CLATTN_CAT(uchar, VEC) q = (CLATTN_VLOADN(b + 2 + (j & 15)) >> (uchar)((j >> 4) * 4)) & (uchar)15;
-    return (CLATTN_VCONVERT(q) - 8.0f) * CLATTN_HALF_AT(b, 0);
-}
 /* VEC 4-bit values from VEC / 2 bytes, low nibble first, as floats: the low and the high nibbles widened
  * apart, then interleaved by one shuffle. */
 #if VEC == 2
@@ -188,21 +171,7 @@ inline vec_t clattn_vload_q4_0(__global const uchar *p, ulong i)
              CLATTN_CAT(convert_float, CLATTN_HVEC)(CLATTN_CAT(vload, CLATTN_HVEC)(0, (b)) >> (uchar)4),   \
              CLATTN_INTERLEAVE)
 #endif
-#define CLATTN_GROUP_VLOADS(N)                                                                             \
-    inline vec_t clattn_vload_u8_g##N(__global const uchar *p, ulong i)                                   \
-    {                                                                                                      \
-        __global const uchar *b = p + (i / N) * (N + 4);                                                   \
-        return (CLATTN_VCONVERT(CLATTN_VLOADN(b + 4 + i % N)) - CLATTN_HALF_AT(b, 2)) * CLATTN_HALF_AT(b, 0); \
-    }                                                                                                      \
-    inline vec_t clattn_vload_u4_g##N(__global const uchar *p, ulong i)                                   \
-    {                                                                                                      \
-        __global const uchar *b = p + (i / N) * (N / 2 + 4);                                               \
-        return (CLATTN_NIBBLES_F(b + 4 + (i % N) / 2) - CLATTN_HALF_AT(b, 2)) * CLATTN_HALF_AT(b, 0); \
-    }
 #endif
-CLATTN_GROUP_VLOADS(32)
-CLATTN_GROUP_VLOADS(64)
-CLATTN_GROUP_VLOADS(128)
 /* The FP8 formats VEC values at a time through half, which holds every FP8 value exactly: an E5M2 byte is
  * a half's upper byte (inf and NaN included), an E4M3 byte's exponent and mantissa bits shifted into a
  * half's are its value · 2^−8 (subnormals too), the all-ones magnitude its NaN. The halves are widened by
