@@ -175,20 +175,19 @@ CLATTN_EXP_WEIGHT(clattn_exp_weight, vec_t, AS_VEC, AS_INT)
 /* The FP8 formats VEC values at a time through half, which holds every FP8 value exactly: an E5M2 byte is
  * a half's upper byte (inf and NaN included), an E4M3 byte's exponent and mantissa bits shifted into a
  * half's are its value · 2^−8 (subnormals too), the all-ones magnitude its NaN. The halves are widened by
- * the core vload_halfN, which CPUs do in one instruction. */
+ * the core vload_halfN, which CPUs do in one instruction. Only in the programs that read them
+ * (CLATTN_FMT_<name>, from the build's options): Mesa's SPIR-V translator (rusticl, LLVM 15) crashes
+ * on these functions' private halves when it erases them unused. With VEC 1 (GPU shapes) a value at a
+ * time by cl/formats.cl's integer decoding. */
 #if VEC == 1
-#define CLATTN_VUSHORT ushort
-#define CLATTN_TO_VUSHORT(x) convert_ushort(x)
-#define CLATTN_VBYTES(p) (*(p))
-#define CLATTN_HALVES(h) vload_half(0, (const half *)&(h)) /* (a private scalar: its own address) */
-#define CLATTN_TO_VINT(x) convert_int(x)
-#else
+#define clattn_vload_fp8_e4m3(p, i) clattn_load_fp8_e4m3(p, i)
+#define clattn_vload_fp8_e5m2(p, i) clattn_load_fp8_e5m2(p, i)
+#elif defined(CLATTN_FMT_fp8_e4m3) || defined(CLATTN_FMT_fp8_e5m2)
 #define CLATTN_VUSHORT CLATTN_CAT(ushort, VEC)
 #define CLATTN_TO_VUSHORT(x) CLATTN_CAT(convert_ushort, VEC)(x)
 #define CLATTN_VBYTES(p) CLATTN_CAT(vload, VEC)(0, (p))
 #define CLATTN_HALVES(h) CLATTN_CAT(vload_half, VEC)(0, (const half *)&(h))
 #define CLATTN_TO_VINT(x) CLATTN_CAT(convert_int, VEC)(x)
-#endif
 inline vec_t clattn_vload_fp8_e5m2(__global const uchar *p, ulong i)
 {
     const CLATTN_VUSHORT h = CLATTN_TO_VUSHORT(CLATTN_VBYTES(p + i)) << (ushort)8;
@@ -201,6 +200,7 @@ inline vec_t clattn_vload_fp8_e4m3(__global const uchar *p, ulong i)
     const vec_t x = CLATTN_HALVES(h) * 256.0f;
     return select(x, (vec_t)NAN, CLATTN_TO_VINT(mag == (ushort)0x7f));
 }
+#endif
 
 /* A block format's block b (its first byte) in three parts, so that a whole row is dequantised with one
  * decoding of each block's header: its scale, its zero point (values are (raw − zero) · scale: q4_0's

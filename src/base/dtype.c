@@ -86,8 +86,10 @@ void tensor_types_options(tensor_types t, char *buf, size_t size)
         const dtype_format *g = f ? f : dtype_format_of(CLATTN_FLOAT32);
         const char c = all[i].tensor;
         const int n = snprintf(buf + used, size - used,
-                               " -D%c_T=%d -D%c_FMT=%s -D%c_STORE=%s -D%c_BLOCK=%u -D%c_BLOCK_BYTES=%u -D%c_SCALE_RULE=%d", c,
-                               (int)all[i].type, c, g->name, c, g->store, c, g->block, c, g->block_bytes, c, g->scales);
+                               " -D%c_T=%d -D%c_FMT=%s -D%c_STORE=%s -D%c_BLOCK=%u -D%c_BLOCK_BYTES=%u -D%c_SCALE_RULE=%d"
+                               " -DCLATTN_FMT_%s=1",
+                               c, (int)all[i].type, c, g->name, c, g->store, c, g->block, c, g->block_bytes, c,
+                               g->scales, g->name);
         used += n > 0 ? (size_t)n : 0;
     }
 }
