@@ -165,6 +165,17 @@ START_TEST(test_paths)
 }
 END_TEST
 
+/* A block table on the device (tracked). */
+static cl_mem table_upload(clattn_context *ctx, const int *table, size_t n)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof(int),
+                              (void *)table, &err);
+    ck_assert_msg(err == CL_SUCCESS, "%s: clCreateBuffer(block table) failed: %d", tu_label(), (int)err);
+    tu_track_mem(m);
+    return m;
+}
+
 /* The dense reference's K and V (B, kv_heads, 45, D): row j of head h of sequence b is row rows[(b·kv_heads
  * + h)·45 + j] of the dequantised values, for j below the sequence's length. */
 static void gather_rows(const kv_tensor *kt, const kv_tensor *vt, const size_t *rows, const size_t *lengths, size_t B,
@@ -216,11 +227,7 @@ START_TEST(test_layouts)
                 for (size_t j = 0; j < lengths[b]; j++)
                     rows[(b * KVH + h) * 45 + j] = ((size_t)table[b * COLS + j / BS] * KVH + h) * BS + j % BS;
         gather_rows(&kt, &vt, rows, lengths, B, KVH, D, kd, vd);
-        cl_int err;
-        cl_mem tm = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                   sizeof table, (void *)table, &err);
-        ck_assert(err == CL_SUCCESS);
-        tu_track_mem(tm);
+        cl_mem tm = table_upload(ctx, table, sizeof table / sizeof table[0]);
         clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
         cache.k_pool = kt.mem;
         cache.v_pool = vt.mem;
@@ -334,11 +341,7 @@ START_TEST(test_append)
     clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
     clattn_status st;
     if (paged) {
-        cl_int err;
-        cl_mem tm = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                   sizeof table, (void *)table, &err);
-        ck_assert(err == CL_SUCCESS);
-        tu_track_mem(tm);
+        cl_mem tm = table_upload(ctx, table, sizeof table / sizeof table[0]);
         cache.k_pool = kc;
         cache.v_pool = vc;
         cache.blocks = 8;
@@ -668,11 +671,7 @@ START_TEST(test_memory)
     int table[BLOCKS];
     for (int i = 0; i < BLOCKS; i++)
         table[i] = (i * 37) % BLOCKS;
-    cl_int err;
-    cl_mem tm = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, sizeof table,
-                               table, &err);
-    ck_assert(err == CL_SUCCESS);
-    tu_track_mem(tm);
+    cl_mem tm = table_upload(ctx, table, sizeof table / sizeof table[0]);
     clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
     cache.k_pool = cache.v_pool = tu_typed_upload(ctx, &kt);
     cache.blocks = BLOCKS;
