@@ -12,7 +12,10 @@
  *     within the conformance tolerance, out and log-sum-exp.
  *  3. layers: clattn_group_mha_host by batches and by query rows (self- and cross-attention, causal of
  *     both kinds, GQA, additive masks, with and without W_O) against the fp64 layer reference.
- *  4. bad: NULL group or arrays, typed tensors, a bad descriptor (its detail reaches the caller).
+ *  3b. formats: K and V in block formats and FP8 (q4_0, u4_g32, q8_0, fp8_e5m2, u8_g64, fp8_e4m3, u4_g128)
+ *     split as bytes by batches and by keys, against the reference over the dequantised values.
+ *  4. bad: NULL group or arrays, a float16 Q, row-scaled K/V (int8, FP8 with scales), a block format whose
+ *     rows hold no whole block, a bad descriptor (its detail reaches the caller).
  *  5. mods: programmable attention over the group — mods and a block mask made on the first member, used by
  *     every member (their copies), by batches and by keys (the functions must see the whole call's
  *     batches and positions: a score_mod reading a per-batch tensor, a mask_mod a per-position one)
@@ -20,6 +23,7 @@
  *     of other mods refused.
  */
 #define _POSIX_C_SOURCE 200809L /* setenv */
+#include "formats_ref.h"
 #include "test_util.h"
 
 #include <math.h>
@@ -177,6 +181,70 @@ START_TEST(test_table)
     ref_sdpa(&rd, q, k, v, ref_mask, ro, NULL, rl);
     check_close_named("out", o, ro, nq, NULL);
     check_close_named("lse", l, rl, nl, NULL);
+}
+END_TEST
+
+/* K and V in the storage formats (since 0.15): their bytes split by batches and by keys as they are (a
+ * block format's rows whole), never widened on the host, each part a clattn_sdpa_host over its bytes —
+ * against the fp64 reference over the dequantised values, and one context's clattn_sdpa_host. */
+typedef struct {
+    const char *name;
+    size_t B, H, KVH, L, S, D;
+    clattn_dtype k, v;
+    clattn_causal causal;
+} fcase;
+
+static const fcase format_cases[] = {
+    {"formats, batches: B 3, q4_0 K, u4_g32 V, GQA 4/2, causal", 3, 4, 2, 19, 45, 64, CLATTN_Q4_0, CLATTN_U4_G32, TL},
+    {"formats, keys: decode L 1, S 1001, q8_0 K, fp8_e5m2 V, GQA 8/2", 1, 8, 2, 1, 1001, 64, CLATTN_Q8_0,
+     CLATTN_FP8_E5M2, BR},
+    {"formats, keys: L 20, S 301, u8_g64 K, q4_0 V", 1, 3, 3, 20, 301, 64, CLATTN_U8_G64, CLATTN_Q4_0, NONE},
+    {"formats, keys: L 7, S 133, fp8_e4m3 K, u4_g128 V, D 128", 1, 2, 1, 7, 133, 128, CLATTN_FP8_E4M3, CLATTN_U4_G128,
+     BR},
+};
+#define NFORMATS (sizeof format_cases / sizeof format_cases[0])
+
+/* x (n values, rows of `row`) quantised into new bytes, and x replaced by the values those bytes hold. */
+static void *quantised_copy(clattn_dtype type, float *x, size_t n, size_t row)
+{
+    const size_t bytes = clattn_dtype_bytes(type, n);
+    ck_assert(bytes > 0);
+    void *q = tu_falloc((bytes + sizeof(float) - 1) / sizeof(float));
+    fref_quantise(type, x, n, row, q, NULL);
+    for (size_t i = 0; i < n; i++)
+        x[i] = fref_value(type, q, i);
+    return q;
+}
+
+START_TEST(test_formats)
+{
+    const fcase *c = &format_cases[_i];
+    tu_set_label("group \"%s\"", c->name);
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, 0);
+    d.kv_heads = c->KVH;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = c->causal;
+    d.masks = &m;
+    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nl = c->B * c->H * c->L;
+    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
+    tu_fill_uniform(q, nq, 1.0f, 41 + _i);
+    tu_fill_uniform(k, nk, 1.0f, 42 + _i);
+    tu_fill_uniform(v, nk, 1.0f, 43 + _i);
+    const void *kq = quantised_copy(c->k, k, nk, c->D), *vq = quantised_copy(c->v, v, nk, c->D);
+    double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
+    ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl); /* (d's types still float32: the dequantised values) */
+    d.k_dtype = c->k;
+    d.v_dtype = c->v;
+    float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
+    TU_ASSERT_OK(clattn_group_sdpa_host(group, &d, q, kq, vq, NULL, o, l), NULL, "clattn_group_sdpa_host");
+    tu_host_check_guard(o, nq, "out");
+    tu_host_check_guard(l, nl, "lse");
+    check_close_named("out", o, ro, nq, NULL);
+    check_close_named("lse", l, rl, nl, NULL);
+    clattn_context *first = clattn_group_context(group, 0);
+    TU_ASSERT_OK(clattn_sdpa_host(first, &d, q, kq, vq, NULL, o, NULL, l), first, "clattn_sdpa_host");
+    check_close_named("one context's out", o, ro, nq, NULL);
+    check_close_named("one context's lse", l, rl, nl, NULL);
 }
 END_TEST
 
@@ -430,9 +498,29 @@ START_TEST(test_bad)
     ck_assert(clattn_group_sdpa_host(NULL, &d, x, x, x, NULL, o, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
     ck_assert(clattn_group_sdpa_host(group, &d, NULL, x, x, NULL, o, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
     ck_assert(clattn_group_sdpa_host(group, NULL, x, x, x, NULL, o, NULL) == CLATTN_ERROR_NULL_ARGUMENT);
-    d.k_dtype = CLATTN_FLOAT16;
+    d.q_dtype = CLATTN_FLOAT16; /* (Q and the outputs merge in float32) */
     clattn_status st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
     ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "float32"), "%s: %s",
+                  clattn_status_string(st), clattn_last_error(NULL));
+    d.q_dtype = CLATTN_FLOAT32;
+    /* Row scales are a device buffer: int8, and FP8 given scales, stay with the cl_mem calls. */
+    d.qk_dim = 32;
+    d.v_dtype = CLATTN_INT8;
+    st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "desc.v_dtype is int8 with row "
+                  "scales"), "int8 V: %s: %s", clattn_status_string(st), clattn_last_error(NULL));
+    d.v_dtype = CLATTN_FLOAT32;
+    d.k_dtype = CLATTN_FP8_E4M3;
+    d.k_scales = tu_dev_alloc(clattn_group_context(group, 0), 2 * 10, NULL);
+    st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "fp8_e4m3 with row scales"),
+                  "scaled FP8 K: %s: %s", clattn_status_string(st), clattn_last_error(NULL));
+    d.k_scales = NULL;
+    /* A block format's rows must hold whole blocks (libclattn's own check, reached through the group). */
+    d.k_dtype = CLATTN_Q4_0;
+    d.qk_dim = 8;
+    st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "q4_0"), "q4_0 of 8: %s: %s",
                   clattn_status_string(st), clattn_last_error(NULL));
     d.k_dtype = CLATTN_FLOAT32;
     d.heads = 0;
@@ -485,6 +573,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, test_create);
     suite_add_tcase(s, tc);
     tu_add_loop(s, "table", test_table, NCASES);
+    tu_add_loop(s, "formats", test_formats, NFORMATS);
     tu_add_loop(s, "layers", test_layers, NLAYERS);
     tu_add_loop(s, "mods", test_mods, NMODS);
     tc = tu_tcase("bad");

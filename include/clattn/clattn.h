@@ -61,7 +61,7 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 14
+#define CLATTN_VERSION_MINOR 15
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
 #define CLATTN_VERSION_STRING "0.14.0"
@@ -859,8 +859,10 @@ CLATTN_API clattn_status clattn_sdpa_with_past_host(clattn_context *ctx, const c
 
 /* Host-memory variant of clattn_sdpa: same shapes, host pointers, blocking. The tensors are in the
  * descriptor's storage types (float arrays by default; since 0.5 the pointers are void * so that half
- * and bfloat16 arrays pass as uint16_t); int8 K/V are for the cl_mem calls only (their scales are a
- * device buffer): CLATTN_ERROR_INVALID_VALUE here. The same holds for the other *_host variants. */
+ * and bfloat16 arrays pass as uint16_t). Since 0.15 K and V may be in any format of clattn_dtype whose
+ * bytes hold everything (float16, bfloat16, the block formats q8_0 … u4_g128 as their raw blocks, FP8
+ * without scales); int8 K/V and FP8 with scales are for the cl_mem calls only (their row scales are a
+ * device buffer): CLATTN_ERROR_INVALID_VALUE here. The other *_host variants take no quantised K/V. */
 CLATTN_API clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                           const void *q, const void *k, const void *v,
                                           const void *mask, void *out, float *weights, float *lse);
@@ -1114,13 +1116,15 @@ CLATTN_API double clattn_group_share(const clattn_group *group, size_t i);
  * run of the keys — its K/V rows, the mask's columns, key lengths and positions shifted to the slice —
  * and the partial results are merged through their log-sum-exps (the sinks counted once), exactly, as
  * clattn_merge does. Shares follow clattn_group_share; a device whose share rounds to nothing sits the
- * call out. Float32 tensors and float masks; no weights output; lse may be NULL. Since 0.10 desc.mods and
+ * call out. Float32 Q, outputs and masks; K and V (since 0.15) in desc's k_dtype and v_dtype — any format
+ * clattn_sdpa_host takes, blocks copied whole, so a quantised cache is split and sent as its bytes, never
+ * widened; no weights output; lse may be NULL. Since 0.10 desc.mods and
  * desc.block_mask may be set, made on any one context (say member 0's): each other member uses a copy
  * made there on its first call and kept with the object (the auxiliary tensors copied from the
  * caller's buffers at every call), and each part sees the whole call's batches and positions
  * (clattn_sdpa_desc.origin_*). A failure names the device in clattn_last_error(NULL). */
 CLATTN_API clattn_status clattn_group_sdpa_host(clattn_group *group, const clattn_sdpa_desc *desc, const float *q,
-                                                const float *k, const float *v, const void *mask, float *out,
+                                                const void *k, const void *v, const void *mask, float *out,
                                                 float *lse);
 
 /* clattn_mha_host spread over the group: with at least as many batches as devices, by runs of whole

@@ -113,14 +113,17 @@ typedef struct clattn_ring_stats {
  * return CLATTN_ERROR_COMMUNICATION naming it, before any of its numbers is read). Queries are dealt by `layout` over L, keys and
  * values over S (clattn_ring_shard_of says which rows): q (B, H, rows_q, Dqk), k (B, kv_heads, rows_k,
  * Dqk), v (B, kv_heads, rows_k, Dv), out (B, H, rows_q, Dv) and lse (B, H, rows_q, may be NULL) hold the
- * rank's rows in shard order, float32 host arrays. Masks: causal (either kind), key lengths and query
+ * rank's rows in shard order, host arrays: q, out and lse float32, k and v (since 0.15) in desc's k_dtype
+ * and v_dtype — any format clattn_sdpa_host takes (float16, bfloat16, the block formats as their raw
+ * blocks, FP8 without scales; not int8 or scaled FP8, whose scales are device buffers), sent around the
+ * ring as those bytes (a q4_0 cache sends 0.28× float16's). Masks: causal (either kind), key lengths and query
  * offsets (of the whole sequences), windows; no additive mask, no weights output. Sinks, ALiBi,
  * soft-capping and grouped heads work as in clattn_sdpa. P larger than L or S is CLATTN_ERROR_INVALID_VALUE.
  * A failure on any rank is returned by every rank (clattn_ring_failed_rank names the first);
  * stats may be NULL (else started from CLATTN_RING_STATS_INIT; written on success only). */
 CLATTN_MPI_API clattn_status clattn_ring_sdpa_host(clattn_ring *ring, const clattn_sdpa_desc *desc,
-                                                   clattn_ring_layout layout, const float *q, const float *k,
-                                                   const float *v, float *out, float *lse,
+                                                   clattn_ring_layout layout, const float *q, const void *k,
+                                                   const void *v, float *out, float *lse,
                                                    clattn_ring_stats *stats);
 
 /* The ring's rank and size in its communicator (−1 / 0 for NULL). */

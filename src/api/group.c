@@ -216,7 +216,8 @@ typedef struct part {
     clattn_window window;
     partition_part keys; /* a run of keys' sub-call (its desc run instead of `desc`) */
     bool by_keys;
-    const float *q, *k, *v, *mask;
+    const float *q, *mask;
+    const void *k, *v; /* in desc's k_dtype and v_dtype */
     float *out, *lse;
 } part;
 
@@ -298,20 +299,27 @@ static clattn_status part_mods(clattn_context *ctx, size_t device, const clattn_
     return st;
 }
 
+/* Bytes of `rows` rows of `dim` values in the type (the row's blocks whole: check_types made dim a multiple). */
+static size_t row_bytes(clattn_dtype dtype, size_t rows, size_t dim)
+{
+    size_t bytes = 0;
+    (void)dtype_span_bytes(dtype, dim, &bytes);
+    return rows * bytes;
+}
+
 /* Batches [b0, b1) on one device: every per-batch array sliced. */
-static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
-                       const float *v, const float *mask, float *out, float *lse, size_t b0, size_t b1)
+static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const void *k,
+                       const void *v, const float *mask, float *out, float *lse, size_t b0, size_t b1)
 {
     p->desc = *d;
     p->desc.batch = b1 - b0;
     p->desc.origin_batch = d->origin_batch + b0; /* (mods and block masks see the call's batches) */
     p->desc.masks = &p->masks;
     part_masks(s, &p->masks, &p->window, b0);
-    const size_t qb = s->heads * s->q_len * s->qk_dim, kb = s->kv_heads * s->kv_len * s->qk_dim;
-    const size_t vb = s->kv_heads * s->kv_len * s->v_dim, ob = s->heads * s->q_len * s->v_dim;
+    const size_t qb = s->heads * s->q_len * s->qk_dim, ob = s->heads * s->q_len * s->v_dim;
     p->q = q + b0 * qb;
-    p->k = k + b0 * kb;
-    p->v = v + b0 * vb;
+    p->k = (const char *)k + b0 * row_bytes(s->types.k, s->kv_heads * s->kv_len, s->qk_dim);
+    p->v = (const char *)v + b0 * row_bytes(s->types.v, s->kv_heads * s->kv_len, s->v_dim);
     p->out = out + b0 * ob;
     p->lse = lse + b0 * s->heads * s->q_len;
     const size_t rows = mask_batch_rows(s);
@@ -320,8 +328,8 @@ static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, 
 
 /* Keys [s0, s1) on one device: the partition primitive's sub-call of every query row over them, its K
  * and V rows and the mask's columns copied out. A run that the masks hide entirely sits the call out. */
-static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const float *k,
-                              const float *v, const float *mask, float *out, float *lse, size_t s0, size_t s1)
+static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const void *k,
+                              const void *v, const float *mask, float *out, float *lse, size_t s0, size_t s1)
 {
     const size_t n = s1 - s0, bkv = s->batch * s->kv_heads;
     p->by_keys = true;
@@ -331,15 +339,16 @@ static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_de
         p->head.ctx = NULL;
         return CLATTN_SUCCESS;
     }
-    float *kk = malloc(bkv * n * s->qk_dim * sizeof *kk), *vv = malloc(bkv * n * s->v_dim * sizeof *vv);
+    const size_t k_row = row_bytes(s->types.k, 1, s->qk_dim), v_row = row_bytes(s->types.v, 1, s->v_dim);
+    void *kk = malloc(bkv * n * k_row), *vv = malloc(bkv * n * v_row);
     float *mm = mask ? malloc(partition_mask_elems(s, &p->keys) * sizeof *mm) : NULL;
     p->k = kk;
     p->v = vv;
     p->mask = mm;
     if (!kk || !vv || (mask && !mm))
         return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's slice of the keys");
-    partition_rows_host(true, bkv, s->kv_len, s->qk_dim, s0, n, (float *)k, kk);
-    partition_rows_host(true, bkv, s->kv_len, s->v_dim, s0, n, (float *)v, vv);
+    partition_row_bytes_host(true, bkv, s->kv_len, k_row, s0, n, (void *)k, kk);
+    partition_row_bytes_host(true, bkv, s->kv_len, v_row, s0, n, (void *)v, vv);
     if (mask)
         partition_mask_host(s, &p->keys, mask, mm);
     p->q = q;
@@ -371,8 +380,8 @@ static void merge_parts(const sdpa_shape *s, const part *parts, size_t n, float 
     partition_merge_host(s->lse_elems, s->heads, s->q_len, s->v_dim, s->desc.sinks, ran, outs, lses, out, lse);
 }
 
-clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *desc, const float *q, const float *k,
-                                     const float *v, const void *mask, float *out, float *lse)
+clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *desc, const float *q, const void *k,
+                                     const void *v, const void *mask, float *out, float *lse)
 {
     if (!g)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the group is NULL");
@@ -382,25 +391,26 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     clattn_status st = group_begin_call(g);
     if (st == CLATTN_SUCCESS && (st = sdpa_desc_read(first, desc, &full)) == CLATTN_SUCCESS)
         desc = &full;
-    const char *quantised = st == CLATTN_SUCCESS ? quantised_kv_field(&full) : NULL; /* (see quantised_kv_field) */
-    if (quantised)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "desc.%s: group calls take float32 tensors and float masks",
-                         quantised);
+    const char *scaled = st == CLATTN_SUCCESS ? row_scaled_kv_field(&full) : NULL; /* (see row_scaled_kv_field) */
+    if (scaled)
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.%s is %s with row scales, which are a device buffer: group calls take K and V as host "
+                         "arrays in any other format", scaled,
+                         clattn_dtype_name(strcmp(scaled, "k_dtype") == 0 ? full.k_dtype : full.v_dtype));
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
     if (!q || !k || !v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : "out");
+    /* (Q and the outputs merge in float32 on the host; K and V are copied as bytes, in any format) */
     const char *typed = s.types.q != CLATTN_FLOAT32   ? "desc.q_dtype"
-                        : s.types.k != CLATTN_FLOAT32 ? "desc.k_dtype"
-                        : s.types.v != CLATTN_FLOAT32 ? "desc.v_dtype"
                         : s.types.o != CLATTN_FLOAT32 ? "desc.out_dtype"
                         : mask && s.masks.mask_type != CLATTN_MASK_FLOAT ? "masks.mask_type"
                                                                          : NULL;
     if (typed)
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
-                         "%s: group calls take float32 tensors and float masks", typed);
+                         "%s: group calls take float32 Q and outputs and float masks", typed);
     if (s.softmax_double) /* (a split over the keys merges in float32: no whole double softmax) */
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
                          "desc.softmax_precision: clattn_group_sdpa_host computes its softmax in float32 (split-K "

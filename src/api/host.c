@@ -141,18 +141,35 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     return st;
 }
 
-/* The host variants take no quantised K/V: quantised caches (and int8's scales) live in device buffers.
- * Checked before the descriptor's other checks (see quantised_kv_field). */
-static clattn_status no_quantised_kv(clattn_context *ctx, const clattn_sdpa_desc *desc)
+/* The host variants take K and V in any format whose bytes say all (blocks carry their own scales): int8's
+ * row scales, and FP8's when given, are device buffers. Checked before the descriptor's other checks (see
+ * row_scaled_kv_field). The backward, which reads no quantised K/V at all, asks the stricter question. */
+static clattn_status no_device_only_kv(clattn_context *ctx, const clattn_sdpa_desc *desc, bool backward)
 {
     clattn_sdpa_desc d;
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
-    const char *field = st == CLATTN_SUCCESS ? quantised_kv_field(&d) : NULL;
+    const char *field = st != CLATTN_SUCCESS ? NULL : backward ? quantised_kv_field(&d) : row_scaled_kv_field(&d);
     if (field)
         st = set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                       "desc.%s is %s: quantised caches (and int8's scales) are device buffers; use the cl_mem entry "
-                       "points", field, clattn_dtype_name(strcmp(field, "k_dtype") == 0 ? d.k_dtype : d.v_dtype));
+                       backward ? "desc.%s is %s: the backward pass takes no quantised K/V"
+                                : "desc.%s is %s with row scales: the scales are a device buffer; use the cl_mem "
+                                  "entry points",
+                       field, clattn_dtype_name(strcmp(field, "k_dtype") == 0 ? d.k_dtype : d.v_dtype));
     return st;
+}
+
+/* A K or V host tensor's element count and size for host_tensor: a block format's bytes as 16-bit units
+ * (every block holds an even number of bytes, and its fp16 scale is read where 2-byte alignment holds). */
+static void kv_host_size(clattn_dtype dtype, size_t values, size_t *elems, size_t *elem_size)
+{
+    size_t bytes = 0;
+    if (dtype_block(dtype) > 1 && dtype_span_bytes(dtype, values, &bytes)) {
+        *elems = bytes / 2;
+        *elem_size = 2;
+    } else {
+        *elems = values;
+        *elem_size = dtype_bytes(dtype);
+    }
 }
 
 clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc, const void *q, const void *k,
@@ -160,19 +177,21 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = no_quantised_kv(ctx, desc)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, false)) != CLATTN_SUCCESS ||
         (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
-    const size_t qb = dtype_bytes(s.types.q), kb = dtype_bytes(s.types.k), vb = dtype_bytes(s.types.v),
-                 ob = dtype_bytes(s.types.o);
+    const size_t qb = dtype_bytes(s.types.q), ob = dtype_bytes(s.types.o);
+    size_t kn, kb, vn, vb;
+    kv_host_size(s.types.k, s.k_elems, &kn, &kb);
+    kv_host_size(s.types.v, s.v_elems, &vn, &vb);
     if (!q || !k || !v || !out)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : "out");
     if ((st = sdpa_check_algorithm(ctx, &s, weights != NULL)) != CLATTN_SUCCESS)
         return st;
     host_tensor t[] = {
-        {q, NULL, s.q_elems, "q", NULL, qb},        {k, NULL, s.k_elems, "k", NULL, kb},
-        {v, NULL, s.v_elems, "v", NULL, vb},        {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
+        {q, NULL, s.q_elems, "q", NULL, qb},        {k, NULL, kn, "k", NULL, kb},
+        {v, NULL, vn, "v", NULL, vb},               {mask, NULL, s.mask_elems, "mask", NULL, s.mask_elem_size},
         {NULL, out, s.out_elems, "out", NULL, ob},  {NULL, weights, s.weight_elems, "weights", NULL, 0},
         {NULL, lse, s.lse_elems, "lse", NULL, 0},
     };
@@ -190,7 +209,7 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = no_quantised_kv(ctx, desc)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, true)) != CLATTN_SUCCESS ||
         (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
     const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : !lse ? "lse (the forward's log-sum-exps)"
@@ -276,7 +295,7 @@ clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_des
 {
     clattn_status st = check_context(ctx);
     ragged_call c;
-    if (st != CLATTN_SUCCESS || (st = no_quantised_kv(ctx, desc)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, true)) != CLATTN_SUCCESS ||
         (st = ragged_check(ctx, desc, ragged, mask != NULL, &c)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &c.s;

@@ -89,14 +89,20 @@ bool partition_part_make(const sdpa_shape *s, const clattn_sdpa_desc *d, size_t 
     return visible && (!additive || p->mask_cols > 0);
 }
 
+void partition_row_bytes_host(bool take, size_t slices, size_t total, size_t row_bytes, size_t row0, size_t rows,
+                              void *whole, void *part)
+{
+    const size_t bytes = rows * row_bytes;
+    for (size_t i = 0; i < slices && bytes; i++) {
+        char *w = (char *)whole + (i * total + row0) * row_bytes, *q = (char *)part + i * bytes;
+        memcpy(take ? q : w, take ? w : q, bytes);
+    }
+}
+
 void partition_rows_host(bool take, size_t slices, size_t total, size_t width, size_t row0, size_t rows, float *whole,
                          float *part)
 {
-    const size_t bytes = rows * width * sizeof(float);
-    for (size_t i = 0; i < slices && bytes; i++) {
-        float *w = whole + (i * total + row0) * width, *q = part + i * rows * width;
-        memcpy(take ? q : w, take ? w : q, bytes);
-    }
+    partition_row_bytes_host(take, slices, total, width * sizeof(float), row0, rows, whole, part);
 }
 
 /* The additive mask's (L, S) matrices (a (B,1,1,S) mask: its rows, one per batch, never sliced). */

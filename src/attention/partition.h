@@ -41,6 +41,11 @@ long long partition_first_position(const sdpa_shape *s, size_t b);
 bool partition_part_make(const sdpa_shape *s, const clattn_sdpa_desc *d, size_t q0, size_t q_rows, size_t k0,
                          size_t k_rows, partition_part *p);
 
+/* Rows [row0, row0 + rows) of each of `slices` slices of `total` rows of `row_bytes` bytes (a row of K or V
+ * in its storage format: a quantised row's blocks are its own): copied out of `whole` into `part` (take) or
+ * back (!take). */
+void partition_row_bytes_host(bool take, size_t slices, size_t total, size_t row_bytes, size_t row0, size_t rows,
+                              void *whole, void *part);
 /* Rows [row0, row0 + rows) of each of `slices` slices of `total` rows of `width` floats: copied out of
  * `whole` into `part` (take) or back (!take). */
 void partition_rows_host(bool take, size_t slices, size_t total, size_t width, size_t row0, size_t rows, float *whole,

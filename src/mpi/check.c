@@ -50,7 +50,7 @@ static bool mul_ok(size_t a, size_t b, size_t *out)
  * own rules, libclattn's checks of the whole call (clattn_partition_create: those of clattn_sdpa), then
  * what clattn_sdpa cannot see (the host arrays, the message sizes). */
 static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given, clattn_ring_layout layout,
-                                  const float *q, const float *k, const float *v, const float *out,
+                                  const float *q, const void *k, const void *v, const float *out,
                                   const clattn_ring_stats *stats, ring_call *call, char *detail, size_t cap)
 {
     if (!given) {
@@ -83,8 +83,18 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
         snprintf(detail, cap, "ring calls take no additive mask (masks->additive)");
         return CLATTN_ERROR_INVALID_VALUE;
     }
-    if (d->q_dtype || d->k_dtype || d->v_dtype || d->out_dtype) {
-        snprintf(detail, cap, "ring calls take float32 tensors (desc's storage types)");
+    /* K and V travel as their bytes in any format that needs no device buffer beside them (blocks carry
+     * their own scales); Q and the results stay float32 (merged in float32 every step). */
+    if (d->q_dtype || d->out_dtype) {
+        snprintf(detail, cap, "ring calls take float32 Q and outputs (desc->%s)", d->q_dtype ? "q_dtype" : "out_dtype");
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
+    /* (scales given to a format without them are libclattn's own refusal, below) */
+    const bool scaled_k = d->k_dtype == CLATTN_INT8 || d->k_scales, scaled_v = d->v_dtype == CLATTN_INT8 || d->v_scales;
+    if (scaled_k || scaled_v) {
+        snprintf(detail, cap, "desc->%s is %s with row scales, a device buffer: ring calls take K and V as host "
+                 "arrays in any other format", scaled_k ? "k_dtype" : "v_dtype",
+                 clattn_dtype_name(scaled_k ? d->k_dtype : d->v_dtype));
         return CLATTN_ERROR_INVALID_VALUE;
     }
     if (d->algorithm == CLATTN_ALGORITHM_STAGED && d->weights_output != CLATTN_WEIGHTS_SOFTMAX) {
@@ -108,7 +118,8 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
         return CLATTN_ERROR_NULL_ARGUMENT;
     }
     /* Sizes must not overflow, and the longest K or V slice any rank sends (a run of ⌈S/P⌉ rows at
-     * most), in floats, must fit an MPI count (an int). */
+     * most), in floats (a row in any format is no wider than in float32), must fit an MPI count (an int:
+     * ring.c counts 4-byte units where a row's bytes allow). */
     const size_t width = d->qk_dim > v_dim ? d->qk_dim : v_dim;
     size_t q_elems, slice_elems;
     if (!mul_ok(d->batch, d->heads, &q_elems) || !mul_ok(q_elems, d->q_len, &q_elems) ||
@@ -124,7 +135,7 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
 
 /* (ring.h) The fingerprints (fingerprint.h) of every rank's call and its own checks' outcome. */
 clattn_status ring_collective_check(clattn_ring *r, const clattn_sdpa_desc *given, clattn_ring_layout layout,
-                                    const float *q, const float *k, const float *v, const float *out,
+                                    const float *q, const void *k, const void *v, const float *out,
                                     const clattn_ring_stats *stats, ring_call *call)
 {
     ring_fingerprint mine;

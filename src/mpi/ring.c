@@ -57,11 +57,10 @@ static void release_buffers(ring_buffers *b)
 }
 
 /* Rows [row0, row0 + rows) of each of `slices` (B·heads) slices of a host tensor with `total` rows of
- * `width` floats, to or from a device buffer holding just those rows. */
-static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, float *host, size_t slices, size_t total,
-                        size_t row0, size_t rows, size_t width)
+ * `row_bytes` bytes (a K/V row in its format), to or from a device buffer holding just those rows. */
+static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, void *host, size_t slices, size_t total,
+                        size_t row0, size_t rows, size_t row_bytes)
 {
-    const size_t row_bytes = width * sizeof(float);
     const size_t buffer_origin[3] = {0, 0, 0}, host_origin[3] = {0, row0, 0}, region[3] = {row_bytes, rows, slices};
     if (write)
         return clEnqueueWriteBufferRect(queue, dev, CL_FALSE, buffer_origin, host_origin, region, row_bytes,
@@ -73,6 +72,7 @@ static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, float *h
 /* A call's shape, resolved. */
 typedef struct ring_shape {
     size_t batch, heads, kv_heads, qk_dim, v_dim;
+    size_t k_row, v_row; /* bytes of a K and a V row in their formats */
     clattn_ring_shard qs; /* this rank's queries */
     size_t max_kv_rows;   /* the longest K/V slice of any rank */
     size_t max_kv_run;    /* the longest run of one */
@@ -83,17 +83,17 @@ static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers 
 {
     const size_t f = sizeof(float), bh = s->batch * s->heads, bkv = s->batch * s->kv_heads;
     /* Host buffers for the slices received, kept by the ring between calls. */
-    const size_t need[2] = {bkv * s->max_kv_rows * s->qk_dim, bkv * s->max_kv_rows * s->v_dim};
+    const size_t need[2] = {bkv * s->max_kv_rows * s->k_row, bkv * s->max_kv_rows * s->v_row};
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < 2; t++) {
-            if (r->host_elems[h][t] >= need[t])
+            if (r->host_bytes[h][t] >= need[t])
                 continue;
-            float *grown = realloc(r->host[h][t], need[t] * f);
+            void *grown = realloc(r->host[h][t], need[t] ? need[t] : 1);
             if (!grown)
                 return ring_fail(r, CLATTN_ERROR_OUT_OF_HOST_MEMORY, r->rank, "rank %d: a K/V slice's host buffer",
                                  r->rank);
             r->host[h][t] = grown;
-            r->host_elems[h][t] = need[t];
+            r->host_bytes[h][t] = need[t];
         }
     clattn_status st = CLATTN_SUCCESS;
     for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++) {
@@ -104,8 +104,8 @@ static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers 
             st = make_buffer(r, b, bh * s->qs.len[c] * f, &b->lse[c]);
     }
     for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++)
-        if ((st = make_buffer(r, b, bkv * s->max_kv_run * s->qk_dim * f, &b->k[c])) == CLATTN_SUCCESS)
-            st = make_buffer(r, b, bkv * s->max_kv_run * s->v_dim * f, &b->v[c]);
+        if ((st = make_buffer(r, b, bkv * s->max_kv_run * s->k_row, &b->k[c])) == CLATTN_SUCCESS)
+            st = make_buffer(r, b, bkv * s->max_kv_run * s->v_row, &b->v[c]);
     if (st == CLATTN_SUCCESS && (st = make_buffer(r, b, bh * s->max_q_run * s->v_dim * f, &b->part_out)) == CLATTN_SUCCESS)
         st = make_buffer(r, b, bh * s->max_q_run * f, &b->part_lse);
     return st;
@@ -121,7 +121,7 @@ static clattn_status start_results(clattn_ring *r, const ring_shape *s, ring_buf
             continue;
         const float minus_inf = -INFINITY, zero = 0.0f;
         cl_int err = copy_rows(queue, true, b->q[c], (float *)q, bh, s->qs.rows, c ? s->qs.len[0] : 0, s->qs.len[c],
-                               s->qk_dim);
+                               s->qk_dim * sizeof(float));
         if (err == CL_SUCCESS)
             err = clEnqueueFillBuffer(queue, b->lse[c], &minus_inf, sizeof minus_inf, 0, bh * s->qs.len[c] * sizeof(float),
                                       0, NULL, NULL);
@@ -137,7 +137,7 @@ static clattn_status start_results(clattn_ring *r, const ring_shape *s, ring_buf
 /* Step t's work on the device: the held slice's runs uploaded, every visible pair attended and merged
  * into its query run's result. */
 static clattn_status attend_slice(clattn_ring *r, clattn_partition *partition, const ring_shape *s, ring_buffers *b,
-                                  const clattn_ring_shard *ks, const float *k, const float *v, unsigned *pairs)
+                                  const clattn_ring_shard *ks, const void *k, const void *v, unsigned *pairs)
 {
     cl_command_queue queue = clattn_context_queue(r->ctx);
     const size_t bkv = s->batch * s->kv_heads;
@@ -155,9 +155,9 @@ static clattn_status attend_slice(clattn_ring *r, clattn_partition *partition, c
                 continue; /* the masks hide the pair: it adds nothing */
             if (st == CLATTN_SUCCESS && !uploaded) {
                 const size_t row0 = kc ? ks->len[0] : 0;
-                cl_int err = copy_rows(queue, true, b->k[kc], (float *)k, bkv, ks->rows, row0, ks->len[kc], s->qk_dim);
+                cl_int err = copy_rows(queue, true, b->k[kc], (void *)k, bkv, ks->rows, row0, ks->len[kc], s->k_row);
                 if (err == CL_SUCCESS)
-                    err = copy_rows(queue, true, b->v[kc], (float *)v, bkv, ks->rows, row0, ks->len[kc], s->v_dim);
+                    err = copy_rows(queue, true, b->v[kc], (void *)v, bkv, ks->rows, row0, ks->len[kc], s->v_row);
                 if (err != CL_SUCCESS)
                     return cl_failed(r, err, "uploading a K/V run");
                 uploaded = true;
@@ -204,9 +204,10 @@ static clattn_status read_results(clattn_ring *r, const ring_shape *s, ring_buff
         if (!s->qs.len[c])
             continue;
         const size_t row0 = c ? s->qs.len[0] : 0;
-        cl_int err = copy_rows(queue, false, b->out[c], out, bh, s->qs.rows, row0, s->qs.len[c], s->v_dim);
+        cl_int err =
+            copy_rows(queue, false, b->out[c], out, bh, s->qs.rows, row0, s->qs.len[c], s->v_dim * sizeof(float));
         if (err == CL_SUCCESS && lse)
-            err = copy_rows(queue, false, b->lse[c], lse, bh, s->qs.rows, row0, s->qs.len[c], 1);
+            err = copy_rows(queue, false, b->lse[c], lse, bh, s->qs.rows, row0, s->qs.len[c], sizeof(float));
         if (err != CL_SUCCESS)
             return cl_failed(r, err, "reading the results");
     }
@@ -214,28 +215,39 @@ static clattn_status read_results(clattn_ring *r, const ring_shape *s, ring_buff
     return st == CLATTN_SUCCESS ? st : ring_fail(r, st, r->rank, "rank %d: %s", r->rank, clattn_last_error(r->ctx));
 }
 
+/* A slice of `rows` rows of `row_bytes` bytes as an MPI count and type: 4-byte units where the row's bytes
+ * allow (float32 rows: the counts local_checks bounds), else 2 (16-bit values, blocks: always even) or 1
+ * (8-bit values). The ranks share byte order and widths (the fingerprint's platform), so any unit of
+ * the same bytes carries them unchanged. */
+static int slice_count(size_t bytes_per_slice_row, size_t rows, MPI_Datatype *type)
+{
+    const size_t unit = bytes_per_slice_row % 4 == 0 ? 4 : bytes_per_slice_row % 2 == 0 ? 2 : 1;
+    *type = unit == 4 ? MPI_INT32_T : unit == 2 ? MPI_INT16_T : MPI_BYTE;
+    return (int)(rows * bytes_per_slice_row / unit);
+}
+
 /* Posts one step's exchange: the receives of the arriving slice's K and V from the previous rank into
  * into_k/into_v, the sends of the held slice's to the next; reqs gets the four requests (*n of them). */
 static clattn_status post_exchange(clattn_ring *r, const ring_shape *s, const clattn_ring_shard *held,
-                                   const clattn_ring_shard *arriving, const float *held_k, const float *held_v,
-                                   float *into_k, float *into_v, MPI_Request *reqs, int *n, size_t *bytes_sent)
+                                   const clattn_ring_shard *arriving, const void *held_k, const void *held_v,
+                                   void *into_k, void *into_v, MPI_Request *reqs, int *n, size_t *bytes_sent)
 {
     const int next = (r->rank + 1) % r->size, prev = (r->rank + r->size - 1) % r->size;
     const size_t bkv = s->batch * s->kv_heads;
-    /* (counts fit an int: local_checks bounds the longest slice) */
-    const int kn = (int)(bkv * arriving->rows * s->qk_dim), vn = (int)(bkv * arriving->rows * s->v_dim);
-    const int hk = (int)(bkv * held->rows * s->qk_dim), hv = (int)(bkv * held->rows * s->v_dim);
-    int code = MPI_Irecv(into_k, kn, MPI_FLOAT, prev, TAG_KEYS, r->comm, &reqs[(*n)++]);
+    MPI_Datatype kt, vt;
+    const int kn = slice_count(bkv * s->k_row, arriving->rows, &kt), vn = slice_count(bkv * s->v_row, arriving->rows, &vt);
+    const int hk = slice_count(bkv * s->k_row, held->rows, &kt), hv = slice_count(bkv * s->v_row, held->rows, &vt);
+    int code = MPI_Irecv(into_k, kn, kt, prev, TAG_KEYS, r->comm, &reqs[(*n)++]);
     if (code == MPI_SUCCESS)
-        code = MPI_Irecv(into_v, vn, MPI_FLOAT, prev, TAG_VALUES, r->comm, &reqs[(*n)++]);
+        code = MPI_Irecv(into_v, vn, vt, prev, TAG_VALUES, r->comm, &reqs[(*n)++]);
     if (code == MPI_SUCCESS)
-        code = MPI_Isend(held_k, hk, MPI_FLOAT, next, TAG_KEYS, r->comm, &reqs[(*n)++]);
+        code = MPI_Isend(held_k, hk, kt, next, TAG_KEYS, r->comm, &reqs[(*n)++]);
     if (code == MPI_SUCCESS)
-        code = MPI_Isend(held_v, hv, MPI_FLOAT, next, TAG_VALUES, r->comm, &reqs[(*n)++]);
+        code = MPI_Isend(held_v, hv, vt, next, TAG_VALUES, r->comm, &reqs[(*n)++]);
     if (code != MPI_SUCCESS)
         return ring_mpi_failed(r, code, "posting a K/V slice's send or receive");
     if (bytes_sent)
-        *bytes_sent += ((size_t)hk + (size_t)hv) * sizeof(float);
+        *bytes_sent += bkv * held->rows * (s->k_row + s->v_row);
     return CLATTN_SUCCESS;
 }
 
@@ -245,10 +257,12 @@ static size_t max_of(size_t a, size_t b) { return a > b ? a : b; }
  * reports at the end. */
 static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_partition *partition,
                               clattn_ring_layout layout, const float *q,
-                              const float *k, const float *v, float *out, float *lse, clattn_ring_stats *stats)
+                              const void *k, const void *v, float *out, float *lse, clattn_ring_stats *stats)
 {
-    ring_shape s = {d->batch, d->heads, d->kv_heads ? d->kv_heads : d->heads, d->qk_dim,
-                    d->v_dim ? d->v_dim : d->qk_dim, {{0}, {0}, 0}, 0, 0, 0};
+    const size_t v_dim = d->v_dim ? d->v_dim : d->qk_dim;
+    ring_shape s = {d->batch, d->heads, d->kv_heads ? d->kv_heads : d->heads, d->qk_dim, v_dim,
+                    clattn_dtype_bytes(d->k_dtype, d->qk_dim), clattn_dtype_bytes(d->v_dtype, v_dim),
+                    {{0}, {0}, 0}, 0, 0, 0};
     clattn_ring_shard_of(d->q_len, r->size, r->rank, layout, &s.qs);
     for (int p = 0; p < r->size; p++) {
         clattn_ring_shard ks, qs;
@@ -268,7 +282,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
     const bool ready = st == CLATTN_SUCCESS;
     cl_command_queue queue = clattn_context_queue(r->ctx);
     const int next = (r->rank + 1) % r->size, prev = (r->rank + r->size - 1) % r->size;
-    const float *held_k = k, *held_v = v;
+    const void *held_k = k, *held_v = v;
     for (int t = 0; ready && t < r->size && !r->broken; t++) {
         const int owner = (r->rank - t + r->size) % r->size, incoming = (owner + r->size - 1) % r->size;
         clattn_ring_shard held, arriving;
@@ -276,7 +290,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         clattn_ring_shard_of(d->kv_len, r->size, incoming, layout, &arriving);
         MPI_Request reqs[4];
         int peer[4] = {prev, prev, next, next}, n = 0;
-        float *into_k = r->host[t % 2][0], *into_v = r->host[t % 2][1];
+        void *into_k = r->host[t % 2][0], *into_v = r->host[t % 2][1];
         if (t + 1 < r->size) { /* the slice of step t + 1 arrives while this step's kernels run */
             const clattn_status posted = post_exchange(r, &s, &held, &arriving, held_k, held_v, into_k, into_v, reqs, &n,
                                                        stats ? &stats->bytes_sent : NULL);
@@ -330,15 +344,14 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
     if (stats) {
         stats->steps = (unsigned)r->size;
         stats->device_peak_bytes = b.bytes + clattn_context_temp_peak_bytes(r->ctx);
-        stats->host_bytes = (r->host_elems[0][0] + r->host_elems[0][1] + r->host_elems[1][0] + r->host_elems[1][1]) *
-                            sizeof(float);
+        stats->host_bytes = r->host_bytes[0][0] + r->host_bytes[0][1] + r->host_bytes[1][0] + r->host_bytes[1][1];
     }
     release_buffers(&b);
     return st;
 }
 
 clattn_status clattn_ring_sdpa_host(clattn_ring *r, const clattn_sdpa_desc *desc, clattn_ring_layout layout,
-                                    const float *q, const float *k, const float *v, float *out, float *lse,
+                                    const float *q, const void *k, const void *v, float *out, float *lse,
                                     clattn_ring_stats *stats)
 {
     if (!r)

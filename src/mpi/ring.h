@@ -23,8 +23,8 @@ struct clattn_ring_s {
     bool broken; /* a wait timed out or MPI failed: messages may be in flight, the ring cannot go on */
     int failed_rank;
     char detail[512];
-    float *host[2][2]; /* [buffer][K, V]: received slices (kept, never freed, once broken) */
-    size_t host_elems[2][2];
+    void *host[2][2]; /* [buffer][K, V]: received slices, as bytes (kept, never freed, once broken) */
+    size_t host_bytes[2][2];
     /* Notices (see give_up): one receive from any rank always posted, every rank's last notice kept
      * ("" none), and this rank's own, which abandoned sends may read after the call. */
     MPI_Request notice_req;
@@ -64,7 +64,7 @@ clattn_status ring_exchange_all(clattn_ring *r, const void *mine, int bytes, voi
 /* Every rank's own checks and the fingerprints of their calls exchanged, all ranks reaching the same
  * verdict; on success *call holds the caller's structs as read and the whole call's partition. */
 clattn_status ring_collective_check(clattn_ring *r, const clattn_sdpa_desc *given, clattn_ring_layout layout,
-                                    const float *q, const float *k, const float *v, const float *out,
+                                    const float *q, const void *k, const void *v, const float *out,
                                     const clattn_ring_stats *stats, ring_call *call);
 /* After the ring: every rank's status, the first failure everyone's answer. */
 clattn_status ring_agree_on_status(clattn_ring *r, clattn_status st);

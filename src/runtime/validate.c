@@ -309,6 +309,19 @@ const char *quantised_kv_field(const clattn_sdpa_desc *desc)
     return dtype_kv_only(desc->k_dtype) ? "k_dtype" : dtype_kv_only(desc->v_dtype) ? "v_dtype" : NULL;
 }
 
+static bool reads_row_scales(clattn_dtype dtype, cl_mem scales)
+{
+    const dtype_format *f = dtype_format_of(dtype);
+    return f && (f->scales == ROW_SCALES_REQUIRED || (f->scales == ROW_SCALES_OPTIONAL && scales));
+}
+
+const char *row_scaled_kv_field(const clattn_sdpa_desc *desc)
+{
+    return reads_row_scales(desc->k_dtype, desc->k_scales)   ? "k_dtype"
+           : reads_row_scales(desc->v_dtype, desc->v_scales) ? "v_dtype"
+                                                             : NULL;
+}
+
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *s)
 {

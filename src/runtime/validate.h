@@ -70,6 +70,12 @@ long long sdpa_query_position(const sdpa_shape *s, size_t b, size_t i);
  * otherwise ask an int8 K/V for scales these never take. */
 const char *quantised_kv_field(const clattn_sdpa_desc *desc);
 
+/* For the entry points that take K and V as host arrays (clattn_sdpa_host, group calls, ring attention):
+ * the field of a descriptor already read whose K or V format reads row scales — int8's, or FP8's when
+ * given — that live in a device buffer ("k_dtype" or "v_dtype"), or NULL. Every other format, blocks
+ * included, is bytes the call copies as they are. Asked before sdpa_shape_resolve, as above. */
+const char *row_scaled_kv_field(const clattn_sdpa_desc *desc);
+
 /* The scales of an int8 K and V of k_rows and v_rows rows (desc.k_scales, v_scales): k_rows (v_rows)
  * floats each when present (sdpa_shape_resolve made sure they are present exactly for int8). */
 clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_rows, size_t v_rows);
