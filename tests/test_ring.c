@@ -8,11 +8,13 @@
  *  2. table: non-causal and causal attention in both layouts, uneven L and S (not divisible by P), cross
  *     lengths (L ≠ S, bottom-right), GQA, key lengths, query offsets, windows, sinks, ALiBi, soft-capping —
  *     each rank's rows against the fp64 reference within the conformance tolerance, and against
- *     clattn_sdpa_host on the whole tensors in one process; the bytes each rank sends.
+ *     clattn_sdpa_host on the whole tensors in one process; the bytes each rank sends; K and V in block
+ *     formats and FP8 (q4_0, u4_g32, fp8_e5m2, q8_0), sent as their bytes.
  *  3. memory: L = S = 512, D = 64: each rank's device memory (the library's own count: the call's buffers
  *     plus the context's temporaries' peak) at most 2 · (L + S)/P · B·H·(Dqk + Dv) floats, and the causal
  *     zigzag layout's pairs the same on every rank.
- *  4. bad: a rank whose kv_len differs (every rank gets CLATTN_ERROR_SHAPE_MISMATCH naming it), P > S, a
+ *  4. bad: a rank whose kv_len differs (every rank gets CLATTN_ERROR_SHAPE_MISMATCH naming it), P > S, an
+ *     int8 V or a float16 Q (refused on every rank), a
  *     NULL array on one rank, a descriptor clattn_sdpa refuses (every rank gets its status), a rank whose
  *     kernels do not build (it fails at its first pair, keeps passing slices, and every rank returns its
  *     status naming it), a rank that stops answering after its first step (every rank names it), and
@@ -26,6 +28,7 @@
  * two share). Every rank runs the same cases in the same order, without forking (CK_NOFORK). Rank 0 prints check's
  * summary; a failure on any rank fails the run (mpirun's exit status), and rank 0 prints every rank's.
  */
+#include "formats_ref.h"
 #include "ring_test.h"
 
 #include <math.h>
@@ -39,6 +42,20 @@ int rank, ranks;
 clattn_context *ctx;
 clattn_ring *ring;
 static double worst_ref, worst_single; /* largest errors against the reference and one process */
+
+/* x (n values, rows of `row`) quantised into new bytes (float32: x itself), and x replaced by the values
+ * those bytes hold; *row_bytes gets a row's bytes. */
+static void *quantised_copy(clattn_dtype type, float *x, size_t n, size_t row, size_t *row_bytes)
+{
+    *row_bytes = clattn_dtype_bytes(type, row);
+    if (type == CLATTN_FLOAT32)
+        return x;
+    void *q = tu_falloc((clattn_dtype_bytes(type, n) + sizeof(float) - 1) / sizeof(float));
+    fref_quantise(type, x, n, row, q, NULL);
+    for (size_t i = 0; i < n; i++)
+        x[i] = fref_value(type, q, i);
+    return q;
+}
 
 /* The library's own copy, which must succeed here. */
 static void take_rows(const float *all, size_t slices, size_t n, size_t width, const clattn_ring_shard *sh, float *out)
@@ -126,20 +143,26 @@ typedef struct {
     long long win_left; /* −2: none */
     float softcap;
     int mods; /* programmable attention: documents by position, a per-head bias, and their block mask */
+    clattn_dtype kt, vt; /* K's and V's formats (0: float32), sent around the ring as their bytes */
 } rcase;
 
 
+#define F32 CLATTN_FLOAT32
 static const rcase cases[] = {
-    {"non-causal, contiguous, GQA 4/2, L = S = 37", 2, 4, 2, 37, 37, 16, 16, NONE, CONTIG, 0, 0, 0, 0, -2, 0, 0},
-    {"non-causal, zigzag, L 23, S 61, Dv 8", 1, 2, 1, 23, 61, 16, 8, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0, 0},
-    {"causal, zigzag, L = S = 45", 1, 2, 2, 45, 45, 32, 32, TL, ZIGZAG, 0, 0, 0, 0, -2, 0, 0},
-    {"causal, contiguous, L = S = 29, GQA 3/1", 1, 3, 1, 29, 29, 16, 16, TL, CONTIG, 0, 0, 0, 0, -2, 0, 0},
-    {"causal, zigzag, key lengths, B 2", 2, 2, 2, 41, 41, 16, 16, TL, ZIGZAG, 1, 0, 0, 0, -2, 0, 0},
-    {"cross: L 13, S 50, bottom-right causal, zigzag", 1, 2, 2, 13, 50, 16, 16, BR, ZIGZAG, 0, 0, 0, 0, -2, 0, 0},
-    {"query offsets: L 11 at 40 and 35 of S 51, causal", 2, 2, 1, 11, 51, 16, 16, TL, CONTIG, 0, 1, 0, 0, -2, 0, 0},
-    {"sinks, ALiBi, soft-capping, window 9, zigzag causal", 1, 4, 2, 33, 33, 16, 16, TL, ZIGZAG, 0, 0, 1, 1, 9, 5.0f, 0},
-    {"mods and block mask: documents, a head bias, zigzag", 1, 2, 2, 43, 43, 16, 16, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0, 1},
-    {"mods: cross L 17 at the end of S 59, contiguous", 2, 2, 1, 17, 59, 16, 16, BR, CONTIG, 0, 0, 0, 0, -2, 0, 1},
+    {"non-causal, contiguous, GQA 4/2, L = S = 37", 2, 4, 2, 37, 37, 16, 16, NONE, CONTIG, 0, 0, 0, 0, -2, 0, 0, F32, F32},
+    {"non-causal, zigzag, L 23, S 61, Dv 8", 1, 2, 1, 23, 61, 16, 8, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0, 0, F32, F32},
+    {"causal, zigzag, L = S = 45", 1, 2, 2, 45, 45, 32, 32, TL, ZIGZAG, 0, 0, 0, 0, -2, 0, 0, F32, F32},
+    {"causal, contiguous, L = S = 29, GQA 3/1", 1, 3, 1, 29, 29, 16, 16, TL, CONTIG, 0, 0, 0, 0, -2, 0, 0, F32, F32},
+    {"causal, zigzag, key lengths, B 2", 2, 2, 2, 41, 41, 16, 16, TL, ZIGZAG, 1, 0, 0, 0, -2, 0, 0, F32, F32},
+    {"cross: L 13, S 50, bottom-right causal, zigzag", 1, 2, 2, 13, 50, 16, 16, BR, ZIGZAG, 0, 0, 0, 0, -2, 0, 0, F32, F32},
+    {"query offsets: L 11 at 40 and 35 of S 51, causal", 2, 2, 1, 11, 51, 16, 16, TL, CONTIG, 0, 1, 0, 0, -2, 0, 0, F32, F32},
+    {"sinks, ALiBi, soft-capping, window 9, zigzag causal", 1, 4, 2, 33, 33, 16, 16, TL, ZIGZAG, 0, 0, 1, 1, 9, 5.0f, 0, F32, F32},
+    {"mods and block mask: documents, a head bias, zigzag", 1, 2, 2, 43, 43, 16, 16, NONE, ZIGZAG, 0, 0, 0, 0, -2, 0, 1, F32, F32},
+    {"mods: cross L 17 at the end of S 59, contiguous", 2, 2, 1, 17, 59, 16, 16, BR, CONTIG, 0, 0, 0, 0, -2, 0, 1, F32, F32},
+    {"q4_0 K, u4_g32 V, causal zigzag, GQA 4/2, key lengths", 2, 4, 2, 37, 37, 64, 64, TL, ZIGZAG, 1, 0, 0, 0, -2, 0, 0,
+     CLATTN_Q4_0, CLATTN_U4_G32},
+    {"fp8_e5m2 K, q8_0 V, cross L 9, S 70, contiguous", 1, 2, 1, 9, 70, 32, 64, BR, CONTIG, 0, 0, 0, 0, -2, 0, 0,
+     CLATTN_FP8_E5M2, CLATTN_Q8_0},
 };
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -217,11 +240,18 @@ START_TEST(test_table)
     clattn_ring_shard qs, ks;
     clattn_ring_shard_of(c->L, ranks, rank, c->layout, &qs);
     clattn_ring_shard_of(c->S, ranks, rank, c->layout, &ks);
-    float *my_q = tu_falloc(c->B * c->H * qs.rows * c->D), *my_k = tu_falloc(c->B * c->KVH * ks.rows * c->D);
-    float *my_v = tu_falloc(c->B * c->KVH * ks.rows * c->DV);
+    /* K and V in their formats: a rank's rows are whole rows of bytes (every case's row a multiple of 4
+     * bytes, so the float copy moves them), the reference reads the values they hold. */
+    size_t k_row, v_row;
+    const float *kb = quantised_copy(c->kt, k, nk, c->D, &k_row), *vb = quantised_copy(c->vt, v, nv, c->DV, &v_row);
+    ck_assert(k_row % sizeof(float) == 0 && v_row % sizeof(float) == 0);
+    float *my_q = tu_falloc(c->B * c->H * qs.rows * c->D), *my_k = tu_falloc(c->B * c->KVH * ks.rows * k_row / 4);
+    float *my_v = tu_falloc(c->B * c->KVH * ks.rows * v_row / 4);
     take_rows(q, c->B * c->H, c->L, c->D, &qs, my_q);
-    take_rows(k, c->B * c->KVH, c->S, c->D, &ks, my_k);
-    take_rows(v, c->B * c->KVH, c->S, c->DV, &ks, my_v);
+    take_rows(kb, c->B * c->KVH, c->S, k_row / 4, &ks, my_k);
+    take_rows(vb, c->B * c->KVH, c->S, v_row / 4, &ks, my_v);
+    d.k_dtype = c->kt;
+    d.v_dtype = c->vt;
     const size_t my_no = c->B * c->H * qs.rows * c->DV, my_nl = c->B * c->H * qs.rows;
     float *o = tu_host_alloc(my_no, NULL), *l = tu_host_alloc(my_nl, NULL);
     clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
@@ -231,21 +261,23 @@ START_TEST(test_table)
     tu_host_check_guard(o, my_no, "out");
     tu_host_check_guard(l, my_nl, "lse");
     ck_assert_uint_eq(stats.steps, (unsigned)ranks);
-    /* In step t < P − 1 this rank passes on the slice of rank − t, K and V: its rows of S in float32. */
+    /* In step t < P − 1 this rank passes on the slice of rank − t, K and V: its rows of S in their formats. */
     size_t want_sent = 0;
     for (int t = 0; t + 1 < ranks; t++) {
         clattn_ring_shard held;
         clattn_ring_shard_of(c->S, ranks, (rank - t + ranks) % ranks, c->layout, &held);
-        want_sent += c->B * c->KVH * held.rows * (c->D + c->DV) * sizeof(float);
+        want_sent += c->B * c->KVH * held.rows * (k_row + v_row);
     }
     ck_assert_msg(stats.bytes_sent == want_sent, "%s: rank %d sent %zu bytes, expected %zu", tu_label(), rank,
                   stats.bytes_sent, want_sent);
     /* The fp64 reference over the whole tensors, and one process's clattn_sdpa_host: this rank's rows. */
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
     const ref_mods rm = {ring_ref_score, ring_ref_mask, NULL};
-    ref_sdpa_mods(&d, c->mods ? &rm : NULL, q, k, v, NULL, ro, NULL, rl);
+    clattn_sdpa_desc rd = d; /* (over the values K and V hold: float32) */
+    rd.k_dtype = rd.v_dtype = CLATTN_FLOAT32;
+    ref_sdpa_mods(&rd, c->mods ? &rm : NULL, q, k, v, NULL, ro, NULL, rl);
     float *so = tu_falloc(no), *sl = tu_falloc(nl);
-    st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, so, NULL, sl);
+    st = clattn_sdpa_host(ctx, &d, q, kb, vb, NULL, so, NULL, sl);
     TU_ASSERT_OK(st, ctx, "clattn_sdpa_host (one process)");
     float *ref_mine = tu_falloc(my_no), *single_mine = tu_falloc(my_no), *ref_lse = tu_falloc(my_nl);
     float *single_lse = tu_falloc(my_nl), *rof = tu_falloc(no), *rlf = tu_falloc(nl);

@@ -64,6 +64,16 @@ START_TEST(test_bad)
     masked.masks = &m;
     st = clattn_ring_sdpa_host(ring, &masked, ZIGZAG, q, k, v, o, NULL, NULL);
     expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "additive");
+    tu_set_label("ring: an int8 V (its row scales are a device buffer)");
+    clattn_sdpa_desc scaled = d;
+    scaled.v_dtype = CLATTN_INT8;
+    st = clattn_ring_sdpa_host(ring, &scaled, ZIGZAG, q, k, v, o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "v_dtype is int8 with row scales");
+    tu_set_label("ring: a float16 Q (Q and the results stay float32)");
+    clattn_sdpa_desc half_q = d;
+    half_q.q_dtype = CLATTN_FLOAT16;
+    st = clattn_ring_sdpa_host(ring, &half_q, ZIGZAG, q, k, v, o, NULL, NULL);
+    expect_failure(st, CLATTN_ERROR_INVALID_VALUE, 0, "float32 Q");
     tu_set_label("ring: a key length beyond S");
     const size_t too_long[1] = {S + 1};
     clattn_masks lengths = CLATTN_MASKS_INIT;

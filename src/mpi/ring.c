@@ -215,14 +215,15 @@ static clattn_status read_results(clattn_ring *r, const ring_shape *s, ring_buff
     return st == CLATTN_SUCCESS ? st : ring_fail(r, st, r->rank, "rank %d: %s", r->rank, clattn_last_error(r->ctx));
 }
 
-/* A slice of `rows` rows of `row_bytes` bytes as an MPI count and type: 4-byte units where the row's bytes
- * allow (float32 rows: the counts local_checks bounds), else 2 (16-bit values, blocks: always even) or 1
- * (8-bit values). The ranks share byte order and widths (the fingerprint's platform), so any unit of
- * the same bytes carries them unchanged. */
+/* A slice of `rows` rows of `row_bytes` bytes as an MPI count and type: 4-byte units (MPI_FLOAT, float32
+ * rows' own type) where the row's bytes allow — the counts local_checks bounds — else 2 (16-bit values;
+ * blocks are always an even number of bytes) or 1 (8-bit values). The ranks share byte order and widths
+ * (the fingerprint's platform), and MPI converts nothing between them, so any unit carries the bytes
+ * unchanged. */
 static int slice_count(size_t bytes_per_slice_row, size_t rows, MPI_Datatype *type)
 {
     const size_t unit = bytes_per_slice_row % 4 == 0 ? 4 : bytes_per_slice_row % 2 == 0 ? 2 : 1;
-    *type = unit == 4 ? MPI_INT32_T : unit == 2 ? MPI_INT16_T : MPI_BYTE;
+    *type = unit == 4 ? MPI_FLOAT : unit == 2 ? MPI_UINT16_T : MPI_BYTE;
     return (int)(rows * bytes_per_slice_row / unit);
 }
 
