@@ -623,14 +623,24 @@ START_TEST(test_bad)
                       tu_label(), clattn_last_error(ctx), bad[i].names);
         ck_assert_msg(tu_dev_all_sentinel(ctx, om, D + TU_GUARD), "%s: the output was written", tu_label());
     }
-    /* Host arrays and gradients take no quantised K/V. */
+    /* Host arrays take a block format's bytes (since 0.15), the same call as its device buffer, but no row
+     * scales (a device buffer): an FP8 K given them is refused. */
     tu_set_label("host arrays with a q4_0 K on %s", tu_dev_spec[dev]);
     clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 1, S, D, 0);
     d.k_dtype = CLATTN_Q4_0;
     float out[D];
     clattn_status st = clattn_sdpa_host(ctx, &d, k, q4.bytes, k, NULL, out, NULL, NULL);
-    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "q4_0"), "%s: %s (%s)",
-                  tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+    TU_ASSERT_OK(st, ctx, "clattn_sdpa_host with a q4_0 K");
+    TU_ASSERT_OK(clattn_sdpa(ctx, &d, fm, q4m, fm, NULL, om, NULL, NULL), ctx, "clattn_sdpa with a q4_0 K");
+    const float *dev_out = tu_dev_read(ctx, om, D);
+    for (size_t i = 0; i < D; i++)
+        ck_assert_msg(out[i] == dev_out[i], "%s: out[%zu] %.9g, the device buffers' %.9g", tu_label(), i,
+                      (double)out[i], (double)dev_out[i]);
+    d.k_dtype = CLATTN_FP8_E4M3;
+    d.k_scales = fm;
+    st = clattn_sdpa_host(ctx, &d, k, q4.bytes, k, NULL, out, NULL, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "fp8_e4m3 with row scales"),
+                  "%s: %s (%s)", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
     /* The sizes and names of the public helpers. */
     ck_assert_uint_eq(clattn_dtype_bytes(CLATTN_Q4_0, 64), 36);
     ck_assert_uint_eq(clattn_dtype_bytes(CLATTN_Q8_0, 96), 102);

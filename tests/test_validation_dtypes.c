@@ -502,7 +502,7 @@ static clattn_status call_mha(size_t api, int mut, int fixed, outputs *o)
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* clattn_group_sdpa_host and clattn_group_mha_host: float32 tensors only                          */
+/* clattn_group_sdpa_host and clattn_group_mha_host: float32 Q and outputs, no row-scaled K/V       */
 /* ---------------------------------------------------------------------------------------------- */
 
 /* One group per device (the group's own context), made at first use and freed by main. */
