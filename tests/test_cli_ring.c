@@ -2,7 +2,8 @@
  * every option of the command against the fp64 reference (--kv-heads, --softcap, --sinks, --alibi,
  * --window, --offset and --offsets, --key-lengths, --causal and --causal-bottom-right, --scale, --layout),
  * --timeout reaching the ring (a rank that is still compiling its kernels when its peer's short timeout
- * runs out), and the usage errors every rank agrees on. Built only when Meson found MPI. */
+ * runs out), K and V in other formats (--k-dtype q4_0 raw bytes, --v-dtype float16), and the usage
+ * errors every rank agrees on. Built only when Meson found MPI. */
 #include "cli_util.h"
 
 #include <stdio.h>
@@ -250,6 +251,48 @@ START_TEST(test_ring_timeout)
 }
 END_TEST
 
+/* --k-dtype q4_0 with raw bytes ('|u1', random valid blocks: the scale 2^-5, any nibbles) and --v-dtype
+ * float16 from a float file (values k/64, which half holds): the ring sends them as their bytes; against
+ * the fp64 reference over the values the bytes hold. A float file for q4_0, and int8, are refused. */
+START_TEST(test_ring_formats)
+{
+    enum { B = 1, H = 4, N = 2, L = 29, D = 64, DV = 32, BLOCKS = D / 32, ROW = BLOCKS * 18 };
+    rng.state = 970;
+    float *q = rand_floats(B * H * L * D, 1.0f), *k = tu_falloc(B * N * L * D), *v = rand_floats(B * N * L * DV, 1.0f);
+    unsigned char *kb = (unsigned char *)tu_falloc(B * N * L * ROW / 4 + 1);
+    for (size_t r = 0; r < B * N * L; r++)
+        for (size_t blk = 0; blk < BLOCKS; blk++) {
+            unsigned char *b = kb + r * ROW + blk * 18;
+            b[0] = 0x00, b[1] = 0x28; /* fp16 2^-5, little-endian */
+            for (size_t i = 0; i < 16; i++) {
+                b[2 + i] = (unsigned char)((r * 7 + blk * 5 + i * 13 + (tu_rng_next(&rng) & 255)) & 255);
+                k[r * D + blk * 32 + i] = (float)((b[2 + i] & 15) - 8) / 32.0f; /* low nibbles: values 0–15 */
+                k[r * D + blk * 32 + i + 16] = (float)((b[2 + i] >> 4) - 8) / 32.0f;
+            }
+        }
+    for (size_t i = 0; i < B * N * L * DV; i++)
+        v[i] = roundf(v[i] * 64.0f) / 64.0f;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    const clattn_sdpa_desc d = sdpa_desc(B, H, N, L, L, D, DV, &m);
+    double *ro = tu_dalloc(B * H * L * DV);
+    ref_sdpa(&d, q, k, v, NULL, ro, NULL, NULL);
+    const size_t qs[4] = {B, H, L, D}, ks[4] = {B, N, L, ROW}, vs[4] = {B, N, L, DV}, os[4] = {B, H, L, DV};
+    const char *qp = save_f32("q.npy", q, 4, qs), *vp = save_f32("v.npy", v, 4, vs);
+    const char *kp = save_raw("k.npy", 1, "|u1", "False", shape_text(4, ks), kb, product(4, ks));
+    RING("2", "--q", qp, "--k", kp, "--v", vp, "--k-dtype", "q4_0", "--v-dtype", "float16", "--out", P("o.npy"),
+         "--gather", "--causal");
+    expect_status(EXIT_OK);
+    expect_file_close("q4_0 K, float16 V", P("o.npy"), 4, os, ro);
+    RING("2", "--q", qp, "--k", vp, "--v", vp, "--k-dtype", "q4_0", "--out", P("x.npy"), "--gather");
+    expect_status(EXIT_USAGE);
+    expect_in("stderr", R.err, "takes the raw bytes");
+    EXPECT(EXIT_USAGE, "ring", "--q", qp, "--k", kp, "--v", vp, "--k-dtype", "int8", "--out", P("x.npy"), "--gather");
+    expect_in("stderr", R.err, "row scales");
+    ck_assert(!exists(P("x.npy")));
+}
+END_TEST
+
 /* Flags ring attention does not take, refused (exit 2, one line naming them) before MPI starts. */
 START_TEST(test_ring_usage_errors)
 {
@@ -286,6 +329,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_ring_softcap_lengths_bottom_right);
     tcase_add_test(tc, test_ring_window_offsets_sinks_alibi);
     tcase_add_test(tc, test_ring_alibi_file);
+    tcase_add_test(tc, test_ring_formats);
     tcase_add_test(tc, test_ring_timeout);
     suite_add_tcase(s, tc);
     return s;

@@ -21,7 +21,8 @@ static const char ring_help[] =
     "partial results merge through their log-sum-exps (exactly). Every rank's device memory is\n"
     "O((L + S)/P · D).\n"
     "\n"
-    "Q is (B,H,L,Dqk), K (B,N,S,Dqk), V (B,N,S,Dv), float32 .npy (N = K/V heads, dividing H). A path with\n"
+    "Q is (B,H,L,Dqk), K (B,N,S,Dqk), V (B,N,S,Dv), float32 .npy (N = K/V heads, dividing H; K and V in\n"
+    "another format with --k-dtype/--v-dtype). A path with\n"
     "\"{rank}\" is a file per rank holding that rank's rows in shard order (see --layout); without it every\n"
     "rank reads the whole tensor and takes its rows.\n"
     "\n"
@@ -33,6 +34,10 @@ static const char ring_help[] =
     "                         causal mask) or contiguous (rank r holds the r-th of P runs)\n"
     "  --timeout SECONDS      the longest any rank waits for another (default 60)\n"
     "  --scale X              multiply Q·Kᵀ by X (default 1/sqrt(Dqk))\n"
+    "  --k-dtype NAME         K's (V's) storage format, sent around the ring as its bytes: float16 or\n"
+    "  --v-dtype NAME         bfloat16 (a float file rounded to it), or q8_0, q4_0, u8_g32/64/128,\n"
+    "                         u4_g32/64/128, fp8_e4m3, fp8_e5m2 as raw bytes ('|u1' files, (B,N,S,row\n"
+    "                         bytes), as clattn sdpa reads them; no int8: its row scales are a device buffer)\n"
     "  --device SPEC          this rank's device; \"{rank}\" in it is replaced by the rank (0:{rank})\n"
     "  --causal, --causal-bottom-right, --key-lengths, --offset, --offsets, --window: as for clattn sdpa\n"
     "                         (positions of the whole sequences; no --mask)\n"
@@ -64,22 +69,50 @@ static int agree(int rc)
     return rc;
 }
 
-/* One input: this rank's shard of a 4-D tensor (B, heads, n, width), from its own file or the whole. */
+/* One input: this rank's shard of a 4-D tensor (B, heads, n, width values), from its own file or the
+ * whole, in its storage format: float32 (Q always), float16/bfloat16 bit patterns, or a quantised
+ * format's raw bytes (--k-dtype/--v-dtype). */
 typedef struct ring_input {
     cli_tensor t;
-    bool sharded; /* the file held the rank's rows only */
-    float *rows;  /* the rank's rows (t.data when sharded) */
+    bool sharded;     /* the file held the rank's rows only */
+    clattn_dtype type;
+    size_t row_bytes; /* one row of `width` values in `type` */
+    const void *data; /* the whole file's rows in `type` */
+    void *rows;       /* the rank's rows (data when sharded) */
 } ring_input;
 
-static int load_input(const char *cmd, const char *path, int rank, ring_input *in)
+/* `flag` (NULL for Q) names the input's --k-dtype/--v-dtype; `type` is its format (float32 by default). */
+static int load_input(const char *cmd, const char *path, const char *flag, clattn_dtype type, int rank,
+                      ring_input *in)
 {
     char *mine = with_rank(path, rank);
     if (!mine)
         return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
     in->sharded = strstr(path, "{rank}") != NULL;
-    int rc = cli_load_tensor(cmd, mine, 4, 4, &in->t);
-    if (rc == CLI_OK && in->t.type != CLATTN_FLOAT32)
-        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: ring attention takes float32 tensors", mine);
+    in->type = type;
+    bool raw = false;
+    const bool quantised = type > CLATTN_BFLOAT16;
+    int rc = quantised ? cli_load_kv(cmd, mine, flag, false, &in->t, &raw) : cli_load_tensor(cmd, mine, 4, 4, &in->t);
+    if (rc == CLI_OK && quantised && (!raw || in->t.ndim != 4))
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: --%s %s takes the raw bytes, a '|u1' file of (B,N,S,row bytes)%s",
+                      mine, flag, clattn_dtype_name(type), raw ? "" : " (the ring does not quantise float rows)");
+    if (rc == CLI_OK && !flag && in->t.type != CLATTN_FLOAT32)
+        rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: ring attention takes a float32 Q", mine);
+    if (rc == CLI_OK && !quantised)
+        rc = cli_tensor_convert(cmd, flag ? flag : "q", mine, &in->t, type);
+    if (rc == CLI_OK && quantised) { /* rows of bytes as rows of values */
+        const size_t block = clattn_dtype_block(type), block_bytes = clattn_dtype_bytes(type, block);
+        if (in->t.shape[3] % block_bytes)
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: rows of %zu bytes are not whole %s blocks of %zu bytes", mine,
+                          in->t.shape[3], clattn_dtype_name(type), block_bytes);
+        in->t.shape[3] = in->t.shape[3] / block_bytes * block;
+    }
+    if (rc == CLI_OK) {
+        in->row_bytes = clattn_dtype_bytes(type, in->t.shape[3]);
+        in->data = quantised ? in->t.bits : cli_tensor_storage(&in->t);
+        if (!in->data)
+            rc = cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
+    }
     free(mine);
     return rc;
 }
@@ -105,13 +138,20 @@ static int shard_input(const char *cmd, const char *path, ring_input *in, size_t
         if (in->t.shape[2] != sh.rows)
             return cli_fail(CLI_USAGE_ERROR, cmd, "%s: rank %d holds %zu rows, its shard of %zu has %zu", path, rank,
                             in->t.shape[2], n, sh.rows);
-        in->rows = in->t.data;
+        in->rows = (void *)in->data;
         return CLI_OK;
     }
-    in->rows = cli_alloc_floats(in->t.shape[0] * in->t.shape[1], sh.rows, in->t.shape[3]);
+    /* The shard's runs of rows of each (batch, head) slice, as bytes (a quantised row's blocks whole). */
+    const size_t slices = in->t.shape[0] * in->t.shape[1];
+    in->rows = malloc(slices * sh.rows * in->row_bytes + 1);
     if (!in->rows)
         return cli_fail(CLI_RUNTIME_ERROR, cmd, "out of memory");
-    clattn_ring_shard_take(&sh, in->t.shape[0] * in->t.shape[1], n, in->t.shape[3], in->t.data, in->rows);
+    char *to = in->rows;
+    for (size_t i = 0; i < slices; i++)
+        for (int c = 0; c < 2; c++) {
+            memcpy(to, (const char *)in->data + (i * n + sh.start[c]) * in->row_bytes, sh.len[c] * in->row_bytes);
+            to += sh.len[c] * in->row_bytes;
+        }
     return CLI_OK;
 }
 
@@ -221,7 +261,7 @@ int cmd_ring(int argc, char **argv)
 {
     const char *cmd = "ring";
     const char *path[3] = {NULL}, *out_path = NULL, *lse_path = NULL, *layout_text = NULL, *timeout_text = NULL;
-    const char *scale_text = NULL, *device = NULL;
+    const char *scale_text = NULL, *device = NULL, *dtype_text[2] = {NULL, NULL};
     bool help = false, gathered = false;
     cli_masks m = {0};
     cli_variants var = {0};
@@ -229,7 +269,8 @@ int cmd_ring(int argc, char **argv)
         {"q", NULL, &path[0]},         {"k", NULL, &path[1]},          {"v", NULL, &path[2]},
         {"out", NULL, &out_path},      {"lse", NULL, &lse_path},       {"gather", &gathered, NULL},
         {"layout", NULL, &layout_text}, {"timeout", NULL, &timeout_text}, {"scale", NULL, &scale_text},
-        {"device", NULL, &device},     CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
+        {"device", NULL, &device},     {"k-dtype", NULL, &dtype_text[0]}, {"v-dtype", NULL, &dtype_text[1]},
+        CLI_VARIANT_OPTIONS(&var),      CLI_MASK_OPTIONS(&m),
     };
     int rc = cli_parse(cmd, argc, argv, 2, opts, sizeof opts / sizeof opts[0], &help);
     if (rc != CLI_OK || help) {
@@ -263,6 +304,15 @@ int cmd_ring(int argc, char **argv)
         return rc;
     if (!(timeout > 0.0f))
         return cli_fail(CLI_USAGE_ERROR, cmd, "--timeout: a positive number of seconds");
+    static const char *const dtype_flag[2] = {"k-dtype", "v-dtype"};
+    clattn_dtype kv_type[2] = {CLATTN_FLOAT32, CLATTN_FLOAT32};
+    for (int i = 0; i < 2; i++) {
+        if (dtype_text[i] && (rc = cli_parse_format(cmd, dtype_flag[i], dtype_text[i], &kv_type[i])) != CLI_OK)
+            return rc;
+        if (kv_type[i] == CLATTN_INT8)
+            return cli_fail(CLI_USAGE_ERROR, cmd, "--%s int8: its row scales are a device buffer, which ring "
+                            "attention does not take (q8_0 carries its own)", dtype_flag[i]);
+    }
 
     int initialized = 0, rank = 0, ranks = 1;
     MPI_Initialized(&initialized);
@@ -278,7 +328,7 @@ int cmd_ring(int argc, char **argv)
     float *out = NULL, *lse = NULL;
     char *names[2] = {NULL, NULL}; /* this rank's output files' names */
     for (int i = 0; i < 3 && rc == CLI_OK; i++)
-        rc = load_input(cmd, path[i], rank, &in[i]);
+        rc = load_input(cmd, path[i], i ? dtype_flag[i - 1] : NULL, i ? kv_type[i - 1] : CLATTN_FLOAT32, rank, &in[i]);
     if ((rc = agree(rc)) != CLI_OK)
         goto done;
     const size_t L = global_rows(&in[0]), S = global_rows(&in[1]), S_v = global_rows(&in[2]);
@@ -333,6 +383,8 @@ int cmd_ring(int argc, char **argv)
     desc.qk_dim = Dqk;
     desc.v_dim = Dv;
     desc.masks = &m.masks;
+    desc.k_dtype = kv_type[0];
+    desc.v_dtype = kv_type[1];
     cli_variants_apply(&var, &desc);
     clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
     const clattn_status st =
@@ -374,7 +426,7 @@ int cmd_ring(int argc, char **argv)
     cli_outputs_discard(&outs); /* after a commit: frees what it left, removes nothing committed */
 done:
     for (int i = 0; i < 3; i++) {
-        if (in[i].rows != in[i].t.data)
+        if (in[i].rows != in[i].data)
             free(in[i].rows);
         cli_tensor_free(&in[i].t);
     }
