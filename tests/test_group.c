@@ -130,6 +130,15 @@ static const gcase cases[] = {
 
 static clattn_group *group;
 
+/* Q of nq values and K, V of nk, uniform in [−1, 1], from seeds seed, seed + 1, seed + 2. */
+static void random_qkv(size_t nq, size_t nk, uint64_t seed, float **q, float **k, float **v)
+{
+    *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
+    tu_fill_uniform(*q, nq, 1.0f, seed);
+    tu_fill_uniform(*k, nk, 1.0f, seed + 1);
+    tu_fill_uniform(*v, nk, 1.0f, seed + 2);
+}
+
 START_TEST(test_table)
 {
     const gcase *c = &cases[_i];
@@ -164,10 +173,8 @@ START_TEST(test_table)
     }
     d.masks = &m;
     const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nl = c->B * c->H * c->L;
-    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
-    tu_fill_uniform(q, nq, 1.0f, 1 + _i);
-    tu_fill_uniform(k, nk, 1.0f, 2 + _i);
-    tu_fill_uniform(v, nk, 1.0f, 3 + _i);
+    float *q, *k, *v;
+    random_qkv(nq, nk, 1 + _i, &q, &k, &v);
     float *o = tu_host_alloc(nq, NULL), *l = tu_host_alloc(nl, NULL);
     clattn_status st = clattn_group_sdpa_host(group, &d, q, k, v, mask, o, l);
     TU_ASSERT_OK(st, NULL, "clattn_group_sdpa_host");
@@ -226,10 +233,8 @@ START_TEST(test_formats)
     m.causal = c->causal;
     d.masks = &m;
     const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nl = c->B * c->H * c->L;
-    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
-    tu_fill_uniform(q, nq, 1.0f, 41 + _i);
-    tu_fill_uniform(k, nk, 1.0f, 42 + _i);
-    tu_fill_uniform(v, nk, 1.0f, 43 + _i);
+    float *q, *k, *v;
+    random_qkv(nq, nk, 41 + _i, &q, &k, &v);
     const void *kq = quantised_copy(c->k, k, nk, c->D), *vq = quantised_copy(c->v, v, nk, c->D);
     double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
     ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl); /* (d's types still float32: the dequantised values) */
