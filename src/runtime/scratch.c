@@ -7,6 +7,7 @@
 #include "fault.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out)
 {
@@ -51,8 +52,15 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
 void scratch_release(scratch_pool *pool)
 {
     mems_release(pool->mem, SCRATCH_COUNT);
-    for (int i = 0; i < SCRATCH_COUNT; i++)
+    for (int i = 0; i < SCRATCH_COUNT; i++) {
         pool->bytes[i] = 0;
+        if (pool->written[i])
+            clReleaseEvent(pool->written[i]);
+        pool->written[i] = NULL;
+        free(pool->shadow[i]);
+        pool->shadow[i] = NULL;
+        pool->shadow_bytes[i] = 0;
+    }
     pool->peak = 0;
 }
 
@@ -68,16 +76,38 @@ void mems_release(cl_mem *mems, size_t n)
 clattn_status scratch_upload(clattn_context *ctx, scratch_slot slot, const void *data, size_t bytes, const char *what,
                              cl_mem *out)
 {
+    scratch_pool *pool = &ctx->scratch;
     cl_mem buf;
     clattn_status st = scratch_get(ctx, slot, bytes, &buf);
     if (st != CLATTN_SUCCESS)
         return st;
-    cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
-    if (err == CL_SUCCESS)
-        err = clEnqueueWriteBuffer(ctx->queue, buf, CL_TRUE, 0, bytes, data, 0, NULL, NULL);
+    /* The slot's previous write must have read the host copy before it changes (in a loop of calls that
+     * each read a result back, it has long been done). */
+    cl_int err = pool->written[slot] ? clWaitForEvents(1, &pool->written[slot]) : CL_SUCCESS;
+    if (pool->written[slot]) {
+        clReleaseEvent(pool->written[slot]);
+        pool->written[slot] = NULL;
+    }
     if (err != CL_SUCCESS)
+        return set_error(ctx, (clattn_status)err, "waiting for the last write of %s failed: %s", what,
+                         clattn_status_string((clattn_status)err));
+    if (pool->shadow_bytes[slot] < bytes) {
+        void *grown = realloc(pool->shadow[slot], bytes);
+        if (!grown)
+            return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a host copy of %s (%zu bytes)", what, bytes);
+        pool->shadow[slot] = grown;
+        pool->shadow_bytes[slot] = bytes;
+    }
+    memcpy(pool->shadow[slot], data, bytes);
+    err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
+    if (err == CL_SUCCESS)
+        err = clEnqueueWriteBuffer(ctx->queue, buf, CL_FALSE, 0, bytes, pool->shadow[slot], 0, NULL,
+                                   &pool->written[slot]);
+    if (err != CL_SUCCESS) {
+        pool->written[slot] = NULL;
         return set_error(ctx, (clattn_status)err, "clEnqueueWriteBuffer(%s) failed: %s", what,
                          clattn_status_string((clattn_status)err));
+    }
     *out = buf;
     return CLATTN_SUCCESS;
 }

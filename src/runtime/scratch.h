@@ -43,20 +43,28 @@ typedef struct scratch_pool {
     cl_mem mem[SCRATCH_COUNT];
     size_t bytes[SCRATCH_COUNT];
     size_t peak; /* most bytes held at once: the benchmark reports it */
+    /* scratch_upload's host copies, which its non-blocking writes read from, and each slot's last write
+     * (NULL once it is known done): the copy is overwritten only after it. */
+    void *shadow[SCRATCH_COUNT];
+    size_t shadow_bytes[SCRATCH_COUNT];
+    cl_event written[SCRATCH_COUNT];
 } scratch_pool;
 
 /* The slot's buffer, grown to at least `bytes` (a new buffer's contents are undefined). */
 clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, cl_mem *out);
 
-/* The slot's buffer, grown to `bytes`, filled from `data` (a blocking write: the caller's array may go
- * as soon as this returns). */
+/* The slot's buffer, grown to `bytes`, filled from `data` — a write enqueued without waiting, from the
+ * slot's own host copy of `data` (the caller's array may go as soon as this returns): the queue runs in
+ * order, so the kernels enqueued next read the values, and a call no longer waits for the device before
+ * its kernels start (two such waits a decode call, for its key lengths and query offsets). */
 clattn_status scratch_upload(clattn_context *ctx, scratch_slot slot, const void *data, size_t bytes, const char *what,
                              cl_mem *out);
 /* The same for n integers as cl_long: sizes (when not NULL) or else offsets. */
 clattn_status scratch_upload_integers(clattn_context *ctx, scratch_slot slot, const size_t *sizes,
                                       const long long *offsets, size_t n, const char *what, cl_mem *out);
 
-/* Release every slot and reset the peak; the caller makes sure no enqueued work still needs them. */
+/* Release every slot (and its host copy) and reset the peak; the caller makes sure no enqueued work
+ * still needs them (clFinish). */
 void scratch_release(scratch_pool *pool);
 
 /* Release n buffers (NULL entries are skipped) and set them to NULL. */
