@@ -641,6 +641,12 @@ START_TEST(test_bad)
     st = clattn_sdpa_host(ctx, &d, k, q4.bytes, k, NULL, out, NULL, NULL);
     ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "fp8_e4m3 with row scales"),
                   "%s: %s (%s)", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
+    /* The ragged host call takes no quantised K/V at all, and says which call refused. */
+    d.k_scales = NULL;
+    d.k_dtype = CLATTN_Q4_0;
+    st = clattn_sdpa_ragged_host(ctx, &d, NULL, k, q4.bytes, k, NULL, out, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(ctx), "clattn_sdpa_ragged_host takes no "
+                  "quantised"), "%s: ragged: %s (%s)", tu_label(), clattn_status_string(st), clattn_last_error(ctx));
     /* The sizes and names of the public helpers. */
     ck_assert_uint_eq(clattn_dtype_bytes(CLATTN_Q4_0, 64), 36);
     ck_assert_uint_eq(clattn_dtype_bytes(CLATTN_Q8_0, 96), 102);

@@ -391,12 +391,8 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     clattn_status st = group_begin_call(g);
     if (st == CLATTN_SUCCESS && (st = sdpa_desc_read(first, desc, &full)) == CLATTN_SUCCESS)
         desc = &full;
-    const char *scaled = st == CLATTN_SUCCESS ? row_scaled_kv_field(&full) : NULL; /* (see row_scaled_kv_field) */
-    if (scaled)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
-                         "desc.%s is %s with row scales, which are a device buffer: group calls take K and V as host "
-                         "arrays in any other format", scaled,
-                         clattn_dtype_name(strcmp(scaled, "k_dtype") == 0 ? full.k_dtype : full.v_dtype));
+    if (st == CLATTN_SUCCESS && (st = check_host_kv_types(NULL, &full, false, "clattn_group_sdpa_host")) != CLATTN_SUCCESS)
+        return st;
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));

@@ -141,21 +141,16 @@ static clattn_status host_tensors_finish(clattn_context *ctx, host_tensor *t, si
     return st;
 }
 
-/* The host variants take K and V in any format whose bytes say all (blocks carry their own scales): int8's
- * row scales, and FP8's when given, are device buffers. Checked before the descriptor's other checks (see
- * row_scaled_kv_field). The backward, which reads no quantised K/V at all, asks the stricter question. */
-static clattn_status no_device_only_kv(clattn_context *ctx, const clattn_sdpa_desc *desc, bool backward)
+/* The host variants' K/V types, checked before the descriptor's other checks (see row_scaled_kv_field):
+ * clattn_sdpa_host takes K and V in any format whose bytes say all (blocks carry their own scales; int8's
+ * row scales, and FP8's when given, are device buffers); the backward and ragged host calls take no
+ * quantised K/V at all. */
+static clattn_status no_device_only_kv(clattn_context *ctx, const clattn_sdpa_desc *desc, bool no_quantised,
+                                       const char *call)
 {
     clattn_sdpa_desc d;
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
-    const char *field = st != CLATTN_SUCCESS ? NULL : backward ? quantised_kv_field(&d) : row_scaled_kv_field(&d);
-    if (field)
-        st = set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                       backward ? "desc.%s is %s: the backward pass takes no quantised K/V"
-                                : "desc.%s is %s with row scales: the scales are a device buffer; use the cl_mem "
-                                  "entry points",
-                       field, clattn_dtype_name(strcmp(field, "k_dtype") == 0 ? d.k_dtype : d.v_dtype));
-    return st;
+    return st != CLATTN_SUCCESS ? st : check_host_kv_types(ctx, &d, no_quantised, call);
 }
 
 /* A K or V host tensor's element count and size for host_tensor: a block format's bytes as 16-bit units
@@ -177,7 +172,7 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, false)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, false, "clattn_sdpa_host")) != CLATTN_SUCCESS ||
         (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
     const size_t qb = dtype_bytes(s.types.q), ob = dtype_bytes(s.types.o);
@@ -209,7 +204,7 @@ clattn_status clattn_sdpa_backward_host(clattn_context *ctx, const clattn_sdpa_d
 {
     clattn_status st = check_context(ctx);
     sdpa_shape s;
-    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, true)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, true, "clattn_sdpa_backward_host")) != CLATTN_SUCCESS ||
         (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
     const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : !lse ? "lse (the forward's log-sum-exps)"
@@ -295,7 +290,7 @@ clattn_status clattn_sdpa_ragged_host(clattn_context *ctx, const clattn_sdpa_des
 {
     clattn_status st = check_context(ctx);
     ragged_call c;
-    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, true)) != CLATTN_SUCCESS ||
+    if (st != CLATTN_SUCCESS || (st = no_device_only_kv(ctx, desc, true, "clattn_sdpa_ragged_host")) != CLATTN_SUCCESS ||
         (st = ragged_check(ctx, desc, ragged, mask != NULL, &c)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &c.s;

@@ -12,6 +12,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 bool size_mul(size_t a, size_t b, size_t *out)
 {
@@ -320,6 +321,21 @@ const char *row_scaled_kv_field(const clattn_sdpa_desc *desc)
     return reads_row_scales(desc->k_dtype, desc->k_scales)   ? "k_dtype"
            : reads_row_scales(desc->v_dtype, desc->v_scales) ? "v_dtype"
                                                              : NULL;
+}
+
+clattn_status check_host_kv_types(clattn_context *ctx, const clattn_sdpa_desc *desc, bool no_quantised,
+                                  const char *call)
+{
+    const char *field = no_quantised ? quantised_kv_field(desc) : row_scaled_kv_field(desc);
+    if (!field)
+        return CLATTN_SUCCESS;
+    const char *type = clattn_dtype_name(strcmp(field, "k_dtype") == 0 ? desc->k_dtype : desc->v_dtype);
+    return no_quantised ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                                    "desc.%s is %s: %s takes no quantised K/V (the cl_mem calls read them)", field,
+                                    type, call)
+                        : set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                                    "desc.%s is %s with row scales, which are a device buffer: %s takes K and V as "
+                                    "host arrays in any other format", field, type, call);
 }
 
 /* Every SDPA dimension must be ≥ 1 and every tensor's element count must fit in size_t. */

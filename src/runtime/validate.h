@@ -76,6 +76,13 @@ const char *quantised_kv_field(const clattn_sdpa_desc *desc);
  * included, is bytes the call copies as they are. Asked before sdpa_shape_resolve, as above. */
 const char *row_scaled_kv_field(const clattn_sdpa_desc *desc);
 
+/* The refusal of a host-array entry point `call` (its name, for the message) whose descriptor, already
+ * read, asks for K/V it cannot take: any quantised format where `no_quantised` (the backward, ragged and
+ * past/present host calls), else one with row scales (row_scaled_kv_field). CLATTN_ERROR_INVALID_VALUE
+ * set on ctx (NULL: the thread's), or CLATTN_SUCCESS. */
+clattn_status check_host_kv_types(clattn_context *ctx, const clattn_sdpa_desc *desc, bool no_quantised,
+                                  const char *call);
+
 /* The scales of an int8 K and V of k_rows and v_rows rows (desc.k_scales, v_scales): k_rows (v_rows)
  * floats each when present (sdpa_shape_resolve made sure they are present exactly for int8). */
 clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_rows, size_t v_rows);
