@@ -20,7 +20,7 @@ __kernel void clattn_convert(CLATTN_PARAMETERS(CLATTN_CONVERT_PARAMS))
     float x = LOAD_Q(src, i);
     if (scales)
         x *= scales[i / row];
-#if O_BLOCK == 1 && O_SCALE_RULE == 0 /* (a quantised format is never a whole-tensor destination) */
+#if O_BLOCK == 1 && O_SCALE_RULE == 0 && !defined(O_TOKENS) /* (a quantised format is never a whole-tensor destination) */
     STORE_O(x, dst, i);
 #endif
 }
@@ -30,6 +30,97 @@ __kernel void clattn_convert(CLATTN_PARAMETERS(CLATTN_CONVERT_PARAMS))
  * ·capacity, or, through sequence b's row of the block table, row j % 2^shift of block table[j >> shift]
  * (each block holding kv_heads heads of 2^shift rows). A row's scale goes to the same row index of
  * dst_scales. */
+#ifdef O_TOKENS
+/* A token-format cache (cl/formats.cl: clattn_load_token) instead: work-item (c, b·kv_heads + h) owns
+ * the channels of byte c of a packed row, and walks the new rows of head h of sequence b in order: each
+ * goes to its tail slot as float16 (a finite value beyond half's range saturating to ±65504, NaN as
+ * 0x7e00), and a row
+ * that completes a group (and whose group has room in the chunk) has the group quantised from the tail:
+ * per channel over the group's finite values, their range widened to hold 0, scale = range / levels,
+ * zero = round(−min / scale), q = round(x / scale) + zero (to nearest even). Work-item 0 of a head also
+ * writes each new group's mask of rows holding a non-finite value (from the rows' sources: the new rows
+ * or the tail) and keeps the chunk's count of complete groups: at the first new row of a chunk it lowers
+ * the count to the groups below that row (so a fresh chunk starts at 0, and a cache rolled back to a
+ * multiple of `tokens` rows refills its group), and it raises it as each group completes. */
+__kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
+{
+    const uint bits = CLATTN_CAT(clattn_bits_, O_FMT), per_byte = 8 / bits, tokens = O_TOKENS;
+    const float levels = (float)((1u << bits) - 1);
+    const ulong c = get_global_id(0), bh = get_global_id(1);
+    if (c >= dim / per_byte || bh >= batch * kv_heads)
+        return;
+    const ulong b = bh / kv_heads, h = bh % kv_heads, rows_per_chunk = O_CHUNK_ROWS;
+    const ulong group_bytes = clattn_token_group_bytes(dim, tokens, bits);
+    for (ulong r = 0; r < new_len; r++) {
+        const ulong j = lengths[b] + r;
+        ulong chunk_id = bh, in_chunk = j;
+        if (table) {
+            chunk_id = (ulong)table[b * cols + (j >> shift)] * kv_heads + h;
+            in_chunk = j & (((ulong)1 << shift) - 1);
+        }
+        __global uchar *chunk = (__global uchar *)dst + chunk_id * clattn_token_chunk_bytes(rows_per_chunk, dim, tokens, bits);
+        __global uint *complete = (__global uint *)chunk;
+        if (c == 0 && (r == 0 || in_chunk == 0))
+            *complete = min(*complete, (uint)(in_chunk / tokens));
+        __global half *tail = (__global half *)(chunk + 4 + rows_per_chunk / tokens * group_bytes);
+        for (uint e = 0; e < per_byte; e++) {
+            const ulong d = c * per_byte + e;
+            const float x = LOAD_Q(rows, (bh * new_len + r) * dim + d);
+            const ulong at = (in_chunk % tokens) * dim + d;
+            if (isnan(x)) /* (one NaN code on every implementation: 0x7e00) */
+                ((__global ushort *)tail)[at] = 0x7e00;
+            else
+                vstore_half_rte(isfinite(x) ? clamp(x, -65504.0f, 65504.0f) : x, at, tail);
+        }
+        const ulong g = in_chunk / tokens;
+        if (in_chunk % tokens != tokens - 1 || g >= rows_per_chunk / tokens)
+            continue;
+        /* The group of rows g·tokens … in_chunk is complete: quantise it from the tail. */
+        __global uchar *group = chunk + 4 + g * group_bytes;
+        __global half *scales = (__global half *)(group + 4);
+        uchar packed[O_TOKENS];
+        for (uint t = 0; t < tokens; t++)
+            packed[t] = 0;
+        for (uint e = 0; e < per_byte; e++) {
+            const ulong d = c * per_byte + e;
+            float lo = 0.0f, hi = 0.0f;
+            for (uint t = 0; t < tokens; t++) {
+                const float x = vload_half(t * dim + d, tail);
+                if (isfinite(x)) {
+                    lo = fmin(lo, x);
+                    hi = fmax(hi, x);
+                }
+            }
+            const float s = (hi - lo) / levels, inv = s > 0.0f ? 1.0f / s : 0.0f;
+            const float z = s > 0.0f ? clamp(rint(-lo * inv), 0.0f, levels) : 0.0f;
+            vstore_half_rte(s, d, scales);
+            vstore_half_rte(z, dim + d, scales);
+            for (uint t = 0; t < tokens; t++) {
+                const float x = vload_half(t * dim + d, tail);
+                const uint q = isfinite(x) ? (uint)clamp(rint(x * inv) + z, 0.0f, levels) : (uint)z;
+                packed[t] |= (uchar)(q << (e * bits));
+            }
+        }
+        for (uint t = 0; t < tokens; t++)
+            group[4 + dim * 4 + t * (dim / per_byte) + c] = packed[t];
+        if (c == 0) {
+            uint bad = 0;
+            for (uint t = 0; t < tokens; t++) {
+                const ulong row_j = j - (tokens - 1) + t; /* its source: the new rows, or the tail */
+                bool finite = true;
+                for (ulong d = 0; d < dim; d++) {
+                    const float x = row_j >= lengths[b] ? LOAD_Q(rows, (bh * new_len + row_j - lengths[b]) * dim + d)
+                                                        : vload_half(t * dim + d, tail);
+                    finite = finite && isfinite(x);
+                }
+                bad |= finite ? 0u : 1u << t;
+            }
+            *(__global uint *)group = bad;
+            *complete = (uint)(g + 1);
+        }
+    }
+}
+#else
 __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
 {
     const ulong r = get_global_id(0), bh = get_global_id(1);
@@ -74,3 +165,4 @@ __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
         STORE_O(LOAD_Q(rows, from + d), dst, to + d);
 #endif
 }
+#endif

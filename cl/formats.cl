@@ -56,10 +56,23 @@ typedef K_STORE k_store;
 typedef V_STORE v_store;
 typedef O_STORE o_store;
 
-/* Value i of p as a float (an int8 or scaled FP8 row's scale not applied). */
+/* Value i of p as a float (an int8 or scaled FP8 row's scale not applied). A token format's value also
+ * needs its tensor's chunks (Q_CHUNK_ROWS …, Q_DIM …: its rows per head and values per row). */
+#ifdef Q_TOKENS
+#define LOAD_Q(p, i) clattn_load_token(p, i, Q_CHUNK_ROWS, Q_DIM, Q_TOKENS, CLATTN_CAT(clattn_bits_, Q_FMT))
+#else
 #define LOAD_Q(p, i) CLATTN_CAT(clattn_load_, Q_FMT)(p, i)
+#endif
+#ifdef K_TOKENS
+#define LOAD_K(p, i) clattn_load_token(p, i, K_CHUNK_ROWS, K_DIM, K_TOKENS, CLATTN_CAT(clattn_bits_, K_FMT))
+#else
 #define LOAD_K(p, i) CLATTN_CAT(clattn_load_, K_FMT)(p, i)
+#endif
+#ifdef V_TOKENS
+#define LOAD_V(p, i) clattn_load_token(p, i, V_CHUNK_ROWS, V_DIM, V_TOKENS, CLATTN_CAT(clattn_bits_, V_FMT))
+#else
 #define LOAD_V(p, i) CLATTN_CAT(clattn_load_, V_FMT)(p, i)
+#endif
 /* x stored as value i of an output (float formats only), rounded to nearest even. */
 #define STORE_O(x, p, i) CLATTN_CAT(clattn_store_, O_FMT)(x, p, i)
 
@@ -263,3 +276,56 @@ inline void clattn_quantise_group(const float *x, int n, float levels, __global 
 CLATTN_GROUP_QUANTISE(32)
 CLATTN_GROUP_QUANTISE(64)
 CLATTN_GROUP_QUANTISE(128)
+
+/* ---- Token formats (KIVI's keys) ------------------------------------------------------------------ */
+
+/* A head's rows (`rows` rows of `dim` values) are one chunk: a uint32 count of complete groups; room for
+ * rows / tokens groups, each a uint32 mask of its rows that held a non-finite value (they read as NaN),
+ * per channel an fp16 scale, per channel an fp16 zero point, then its `tokens` rows of packed values
+ * (channel d of a row in bits (d % (8 / bits)) · bits of byte d / (8 / bits): low bits first); then a
+ * tail of `tokens` float16 rows, where row r past the complete groups is at slot r % tokens. A value is
+ * (q − zero) · scale. */
+#define clattn_bits_u4_t32 4
+#define clattn_bits_u2_t32 2
+inline ulong clattn_token_group_bytes(ulong dim, uint tokens, uint bits) { return 4 + dim * 4 + tokens * dim * bits / 8; }
+inline ulong clattn_token_chunk_bytes(ulong rows, ulong dim, uint tokens, uint bits)
+{
+    return 4 + rows / tokens * clattn_token_group_bytes(dim, tokens, bits) + (ulong)tokens * dim * 2;
+}
+
+/* Where row r of a chunk lies: its group's first byte, or NULL for a row in the tail (whose float16 row
+ * then starts at *tail). */
+inline __global const uchar *clattn_token_row(__global const uchar *chunk, ulong r, ulong rows, ulong dim,
+                                              uint tokens, uint bits, __global const half **tail)
+{
+    const ulong group_bytes = clattn_token_group_bytes(dim, tokens, bits);
+    const ulong g = r / tokens; /* (the count bounded by the chunk's room: a stray header reads in bounds) */
+    if (g < min((ulong)*(__global const uint *)chunk, rows / tokens))
+        return chunk + 4 + g * group_bytes;
+    *tail = (__global const half *)(chunk + 4 + rows / tokens * group_bytes) + (r % tokens) * dim;
+    return 0;
+}
+
+/* Channel d of row slot t of a group, raw. */
+inline uint clattn_token_raw(__global const uchar *group, ulong dim, uint tokens, uint bits, ulong t, ulong d)
+{
+    const uint per_byte = 8 / bits;
+    const uchar byte = group[4 + dim * 4 + t * (dim / per_byte) + d / per_byte];
+    return (byte >> ((d % per_byte) * bits)) & ((1u << bits) - 1);
+}
+
+inline float clattn_load_token(__global const uchar *p, ulong i, ulong rows, ulong dim, uint tokens, uint bits)
+{
+    const ulong per_chunk = rows * dim, r = i % per_chunk / dim, d = i % dim;
+    __global const uchar *chunk = p + i / per_chunk * clattn_token_chunk_bytes(rows, dim, tokens, bits);
+    __global const half *tail;
+    __global const uchar *group = clattn_token_row(chunk, r, rows, dim, tokens, bits, &tail);
+    if (!group)
+        return vload_half(d, tail);
+    const ulong t = r % tokens;
+    if ((*(__global const uint *)group >> t) & 1)
+        return NAN;
+    __global const half *scales = (__global const half *)(group + 4);
+    return ((float)clattn_token_raw(group, dim, tokens, bits, t, d) - vload_half(dim + d, scales)) *
+           vload_half(d, scales);
+}

@@ -258,12 +258,56 @@ CLATTN_GROUP_PARTS(128)
         for (; e < n; e++)                                                                                 \
             dst[e] = CLATTN_CAT(clattn_load_, F)(p, at + e) * scale;                                       \
     }
-#if K_BLOCK > 1
+/* A token format's row (cl/formats.cl: clattn_load_token): its chunk's header read once, then VEC
+ * channels a step — their scales and zero points by vload_halfN, the packed values unpacked lane by lane
+ * — or, in the tail, VEC float16 values; a row that held a non-finite value is NaN throughout. */
+#define CLATTN_DEQUANT_TOKENS(name, T, BITS, ROWS, DIM, TOKENS)                                            \
+    __attribute__((always_inline)) inline void name(__global const T *p, ulong at, ulong n, float scale,   \
+                                                    __local float *dst)                                    \
+    {                                                                                                      \
+        const ulong per_chunk = (ulong)(ROWS) * (DIM), r = at % per_chunk / (DIM);                         \
+        __global const uchar *chunk =                                                                      \
+            (__global const uchar *)p + at / per_chunk * clattn_token_chunk_bytes(ROWS, DIM, TOKENS, BITS); \
+        __global const half *tail;                                                                         \
+        __global const uchar *group = clattn_token_row(chunk, r, ROWS, DIM, TOKENS, BITS, &tail);          \
+        const ulong t = r % (TOKENS);                                                                      \
+        ulong e = 0;                                                                                       \
+        if (!group) {                                                                                      \
+            for (; e + VEC <= n; e += VEC)                                                                 \
+                VSTORE(clattn_vload_float16(tail, e) * scale, dst + e);                                             \
+            for (; e < n; e++)                                                                             \
+                dst[e] = vload_half(e, tail) * scale;                                                      \
+            return;                                                                                        \
+        }                                                                                                  \
+        if ((*(__global const uint *)group >> t) & 1) {                                                    \
+            for (; e < n; e++)                                                                             \
+                dst[e] = NAN;                                                                              \
+            return;                                                                                        \
+        }                                                                                                  \
+        __global const half *scales = (__global const half *)(group + 4);                                  \
+        __global const uchar *raw = group + 4 + (DIM) * 4 + t * ((DIM) * (BITS) / 8);                      \
+        for (; e + VEC <= n; e += VEC) {                                                                   \
+            float q[VEC];                                                                                  \
+            UNROLL for (uint l = 0; l < VEC; l++)                                                          \
+                q[l] = (float)((raw[(e + l) * (BITS) / 8] >> (((e + l) * (BITS)) % 8)) & ((1u << (BITS)) - 1)); \
+            const vec_t s = clattn_vload_float16(scales, e) * scale;                                           \
+            const vec_t z = clattn_vload_float16(scales, (DIM) + e);                                           \
+            VSTORE((VLOAD(q) - z) * s, dst + e);                                                           \
+        }                                                                                                  \
+        for (; e < n; e++)                                                                                 \
+            dst[e] = ((float)clattn_token_raw(group, DIM, TOKENS, BITS, t, e) - vload_half((DIM) + e, scales)) * \
+                     vload_half(e, scales) * scale;                                                        \
+    }
+#if defined(K_TOKENS)
+CLATTN_DEQUANT_TOKENS(clattn_dequant_row_k, k_store, CLATTN_CAT(clattn_bits_, K_FMT), K_CHUNK_ROWS, K_DIM, K_TOKENS)
+#elif K_BLOCK > 1
 CLATTN_DEQUANT_BLOCKS(clattn_dequant_row_k, k_store, K_FMT, K_BLOCK, K_BLOCK_BYTES)
 #else
 CLATTN_DEQUANT_VALUES(clattn_dequant_row_k, k_store, K_FMT)
 #endif
-#if V_BLOCK > 1
+#if defined(V_TOKENS)
+CLATTN_DEQUANT_TOKENS(clattn_dequant_row_v, v_store, CLATTN_CAT(clattn_bits_, V_FMT), V_CHUNK_ROWS, V_DIM, V_TOKENS)
+#elif V_BLOCK > 1
 CLATTN_DEQUANT_BLOCKS(clattn_dequant_row_v, v_store, V_FMT, V_BLOCK, V_BLOCK_BYTES)
 #else
 CLATTN_DEQUANT_VALUES(clattn_dequant_row_v, v_store, V_FMT)

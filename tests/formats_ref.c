@@ -231,3 +231,87 @@ float fref_value(clattn_dtype type, const void *bytes, size_t i)
     const int q = is_u4(type) ? (b[4 + j / 2] >> (j % 2 ? 4 : 0)) & 15 : b[4 + j];
     return (float)(((double)q - half_at(b + 2)) * half_at(b));
 }
+
+/* ---- Token formats (KIVI's keys), by their layout (docs/kv-formats.md) ---- */
+
+bool fref_is_token(clattn_dtype type) { return type == CLATTN_U4_T32 || type == CLATTN_U2_T32; }
+
+static unsigned token_bits(clattn_dtype t) { return t == CLATTN_U4_T32 ? 4 : 2; }
+#define TOKENS 32
+
+static size_t token_group_bytes(clattn_dtype t, size_t dim) { return 4 + dim * 4 + TOKENS * dim * token_bits(t) / 8; }
+static size_t token_tail_at(clattn_dtype t, size_t rows, size_t dim) { return 4 + rows / TOKENS * token_group_bytes(t, dim); }
+static uint32_t u32_at(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void u32_put(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+/* Group g of a chunk from its tail: per channel the finite values' range widened to hold 0, scale =
+ * range / levels, zero = round(−min / scale), q = round(x / scale) + zero (a non-finite value: zero),
+ * and the mask of rows holding any non-finite value. */
+static void token_quantise(clattn_dtype t, unsigned char *chunk, size_t rows, size_t dim, size_t g)
+{
+    const unsigned bits = token_bits(t), per_byte = 8 / bits;
+    const float levels = (float)((1u << bits) - 1);
+    const unsigned char *tail = chunk + token_tail_at(t, rows, dim);
+    unsigned char *group = chunk + 4 + g * token_group_bytes(t, dim), *raw = group + 4 + dim * 4;
+    memset(raw, 0, TOKENS * dim / per_byte);
+    uint32_t bad = 0;
+    for (size_t d = 0; d < dim; d++) {
+        float lo = 0.0f, hi = 0.0f;
+        for (size_t r = 0; r < TOKENS; r++) {
+            const float x = half_at(tail + (r * dim + d) * 2);
+            if (isfinite(x)) {
+                lo = fminf(lo, x);
+                hi = fmaxf(hi, x);
+            } else {
+                bad |= 1u << r;
+            }
+        }
+        const float s = (hi - lo) / levels, inv = s > 0.0f ? 1.0f / s : 0.0f;
+        const float z = s > 0.0f ? round_clamp(-lo * inv, 0.0f, levels) : 0.0f;
+        half_put(group + 4 + d * 2, s);
+        half_put(group + 4 + (dim + d) * 2, z);
+        for (size_t r = 0; r < TOKENS; r++) {
+            const float x = half_at(tail + (r * dim + d) * 2);
+            const unsigned q = isfinite(x) ? (unsigned)round_clamp(rintf(x * inv) + z, 0.0f, levels) : (unsigned)z;
+            raw[r * (dim / per_byte) + d / per_byte] |= (unsigned char)(q << (d % per_byte * bits));
+        }
+    }
+    u32_put(group, bad);
+}
+
+void fref_token_append(clattn_dtype type, unsigned char *chunk, size_t rows, size_t dim, size_t start, const float *src,
+                       size_t n)
+{
+    unsigned char *tail = chunk + token_tail_at(type, rows, dim);
+    const uint32_t complete = u32_at(chunk), below = (uint32_t)(start / TOKENS);
+    u32_put(chunk, complete < below ? complete : below);
+    for (size_t i = 0; i < n; i++) {
+        const size_t r = start + i;
+        for (size_t d = 0; d < dim; d++) {
+            const float x = src[i * dim + d];
+            half_put(tail + ((r % TOKENS) * dim + d) * 2, isfinite(x) ? fminf(fmaxf(x, -65504.0f), 65504.0f) : x);
+        }
+        if (r % TOKENS == TOKENS - 1 && r / TOKENS < rows / TOKENS) {
+            token_quantise(type, chunk, rows, dim, r / TOKENS);
+            u32_put(chunk, (uint32_t)(r / TOKENS + 1));
+        }
+    }
+}
+
+double fref_token_value(clattn_dtype type, const unsigned char *chunk, size_t rows, size_t dim, size_t r, size_t d)
+{
+    const unsigned bits = token_bits(type), per_byte = 8 / bits;
+    if (r / TOKENS >= u32_at(chunk) || r / TOKENS >= rows / TOKENS)
+        return half_at(chunk + token_tail_at(type, rows, dim) + ((r % TOKENS) * dim + d) * 2);
+    const unsigned char *group = chunk + 4 + r / TOKENS * token_group_bytes(type, dim);
+    const size_t t = r % TOKENS;
+    if ((u32_at(group) >> t) & 1)
+        return NAN;
+    const unsigned q = (group[4 + dim * 4 + t * (dim / per_byte) + d / per_byte] >> (d % per_byte * bits)) &
+                       ((1u << bits) - 1);
+    return ((double)q - half_at(group + 4 + (dim + d) * 2)) * half_at(group + 4 + d * 2);
+}

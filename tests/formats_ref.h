@@ -21,6 +21,16 @@ void fref_quantise(clattn_dtype type, const float *src, size_t n, size_t row, vo
 /* Value i of the bytes, as float (a row scale not applied). */
 float fref_value(clattn_dtype type, const void *bytes, size_t i);
 
+/* The token formats (u4_t32, u2_t32: KIVI's keys, groups of 32 rows per channel), whose bytes are a
+ * head's `rows` rows of `dim` values together (a chunk of clattn_dtype_head_bytes). */
+bool fref_is_token(clattn_dtype type);
+/* n rows of src (their values as the cache's source holds them) appended at row `start` of a chunk, as
+ * clattn_kv_append writes them. */
+void fref_token_append(clattn_dtype type, unsigned char *chunk, size_t rows, size_t dim, size_t start, const float *src,
+                       size_t n);
+/* Value (r, d) of a chunk (NaN for a row that held a non-finite value in a complete group). */
+double fref_token_value(clattn_dtype type, const unsigned char *chunk, size_t rows, size_t dim, size_t r, size_t d);
+
 /* The float nearest x in IEEE half (to nearest even). */
 float fref_half_round(float x);
 

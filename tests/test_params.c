@@ -50,11 +50,17 @@ static const family_case cases[] = {
     {&family_staged, "-DVEC=4 -DKEYS=4 -DCHUNKS=4 -DSR=6 -DSV=2", 0, false, false, {0}},
     {&family_softmax_double, SOFTMAX_DOUBLE_FP64_OPTIONS, 0, true, false, {0}},
     {&family_softmax_double, SOFTMAX_DOUBLE_FF_OPTIONS, 0, false, false, {0}}, /* (its float-float build: every device) */
-    {&family_merge, "", 0, false, true, {CLATTN_FLOAT16, CLATTN_BFLOAT16, CLATTN_FLOAT32, CLATTN_FLOAT32}},
-    {&family_convert, "", 0, false, true, {CLATTN_INT8, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT16}},
+    {&family_merge, "", 0, false, true, {.q = CLATTN_FLOAT16, .k = CLATTN_BFLOAT16, .v = CLATTN_FLOAT32, .o = CLATTN_FLOAT32}},
+    {&family_convert, "", 0, false, true, {.q = CLATTN_INT8, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_FLOAT16}},
     /* (a block format's quantiser and an FP8 store in the append kernel) */
-    {&family_convert, "", 0, false, true, {CLATTN_BFLOAT16, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_Q4_0}},
-    {&family_convert, "", 0, false, true, {CLATTN_FLOAT16, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FP8_E4M3}},
+    {&family_convert, "", 0, false, true, {.q = CLATTN_BFLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_Q4_0}},
+    {&family_convert, "", 0, false, true, {.q = CLATTN_FLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_FP8_E4M3}},
+    /* (a token format's append, and its loads and row dequantising in the staged decode build) */
+    {&family_convert, "", 0, false, true, {.q = CLATTN_FLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32,
+                                           .o = CLATTN_U2_T32, .o_chunk = {64, 16}}},
+    {&family_decode, "-DDK=16 -DDV=16 -DVEC=4 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 1,
+     false, true, {.q = CLATTN_FLOAT32, .k = CLATTN_U4_T32, .v = CLATTN_U2_T32, .o = CLATTN_FLOAT32,
+                   .k_chunk = {48, 16}, .v_chunk = {48, 16}}},
     {&family_paged_check, "", 0, false, false, {0}},
     {&family_gemm, "-DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false, false, {0}},
     {&family_add_bias, "", 0, false, false, {0}},

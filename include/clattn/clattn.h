@@ -372,7 +372,16 @@ typedef enum clattn_dtype {
     /* OCP 8-bit floats, one byte a value, decoded without any extension; optionally times a float32
      * scale per row (k_scales/v_scales as int8's; NULL: none). */
     CLATTN_FP8_E4M3 = 12, /* 4 exponent bits, 3 mantissa bits: ±448 at most, no infinity */
-    CLATTN_FP8_E5M2 = 13  /* 5 exponent bits, 2 mantissa bits: half's upper byte (±57344, inf, NaN) */
+    CLATTN_FP8_E5M2 = 13, /* 5 exponent bits, 2 mantissa bits: half's upper byte (±57344, inf, NaN) */
+    /* Since 0.16. KIVI's keys: 4-bit (2-bit) values with an fp16 scale and zero point per channel over
+     * groups of 32 rows (tokens), the rows of a group not yet full kept in float16. Their bytes belong to
+     * a head's rows together, not to each row: a dense cache's head, or a paged block's head, is one
+     * chunk of clattn_dtype_head_bytes(dtype, rows, dim) bytes (docs/kv-formats.md has the layout).
+     * Dense caches (clattn_kv_append, clattn_sdpa, the decode and fused paths) and paged pools (block
+     * sizes of 32 or more) take them; ragged batches, host arrays, device groups and ring attention
+     * refuse them. */
+    CLATTN_U4_T32 = 14,
+    CLATTN_U2_T32 = 15
 } clattn_dtype;
 
 /* Bytes of one element of a storage type; 0 for a value outside the enum and for the block formats
@@ -383,6 +392,11 @@ CLATTN_API size_t clattn_dtype_block(clattn_dtype dtype);
 /* Since 0.14. Bytes of `count` values stored in the type; 0 outside the enum, where count is not a
  * multiple of the type's block, or where the bytes overflow size_t. */
 CLATTN_API size_t clattn_dtype_bytes(clattn_dtype dtype, size_t count);
+/* Since 0.16. Bytes of one head's `rows` rows of `dim` values — a dense K/V tensor or cache is batch ·
+ * kv_heads of them, a paged pool blocks · kv_heads (rows = block_size) — in every format: rows ·
+ * clattn_dtype_bytes(dtype, dim) for the formats stored row by row, the chunk for the token formats
+ * (u4_t32, u2_t32). 0 outside the enum, for a dim the format cannot hold, or where the bytes overflow. */
+CLATTN_API size_t clattn_dtype_head_bytes(clattn_dtype dtype, size_t rows, size_t dim);
 /* "float32", "float16", "bfloat16", "int8", "q8_0", "q4_0", "u8_g32", …, "fp8_e5m2" (the enum's names,
  * lower case); "unknown" outside the enum. */
 CLATTN_API const char *clattn_dtype_name(clattn_dtype dtype);

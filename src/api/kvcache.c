@@ -85,8 +85,10 @@ clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc
     /* The new rows are in q_dtype (they come from the projection that makes the queries). */
     if ((st = check_tensor(ctx, k_new, new_k, s.types.q, "k_new")) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, v_new, new_v, s.types.q, "v_new")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, k_cache, s.k_elems, s.types.k, "k_cache")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, v_cache, s.v_elems, s.types.v, "v_cache")) != CLATTN_SUCCESS ||
+        (st = check_kv_tensor(ctx, k_cache, s.types.k, s.batch * s.kv_heads, s.kv_len, s.qk_dim, "k_cache")) !=
+            CLATTN_SUCCESS ||
+        (st = check_kv_tensor(ctx, v_cache, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v_cache")) !=
+            CLATTN_SUCCESS ||
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS)
         return st;
     if (k_new == k_cache || k_new == v_cache || v_new == k_cache || v_new == v_cache || k_cache == v_cache)

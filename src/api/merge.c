@@ -20,7 +20,7 @@ static clattn_status merge_kernel(clattn_context *ctx, clattn_dtype a, clattn_dt
                                   const family_build **out)
 {
     char options[TYPES_OPTIONS_MAX];
-    tensor_types_options((tensor_types){a, b, CLATTN_FLOAT32, o}, options, sizeof options);
+    tensor_types_options((tensor_types){.q = a, .k = b, .v = CLATTN_FLOAT32, .o = o}, options, sizeof options);
     return program_get(ctx, &family_merge, options, 0, 0, NULL, out);
 }
 

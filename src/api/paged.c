@@ -52,9 +52,20 @@ static clattn_status cache_check(clattn_context *ctx, const clattn_paged_cache *
         !size_product(&p->k_pool_elems, 4, c->blocks, s->kv_heads, c->block_size, s->qk_dim) ||
         !size_product(&p->v_pool_elems, 4, c->blocks, s->kv_heads, c->block_size, s->v_dim))
         return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "the paged cache's sizes overflow");
-    /* The pools are in desc.k_dtype and v_dtype; an int8 pool's scales have a row each. */
-    if ((st = check_tensor(ctx, c->k_pool, p->k_pool_elems, s->types.k, "cache.k_pool")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, c->v_pool, p->v_pool_elems, s->types.v, "cache.v_pool")) != CLATTN_SUCCESS ||
+    /* A token format's groups of 32 rows fit whole in a block (a smaller block would never quantise). */
+    const dtype_format *fk = dtype_format_of(s->types.k), *fv = dtype_format_of(s->types.v);
+    const unsigned tokens = fk->tokens > fv->tokens ? fk->tokens : fv->tokens;
+    if (c->block_size < tokens)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "cache.block_size = %zu holds no whole group of %s (%u rows): blocks of %u rows or more", c->block_size,
+                         clattn_dtype_name(fk->tokens ? s->types.k : s->types.v), tokens, tokens);
+    /* The pools are in desc.k_dtype and v_dtype, a block's head a token format's chunk; an int8 pool's
+     * scales have a row each. */
+    const size_t pool_heads = c->blocks * s->kv_heads; /* (within p->k_pool_elems, checked above) */
+    if ((st = check_kv_tensor(ctx, c->k_pool, s->types.k, pool_heads, c->block_size, s->qk_dim, "cache.k_pool")) !=
+            CLATTN_SUCCESS ||
+        (st = check_kv_tensor(ctx, c->v_pool, s->types.v, pool_heads, c->block_size, s->v_dim, "cache.v_pool")) !=
+            CLATTN_SUCCESS ||
         (st = check_scales(ctx, s, p->k_pool_elems / s->qk_dim, p->v_pool_elems / s->v_dim)) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, c->block_table, s->batch * c->max_blocks, sizeof(cl_int), "cache.block_table")) !=
             CLATTN_SUCCESS)
@@ -134,7 +145,9 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
                          "desc.kv_len = %zu must be 0 or the table's reach, max_blocks · block_size = %zu", kv_len,
                          p.capacity);
     d.kv_len = p.capacity;
-    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) == CLATTN_SUCCESS) /* (a token format's chunk: a block's head) */
+        s.types.k_chunk.rows = s.types.v_chunk.rows = p.cache.block_size;
+    if (st != CLATTN_SUCCESS ||
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = lengths_check(ctx, lengths, s.batch, 0, &p)) != CLATTN_SUCCESS)
         return st;

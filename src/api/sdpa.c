@@ -73,14 +73,14 @@ static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s
                                         tensor_view v, cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
 {
     sdpa_shape floats = *s;
-    floats.types = (tensor_types){CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32};
+    floats.types = (tensor_types){.q = CLATTN_FLOAT32, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_FLOAT32};
     floats.k_scales = floats.v_scales = NULL;
     tensor_view wide_out = out;
-    clattn_status st = convert_widen(ctx, &q, s->types.q, NULL, s->qk_dim, s->q_elems, SCRATCH_WIDE_Q);
+    clattn_status st = convert_widen(ctx, &q, s->types.q, s->types.q_chunk, NULL, s->qk_dim, s->q_elems, SCRATCH_WIDE_Q);
     if (st == CLATTN_SUCCESS)
-        st = convert_widen(ctx, &k, s->types.k, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
+        st = convert_widen(ctx, &k, s->types.k, s->types.k_chunk, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
     if (st == CLATTN_SUCCESS)
-        st = convert_widen(ctx, &v, s->types.v, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
+        st = convert_widen(ctx, &v, s->types.v, s->types.v_chunk, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
     if (st == CLATTN_SUCCESS)
         st = convert_float_target(ctx, &wide_out, s->types.o, s->out_elems);
     if (st == CLATTN_SUCCESS)
@@ -124,8 +124,8 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
     sdpa_shape s;
     if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, k, s.k_elems, s.types.k, "k")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, v, s.v_elems, s.types.v, "v")) != CLATTN_SUCCESS ||
+        (st = check_kv_tensor(ctx, k, s.types.k, s.batch * s.kv_heads, s.kv_len, s.qk_dim, "k")) != CLATTN_SUCCESS ||
+        (st = check_kv_tensor(ctx, v, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v")) != CLATTN_SUCCESS ||
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||

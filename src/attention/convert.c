@@ -11,19 +11,24 @@
 #include <stdlib.h>
 
 
-/* The kernels converting `from` into `to` (params.c: family_convert). */
-static clattn_status kernels_get(clattn_context *ctx, clattn_dtype from, clattn_dtype to, const family_build **out)
+/* The kernels converting `from` (its chunks `from_chunk` where it is a token format) into `to` (`to_chunk`
+ * likewise) (params.c: family_convert). */
+static clattn_status kernels_get(clattn_context *ctx, clattn_dtype from, chunk_shape from_chunk, clattn_dtype to,
+                                 chunk_shape to_chunk, const family_build **out)
 {
     char options[TYPES_OPTIONS_MAX];
-    tensor_types_options((tensor_types){from, CLATTN_FLOAT32, CLATTN_FLOAT32, to}, options, sizeof options);
+    tensor_types t = {.q = from, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = to};
+    t.q_chunk = from_chunk;
+    t.o_chunk = to_chunk;
+    tensor_types_options(t, options, sizeof options);
     return program_get(ctx, &family_convert, options, 0, 0, NULL, out);
 }
 
-clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype from, cl_mem scales, size_t row,
-                               cl_mem dst, clattn_dtype to, size_t n)
+static clattn_status convert_run(clattn_context *ctx, cl_mem src, clattn_dtype from, chunk_shape from_chunk,
+                                 cl_mem scales, size_t row, cl_mem dst, clattn_dtype to, size_t n)
 {
     const family_build *fb;
-    clattn_status st = kernels_get(ctx, from, to, &fb);
+    clattn_status st = kernels_get(ctx, from, from_chunk, to, (chunk_shape){0, 0}, &fb);
     if (st != CLATTN_SUCCESS)
         return st;
     const convert_params p = {src, dtype_format_of(from)->scales != ROW_SCALES_NONE ? scales : NULL, row, dst, n};
@@ -33,15 +38,21 @@ clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype fro
     return kernel_launch_auto(ctx, &a, "storage conversion", 1, global);
 }
 
-clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
-                            size_t elems, scratch_slot slot)
+clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype from, cl_mem scales, size_t row,
+                               cl_mem dst, clattn_dtype to, size_t n)
+{
+    return convert_run(ctx, src, from, (chunk_shape){0, 0}, scales, row, dst, to, n);
+}
+
+clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, chunk_shape chunk, cl_mem scales,
+                            size_t row, size_t elems, scratch_slot slot)
 {
     if (type == CLATTN_FLOAT32)
         return CLATTN_SUCCESS;
     cl_mem wide = NULL;
     clattn_status st = scratch_get(ctx, slot, elems * sizeof(float), &wide);
     if (st == CLATTN_SUCCESS)
-        st = convert_elements(ctx, t->buf, type, scales, row, wide, CLATTN_FLOAT32, elems);
+        st = convert_run(ctx, t->buf, type, chunk, scales, row, wide, CLATTN_FLOAT32, elems);
     if (st == CLATTN_SUCCESS)
         t->buf = wide;
     return st;
@@ -62,13 +73,17 @@ clattn_status append_rows(clattn_context *ctx, cl_mem rows, clattn_dtype from, s
                           size_t new_len, size_t dim, const append_target *t, cl_mem lengths)
 {
     const family_build *fb;
-    clattn_status st = kernels_get(ctx, from, t->type, &fb);
+    const dtype_format *f = dtype_format_of(t->type);
+    const chunk_shape chunk = {t->table ? (size_t)1 << t->shift : t->capacity, dim};
+    clattn_status st = kernels_get(ctx, from, (chunk_shape){0, 0}, t->type, chunk, &fb);
     if (st != CLATTN_SUCCESS)
         return st;
     const append_rows_params p = {rows,     new_len,  kv_heads, dim,    batch,   t->cache,
                                   t->scales, t->capacity, t->table, t->cols, t->shift, lengths};
     kernel_args a = kernel_args_begin(fb->kernels[1]);
     params_bind(&a, &params_append_rows, &p, fb->features);
-    const size_t global[2] = {new_len, batch * kv_heads};
+    /* A row a work-item, or for a token format a packed byte's channels of every new row a work-item (its
+     * groups are quantised in row order). */
+    const size_t global[2] = {f->tokens ? dim * f->bits / 8 : new_len, batch * kv_heads};
     return kernel_launch_auto(ctx, &a, "cache append", 2, global);
 }

@@ -5,6 +5,7 @@
 #define CLATTN_CONVERT_H
 
 #include "clattn/clattn.h"
+#include "dtype.h"
 #include "launch.h"
 #include "scratch.h"
 
@@ -16,10 +17,10 @@ clattn_status convert_elements(clattn_context *ctx, cl_mem src, clattn_dtype fro
                                cl_mem dst, clattn_dtype to, size_t n);
 
 /* A view's tensor as floats, for code that computes on floats only: the view itself when `type` is
- * float32, else its first `elems` elements widened into the scratch slot `slot` (an int8 tensor's rows of
+ * float32 (`chunk`: its chunks where it is a token format), else its first `elems` elements widened into the scratch slot `slot` (an int8 tensor's rows of
  * `row` elements scaled by `scales`), the view's strides kept. */
-clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, cl_mem scales, size_t row,
-                            size_t elems, scratch_slot slot);
+clattn_status convert_widen(clattn_context *ctx, tensor_view *t, clattn_dtype type, chunk_shape chunk, cl_mem scales,
+                            size_t row, size_t elems, scratch_slot slot);
 
 /* The other way, for an output: where code computing on floats writes an output stored as `type` — the
  * view itself when float32, else a float temporary of `elems` (the scratch slot SCRATCH_WIDE_O), which

@@ -60,7 +60,7 @@ static clattn_status build_gemm_typed(clattn_context *ctx, const struct projecti
     const bool typed = t && (t->x != CLATTN_FLOAT32 || t->w != CLATTN_FLOAT32 || t->y != CLATTN_FLOAT32);
     char options[TYPES_OPTIONS_MAX + 64], types[TYPES_OPTIONS_MAX] = "";
     if (typed)
-        tensor_types_options((tensor_types){t->x, t->w, CLATTN_FLOAT32, t->y}, types, sizeof types);
+        tensor_types_options((tensor_types){.q = t->x, .k = t->w, .v = CLATTN_FLOAT32, .o = t->y}, types, sizeof types);
     snprintf(options, sizeof options, "-DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
              p->choice.vectors, p->vec > 1 ? 0 : 1, types);
     const family_build *fb;

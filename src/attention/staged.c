@@ -226,8 +226,8 @@ clattn_status clattn_score(clattn_context *ctx, const clattn_sdpa_desc *desc, cl
     cl_mem kt;
     staged_kernels sk;
     if ((st = staged_prepare(ctx, &s, &sk)) != CLATTN_SUCCESS ||
-        (st = convert_widen(ctx, &qv, s.types.q, NULL, s.qk_dim, s.q_elems, SCRATCH_WIDE_Q)) != CLATTN_SUCCESS ||
-        (st = convert_widen(ctx, &kv, s.types.k, s.k_scales, s.qk_dim, s.k_elems, SCRATCH_WIDE_K)) != CLATTN_SUCCESS ||
+        (st = convert_widen(ctx, &qv, s.types.q, s.types.q_chunk, NULL, s.qk_dim, s.q_elems, SCRATCH_WIDE_Q)) != CLATTN_SUCCESS ||
+        (st = convert_widen(ctx, &kv, s.types.k, s.types.k_chunk, s.k_scales, s.qk_dim, s.k_elems, SCRATCH_WIDE_K)) != CLATTN_SUCCESS ||
         (st = score_prepare_keys(ctx, &sk, &s, kv, &kt)) != CLATTN_SUCCESS)
         return st;
     return score_launch(ctx, &sk, &s, qv, kv, kt, &masks, 0, s.batch * s.heads, scores, NULL);
@@ -277,7 +277,7 @@ clattn_status clattn_weighted_sum(clattn_context *ctx, const clattn_sdpa_desc *d
         return st;
     /* On floats: V of another type widened first, an output of another type rounded from a float one. */
     tensor_view vv = view_bhld(v, s.kv_heads, s.kv_len, s.v_dim), ov = view_bhld(out, s.heads, s.q_len, s.v_dim);
-    if ((st = convert_widen(ctx, &vv, s.types.v, s.v_scales, s.v_dim, s.v_elems, SCRATCH_WIDE_V)) != CLATTN_SUCCESS ||
+    if ((st = convert_widen(ctx, &vv, s.types.v, s.types.v_chunk, s.v_scales, s.v_dim, s.v_elems, SCRATCH_WIDE_V)) != CLATTN_SUCCESS ||
         (st = convert_float_target(ctx, &ov, s.types.o, s.out_elems)) != CLATTN_SUCCESS ||
         (st = weighted_sum_launch(ctx, &sk, &s, weights, vv, ov, 0, s.batch * s.heads)) != CLATTN_SUCCESS)
         return st;

@@ -321,7 +321,7 @@ static clattn_status entry_build(clattn_context *ctx, cache_entry *e, const prog
     const kernel_family *f = e->family;
     unsigned group = e->asked_group;
     for (;;) {
-        char options[1024];
+        char options[2048];
         program_options(f, e->options, group, e->build.features, options, sizeof options);
         clattn_status st = program_build(ctx, f->files, f->nfiles,
                                          (e->build.features & FEATURE_BIT(MODS)) ? &mods->text : NULL, options,
@@ -383,7 +383,7 @@ clattn_status program_get(clattn_context *ctx, const kernel_family *family, cons
     if (!family->group_define)
         group = 0;
     /* A build with mods is a build of their source: its digest joins the options (the key). */
-    char keyed[1024];
+    char keyed[2048];
     if (features & FEATURE_BIT(MODS)) {
         if (!mods || !mods->text.head || !mods->text.tail || !mods->id)
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "a %s build with mods, but no mods given", family->name);

@@ -70,9 +70,23 @@ clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t
 clattn_status check_tensor(clattn_context *ctx, cl_mem buf, size_t elems, clattn_dtype dtype, const char *name)
 {
     size_t bytes;
+    if (dtype_is_token(dtype))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s is %s, a token format (groups along a head's rows), which only dense K/V tensors and "
+                         "caches and paged pools hold: this call takes none", name, clattn_dtype_name(dtype));
     if (!dtype_span_bytes(dtype, elems, &bytes))
         return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu values of %s overflow size_t bytes", name, elems,
                          clattn_dtype_name(dtype));
+    return check_buffer(ctx, buf, bytes, 1, name);
+}
+
+clattn_status check_kv_tensor(clattn_context *ctx, cl_mem buf, clattn_dtype dtype, size_t heads, size_t rows,
+                              size_t dim, const char *name)
+{
+    size_t bytes;
+    if (!dtype_tensor_bytes(dtype, heads, rows, dim, &bytes))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu heads of %zu rows of %zu values of %s overflow size_t bytes",
+                         name, heads, rows, dim, clattn_dtype_name(dtype));
     return check_buffer(ctx, buf, bytes, 1, name);
 }
 
@@ -290,6 +304,10 @@ static clattn_status check_types(clattn_context *ctx, const clattn_sdpa_desc *de
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                              "desc.%s is %s, a quantised format, which only K and V (the caches) may have", t[i].name,
                              f->name);
+        if (t[i].kv && f->tokens && t[i].dim % 4 != 0)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                             "desc.%s is %s, whose rows pack 4 channels together, but its rows hold %zu values (a "
+                             "multiple of 4 is needed)", t[i].name, f->name, t[i].dim);
         if (t[i].kv && t[i].dim % f->block != 0)
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                              "desc.%s is %s, whose blocks hold %u values, but its rows hold %zu (a multiple of %u is "
@@ -326,6 +344,12 @@ const char *row_scaled_kv_field(const clattn_sdpa_desc *desc)
 clattn_status check_host_kv_types(clattn_context *ctx, const clattn_sdpa_desc *desc, bool no_quantised,
                                   const char *call)
 {
+    if (dtype_is_token(desc->k_dtype) || dtype_is_token(desc->v_dtype))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.%s is %s, a token format (groups along a head's rows): %s takes no such K/V (the "
+                         "cl_mem calls over dense caches and paged pools read them)",
+                         dtype_is_token(desc->k_dtype) ? "k_dtype" : "v_dtype",
+                         clattn_dtype_name(dtype_is_token(desc->k_dtype) ? desc->k_dtype : desc->v_dtype), call);
     const char *field = no_quantised ? quantised_kv_field(desc) : row_scaled_kv_field(desc);
     if (!field)
         return CLATTN_SUCCESS;
@@ -362,7 +386,10 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->weights_output = desc->weights_output;
     s->softmax_double = desc->softmax_precision == CLATTN_SOFTMAX_DOUBLE;
     s->algorithm = desc->algorithm;
-    s->types = (tensor_types){desc->q_dtype, desc->k_dtype, desc->v_dtype, desc->out_dtype};
+    s->types = (tensor_types){.q = desc->q_dtype, .k = desc->k_dtype, .v = desc->v_dtype, .o = desc->out_dtype};
+    /* A dense K/V in a token format: a chunk per head of its kv_len rows (paged calls: the block's). */
+    s->types.k_chunk = (chunk_shape){desc->kv_len, desc->qk_dim};
+    s->types.v_chunk = (chunk_shape){desc->kv_len, desc->v_dim ? desc->v_dim : desc->qk_dim};
     s->k_scales = desc->k_scales;
     s->v_scales = desc->v_scales;
     s->desc = *desc;

@@ -19,6 +19,11 @@ clattn_status check_context(clattn_context *ctx);
 clattn_status check_buffer(clattn_context *ctx, cl_mem buf, size_t elems, size_t elem_size, const char *name);
 /* Buffer `buf` must hold `elems` elements of storage type `dtype`. */
 clattn_status check_tensor(clattn_context *ctx, cl_mem buf, size_t elems, clattn_dtype dtype, const char *name);
+/* A K/V tensor of `heads` heads (batch · kv_heads, or a pool's blocks · kv_heads) of `rows` rows of `dim`
+ * values each, in any format: the one check that takes a token format (whose bytes are a head's, not a
+ * row's); check_tensor refuses those, naming the calls that take them. */
+clattn_status check_kv_tensor(clattn_context *ctx, cl_mem buf, clattn_dtype dtype, size_t heads, size_t rows,
+                              size_t dim, const char *name);
 /* A buffer argument by name, for the aliasing check below (mem NULL: absent, skipped). */
 typedef struct named_mem {
     cl_mem mem;

@@ -203,7 +203,7 @@ static cl_mem device_buffer(clattn_context *ctx, const void *host, size_t bytes,
 /* The row-scale rule of each storage format (src/base/formats.def): ROW_SCALES_NONE, _REQUIRED, _OPTIONAL. */
 static int scale_rule(clattn_dtype t)
 {
-#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only) t == CLATTN_##NAME ? scales:
+#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only, tokens) t == CLATTN_##NAME ? scales:
     return CLATTN_FORMATS(FORMAT_RULE) ROW_SCALES_NONE;
 #undef FORMAT_RULE
 }

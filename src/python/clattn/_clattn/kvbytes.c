@@ -14,7 +14,7 @@ typedef struct format_rule {
     int scales, kv_only;
 } format_rule;
 
-#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only) {CLATTN_##NAME, scales, kv_only},
+#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only, tokens) {CLATTN_##NAME, scales, kv_only},
 static const format_rule rules[] = {CLATTN_FORMATS(FORMAT_RULE)};
 #undef FORMAT_RULE
 enum { N_FORMATS = sizeof rules / sizeof rules[0] };
