@@ -133,9 +133,14 @@ static void attend_check(size_t dev, const attend_case *a, const cache_side *k, 
                          const clattn_paged_cache *paged, const int *table, size_t cols, uint64_t seed)
 {
     clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("K %s V %s (D %zu): %s, L %zu%s%s on %s", clattn_dtype_name(k->type), clattn_dtype_name(v->type),
+                 k->dim, tu_algorithm_name(a->algorithm), a->L, paged ? ", paged" : "", a->tuning ? ", other shapes" : "",
+                 tu_dev_spec[dev]);
     if (a->tuning) {
-        clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT;
-        o.device = tu_dev_spec[dev];
+        clattn_context_options o = CLATTN_CONTEXT_OPTIONS_INIT; /* (on the same OpenCL objects: the caches' buffers) */
+        o.opencl_context = clattn_context_cl_context(ctx);
+        o.opencl_device = clattn_context_device(ctx);
+        o.opencl_queue = clattn_context_queue(ctx);
         o.tuning = a->tuning;
         TU_ASSERT_OK(clattn_context_create_with_options(&ctx, &o), NULL, "clattn_context_create_with_options");
     }

@@ -5,10 +5,12 @@ from . import _clattn
 from ._arrays import _empty, _numpy, _options, _tensor, _with_options
 from ._calls import ArgumentError, _call, _context
 
-Format = _namedtuple("Format", "name block block_bytes row_scales kv_only")
+Format = _namedtuple("Format", "name block block_bytes row_scales kv_only tokens")
 Format.__doc__ = """A storage format: its name; values per block (1 for the formats stored value by value) and
 bytes per block (a row of D values takes D / block blocks); row_scales "none", "required" (int8: a float32 scale
-per row beside the bytes) or "optional" (FP8: with scaled=True); kv_only: only K and V (caches) may have it."""
+per row beside the bytes) or "optional" (FP8: with scaled=True); kv_only: only K and V (caches) may have it;
+tokens: 0, or the rows of a group along tokens (u4_t32, u2_t32: KIVI's keys, whose bytes are a head's rows
+together — a chunk — and never a row's: block_bytes 0)."""
 _FORMATS = {f[0]: Format(*f) for f in _clattn.formats()}  # (the library's table, in its order)
 
 
@@ -42,8 +44,9 @@ class KVCache:
     KVCache(batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None, context=None, *,
     k_dtype=None, v_dtype=None, scaled=False): capacity rows per sequence; dtype any name of formats() —
     "float32", "float16", "bfloat16", "int8", ggml's "q8_0" and "q4_0", the asymmetric groups "u8_g32" …
-    "u4_g128", "fp8_e4m3", "fp8_e5m2" — for K and V, or k_dtype and v_dtype each its own (the head sizes a
-    multiple of the format's block). A float32, float16 or bfloat16 cache takes rows of its type (in numpy,
+    "u4_g128", "fp8_e4m3", "fp8_e5m2", KIVI's per-channel "u4_t32" and "u2_t32" (paged blocks of 32 rows or
+    more) — for K and V, or k_dtype and v_dtype each its own (the head sizes a multiple of the format's block,
+    of 4 for u4_t32/u2_t32). A float32, float16 or bfloat16 cache takes rows of its type (in numpy,
     bfloat16 as uint16 bits); any other takes float32, float16 or bfloat16 rows and the device quantises them.
     int8 keeps a float32 scale per row beside its bytes; FP8 does with scaled=True. block_size None for a dense
     cache, else a power of two from 8 to 256 for a paged one (a pool of blocks handed to each sequence as it
@@ -62,8 +65,9 @@ class KVCache:
         self.block_size, self.scaled = block_size, bool(scaled)
         self._cache = _clattn.KVCache(self.context, batch, kv_heads, capacity, head_dim, self.v_dim, kf.name, vf.name,
                                       block_size or 0, self.scaled)
-        self.k_row_bytes = head_dim // kf.block * kf.block_bytes
+        self.k_row_bytes = head_dim // kf.block * kf.block_bytes  # (0 for a token format: chunks, not rows)
         self.v_row_bytes = self.v_dim // vf.block * vf.block_bytes
+        self._tokens = (kf.tokens, vf.tokens)
         self._has_scales = tuple(f.row_scales == "required" or (self.scaled and f.row_scales == "optional")
                                  for f in (kf, vf))
         # numpy uint16 arrays are bfloat16 bits except for a float32 or float16 cache (which takes its own type)
@@ -118,6 +122,9 @@ class KVCache:
             return None
         np = _numpy()
         a = np.frombuffer(data, dtype=dtype)
+        if which < 2 and self._tokens[which]:  # a token format's chunks as they lie: per head, or per block's head
+            return a.reshape((-1, self.kv_heads, a.size // (self.batch * self.kv_heads if self.block_size is None
+                                                            else len(table) * self.kv_heads)))
         if self.block_size is None:
             return a.reshape((self.batch, self.kv_heads, self.capacity) + row_shape)
         bs = self.block_size
@@ -132,7 +139,9 @@ class KVCache:
 
     def k_bytes(self):
         """K's bytes as the device holds them: numpy uint8 (batch, kv_heads, capacity, k_row_bytes), each row
-        its format's blocks in order (for q4_0, ggml's block_q4_0s); rows never written are zeros."""
+        its format's blocks in order (for q4_0, ggml's block_q4_0s); rows never written are zeros. A token
+        format's (u4_t32, u2_t32) are its chunks: (batch, kv_heads, chunk bytes), or a paged pool's (blocks,
+        kv_heads, chunk bytes) in the pool's order (docs/kv-formats.md has the layout)."""
         return self._read(0, (self.k_row_bytes,), "uint8")
 
     def v_bytes(self):
@@ -153,6 +162,9 @@ class KVCache:
         kv_heads, rows) where the cache has them, and each sequence's length (default: rows; each at most rows).
         The bytes are taken as they are (a block's scale and values, whatever wrote them)."""
         np = _numpy()
+        if any(self._tokens):
+            raise ArgumentError("load_bytes: a token format's bytes (u4_t32, u2_t32) are chunks, not rows: " +
+                                "append the rows instead")
         arrays = [_bytes_array(k, "k"), _bytes_array(v, "v")]
         rows = arrays[0].shape[2] if arrays[0].ndim == 4 else -1
         for i, (name, row_bytes) in enumerate((("k", self.k_row_bytes), ("v", self.v_row_bytes))):
@@ -221,6 +233,9 @@ class KVCache:
             raise ArgumentError("from_bytes: give dtype, or k_dtype and v_dtype")
         kf = _format(dtype if k_dtype is None else k_dtype, "dtype" if k_dtype is None else "k_dtype")
         vf = _format(dtype if v_dtype is None else v_dtype, "dtype" if v_dtype is None else "v_dtype")
+        if kf.tokens or vf.tokens:
+            raise ArgumentError("from_bytes: a token format's bytes (u4_t32, u2_t32) are chunks, not rows: " +
+                                "append the rows instead")
         ka, va = _bytes_array(k, "k"), _bytes_array(v, "v")
         dims = []
         for name, a, f in (("k", ka, kf), ("v", va, vf)):

@@ -11,10 +11,10 @@
 
 typedef struct format_rule {
     clattn_dtype type;
-    int scales, kv_only;
+    int scales, kv_only, tokens;
 } format_rule;
 
-#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only, tokens) {CLATTN_##NAME, scales, kv_only},
+#define FORMAT_RULE(NAME, name, store, bits, block, block_bytes, scales, kv_only, tokens) {CLATTN_##NAME, scales, kv_only, tokens},
 static const format_rule rules[] = {CLATTN_FORMATS(FORMAT_RULE)};
 #undef FORMAT_RULE
 enum { N_FORMATS = sizeof rules / sizeof rules[0] };
@@ -63,9 +63,9 @@ PyObject *py_formats(PyObject *self, PyObject *unused)
     for (size_t i = 0; all && i < N_FORMATS; i++) {
         const clattn_dtype t = rules[i].type;
         const size_t block = clattn_dtype_block(t);
-        PyObject *row = Py_BuildValue("(snnsO)", clattn_dtype_name(t), (Py_ssize_t)block,
+        PyObject *row = Py_BuildValue("(snnsOn)", clattn_dtype_name(t), (Py_ssize_t)block,
                                       (Py_ssize_t)clattn_dtype_bytes(t, block), scales[pykv_scale_rule(t)],
-                                      rules[i].kv_only ? Py_True : Py_False);
+                                      rules[i].kv_only ? Py_True : Py_False, (Py_ssize_t)rules[i].tokens);
         if (!row || PyTuple_SetItem(all, (Py_ssize_t)i, row) != 0) {
             Py_DECREF(all);
             return NULL;
@@ -77,9 +77,9 @@ PyObject *py_formats(PyObject *self, PyObject *unused)
 /* Buffer `which` (0 K, 1 V, 2 K's scales, 3 V's) and its bytes. */
 static cl_mem buffer_of(const py_kvcache *c, int which, size_t *bytes)
 {
-    const size_t per_row[4] = {c->k_row, c->v_row, sizeof(float), sizeof(float)};
     const cl_mem mems[4] = {c->k, c->v, c->k_scales, c->v_scales};
-    *bytes = pykv_rows(c) * per_row[which];
+    const size_t chunks = c->batch * c->kv_heads * (c->block_size ? c->max_blocks : 1);
+    *bytes = which < 2 ? chunks * (which ? c->v_head : c->k_head) : pykv_rows(c) * sizeof(float);
     return mems[which];
 }
 

@@ -53,10 +53,11 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     const clattn_dtype types[2] = {kt, vt};
     const Py_ssize_t dims[2] = {D, DV};
     for (int i = 0; i < 2; i++)
-        if (clattn_dtype_bytes(types[i], (size_t)dims[i]) == 0)
-            return PyErr_Format(PyExc_ValueError, "%s %zd is not a multiple of %s's block of %zu values",
-                                i ? "v_dim" : "head_dim", dims[i], clattn_dtype_name(types[i]),
-                                clattn_dtype_block(types[i]));
+        if (clattn_dtype_head_bytes(types[i], 1, (size_t)dims[i]) == 0)
+            return PyErr_Format(PyExc_ValueError, "%s %zd is not a multiple of %s's %s of %zu", i ? "v_dim" : "head_dim",
+                                dims[i], clattn_dtype_name(types[i]),
+                                clattn_dtype_block(types[i]) > 1 ? "block" : "packing (channels)",
+                                clattn_dtype_block(types[i]) > 1 ? clattn_dtype_block(types[i]) : 4);
     if (scaled && pykv_scale_rule(kt) != 2 && pykv_scale_rule(vt) != 2)
         return PyErr_Format(PyExc_ValueError, "scaled=True: neither %s nor %s takes optional row scales (the FP8 "
                             "formats do; int8 always has them)", k_name, v_name);
@@ -71,15 +72,19 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     c->k_dtype = kt, c->v_dtype = vt;
     c->k_row = clattn_dtype_bytes(kt, c->qk_dim), c->v_row = clattn_dtype_bytes(vt, c->v_dim);
     c->lengths = PyMem_Calloc((size_t)B, sizeof *c->lengths);
-    size_t rows = c->capacity, kb, vb, sb;
+    size_t rows = c->capacity, chunks = 1, kb, vb, sb; /* chunks: a sequence's heads' (a token format's) */
     if (bs) { /* every sequence may grow to the capacity: a pool of B · max_blocks blocks */
         c->max_blocks = (c->capacity + c->block_size - 1) / c->block_size;
         c->blocks = c->batch * c->max_blocks;
         rows = c->max_blocks * c->block_size;
+        chunks = c->max_blocks;
         c->host_table = PyMem_Malloc(c->blocks * sizeof *c->host_table);
     }
-    if (!c->lengths || (bs && !c->host_table) || py_product(&kb, B, KVH, rows, c->k_row) ||
-        py_product(&vb, B, KVH, rows, c->v_row) || py_product(&sb, B, KVH, rows, sizeof(float))) {
+    c->k_head = clattn_dtype_head_bytes(kt, bs ? c->block_size : c->capacity, c->qk_dim);
+    c->v_head = clattn_dtype_head_bytes(vt, bs ? c->block_size : c->capacity, c->v_dim);
+    if (!c->lengths || (bs && !c->host_table) || !c->k_head || !c->v_head ||
+        py_product(&kb, B, KVH, chunks, c->k_head) || py_product(&vb, B, KVH, chunks, c->v_head) ||
+        py_product(&sb, B, KVH, rows, sizeof(float))) {
         Py_DECREF(c);
         return PyErr_Occurred() ? NULL : PyErr_NoMemory();
     }

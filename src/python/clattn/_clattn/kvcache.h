@@ -13,7 +13,8 @@ typedef struct py_kvcache {
     PyObject *context;
     size_t batch, kv_heads, capacity, qk_dim, v_dim, block_size; /* block_size 0: dense */
     clattn_dtype k_dtype, v_dtype;
-    size_t k_row, v_row;    /* bytes of one K (V) row */
+    size_t k_row, v_row;    /* bytes of one K (V) row (0 for a token format: see k_head) */
+    size_t k_head, v_head;  /* bytes of one head's rows: a dense head's capacity, or a paged block's */
     size_t *lengths;
     cl_mem k, v;            /* dense: (B, kv_heads, capacity, ·); paged: the pools (blocks, kv_heads, block_size, ·) */
     cl_mem k_scales, v_scales; /* NULL, or one float per row of k (v) */
