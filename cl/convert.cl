@@ -31,24 +31,23 @@ __kernel void clattn_convert(CLATTN_PARAMETERS(CLATTN_CONVERT_PARAMS))
  * (each block holding kv_heads heads of 2^shift rows). A row's scale goes to the same row index of
  * dst_scales. */
 #ifdef O_TOKENS
-/* A token-format cache (cl/formats.cl: clattn_load_token) instead: work-item (c, b·kv_heads + h) owns
- * the channels of byte c of a packed row, and walks the new rows of head h of sequence b in order: each
- * goes to its tail slot as float16 (a finite value beyond half's range saturating to ±65504, NaN as
- * 0x7e00), and a row
- * that completes a group (and whose group has room in the chunk) has the group quantised from the tail:
+/* A token-format cache (cl/formats.cl: clattn_load_token) instead: one work-group per head (b·kv_heads +
+ * h), its work-item c owning the channels of byte c of a packed row, walks the head's new rows in order,
+ * in step (a barrier after each row's writes, and after each group's quantisation): each row goes to its
+ * tail slot as float16 (a finite value beyond half's range saturating to ±65504, NaN as 0x7e00), and a
+ * row that completes a group (whose group has room in the chunk) has the group quantised from the tail:
  * per channel over the group's finite values, their range widened to hold 0, scale = range / levels,
- * zero = round(−min / scale), q = round(x / scale) + zero (to nearest even). Work-item 0 of a head also
- * writes each new group's mask of rows holding a non-finite value (from the rows' sources: the new rows
- * or the tail) and keeps the chunk's count of complete groups: at the first new row of a chunk it lowers
- * the count to the groups below that row (so a fresh chunk starts at 0, and a cache rolled back to a
- * multiple of `tokens` rows refills its group), and it raises it as each group completes. */
+ * zero = round(−min / scale), q = round(x / scale) + zero (to nearest even; a non-finite value: zero).
+ * Work-item 0 writes the group's mask of rows holding a non-finite value (read from the whole tail, which
+ * the barrier has completed) and keeps the chunk's count of complete groups: at the first new row of a
+ * chunk it lowers the count to the groups below that row (so a fresh chunk starts at 0, and a cache
+ * rolled back to a multiple of `tokens` rows refills its group), and it raises it as each group
+ * completes. */
 __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
 {
     const uint bits = CLATTN_CAT(clattn_bits_, O_FMT), per_byte = 8 / bits, tokens = O_TOKENS;
     const float levels = (float)((1u << bits) - 1);
-    const ulong c = get_global_id(0), bh = get_global_id(1);
-    if (c >= dim / per_byte || bh >= batch * kv_heads)
-        return;
+    const ulong c = get_local_id(0), bh = get_group_id(1); /* (one group a head: the host's exact sizes) */
     const ulong b = bh / kv_heads, h = bh % kv_heads, rows_per_chunk = O_CHUNK_ROWS;
     const ulong group_bytes = clattn_token_group_bytes(dim, tokens, bits);
     for (ulong r = 0; r < new_len; r++) {
@@ -72,9 +71,10 @@ __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
             else
                 vstore_half_rte(isfinite(x) ? clamp(x, -65504.0f, 65504.0f) : x, at, tail);
         }
+        barrier(CLK_GLOBAL_MEM_FENCE);
         const ulong g = in_chunk / tokens;
         if (in_chunk % tokens != tokens - 1 || g >= rows_per_chunk / tokens)
-            continue;
+            continue; /* (uniform in the group: every work-item's row is the same) */
         /* The group of rows g·tokens … in_chunk is complete: quantise it from the tail. */
         __global uchar *group = chunk + 4 + g * group_bytes;
         __global half *scales = (__global half *)(group + 4);
@@ -106,18 +106,15 @@ __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
         if (c == 0) {
             uint bad = 0;
             for (uint t = 0; t < tokens; t++) {
-                const ulong row_j = j - (tokens - 1) + t; /* its source: the new rows, or the tail */
                 bool finite = true;
-                for (ulong d = 0; d < dim; d++) {
-                    const float x = row_j >= lengths[b] ? LOAD_Q(rows, (bh * new_len + row_j - lengths[b]) * dim + d)
-                                                        : vload_half(t * dim + d, tail);
-                    finite = finite && isfinite(x);
-                }
+                for (ulong d = 0; d < dim; d++)
+                    finite = finite && isfinite(vload_half(t * dim + d, tail));
                 bad |= finite ? 0u : 1u << t;
             }
             *(__global uint *)group = bad;
             *complete = (uint)(g + 1);
         }
+        barrier(CLK_GLOBAL_MEM_FENCE); /* (before the next row overwrites a tail slot read here) */
     }
 }
 #else
