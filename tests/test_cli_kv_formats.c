@@ -4,9 +4,11 @@
  * back with --present-k/--present-v (the bytes) and --present-k-scales/--present-v-scales; each output
  * against the fp64 reference on the bytes dequantised here, from the formats' definitions (ggml's
  * block_q8_0 and block_q4_0, the asymmetric u8/u4 groups, OCP FP8), not from the kernels. Then K and V
- * of different formats (one raw, one quantised), --kv-int8 as --k-dtype int8 --v-dtype int8, and every
- * refusal naming its flag or file. */
+ * of different formats (one raw, one quantised), --kv-int8 as --k-dtype int8 --v-dtype int8, the token
+ * formats (KIVI's keys: float files quantised on the device, the output against the reference on the
+ * chunks formats_ref.c writes), and every refusal naming its flag or file. */
 #include "cli_util.h"
+#include "formats_ref.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -200,6 +202,8 @@ START_TEST(test_raw_every_format)
     for (int i = 0; strcmp(clattn_dtype_name((clattn_dtype)i), "unknown") != 0; i++) {
         const clattn_dtype t = (clattn_dtype)i;
         const char *name = clattn_dtype_name(t);
+        if (fref_is_token(t)) /* (their bytes are chunks: test_token_formats) */
+            continue;
         const size_t D = head_dim(t), row = clattn_dtype_bytes(t, D), rows = B * N * S;
         const bool scaled = t == CLATTN_INT8 || t == CLATTN_FP8_E4M3;
         float *ks = NULL, *vs = NULL;
@@ -230,6 +234,8 @@ START_TEST(test_quantised_every_format)
     for (int i = 0; strcmp(clattn_dtype_name((clattn_dtype)i), "unknown") != 0; i++) {
         const clattn_dtype t = (clattn_dtype)i;
         const char *name = clattn_dtype_name(t);
+        if (fref_is_token(t)) /* (their bytes are chunks: test_token_formats) */
+            continue;
         const size_t D = head_dim(t), row = clattn_dtype_bytes(t, D), rows = B * N * S;
         const bool scaled = t == CLATTN_INT8 || is_fp8(t), quantised = t > CLATTN_BFLOAT16;
         const size_t fs[4] = {B, N, S, D}, bs[4] = {B, N, S, row}, ss[3] = {B, N, S};
@@ -392,10 +398,70 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* The token formats (u4_t32, u2_t32): float K and V quantised on the device (a chunk a head of S = 20
+ * rows: all of them in the float16 tail) and, over 70 rows (two whole groups and a tail), K in u2_t32
+ * beside V in u4_t32 — the output against the reference on the values the host's chunks (formats_ref.c,
+ * the same appends) hold; raw token bytes and --present-k refused. */
+START_TEST(test_token_formats)
+{
+    rng.state = 3805;
+    const size_t D = 32, rows_of[2] = {S, 70};
+    const clattn_dtype kt[2] = {CLATTN_U4_T32, CLATTN_U2_T32}, vt[2] = {CLATTN_U4_T32, CLATTN_U4_T32};
+    for (int c = 0; c < 2; c++) {
+        const size_t s_rows = rows_of[c], n = B * N * s_rows * D;
+        const float *q, *k = rand_floats(n, 1.0f), *v = rand_floats(n, 1.0f);
+        const size_t fs[4] = {B, N, s_rows, D};
+        argl a = {{0}, 0};
+        add(&a, "sdpa", "--q", query_file(fmt("q_t%d.npy", c), D, &q), "--k", save_f32(fmt("k_t%d.npy", c), k, 4, fs),
+            "--v", save_f32(fmt("v_t%d.npy", c), v, 4, fs), "--out", P(fmt("o_t%d.npy", c)), "--kv-heads", "2",
+            "--k-dtype", clattn_dtype_name(kt[c]), "--v-dtype", clattn_dtype_name(vt[c]), "--causal-bottom-right", NULL);
+        run_expect(&a, EXIT_OK);
+        double *held[2];
+        for (int s = 0; s < 2; s++) {
+            const clattn_dtype t = s ? vt[c] : kt[c];
+            const size_t head = clattn_dtype_head_bytes(t, s_rows, D);
+            unsigned char *chunk = xmalloc(head);
+            held[s] = xmalloc(n * sizeof *held[s]);
+            for (size_t h = 0; h < B * N; h++) {
+                memset(chunk, 0, head);
+                fref_token_append(t, chunk, s_rows, D, 0, (s ? v : k) + h * s_rows * D, s_rows);
+                for (size_t r = 0; r < s_rows; r++)
+                    for (size_t e = 0; e < D; e++)
+                        held[s][(h * s_rows + r) * D + e] = fref_token_value(t, chunk, s_rows, D, r, e);
+            }
+        }
+        clattn_masks m = CLATTN_MASKS_INIT;
+        m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+        const clattn_sdpa_desc d = sdpa_desc(B, H, N, L, s_rows, D, D, &m);
+        double *qd = xmalloc(B * H * L * D * sizeof *qd), *ro = xmalloc(B * H * L * D * sizeof *ro);
+        for (size_t i = 0; i < B * H * L * D; i++)
+            qd[i] = q[i];
+        ref_sdpa_d(&d, qd, held[0], held[1], NULL, ro, NULL, NULL);
+        expect_file_close(fmt("token formats %d out", c), P(fmt("o_t%d.npy", c)), 4, (size_t[]){B, H, L, D}, ro);
+    }
+    const size_t bs[4] = {B, N, S, 16};
+    unsigned char *bytes = xmalloc(B * N * S * 16);
+    memset(bytes, 0, B * N * S * 16);
+    const float *q;
+    argl a = {{0}, 0};
+    add(&a, "sdpa", "--q", query_file("q_traw.npy", D, &q), "--k", save_u1("k_traw.npy", bytes, 4, bs), "--v",
+        save_u1("v_traw.npy", bytes, 4, bs), "--out", P("o_traw.npy"), "--kv-heads", "2", "--k-dtype", "u4_t32",
+        "--v-dtype", "u4_t32", NULL);
+    run_expect(&a, EXIT_USAGE);
+    expect_in("stderr", R.err, "raw u4_t32 bytes are not read");
+    argl p = {{0}, 0};
+    add(&p, "sdpa", "--q", P("q_t0.npy"), "--k", P("k_t0.npy"), "--v", P("v_t0.npy"), "--out", P("o_tp.npy"),
+        "--kv-heads", "2", "--k-dtype", "u2_t32", "--present-k", P("pk_t.npy"), NULL);
+    run_expect(&p, EXIT_USAGE);
+    expect_in("stderr", R.err, "a head's chunk");
+}
+END_TEST
+
 static Suite *kv_formats_suite(void)
 {
     const cli_group groups[] = {
-        {"kv-formats", 1, {test_raw_every_format, test_quantised_every_format, test_mixed_formats, test_refusals}},
+        {"kv-formats", 1, {test_raw_every_format, test_quantised_every_format, test_mixed_formats, test_refusals,
+                           test_token_formats}},
     };
     return cli_suite("clattn cli kv formats", groups, sizeof groups / sizeof groups[0]);
 }

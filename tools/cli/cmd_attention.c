@@ -162,8 +162,9 @@ static const char sdpa_help[] =
     "                         row: max |x| / 127) and attend over them (not with a past): --k-dtype int8\n"
     "                         --v-dtype int8\n"
     "  --k-dtype NAME         K's (V's) storage format: float32, float16, bfloat16, int8, q8_0, q4_0,\n"
-    "  --v-dtype NAME         u8_g32, u8_g64, u8_g128, u4_g32, u4_g64, u4_g128, fp8_e4m3 or fp8_e5m2 (K and\n"
-    "                         V may differ; a block format's head size a multiple of its block). A float\n"
+    "  --v-dtype NAME         u8_g32, u8_g64, u8_g128, u4_g32, u4_g64, u4_g128, fp8_e4m3, fp8_e5m2, or\n"
+    "                         KIVI's u4_t32, u2_t32 (float files only, no --present-k/-v) (K and V may\n"
+    "                         differ; a block format's head size a multiple of its block). A float\n"
     "                         file is rounded to a float format, or quantised on the device as a cache\n"
     "                         append does (int8 and FP8 with a float32 scale per row); a uint8 file ('|u1',\n"
     "                         or '|i1') holds the format's bytes as they lie in memory, (B,N,S,row bytes)\n"
@@ -215,7 +216,8 @@ typedef struct kv_side {
     clattn_dtype type;
     bool raw;              /* the file held the bytes */
     bool has_scales;       /* a float32 scale per row beside them */
-    size_t row_bytes, dim; /* bytes and values of a row */
+    size_t row_bytes, dim; /* bytes and values of a row (row_bytes 0 for a token format: chunks) */
+    size_t cache_bytes;    /* the whole cache's (B·kv_heads heads of S rows) */
     cli_tensor scales;     /* --k-scales / --v-scales (raw bytes only) */
     void *present;         /* the cache's bytes read back (--present-k / --present-v) */
     float *present_scales; /* its scales read back (--present-k-scales / --present-v-scales) */
@@ -232,7 +234,7 @@ static clattn_status sdpa_kv_cache(sdpa_call *c, cli_tensor *kv, kv_side *side, 
     const size_t no = d->batch * d->heads * d->q_len * d->v_dim, nl = d->batch * d->heads * d->q_len;
     const bool append = !side[0].raw || !side[1].raw;
     enum { Q, KN, VN, KC, VC, KS, VS, KX, VX, MASK, OUT, W, LSE, NBUF }; /* KX, VX: a raw side's scratch cache */
-    size_t bytes[NBUF] = {nq * clattn_dtype_size(d->q_dtype), 0, 0, rows * side[0].row_bytes, rows * side[1].row_bytes,
+    size_t bytes[NBUF] = {nq * clattn_dtype_size(d->q_dtype), 0, 0, side[0].cache_bytes, side[1].cache_bytes,
                           rows * 4, rows * 4, 0, 0, mask_elems * 4, no * clattn_dtype_size(d->out_dtype),
                           nl * d->kv_len * 4, nl * 4};
     const void *init[NBUF] = {c->q, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, c->mask};
@@ -313,6 +315,9 @@ static int kv_types_apply(const char *cmd, const char *const *path, const char *
                             clattn_dtype_name(side[i].type), path[i + 1]);
         const size_t r = kv->ndim, block = clattn_dtype_block(side[i].type);
         const size_t block_bytes = clattn_dtype_bytes(side[i].type, block), row = kv->shape[r - 1];
+        if (raw[i] && !block_bytes) /* (a token format's bytes are chunks: docs/kv-formats.md) */
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: raw %s bytes are not read (a head's rows share a chunk); give "
+                            "float rows, which the device quantises", path[i + 1], clattn_dtype_name(side[i].type));
         if (raw[i]) {
             const size_t q_dim = t[0].shape[t[0].ndim - 1]; /* (no --heads: Q's last dimension) */
             const size_t want = clattn_dtype_bytes(side[i].type, q_dim);
@@ -579,9 +584,16 @@ int cmd_sdpa(int argc, char **argv)
     for (int i = 0; i < 2 && cache; i++) { /* the cache path's rows, now that the heads are known */
         side[i].dim = i ? Dv : d.D;
         side[i].row_bytes = clattn_dtype_bytes(side[i].type, side[i].dim);
-        if (!side[i].row_bytes) {
-            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: head size %zu is not a multiple of %s's block of %zu", path[i + 1],
-                          side[i].dim, clattn_dtype_name(side[i].type), clattn_dtype_block(side[i].type));
+        side[i].cache_bytes = B * d.N * clattn_dtype_head_bytes(side[i].type, S, side[i].dim);
+        if (!side[i].cache_bytes) {
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: head size %zu is not a multiple of %s's %s of %zu", path[i + 1],
+                          side[i].dim, clattn_dtype_name(side[i].type), clattn_dtype_block(side[i].type) > 1 ? "block" : "packing",
+                          clattn_dtype_block(side[i].type) > 1 ? clattn_dtype_block(side[i].type) : 4);
+            goto done;
+        }
+        if (!side[i].row_bytes && present_path[i]) { /* (a token format: K's rows share their chunk's bytes) */
+            rc = cli_fail(CLI_USAGE_ERROR, cmd, "--present-%c: %s's bytes are a head's chunk, not rows: not written",
+                          "kv"[i], clattn_dtype_name(side[i].type));
             goto done;
         }
         if (present_scales_path[i] && !side[i].has_scales) {

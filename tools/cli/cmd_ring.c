@@ -92,6 +92,11 @@ static int load_input(const char *cmd, const char *path, const char *flag, clatt
     in->type = type;
     bool raw = false;
     const bool quantised = type > CLATTN_BFLOAT16;
+    if (quantised && clattn_dtype_size(type) == 0 && clattn_dtype_block(type) == 1) { /* (a token format) */
+        free(mine);
+        return cli_fail(CLI_USAGE_ERROR, cmd, "--%s %s: ring attention takes no token format (a head's rows share "
+                        "their bytes)", flag, clattn_dtype_name(type));
+    }
     int rc = quantised ? cli_load_kv(cmd, mine, flag, false, &in->t, &raw) : cli_load_tensor(cmd, mine, 4, 4, &in->t);
     if (rc == CLI_OK && quantised && (!raw || in->t.ndim != 4))
         rc = cli_fail(CLI_USAGE_ERROR, cmd, "%s: --%s %s takes the raw bytes, a '|u1' file of (B,N,S,row bytes)%s",
