@@ -113,7 +113,8 @@ static const bench_case full_cases[] = {
     QUANTISED_DECODE("int8", CLATTN_INT8), QUANTISED_DECODE("q8_0", CLATTN_Q8_0), QUANTISED_DECODE("u8_g64", CLATTN_U8_G64),
     QUANTISED_DECODE("fp8_e4m3", CLATTN_FP8_E4M3), QUANTISED_DECODE("fp8_e5m2", CLATTN_FP8_E5M2),
     QUANTISED_DECODE("q4_0", CLATTN_Q4_0), QUANTISED_DECODE("u4_g32", CLATTN_U4_G32),
-    QUANTISED_DECODE("u4_g128", CLATTN_U4_G128),
+    QUANTISED_DECODE("u4_g128", CLATTN_U4_G128), QUANTISED_DECODE("u4_t32", CLATTN_U4_T32),
+    QUANTISED_DECODE("u2_t32", CLATTN_U2_T32),
 #undef QUANTISED_DECODE
     {"decode q4_0 cache GQA L=4 S=32768 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 4, 32768, 128, CLATTN_CAUSAL_BOTTOM_RIGHT,
      0, false, 0, 8, "decode q4_0 cache GQA L=1 S=32768 H=32 kv=8 D=128", 0, CLATTN_Q4_0, CLATTN_FLOAT32},
@@ -330,6 +331,51 @@ static cl_mem noise_buffer(clattn_context *ctx, size_t n, uint64_t *seed, cl_int
     return typed_noise_buffer(ctx, n, CLATTN_FLOAT32, seed, err);
 }
 
+/* Whether a K/V format is a token format (u4_t32, u2_t32: a head's rows share their bytes). */
+static bool token_format(clattn_dtype type) { return clattn_dtype_size(type) == 0 && clattn_dtype_block(type) == 1; }
+
+/* A dense token-format cache (B, kv_heads heads of S rows) holding uniform noise, written as an
+ * application writes one: float32 rows through clattn_kv_append (its groups quantised, 31 rows or fewer
+ * left in the float16 tail). */
+static cl_mem token_cache_buffer(clattn_context *ctx, const bench_case *c, uint64_t *seed, cl_int *err)
+{
+    const size_t kvh = c->kv_heads ? c->kv_heads : c->H, rows = c->B * kvh * c->S;
+    const size_t bytes = c->B * kvh * clattn_dtype_head_bytes(c->kv_type, c->S, c->D);
+    const cl_uchar zero = 0;
+    cl_mem k = noise_buffer(ctx, rows * c->D, seed, err), v = NULL, cache = NULL;
+    if (*err == CL_SUCCESS)
+        v = noise_buffer(ctx, rows * c->D, seed, err);
+    if (*err == CL_SUCCESS)
+        cache = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, bytes, NULL, err);
+    if (*err == CL_SUCCESS) /* (a scratch V cache beside it: only K's bytes are kept) */
+        *err = clEnqueueFillBuffer(clattn_context_queue(ctx), cache, &zero, 1, 0, bytes, 0, NULL, NULL);
+    cl_mem scratch = *err == CL_SUCCESS ? clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE, bytes, NULL,
+                                                         err)
+                                        : NULL;
+    size_t *lengths = calloc(c->B, sizeof *lengths);
+    if (*err == CL_SUCCESS && !lengths)
+        *err = CL_OUT_OF_HOST_MEMORY;
+    if (*err == CL_SUCCESS)
+        *err = clEnqueueFillBuffer(clattn_context_queue(ctx), scratch, &zero, 1, 0, bytes, 0, NULL, NULL);
+    if (*err == CL_SUCCESS) {
+        clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+        d.batch = c->B, d.heads = d.kv_heads = kvh, d.q_len = 1, d.kv_len = c->S, d.qk_dim = c->D;
+        d.k_dtype = d.v_dtype = c->kv_type;
+        const clattn_status st = clattn_kv_append(ctx, &d, lengths, c->S, k, v, cache, scratch);
+        *err = st == CLATTN_SUCCESS ? clFinish(clattn_context_queue(ctx)) : (cl_int)st;
+    }
+    cl_mem all[3] = {k, v, scratch};
+    for (int i = 0; i < 3; i++)
+        if (all[i])
+            clReleaseMemObject(all[i]);
+    free(lengths);
+    if (*err != CL_SUCCESS && cache) {
+        clReleaseMemObject(cache);
+        cache = NULL;
+    }
+    return cache;
+}
+
 /* An int8 cache's scales: one per row, all 1/127 (values in [-1, 1]). */
 static cl_mem scale_buffer(clattn_context *ctx, size_t rows, cl_int *err)
 {
@@ -380,8 +426,11 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
         /* K/V rows: B·S (a paged pool holds as many, in shuffled blocks), or the ragged sequences'. */
         const size_t kv_rows = case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
         b->q = typed_noise_buffer(ctx, bh * c->L * c->D, c->qo_type, &seed, &err);
-        if (err == CL_SUCCESS) b->k = typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
-        if (err == CL_SUCCESS) b->v = typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
+        const bool tokens = token_format(c->kv_type); /* (dense SDPA cases only) */
+        if (err == CL_SUCCESS) b->k = tokens ? token_cache_buffer(ctx, c, &seed, &err)
+                                             : typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
+        if (err == CL_SUCCESS) b->v = tokens ? token_cache_buffer(ctx, c, &seed, &err)
+                                             : typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
         if (err == CL_SUCCESS) b->out = typed_noise_buffer(ctx, bh * c->L * c->D, c->qo_type, &seed, &err);
         if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->k_scales = scale_buffer(ctx, kv_rows, &err);
         if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->v_scales = scale_buffer(ctx, kv_rows, &err);
@@ -678,6 +727,8 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
 static double case_kv_bytes(const bench_case *c)
 {
     const double kv_rows = (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
+    if (token_format(c->kv_type)) /* (a head's chunk: its groups and tail) */
+        return 2.0 * kv_rows / (double)c->S * (double)clattn_dtype_head_bytes(c->kv_type, c->S, c->D);
     return 2.0 * kv_rows *
            ((double)clattn_dtype_bytes(c->kv_type, c->D) + (c->kv_type == CLATTN_INT8 ? sizeof(float) : 0));
 }
