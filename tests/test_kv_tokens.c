@@ -397,13 +397,8 @@ START_TEST(test_error)
                      outliers ? "outlier channels" : "random", tu_dev_spec[dev]);
         clattn_context *ctx = tu_ctx[dev];
         const size_t nk = (size_t)KVH * S * D, nq = (size_t)H * D;
-        float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
-        tu_fill_uniform(q, nq, 1.0f, 71);
-        tu_fill_uniform(k, nk, 1.0f, 72);
-        tu_fill_uniform(v, nk, 1.0f, 73);
-        for (size_t r = 0; outliers && r < (size_t)KVH * S; r++)
-            for (size_t e = 5; e < D; e += 32)
-                k[r * D + e] *= 20.0f;
+        float *q, *k, *v;
+        tu_error_inputs(nq, nk, D, outliers, &q, &k, &v);
         cache_side kc = side_make(ctx, c->k, KVH, S, D), vc = side_make(ctx, c->v, KVH, S, D);
         clattn_sdpa_desc d = tu_sdpa_desc(1, H, 1, S, D, 0);
         d.kv_heads = KVH;
@@ -433,16 +428,7 @@ START_TEST(test_error)
         ref_sdpa(&rd, q, k, v, NULL, exact, NULL, NULL);
         ref_sdpa(&rd, q, kd, vd, NULL, dequantised, NULL, NULL);
         check_close_named("out against the dequantised cache", o, dequantised, nq, NULL);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < nq; i++) {
-            num += (o[i] - exact[i]) * (o[i] - exact[i]);
-            den += exact[i] * exact[i];
-        }
-        rel[outliers] = sqrt(num / den);
-        const double bound = outliers ? c->bound_outliers : c->bound_random;
-        ck_assert_msg(rel[outliers] <= bound && rel[outliers] > 0,
-                      "%s: relative RMS error %.3g against the float32 cache (bound %.3g)", tu_label(), rel[outliers],
-                      bound);
+        rel[outliers] = tu_relative_rms_within(o, exact, nq, outliers ? c->bound_outliers : c->bound_random);
     }
     if (dev == 0)
         printf("quantisation error K %-7s V %-7s: relative RMS of the output %.2e (random), %.2e (outlier channels)\n",

@@ -520,3 +520,27 @@ unsigned long long tu_launches_of(clattn_context *ctx, const char *name)
             count += e[i].launches;
     return count;
 }
+
+double tu_relative_rms_within(const float *out, const double *exact, size_t n, double bound)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        num += (out[i] - exact[i]) * (out[i] - exact[i]);
+        den += exact[i] * exact[i];
+    }
+    const double rel = sqrt(num / den);
+    ck_assert_msg(rel <= bound && rel > 0, "%s: relative RMS error %.3g against the float32 cache (bound %.3g)",
+                  tu_label(), rel, bound);
+    return rel;
+}
+
+void tu_error_inputs(size_t nq, size_t nk, size_t D, int outliers, float **q, float **k, float **v)
+{
+    *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nk);
+    tu_fill_uniform(*q, nq, 1.0f, 71);
+    tu_fill_uniform(*k, nk, 1.0f, 72);
+    tu_fill_uniform(*v, nk, 1.0f, 73);
+    for (size_t r = 0; outliers && r < nk / D; r++)
+        for (size_t e = 5; e < D; e += 32)
+            (*k)[r * D + e] *= 20.0f;
+}

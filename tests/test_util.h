@@ -326,6 +326,12 @@ cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t);
 cl_mem tu_typed_scales(clattn_context *ctx, const tu_typed *t);
 /* n elements of `type` read back from m and widened (tracked floats; int8 is not an output). */
 float *tu_typed_read(clattn_context *ctx, cl_mem m, clattn_dtype type, size_t n);
+/* The quantisation-error cases' inputs: q (nq), k and v (nk, rows of D) uniform in [−1, 1] (seeds 71 to
+ * 73), and with `outliers` K's channels 5, 37, 69, … 20× larger in every row, as keys have (tracked). */
+void tu_error_inputs(size_t nq, size_t nk, size_t D, int outliers, float **q, float **k, float **v);
+/* The relative RMS error of out against exact (‖out − exact‖ / ‖exact‖), asserted within (0, bound]: a
+ * quantised cache's cost against the float32 one (0 would mean nothing was quantised). */
+double tu_relative_rms_within(const float *out, const double *exact, size_t n, double bound);
 /* Launches of the kernel kind `name` (a clattn_profile_entry name) since the context's profile was last
  * read (0 if none ran); reads, and so restarts, the profile. The context must profile. */
 unsigned long long tu_launches_of(clattn_context *ctx, const char *name);
