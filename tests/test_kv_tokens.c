@@ -307,7 +307,7 @@ END_TEST
 /* ---- 3. special values ---- */
 
 /* K row 10 holds NaN (channel 5) and V row 12 inf; K's channel 7 is 0 throughout; 40 rows, so rows 0 … 31
- * are a whole group. A query at position 8 reads rows 0 … 8 of that group and stays finite (the
+ * are a whole group. A query at position 9 reads rows 0 … 9 of that group and stays finite (the
  * reference over the same values); one at 39 sees the NaN and is NaN. Then the cache is rolled back to
  * 32 rows and refilled: the group below stays, the tail takes the new rows. */
 START_TEST(test_special)
@@ -341,13 +341,17 @@ START_TEST(test_special)
                       "%s: row %zu reads %g in its zero channel, %g in channel 5", tu_label(), j,
                       side_value(&k, 0, j, 7), side_value(&k, 0, j, 5));
     size_t len = N;
-    const long long early = 8, late = 39;
-    const attend_case before = {1, 2, 1, 1, CAP, &len, CLATTN_ALGORITHM_DECODE, CLATTN_CAUSAL_TOP_LEFT, false, NULL,
-                                &early, NULL, false};
-    const attend_case after = {1, 2, 1, 1, CAP, &len, CLATTN_ALGORITHM_DECODE, CLATTN_CAUSAL_TOP_LEFT, false, NULL,
-                               &late, NULL, true};
-    attend_check(dev, &before, &k, &v, NULL, NULL, 0, 702);
-    attend_check(dev, &after, &k, &v, NULL, NULL, 0, 703);
+    const long long early = 9, late = 39; /* (9: the row beside the NaN one, in sight and finite) */
+    /* in both kernel shapes: a row at a time (CPUs), and value by value (GPUs' staging) */
+    const char *other = tu_dev[dev].type == CL_DEVICE_TYPE_CPU ? "class=gpu" : "class=cpu";
+    for (int shape = 0; shape < 2; shape++) {
+        const attend_case before = {1, 2, 1, 1, CAP, &len, CLATTN_ALGORITHM_DECODE, CLATTN_CAUSAL_TOP_LEFT, false,
+                                    shape ? other : NULL, &early, NULL, false};
+        const attend_case after = {1, 2, 1, 1, CAP, &len, CLATTN_ALGORITHM_DECODE, CLATTN_CAUSAL_TOP_LEFT, false,
+                                   shape ? other : NULL, &late, NULL, true};
+        attend_check(dev, &before, &k, &v, NULL, NULL, 0, 702);
+        attend_check(dev, &after, &k, &v, NULL, NULL, 0, 703);
+    }
     /* Rolled back to 32 rows (the group below kept), 20 new finite rows. */
     length = 32;
     float *kr = rows_make(20 * D, D, 1.0f, true, 704), *vr = rows_make(20 * D, D, 1.0f, false, 705);
