@@ -57,6 +57,7 @@ class Format(NamedTuple):
     block_bytes: int
     row_scales: str  # "none", "required" or "optional"
     kv_only: bool
+    tokens: int
 
 def formats() -> Dict[str, Format]: ...
 
