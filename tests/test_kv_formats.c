@@ -589,7 +589,7 @@ START_TEST(test_bad)
          CLATTN_ERROR_INVALID_VALUE},
         {"a q4_0 K two bytes short", "k", CLATTN_FLOAT32, CLATTN_Q4_0, CLATTN_FLOAT32, CLATTN_FLOAT32, 64, false,
          true, CLATTN_ERROR_BUFFER_TOO_SMALL},
-        {"a type past the enum", "k_dtype", CLATTN_FLOAT32, (clattn_dtype)14, CLATTN_FLOAT32, CLATTN_FLOAT32, 64,
+        {"a type past the enum", "k_dtype", CLATTN_FLOAT32, (clattn_dtype)(CLATTN_U2_T32 + 1), CLATTN_FLOAT32, CLATTN_FLOAT32, 64,
          false, false, CLATTN_ERROR_INVALID_VALUE},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -644,7 +644,7 @@ START_TEST(test_bad)
     ck_assert_int_eq(clattn_dtype_from_name("u4_g64"), CLATTN_U4_G64);
     ck_assert_int_eq(clattn_dtype_from_name("q5_0"), -1);
     ck_assert_int_eq(clattn_dtype_from_name(NULL), -1);
-    for (int t = 0; t < 14; t++)
+    for (int t = 0; t <= CLATTN_U2_T32; t++)
         ck_assert_int_eq(clattn_dtype_from_name(clattn_dtype_name((clattn_dtype)t)), t);
 }
 END_TEST
