@@ -258,6 +258,44 @@ CLATTN_GROUP_PARTS(128)
         for (; e < n; e++)                                                                                 \
             dst[e] = CLATTN_CAT(clattn_load_, F)(p, at + e) * scale;                                       \
     }
+/* VEC packed values of a token format's row from value e (a multiple of VEC): 4-bit ones by the nibble
+ * shuffle above where VEC > 1, 2-bit ones by CLATTN_CRUMBS_F below where VEC ≥ 4, else lane by lane with
+ * constant shifts from the vector's first byte (VEC · bits a whole number of bytes; else from each
+ * value's own byte). */
+__attribute__((always_inline)) inline vec_t clattn_token_lanes(__global const uchar *raw, ulong e, uint bits)
+{
+    float q[VEC];
+    if (VEC * bits % 8 == 0) { /* (the lanes' bytes and shifts are constants) */
+        __global const uchar *b = raw + e * bits / 8;
+        UNROLL for (uint l = 0; l < VEC; l++)
+            q[l] = (float)((b[l * bits / 8] >> ((l * bits) % 8)) & ((1u << bits) - 1));
+    } else {
+        UNROLL for (uint l = 0; l < VEC; l++)
+            q[l] = (float)((raw[(e + l) * bits / 8] >> (((e + l) * bits) % 8)) & ((1u << bits) - 1));
+    }
+    return VLOAD(q);
+}
+/* VEC 2-bit values from VEC / 4 bytes, value 4t + k in bits 2k of byte t: each byte repeated 4 times by
+ * one shuffle, then shifted lane by lane. */
+#if VEC == 4
+#define CLATTN_CRUMBS_F(b) convert_float4(((uchar4)((b)[0]) >> (uchar4)(0, 2, 4, 6)) & (uchar)3)
+#elif VEC == 8
+#define CLATTN_CRUMBS_F(b)                                                                                 \
+    convert_float8((shuffle(vload2(0, (b)), (uchar8)(0, 0, 0, 0, 1, 1, 1, 1)) >> (uchar8)(0, 2, 4, 6, 0, 2, 4, 6)) & \
+                   (uchar)3)
+#elif VEC == 16
+#define CLATTN_CRUMBS_F(b)                                                                                 \
+    convert_float16((shuffle(vload4(0, (b)), (uchar16)(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3)) >>    \
+                     (uchar16)(0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6)) & (uchar)3)
+#endif
+#if VEC >= 4
+#define CLATTN_TOKEN_RAW(raw, e, BITS) ((BITS) == 4 ? CLATTN_NIBBLES_F((raw) + (e) / 2) : CLATTN_CRUMBS_F((raw) + (e) / 4))
+#elif VEC > 1
+#define CLATTN_TOKEN_RAW(raw, e, BITS) ((BITS) == 4 ? CLATTN_NIBBLES_F((raw) + (e) / 2) : clattn_token_lanes(raw, e, BITS))
+#else
+#define CLATTN_TOKEN_RAW(raw, e, BITS) clattn_token_lanes(raw, e, BITS)
+#endif
+
 /* A token format's row (cl/formats.cl: clattn_load_token): its chunk's header read once, then VEC
  * channels a step — their scales and zero points by vload_halfN, the packed values unpacked lane by lane
  * — or, in the tail, VEC float16 values; a row that held a non-finite value is NaN throughout. */
@@ -287,12 +325,9 @@ CLATTN_GROUP_PARTS(128)
         __global const half *scales = (__global const half *)(group + 4);                                  \
         __global const uchar *raw = group + 4 + (DIM) * 4 + t * ((DIM) * (BITS) / 8);                      \
         for (; e + VEC <= n; e += VEC) {                                                                   \
-            float q[VEC];                                                                                  \
-            UNROLL for (uint l = 0; l < VEC; l++)                                                          \
-                q[l] = (float)((raw[(e + l) * (BITS) / 8] >> (((e + l) * (BITS)) % 8)) & ((1u << (BITS)) - 1)); \
-            const vec_t s = clattn_vload_float16(scales, e) * scale;                                           \
-            const vec_t z = clattn_vload_float16(scales, (DIM) + e);                                           \
-            VSTORE((VLOAD(q) - z) * s, dst + e);                                                           \
+            const vec_t s = clattn_vload_float16(scales, e) * scale;                                       \
+            const vec_t z = clattn_vload_float16(scales, (DIM) + e);                                       \
+            VSTORE((CLATTN_TOKEN_RAW(raw, e, BITS) - z) * s, dst + e);                                     \
         }                                                                                                  \
         for (; e < n; e++)                                                                                 \
             dst[e] = ((float)clattn_token_raw(group, DIM, TOKENS, BITS, t, e) - vload_half((DIM) + e, scales)) * \
