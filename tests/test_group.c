@@ -14,7 +14,8 @@
  *     both kinds, GQA, additive masks, with and without W_O) against the fp64 layer reference.
  *  3b. formats: K and V in block formats and FP8 (q4_0, u4_g32, q8_0, fp8_e5m2, u8_g64, fp8_e4m3, u4_g128)
  *     split as bytes by batches and by keys, against the reference over the dequantised values.
- *  4. bad: NULL group or arrays, a float16 Q, row-scaled K/V (int8, FP8 with scales), a block format whose
+ *  4. bad: NULL group or arrays, a float16 Q, row-scaled K/V (int8, FP8 with scales), a token format split
+ *     over keys, a block format whose
  *     rows hold no whole block, a bad descriptor (its detail reaches the caller).
  *  5. mods: programmable attention over the group — mods and a block mask made on the first member, used by
  *     every member (their copies), by batches and by keys (the functions must see the whole call's
@@ -208,18 +209,29 @@ static const fcase format_cases[] = {
     {"formats, keys: L 20, S 301, u8_g64 K, q4_0 V", 1, 3, 3, 20, 301, 64, CLATTN_U8_G64, CLATTN_Q4_0, NONE},
     {"formats, keys: L 7, S 133, fp8_e4m3 K, u4_g128 V, D 128", 1, 2, 1, 7, 133, 128, CLATTN_FP8_E4M3, CLATTN_U4_G128,
      BR},
+    {"formats, batches: B 3, S 70, u2_t32 K, u4_t32 V (KIVI's chunks)", 3, 4, 2, 5, 70, 32, CLATTN_U2_T32, CLATTN_U4_T32,
+     BR},
 };
 #define NFORMATS (sizeof format_cases / sizeof format_cases[0])
 
-/* x (n values, rows of `row`) quantised into new bytes, and x replaced by the values those bytes hold. */
-static void *quantised_copy(clattn_dtype type, float *x, size_t n, size_t row)
+/* x (n values, rows of `row`, heads of `rows` rows) quantised into new bytes — a token format's as the
+ * chunks an append of every row writes — and x replaced by the values those bytes hold. */
+static void *quantised_copy(clattn_dtype type, float *x, size_t n, size_t row, size_t rows)
 {
-    const size_t bytes = clattn_dtype_bytes(type, n);
+    const size_t heads = n / (row * rows), head = clattn_dtype_head_bytes(type, rows, row), bytes = heads * head;
     ck_assert(bytes > 0);
-    void *q = tu_falloc((bytes + sizeof(float) - 1) / sizeof(float));
-    fref_quantise(type, x, n, row, q, NULL);
-    for (size_t i = 0; i < n; i++)
-        x[i] = fref_value(type, q, i);
+    unsigned char *q = (unsigned char *)tu_falloc((bytes + sizeof(float) - 1) / sizeof(float));
+    if (!fref_is_token(type)) {
+        fref_quantise(type, x, n, row, q, NULL);
+        for (size_t i = 0; i < n; i++)
+            x[i] = fref_value(type, q, i);
+        return q;
+    }
+    for (size_t h = 0; h < heads; h++) {
+        fref_token_append(type, q + h * head, rows, row, 0, x + h * rows * row, rows);
+        for (size_t i = 0; i < rows * row; i++)
+            x[h * rows * row + i] = (float)fref_token_value(type, q + h * head, rows, row, i / row, i % row);
+    }
     return q;
 }
 
@@ -235,7 +247,7 @@ START_TEST(test_formats)
     const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nl = c->B * c->H * c->L;
     float *q, *k, *v;
     random_qkv(nq, nk, 41 + _i, &q, &k, &v);
-    const void *kq = quantised_copy(c->k, k, nk, c->D), *vq = quantised_copy(c->v, v, nk, c->D);
+    const void *kq = quantised_copy(c->k, k, nk, c->D, c->S), *vq = quantised_copy(c->v, v, nk, c->D, c->S);
     double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
     ref_sdpa(&d, q, k, v, NULL, ro, NULL, rl); /* (d's types still float32: the dequantised values) */
     d.k_dtype = c->k;
@@ -527,6 +539,11 @@ START_TEST(test_bad)
     st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
     ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "q4_0"), "q4_0 of 8: %s: %s",
                   clattn_status_string(st), clattn_last_error(NULL));
+    /* A token format's chunks hold whole heads: a split of one batch's keys is refused. */
+    d.k_dtype = CLATTN_U4_T32;
+    st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);
+    ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE && strstr(clattn_last_error(NULL), "by batches only"),
+                  "u4_t32 over keys: %s: %s", clattn_status_string(st), clattn_last_error(NULL));
     d.k_dtype = CLATTN_FLOAT32;
     d.heads = 0;
     st = clattn_group_sdpa_host(group, &d, x, x, x, NULL, o, NULL);

@@ -465,12 +465,24 @@ START_TEST(test_bad)
     TU_ASSERT_OK(clattn_sdpa(ctx, &d, q, k, v, NULL, out, NULL, NULL), ctx, "clattn_sdpa over a zeroed chunk");
     ck_assert_int_eq(clattn_sdpa(ctx, &d, q, small, v, NULL, refused, NULL, NULL), CLATTN_ERROR_BUFFER_TOO_SMALL);
     ck_assert_ptr_nonnull(strstr(clattn_last_error(ctx), "buffer k"));
-    /* the host-array call */
+    /* the host-array call takes the chunks' bytes (the same as the device buffer's), the ragged one none */
     float *qh = tu_falloc(H * D), *vh = tu_falloc(2 * S * D), *oh = tu_host_alloc(H * D, NULL);
-    unsigned char *kh = tu_track_malloc(2 * head);
-    ck_assert_int_eq(clattn_sdpa_host(ctx, &d, qh, kh, vh, NULL, oh, NULL, NULL), CLATTN_ERROR_INVALID_VALUE);
+    uint32_t *kh = tu_track_malloc(2 * head); /* (zero chunks: every row in the tail, all 0) */
+    cl_mem kz = tu_dev_alloc_exact(ctx, 2 * head / 4, (const float *)kh), om = tu_dev_alloc(ctx, H * D, NULL);
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &d, qh, kh, vh, NULL, oh, NULL, NULL), ctx, "clattn_sdpa_host, a u4_t32 K");
+    TU_ASSERT_OK(clattn_sdpa(ctx, &d, tu_dev_alloc(ctx, H * D, qh), kz, tu_dev_alloc(ctx, 2 * S * D, vh), NULL, om, NULL,
+                             NULL),
+                 ctx, "clattn_sdpa, the same bytes");
+    const float *od = tu_dev_read(ctx, om, H * D);
+    for (size_t i = 0; i < H * D; i++)
+        ck_assert_msg(oh[i] == od[i], "%s: host arrays' out[%zu] %g, the device buffers' %g", tu_label(), i, oh[i], od[i]);
+    clattn_ragged rh = CLATTN_RAGGED_INIT;
+    rh.q_starts = (const size_t[]){0, 1};
+    rh.k_starts = (const size_t[]){0, S};
+    float *oh2 = tu_host_alloc(H * D, NULL);
+    ck_assert_int_eq(clattn_sdpa_ragged_host(ctx, &d, &rh, qh, kh, vh, NULL, oh2, NULL), CLATTN_ERROR_INVALID_VALUE);
     ck_assert_msg(strstr(clattn_last_error(ctx), "token format"), "%s: %s", tu_label(), clattn_last_error(ctx));
-    ck_assert(tu_host_all_sentinel(oh, H * D));
+    ck_assert(tu_host_all_sentinel(oh2, H * D));
     /* a ragged batch */
     const size_t starts[2] = {0, S};
     clattn_ragged r = CLATTN_RAGGED_INIT;

@@ -307,6 +307,14 @@ static size_t row_bytes(clattn_dtype dtype, size_t rows, size_t dim)
     return rows * bytes;
 }
 
+/* Bytes of one batch's K (V): kv_heads heads of kv_len rows (a token format's chunks whole). */
+static size_t batch_bytes(const sdpa_shape *s, clattn_dtype dtype, size_t dim)
+{
+    size_t bytes = 0;
+    (void)dtype_tensor_bytes(dtype, s->kv_heads, s->kv_len, dim, &bytes);
+    return bytes;
+}
+
 /* Batches [b0, b1) on one device: every per-batch array sliced. */
 static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const void *k,
                        const void *v, const float *mask, float *out, float *lse, size_t b0, size_t b1)
@@ -318,8 +326,8 @@ static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, 
     part_masks(s, &p->masks, &p->window, b0);
     const size_t qb = s->heads * s->q_len * s->qk_dim, ob = s->heads * s->q_len * s->v_dim;
     p->q = q + b0 * qb;
-    p->k = (const char *)k + b0 * row_bytes(s->types.k, s->kv_heads * s->kv_len, s->qk_dim);
-    p->v = (const char *)v + b0 * row_bytes(s->types.v, s->kv_heads * s->kv_len, s->v_dim);
+    p->k = (const char *)k + b0 * batch_bytes(s, s->types.k, s->qk_dim);
+    p->v = (const char *)v + b0 * batch_bytes(s, s->types.v, s->v_dim);
     p->out = out + b0 * ob;
     p->lse = lse + b0 * s->heads * s->q_len;
     const size_t rows = mask_batch_rows(s);
@@ -415,6 +423,11 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     memset(parts, 0, sizeof parts);
     size_t begin[GROUP_MAX + 1];
     const bool by_batch = s.batch >= g->count;
+    if (!by_batch && (dtype_is_token(s.types.k) || dtype_is_token(s.types.v))) /* (its chunks hold whole heads) */
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
+                         "desc.%s is %s, a token format: a group splits it by batches only (%zu batches for %zu "
+                         "devices)", dtype_is_token(s.types.k) ? "k_dtype" : "v_dtype",
+                         clattn_dtype_name(dtype_is_token(s.types.k) ? s.types.k : s.types.v), s.batch, g->count);
     float *lse_all = lse ? lse : malloc(s.lse_elems * sizeof *lse_all);
     float *scratch = by_batch ? NULL : malloc(g->count * (s.out_elems + s.lse_elems) * sizeof *scratch);
     if (!lse_all || (!by_batch && !scratch)) {

@@ -154,11 +154,16 @@ static clattn_status no_device_only_kv(clattn_context *ctx, const clattn_sdpa_de
 }
 
 /* A K or V host tensor's element count and size for host_tensor: a block format's bytes as 16-bit units
- * (every block holds an even number of bytes, and its fp16 scale is read where 2-byte alignment holds). */
-static void kv_host_size(clattn_dtype dtype, size_t values, size_t *elems, size_t *elem_size)
+ * (every block holds an even number of bytes, and its fp16 scale is read where 2-byte alignment holds), a
+ * token format's chunks (batch · kv_heads of kv_len rows of dim) as 32-bit ones (their uint32 counts). */
+static void kv_host_size(const sdpa_shape *s, clattn_dtype dtype, size_t values, size_t dim, size_t *elems,
+                         size_t *elem_size)
 {
     size_t bytes = 0;
-    if (dtype_block(dtype) > 1 && dtype_span_bytes(dtype, values, &bytes)) {
+    if (dtype_is_token(dtype) && dtype_tensor_bytes(dtype, s->batch * s->kv_heads, s->kv_len, dim, &bytes)) {
+        *elems = bytes / 4;
+        *elem_size = 4;
+    } else if (dtype_block(dtype) > 1 && dtype_span_bytes(dtype, values, &bytes)) {
         *elems = bytes / 2;
         *elem_size = 2;
     } else {
@@ -177,8 +182,8 @@ clattn_status clattn_sdpa_host(clattn_context *ctx, const clattn_sdpa_desc *desc
         return st;
     const size_t qb = dtype_bytes(s.types.q), ob = dtype_bytes(s.types.o);
     size_t kn, kb, vn, vb;
-    kv_host_size(s.types.k, s.k_elems, &kn, &kb);
-    kv_host_size(s.types.v, s.v_elems, &vn, &vb);
+    kv_host_size(&s, s.types.k, s.k_elems, s.qk_dim, &kn, &kb);
+    kv_host_size(&s, s.types.v, s.v_elems, s.v_dim, &vn, &vb);
     if (!q || !k || !v || !out)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
                          !q ? "q" : !k ? "k" : !v ? "v" : "out");

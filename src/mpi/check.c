@@ -97,6 +97,14 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
                  clattn_dtype_name(scaled_k ? d->k_dtype : d->v_dtype));
         return CLATTN_ERROR_INVALID_VALUE;
     }
+    /* A token format's bytes are a head's rows together: the ring's slices of keys would cut its chunks. */
+    const bool token_k = clattn_dtype_size(d->k_dtype) == 0 && clattn_dtype_block(d->k_dtype) == 1,
+               token_v = clattn_dtype_size(d->v_dtype) == 0 && clattn_dtype_block(d->v_dtype) == 1;
+    if (token_k || token_v) {
+        snprintf(detail, cap, "desc->%s is %s, a token format: ring calls split the keys, which its chunks "
+                 "cannot be", token_k ? "k_dtype" : "v_dtype", clattn_dtype_name(token_k ? d->k_dtype : d->v_dtype));
+        return CLATTN_ERROR_INVALID_VALUE;
+    }
     if (d->algorithm == CLATTN_ALGORITHM_STAGED && d->weights_output != CLATTN_WEIGHTS_SOFTMAX) {
         snprintf(detail, cap, "ring calls return no weights (desc->weights_output)");
         return CLATTN_ERROR_INVALID_VALUE;

@@ -344,7 +344,7 @@ const char *row_scaled_kv_field(const clattn_sdpa_desc *desc)
 clattn_status check_host_kv_types(clattn_context *ctx, const clattn_sdpa_desc *desc, bool no_quantised,
                                   const char *call)
 {
-    if (dtype_is_token(desc->k_dtype) || dtype_is_token(desc->v_dtype))
+    if (no_quantised && (dtype_is_token(desc->k_dtype) || dtype_is_token(desc->v_dtype)))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                          "desc.%s is %s, a token format (groups along a head's rows): %s takes no such K/V (the "
                          "cl_mem calls over dense caches and paged pools read them)",

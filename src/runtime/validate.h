@@ -83,7 +83,8 @@ const char *row_scaled_kv_field(const clattn_sdpa_desc *desc);
 
 /* The refusal of a host-array entry point `call` (its name, for the message) whose descriptor, already
  * read, asks for K/V it cannot take: any quantised format where `no_quantised` (the backward, ragged and
- * past/present host calls), else one with row scales (row_scaled_kv_field). CLATTN_ERROR_INVALID_VALUE
+ * past/present host calls), else one with row scales (row_scaled_kv_field). (A token format is bytes of
+ * whole heads: clattn_sdpa_host and group calls by batches take it.) CLATTN_ERROR_INVALID_VALUE
  * set on ctx (NULL: the thread's), or CLATTN_SUCCESS. */
 clattn_status check_host_kv_types(clattn_context *ctx, const clattn_sdpa_desc *desc, bool no_quantised,
                                   const char *call);
