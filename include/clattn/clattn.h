@@ -377,9 +377,9 @@ typedef enum clattn_dtype {
      * groups of 32 rows (tokens), the rows of a group not yet full kept in float16. Their bytes belong to
      * a head's rows together, not to each row: a dense cache's head, or a paged block's head, is one
      * chunk of clattn_dtype_head_bytes(dtype, rows, dim) bytes (docs/kv-formats.md has the layout).
-     * Dense caches (clattn_kv_append, clattn_sdpa, the decode and fused paths) and paged pools (block
-     * sizes of 32 or more) take them; ragged batches, host arrays, device groups and ring attention
-     * refuse them. */
+     * Dense caches (clattn_kv_append, clattn_sdpa, the decode and fused paths), paged pools (block
+     * sizes of 32 or more), clattn_sdpa_host and device groups by batches take them; ragged batches,
+     * key splits, ring attention and the other *_host calls refuse them. */
     CLATTN_U4_T32 = 14,
     CLATTN_U2_T32 = 15
 } clattn_dtype;
