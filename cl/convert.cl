@@ -61,7 +61,7 @@ __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
         __global uint *complete = (__global uint *)chunk;
         if (c == 0 && (r == 0 || in_chunk == 0))
             *complete = min(*complete, (uint)(in_chunk / tokens));
-        __global half *tail = (__global half *)(chunk + 4 + rows_per_chunk / tokens * group_bytes);
+        __global half *tail = (__global half *)(chunk + clattn_token_tail_at(rows_per_chunk, dim, tokens, bits));
         for (uint e = 0; e < per_byte; e++) {
             const ulong d = c * per_byte + e;
             const float x = LOAD_Q(rows, (bh * new_len + r) * dim + d);
@@ -102,7 +102,7 @@ __kernel void clattn_append_rows(CLATTN_PARAMETERS(CLATTN_APPEND_ROWS_PARAMS))
             }
         }
         for (uint t = 0; t < tokens; t++)
-            group[4 + dim * 4 + t * (dim / per_byte) + c] = packed[t];
+            group[clattn_token_packed_at(dim, bits, t) + c] = packed[t];
         if (c == 0) {
             uint bad = 0;
             for (uint t = 0; t < tokens; t++) {

@@ -288,9 +288,15 @@ CLATTN_GROUP_QUANTISE(128)
 #define clattn_bits_u4_t32 4
 #define clattn_bits_u2_t32 2
 inline ulong clattn_token_group_bytes(ulong dim, uint tokens, uint bits) { return 4 + dim * 4 + tokens * dim * bits / 8; }
+/* Offsets: a group's packed row t (from the group's first byte), a chunk's tail (from the chunk's). */
+inline ulong clattn_token_packed_at(ulong dim, uint bits, ulong t) { return 4 + dim * 4 + t * (dim * bits / 8); }
+inline ulong clattn_token_tail_at(ulong rows, ulong dim, uint tokens, uint bits)
+{
+    return 4 + rows / tokens * clattn_token_group_bytes(dim, tokens, bits);
+}
 inline ulong clattn_token_chunk_bytes(ulong rows, ulong dim, uint tokens, uint bits)
 {
-    return 4 + rows / tokens * clattn_token_group_bytes(dim, tokens, bits) + (ulong)tokens * dim * 2;
+    return clattn_token_tail_at(rows, dim, tokens, bits) + (ulong)tokens * dim * 2;
 }
 
 /* Where row r of a chunk lies: its group's first byte, or NULL for a row in the tail (whose float16 row
@@ -302,7 +308,7 @@ inline __global const uchar *clattn_token_row(__global const uchar *chunk, ulong
     const ulong g = r / tokens; /* (the count bounded by the chunk's room: a stray header reads in bounds) */
     if (g < min((ulong)*(__global const uint *)chunk, rows / tokens))
         return chunk + 4 + g * group_bytes;
-    *tail = (__global const half *)(chunk + 4 + rows / tokens * group_bytes) + (r % tokens) * dim;
+    *tail = (__global const half *)(chunk + clattn_token_tail_at(rows, dim, tokens, bits)) + (r % tokens) * dim;
     return 0;
 }
 
@@ -310,7 +316,7 @@ inline __global const uchar *clattn_token_row(__global const uchar *chunk, ulong
 inline uint clattn_token_raw(__global const uchar *group, ulong dim, uint tokens, uint bits, ulong t, ulong d)
 {
     const uint per_byte = 8 / bits;
-    const uchar byte = group[4 + dim * 4 + t * (dim / per_byte) + d / per_byte];
+    const uchar byte = group[clattn_token_packed_at(dim, bits, t) + d / per_byte];
     return (byte >> ((d % per_byte) * bits)) & ((1u << bits) - 1);
 }
 

@@ -323,7 +323,7 @@ __attribute__((always_inline)) inline vec_t clattn_token_lanes(__global const uc
             return;                                                                                        \
         }                                                                                                  \
         __global const half *scales = (__global const half *)(group + 4);                                  \
-        __global const uchar *raw = group + 4 + (DIM) * 4 + t * ((DIM) * (BITS) / 8);                      \
+        __global const uchar *raw = group + clattn_token_packed_at(DIM, BITS, t);                          \
         for (; e + VEC <= n; e += VEC) {                                                                   \
             const vec_t s = clattn_vload_float16(scales, e) * scale;                                       \
             const vec_t z = clattn_vload_float16(scales, (DIM) + e);                                       \
