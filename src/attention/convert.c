@@ -82,10 +82,14 @@ clattn_status append_rows(clattn_context *ctx, cl_mem rows, clattn_dtype from, s
                                   t->scales, t->capacity, t->table, t->cols, t->shift, lengths};
     kernel_args a = kernel_args_begin(fb->kernels[1]);
     params_bind(&a, &params_append_rows, &p, fb->features);
-    /* A row a work-item; for a token format a work-group a head, a packed byte's channels of every new row
-     * a work-item (its rows walked in order, in step: cl/convert.cl). */
+    /* A row a work-item; for a token format a work-group a head walking its new rows in order, in step
+     * (cl/convert.cl), as wide as a packed row's bytes where the device allows (narrower still works). */
     if (f->tokens) {
-        const size_t local[2] = {dim * f->bits / 8, 1}, global[2] = {local[0], batch * kv_heads};
+        size_t width = dim * f->bits / 8, limit;
+        if ((st = kernel_group_limit(ctx, fb->kernels[1], &limit)) != CLATTN_SUCCESS)
+            return st;
+        width = width < limit ? width : limit;
+        const size_t local[2] = {width, 1}, global[2] = {width, batch * kv_heads};
         return kernel_launch(ctx, &a, "cache append", 2, global, local);
     }
     const size_t global[2] = {new_len, batch * kv_heads};
