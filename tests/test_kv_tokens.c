@@ -197,9 +197,10 @@ static void attend_check(size_t dev, const attend_case *a, const cache_side *k, 
 
 /* ---- 1. append (dense) ---- */
 
-/* Appends of these many rows, in order: a few, across a group's end, several groups at once, and up
- * to the capacity (CAP = 100: three whole groups, the last 4 rows forever in the tail). */
-static const size_t steps[] = {5, 30, 40, 25};
+/* Appends of these many rows, in order: a few, to one short of a group's end, on across two group ends
+ * (the first completed by one new row), and up to the capacity (CAP = 100: three whole groups, the
+ * last 4 rows forever in the tail). */
+static const size_t steps[] = {5, 26, 44, 25};
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 START_TEST(test_append)

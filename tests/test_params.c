@@ -56,8 +56,10 @@ static const family_case cases[] = {
     {&family_convert, "", 0, false, true, {.q = CLATTN_BFLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_Q4_0}},
     {&family_convert, "", 0, false, true, {.q = CLATTN_FLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_FP8_E4M3}},
     /* (a token format's append, and its loads and row dequantising in the staged decode build) */
-    {&family_convert, "", 0, false, true, {.q = CLATTN_FLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32,
-                                           .o = CLATTN_U2_T32, .o_chunk = {64, 16}}},
+    {&family_append_tokens, "", 0, false, true, {.q = CLATTN_FLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32,
+                                                 .o = CLATTN_U2_T32, .o_chunk = {64, 16}}},
+    {&family_append_tokens, "", 0, false, true, {.q = CLATTN_BFLOAT16, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32,
+                                                 .o = CLATTN_U4_T32, .o_chunk = {32, 8}}},
     {&family_decode, "-DDK=16 -DDV=16 -DVEC=4 -DKQ=1 -DRB=1 -DTILE=16 -DR_MAX=4 -DSTAGE=1 -DPREFETCH=0", 1,
      false, true, {.q = CLATTN_FLOAT32, .k = CLATTN_U4_T32, .v = CLATTN_U2_T32, .o = CLATTN_FLOAT32,
                    .k_chunk = {48, 16}, .v_chunk = {48, 16}}},

@@ -11,15 +11,14 @@
 #include <stdlib.h>
 
 
-/* The kernels converting `from` (its chunks `from_chunk` where it is a token format) into `to` (`to_chunk`
- * likewise) (params.c: family_convert). */
+/* The kernels converting `from` (its chunks `from_chunk` where it is a token format) into `to`, a format
+ * that is not (params.c: family_convert). */
 static clattn_status kernels_get(clattn_context *ctx, clattn_dtype from, chunk_shape from_chunk, clattn_dtype to,
-                                 chunk_shape to_chunk, const family_build **out)
+                                 const family_build **out)
 {
     char options[TYPES_OPTIONS_MAX];
     tensor_types t = {.q = from, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = to};
     t.q_chunk = from_chunk;
-    t.o_chunk = to_chunk;
     tensor_types_options(t, options, sizeof options);
     return program_get(ctx, &family_convert, options, 0, 0, NULL, out);
 }
@@ -28,7 +27,7 @@ static clattn_status convert_run(clattn_context *ctx, cl_mem src, clattn_dtype f
                                  cl_mem scales, size_t row, cl_mem dst, clattn_dtype to, size_t n)
 {
     const family_build *fb;
-    clattn_status st = kernels_get(ctx, from, from_chunk, to, (chunk_shape){0, 0}, &fb);
+    clattn_status st = kernels_get(ctx, from, from_chunk, to, &fb);
     if (st != CLATTN_SUCCESS)
         return st;
     const convert_params p = {src, dtype_format_of(from)->scales != ROW_SCALES_NONE ? scales : NULL, row, dst, n};
@@ -69,29 +68,42 @@ clattn_status convert_narrow(clattn_context *ctx, cl_mem wide, cl_mem out, clatt
                                   : convert_elements(ctx, wide, CLATTN_FLOAT32, NULL, 1, out, type, elems);
 }
 
+/* The two launches of a token format's append (cl/append_tokens.cl): the groups it completes, then the
+ * tail and the chunks' counts, in that order (the first reads tail rows the second may overwrite). */
+static clattn_status append_tokens(clattn_context *ctx, const append_rows_params *p, clattn_dtype from,
+                                   clattn_dtype to, chunk_shape chunk)
+{
+    const dtype_format *f = dtype_format_of(to);
+    char options[TYPES_OPTIONS_MAX];
+    tensor_types types = {.q = from, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = to, .o_chunk = chunk};
+    tensor_types_options(types, options, sizeof options);
+    const family_build *fb;
+    clattn_status st = program_get(ctx, &family_append_tokens, options, 0, 0, NULL, &fb);
+    const size_t heads = p->batch * p->kv_heads, groups = p->new_len / f->tokens + 1;
+    const size_t group_items[3] = {p->dim * f->bits / 8 + 1, groups, heads}, tail_items[3] = {p->dim, p->new_len, heads};
+    for (int k = 0; k < 2 && st == CLATTN_SUCCESS; k++) {
+        kernel_args a = kernel_args_begin(fb->kernels[k]);
+        params_bind(&a, k ? &params_append_token_tail : &params_append_token_groups, p, fb->features);
+        st = kernel_launch_auto(ctx, &a, k ? "cache append (tail)" : "cache append (groups)", 3,
+                                k ? tail_items : group_items);
+    }
+    return st;
+}
+
 clattn_status append_rows(clattn_context *ctx, cl_mem rows, clattn_dtype from, size_t batch, size_t kv_heads,
                           size_t new_len, size_t dim, const append_target *t, cl_mem lengths)
 {
-    const family_build *fb;
-    const dtype_format *f = dtype_format_of(t->type);
     const chunk_shape chunk = {t->table ? (size_t)1 << t->shift : t->capacity, dim};
-    clattn_status st = kernels_get(ctx, from, (chunk_shape){0, 0}, t->type, chunk, &fb);
-    if (st != CLATTN_SUCCESS)
-        return st;
     const append_rows_params p = {rows,     new_len,  kv_heads, dim,    batch,   t->cache,
                                   t->scales, t->capacity, t->table, t->cols, t->shift, lengths};
+    if (dtype_is_token(t->type))
+        return append_tokens(ctx, &p, from, t->type, chunk);
+    const family_build *fb;
+    clattn_status st = kernels_get(ctx, from, (chunk_shape){0, 0}, t->type, &fb);
+    if (st != CLATTN_SUCCESS)
+        return st;
     kernel_args a = kernel_args_begin(fb->kernels[1]);
     params_bind(&a, &params_append_rows, &p, fb->features);
-    /* A row a work-item; for a token format a work-group a head walking its new rows in order, in step
-     * (cl/convert.cl), as wide as a packed row's bytes where the device allows (narrower still works). */
-    if (f->tokens) {
-        size_t width = dim * f->bits / 8, limit;
-        if ((st = kernel_group_limit(ctx, fb->kernels[1], &limit)) != CLATTN_SUCCESS)
-            return st;
-        width = width < limit ? width : limit;
-        const size_t local[2] = {width, 1}, global[2] = {width, batch * kv_heads};
-        return kernel_launch(ctx, &a, "cache append", 2, global, local);
-    }
-    const size_t global[2] = {new_len, batch * kv_heads};
+    const size_t global[2] = {new_len, batch * kv_heads}; /* (a row a work-item) */
     return kernel_launch_auto(ctx, &a, "cache append", 2, global);
 }

@@ -52,6 +52,8 @@ const kernel_params params_convert = PARAM_TABLE("clattn_convert", CLATTN_CONVER
 #undef PARAM_STRUCT
 #define PARAM_STRUCT append_rows_params
 const kernel_params params_append_rows = PARAM_TABLE("clattn_append_rows", CLATTN_APPEND_ROWS_PARAMS);
+const kernel_params params_append_token_groups = PARAM_TABLE("clattn_append_token_groups", CLATTN_APPEND_ROWS_PARAMS);
+const kernel_params params_append_token_tail = PARAM_TABLE("clattn_append_token_tail", CLATTN_APPEND_ROWS_PARAMS);
 #undef PARAM_STRUCT
 #define PARAM_STRUCT paged_check_params
 const kernel_params params_paged_check = PARAM_TABLE("clattn_paged_check", CLATTN_PAGED_CHECK_PARAMS);
@@ -182,6 +184,9 @@ const kernel_family family_softmax_double = {"double softmax", {"softmax_double.
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
 const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
                                       2, NULL};
+/* Appends to a token-format cache: the groups completed, then the tail (cl/append_tokens.cl). */
+const kernel_family family_append_tokens = {"token-format append", {"append_tokens.cl"}, 1,
+                                            {&params_append_token_groups, &params_append_token_tail}, 2, 2, NULL};
 const kernel_family family_paged_check = {"block-id check", {"paged.cl"}, 1, {&params_paged_check}, 1, 1, NULL};
 const kernel_family family_gemm = {"GEMM", {"vec.cl", "gemm.cl"}, 2, {&params_gemm}, 1, 1, NULL};
 const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias}, 1, 1, NULL};
@@ -206,7 +211,7 @@ const kernel_family family_layer_backward = {"layer backward", {"layer_backward.
                                              {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
-                                                &family_softmax_double, &family_merge, &family_convert,
+                                                &family_softmax_double, &family_merge, &family_convert, &family_append_tokens,
                                                 &family_paged_check,    &family_gemm,  &family_add_bias,
                                                 &family_block_mask,     &family_backward, &family_layer_backward};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];
