@@ -18,9 +18,10 @@ from ._attention import (_attention_backward, _attention_forward, _NumpyArrays, 
                          scaled_dot_product_attention)
 from ._calls import (ArgumentError, CallTimeoutError, Context, ContextBusyError, Error, default_context, devices,
                      set_default_context, wait_abandoned)
+from ._flex import BlockMask, TranslationError, create_block_mask, flex_attention
 from ._kvcache import Format, KVCache, formats
 
-__all__ = ["ArgumentError", "CallTimeoutError", "Context", "ContextBusyError", "Error", "Format", "KVCache", "devices",
-           "default_context", "formats", "merge", "multi_head_attention", "scaled_dot_product_attention",
-           "set_default_context", "wait_abandoned"]
+__all__ = ["ArgumentError", "BlockMask", "CallTimeoutError", "Context", "ContextBusyError", "Error", "Format", "KVCache",
+           "TranslationError", "create_block_mask", "devices", "default_context", "flex_attention", "formats", "merge",
+           "multi_head_attention", "scaled_dot_product_attention", "set_default_context", "wait_abandoned"]
 __version__ = _clattn.library_version()
