@@ -351,25 +351,28 @@ def evaluate(graph, inputs, tensors):
               "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor, "minimum": np.minimum,
               "maximum": np.maximum}
     for n in graph["nodes"]:
-        op, args = n["op"], [arg(a) for a in n["args"]]
-        if op == "index":
-            t = tensors[n["args"][0]["tensor"]]
-            idx = tuple(np.clip(np.where(np.asarray(i) < 0, np.asarray(i) + s, i), 0, s - 1)
-                        for i, s in zip(args[1:], t.shape))
-            vals[n["name"]] = t[idx]
-        elif op in unary:
-            vals[n["name"]] = unary[op](args[0])
-        elif op in binary:
-            vals[n["name"]] = binary[op](args[0], args[1])
-        elif op == "where":
-            vals[n["name"]] = np.where(args[0], args[1], args[2])
-        elif op == "clamp":
-            lo = -np.inf if args[1] is None else args[1]
-            hi = np.inf if args[2] is None else args[2]
-            vals[n["name"]] = np.minimum(np.maximum(args[0], lo), hi)
-        elif op == "erf":
-            import math as _m
-            vals[n["name"]] = np.vectorize(_m.erf)(args[0])
-        else:
-            raise TranslationError(op)
+        args = [arg(a) for a in n["args"]]
+        with np.errstate(all="ignore"):  # (both sides of a where are computed, as in the kernel)
+            vals[n["name"]] = _evaluate_node(np, n["op"], args, n, tensors, unary, binary)
     return arg(graph["output"])
+
+
+def _evaluate_node(np, op, args, n, tensors, unary, binary):
+    """One node's value for evaluate()."""
+    if op == "index":
+        t = tensors[n["args"][0]["tensor"]]
+        idx = tuple(np.clip(np.where(np.asarray(i) < 0, np.asarray(i) + s, i), 0, s - 1)
+                    for i, s in zip(args[1:], t.shape))
+        return t[idx]
+    if op in unary:
+        return unary[op](args[0])
+    if op in binary:
+        return binary[op](args[0], args[1])
+    if op == "where":
+        return np.where(args[0], args[1], args[2])
+    if op == "clamp":
+        x = args[0] if args[1] is None else np.maximum(args[0], args[1])
+        return x if args[2] is None else np.minimum(x, args[2])
+    if op == "erf":
+        return np.vectorize(math.erf)(args[0])
+    raise TranslationError(op)
