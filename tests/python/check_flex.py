@@ -67,12 +67,12 @@ def test_example_equals_flex_attention(ctx, name, blocks, dtype):
     q, k, v = inputs(dtype, len(name))
     block_mask = None
     if blocks == "clattn":
-        block_mask = clattn.create_block_mask(mask_mod, None, None, L, S, BLOCK_SIZE=16)
+        block_mask = clattn.create_block_mask(mask_mod, B, None, L, S, BLOCK_SIZE=16)
     elif blocks == "torch":
-        block_mask = torch_flex.create_block_mask(mask_mod, None, None, L, S, device="cpu", BLOCK_SIZE=16)
+        block_mask = torch_flex.create_block_mask(mask_mod, B, None, L, S, device="cpu", BLOCK_SIZE=16)
     out, lse = clattn.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, return_lse=True,
                                      context=ctx)
-    torch_mask = torch_flex.create_block_mask(mask_mod, None, None, L, S, device="cpu") if mask_mod else None
+    torch_mask = torch_flex.create_block_mask(mask_mod, B, None, L, S, device="cpu") if mask_mod else None
     want, want_lse = torch_flex_attention(q.float(), k.float(), v.float(), score_mod=score_mod,
                                                block_mask=torch_mask, return_lse=True)
     assert out.dtype == dtype and out.shape == (B, H, L, E) and lse.dtype == torch.float32
@@ -87,7 +87,7 @@ def test_example_equals_flex_attention(ctx, name, blocks, dtype):
 def test_example_gradients(ctx, name, dtype):
     score_mod, mask_mod = EXAMPLES[name](B, H, L, S)
     q, k, v = inputs(dtype, 100 + len(name), requires_grad=True)
-    block_mask = clattn.create_block_mask(mask_mod, None, None, L, S, BLOCK_SIZE=16) if mask_mod else None
+    block_mask = clattn.create_block_mask(mask_mod, B, None, L, S, BLOCK_SIZE=16) if mask_mod else None
     out = clattn.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, context=ctx)
     grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(9)).to(dtype)
     out.backward(grad)
@@ -101,10 +101,10 @@ def test_example_gradients(ctx, name, dtype):
 def test_grouped_query_heads(ctx):
     score_mod, mask_mod = EXAMPLES["soft_cap_causal_alibi"](B, H, L, S)
     q, k, v = inputs(torch.float32, 5, kv_heads=2, requires_grad=True)
-    block_mask = clattn.create_block_mask(mask_mod, None, None, L, S)
+    block_mask = clattn.create_block_mask(mask_mod, B, None, L, S)
     out, lse = clattn.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True,
                                      return_lse=True, context=ctx)
-    torch_mask = torch_flex.create_block_mask(mask_mod, None, None, L, S, device="cpu")
+    torch_mask = torch_flex.create_block_mask(mask_mod, B, None, L, S, device="cpu")
     want, want_lse = torch_flex_attention(q.detach(), k.detach(), v.detach(), score_mod=score_mod,
                                                block_mask=torch_mask, enable_gqa=True, return_lse=True)
     close(out, want, TOL[torch.float32], "out")

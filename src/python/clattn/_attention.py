@@ -13,7 +13,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  enable_gqa=False, *, window=None, softcap=None, sinks=None, alibi=None,
                                  offsets=None, key_lengths=None, logit_scale=None, return_lse=False, weights=None,
                                  algorithm="auto", mods=None, aux=None, defines=None, dtype=None, context=None,
-                                 timeout=None):
+                                 timeout=None, _block_mask=None):
     """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, on an OpenCL device.
 
     query (..., Hq, L, E), key (..., H, S, E), value (..., H, S, Ev) → out (..., Hq, L, Ev), the same
@@ -86,6 +86,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     out_shape = lead + (q_len, v_dim)
     lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
     compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
+    if _block_mask is not None and compiled is not None:  # (clattn.flex_attention's: blocks of these mods)
+        made, arrays = compiled if isinstance(compiled, tuple) else (compiled, None)
+        compiled = (made, arrays, _block_mask(made, arrays))
     # Zero-size dimensions, as PyTorch's math gives them: no query row (B, H or L = 0) or Ev = 0: an empty
     # output; no key (S = 0): the softmax over nothing weighs nothing, out = 0 (lse = -inf); E = 0: every
     # score is 0 (an empty dot product), so q and k are one zero column each (what the masks and variants

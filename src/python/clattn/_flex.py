@@ -312,17 +312,39 @@ def _merge_tensors(graph, own, tensors):
 
 class BlockMask:
     """clattn's block mask for flex_attention: a mask_mod over Q_LEN query positions × KV_LEN keys, in
-    blocks of BLOCK_SIZE (a block entirely hidden is skipped, one entirely visible calls no mask_mod). Made
-    by create_block_mask; its blocks are evaluated on the device on first use with each score_mod (clattn
-    builds a block mask for the mods a call compiles)."""
+    blocks of BLOCK_SIZE — a block no pair of which is visible is skipped, one whose every pair is visible
+    calls no mask_mod. Made by create_block_mask; the blocks are evaluated on the device (clattn's
+    block-mask builder) the first time the mask is used with each score_mod (they belong to the mods a
+    call compiles), from the captured tensors' values then."""
+
+    _KEPT = 4  # (blocks kept for this many score_mods, the least recently used going first)
 
     def __init__(self, mask_mod, B, H, Q_LEN, KV_LEN, BLOCK_SIZE):
         self.mask_mod, self.shape = mask_mod, (B, H, Q_LEN, KV_LEN)
         self.BLOCK_SIZE = BLOCK_SIZE
+        self._blocks = {}  # id(Mods) → (Mods, _clattn.BlockMask)
 
     @property
     def seq_lengths(self):
         return self.shape[2], self.shape[3]
+
+    def _for(self, made, arrays):
+        """The blocks for a call's compiled mods (made, with aux contents `arrays`)."""
+        from . import _clattn
+        kept = self._blocks.pop(id(made), None)
+        if kept is None or kept[0] is not made:
+            if arrays is not None:
+                made.update(list(arrays))  # (the builder reads the auxiliary tensors' buffers)
+            B, H, q_len, kv_len = self.shape
+            kept = (made, _clattn.BlockMask(made, B or 0, H or 0, q_len, kv_len, *self.BLOCK_SIZE))
+            while len(self._blocks) >= self._KEPT:
+                del self._blocks[next(iter(self._blocks))]
+        self._blocks[id(made)] = kept
+        return kept[1]
+
+    def counts(self):
+        """(empty, partial, full) blocks, as evaluated for the score_mod last used with it (None before)."""
+        return next(reversed(self._blocks.values()))[1].counts() if self._blocks else None
 
     def __repr__(self):
         return (f"clattn.BlockMask(shape={self.shape}, BLOCK_SIZE={self.BLOCK_SIZE}, "
@@ -398,6 +420,8 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     source, tensors = translate(score_mod, mask_mod)
     torch = _torch()
     aux = {f"aux{i}": _aux_array(torch, t) for i, t in enumerate(tensors)}
-    ctx = _context(context)
+    # (PyTorch's BlockMask: its mask_mod, evaluated at every pair; clattn's: its blocks too)
+    blocks = block_mask._for if isinstance(block_mask, BlockMask) else None
     return scaled_dot_product_attention(query, key, value, scale=scale, enable_gqa=enable_gqa,
-                                        return_lse=return_lse, mods=source, aux=aux, context=ctx, timeout=timeout)
+                                        return_lse=return_lse, mods=source, aux=aux, context=_context(context),
+                                        timeout=timeout, _block_mask=blocks)

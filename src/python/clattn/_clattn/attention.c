@@ -249,14 +249,15 @@ static PyObject *call_end(py_tensor *t, size_t n, call_options *o, mods_staged *
     Py_RETURN_NONE;
 }
 
-/* The SDPA descriptor of a call's shape (B, H, kv_heads, L, S, Dqk, Dv), options and mods. */
-static clattn_sdpa_desc sdpa_desc_of(const Py_ssize_t *dims, const call_options *o, const clattn_mods *mods)
+/* The SDPA descriptor of a call's shape (B, H, kv_heads, L, S, Dqk, Dv), options, mods and block mask. */
+static clattn_sdpa_desc sdpa_desc_of(const Py_ssize_t *dims, const call_options *o, const mods_staged *mods)
 {
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = (size_t)dims[0], d.heads = (size_t)dims[1], d.kv_heads = (size_t)dims[2];
     d.q_len = (size_t)dims[3], d.kv_len = (size_t)dims[4], d.qk_dim = (size_t)dims[5], d.v_dim = (size_t)dims[6];
     py_options_apply(o, &d);
-    d.mods = mods;
+    d.mods = mods->mods;
+    d.block_mask = mods->block_mask;
     return d;
 }
 
@@ -293,7 +294,7 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     if (bad)
         return call_end(t, 7, &o, &mods, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV};
-    clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods.mods);
+    clattn_sdpa_desc d = sdpa_desc_of(dims, &o, &mods);
     d.q_dtype = t[0].dtype, d.k_dtype = t[1].dtype, d.v_dtype = t[2].dtype, d.out_dtype = t[3].dtype;
     clattn_status st;
     char detail[2048];
@@ -340,7 +341,7 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     if (bad)
         return call_end(t, N, &o, &mods, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV_};
-    const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, mods.mods);
+    const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, &mods);
     clattn_status st;
     char detail[2048];
     CLATTN_CALL(pc, detail, {
@@ -415,6 +416,7 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     d.out_dim = (size_t)DOUT;
     d.x_dtype = t[X].dtype, d.weight_dtype = t[WQ].dtype, d.out_dtype = t[OUT].dtype;
     d.mods = mods.mods;
+    d.block_mask = mods.block_mask;
     clattn_mha_host_weights w = CLATTN_MHA_HOST_WEIGHTS_INIT;
     w.w_q = t[WQ].data, w.b_q = t[BQ].data, w.w_k = t[WK].data, w.b_k = t[BK].data;
     w.w_v = t[WV].data, w.b_v = t[BV].data, w.w_o = t[WO].data, w.b_o = t[BO].data;

@@ -224,17 +224,36 @@ void pyclattn_mods_release(mods_staged *s)
     memset(s, 0, sizeof *s);
 }
 
+const clattn_mods *pyclattn_mods_of(PyObject *obj, py_context **pc)
+{
+    if (!PyObject_TypeCheck(obj, (PyTypeObject *)pyclattn_state.mods_type)) {
+        PyErr_Format(PyExc_TypeError, "mods must be clattn mods, not %R", (PyObject *)Py_TYPE(obj));
+        return NULL;
+    }
+    *pc = (py_context *)((py_mods *)obj)->context;
+    return ((py_mods *)obj)->mods;
+}
+
 int pyclattn_mods_stage(PyObject *obj, py_context *pc, mods_staged *s)
 {
     memset(s, 0, sizeof *s);
     if (obj == Py_None)
         return 0;
-    PyObject *arrays = NULL;
+    PyObject *arrays = NULL, *block_mask = NULL;
     if (PyTuple_Check(obj)) {
         PyObject *mods_obj;
-        if (!PyArg_ParseTuple(obj, "OO:mods", &mods_obj, &arrays))
+        if (!PyArg_ParseTuple(obj, "OO|O:mods", &mods_obj, &arrays, &block_mask))
             return -1;
         obj = mods_obj;
+    }
+    if (block_mask && block_mask != Py_None) {
+        PyObject *made_from;
+        if (!(s->block_mask = pyclattn_block_mask_of(block_mask, &made_from)))
+            return -1;
+        if (made_from != obj) {
+            PyErr_SetString(PyExc_ValueError, "the block mask was made from other mods than the call's");
+            return -1;
+        }
     }
     if (!PyObject_TypeCheck(obj, (PyTypeObject *)pyclattn_state.mods_type)) {
         PyErr_Format(PyExc_TypeError, "mods must be clattn mods, not %R", (PyObject *)Py_TYPE(obj));

@@ -239,13 +239,15 @@ PyMODINIT_FUNC PyInit__clattn(void)
     pyclattn_state.context_type = PyType_FromSpec(&context_spec);
     pyclattn_state.mods_type = PyType_FromSpec(&pyclattn_mods_spec);
     pyclattn_state.kvcache_type = PyType_FromSpec(&pyclattn_kvcache_spec);
+    pyclattn_state.block_mask_type = PyType_FromSpec(&pyclattn_block_mask_spec);
     const struct {
         const char *name;
         PyObject *obj;
     } exported[] = {{"Error", pyclattn_state.error},
                     {"Context", pyclattn_state.context_type},
                     {"Mods", pyclattn_state.mods_type},
-                    {"KVCache", pyclattn_state.kvcache_type}};
+                    {"KVCache", pyclattn_state.kvcache_type},
+                    {"BlockMask", pyclattn_state.block_mask_type}};
     for (size_t i = 0; i < sizeof exported / sizeof exported[0]; i++) {
         if (!exported[i].obj) {
             Py_DECREF(m);

@@ -30,6 +30,7 @@ typedef struct module_state {
     PyObject *context_type; /* clattn._clattn.Context */
     PyObject *mods_type;    /* clattn._clattn.Mods */
     PyObject *kvcache_type; /* clattn._clattn.KVCache */
+    PyObject *block_mask_type; /* clattn._clattn.BlockMask */
 } module_state;
 
 extern module_state pyclattn_state;
@@ -122,16 +123,24 @@ extern PyType_Spec pyclattn_kvcache_spec;
  * lock held), so that no other thread's aux lands between the write and the call. */
 typedef struct mods_staged {
     const clattn_mods *mods; /* NULL: no mods */
+    const clattn_block_mask *block_mask; /* NULL: none (made from `mods`: a BlockMask) */
     PyObject *owner;         /* the Mods object (borrowed: the caller's argument holds it) */
     size_t naux;             /* 0: nothing to write */
     py_tensor aux[CLATTN_MODS_MAX_AUX];
 } mods_staged;
 
-/* obj: None, a Mods, or (Mods, arrays) with arrays the new contents of its auxiliary tensors in their
- * order (each of the size the mods were made with). 0, or -1 with TypeError / ValueError. */
+/* obj: None, a Mods, or (Mods, arrays[, BlockMask]) with arrays the new contents of its auxiliary tensors
+ * in their order (each of the size the mods were made with; None: no new contents) and a block mask made
+ * from those mods. 0, or -1 with TypeError / ValueError. */
 int pyclattn_mods_stage(PyObject *obj, py_context *pc, mods_staged *s);
 /* Writes the staged contents (blocking); call it with the context's lock held (no GIL needed). */
 clattn_status pyclattn_mods_write(const mods_staged *s, py_context *pc);
 void pyclattn_mods_release(mods_staged *s);
+/* A Mods object's mods and its context (NULL with TypeError for another object). */
+const clattn_mods *pyclattn_mods_of(PyObject *obj, py_context **pc);
+
+extern PyType_Spec pyclattn_block_mask_spec;
+/* A BlockMask's mask and the Mods it was made from (NULL with TypeError for another object). */
+const clattn_block_mask *pyclattn_block_mask_of(PyObject *obj, PyObject **mods);
 
 #endif
