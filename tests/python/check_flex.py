@@ -157,3 +157,19 @@ def test_translation_cache():
     table = torch.randn(3 * L)  # (the closure re-bound to another tensor: traced again)  # noqa: F841
     source, tensors = _flex.translate(score_mod)
     assert tensors[0] is table and "111L" in source  # (its length in the index's wrap and clamp)
+
+
+def test_learned_captured_tensor_refused_under_grad(ctx):
+    """A captured tensor that requires grad (a learnable bias table) is refused while autograd records —
+    its gradient is not derived yet — and runs under torch.no_grad()."""
+    q, k, v = inputs(torch.float32, 8)
+    table = torch.randn(2 * L, requires_grad=True)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + table[q_idx - kv_idx + L]
+
+    with pytest.raises(clattn.ArgumentError, match="requires grad"):
+        clattn.flex_attention(q, k, v, score_mod=score_mod, context=ctx)
+    with torch.no_grad():
+        out = clattn.flex_attention(q, k, v, score_mod=score_mod, context=ctx)
+    close(out, torch_flex_attention(q, k, v, score_mod=score_mod).detach(), TOL[torch.float32], "out")

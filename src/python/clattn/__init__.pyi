@@ -1,5 +1,5 @@
 # The clattn package's public types, for type checkers (the code: __init__.py and the C module _clattn).
-from typing import Any, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, TypeVar, Union
 
 Tensor = TypeVar("Tensor")  # a numpy.ndarray or a torch.Tensor: the output is of the query's kind
 
@@ -50,6 +50,23 @@ def multi_head_attention(
 def merge(outputs: Sequence[Tensor], lses: Sequence[Any], *, sinks: Optional[Sequence[float]] = ...,
           context: Optional[Context] = ..., timeout: Optional[float] = ...) -> Tuple[Tensor, Tensor]: ...
 def wait_abandoned(context: Optional[Context] = ..., timeout: Optional[float] = ...) -> bool: ...
+
+class TranslationError(ValueError): ...
+
+class BlockMask:
+    mask_mod: Callable[..., Any]
+    shape: Tuple[Optional[int], Optional[int], int, int]
+    BLOCK_SIZE: Tuple[int, int]
+    @property
+    def seq_lengths(self) -> Tuple[int, int]: ...
+    def counts(self) -> Optional[Tuple[int, int, int]]: ...
+
+def create_block_mask(mask_mod: Callable[..., Any], B: Optional[int], H: Optional[int], Q_LEN: int, KV_LEN: int,
+                      device: Any = ..., BLOCK_SIZE: Union[int, Tuple[int, int]] = ..., _compile: bool = ...) -> BlockMask: ...
+def flex_attention(query: Tensor, key: Tensor, value: Tensor, score_mod: Optional[Callable[..., Any]] = ...,
+                   block_mask: Any = ..., scale: Optional[float] = ..., enable_gqa: bool = ..., return_lse: bool = ...,
+                   kernel_options: Optional[Dict[str, Any]] = ..., *, context: Optional[Context] = ...,
+                   timeout: Optional[float] = ...) -> Any: ...
 
 class Format(NamedTuple):
     name: str
