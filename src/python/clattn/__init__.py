@@ -12,7 +12,9 @@ raise ``clattn.Error`` (``.status``, ``.status_name`` and the library's detail; 
 Python can check itself raises ``TypeError``, or ``clattn.ArgumentError`` (a ValueError and a RuntimeError,
 as PyTorch raises RuntimeError for the same arguments) naming the argument.
 """
-from . import _clattn
+import sys as _sys
+
+from . import _clattn, _torch_ops
 from ._arrays import _options
 from ._attention import (_attention_backward, _attention_forward, _NumpyArrays, merge, multi_head_attention,
                          scaled_dot_product_attention)
@@ -23,5 +25,12 @@ from ._kvcache import Format, KVCache, formats
 
 __all__ = ["ArgumentError", "BlockMask", "CallTimeoutError", "Context", "ContextBusyError", "Error", "Format", "KVCache",
            "TranslationError", "create_block_mask", "devices", "default_context", "flex_attention", "formats", "merge",
-           "multi_head_attention", "scaled_dot_product_attention", "set_default_context", "wait_abandoned"]
+           "multi_head_attention", "register_torch_ops", "scaled_dot_product_attention", "set_default_context",
+           "wait_abandoned"]
 __version__ = _clattn.library_version()
+
+# torch.ops.clattn.sdpa for torch.compile and torch.export: defined now when PyTorch is already imported, else
+# by register_torch_ops() (before compiling a model; clattn never imports PyTorch itself)
+register_torch_ops = _torch_ops.register
+if "torch" in _sys.modules:
+    register_torch_ops()

@@ -6,7 +6,8 @@ from . import _clattn
 from ._arrays import (_WEIGHTS, _broadcast_qkv, _causal_of, _dtype_name, _empty, _expand, _fill, _numpy, _options,
                       _per_head, _prepare_mask, _sdpa_call, _tensor, _with_options, _zeros_like_shape)
 from ._calls import ArgumentError, _call, _context, _deadline
-from ._programmable import _mods
+from . import _torch_ops
+from ._programmable import _mods, _mods_source
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -44,6 +45,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     require grad (and with grad enabled) the result is differentiable: its .backward() runs clattn's
     backward pass (clattn_sdpa_backward; float32 arithmetic) for query, key and value.
     """
+    torch = _sys.modules.get("torch")
+    if torch is not None and isinstance(query, torch.Tensor) and torch.compiler.is_compiling():
+        # (torch.compile: the torch.library operator, whose fake implementation gives the graph its shapes)
+        if (dropout_p or window is not None or softcap is not None or sinks is not None or alibi is not None
+                or offsets is not None or key_lengths is not None or logit_scale is not None or weights is not None
+                or algorithm != "auto" or defines or dtype is not None or timeout is not None or context is not None
+                or any(isinstance(a, tuple) for a in (aux or {}).values())):
+            raise ArgumentError("under torch.compile clattn takes attn_mask, is_causal, scale, enable_gqa, "
+                                "return_lse, mods and aux (tensors by name), on the default context — call it "
+                                "eagerly for the others")
+        return _torch_ops.compiled_sdpa(torch, query, key, value, attn_mask, is_causal, scale, enable_gqa,
+                                        return_lse, None if mods is None else _mods_source(mods), aux)
     if dropout_p:
         raise ArgumentError("dropout_p: clattn computes attention without dropout (give 0.0)")
     deadline = _deadline(timeout)
