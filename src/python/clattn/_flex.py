@@ -26,8 +26,17 @@ def _torch():
     return torch
 
 
-# torch.fx call targets (functions and tensor methods) → the graph's operation names.
-def _function_ops(torch):
+_TABLES = {}
+
+
+def _op_tables(torch):
+    """(torch.fx call targets → operation names, tensor method names → operation names), made once."""
+    if not _TABLES:
+        _TABLES["tables"] = _make_op_tables(torch)
+    return _TABLES["tables"]
+
+
+def _make_op_tables(torch):
     t = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "truediv",
          operator.floordiv: "floordiv", operator.mod: "mod", operator.neg: "neg", operator.pow: "pow",
          operator.abs: "abs", operator.eq: "eq", operator.ne: "ne", operator.lt: "lt", operator.le: "le",
@@ -83,12 +92,12 @@ def _record(fn, inputs):
 
     tracer = Tracer()
     try:
-        graph = tracer.trace(fn, concrete_args=None)
+        graph = tracer.trace(fn)
     except Exception as e:  # (Python control flow on traced values, unsupported Python, …)
         raise TranslationError(f"tracing {getattr(fn, '__name__', fn)} with torch.fx failed "
                                f"(at {_line_of_caller_of(e)}): {e}") from e
     root = tracer.root
-    functions, _ = _function_ops(torch)
+    functions, methods = _op_tables(torch)
     tensors, tensor_ids, nodes, names = [], {}, [], {}
     placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(inputs):
@@ -143,7 +152,7 @@ def _record(fn, inputs):
         kwargs = {k: convert(v, line) for k, v in n.kwargs.items()}
         op = functions.get(n.target) if n.op == "call_function" else None
         if n.op == "call_method":
-            op = _TENSOR_METHODS.get(n.target) or _function_ops_names(torch).get(n.target)
+            op = _TENSOR_METHODS.get(n.target) or methods.get(n.target)
             if n.target == "to" or n.target == "type":
                 op = _cast_op(torch, args[1:] + list(kwargs.values()), line)
                 args = args[:1]
@@ -164,15 +173,6 @@ def _line_of_caller_of(exc):
             last = f"{os.path.basename(f)}:{tb.tb_lineno}"
         tb = tb.tb_next
     return last
-
-
-_NAMES_CACHE = {}
-
-
-def _function_ops_names(torch):
-    if "names" not in _NAMES_CACHE:
-        _NAMES_CACHE["names"] = _function_ops(torch)[1]
-    return _NAMES_CACHE["names"]
 
 
 def _cast_op(torch, args, line):
