@@ -159,17 +159,29 @@ def test_translation_cache():
     assert tensors[0] is table and "111L" in source  # (its length in the index's wrap and clamp)
 
 
-def test_learned_captured_tensor_refused_under_grad(ctx):
-    """A captured tensor that requires grad (a learnable bias table) is refused while autograd records —
-    its gradient is not derived yet — and runs under torch.no_grad()."""
-    q, k, v = inputs(torch.float32, 8)
-    table = torch.randn(2 * L, requires_grad=True)
-
-    def score_mod(score, b, h, q_idx, kv_idx):
-        return score + table[q_idx - kv_idx + L]
-
-    with pytest.raises(clattn.ArgumentError, match="requires grad"):
-        clattn.flex_attention(q, k, v, score_mod=score_mod, context=ctx)
+@pytest.mark.parametrize("name", ["relative_bias", "t5_bias"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_learned_captured_tensor_gradients(ctx, name, dtype):
+    """A captured table that requires grad (FlexAttention's learnable relative-position bias): its gradient,
+    and Q's, K's and V's, against a float64 autograd of the dense program, under a causal block mask."""
+    score_mod, _ = EXAMPLES[name](B, H, L, S)
+    table = next(c.cell_contents for c in score_mod.__closure__ if isinstance(c.cell_contents, torch.Tensor))
+    table.requires_grad_()
+    mask_mod = EXAMPLES["causal"](B, H, L, S)[1]
+    q, k, v = inputs(dtype, 10 + len(name), requires_grad=True)
+    block_mask = clattn.create_block_mask(mask_mod, None, None, L, S, BLOCK_SIZE=16)
+    out, lse = clattn.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, return_lse=True,
+                                     context=ctx)
+    grad = torch.randn(out.shape, generator=torch.Generator().manual_seed(11)).to(dtype)
+    out.backward(grad)
+    got_table = table.grad.clone()
+    table.grad = None
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
     with torch.no_grad():
-        out = clattn.flex_attention(q, k, v, score_mod=score_mod, context=ctx)
-    close(out, torch_flex_attention(q, k, v, score_mod=score_mod).detach(), TOL[torch.float32], "out")
+        table.data = table.data.double()
+    dense(q64, k64, v64, score_mod, mask_mod).backward(grad.double())
+    tol = GRAD_TOL[dtype]
+    close(got_table, table.grad, tol, "d table")
+    for got, want, what in ((q.grad, q64.grad, "dq"), (k.grad, k64.grad, "dk"), (v.grad, v64.grad, "dv")):
+        close(got, want, tol, what)
+    assert float(table.grad.abs().max()) > 1e-3  # (the table matters to the loss)

@@ -419,15 +419,18 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
                                             return_lse=return_lse, context=context, timeout=timeout)
     source, tensors = translate(score_mod, mask_mod)
     torch = _torch()
-    learned = [i for i, t in enumerate(tensors) if t.requires_grad]
-    if learned and torch.is_grad_enabled():
-        raise ArgumentError(f"captured tensor {learned[0]} (shape {tuple(tensors[learned[0]].shape)}) requires grad: "
-                            "clattn derives score_mod's gradient with respect to the score (so query, key and value "
-                            "get theirs) but not yet into captured tensors; detach it, or run under "
-                            "torch.no_grad() for inference")
     aux = {f"aux{i}": _aux_array(torch, t) for i, t in enumerate(tensors)}
     # (PyTorch's BlockMask: its mask_mod, evaluated at every pair; clattn's: its blocks too)
     blocks = block_mask._for if isinstance(block_mask, BlockMask) else None
-    return scaled_dot_product_attention(query, key, value, scale=scale, enable_gqa=enable_gqa,
-                                        return_lse=return_lse, mods=source, aux=aux, context=_context(context),
-                                        timeout=timeout, _block_mask=blocks)
+    ctx = _context(context)
+
+    def call(q, k, v, lse=return_lse):
+        return scaled_dot_product_attention(q, k, v, scale=scale, enable_gqa=enable_gqa, return_lse=lse, mods=source,
+                                            aux=aux, context=ctx, timeout=timeout, _block_mask=blocks)
+
+    learned = [t for t in tensors if t.requires_grad]
+    if learned and torch.is_grad_enabled():  # (a learnable table: its gradient too — _flex_learned)
+        from ._flex_learned import attention_with_learned
+        return attention_with_learned(torch, lambda q, k, v: call(q, k, v, True), query, key, value, score_mod,
+                                      mask_mod, learned, scale, enable_gqa, return_lse)
+    return call(query, key, value)
