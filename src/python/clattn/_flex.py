@@ -66,15 +66,21 @@ _TENSOR_METHODS = {"float": "to_float", "double": "to_float", "half": "to_float"
                    "__and__": "and", "__or__": "or", "__xor__": "xor", "__invert__": "not"}
 
 
+def _users_line(filename, lineno):
+    """"file:line" for a frame of the user's code, None for PyTorch's, clattn's or the interpreter's."""
+    inside = (os.path.dirname(_torch().__file__), os.path.dirname(__file__))
+    if filename.startswith(inside) or "<frozen" in filename:
+        return None
+    return f"{os.path.basename(filename)}:{lineno}"
+
+
 def _line_of_caller():
-    """file:line of the innermost frame outside PyTorch and clattn: the user's function's line."""
-    torch_dir = os.path.dirname(_torch().__file__)
-    here = os.path.dirname(__file__)
+    """The innermost frame of the user's code on the stack: the line of their function being traced."""
     frame = inspect.currentframe()
     while frame is not None:
-        f = frame.f_code.co_filename
-        if not f.startswith(torch_dir) and not f.startswith(here) and "<frozen" not in f:
-            return f"{os.path.basename(f)}:{frame.f_lineno}"
+        line = _users_line(frame.f_code.co_filename, frame.f_lineno)
+        if line:
+            return line
         frame = frame.f_back
     return "?"
 
@@ -99,9 +105,10 @@ def _record(fn, inputs):
     root = tracer.root
     functions, methods = _op_tables(torch)
     tensors, tensor_ids, nodes, names = [], {}, [], {}
-    placeholders = [n.target for n in graph.nodes if n.op == "placeholder"]
-    if len(placeholders) != len(inputs):
-        raise TranslationError(f"{getattr(fn, '__name__', fn)} takes {len(placeholders)} arguments; "
+    # (torch.fx calls a traced function's parameters its "placeholder" nodes)
+    parameters = [n.target for n in graph.nodes if n.op == "placeholder"]
+    if len(parameters) != len(inputs):
+        raise TranslationError(f"{getattr(fn, '__name__', fn)} takes {len(parameters)} arguments; "
                                f"FlexAttention passes {len(inputs)} ({', '.join(inputs)})")
 
     def tensor_ref(value, line):
@@ -129,7 +136,7 @@ def _record(fn, inputs):
     for n in graph.nodes:
         line = n.meta.get("clattn_line", "?")
         if n.op == "placeholder":
-            names[n.name] = {"input": inputs[placeholders.index(n.target)]}
+            names[n.name] = {"input": inputs[parameters.index(n.target)]}
             continue
         if n.op == "get_attr":
             value = getattr(root, n.target)
@@ -164,13 +171,10 @@ def _record(fn, inputs):
 
 
 def _line_of_caller_of(exc):
-    tb = exc.__traceback__
-    last = "?"
-    torch_dir = os.path.dirname(_torch().__file__)
+    """The innermost frame of the user's code in an exception's traceback (where tracing failed)."""
+    last, tb = "?", exc.__traceback__
     while tb is not None:
-        f = tb.tb_frame.f_code.co_filename
-        if not f.startswith(torch_dir) and not f.startswith(os.path.dirname(__file__)):
-            last = f"{os.path.basename(f)}:{tb.tb_lineno}"
+        last = _users_line(tb.tb_frame.f_code.co_filename, tb.tb_lineno) or last
         tb = tb.tb_next
     return last
 
