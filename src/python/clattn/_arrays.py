@@ -2,7 +2,7 @@
 the options as its keywords (src/base/call_options.def's C fields), masks and broadcast shapes."""
 import sys as _sys
 
-from . import _clattn
+from . import _clattn, _device
 from ._calls import ArgumentError
 
 _ALGORITHMS = {"auto": 0, "fused": 1, "staged": 2, "decode": 3}
@@ -20,7 +20,10 @@ def _numpy():
 
 
 def _tensor(x, name):
-    """x as the C side reads it (C-contiguous, on the host) and whether it is a PyTorch tensor."""
+    """x as the C side reads it (C-contiguous, on the host; a device array as it is) and whether it is a
+    PyTorch tensor."""
+    if _device.is_device_array(x):
+        return x, False
     torch = _sys.modules.get("torch")
     if torch is not None and isinstance(x, torch.Tensor):
         if x.device.type != "cpu":
@@ -50,6 +53,8 @@ def _dtype_name(x, torch_side, bfloat16):
 
 def _empty(like, torch_side, shape, dtype=None):
     """An output array of the input's kind: like's dtype, or float32 (dtype "float32")."""
+    if _device.is_device_array(like):
+        return _device.empty(like, shape, dtype)
     if torch_side:
         torch = _sys.modules["torch"]
         return torch.empty(shape, dtype=torch.float32 if dtype == "float32" else like.dtype)
@@ -159,6 +164,8 @@ def _prepare_mask(attn_mask, query_dtype, torch_side, batch_shape, heads, q_len,
         return None, 0
     mask, mask_torch = _tensor(attn_mask, "attn_mask")
     layout = _mask_layout(tuple(mask.shape), batch_shape, heads, q_len, kv_len)
+    if layout is None and _device.is_device_array(mask):
+        _device.refuse_copy("attn_mask", f"its shape {tuple(mask.shape)}")
     if layout is None:  # a broadcast clattn does not read in place: the full (…, H, L, S) copy
         target = tuple(batch_shape) + (heads, q_len, kv_len)
         if mask_torch:
@@ -263,6 +270,8 @@ def _broadcast_shapes(a, b, c):
 
 def _expand(x, torch_side, shape):
     """x broadcast to shape, as a contiguous copy."""
+    if _device.is_device_array(x):
+        _device.refuse_copy(f"an array of shape {tuple(x.shape)}", f"its broadcast to {tuple(shape)}")
     if torch_side:
         return x.expand(shape).contiguous()
     np = _numpy()
@@ -270,6 +279,8 @@ def _expand(x, torch_side, shape):
 
 
 def _zeros_like_shape(x, torch_side, shape):
+    if _device.is_device_array(x):
+        return _device.zeros(x, shape)
     if torch_side:
         return _sys.modules["torch"].zeros(shape, dtype=x.dtype)
     return _numpy().zeros(shape, dtype=x.dtype)

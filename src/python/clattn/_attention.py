@@ -2,7 +2,7 @@
 (multi_head_attention) and the merge of partial results."""
 import sys as _sys
 
-from . import _clattn
+from . import _clattn, _device
 from ._arrays import (_WEIGHTS, _broadcast_qkv, _causal_of, _dtype_name, _empty, _expand, _fill, _numpy, _options,
                       _per_head, _prepare_mask, _sdpa_call, _tensor, _with_options, _zeros_like_shape)
 from ._calls import ArgumentError, _call, _context, _deadline
@@ -65,7 +65,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ArgumentError("attn_mask and is_causal: give one of them (as PyTorch requires)")
     if dtype not in (None, "bfloat16"):
         raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
-    ctx = _context(context)
+    on_device = _device.is_device_array(query)
+    ctx = _device.call_context(context, query) if on_device else _context(context)
     q, torch_side = _tensor(query, "query")
     k, k_torch = _tensor(key, "key")
     v, v_torch = _tensor(value, "value")
@@ -132,6 +133,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     out = _empty(q, torch_side, out_shape)
     lse = _empty(q, torch_side, lse_shape, "float32") if return_lse else None
     w = _empty(q, torch_side, w_shape, "float32") if weights is not None else None
+    if on_device:  # (work on the arrays' own queues, where not the context's, done before the call)
+        _device.before(ctx, (q, k, v, mask, out, lse, w))
     if no_keys:
         _fill(out, 0.0)
         if lse is not None:
@@ -144,6 +147,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif not empty_rows and v_dim:
         _call(ctx, _sdpa_call, (ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16"),
               deadline, timeout, compiled is not None)
+    if on_device:  # (the outputs' queues, where not the context's, wait for the call's end)
+        _device.after(ctx, (out, lse, w))
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())

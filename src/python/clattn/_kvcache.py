@@ -1,11 +1,14 @@
 """KV caches for decoding, kept on the device, in any of clattn's storage formats."""
 from collections import namedtuple as _namedtuple
 
-from . import _clattn
+from . import _clattn, _device
 from ._arrays import _empty, _numpy, _options, _tensor, _with_options
 from ._calls import ArgumentError, _call, _context
 
 Format = _namedtuple("Format", "name block block_bytes row_scales kv_only tokens")
+DeviceArrays = _namedtuple("DeviceArrays", "k v k_scales v_scales block_table")
+DeviceArrays.__doc__ = """A KVCache's storage as pyopencl arrays (KVCache.device_arrays): k and v, the row scales (None
+where the formats keep none) and a paged cache's block table (None dense)."""
 Format.__doc__ = """A storage format: its name; values per block (1 for the formats stored value by value) and
 bytes per block (a row of D values takes D / block blocks); row_scales "none", "required" (int8: a float32 scale
 per row beside the bytes) or "optional" (FP8: with scaled=True); kv_only: only K and V (caches) may have it;
@@ -93,6 +96,8 @@ class KVCache:
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
             raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
+        if _device.is_device_array(k):
+            _device.before(self.context, (k, v))
         _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16))
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
@@ -109,8 +114,52 @@ class KVCache:
                         heads, self.batch, logit_scale)
         out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
         lse = _empty(q, torch_side, (self.batch, heads, q_len), "float32") if return_lse else None
+        on_device = _device.is_device_array(q)
+        if on_device:
+            _device.before(self.context, (q, out, lse))
         _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len, self._bf16))
+        if on_device:
+            _device.after(self.context, (out, lse))
         return (out, lse) if return_lse else out
+
+    def device_arrays(self, queue=None):
+        """The cache's own buffers as pyopencl arrays on `queue` (None: the context's queue), no copy: what
+        is written through them is what attend reads. k and v are (batch, kv_heads, capacity, D) of the
+        cache's type for float32 and float16 (bfloat16 as uint16 bits), raw bytes (…, row bytes) uint8 for
+        the other formats (a token format's: (batch, kv_heads, chunk bytes)); a paged cache's are its pools,
+        (blocks, kv_heads, block_size, …), with its block table (batch, max_blocks) int32. The lengths stay
+        the cache's (append's): rows written through these arrays count only below them. Returns a
+        DeviceArrays (k, v, k_scales, v_scales, block_table). Needs pyopencl."""
+        import pyopencl as cl
+        import pyopencl.array as cl_array
+
+        queue = _device.queue_of(self.context) if queue is None else queue
+        k, v, k_scales, v_scales, table, blocks = self._cache._buffers
+        lead = (self.batch, self.kv_heads, self.capacity) if self.block_size is None else \
+            (blocks, self.kv_heads, self.block_size)
+
+        def view(handle, shape, dtype):
+            if not handle:
+                return None
+            data = cl.Buffer.from_int_ptr(handle, retain=True)
+            if shape is None:  # (a token format's chunks: whatever each head's share of the buffer is)
+                shape = lead[:2] + (data.size // (lead[0] * lead[1]),)
+            elif shape[-1] == -1:  # (the block table: its columns, from its size)
+                shape = (shape[0], data.size // 4 // shape[0])
+            return cl_array.Array(queue, shape, dtype, data=data)
+
+        def rows(which, dim, row_bytes):
+            f = _FORMATS[(self.k_dtype, self.v_dtype)[which]]
+            if f.tokens:
+                return None, "uint8"
+            if not f.kv_only:  # (the formats stored value by value)
+                return lead + (dim,), {"bfloat16": "uint16"}.get(f.name, f.name)
+            return lead + (row_bytes,), "uint8"
+
+        return DeviceArrays(view(k, *rows(0, self.head_dim, self.k_row_bytes)),
+                            view(v, *rows(1, self.v_dim, self.v_row_bytes)),
+                            view(k_scales, lead, "float32"), view(v_scales, lead, "float32"),
+                            None if self.block_size is None else view(table, (self.batch, -1), "int32"))
 
     # ---- The bytes as they lie on the device ----
 

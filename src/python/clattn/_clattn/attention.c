@@ -170,7 +170,7 @@ int py_product(size_t *out, size_t a, size_t b, size_t c, size_t d)
 /* The additive mask's elements for its layout (cols: its last dimension), and its type into masks. */
 static int mask_take(const py_tensor *m, call_options *o, size_t batch, size_t heads, size_t q_len, size_t kv_len)
 {
-    if (!m->capsule)
+    if (!m->capsule && !m->mem)
         return 0;
     const size_t cols = o->masks.mask_kv_len ? o->masks.mask_kv_len : kv_len;
     size_t elems = 0;
@@ -195,7 +195,7 @@ static int mask_take(const py_tensor *m, call_options *o, size_t batch, size_t h
 /* A float32 output (lse, weights) of exactly `elems` elements, or None. */
 int py_float_output(const py_tensor *t, const char *name, size_t elems)
 {
-    if (!t->capsule)
+    if (!t->capsule && !t->mem)
         return 0;
     if (t->kind != 'f' || t->dtype != CLATTN_FLOAT32) {
         PyErr_Format(PyExc_TypeError, "%s must be float32", name);
@@ -211,10 +211,11 @@ static void release_all(py_tensor *t, size_t n)
 }
 
 /* What sdpa and mha start with: the call's mods and options, then its n tensors (optional[i]: None
- * allowed). 0, or -1 with a Python exception and nothing held. */
+ * allowed; device arrays too where *on_device is not NULL, which then says whether they are). 0, or -1 with
+ * a Python exception and nothing held. */
 static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *kwargs, size_t batch, size_t heads, int n,
                       PyObject *const *obj, const char *const *names, const int *optional, int bf16, py_tensor *t,
-                      call_options *o, mods_staged *mods)
+                      call_options *o, mods_staged *mods, int *on_device)
 {
     memset(t, 0, (size_t)n * sizeof *t);
     if (pyclattn_mods_stage(mods_obj, pc, mods) != 0)
@@ -223,13 +224,17 @@ static int call_begin(py_context *pc, PyObject *mods_obj, PyObject *kwargs, size
         pyclattn_mods_release(mods);
         return -1;
     }
-    for (int i = 0; i < n; i++)
-        if (py_tensor_get(obj[i], names[i], optional[i], bf16, &t[i]) != 0) {
-            release_all(t, (size_t)n);
-            py_options_free(o);
-            pyclattn_mods_release(mods);
-            return -1;
-        }
+    int bad = 0;
+    for (int i = 0; i < n && !bad; i++)
+        bad = (on_device ? py_tensor_get_any : py_tensor_get)(obj[i], names[i], optional[i], bf16, &t[i]) != 0;
+    if (!bad && on_device)
+        bad = (*on_device = py_tensors_on_device(pc, t, (size_t)n, names)) < 0;
+    if (bad) {
+        release_all(t, (size_t)n);
+        py_options_free(o);
+        pyclattn_mods_release(mods);
+        return -1;
+    }
     return 0;
 }
 
@@ -282,7 +287,8 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     py_tensor t[7];
     call_options o;
     mods_staged mods;
-    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, 7, obj, names, optional, bf16, t, &o, &mods) != 0)
+    int device = 0;
+    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, 7, obj, names, optional, bf16, t, &o, &mods, &device) != 0)
         return NULL;
     size_t nq, nk, nv, no, nl, nw;
     const int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV) ||
@@ -300,7 +306,9 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
     char detail[2048];
     CLATTN_CALL(pc, detail, {
         st = pyclattn_mods_write(&mods, pc); /* (the aux and the call: one critical section) */
-        if (st == CLATTN_SUCCESS)
+        if (st == CLATTN_SUCCESS && device) /* (enqueued on the context's queue: no wait) */
+            st = clattn_sdpa(pc->ctx, &d, t[0].mem, t[1].mem, t[2].mem, t[5].mem, t[3].mem, t[6].mem, t[4].mem);
+        else if (st == CLATTN_SUCCESS)
             st = clattn_sdpa_host(pc->ctx, &d, t[0].data, t[1].data, t[2].data, t[5].data, t[3].data,
                                   (float *)t[6].data, (float *)t[4].data);
     });
@@ -329,7 +337,8 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     py_tensor t[N];
     call_options o;
     mods_staged mods;
-    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, N, obj, names, optional, 0, t, &o, &mods) != 0)
+    int device = 0;
+    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, N, obj, names, optional, 0, t, &o, &mods, &device) != 0)
         return NULL;
     size_t nq, nk, nv, no, nl;
     int bad = py_product(&nq, B, H, L, D) || py_product(&nk, B, KVH, S, D) || py_product(&nv, B, KVH, S, DV_) ||
@@ -346,7 +355,10 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     char detail[2048];
     CLATTN_CALL(pc, detail, {
         st = pyclattn_mods_write(&mods, pc);
-        if (st == CLATTN_SUCCESS)
+        if (st == CLATTN_SUCCESS && device)
+            st = clattn_sdpa_backward(pc->ctx, &d, t[Q].mem, t[K].mem, t[V].mem, t[MASK].mem, t[OUT].mem, t[LSE].mem,
+                                      t[DOUT].mem, t[DQ].mem, t[DK].mem, t[DV].mem, NULL);
+        else if (st == CLATTN_SUCCESS)
             st = clattn_sdpa_backward_host(pc->ctx, &d, t[Q].data, t[K].data, t[V].data, t[MASK].data, t[OUT].data,
                                            t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, NULL);
     });
@@ -380,7 +392,7 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     py_tensor t[N];
     call_options o;
     mods_staged mods;
-    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, N, obj, names, optional, bf16, t, &o, &mods) != 0)
+    if (call_begin(pc, mods_obj, kwargs, (size_t)B, (size_t)H, N, obj, names, optional, bf16, t, &o, &mods, NULL) != 0)
         return NULL;
     const size_t hk = (size_t)H * DK, hv = (size_t)H * DV, kk = (size_t)KVH * DK, kvv = (size_t)KVH * DV;
     const int wo = t[WO].capsule != NULL;

@@ -161,13 +161,17 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
     int bf16;
     if (!PyArg_ParseTuple(args, "OOnp:append", &k_obj, &v_obj, &n, &bf16))
         return NULL;
-    py_tensor k, v = {0};
+    py_tensor k, v;
     size_t nk, nv;
     /* A cache of one float type takes rows of that type (copied); any other, rows of any float type. */
     const int same_float = c->k_dtype == c->v_dtype && !pykv_kv_only(c->k_dtype);
-    if (n < 1 || py_tensor_get(k_obj, "k", 0, bf16, &k) != 0)
+    static const char *const names[2] = {"k", "v"};
+    py_tensor kv[2] = {{0}};
+    if (n < 1 || py_tensor_get_any(k_obj, "k", 0, bf16, &kv[0]) != 0)
         return n < 1 ? (PyErr_SetString(PyExc_ValueError, "append: no rows"), NULL) : NULL;
-    if (py_tensor_get(v_obj, "v", 0, bf16, &v) != 0 || py_product(&nk, c->batch, c->kv_heads, n, c->qk_dim) ||
+    const int read = py_tensor_get_any(v_obj, "v", 0, bf16, &kv[1]) == 0 && py_tensors_on_device(pc, kv, 2, names) >= 0;
+    k = kv[0], v = kv[1];
+    if (!read || py_product(&nk, c->batch, c->kv_heads, n, c->qk_dim) ||
         py_product(&nv, c->batch, c->kv_heads, n, c->v_dim) || py_tensor_expect(&k, "k", nk, 0) ||
         py_tensor_expect(&v, "v", nv, 0) || k.dtype != v.dtype || (same_float && k.dtype != c->k_dtype)) {
         if (!PyErr_Occurred() && same_float)
@@ -180,7 +184,9 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
         return NULL;
     }
     clattn_status st = CLATTN_SUCCESS;
-    cl_mem kn = py_upload(pc, k.data, nk * k.elem_size, &st), vn = kn ? py_upload(pc, v.data, nv * v.elem_size, &st) : NULL;
+    /* Device arrays are read where they are; host rows go up in buffers of their own (no wait: see below). */
+    cl_mem kn = k.mem ? k.mem : py_upload(pc, k.data, nk * k.elem_size, &st);
+    cl_mem vn = !kn ? NULL : v.mem ? v.mem : py_upload(pc, v.data, nv * v.elem_size, &st);
     char detail[2048] = "";
     size_t over = SIZE_MAX, held = 0; /* a sequence the rows would overflow, and its length */
     if (kn && vn) {
@@ -226,9 +232,9 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
             }
         });
     }
-    if (kn)
+    if (kn && !k.mem)
         clReleaseMemObject(kn);
-    if (vn)
+    if (vn && !v.mem)
         clReleaseMemObject(vn);
     py_tensor_release(&k);
     py_tensor_release(&v);
@@ -258,10 +264,14 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
         return NULL;
     py_tensor q, out = {0}, lse = {0};
     size_t nq, no, nl;
-    int bad = py_tensor_get(q_obj, "query", 0, bf16, &q) || py_tensor_get(out_obj, "out", 0, bf16, &out) ||
-              py_tensor_get(lse_obj, "lse", 1, 0, &lse) || py_product(&nq, c->batch, H, L, c->qk_dim) ||
+    static const char *const names[3] = {"query", "out", "lse"};
+    int bad = py_tensor_get_any(q_obj, "query", 0, bf16, &q) || py_tensor_get_any(out_obj, "out", 0, bf16, &out) ||
+              py_tensor_get_any(lse_obj, "lse", 1, 0, &lse) || py_product(&nq, c->batch, H, L, c->qk_dim) ||
               py_product(&no, c->batch, H, L, c->v_dim) || py_product(&nl, c->batch, H, L, 1) ||
               py_tensor_expect(&q, "query", nq, 0) || py_tensor_expect(&out, "out", no, 0) || py_float_output(&lse, "lse", nl);
+    const py_tensor given[3] = {q, out, lse};
+    const int device = bad ? 0 : py_tensors_on_device(pc, given, 3, names);
+    bad = bad || device < 0;
     long long *offsets = NULL;
     if (!bad && o.masks.causal != CLATTN_CAUSAL_NONE && !c->block_size) {
         /* Dense: the queries are the last L rows of each sequence (offsets, filled from the lengths inside
@@ -282,12 +292,14 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
     char detail[2048] = "";
     size_t short_b = SIZE_MAX, short_len = 0; /* a sequence holding fewer rows than the queries */
     cl_mem qm = NULL, om = NULL, lm = NULL;
-    if (!bad) {
+    if (!bad && device) { /* (read and written where they are: nothing goes through the host) */
+        qm = q.mem, om = out.mem, lm = lse.mem;
+    } else if (!bad) {
         qm = py_upload(pc, q.data, nq * q.elem_size, &st);
         om = qm ? py_upload(pc, NULL, no * out.elem_size, &st) : NULL;
         lm = om && lse.capsule ? py_upload(pc, NULL, nl * sizeof(float), &st) : NULL;
     }
-    if (!bad && om && (lm || !lse.capsule)) {
+    if (!bad && om && (lm || (!lse.capsule && !lse.mem))) {
         clattn_sdpa_desc d = cache_desc(c, (size_t)H, (size_t)L);
         d.q_dtype = q.dtype, d.out_dtype = out.dtype;
         py_options_apply(&o, &d);
@@ -306,16 +318,16 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
             else
                 st = c->block_size ? clattn_sdpa_paged(pc->ctx, &d, &p, c->lengths, qm, NULL, om, lm)
                                    : clattn_sdpa(pc->ctx, &d, qm, c->k, c->v, NULL, om, NULL, lm);
-            if (st == CLATTN_SUCCESS && short_b == SIZE_MAX)
+            if (st == CLATTN_SUCCESS && short_b == SIZE_MAX && !device)
                 st = (clattn_status)clEnqueueReadBuffer(queue, om, CL_TRUE, 0, no * out.elem_size, out.data, 0, NULL,
                                                         NULL);
-            if (st == CLATTN_SUCCESS && short_b == SIZE_MAX && lm)
+            if (st == CLATTN_SUCCESS && short_b == SIZE_MAX && lm && !device)
                 st = (clattn_status)clEnqueueReadBuffer(queue, lm, CL_TRUE, 0, nl * sizeof(float), lse.data, 0,
                                                         NULL, NULL);
         });
     }
     cl_mem mems[3] = {qm, om, lm};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 3 && !device; i++) /* (the device arrays' buffers: released with them) */
         if (mems[i])
             clReleaseMemObject(mems[i]);
     PyMem_Free(offsets);
@@ -381,7 +393,20 @@ static PyObject *kvcache_reset(PyObject *obj, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The cache's buffers as integers (cl_mem; 0 where there is none): k, v, k_scales, v_scales, block table, and
+ * the pool's blocks (paged; 0 dense). */
+static PyObject *kvcache_buffers(PyObject *obj, void *closure)
+{
+    (void)closure;
+    const py_kvcache *c = (py_kvcache *)obj;
+    return Py_BuildValue("(KKKKKn)", (unsigned long long)(uintptr_t)c->k, (unsigned long long)(uintptr_t)c->v,
+                         (unsigned long long)(uintptr_t)c->k_scales, (unsigned long long)(uintptr_t)c->v_scales,
+                         (unsigned long long)(uintptr_t)c->table, (Py_ssize_t)(c->block_size ? c->blocks : 0));
+}
+
 static PyGetSetDef kvcache_getset[] = {
+    {"_buffers", kvcache_buffers, NULL,
+     "(k, v, k_scales, v_scales, table) cl_mem handles as integers (0: none), and the pool's blocks.", NULL},
     {"lengths", kvcache_lengths, NULL, "The rows each sequence holds (a tuple).", NULL},
     {"blocks_used", kvcache_blocks_used, NULL, "Paged: the pool's blocks handed to sequences so far.", NULL},
     {NULL, NULL, NULL, NULL, NULL},

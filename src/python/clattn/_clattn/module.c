@@ -28,14 +28,24 @@ PyObject *pyclattn_raise(clattn_status status, const char *detail)
 
 static PyObject *context_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
-    static char *keywords[] = {"device", NULL};
+    static char *keywords[] = {"device", "_cl_handles", NULL};
     const char *spec = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|z:Context", keywords, &spec))
+    PyObject *handles = NULL; /* (cl_context, cl_device_id, cl_command_queue) as integers: an application's own */
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|z$O:Context", keywords, &spec, &handles))
         return NULL;
+    unsigned long long h[3] = {0};
+    if (handles && handles != Py_None &&
+        (spec || !PyArg_ParseTuple(handles, "KKK:_cl_handles", &h[0], &h[1], &h[2]) || !h[0] || !h[1] || !h[2])) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "Context: a device spec or OpenCL handles (none of them NULL), not both");
+        return NULL;
+    }
     clattn_context *ctx = NULL;
     clattn_status st;
     Py_BEGIN_ALLOW_THREADS /* (finding the device and measuring nothing: but drivers may take a while) */
-    st = clattn_context_create(&ctx, spec);
+    st = h[0] ? clattn_context_create_from_cl(&ctx, (cl_context)(uintptr_t)h[0], (cl_device_id)(uintptr_t)h[1],
+                                              (cl_command_queue)(uintptr_t)h[2])
+              : clattn_context_create(&ctx, spec);
     Py_END_ALLOW_THREADS
     if (st != CLATTN_SUCCESS)
         return pyclattn_raise(st, clattn_last_error(NULL));
@@ -91,6 +101,15 @@ static PyObject *context_device_name(PyObject *obj, void *closure)
     return PyUnicode_FromString(clattn_context_device_name(((py_context *)obj)->ctx));
 }
 
+static PyObject *context_cl_handles(PyObject *obj, void *closure)
+{
+    (void)closure;
+    const clattn_context *ctx = ((py_context *)obj)->ctx;
+    return Py_BuildValue("(KKK)", (unsigned long long)(uintptr_t)clattn_context_cl_context(ctx),
+                         (unsigned long long)(uintptr_t)clattn_context_device(ctx),
+                         (unsigned long long)(uintptr_t)clattn_context_queue(ctx));
+}
+
 static PyObject *context_repr(PyObject *obj)
 {
     return PyUnicode_FromFormat("clattn.Context(device_name=%R)", context_device_name(obj, NULL));
@@ -125,6 +144,8 @@ static PyMemberDef context_members[] = {
 
 static PyGetSetDef context_getset[] = {
     {"device_name", context_device_name, NULL, "The OpenCL device's name.", NULL},
+    {"_cl_handles", context_cl_handles, NULL,
+     "(cl_context, cl_device_id, cl_command_queue) as integers, the context's own (for clattn.pyopencl).", NULL},
     {"_mods_cache", context_mods_cache, NULL, "The package's compiled mods for this context (clattn._mods).", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
@@ -145,7 +166,8 @@ static PyType_Slot context_slots[] = {
     {Py_tp_repr, context_repr},
     {Py_tp_doc, "Context(device=None): a clattn context on one OpenCL device.\n\n"
                 "device: a device spec as `clattn devices` lists them (\"0:1\", \"cpu\", \"gpu\", part of a name);\n"
-                "None: the CLATTN_DEVICE environment variable, else the first GPU, else the first device."},
+                "None: the CLATTN_DEVICE environment variable, else the first GPU, else the first device.\n"
+                "(A context on an application's own OpenCL queue: clattn.pyopencl.context(queue).)"},
     {0, NULL},
 };
 

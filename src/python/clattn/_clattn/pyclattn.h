@@ -56,11 +56,13 @@ py_context *pyclattn_context(PyObject *obj, const char *what);
         Py_END_ALLOW_THREADS                                                                                 \
     } while (0)
 
-/* One tensor from a DLPack-capable object (numpy ≥ 1.22, PyTorch): its memory, type and shape, the
- * capsule holding it alive until py_tensor_release. */
+/* One tensor: from a DLPack-capable object (numpy ≥ 1.22, PyTorch) its host memory, the capsule holding it
+ * alive until py_tensor_release; from a device array (pyopencl, devarrays.c) its buffer `mem` (retained, or
+ * a sub-buffer, until py_tensor_release), data NULL. Type and shape either way. */
 typedef struct py_tensor {
     PyObject *capsule;
     void *data;
+    cl_mem mem;
     int ndim;
     int64_t shape[8];
     clattn_dtype dtype; /* the storage type (bool and integer tensors: see kind) */
@@ -72,7 +74,16 @@ typedef struct py_tensor {
  * bit patterns (numpy's way of carrying them). -1 with a TypeError / ValueError naming `name`. Only
  * C-contiguous tensors in host memory are taken. */
 int py_tensor_get(PyObject *obj, const char *name, int optional, int bfloat16_bits, py_tensor *t);
+/* py_tensor_get, a device array (pyopencl) taken too: for the calls that read cl_mem buffers. */
+int py_tensor_get_any(PyObject *obj, const char *name, int optional, int bfloat16_bits, py_tensor *t);
 void py_tensor_release(py_tensor *t);
+
+/* devarrays.c: whether obj is a device array (pyopencl.array.Array's attributes), and it read into t. */
+int py_is_device_array(PyObject *obj);
+int py_device_tensor_get(PyObject *obj, const char *name, int bfloat16_bits, py_tensor *t);
+/* Whether a call's n tensors (those given) live on the device (1) or the host (0); -1 with TypeError when
+ * they mix, or ValueError naming one on another OpenCL context than pc's. */
+int py_tensors_on_device(py_context *pc, const py_tensor *t, size_t n, const char *const *names);
 
 /* t holds exactly `elems` elements of a float type (or, with allow_bool, bool): else ValueError. */
 int py_tensor_expect(const py_tensor *t, const char *name, size_t elems, int allow_bool);

@@ -38,6 +38,16 @@ enum { DL_INT = 0, DL_UINT = 1, DL_FLOAT = 2, DL_BFLOAT = 4, DL_BOOL = 6, DL_CPU
 void py_tensor_release(py_tensor *t)
 {
     Py_CLEAR(t->capsule); /* (its destructor, the producer's, frees the tensor: we never rename it "used") */
+    if (t->mem)
+        clReleaseMemObject(t->mem);
+    t->mem = NULL;
+}
+
+int py_tensor_get_any(PyObject *obj, const char *name, int optional, int bfloat16_bits, py_tensor *t)
+{
+    if (obj != Py_None && py_is_device_array(obj))
+        return py_device_tensor_get(obj, name, bfloat16_bits, t);
+    return py_tensor_get(obj, name, optional, bfloat16_bits, t);
 }
 
 int py_tensor_get(PyObject *obj, const char *name, int optional, int bfloat16_bits, py_tensor *t)
@@ -48,6 +58,12 @@ int py_tensor_get(PyObject *obj, const char *name, int optional, int bfloat16_bi
     const int has_dlpack = PyObject_HasAttrString(obj, "__dlpack__");
     PyObject *capsule = has_dlpack ? PyObject_CallMethod(obj, "__dlpack__", NULL) : NULL;
     if (!capsule) {
+        if (!has_dlpack && py_is_device_array(obj)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "%s: a device array (pyopencl) is not taken here: this call reads host "
+                         "arrays (device arrays go to scaled_dot_product_attention, its backward and KVCache)", name);
+            return -1;
+        }
         if (!has_dlpack) {
             PyErr_Clear();
             PyErr_Format(PyExc_TypeError, "%s: expected a numpy array or PyTorch tensor (an object with __dlpack__), "
