@@ -74,8 +74,8 @@ def before(context, arrays):
     """Work queued on the arrays' own queues, when not on the context's, finished before the call: the call
     reads or writes them on the context's queue (one queue: its order suffices, nothing is waited for)."""
     own = context._cl_handles[2]
-    for a in arrays:
-        if a is not None and a.queue is not None and a.queue.int_ptr != own:
+    for a in arrays:  # (a host array among them: the call refuses the mix)
+        if is_device_array(a) and a.queue is not None and a.queue.int_ptr != own:
             a.queue.finish()  # (all of that queue's work: an array records the events of pyopencl's own
             #                     operations only, not those of the application's kernels)
 
@@ -84,7 +84,7 @@ def after(context, outputs):
     """An event of the call's end on each output kept on another queue, so that pyopencl's operations on it
     (which wait for an array's events) follow the call."""
     own = context._cl_handles[2]
-    others = [a for a in outputs if a is not None and a.queue is not None and a.queue.int_ptr != own]
+    others = [a for a in outputs if is_device_array(a) and a.queue is not None and a.queue.int_ptr != own]
     if others:
         import pyopencl as cl
 

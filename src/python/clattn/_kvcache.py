@@ -101,18 +101,23 @@ class KVCache:
         _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16))
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
-               logit_scale=None, return_lse=False, algorithm="auto"):
+               logit_scale=None, return_lse=False, algorithm="auto", out=None):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
         default) the L queries are the last L rows appended (query i sees its rows up to itself); the
         options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
-        and type, or (out, lse)."""
+        and type, or (out, lse). out: an array of that shape, kind and type to write instead (a decode loop
+        then allocates nothing a step)."""
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
             raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
         heads, q_len = int(q.shape[1]), int(q.shape[2])
         opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
                         heads, self.batch, logit_scale)
-        out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
+        if out is None:
+            out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
+        elif tuple(out.shape) != (self.batch, heads, q_len, self.v_dim) or out.dtype != q.dtype:
+            raise ArgumentError(f"out {tuple(out.shape)} {out.dtype}: ({self.batch}, {heads}, {q_len}, {self.v_dim}) "
+                                f"{q.dtype}, as the call's result")
         lse = _empty(q, torch_side, (self.batch, heads, q_len), "float32") if return_lse else None
         on_device = _device.is_device_array(q)
         if on_device:
