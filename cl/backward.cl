@@ -109,6 +109,8 @@ __kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
             if (j < begin || j >= end)
                 continue;
             CLATTN_ROW_BLOCKS(&terms, p);
+            if (clattn_block_hides(&terms, (long)j)) /* (no weight: the dot products are not formed) */
+                continue;
             const ulong row = (b * heads + h) * q_len + i;
             __global const float *qi = q + row * dk, *doi = dout + row * dv;
             float s, dp, ds;
@@ -152,6 +154,8 @@ __kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
     for (int t = 0; t < DK; t++)
         dq_acc[t] = 0.0f;
     for (ulong j = begin; j < end; j++) {
+        if (clattn_block_hides(&terms, (long)j))
+            continue;
         __global const float *kj = k + (bg * kv_len + j) * dk, *vj = v + (bg * kv_len + j) * dv;
         float s, dp, ds;
         clattn_backward_dots(qi, kj, doi, vj, dk, dv, &s, &dp);

@@ -10,7 +10,8 @@
  *   scores   s[r][keys]  = Σ_d q_rd · kt[d][keys]     (q_rd broadcast, the key vectors of kt)
  *            dp[r][keys] = Σ_d dO_rd · vt[d][keys]
  *   weights  P = exp(s·scale − lse_r), dS = P·(dp − D_r)·scale (masks and score terms key by key where
- *            a row does not see the whole tile plainly: cl/backward.cl's clattn_backward_pair)
+ *            a row does not see the whole tile plainly: cl/backward.cl's clattn_backward_pair; a block
+ *            mask's EMPTY steps skipped, its FULL ones plain when nothing else applies)
  *   dV, dK   dvt[d][keys] += Σ_r dO_rd · P[r][keys], dkt[d][keys] += Σ_r q_rd · dS[r][keys]
  *   dQ       dQ_r[d] += Σ_key dS[r][key] · kn[key][d] (d in the lanes), added to the row in memory.
  * Every factor here is finite (the host sends a call with a non-finite Q, K, V or dO to cl/backward.cl's
@@ -81,7 +82,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                 long pos[QS];
                 ulong row[QS], begin[QS], end[QS];
                 float lse_r[QS], delta_r[QS];
-                bool any_seen = false, vector_weights = mask_layout == MASK_NONE && !score_terms;
+                bool any_seen = false, rows_finite = true;
                 float seen_from[QS], seen_to[QS]; /* the tile's keys [from, to) a row sees, from its first */
                 UNROLL for (int r = 0; r < QS; r++) {
                     const ulong i = min(i0 + r, q_len - 1); /* a row past the end: the last, seeing nothing */
@@ -94,12 +95,20 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                     delta_r[r] = delta[row[r]];
                     const bool seen = begin[r] < j0 + tile_keys && end[r] > j0;
                     any_seen |= seen && lse_r[r] > -INFINITY;
-                    vector_weights &= !seen || lse_r[r] > -INFINITY;
+                    rows_finite &= !seen || lse_r[r] > -INFINITY;
                     seen_from[r] = seen ? (float)(max(begin[r], j0) - j0) : 0.0f;
                     seen_to[r] = seen ? (float)(min(end[r], j0 + tile_keys) - j0) : 0.0f;
                 }
-                if (!any_seen)
+                /* A block mask: a step whose blocks are all EMPTY is skipped, as the forward pass skips its
+                 * tiles; where they are all FULL mask_mod has nothing to hide, and without other terms the
+                 * weights are formed a vector at a time. (The rows' positions grow with i.) */
+                const int blocks = any_seen ? CLATTN_BLOCK_SPAN(b, h, h, pos[0], pos[min((ulong)QS, q_len - i0) - 1], j0,
+                                                                 tile_keys)
+                                            : BLOCK_EMPTY;
+                if (blocks == BLOCK_EMPTY)
                     continue;
+                const bool vector_weights = rows_finite && mask_layout == MASK_NONE &&
+                                            (!score_terms || (blocks == BLOCK_FULL && !CLATTN_VALUE_TERMS_ON));
 
                 /* Scores and dO·V, QS rows × KVEC key vectors a step of d. */
                 vec_t qk[QS][KVEC], ov[QS][KVEC];

@@ -237,6 +237,17 @@ inline float clattn_capped_score(float scaled, float softcap, const clattn_row_t
     return scaled;
 }
 
+/* Whether the block mask hides key j from t's row wholly (its block EMPTY): the pair needs no score. */
+inline bool clattn_block_hides(const clattn_row_terms *t, long j)
+{
+#if CLATTN_BLOCK_MASK_ON
+    return t->blocks[min((ulong)(j + t->p0) / t->block_k, t->kblocks - 1)] == BLOCK_EMPTY;
+#else
+    (void)t, (void)j;
+    return false;
+#endif
+}
+
 /* The score of one key the built-in masks leave visible, as the softmax takes it: −inf where mask_mod
  * hides it, else in ONNX's order the capped score (clattn_capped_score), then ALiBi's slope·(j − p) and
  * the additive mask entry added. */

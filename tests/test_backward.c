@@ -49,6 +49,10 @@ static const bcase cases[] = {
     {"ALiBi and sinks, GQA 3/1", 1, 3, 1, 21, 21, 16, 8, TL, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
     {"everything", 2, 4, 2, 11, 31, 24, 16, TL, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0},
     {"document mask_mod and its block mask", 1, 2, 2, 45, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+    /* Documents of 20 to 60 keys in blocks of 16: EMPTY, FULL and PARTIAL blocks, each skipped or taken
+     * plainly or pair by pair by the backward's steps. */
+    {"long documents: EMPTY, FULL and PARTIAL blocks, GQA 2/1, L = S = 150", 1, 2, 1, 150, 150, 32, 16, NONE, 0, 0, 0,
+     0, 0, 0, 0, 0, 0, 2, 0, 0},
     /* Several key tiles and chunks, a row step's tail, head sizes below their padding. */
     {"tiles: bottom-right L 67 < S 100, GQA 2/1, D 64", 1, 2, 1, 67, 100, 64, 64, BR, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"tiles: B 3, L 45, S 77, D 40, Dv 24, key lengths", 3, 1, 1, 45, 77, 40, 24, NONE, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
@@ -66,7 +70,7 @@ static const bcase cases[] = {
 
 static const char document_source[] =
     "bool mask_mod(int b, int h, long q, long k, __global const int *doc) { return doc[q] == doc[k] && k <= q; }\n";
-static int document_ids[64];
+static int document_ids[160]; /* (the longest case's keys) */
 static int ref_documents(int b, int h, long long q, long long k, const void *u)
 {
     (void)b, (void)h, (void)u;
@@ -168,7 +172,7 @@ static void make_call(clattn_context *ctx, const bcase *c, call *x, size_t seed)
     x->d.masks = &x->m;
     if (c->documents) {
         for (size_t i = 0, id = 0; i < c->S;)
-            for (size_t len = 2 + (id++ * 5) % 11; len-- && i < c->S;)
+            for (size_t len = c->documents == 2 ? 20 + (id++ * 17) % 41 : 2 + (id++ * 5) % 11; len-- && i < c->S;)
                 document_ids[i++] = (int)id;
         clattn_mod_aux aux = {"doc", CLATTN_AUX_INT, tu_dev_alloc(ctx, c->S, (const float *)document_ids),
                               CLATTN_AUX_BY_POSITION, 0};
