@@ -224,3 +224,29 @@ def test_causal_bias(ctx, variant, shape):
     assert (got[finite] - want[finite]).abs().max().item() < 1e-5
     with pytest.raises(RuntimeError, match="CausalBias should not be used with causal=True"):
         clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True, context=ctx)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sinks_gradient(ctx, dtype):
+    """Sinks given as a tensor that requires grad (a model's learned sinks): dQ, dK, dV and the sinks' own
+    gradient against a float64 autograd of the same attention written densely (the sinks a column of the
+    softmax that has no value)."""
+    torch.manual_seed(seed("sinks", str(dtype)))
+    B, H, KVH, L, S, D = 2, 4, 2, 7, 11, 16
+    q, k, v = (torch.randn(*s).to(dtype).requires_grad_() for s in ((B, H, L, D), (B, KVH, S, D), (B, KVH, S, D)))
+    sinks = torch.randn(H).to(dtype).requires_grad_()
+    out = clattn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, sinks=sinks, context=ctx)
+    grad = torch.randn(out.shape).to(dtype)
+    out.backward(grad)
+    q64, k64, v64, s64 = (t.detach().double().requires_grad_() for t in (q, k, v, sinks))
+    kr, vr = (t.repeat_interleave(H // KVH, dim=1) for t in (k64, v64))
+    scores = (q64 @ kr.transpose(-1, -2) / D ** 0.5).masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(),
+                                                                 float("-inf"))
+    full = torch.cat([scores, s64.view(1, H, 1, 1).expand(B, H, L, 1)], dim=-1)
+    want = torch.softmax(full, dim=-1)[..., :S] @ vr
+    want.backward(grad.double())
+    atol, rtol = TOL[dtype]
+    for name, got, w in (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
+                         ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)):
+        assert got.dtype == dtype, name
+        torch.testing.assert_close(got.double(), w.detach(), atol=atol * 4, rtol=rtol * 4, msg=lambda m: f"{name}: {m}")

@@ -1,9 +1,9 @@
 """clattn as transformers' attention (meson test python-transformers, with -Dtorch_tests=true; by hand: it needs
 PyTorch and transformers): tiny random configurations of Llama, Qwen2, Mistral (sliding window), Gemma 2
 (soft-capping and sliding windows, which PyTorch's SDPA refuses), BERT (bidirectional, an encoder) and gpt-oss
-(attention sinks, inference), attn_implementation="clattn" against the same weights with "eager": logits
-within float32 tolerance at every real token with left and right padding, greedy generate() giving the same
-tokens through transformers' caches, and the gradients of a training step."""
+(attention sinks, their gradients too), attn_implementation="clattn" against the same weights with "eager":
+logits within float32 tolerance at every real token with left and right padding, greedy generate() giving the
+same tokens through transformers' caches, and the gradients of a training step."""
 import copy
 
 import pytest
@@ -98,13 +98,33 @@ def test_bert(padding):
             torch.testing.assert_close(q.grad, p.grad, atol=5e-5, rtol=5e-4, msg=lambda m: f"{pname}: {m}")
 
 
-def test_gpt_oss_sinks():
+def gpt_oss():
     config = transformers.GptOssConfig(vocab_size=97, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
                                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=4,
                                        num_experts_per_tok=2, sliding_window=6, initializer_range=0.2,
                                        max_position_embeddings=128)
-    eager, ours = pair(config)
+    return pair(config)
+
+
+def test_gpt_oss_sinks():
+    eager, ours = gpt_oss()
     ids, mask = batch("left")
     with torch.no_grad():
         want, got = eager(ids, attention_mask=mask).logits, ours(ids, attention_mask=mask).logits
     torch.testing.assert_close(got[mask.bool()], want[mask.bool()], **TOL)
+
+
+def test_gpt_oss_training_sinks():
+    """A training step of gpt-oss: every gradient, the learned sinks' (self_attn.sinks) among them."""
+    eager, ours = gpt_oss()
+    ids, mask = batch("right")
+    for model in (eager, ours):
+        model.train()
+        model(ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss.backward()
+    names = []
+    for (pname, p), q in zip(eager.named_parameters(), ours.parameters()):
+        if p.grad is not None:
+            names.append(pname)
+            torch.testing.assert_close(q.grad, p.grad, atol=5e-5, rtol=5e-4, msg=lambda m: f"{pname}: {m}")
+    sinks = [n for n in names if n.endswith("sinks")]
+    assert len(sinks) == 2, names  # (each layer's sinks got a gradient, compared above)

@@ -342,7 +342,7 @@ def test_autograd_wiring_without_torch(ctx, rng, causal):
     arrays = clattn._NumpyArrays()
     out, lse, saved = clattn._attention_forward(call, q, k, v, arrays)
     grads = clattn._attention_backward(call, saved, dout, arrays)
-    assert len(grads) == 4 and grads[3] is None
+    assert len(grads) == 5 and grads[3] is None and grads[4] is None
     o64, l64, p = ref.sdpa(q, k, v, causal=causal)
     assert_close(out, o64)
     assert_close(lse, l64, what="lse")
@@ -357,3 +357,30 @@ def test_autograd_wiring_without_torch(ctx, rng, causal):
     for name, got, w in zip(("dq", "dk", "dv"), grads[:3], want):
         assert got.shape == w.shape, f"{name}: shape {got.shape}, expected {w.shape}"
         assert_close(got, w, what=name)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_autograd_sinks_gradient_without_torch(ctx, rng, causal):
+    """Learned sinks (a logit per head in each row's denominator, gpt-oss's): the autograd wiring asks for
+    their gradient (call["sinks_grad"]) and gets dsink_h = −Σ_rows P_sink·D over the batch and the rows,
+    P_sink = exp(sink_h − lse) and D = dO·O, against fp64; the other gradients as without sinks."""
+    B, H, KVH, L, S, E = 2, 4, 2, 6, 9, 8
+    q = rng.uniform(-1, 1, size=(B, H, L, E)).astype(np.float32)
+    k = rng.uniform(-1, 1, size=(B, KVH, S, E)).astype(np.float32)
+    v = rng.uniform(-1, 1, size=(B, KVH, S, E)).astype(np.float32)
+    dout = rng.uniform(-1, 1, size=(B, H, L, E)).astype(np.float32)
+    sinks = [0.5, -1.0, 1.5, 0.0]
+    opts = clattn._options(None, 1 if causal else 0, None, None, sinks, None, None, None, 0, 0, "auto", 0, H, B)
+    call = {"context": ctx, "mask": None, "shape": (B, H, KVH, L, S, E, E), "options": opts, "mods": None,
+            "out_shape": (B, H, L, E), "lse_shape": (B, H, L), "sinks_grad": True}
+    arrays = clattn._NumpyArrays()
+    out, lse, saved = clattn._attention_forward(call, q, k, v, arrays)
+    grads = clattn._attention_backward(call, saved, dout, arrays)
+    o64, l64, _ = ref.sdpa(q, k, v, causal=causal, sinks=sinks)
+    assert_close(out, o64)
+    d = (dout.astype(np.float64) * o64).sum(-1)
+    p_sink = np.exp(np.asarray(sinks)[None, :, None] - l64)
+    want = -(p_sink * d).sum(axis=(0, 2))
+    assert grads[3].shape == (H,) and grads[3].dtype == np.float32
+    assert_close(grads[3], want, what="dsinks")
+    assert np.abs(want).min() > 1e-3  # (every head's gradient is far from 0: a missing one fails)

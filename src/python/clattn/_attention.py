@@ -117,7 +117,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ArgumentError("attn_mask requires grad: clattn's backward pass returns the gradients of query, key "
                             "and value but not the mask's (dS), so it would be None; detach the mask "
                             "(attn_mask.detach()) or compute this call with PyTorch's own SDPA")
-    if torch_side and _wants_grad(query, key, value):  # PyTorch's autograd: clattn's backward pass
+    # Sinks given as a tensor that requires grad (a model's learned sinks) get their gradient from the backward.
+    sinks_grad = sinks if torch_side and _wants_grad(sinks) else None
+    if torch_side and _wants_grad(query, key, value, sinks_grad):  # PyTorch's autograd: clattn's backward pass
         if weights is not None or dtype is not None:
             raise ArgumentError("weights= and dtype= are not taken with tensors that require grad")
         if empty_rows or no_keys or v_dim == 0 or q.shape[-1] != query.shape[-1]:
@@ -126,9 +128,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             lse = _empty(q, True, lse_shape, "float32").fill_(-float("inf") if no_keys else 0.0)
             return (out, lse) if return_lse else out
         call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled,
-                "out_shape": out_shape, "lse_shape": lse_shape, "timeout": timeout}
+                "out_shape": out_shape, "lse_shape": lse_shape, "timeout": timeout, "sinks_grad": sinks_grad is not None}
         qx, kx, vx = (t if target is None else t.expand(target) for t, target in zip((query, key, value), targets))
-        out, lse = _autograd_function().apply(qx, kx, vx, call)
+        out, lse = _autograd_function().apply(qx, kx, vx, sinks_grad, call)
         return (out, lse) if return_lse else out
     out = _empty(q, torch_side, out_shape)
     lse = _empty(q, torch_side, lse_shape, "float32") if return_lse else None
@@ -166,7 +168,7 @@ def _zero_size_torch(query, key, value, out_shape, no_keys, q, k, ctx, mask, sha
     call = {"context": ctx, "mask": mask, "shape": shape, "options": opts, "mods": compiled, "out_shape": out_shape,
             "lse_shape": out_shape[:-1], "timeout": timeout}
     vx = value if targets[2] is None else value.expand(targets[2])
-    out, _ = _autograd_function().apply(q, k, vx, call)
+    out, _ = _autograd_function().apply(q, k, vx, None, call)
     return out + link
 
 
@@ -188,16 +190,18 @@ def _autograd_function():
 
     class Attention(torch.autograd.Function):
         @staticmethod
-        def forward(fctx, query, key, value, call):
+        def forward(fctx, query, key, value, sinks, call):  # (sinks: a tensor that requires grad, or None)
             out, lse, saved = _attention_forward(call, query, key, value, _TorchArrays(torch))
             fctx.save_for_backward(*saved)
             fctx.call = call
+            fctx.sinks_dtype = None if sinks is None else sinks.dtype
             fctx.mark_non_differentiable(lse)
             return out, lse
 
         @staticmethod
         def backward(fctx, grad_out, grad_lse):
-            return _attention_backward(fctx.call, fctx.saved_tensors, grad_out, _TorchArrays(torch))
+            dq, dk, dv, dsinks, _ = _attention_backward(fctx.call, fctx.saved_tensors, grad_out, _TorchArrays(torch))
+            return dq, dk, dv, None if dsinks is None else dsinks.to(fctx.sinks_dtype), None
 
     _function = Attention
     return _function
@@ -255,17 +259,18 @@ def _attention_forward(call, query, key, value, arrays):
 
 def _attention_backward(call, saved, grad_out, arrays):
     """The autograd Function's backward, whole: what it returns, in its order (the gradients of query, key,
-    value, and None for the call). clattn_sdpa_backward in float32: 16-bit tensors widened for it, their
-    gradients rounded back."""
+    value, of the sinks — float32 (heads,) where call["sinks_grad"], else None — and None for the call).
+    clattn_sdpa_backward in float32: 16-bit tensors widened for it, their gradients rounded back."""
     q, k, v, out, lse = saved
     dq, dk, dv = (arrays.empty(q.shape, float32=True), arrays.empty(k.shape, float32=True),
                   arrays.empty(v.shape, float32=True))
+    dsinks = arrays.empty((call["shape"][1],), float32=True) if call.get("sinks_grad") else None
     timeout = call.get("timeout")
     _call(call["context"], _with_options(_clattn.sdpa_backward, call["options"]),
           (call["context"], arrays.wide(q), arrays.wide(k), arrays.wide(v), arrays.wide(out), lse,
-           arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["mods"]),
+           arrays.wide(grad_out), dq, dk, dv, call["mask"], call["shape"], call["mods"], dsinks),
           _deadline(timeout), timeout, call["mods"] is not None)
-    return arrays.cast(dq, q), arrays.cast(dk, k), arrays.cast(dv, v), None
+    return arrays.cast(dq, q), arrays.cast(dk, k), arrays.cast(dv, v), dsinks, None
 
 
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,

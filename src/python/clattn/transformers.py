@@ -2,7 +2,7 @@
 from_pretrained(..., attn_implementation="clattn") (or model.set_attn_implementation("clattn")) runs every
 attention layer of transformers' own model code through clattn.scaled_dot_product_attention — grouped-query
 heads, padding masks (transformers' boolean masks, as for its "sdpa"), sliding windows (inside those masks),
-soft-capping (Gemma 2, which PyTorch's SDPA refuses), attention sinks (gpt-oss, for inference), relative
+soft-capping (Gemma 2, which PyTorch's SDPA refuses), attention sinks (gpt-oss, trained too), relative
 position biases given as position_bias, generate() with transformers' caches, and training (gradients through
 clattn's backward pass). Needs transformers (and PyTorch); clattn itself never imports them."""
 from ._attention import scaled_dot_product_attention
@@ -15,7 +15,6 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
                       softcap=None, position_bias=None, s_aux=None, **kwargs):
     """transformers' attention function: query (B, H, L, D), key and value (B, KVH, S, D), attention_mask
     None, boolean (True: attend) or additive, broadcast to (B, 1 or H, L, S) → ((B, L, H, D) output, None)."""
-    import torch
     if dropout and module.training:
         raise ArgumentError(f"attention dropout ({dropout}) in training: clattn has no dropout; set the model's "
                             "attention_dropout to 0 or call model.eval()")
@@ -26,15 +25,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0, sc
         from transformers.integrations.sdpa_attention import create_position_bias_mask
         attention_mask = create_position_bias_mask(position_bias, attention_mask, causal, query, key)
         causal = False
-    sinks = None
-    if s_aux is not None:  # (gpt-oss's learned sinks, a logit per head in the softmax's denominator)
-        if s_aux.requires_grad and torch.is_grad_enabled():
-            raise ArgumentError("attention sinks that require grad: clattn's Python backward does not return the "
-                                "sinks' gradient yet; train with attn_implementation='eager' or freeze the sinks")
-        sinks = s_aux.detach().float().tolist()
+    # s_aux: gpt-oss's learned sinks, a logit per head in the softmax's denominator (their gradient from
+    # clattn's backward pass when they require it)
     out = scaled_dot_product_attention(query, key, value, attn_mask=attention_mask, is_causal=causal, scale=scaling,
                                        enable_gqa=query.shape[1] != key.shape[1], softcap=softcap or None,
-                                       sinks=sinks)
+                                       sinks=s_aux)
     return out.transpose(1, 2).contiguous(), None
 
 

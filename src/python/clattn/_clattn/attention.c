@@ -322,9 +322,10 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     static const char *const names[N] = {"query", "key", "value", "out", "lse", "grad_out", "dq", "dk", "dv",
                                          "attn_mask"};
     static const int optional[N] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-    PyObject *ctx_obj, *obj[N], *shape, *mods_obj;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO:sdpa_backward", &ctx_obj, &obj[Q], &obj[K], &obj[V], &obj[OUT],
-                          &obj[LSE], &obj[DOUT], &obj[DQ], &obj[DK], &obj[DV], &obj[MASK], &shape, &mods_obj))
+    PyObject *ctx_obj, *obj[N], *shape, *mods_obj, *dsinks_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO|O:sdpa_backward", &ctx_obj, &obj[Q], &obj[K], &obj[V], &obj[OUT],
+                          &obj[LSE], &obj[DOUT], &obj[DQ], &obj[DK], &obj[DV], &obj[MASK], &shape, &mods_obj,
+                          &dsinks_obj))
         return NULL;
     py_context *pc = pyclattn_context(ctx_obj, "context");
     Py_ssize_t B, H, KVH, L, S, D, DV_;
@@ -347,8 +348,13 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < 9 && !bad; i++) /* (the backward pass takes float32 tensors) */
         bad = py_float_output(&t[i], names[i], elems[i]);
     bad = bad || mask_take(&t[MASK], &o, B, H, L, S);
-    if (bad)
+    /* The sinks' gradient (heads floats, on the host for either kind of call), when asked for. */
+    py_tensor dsinks = {0};
+    bad = bad || py_tensor_get(dsinks_obj, "dsinks", 1, 0, &dsinks) || py_float_output(&dsinks, "dsinks", (size_t)H);
+    if (bad) {
+        py_tensor_release(&dsinks);
         return call_end(t, N, &o, &mods, CLATTN_SUCCESS, NULL);
+    }
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV_};
     const clattn_sdpa_desc d = sdpa_desc_of(dims, &o, &mods);
     clattn_status st;
@@ -357,11 +363,12 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
         st = pyclattn_mods_write(&mods, pc);
         if (st == CLATTN_SUCCESS && device)
             st = clattn_sdpa_backward(pc->ctx, &d, t[Q].mem, t[K].mem, t[V].mem, t[MASK].mem, t[OUT].mem, t[LSE].mem,
-                                      t[DOUT].mem, t[DQ].mem, t[DK].mem, t[DV].mem, NULL);
+                                      t[DOUT].mem, t[DQ].mem, t[DK].mem, t[DV].mem, dsinks.data);
         else if (st == CLATTN_SUCCESS)
             st = clattn_sdpa_backward_host(pc->ctx, &d, t[Q].data, t[K].data, t[V].data, t[MASK].data, t[OUT].data,
-                                           t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, NULL);
+                                           t[LSE].data, t[DOUT].data, t[DQ].data, t[DK].data, t[DV].data, dsinks.data);
     });
+    py_tensor_release(&dsinks);
     return call_end(t, N, &o, &mods, st, detail);
 }
 
