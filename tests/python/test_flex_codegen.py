@@ -64,11 +64,14 @@ def run(ctx, source, arrays, shape, seed, scale=None):
     return (q.astype(np.float64), k.astype(np.float64), v.astype(np.float64)), out, lse
 
 
+@pytest.mark.parametrize("bounded", [False, True])
 @pytest.mark.parametrize("name", sorted(RECORDED))
-def test_recorded_example(ctx, name):
+def test_recorded_example(ctx, name, bounded):
+    """Each example translated without bounds (every index guarded) and with the call's (indices proven
+    inside their tensors read unguarded, as flex_attention translates them)."""
     entry = RECORDED[name]
     kinds, values, arrays = tensors_of(entry)
-    source = codegen.source(entry["score"], entry["mask"], kinds)
+    source = codegen.source(entry["score"], entry["mask"], kinds, tuple(entry["shape"]) if bounded else None)
     assert ("float score_mod_grad(" in source) == (entry["score"] is not None)
     (q, k, v), out, lse = run(ctx, source, arrays, tuple(entry["shape"]), len(name))
     ref_out, ref_lse = reference(q, k, v, 0.25, entry["score"], entry["mask"], values)
@@ -158,3 +161,51 @@ def test_refusals_name_the_operation_and_line(bad, message):
     with pytest.raises(clattn.TranslationError) as e:
         codegen.source(g, None, [("float", (4, 4))])
     assert message in str(e.value) and "10" in str(e.value)
+
+
+def test_index_guards_follow_the_proven_ranges():
+    """An index is read unguarded where the call's bounds prove it inside its tensor, with only the wrap of
+    negative values where it can be negative but no less than −size, and fully guarded otherwise."""
+    L, S = 37, 53
+
+    def read(expr_nodes, size, bounds):
+        nodes = expr_nodes + [{"name": "t", "op": "index", "args": [{"tensor": 0}, {"node": "i"}]},
+                              {"name": "o", "op": "add", "args": [{"input": "score"}, {"node": "t"}]}]
+        src = codegen.source(graph(SCORE_INPUTS, nodes, {"node": "o"}), None, [("float", (size,))], bounds)
+        body = src[src.index("float score_mod("):src.index("float score_mod_grad(")]
+        return "clamp(" in body, "< 0 ?" in body
+
+    relative = [{"name": "d", "op": "sub", "args": [{"input": "q_idx"}, {"input": "kv_idx"}]},
+                {"name": "i", "op": "add", "args": [{"node": "d"}, S - 1]}]  # (0 … L + S − 2)
+    assert read(relative, L + S - 1, (1, 1, L, S)) == (False, False)
+    assert read(relative, L + S - 1, None) == (True, True)
+    assert read(relative, L + S - 1, (1, 1, L, S + 1)) == (False, True)  # (−1 possible: the wrap)
+    assert read(relative, L + S - 1, (1, 1, L + 1, S)) == (True, True)  # (past the end possible)
+    negative = [{"name": "i", "op": "sub", "args": [{"input": "kv_idx"}, {"input": "q_idx"}]}]  # (−(L−1) … S−1)
+    assert read(negative, S, (1, 1, L, S)) == (False, True)
+    buckets = [{"name": "d", "op": "sub", "args": [{"input": "q_idx"}, {"input": "kv_idx"}]},
+               {"name": "i", "op": "mod", "args": [{"node": "d"}, 7]}]  # (Python's %: 0 … 6)
+    assert read(buckets, 7, (1, 1, L, S)) == (False, False)
+    assert read(buckets, 6, (1, 1, L, S)) == (True, True)
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "minimum", "maximum", "floordiv", "mod", "neg", "abs"])
+def test_value_ranges_are_exact(op):
+    """The interval arithmetic behind the unguarded reads, against every value of small ranges (Python's
+    integer semantics): the range it gives holds every result and is no wider than they are."""
+    rng = np.random.default_rng(len(op))
+    fn = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "minimum": min,
+          "maximum": max, "floordiv": lambda a, b: a // b, "mod": lambda a, b: a % b, "neg": lambda a, b: -a,
+          "abs": lambda a, b: abs(a)}[op]
+    for _ in range(40):
+        lo = int(rng.integers(-20, 20))
+        a = (lo, lo + int(rng.integers(0, 15)))
+        if op in ("floordiv", "mod"):
+            c = int(rng.integers(1, 9))
+            b = (c, c)
+        else:
+            lo = int(rng.integers(-20, 20))
+            b = (lo, lo + int(rng.integers(0, 15)))
+        got = codegen._value_range(op, [a, b], codegen.LONG)
+        values = [fn(x, y) for x in range(a[0], a[1] + 1) for y in range(b[0], b[1] + 1)]
+        assert got == (min(values), max(values)), (op, a, b, got)

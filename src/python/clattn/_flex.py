@@ -276,10 +276,11 @@ def _weakrefable(fn):
         return False
 
 
-def translate(score_mod=None, mask_mod=None):
+def translate(score_mod=None, mask_mod=None, bounds=None):
     """(source, tensors): the OpenCL C clattn compiles for score_mod (with its derivative score_mod_grad) and
-    mask_mod, and the captured tensors its auxiliary tensors aux0 … hold (in that order). For reading what
-    clattn made of a function; flex_attention calls it."""
+    mask_mod, and the captured tensors its auxiliary tensors aux0 … hold (in that order). bounds: (B, H, L, S)
+    of the calls it serves (indices proven inside a tensor there are read unguarded), or None. For reading
+    what clattn made of a function; flex_attention calls it."""
     score_graph = mask_graph = None
     tensors = []
     if score_mod is not None:
@@ -289,7 +290,7 @@ def translate(score_mod=None, mask_mod=None):
         mask_graph, tensors = _merge_tensors(mask_graph, mask_tensors, tensors)
     torch = _torch()
     kinds = [(_tensor_kind(torch, t), tuple(t.shape)) for t in tensors]
-    return _codegen.source(score_graph, mask_graph, kinds), tensors
+    return _codegen.source(score_graph, mask_graph, kinds, bounds), tensors
 
 
 def _merge_tensors(graph, own, tensors):
@@ -421,7 +422,12 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if score_mod is None and mask_mod is None:
         return scaled_dot_product_attention(query, key, value, scale=scale, enable_gqa=enable_gqa,
                                             return_lse=return_lse, context=context, timeout=timeout)
-    source, tensors = translate(score_mod, mask_mod)
+    # (the shapes the functions are called for: the call's, and a clattn block mask's, which evaluates
+    # mask_mod over its own)
+    bounds = (query.shape[0], query.shape[1], query.shape[-2], key.shape[-2])
+    if isinstance(block_mask, BlockMask):
+        bounds = tuple(max(a, b or 1) for a, b in zip(bounds, block_mask.shape))
+    source, tensors = translate(score_mod, mask_mod, bounds)
     torch = _torch()
     aux = {f"aux{i}": _aux_array(torch, t) for i, t in enumerate(tensors)}
     # (PyTorch's BlockMask: its mask_mod, evaluated at every pair; clattn's: its blocks too)

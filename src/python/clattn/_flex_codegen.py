@@ -68,14 +68,76 @@ def _cast(expr, have, want):
     return f"(({want})({expr}))"
 
 
+_LIMIT = 2**62  # (integer ranges beyond this are not tracked: no overflow to reason about)
+
+
+def _value_range(op, ranges, typ):
+    """The values an integer node can take, (lo, hi), from its arguments' ranges (None: unknown), or None.
+    Exact interval arithmetic on what the graph's integer operations do (Python's // and % included)."""
+    if typ == BOOL:
+        return 0, 1
+    if typ != LONG:
+        return None
+    a = ranges[0] if ranges else None
+    b = ranges[1] if len(ranges) > 1 else None
+    r = None
+    if op in ("add", "sub", "mul", "minimum", "maximum") and a and b:
+        if op == "add":
+            r = a[0] + b[0], a[1] + b[1]
+        elif op == "sub":
+            r = a[0] - b[1], a[1] - b[0]
+        elif op == "mul":
+            products = [x * y for x in a for y in b]
+            r = min(products), max(products)
+        else:
+            pick = min if op == "minimum" else max
+            r = pick(a[0], b[0]), pick(a[1], b[1])
+    elif op in ("floordiv", "mod") and a and b and b[0] == b[1] and b[0] > 0:
+        c = b[0]
+        if op == "floordiv":
+            r = a[0] // c, a[1] // c
+        else:  # (within one period the remainders rise with a; across one, all of them)
+            r = (a[0] % c, a[1] % c) if a[1] - a[0] < c and a[0] % c <= a[1] % c else (0, c - 1)
+    elif op == "neg" and a:
+        r = -a[1], -a[0]
+    elif op == "abs" and a:
+        r = a if a[0] >= 0 else (-a[1], -a[0]) if a[1] <= 0 else (0, max(-a[0], a[1]))
+    elif op == "clamp" and a:
+        lo, hi = (ranges[1] if len(ranges) > 1 else None), (ranges[2] if len(ranges) > 2 else None)
+        r = (max(a[0], lo[0]) if lo else a[0], min(a[1], hi[1]) if hi else a[1])
+        r = r if r[0] <= r[1] else (r[1], r[1])
+    elif op == "where" and len(ranges) == 3 and ranges[1] and ranges[2]:
+        r = min(ranges[1][0], ranges[2][0]), max(ranges[1][1], ranges[2][1])
+    elif op == "to_long" and a:
+        r = a
+    return r if r and -_LIMIT < r[0] <= r[1] < _LIMIT else None
+
+
 class _Writer:
     """Walks a graph once, writing a C statement per node; with `grad`, also each float node's derivative
-    with respect to the input named "score"."""
+    with respect to the input named "score". bounds (B, H, L, S), or None: the batches, heads, query positions
+    and keys the functions are called for (clattn calls them only inside a call's shape), from which the
+    integer values' ranges follow — an index proven inside its tensor is read as it is."""
 
-    def __init__(self, graph, tensors, grad):
+    def __init__(self, graph, tensors, grad, bounds=None):
         self.tensors, self.grad = tensors, grad
         self.lines, self.values, self.derivs = [], {}, {}
         self.inputs = graph["inputs"]
+        # value name (a node's vN, an input's p_N) → its (lo, hi)
+        n = len(self.inputs)
+        self.ranges = {} if bounds is None else {f"p_{n - 4 + i}": (0, max(int(x), 1) - 1)
+                                                 for i, x in enumerate(bounds)}
+
+    def range_of(self, arg):
+        """The (lo, hi) of an argument as arg() returns it (a literal's own value), or None."""
+        expr, typ, _ = arg
+        if typ == BOOL:
+            return 0, 1
+        if typ == LONG and expr in self.ranges:
+            return self.ranges[expr]
+        if typ == LONG and expr.endswith("L") and expr[:-1].lstrip("-").isdigit():
+            return int(expr[:-1]), int(expr[:-1])
+        return None
 
     def arg(self, a, line):
         """(C expression, type, derivative expression or None) of an argument."""
@@ -99,12 +161,16 @@ class _Writer:
         if op not in OPS:
             raise TranslationError(f"{line}: the operation {n.get('what', op)} has no OpenCL C translation "
                                    f"(supported: {', '.join(OPS)})")
+        rng = None
         if op == "index":
             expr, typ, d = self.index(n, line)
         else:
             args = [self.arg(a, line) for a in n["args"]]
             expr, typ, d = self.apply(op, args, line)
+            rng = _value_range(op, [None if a[0] is None else self.range_of(a) for a in args], typ)
         name = f"v{len(self.values)}"
+        if rng is not None:
+            self.ranges[name] = rng
         self.lines.append(f"    const {'bool' if typ == BOOL else typ} {name} = {expr};")
         self.values[n["name"]] = (name, typ)
         if self.grad and typ == FLOAT and d is not None and d != "0.0f":
@@ -121,13 +187,20 @@ class _Writer:
             raise TranslationError(f"{line}: a captured tensor of shape {tuple(shape)} indexed by {len(idx)} "
                                    "positions (each of its dimensions needs one: the result must be one value)")
         offset = "0L"
-        for (e, typ, _), size in zip(idx, shape):
+        for (e, typ, d), size in zip(idx, shape):
             if typ == FLOAT:
                 raise TranslationError(f"{line}: a captured tensor indexed by a float value")
             # Python's negative indices count from the end; past either end reads the nearest element
-            # (the kernel must not read outside the buffer; PyTorch would raise).
-            i = f"clamp(({e}) < 0 ? ({e}) + {size}L : (long)({e}), 0L, {max(size - 1, 0)}L)"
-            offset = f"({offset}) * {size}L + {i}"
+            # (the kernel must not read outside the buffer; PyTorch would raise). Where the index's range
+            # is proven (the call's bounds), only what it needs: nothing, or the wrap of negative values.
+            r = self.range_of((e, typ, d))
+            if r is not None and 0 <= r[0] and r[1] < size:
+                i = f"({e})"
+            elif r is not None and -size <= r[0] and r[1] < size:
+                i = f"(({e}) < 0 ? ({e}) + {size}L : (long)({e}))"
+            else:
+                i = f"clamp(({e}) < 0 ? ({e}) + {size}L : (long)({e}), 0L, {max(size - 1, 0)}L)"
+            offset = f"({offset}) * {size}L + {i}" if offset != "0L" else i
         read = f"aux{t['tensor']}[{offset}]"
         if kind == BOOL:
             return f"({read} != 0)", BOOL, None
@@ -292,9 +365,9 @@ def aux_parameters(tensors):
     return "".join(f", __global const {_C_TYPES[kind]} *aux{i}" for i, (kind, _) in enumerate(tensors))
 
 
-def _function(graph, tensors, kind):
+def _function(graph, tensors, kind, bounds):
     grad = kind == "score_mod_grad"
-    w = _Writer(graph, tensors, grad)
+    w = _Writer(graph, tensors, grad, bounds)
     for n in graph["nodes"]:
         w.node(n)
     expr, typ, d = w.arg(graph["output"], "output")
@@ -314,15 +387,18 @@ def _function(graph, tensors, kind):
     return "\n".join([head + aux_parameters(tensors) + ")", "{"] + body + w.lines + [f"    return {result};", "}"])
 
 
-def source(score_graph, mask_graph, tensors):
+def source(score_graph, mask_graph, tensors, bounds=None):
     """OpenCL C defining score_mod and score_mod_grad (when score_graph) and mask_mod (when mask_graph),
-    every function taking every captured tensor (as aux0, aux1 … in `tensors`' order)."""
+    every function taking every captured tensor (as aux0, aux1 … in `tensors`' order). bounds: (B, H, L, S)
+    the functions will be called inside (an index proven inside its tensor there is read without the
+    bounds' guard: the text changes only where a proof does, so calls of other shapes share it mostly), or
+    None: every index guarded."""
     parts = [_HELPERS]
     if score_graph is not None:
-        parts.append(_function(score_graph, tensors, "score_mod"))
-        parts.append(_function(score_graph, tensors, "score_mod_grad"))
+        parts.append(_function(score_graph, tensors, "score_mod", bounds))
+        parts.append(_function(score_graph, tensors, "score_mod_grad", bounds))
     if mask_graph is not None:
-        parts.append(_function(mask_graph, tensors, "mask_mod"))
+        parts.append(_function(mask_graph, tensors, "mask_mod", bounds))
     return "\n".join(parts) + "\n"
 
 
