@@ -840,6 +840,31 @@ CLATTN_API clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdp
                                            const clattn_paged_cache *cache, const size_t *lengths, cl_mem q,
                                            cl_mem mask, cl_mem out, cl_mem lse);
 
+/* One level of a cascade (since 0.18): prefixes that groups of sequences share, held in the paged pool.
+ * Sequence b reads prefix group_of[b] at this level: lengths[g] rows in the blocks blocks[g · max_blocks …]
+ * (host arrays: a server keeps its prefix tree there). */
+typedef struct clattn_cascade_level {
+    size_t groups;           /* the level's prefixes */
+    const size_t *group_of;  /* batch entries, each < groups */
+    const cl_int *blocks;    /* groups × max_blocks block ids of the pool, each prefix's blocks in order */
+    size_t max_blocks;
+    const size_t *lengths;   /* groups: each prefix's rows (≤ max_blocks · block_size; 0: none at this level) */
+} clattn_cascade_level;
+
+/* Shared-prefix (cascade) attention over a paged cache (since 0.18): sequence b's keys are its prefix at
+ * each of the n_levels levels (at most 8, in order: a prefix shared by all, then sub-prefixes shared by
+ * groups…) followed by its own lengths[b] rows (cache's table row b), and q (B,H,L,Dqk) holds its last L
+ * queries. Each group's prefix is read once for all of its sequences — their queries gathered into one
+ * problem of n·L rows — and the parts are merged by their log-sum-exps; the result equals clattn_sdpa_paged
+ * over the concatenated keys. out (B,H,L,Dv), lse (B,H,L) or NULL; q and out float32, the pools in any
+ * type clattn_sdpa_paged reads. Options: scale, softcap, logit_scale, sinks, kv_heads, and a
+ * CLATTN_CAUSAL_BOTTOM_RIGHT mask (within each sequence's own rows: every query sees all its prefixes);
+ * key lengths, offsets, windows, additive masks, ALiBi, mods, block masks and weights are refused. */
+CLATTN_API clattn_status clattn_sdpa_cascade(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                             const clattn_paged_cache *cache, const clattn_cascade_level *levels,
+                                             size_t n_levels, const size_t *lengths, cl_mem q, cl_mem out,
+                                             cl_mem lse);
+
 /* Append new_len rows per sequence to a paged cache (since 0.3): k_new (B, kv_heads, new_len, Dqk) and
  * v_new (…, Dv) go to rows lengths[b] … lengths[b] + new_len − 1 of sequence b, through its block table
  * (the application allocates the blocks and fills the table first). desc gives batch, the heads and head

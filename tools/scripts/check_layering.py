@@ -76,6 +76,7 @@ LAYERS = [
         "kvcache.h", "kvcache.c",      # KV caches the application owns: appends, ONNX past/present
         "ragged.h", "ragged.c",        # clattn_sdpa_ragged: sequences of different lengths packed
         "paged.c",                     # paged caches: block-id checks, appends and attention through a table
+        "cascade.c",                   # clattn_sdpa_cascade: shared prefixes read once, merged with each own part
         "host.c",                      # the *_host variants
         "context.c",                   # the owner
         "group.c",                     # device groups: one call over the contexts of several devices

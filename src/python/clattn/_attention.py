@@ -149,8 +149,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     elif not empty_rows and v_dim:
         _call(ctx, _sdpa_call, (ctx, q, k, v, out, lse, mask, w, shape, opts, compiled, dtype == "bfloat16"),
               deadline, timeout, compiled is not None)
-    if on_device:  # (the outputs' queues, where not the context's, wait for the call's end)
-        _device.after(ctx, (out, lse, w))
+    if on_device:  # (the arrays' queues, where not the context's, wait for the call's end)
+        _device.after(ctx, (q, k, v, mask, out, lse, w))
     if lse is None and w is None:
         return out
     return (out,) + ((lse,) if lse is not None else ()) + ((w,) if w is not None else ())

@@ -80,11 +80,12 @@ def before(context, arrays):
             #                     operations only, not those of the application's kernels)
 
 
-def after(context, outputs):
-    """An event of the call's end on each output kept on another queue, so that pyopencl's operations on it
-    (which wait for an array's events) follow the call."""
+def after(context, arrays):
+    """An event of the call's end on each of its arrays kept on another queue — outputs it writes, inputs it
+    may still be reading —, so that pyopencl's operations on them (which wait for an array's events) follow
+    the call."""
     own = context._cl_handles[2]
-    others = [a for a in outputs if is_device_array(a) and a.queue is not None and a.queue.int_ptr != own]
+    others = [a for a in arrays if is_device_array(a) and a.queue is not None and a.queue.int_ptr != own]
     if others:
         import pyopencl as cl
 

@@ -96,9 +96,12 @@ class KVCache:
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
             raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (batch, kv_heads, n, D), the same n")
-        if _device.is_device_array(k):
+        on_device = _device.is_device_array(k)
+        if on_device:
             _device.before(self.context, (k, v))
         _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16))
+        if on_device:  # (the rows are copied later, in the context's queue order)
+            _device.after(self.context, (k, v))
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
                logit_scale=None, return_lse=False, algorithm="auto", out=None):
@@ -124,7 +127,7 @@ class KVCache:
             _device.before(self.context, (q, out, lse))
         _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len, self._bf16))
         if on_device:
-            _device.after(self.context, (out, lse))
+            _device.after(self.context, (q, out, lse))
         return (out, lse) if return_lse else out
 
     def device_arrays(self, queue=None):

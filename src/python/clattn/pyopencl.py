@@ -13,8 +13,8 @@ return pyopencl arrays on the query's queue::
 A call on device arrays runs on ``context(queue)`` of the query's queue unless given ``context=`` (a
 clattn.Context on the same OpenCL context). Order between the two: work is ordered by the queue where the
 arrays' queue is the context's (then nothing waits); arrays on another queue of the same OpenCL context have
-that queue finished before the call, and their outputs get an event of the call's end (pyopencl's operations
-wait for an array's events).
+that queue finished before the call, and get an event of the call's end (pyopencl's operations wait for an
+array's events): its outputs, and its inputs, which the call may still be reading when it returns.
 """
 from . import _device
 
