@@ -1,0 +1,163 @@
+/* cascade_bench: shared-prefix (cascade) attention against the plain ways of decoding the same batch, on one
+ * device, in one run (issue 40's case): B sequences, one query token each, a prefix of P rows that they all
+ * share in the paged pool and S own rows each, H query heads over KVH K/V heads, head size D, blocks of 16.
+ *   cascade    clattn_sdpa_cascade (the prefix read once for all B sequences)
+ *   batched    one clattn_sdpa_paged call over the B sequences, each table row its prefix blocks then its own
+ *   separate   B clattn_sdpa_paged calls, one a sequence (the independent decode calls a server makes)
+ * Each is run once to warm up (compiling its kernels), then RUNS times, the calls alternated; printed: the
+ * best and the median of each, milliseconds, and the ratios of the bests.
+ *
+ *   cascade_bench [B P S H KVH D RUNS [DEVICE]]     (default 64 8192 256 32 8 128 5) */
+#define _POSIX_C_SOURCE 200809L /* (clock_gettime) */
+#include <clattn/clattn.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define BLOCK 16
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define CHECK(call)                                                                                          \
+    do {                                                                                                     \
+        clattn_status st_ = (call);                                                                          \
+        if (st_ != CLATTN_SUCCESS) {                                                                         \
+            fprintf(stderr, "cascade_bench: %s: %s (%s)\n", #call, clattn_status_string(st_),                \
+                    clattn_last_error(ctx));                                                                 \
+            exit(1);                                                                                         \
+        }                                                                                                    \
+    } while (0)
+
+static cl_mem device_buffer(clattn_context *ctx, size_t bytes, const void *data)
+{
+    cl_int err;
+    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | (data ? CL_MEM_COPY_HOST_PTR : 0),
+                              bytes, (void *)data, &err);
+    if (err != CL_SUCCESS) {
+        fprintf(stderr, "cascade_bench: clCreateBuffer of %zu bytes: %d\n", bytes, (int)err);
+        exit(1);
+    }
+    return m;
+}
+
+static float *random_floats(size_t n, unsigned seed)
+{
+    float *x = malloc(n * sizeof *x);
+    if (!x) {
+        fprintf(stderr, "cascade_bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
+    }
+    return x;
+}
+
+int main(int argc, char **argv)
+{
+    size_t a[7] = {64, 8192, 256, 32, 8, 128, 5};
+    for (int i = 1; i < argc && i <= 7; i++)
+        a[i - 1] = strtoul(argv[i], NULL, 10);
+    const size_t B = a[0], P = a[1], S = a[2], H = a[3], KVH = a[4], D = a[5], runs = a[6] ? a[6] : 1;
+    const size_t prefix_blocks = (P + BLOCK - 1) / BLOCK, own_blocks = (S + BLOCK - 1) / BLOCK;
+    const size_t blocks = prefix_blocks + B * own_blocks, pool_floats = blocks * KVH * BLOCK * D;
+    clattn_context *ctx = NULL;
+    CHECK(clattn_context_create(&ctx, argc > 8 ? argv[8] : NULL));
+    printf("cascade_bench on %s: B = %zu sequences, one query each, a shared prefix of %zu rows and %zu own rows each, "
+           "H = %zu over %zu K/V heads, D = %zu, float32, blocks of %d\n",
+           clattn_context_device_name(ctx), B, P, S, H, KVH, D, BLOCK);
+    float *pool = random_floats(pool_floats, 1);
+    clattn_paged_cache own = CLATTN_PAGED_CACHE_INIT;
+    own.k_pool = device_buffer(ctx, pool_floats * sizeof(float), pool);
+    free(pool);
+    pool = random_floats(pool_floats, 2);
+    own.v_pool = device_buffer(ctx, pool_floats * sizeof(float), pool);
+    free(pool);
+    own.blocks = blocks, own.block_size = BLOCK, own.max_blocks = own_blocks;
+    /* Tables: the prefix's blocks (0 …), each sequence's own after them; the whole-sequence table for the
+     * plain calls lists both. */
+    cl_int *prefix = malloc(prefix_blocks * sizeof *prefix), *own_table = malloc(B * own_blocks * sizeof *own_table);
+    cl_int *full = malloc(B * (prefix_blocks + own_blocks) * sizeof *full);
+    size_t *own_len = malloc(B * sizeof *own_len), *full_len = malloc(B * sizeof *full_len);
+    size_t *group_of = calloc(B, sizeof *group_of);
+    if (!prefix || !own_table || !full || !own_len || !full_len || !group_of)
+        return 1;
+    for (size_t j = 0; j < prefix_blocks; j++)
+        prefix[j] = (cl_int)j;
+    for (size_t b = 0; b < B; b++) {
+        own_len[b] = S, full_len[b] = P + S;
+        for (size_t j = 0; j < own_blocks; j++)
+            own_table[b * own_blocks + j] = (cl_int)(prefix_blocks + b * own_blocks + j);
+        for (size_t j = 0; j < prefix_blocks + own_blocks; j++) /* (P a multiple of the block: rows line up) */
+            full[b * (prefix_blocks + own_blocks) + j] = j < prefix_blocks ? prefix[j] : own_table[b * own_blocks + j - prefix_blocks];
+    }
+    if (P % BLOCK) {
+        fprintf(stderr, "cascade_bench: P must be a multiple of %d (the plain calls' tables)\n", BLOCK);
+        return 2;
+    }
+    own.block_table = device_buffer(ctx, B * own_blocks * sizeof(cl_int), own_table);
+    clattn_paged_cache whole = own;
+    whole.block_table = device_buffer(ctx, B * (prefix_blocks + own_blocks) * sizeof(cl_int), full);
+    whole.max_blocks = prefix_blocks + own_blocks;
+    float *q_host = random_floats(B * H * D, 3);
+    cl_mem q = device_buffer(ctx, B * H * D * sizeof(float), q_host), out = device_buffer(ctx, B * H * D * sizeof(float), NULL);
+    cl_mem *q_one = malloc(B * sizeof *q_one), *out_one = malloc(B * sizeof *out_one), *table_one = malloc(B * sizeof *table_one);
+    for (size_t b = 0; b < B; b++) {
+        q_one[b] = device_buffer(ctx, H * D * sizeof(float), q_host + b * H * D);
+        out_one[b] = device_buffer(ctx, H * D * sizeof(float), NULL);
+        table_one[b] = device_buffer(ctx, (prefix_blocks + own_blocks) * sizeof(cl_int), full + b * (prefix_blocks + own_blocks));
+    }
+    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+    d.batch = B, d.heads = H, d.kv_heads = KVH, d.q_len = 1, d.qk_dim = d.v_dim = D;
+    const size_t prefix_len[1] = {P};
+    const clattn_cascade_level level = {1, group_of, prefix, prefix_blocks, prefix_len};
+    double *times[3];
+    for (int m = 0; m < 3; m++)
+        times[m] = malloc(runs * sizeof(double));
+    const cl_command_queue queue = clattn_context_queue(ctx);
+    for (size_t r = 0; r <= runs; r++) /* (run 0: the warm-up) */
+        for (int m = 0; m < 3; m++) {
+            const double t0 = now_ms();
+            if (m == 0) {
+                CHECK(clattn_sdpa_cascade(ctx, &d, &own, &level, 1, own_len, q, out, NULL));
+            } else if (m == 1) {
+                CHECK(clattn_sdpa_paged(ctx, &d, &whole, full_len, q, NULL, out, NULL));
+            } else {
+                clattn_sdpa_desc one = d;
+                one.batch = 1;
+                clattn_paged_cache c1 = whole;
+                for (size_t b = 0; b < B; b++) {
+                    c1.block_table = table_one[b];
+                    CHECK(clattn_sdpa_paged(ctx, &one, &c1, &full_len[b], q_one[b], NULL, out_one[b], NULL));
+                }
+            }
+            CHECK((clattn_status)clFinish(queue));
+            if (r > 0)
+                times[m][r - 1] = now_ms() - t0;
+        }
+    static const char *const names[3] = {"cascade", "batched", "separate"};
+    double best[3];
+    for (int m = 0; m < 3; m++) {
+        qsort(times[m], runs, sizeof(double), by_value);
+        best[m] = times[m][0];
+        printf("%-9s best %9.2f ms  median %9.2f ms\n", names[m], best[m], times[m][runs / 2]);
+    }
+    printf("cascade is %.1fx faster than %zu separate decode calls and %.1fx faster than one batched paged call\n",
+           best[2] / best[0], B, best[1] / best[0]);
+    clattn_context_free(ctx);
+    return 0;
+}
