@@ -146,8 +146,8 @@ def test_order_across_queues(queue, rng):
     dq *= 2.0  # (queued on `other`, not waited for)
     out = clattn.scaled_dot_product_attention(dq, dk, dk, is_causal=True, context=cp.context(queue))
     assert out.queue is other  # (made beside the query)
-    for a in (dq, dk, out):  # (inputs and output carry the call's end, an event of the context's queue)
-        assert any(e.command_queue.int_ptr == queue.int_ptr for e in a.events)
+    for arr in (dq, dk, out):  # (inputs and output carry the call's end, an event of the context's queue)
+        assert any(e.command_queue.int_ptr == queue.int_ptr for e in arr.events)
     doubled = (out * 3.0).get()  # (pyopencl on `other`: waits for the call's event)
     assert_close(doubled, 3.0 * reference.sdpa(2.0 * a, a, a, causal=True)[0])
     # One queue: pyopencl's work and clattn's in queue order, nothing waited for in between.
