@@ -57,7 +57,7 @@ class KVCache:
     """
 
     def __init__(self, batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None,
-                 context=None, *, k_dtype=None, v_dtype=None, scaled=False):
+                 context=None, *, k_dtype=None, v_dtype=None, scaled=False, prefix_capacity=0):
         kf = _format(dtype if k_dtype is None else k_dtype, "dtype" if k_dtype is None else "k_dtype")
         vf = _format(dtype if v_dtype is None else v_dtype, "dtype" if v_dtype is None else "v_dtype")
         self.context = _context(context)
@@ -66,8 +66,9 @@ class KVCache:
         self.k_dtype, self.v_dtype = kf.name, vf.name
         self.dtype = kf.name if kf.name == vf.name else None  # (None: K and V differ)
         self.block_size, self.scaled = block_size, bool(scaled)
+        self.prefix_capacity = prefix_capacity
         self._cache = _clattn.KVCache(self.context, batch, kv_heads, capacity, head_dim, self.v_dim, kf.name, vf.name,
-                                      block_size or 0, self.scaled)
+                                      block_size or 0, self.scaled, prefix_capacity)
         self.k_row_bytes = head_dim // kf.block * kf.block_bytes  # (0 for a token format: chunks, not rows)
         self.v_row_bytes = self.v_dim // vf.block * vf.block_bytes
         self._tokens = (kf.tokens, vf.tokens)
@@ -103,13 +104,36 @@ class KVCache:
         if on_device:  # (the rows are copied later, in the context's queue order)
             _device.after(self.context, (k, v))
 
+    def add_prefix(self, key, value):
+        """Rows that several sequences share (a system prompt, a few-shot block), written once into the room
+        kept by prefix_capacity: key (kv_heads, n, head_dim) or (1, kv_heads, n, head_dim), value (…, v_dim).
+        Returns the prefix's id, for attend(prefixes=...). Prefixes stay until the cache goes (reset() keeps
+        them)."""
+        k, _ = _tensor(key, "key")
+        v, _ = _tensor(value, "value")
+        ks, vs = tuple(k.shape), tuple(v.shape)
+        ks, vs = (ks[1:], vs[1:]) if len(ks) == 4 and len(vs) == 4 and ks[0] == vs[0] == 1 else (ks, vs)
+        if len(ks) != 3 or len(vs) != 3 or ks[1] != vs[1]:
+            raise ArgumentError(f"key {tuple(k.shape)} and value {tuple(v.shape)}: (kv_heads, n, D), the same n")
+        on_device = _device.is_device_array(k)
+        if on_device:
+            _device.before(self.context, (k, v))
+        made = _call(self.context, self._cache._add_prefix, (k, v, int(ks[1]), self._bf16))
+        if on_device:
+            _device.after(self.context, (k, v))
+        return made
+
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
-               logit_scale=None, return_lse=False, algorithm="auto", out=None):
+               logit_scale=None, return_lse=False, algorithm="auto", out=None, prefixes=None):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
         default) the L queries are the last L rows appended (query i sees its rows up to itself); the
         options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
         and type, or (out, lse). out: an array of that shape, kind and type to write instead (a decode loop
-        then allocates nothing a step)."""
+        then allocates nothing a step). prefixes: shared prefixes before each sequence's own rows (cascade
+        attention, clattn_sdpa_cascade: each read once for all the sequences that share it) — a list of
+        levels, each `batch` ids of add_prefix (level 0 for all, then sub-prefixes…); float32 queries; with
+        is_causal the queries are each sequence's last L own rows and see all of their prefixes; window,
+        alibi and algorithm are not taken then."""
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
             raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
@@ -125,7 +149,13 @@ class KVCache:
         on_device = _device.is_device_array(q)
         if on_device:
             _device.before(self.context, (q, out, lse))
-        _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len, self._bf16))
+        if prefixes is not None:
+            opts.pop("algorithm", None)
+            levels = [list(level) for level in prefixes]
+            _call(self.context, _with_options(self._cache._attend_prefixes, opts),
+                  (q, out, lse, heads, q_len, self._bf16, levels))
+        else:
+            _call(self.context, _with_options(self._cache.attend, opts), (q, out, lse, heads, q_len, self._bf16))
         if on_device:
             _device.after(self.context, (q, out, lse))
         return (out, lse) if return_lse else out

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static py_context *cache_context(py_kvcache *c) { return (py_context *)c->context; }
+py_context *pykv_context(py_kvcache *c) { return (py_context *)c->context; }
 
 static void cache_release(py_kvcache *c)
 {
@@ -36,13 +36,17 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
 {
     (void)kwargs;
     PyObject *ctx_obj;
-    Py_ssize_t B, KVH, cap, D, DV, bs;
+    Py_ssize_t B, KVH, cap, D, DV, bs, prefix_rows = 0;
     const char *k_name, *v_name;
     int scaled;
     clattn_dtype kt, vt;
-    if (!PyArg_ParseTuple(args, "Onnnnnssnp:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &k_name, &v_name, &bs,
-                          &scaled))
+    if (!PyArg_ParseTuple(args, "Onnnnnssnp|n:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &k_name, &v_name, &bs,
+                          &scaled, &prefix_rows))
         return NULL;
+    if (prefix_rows < 0 || (prefix_rows && !bs)) {
+        PyErr_SetString(PyExc_ValueError, "prefix_capacity: rows for shared prefixes, in a paged cache (block_size)");
+        return NULL;
+    }
     py_context *pc = pyclattn_context(ctx_obj, "context");
     if (!pc || pykv_dtype(k_name, "k_dtype", &kt) != 0 || pykv_dtype(v_name, "v_dtype", &vt) != 0)
         return NULL;
@@ -76,15 +80,19 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     if (bs) { /* every sequence may grow to the capacity: a pool of B · max_blocks blocks */
         c->max_blocks = (c->capacity + c->block_size - 1) / c->block_size;
         c->blocks = c->batch * c->max_blocks;
+        c->prefix_blocks = ((size_t)prefix_rows + c->block_size - 1) / c->block_size;
+        c->prefix_next = c->blocks;
         rows = c->max_blocks * c->block_size;
         chunks = c->max_blocks;
         c->host_table = PyMem_Malloc(c->blocks * sizeof *c->host_table);
     }
     c->k_head = clattn_dtype_head_bytes(kt, bs ? c->block_size : c->capacity, c->qk_dim);
     c->v_head = clattn_dtype_head_bytes(vt, bs ? c->block_size : c->capacity, c->v_dim);
+    /* (a pool's buffers hold its shared-prefix blocks after the sequences') */
+    const size_t extra = c->prefix_blocks, all = (size_t)B * chunks + extra;
     if (!c->lengths || (bs && !c->host_table) || !c->k_head || !c->v_head ||
-        py_product(&kb, B, KVH, chunks, c->k_head) || py_product(&vb, B, KVH, chunks, c->v_head) ||
-        py_product(&sb, B, KVH, rows, sizeof(float))) {
+        py_product(&kb, all, KVH, c->k_head, 1) || py_product(&vb, all, KVH, c->v_head, 1) ||
+        py_product(&sb, (size_t)B * rows + extra * c->block_size, KVH, sizeof(float), 1)) {
         Py_DECREF(c);
         return PyErr_Occurred() ? NULL : PyErr_NoMemory();
     }
@@ -131,15 +139,15 @@ static void kvcache_dealloc(PyObject *obj)
     Py_DECREF(type);
 }
 
-static clattn_paged_cache paged_view(const py_kvcache *c)
+clattn_paged_cache pykv_paged_view(const py_kvcache *c)
 {
     clattn_paged_cache p = CLATTN_PAGED_CACHE_INIT;
-    p.k_pool = c->k, p.v_pool = c->v, p.blocks = c->blocks, p.block_size = c->block_size;
+    p.k_pool = c->k, p.v_pool = c->v, p.blocks = c->blocks + c->prefix_blocks, p.block_size = c->block_size;
     p.block_table = c->table, p.max_blocks = c->max_blocks;
     return p;
 }
 
-static clattn_sdpa_desc cache_desc(const py_kvcache *c, size_t heads, size_t q_len)
+clattn_sdpa_desc pykv_desc(const py_kvcache *c, size_t heads, size_t q_len)
 {
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = c->batch, d.heads = heads, d.kv_heads = c->kv_heads, d.q_len = q_len;
@@ -155,7 +163,7 @@ static clattn_sdpa_desc cache_desc(const py_kvcache *c, size_t heads, size_t q_l
 static PyObject *kvcache_append(PyObject *obj, PyObject *args)
 {
     py_kvcache *c = (py_kvcache *)obj;
-    py_context *pc = cache_context(c);
+    py_context *pc = pykv_context(c);
     PyObject *k_obj, *v_obj;
     Py_ssize_t n;
     int bf16;
@@ -207,9 +215,9 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
                             c->host_table[b * c->max_blocks + j] = (int)c->next_block++;
                             table_changed = 1;
                         }
-                clattn_sdpa_desc d = cache_desc(c, c->kv_heads, 0);
+                clattn_sdpa_desc d = pykv_desc(c, c->kv_heads, 0);
                 d.q_dtype = k.dtype; /* (the new rows' type) */
-                const clattn_paged_cache p = paged_view(c);
+                const clattn_paged_cache p = pykv_paged_view(c);
                 if (table_changed)
                     st = (clattn_status)clEnqueueWriteBuffer(clattn_context_queue(pc->ctx), c->table, CL_TRUE, 0,
                                                              c->blocks * sizeof(int), c->host_table, 0, NULL, NULL);
@@ -251,7 +259,7 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
 static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
 {
     py_kvcache *c = (py_kvcache *)obj;
-    py_context *pc = cache_context(c);
+    py_context *pc = pykv_context(c);
     PyObject *q_obj, *out_obj, *lse_obj;
     Py_ssize_t H, L;
     int bf16;
@@ -300,10 +308,10 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
         lm = om && lse.capsule ? py_upload(pc, NULL, nl * sizeof(float), &st) : NULL;
     }
     if (!bad && om && (lm || (!lse.capsule && !lse.mem))) {
-        clattn_sdpa_desc d = cache_desc(c, (size_t)H, (size_t)L);
+        clattn_sdpa_desc d = pykv_desc(c, (size_t)H, (size_t)L);
         d.q_dtype = q.dtype, d.out_dtype = out.dtype;
         py_options_apply(&o, &d);
-        const clattn_paged_cache p = paged_view(c);
+        const clattn_paged_cache p = pykv_paged_view(c);
         const cl_command_queue queue = clattn_context_queue(pc->ctx);
         CLATTN_CALL(pc, detail, {
             /* The lengths as this critical section sees them (an append on another thread runs wholly
@@ -349,7 +357,7 @@ static PyObject *kvcache_lengths(PyObject *obj, void *closure)
 {
     (void)closure;
     py_kvcache *c = (py_kvcache *)obj;
-    py_context *pc = cache_context(c);
+    py_context *pc = pykv_context(c);
     size_t *copy = PyMem_Malloc(c->batch * sizeof *copy);
     if (!copy)
         return PyErr_NoMemory();
@@ -371,7 +379,7 @@ static PyObject *kvcache_blocks_used(PyObject *obj, void *closure)
 {
     (void)closure;
     py_kvcache *c = (py_kvcache *)obj;
-    py_context *pc = cache_context(c);
+    py_context *pc = pykv_context(c);
     size_t used;
     char detail[8];
     CLATTN_CALL(pc, detail, used = c->next_block);
@@ -382,7 +390,7 @@ static PyObject *kvcache_reset(PyObject *obj, PyObject *unused)
 {
     (void)unused;
     py_kvcache *c = (py_kvcache *)obj;
-    py_context *pc = cache_context(c);
+    py_context *pc = pykv_context(c);
     char detail[8];
     CLATTN_CALL(pc, detail, { /* (not in the middle of another thread's append or attend) */
         memset(c->lengths, 0, c->batch * sizeof *c->lengths);
@@ -401,7 +409,8 @@ static PyObject *kvcache_buffers(PyObject *obj, void *closure)
     const py_kvcache *c = (py_kvcache *)obj;
     return Py_BuildValue("(KKKKKn)", (unsigned long long)(uintptr_t)c->k, (unsigned long long)(uintptr_t)c->v,
                          (unsigned long long)(uintptr_t)c->k_scales, (unsigned long long)(uintptr_t)c->v_scales,
-                         (unsigned long long)(uintptr_t)c->table, (Py_ssize_t)(c->block_size ? c->blocks : 0));
+                         (unsigned long long)(uintptr_t)c->table,
+                         (Py_ssize_t)(c->block_size ? c->blocks + c->prefix_blocks : 0));
 }
 
 static PyGetSetDef kvcache_getset[] = {
@@ -416,7 +425,10 @@ static PyMethodDef kvcache_methods[] = {
     {"append", kvcache_append, METH_VARARGS, "append(k, v, n, bfloat16): n new rows per sequence."},
     {"attend", (PyCFunction)(void (*)(void))kvcache_attend, METH_VARARGS | METH_KEYWORDS,
      "attend(q, out, lse, heads, q_len, bfloat16, **options)."},
-    {"reset", kvcache_reset, METH_NOARGS, "Empty every sequence (the buffers stay)."},
+    {"reset", kvcache_reset, METH_NOARGS, "Empty every sequence (the buffers and the shared prefixes stay)."},
+    {"_add_prefix", pykv_add_prefix, METH_VARARGS, "_add_prefix(k, v, bfloat16): a shared prefix's rows in; its id."},
+    {"_attend_prefixes", (PyCFunction)(void (*)(void))pykv_attend_prefixes, METH_VARARGS | METH_KEYWORDS,
+     "_attend_prefixes(q, out, lse, heads, q_len, bfloat16, levels, **options): cascade attention."},
     {"_read", pykv_read, METH_VARARGS, "_read(which): (the bytes of buffer `which`, lengths, table or None)."},
     {"_load", pykv_load, METH_VARARGS, "_load(k, v, k_scales, v_scales, lengths, table): whole buffers in."},
     {NULL, NULL, 0, NULL},

@@ -5,6 +5,8 @@
 
 #include "pyclattn.h"
 
+#define PYKV_MAX_PREFIXES 64
+
 /* A cache: K and V each in a storage format of src/base/formats.def (K and V may differ), rows of
  * k_row / v_row bytes (clattn_dtype_bytes of the head size), a float32 scale per row beside them where
  * the format asks for one (int8) or the cache was made with them (FP8, scaled=True). */
@@ -19,13 +21,29 @@ typedef struct py_kvcache {
     cl_mem k, v;            /* dense: (B, kv_heads, capacity, ·); paged: the pools (blocks, kv_heads, block_size, ·) */
     cl_mem k_scales, v_scales; /* NULL, or one float per row of k (v) */
     cl_mem table;           /* paged: (B, max_blocks) block ids */
-    size_t max_blocks, blocks, next_block;
+    size_t max_blocks, blocks, next_block; /* blocks: the sequences' (B · max_blocks), handed out from 0 */
     int *host_table;        /* paged: the table on the host (-1: none yet) */
+    /* Shared prefixes (paged; kvprefix.c): prefix_blocks more blocks after the sequences', handed out from
+     * `blocks` on, and each prefix's first block and rows. */
+    size_t prefix_blocks, prefix_next, n_prefixes;
+    size_t prefix_first[PYKV_MAX_PREFIXES], prefix_len[PYKV_MAX_PREFIXES];
     int counted;            /* made whole: counted in pyclattn_live_caches */
 } py_kvcache;
 
-/* Rows of each of the cache's buffers: B · kv_heads · capacity dense, blocks · kv_heads · block_size paged. */
+/* Rows of each of the cache's buffers: B · kv_heads · capacity dense, blocks · kv_heads · block_size paged
+ * (the sequences' blocks: a pool's shared-prefix blocks come after them). */
 size_t pykv_rows(const py_kvcache *c);
+
+/* The cache's context; its pool as clattn_paged_cache (every block, the prefixes' too); the descriptor of
+ * a call with `heads` query heads of q_len rows over it. */
+py_context *pykv_context(py_kvcache *c);
+clattn_paged_cache pykv_paged_view(const py_kvcache *c);
+clattn_sdpa_desc pykv_desc(const py_kvcache *c, size_t heads, size_t q_len);
+
+/* The methods of kvprefix.c: _add_prefix(k, v, bf16) → its id, and _attend_prefixes(q, out, lse, heads,
+ * q_len, bf16, levels, **options). */
+PyObject *pykv_add_prefix(PyObject *obj, PyObject *args);
+PyObject *pykv_attend_prefixes(PyObject *obj, PyObject *args, PyObject *kwargs);
 
 /* The type of a format's name (a ValueError naming `what` and listing every name for an unknown one). */
 int pykv_dtype(const char *name, const char *what, clattn_dtype *out);
