@@ -9,7 +9,7 @@
  *
  *   cascade_bench [B P S H KVH D RUNS [DEVICE]]     (default 64 8192 256 32 8 128 5) */
 #define _POSIX_C_SOURCE 200809L /* (clock_gettime) */
-#include <clattn/clattn.h>
+#include "bench_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,29 +17,6 @@
 #include <time.h>
 
 #define BLOCK 16
-
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        clattn_status st_ = (call);                                                                          \
-        if (st_ != CLATTN_SUCCESS) {                                                                         \
-            fprintf(stderr, "cascade_bench: %s: %s (%s)\n", #call, clattn_status_string(st_),                \
-                    clattn_last_error(ctx));                                                                 \
-            exit(1);                                                                                         \
-        }                                                                                                    \
-    } while (0)
 
 static cl_mem device_buffer(clattn_context *ctx, size_t bytes, const void *data)
 {
@@ -76,7 +53,7 @@ int main(int argc, char **argv)
     const size_t prefix_blocks = (P + BLOCK - 1) / BLOCK, own_blocks = (S + BLOCK - 1) / BLOCK;
     const size_t blocks = prefix_blocks + B * own_blocks, pool_floats = blocks * KVH * BLOCK * D;
     clattn_context *ctx = NULL;
-    CHECK(clattn_context_create(&ctx, argc > 8 ? argv[8] : NULL));
+    BENCH_CHECK(ctx, clattn_context_create(&ctx, argc > 8 ? argv[8] : NULL));
     printf("cascade_bench on %s: B = %zu sequences, one query each, a shared prefix of %zu rows and %zu own rows each, "
            "H = %zu over %zu K/V heads, D = %zu, float32, blocks of %d\n",
            clattn_context_device_name(ctx), B, P, S, H, KVH, D, BLOCK);
@@ -131,28 +108,28 @@ int main(int argc, char **argv)
     const cl_command_queue queue = clattn_context_queue(ctx);
     for (size_t r = 0; r <= runs; r++) /* (run 0: the warm-up) */
         for (int m = 0; m < 3; m++) {
-            const double t0 = now_ms();
+            const double t0 = bench_now_ms();
             if (m == 0) {
-                CHECK(clattn_sdpa_cascade(ctx, &d, &own, &level, 1, own_len, q, out, NULL));
+                BENCH_CHECK(ctx, clattn_sdpa_cascade(ctx, &d, &own, &level, 1, own_len, q, out, NULL));
             } else if (m == 1) {
-                CHECK(clattn_sdpa_paged(ctx, &d, &whole, full_len, q, NULL, out, NULL));
+                BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &d, &whole, full_len, q, NULL, out, NULL));
             } else {
                 clattn_sdpa_desc one = d;
                 one.batch = 1;
                 clattn_paged_cache c1 = whole;
                 for (size_t b = 0; b < B; b++) {
                     c1.block_table = table_one[b];
-                    CHECK(clattn_sdpa_paged(ctx, &one, &c1, &full_len[b], q_one[b], NULL, out_one[b], NULL));
+                    BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &one, &c1, &full_len[b], q_one[b], NULL, out_one[b], NULL));
                 }
             }
-            CHECK((clattn_status)clFinish(queue));
+            BENCH_CHECK(ctx, (clattn_status)clFinish(queue));
             if (r > 0)
-                times[m][r - 1] = now_ms() - t0;
+                times[m][r - 1] = bench_now_ms() - t0;
         }
     static const char *const names[3] = {"cascade", "batched", "separate"};
     double best[3];
     for (int m = 0; m < 3; m++) {
-        qsort(times[m], runs, sizeof(double), by_value);
+        qsort(times[m], runs, sizeof(double), bench_by_value);
         best[m] = times[m][0];
         printf("%-9s best %9.2f ms  median %9.2f ms\n", names[m], best[m], times[m][runs / 2]);
     }

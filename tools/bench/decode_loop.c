@@ -10,35 +10,12 @@
  * arrays followed by queue.finish(). Prints one line: "steps N p10_us X median_us Y enqueue_p10_us Z
  * enqueue_median_us W", the step's wall time and the part of it before clFinish (the calls' own). */
 #define _POSIX_C_SOURCE 200809L /* (clock_gettime) */
-#include <clattn/clattn.h>
+#include "bench_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int by_value(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-#define CHECK(call)                                                                                          \
-    do {                                                                                                     \
-        clattn_status st_ = (call);                                                                          \
-        if (st_ != CLATTN_SUCCESS) {                                                                         \
-            fprintf(stderr, "decode_loop: %s: %s (%s)\n", #call, clattn_status_string(st_),                  \
-                    clattn_last_error(ctx));                                                                 \
-            return 1;                                                                                        \
-        }                                                                                                    \
-    } while (0)
 
 static cl_mem buffer(clattn_context *ctx, size_t floats, float value)
 {
@@ -53,6 +30,8 @@ static cl_mem buffer(clattn_context *ctx, size_t floats, float value)
     return host && err == CL_SUCCESS ? m : NULL;
 }
 
+static double bench_now_us(void) { return bench_now_ms() * 1e3; }
+
 int main(int argc, char **argv)
 {
     if (argc < 7) {
@@ -63,7 +42,7 @@ int main(int argc, char **argv)
     const size_t KVH = strtoul(argv[4], NULL, 10), D = strtoul(argv[5], NULL, 10), prefill = strtoul(argv[6], NULL, 10);
     const size_t capacity = prefill + steps;
     clattn_context *ctx = NULL;
-    CHECK(clattn_context_create(&ctx, argc > 7 ? argv[7] : NULL));
+    BENCH_CHECK(ctx, clattn_context_create(&ctx, argc > 7 ? argv[7] : NULL));
     cl_mem k = buffer(ctx, B * KVH * capacity * D, 0.01f), v = buffer(ctx, B * KVH * capacity * D, 0.02f);
     cl_mem k_new = buffer(ctx, B * KVH * D, 0.03f), v_new = buffer(ctx, B * KVH * D, 0.04f);
     cl_mem q = buffer(ctx, B * H * D, 0.05f), out = buffer(ctx, B * H * D, 0.0f);
@@ -82,21 +61,21 @@ int main(int argc, char **argv)
     masks.causal = CLATTN_CAUSAL_TOP_LEFT, masks.key_lengths = lengths, masks.query_offsets = offsets;
     const cl_command_queue queue = clattn_context_queue(ctx);
     for (size_t s = 0; s < steps; s++) {
-        const double t0 = now_us();
+        const double t0 = bench_now_us();
         clattn_sdpa_desc append = d;
         append.heads = KVH;
-        CHECK(clattn_kv_append(ctx, &append, lengths, 1, k_new, v_new, k, v));
+        BENCH_CHECK(ctx, clattn_kv_append(ctx, &append, lengths, 1, k_new, v_new, k, v));
         for (size_t b = 0; b < B; b++)
             offsets[b] = (long long)lengths[b], lengths[b] += 1;
         d.q_len = 1, d.masks = &masks;
-        CHECK(clattn_sdpa(ctx, &d, q, k, v, NULL, out, NULL, NULL));
-        enqueue[s] = now_us() - t0;
-        CHECK((clattn_status)clFinish(queue));
-        times[s] = now_us() - t0;
+        BENCH_CHECK(ctx, clattn_sdpa(ctx, &d, q, k, v, NULL, out, NULL, NULL));
+        enqueue[s] = bench_now_us() - t0;
+        BENCH_CHECK(ctx, (clattn_status)clFinish(queue));
+        times[s] = bench_now_us() - t0;
     }
     const size_t warm = steps / 10; /* (the first steps compile and allocate) */
-    qsort(times + warm, steps - warm, sizeof *times, by_value);
-    qsort(enqueue + warm, steps - warm, sizeof *enqueue, by_value);
+    qsort(times + warm, steps - warm, sizeof *times, bench_by_value);
+    qsort(enqueue + warm, steps - warm, sizeof *enqueue, bench_by_value);
     const size_t n = steps - warm;
     printf("steps %zu p10_us %.1f median_us %.1f enqueue_p10_us %.1f enqueue_median_us %.1f\n", n, times[warm + n / 10],
            times[warm + n / 2], enqueue[warm + n / 10], enqueue[warm + n / 2]);
