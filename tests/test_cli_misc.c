@@ -38,7 +38,7 @@ START_TEST(test_version_and_help)
                   "--mask", "--key-lengths", "--heatmap", "--tokens", "--key-tokens", "--device", "--heads",
                   "--kv-heads", "--offset", "--offsets", "--window", "--softcap", "--sinks", "--alibi", "auto",
                   "--past-k", "--past-v", "--present-k", "--present-v", "--scores", "--bf16", "--out-dtype",
-                  "--kv-int8"}},
+                  "--kv-int8", "--prefix-k", "--prefix-v"}},
         {"mha", {"--x", "--kv", "--wq", "--wk", "--wv", "--bq", "--bk", "--bv", "--wo", "--bo", "--heads", "--out",
                  "--weights", "--scale", "--causal", "--causal-bottom-right", "--mask", "--key-lengths", "--heatmap",
                  "--tokens", "--key-tokens", "--device", "--kv-heads", "--offset", "--offsets", "--window",
@@ -333,6 +333,50 @@ START_TEST(test_warnings_reach_user)
 }
 END_TEST
 
+/* --prefix-k/--prefix-v: a prefix of P rows every batch entry shares before its own K and V (cascade
+ * attention) against the reference over each entry's keys written out whole (prefix, then its own), with
+ * --causal-bottom-right, GQA and --lse; the refusals name what they refuse. */
+START_TEST(test_sdpa_shared_prefix)
+{
+    enum { B = 2, H = 4, N = 2, L = 3, S = 5, PR = 37, D = 8, DV = 6, T = PR + S };
+    const float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * N * S * D, 1.0f),
+                *v = rand_floats(B * N * S * DV, 1.0f), *pk = rand_floats(N * PR * D, 1.0f),
+                *pv = rand_floats(N * PR * DV, 1.0f);
+    const char *qp = save_f32("q.npy", q, 4, (size_t[]){B, H, L, D}), *kp = save_f32("k.npy", k, 4, (size_t[]){B, N, S, D});
+    const char *vp = save_f32("v.npy", v, 4, (size_t[]){B, N, S, DV}), *pkp = save_f32("pk.npy", pk, 3, (size_t[]){N, PR, D});
+    const char *pvp = save_f32("pv.npy", pv, 3, (size_t[]){N, PR, DV});
+    EXPECT(EXIT_OK, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--prefix-k", pkp, "--prefix-v", pvp, "--kv-heads", "2",
+           "--causal-bottom-right", "--out", P("o.npy"), "--lse", P("l.npy"));
+    float *kw = xmalloc(B * N * T * D * sizeof(float)), *vw = xmalloc(B * N * T * DV * sizeof(float));
+    for (size_t b = 0; b < B; b++) /* each entry's keys whole: the prefix, then its own */
+        for (size_t h = 0; h < N; h++) {
+            memcpy(kw + (b * N + h) * T * D, pk + h * PR * D, PR * D * sizeof(float));
+            memcpy(kw + ((b * N + h) * T + PR) * D, k + (b * N + h) * S * D, S * D * sizeof(float));
+            memcpy(vw + (b * N + h) * T * DV, pv + h * PR * DV, PR * DV * sizeof(float));
+            memcpy(vw + ((b * N + h) * T + PR) * DV, v + (b * N + h) * S * DV, S * DV * sizeof(float));
+        }
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    const clattn_sdpa_desc d = sdpa_desc(B, H, N, L, T, D, DV, &m);
+    double *ro = xmalloc(B * H * L * DV * sizeof(double)), *rl = xmalloc(B * H * L * sizeof(double));
+    ref_sdpa(&d, q, kw, vw, NULL, ro, NULL, rl);
+    expect_close("--prefix-k out", load_f32(P("o.npy"), 4, (size_t[]){B, H, L, DV}), ro, B * H * L * DV);
+    expect_close("--prefix-k lse", load_f32(P("l.npy"), 3, (size_t[]){B, H, L}), rl, B * H * L);
+    EXPECT(EXIT_USAGE, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--prefix-k", pkp, "--kv-heads", "2", "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--prefix-v");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--prefix-k", pkp, "--prefix-v", pvp, "--kv-heads", "2",
+           "--weights", P("w.npy"), "--out", P("x.npy"));
+    expect_in("stderr", R.err, "--weights");
+    EXPECT(EXIT_USAGE, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--prefix-k", pvp, "--prefix-v", pkp, "--kv-heads", "2",
+           "--out", P("x.npy"));
+    expect_in("stderr", R.err, "pv.npy"); /* (a prefix's head size must be K's) */
+    EXPECT(EXIT_USAGE, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--prefix-k", pkp, "--prefix-v", pvp, "--kv-heads", "2",
+           "--causal", "--out", P("x.npy"));
+    expect_in("stderr", R.err, "top-left");
+    ck_assert(!exists(P("x.npy")));
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *misc_suite(void)
@@ -342,6 +386,7 @@ static Suite *misc_suite(void)
         {"demo", 1, {test_demo_table, test_demo_save}},
         {"heatmap", 1, {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
         {"warnings", 1, {test_warnings_reach_user}},
+        {"prefix", 1, {test_sdpa_shared_prefix}},
     };
     return cli_suite("clattn cli misc", groups, sizeof groups / sizeof groups[0]);
 }

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include "cli_masks.h"
 #include "cli_mods.h"
+#include "cli_prefix.h"
 #include "commands.h"
 #include "heatmap.h"
 
@@ -149,6 +150,12 @@ static const char sdpa_help[] =
     "  --past-k PK.npy        a KV cache's earlier keys, K's layout with P rows (ONNX's past_key): the\n"
     "  --past-v PV.npy        keys and values attended over are concat(past, K/V), P + S of them, and\n"
     "                         every mask, --key-lengths and the weights (B,H,L,P+S) count them all\n"
+    "  --prefix-k PK.npy      keys and values every batch entry shares before its own K and V (a system\n"
+    "  --prefix-v PV.npy      prompt): (N,P,D) and (N,P,Dv), float32; attended over as cascade attention\n"
+    "                         (the prefix read once for the whole batch: clattn_sdpa_cascade); with\n"
+    "                         --causal-bottom-right (the queries are each entry's last L own rows, which\n"
+    "                         see the whole prefix) or no mask; not with --heads, a past, weights, masks,\n"
+    "                         variants other than --softcap and --sinks, mods, --grad-out or other types\n"
     "  --present-k PK.npy     write concat(past_k, K) (ONNX's present_key), K's layout with P + S rows\n"
     "  --present-v PV.npy     write concat(past_v, V) (ONNX's present_value)\n"
     "  --grad-out DO.npy      the backward pass: dO, the loss's gradient with respect to O (O's shape),\n"
@@ -468,11 +475,46 @@ static int grad_out_load(const char *cmd, const char *path, const cli_tensor *q,
     return CLI_OK;
 }
 
+/* --prefix-k/--prefix-v: both, and none of what cascade attention does not take (the library refuses the
+ * variants and masks it does not take, naming them). */
+static int prefix_usage(const char *cmd, const char *const *path, bool past, bool types, bool backward, bool heads,
+                        const output_opts *o, const cli_mods *mods)
+{
+    const char *bad = !path[0] || !path[1] ? "give both --prefix-k and --prefix-v"
+                      : past ? "a past or present (--past-k, --present-k …)"
+                      : types ? "other types (--bf16, --kv-int8, --k-dtype, --v-dtype, --out-dtype)"
+                      : backward ? "--grad-out" : heads ? "--heads" : o->weights || o->heatmap ? "--weights or --heatmap"
+                      : mods->file || mods->block_sparse ? "--mods or --block-sparse" : NULL;
+    if (!bad)
+        return CLI_OK;
+    return cli_fail(CLI_USAGE_ERROR, cmd, path[0] && path[1] ? "--prefix-k/--prefix-v: not with %s" : "%s", bad);
+}
+
+/* The prefix's files, (N,P,D) and (N,P,Dv) (or with a leading 1), float32, agreeing with K and V. */
+static int prefix_load(const char *cmd, const char *const *path, const sdpa_dims *d, const cli_tensor *t,
+                       cli_tensor *prefix)
+{
+    for (int i = 0; i < 2; i++) {
+        int rc = cli_load_tensor_as(cmd, path[i], 3, 4, false, &prefix[i]);
+        if (rc != CLI_OK)
+            return rc;
+        cli_tensor *p = &prefix[i];
+        if (p->ndim == 4 && p->shape[0] == 1) /* (1,N,P,·) as (N,P,·) */
+            memmove(p->shape, p->shape + 1, 3 * sizeof p->shape[0]), p->ndim = 3;
+        const size_t dim = i ? d->Dv : d->D;
+        if (p->ndim != 3 || p->shape[0] != d->N || p->shape[2] != dim || p->type != CLATTN_FLOAT32 ||
+            t[i + 1].type != CLATTN_FLOAT32 || (i && p->shape[1] != prefix[0].shape[1]))
+            return cli_fail(CLI_USAGE_ERROR, cmd, "%s: a prefix is float32 (%zu, P, %zu), as K and V are, the same P for "
+                            "both", path[i], d->N, dim);
+    }
+    return CLI_OK;
+}
+
 int cmd_sdpa(int argc, char **argv)
 {
     const char *cmd = "sdpa";
     const char *path[3] = {NULL}; /* Q, K, V */
-    const char *past_path[2] = {NULL}, *present_path[2] = {NULL}; /* K, V */
+    const char *past_path[2] = {NULL}, *present_path[2] = {NULL}, *prefix_path[2] = {NULL}; /* K, V */
     const char *lse_path = NULL, *scale_text = NULL, *heads_text = NULL, *device = NULL, *out_dtype_text = NULL;
     const char *grad_out_path = NULL, *grad_path[3] = {NULL}; /* dQ, dK, dV */
     float *grads[3] = {NULL}; /* dQ, dK, dV as floats, once computed */
@@ -494,6 +536,7 @@ int cmd_sdpa(int argc, char **argv)
         {"scale", NULL, &scale_text},   {"heads", NULL, &heads_text},  {"heatmap", NULL, &o.heatmap},
         {"tokens", NULL, &o.tokens},    {"key-tokens", NULL, &o.key_tokens}, {"device", NULL, &device},
         {"past-k", NULL, &past_path[0]}, {"past-v", NULL, &past_path[1]},
+        {"prefix-k", NULL, &prefix_path[0]}, {"prefix-v", NULL, &prefix_path[1]},
         {"present-k", NULL, &present_path[0]}, {"present-v", NULL, &present_path[1]},
         {"grad-out", NULL, &grad_out_path}, {"dq", NULL, &grad_path[0]}, {"dk", NULL, &grad_path[1]},
         {"dv", NULL, &grad_path[2]},
@@ -529,6 +572,11 @@ int cmd_sdpa(int argc, char **argv)
                                                                present_scales_path[1]},
                                          11)) != CLI_OK)
         return rc;
+    const bool with_prefix = prefix_path[0] || prefix_path[1];
+    if (with_prefix && (rc = prefix_usage(cmd, prefix_path, past_path[0] || past_path[1] || present_path[0] ||
+                                                    present_path[1], kv_int8 || kv_dtype_text[0] || kv_dtype_text[1] ||
+                                                    bf16 || out_dtype_text, backward, heads_text != NULL, &o, &mods)) != CLI_OK)
+        return rc;
     /* --k-dtype, --v-dtype (--kv-int8: int8 for both). */
     kv_side side[2] = {{0}};
     bool kv_given[2] = {false}, raw[2] = {false}, cache = false;
@@ -556,7 +604,7 @@ int cmd_sdpa(int argc, char **argv)
         (out_dtype_text && (rc = cli_parse_dtype(cmd, "out-dtype", out_dtype_text, &c.desc.out_dtype)) != CLI_OK))
         return rc;
 
-    cli_tensor t[3] = {{0}}, past[2] = {{0}};
+    cli_tensor t[3] = {{0}}, past[2] = {{0}}, prefix[2] = {{0}};
     float *present[2] = {NULL};
     void *present_bits[2] = {NULL};
     clattn_context *ctx = NULL;
@@ -577,6 +625,8 @@ int cmd_sdpa(int argc, char **argv)
         }
     if (rc != CLI_OK || (rc = sdpa_dims_of(cmd, path, t, heads, &var, &d)) != CLI_OK ||
         (rc = past_check(cmd, past_path, past, &t[1], d.packed, &P)) != CLI_OK)
+        goto done;
+    if (with_prefix && (rc = prefix_load(cmd, prefix_path, &d, t, prefix)) != CLI_OK)
         goto done;
     /* With a past, attention runs over T = P + S keys: the masks and the weights count them all. */
     const bool with_past = !cache && (past_path[0] || present_path[0] || present_path[1]);
@@ -677,7 +727,9 @@ int cmd_sdpa(int argc, char **argv)
     if (m.mask)
         mask_elems = (m.masks.additive == CLATTN_MASK_B_H_L_S ? B * H : 1) * L * m.mask_cols;
     cli_progress *progress = cli_progress_start("clattn sdpa: running");
-    clattn_status st = cache       ? sdpa_kv_cache(&c, &t[1], side, mask_elems)
+    clattn_status st = with_prefix ? cli_prefix_attention(ctx, &c.desc, prefix[0].data, prefix[1].data, prefix[0].shape[1],
+                                                          c.q, c.k, c.v, c.out_bits, c.lse)
+                       : cache     ? sdpa_kv_cache(&c, &t[1], side, mask_elems)
                        : with_past ? clattn_sdpa_with_past_host(ctx, &c.desc, P, past_bits[0], past_bits[1], c.q, c.k,
                                                                 c.v, c.mask, present_bits[0], present_bits[1], c.out_bits,
                                                                 c.weights, c.lse)
@@ -787,6 +839,7 @@ done:
         cli_tensor_free(&t[i]);
     for (size_t i = 0; i < 2; i++) {
         cli_tensor_free(&past[i]);
+        cli_tensor_free(&prefix[i]);
         free(present[i]);
         free(present_bits[i]);
         cli_tensor_free(&side[i].scales);
