@@ -108,7 +108,7 @@ __kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
             clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
             if (j < begin || j >= end)
                 continue;
-            CLATTN_ROW_BLOCKS(&terms, p);
+            CLATTN_ROW_AT(&terms, i, p);
             if (clattn_block_hides(&terms, (long)j)) /* (no weight: the dot products are not formed) */
                 continue;
             const ulong row = (b * heads + h) * q_len + i;
@@ -147,7 +147,7 @@ __kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
     clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
     clattn_row_terms terms;
     CLATTN_ROW_TERMS(&terms, h);
-    CLATTN_ROW_BLOCKS(&terms, p);
+    CLATTN_ROW_AT(&terms, i, p);
     __global const float *qi = q + row * dk, *doi = dout + row * dv;
     const float lse_i = lse[row], delta_i = delta[row];
     float dq_acc[DK];

@@ -148,8 +148,8 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                 } else {
                     for (int r = 0; r < QS; r++) {
                         CLATTN_ROW_TERMS(&terms[r], h);
-                        CLATTN_ROW_BLOCKS(&terms[r], pos[r]);
                         const ulong i = row[r] - (b * heads + h) * q_len;
+                        CLATTN_ROW_AT(&terms[r], i, pos[r]);
                         for (int x = 0; x < KB; x++) {
                             const ulong j = j0 + x;
                             float ds = 0.0f, weight = 0.0f;

@@ -19,7 +19,7 @@ __kernel void clattn_backward_staged_weights(CLATTN_PARAMETERS(CLATTN_BACKWARD_S
     if (j >= begin && j < end) {
         clattn_row_terms terms;
         CLATTN_ROW_TERMS(&terms, h);
-        CLATTN_ROW_BLOCKS(&terms, p);
+        CLATTN_ROW_AT(&terms, i, p);
         float s, dp;
         clattn_backward_dots(q + row * dk, k + (bg * kv_len + j) * dk, dout + row * dv, v + (bg * kv_len + j) * dv,
                              dk, dv, &s, &dp);

@@ -228,7 +228,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
         m[r] = -INFINITY;
         l[r] = 0.0f;
         CLATTN_ROW_TERMS(&terms[r], row_h[r]);
-        CLATTN_ROW_BLOCKS(&terms[r], pos[r]);
+        CLATTN_ROW_AT(&terms[r], row_i[r], pos[r]);
         for (int c = 0; c < COLS_PER_ITEM; c++)
             acc[r][c] = (vec_t)0.0f;
     }

@@ -102,7 +102,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             ot[d * ROWS + r] = 0.0f;
         CLATTN_ROW_TERMS(&terms[r], h);
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
-        CLATTN_ROW_BLOCKS(&terms[r], pos[r]);
+        CLATTN_ROW_AT(&terms[r], row_i[r], pos[r]);
         clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &row_begin[r], &row_end[r]);
         if (!active)
             row_begin[r] = row_end[r] = 0;

@@ -96,6 +96,12 @@ inline void clattn_rows_range(int causal, __global const long *offsets, ulong b,
 #else
 #define CLATTN_BLOCK_MASK_ON 0
 #endif
+/* Tree attention (clattn_masks.tree_parents): each row's ancestors among the tree's tokens, as bits. */
+#if defined(HAS_TREE) && HAS_TREE
+#define CLATTN_TREE_ON 1
+#else
+#define CLATTN_TREE_ON 0
+#endif
 #define BLOCK_EMPTY 0
 #define BLOCK_PARTIAL 1
 #define BLOCK_FULL 2
@@ -119,6 +125,10 @@ typedef struct clattn_row_terms {
 #if CLATTN_BLOCK_MASK_ON
     __global const uchar *blocks; /* this row's (batch, head) plane of the block states */
     ulong kblocks, block_k;
+#endif
+#if CLATTN_TREE_ON
+    __global const uint *tree;   /* this row's bits: token t of its tree is an ancestor (or itself) */
+    long tree_first, tree_end;   /* the positions of its tree's keys: [tree_first, tree_end) */
 #endif
 } clattn_row_terms;
 
@@ -155,12 +165,26 @@ inline void clattn_row_blocks_of(clattn_row_terms *t, __global const uchar *stat
     t->block_k = block_k;
 #endif
 }
+/* The tree's bits of query row i (of batch b) at position p, for row terms t. */
+inline void clattn_row_tree_of(clattn_row_terms *t, __global const uint *bits, ulong rows, ulong words, ulong b,
+                               ulong i, long p)
+{
+#if CLATTN_TREE_ON
+    t->tree = bits + (b * rows + min(i, rows - 1)) * words; /* (rows past a ragged sequence's: never read) */
+    t->tree_first = p - (long)i;
+    t->tree_end = t->tree_first + (long)rows;
+#endif
+}
 #define CLATTN_ROW_TERMS(t, h)                                                                                \
     clattn_row_terms_of((t), alibi, logit_scale, b, (h), mod_aux0, mod_aux1, mod_aux2, mod_aux3, origin_batch,     \
                         origin_position)
-/* After CLATTN_ROW_TERMS, once the row's position p is known. */
-#define CLATTN_ROW_BLOCKS(t, p)                                                                               \
-    clattn_row_blocks_of((t), bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, (p))
+/* After CLATTN_ROW_TERMS, once the row's index i in its batch and its position p are known. */
+#define CLATTN_ROW_AT(t, i, p)                                                                                \
+    do {                                                                                                      \
+        clattn_row_blocks_of((t), bm_states, bm_batch, bm_heads, bm_qblocks, bm_kblocks, bm_block_q, bm_block_k, \
+                             (p));                                                                            \
+        clattn_row_tree_of((t), tree_bits, tree_rows, tree_words, b, (i), (p));                               \
+    } while (0)
 
 /* What the blocks of keys [j0, j0 + n) hold for the query positions p_first … p_last of heads h_first …
  * h_last of batch b: BLOCK_EMPTY or BLOCK_FULL where every one of them is, else BLOCKS_MIXED (always, without
@@ -218,10 +242,11 @@ inline ulong clattn_next_seen_tile(__global const uchar *states, ulong bm_batch,
 /* Whether a call has score terms (inside a kernel: a constant false where the build has none): the
  * kernels then take their per-key path. Mods and block masks count as terms: they may hide any key. */
 #define CLATTN_SCORE_TERMS_ON                                                                                 \
-    (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_MASK_MOD_ON || CLATTN_BLOCK_MASK_ON)
+    (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_MASK_MOD_ON || CLATTN_BLOCK_MASK_ON ||  \
+     CLATTN_TREE_ON)
 /* The same but for mask_mod and the block mask: the terms that still apply in a tile whose blocks are all
  * FULL (a fused kernel then takes such a tile's scores as they are, where this is false). */
-#define CLATTN_VALUE_TERMS_ON (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON)
+#define CLATTN_VALUE_TERMS_ON (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_TREE_ON)
 
 /* The scaled dot product of key j for the query at position p with the terms that come before the
  * masks (clattn_weights_output's SOFTCAPPED scores): score_mod, times the head's logit scale, then
@@ -259,6 +284,11 @@ inline float clattn_score_terms(float scaled, float softcap, const clattn_row_te
         return -INFINITY;
 #else
     const uchar block = BLOCK_PARTIAL;
+#endif
+#if CLATTN_TREE_ON
+    if (j >= t->tree_first && j < t->tree_end &&
+        !((t->tree[(j - t->tree_first) >> 5] >> ((j - t->tree_first) & 31)) & 1u))
+        return -INFINITY; /* a token of the tree that is not an ancestor */
 #endif
 #if CLATTN_MASK_MOD_ON
     if (block != BLOCK_FULL && !mask_mod(t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t)))

@@ -37,6 +37,7 @@
     F(MODS, OWN)          /* score_mod, mask_mod: the caller's source (program.c adds it) */                 \
     F(BLOCK_MASK, OWN)    /* a block mask (clattn_block_mask): empty blocks hidden, full ones unmasked */    \
     F(ORIGIN, OWN)        /* a part of a larger call: mods and block masks see its batches and positions */  \
+    F(TREE, OWN)          /* tree attention: each query sees only its ancestors among the tree's keys */   \
     F(K_SCALES, OWN)      /* int8 K: a scale per row */                                                      \
     F(V_SCALES, OWN)      /* int8 V: a scale per row */
 
@@ -70,7 +71,10 @@
     X(BLOCK_MASK, ULONG, ulong, bm_block_q, 1)                                                               \
     X(BLOCK_MASK, ULONG, ulong, bm_block_k, 1)                                                               \
     X(ORIGIN, ULONG, ulong, origin_batch, 0)   /* added to b for the mods and the block mask */              \
-    X(ORIGIN, LONG, long, origin_position, 0)  /* added to query and key positions likewise */
+    X(ORIGIN, LONG, long, origin_position, 0)  /* added to query and key positions likewise */              \
+    X(TREE, MEM, __global const uint *, tree_bits, 0) /* (batch, tree_rows, tree_words): ancestors' bits */ \
+    X(TREE, ULONG, ulong, tree_rows, 0)  /* rows per batch (L, a ragged batch's longest) */                 \
+    X(TREE, ULONG, ulong, tree_words, 0) /* 32-bit words per row */
 
 /* An attention kernel's sizes. */
 #define CLATTN_SDPA_SIZES(X)                                                                                 \

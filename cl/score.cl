@@ -63,7 +63,7 @@ __kernel void clattn_score(CLATTN_PARAMETERS(CLATTN_SCORE_PARAMS))
     }
     clattn_row_terms terms;
     CLATTN_ROW_TERMS(&terms, h);
-    CLATTN_ROW_BLOCKS(&terms, p);
+    CLATTN_ROW_AT(&terms, i, p);
     for (int x = 0; x < KEYS; x++) {
         const ulong j = j0 + x;
         if (j >= kv_len)
@@ -184,7 +184,7 @@ __kernel void clattn_score_tiled(CLATTN_PARAMETERS(CLATTN_SCORE_TILED_PARAMS))
         if (i >= q_len)
             break;
         const long p = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
-        CLATTN_ROW_BLOCKS(&terms, p);
+        CLATTN_ROW_AT(&terms, i, p);
         ulong begin, end;
         clattn_visible_range(causal, p, key_len, win_left, win_right, &begin, &end);
         __global float *out = scores + clattn_matrix_offset(local_bh, i, j0, q_len, kv_len);

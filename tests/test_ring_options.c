@@ -26,6 +26,7 @@ static const float other_heads[FH] = {0.5f, -1.25f};
 static const size_t other_lengths[FB] = {3, 4};
 static const long long other_offsets[FB] = {1, 2};
 static const clattn_window other_window = {2, 0};
+static const int other_tree[FB * 9] = {-1, 0, 0, 1, -1, 4, 2, 6, 6, -1, 0, 1, 2, 3, 4, 5, 6, 7}; /* (B·L: base's L 9) */
 static const clattn_mods *other_mods;
 static const clattn_block_mask *other_block_mask;
 #define OTHER_OPT_DIM(f) ((f) += 1, 1)
@@ -39,6 +40,7 @@ static const clattn_block_mask *other_block_mask;
 #define OTHER_OPT_LENGTHS(f) ((f) = other_lengths, 1)
 #define OTHER_OPT_OFFSETS(f) ((f) = other_offsets, 1)
 #define OTHER_OPT_WINDOW(f) ((f) = &other_window, 1)
+#define OTHER_OPT_TREE(f) ((f) = other_tree, 1)
 #define OTHER_OPT_ENUM(f) ((f) = 1, 1)
 #define OTHER_OPT_DTYPE(f) ((f) = CLATTN_FLOAT16, 1)
 #define OTHER_OPT_MODS(f) ((f) = other_mods, 1)

@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 18
+#define CLATTN_VERSION_MINOR 19
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.18.0"
+#define CLATTN_VERSION_STRING "0.19.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -485,10 +485,20 @@ typedef struct clattn_masks {
      * never expanded or converted on the host. */
     clattn_mask_type mask_type;
     unsigned mask_reserved; /* must be 0 */
+    /* Since 0.19. Tree attention (speculative decoding's draft trees): NULL, or each query's parent among
+     * the queries of its sequence — an index below its own, or −1 for a root (a child of the keys before
+     * the tree) — in the order of the queries: query i of batch b at b·L + i (a ragged batch's at its
+     * packed row, ragged.q_starts[b] + i). The tree's n tokens are the sequence's queries, their keys at
+     * consecutive positions in the same order: query i at position p (as the offsets or a bottom-right
+     * causal mask place it: the draft's rows appended last) finds token t's key at p − i + t. Of the n keys
+     * p − i … p − i + n − 1 it sees only its ancestors' and its own; the keys before them (the cache) and
+     * after are left to the other masks. Every path takes it (fused, decode, paged, ragged, staged, the
+     * backward, the layer); device groups, partitions, ring attention and cascades refuse it. */
+    const int *tree_parents;
 } clattn_masks;
 
 #define CLATTN_MASKS_INIT \
-    { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0, NULL, NULL, 0, CLATTN_MASK_FLOAT, 0 }
+    { sizeof(clattn_masks), CLATTN_CAUSAL_NONE, NULL, CLATTN_MASK_NONE, 0, NULL, NULL, 0, CLATTN_MASK_FLOAT, 0, NULL }
 
 /* The scale's "not given" value (what the INIT macros set): 1/√Dqk is used. Every finite value,
  * 0 included (uniform weights), is used as given; ±inf is CLATTN_ERROR_INVALID_VALUE. */

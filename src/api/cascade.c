@@ -53,7 +53,8 @@ static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *
                       : !m ? NULL
                       : m->causal != CLATTN_CAUSAL_NONE && m->causal != CLATTN_CAUSAL_BOTTOM_RIGHT ? "masks.causal (top-left)"
                       : m->key_lengths ? "masks.key_lengths" : m->query_offsets ? "masks.query_offsets"
-                      : m->window ? "masks.window" : m->additive != CLATTN_MASK_NONE ? "masks.additive" : NULL;
+                      : m->window ? "masks.window" : m->additive != CLATTN_MASK_NONE ? "masks.additive"
+                      : m->tree_parents ? "masks.tree_parents" : NULL;
     if (bad)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_cascade does not take %s", bad);
     if (d->q_dtype != CLATTN_FLOAT32 || d->out_dtype != CLATTN_FLOAT32)

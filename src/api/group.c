@@ -8,6 +8,7 @@
 #include "cache.h"
 #include "context.h"
 #include "error.h"
+#include "masks.h"
 #include "mha.h"
 #include "mods.h"
 #include "partition.h"
@@ -402,7 +403,8 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (st == CLATTN_SUCCESS && (st = check_host_kv_types(NULL, &full, false, "clattn_group_sdpa_host")) != CLATTN_SUCCESS)
         return st;
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
-        (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS)
+        (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS ||
+        (st = masks_whole_call_only(first, &s, "clattn_group_sdpa_host")) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
     if (!q || !k || !v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
@@ -533,6 +535,8 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
                             "CLATTN_MHA_DESC_INIT", &full);
     if (st == CLATTN_SUCCESS)
         st = sdpa_check_algorithm(first, &m.sdpa, false);
+    if (st == CLATTN_SUCCESS)
+        st = masks_whole_call_only(first, &m.sdpa, "clattn_group_mha_host");
     if (st != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
     const sdpa_shape *s = &m.sdpa;

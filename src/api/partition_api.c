@@ -3,6 +3,7 @@
 #include "partition.h"
 
 #include "error.h"
+#include "masks.h"
 #include "sdpa.h"
 
 #include <stdlib.h>
@@ -38,6 +39,7 @@ clattn_status clattn_partition_create(clattn_context *ctx, const clattn_sdpa_des
      * positions and clipped lengths could no longer show a bad value of the call's own. */
     if ((st = sdpa_check(ctx, desc, mask_given != 0, &p->shape)) == CLATTN_SUCCESS &&
         (st = sdpa_check_algorithm(ctx, &p->shape, false)) == CLATTN_SUCCESS &&
+        (st = masks_whole_call_only(ctx, &p->shape, "clattn_partition_create")) == CLATTN_SUCCESS &&
         (st = sdpa_desc_read(ctx, desc, &p->desc)) == CLATTN_SUCCESS && !partition_part_init(&p->part, p->shape.batch))
         st = set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "allocating a partition's per-batch arrays");
     if (st != CLATTN_SUCCESS) {

@@ -66,8 +66,10 @@ clattn_status ragged_check(clattn_context *ctx, const clattn_sdpa_desc *desc, co
         (st = resolve_len(ctx, &d.kv_len, longest_k, "kv_len")) != CLATTN_SUCCESS)
         return st;
     sdpa_shape *s = &c->s;
-    if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS ||
-        (st = masks_resolve(ctx, d.masks, has_mask, s)) != CLATTN_SUCCESS)
+    if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS)
+        return st;
+    s->q_starts = r.q_starts; /* (a tree's parents are indexed by packed row) */
+    if ((st = masks_resolve(ctx, d.masks, has_mask, s)) != CLATTN_SUCCESS)
         return st;
     if ((st = decode_check_call(ctx, s, "clattn_sdpa_ragged")) != CLATTN_SUCCESS)
         return st;

@@ -12,7 +12,9 @@
 #include "versioned_rule.h" /* MASKS_SIZE_0_2 */
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Query offsets and window sizes are kept within ±2^61, so that no position sum in cl/masks.cl (an
  * offset plus a row plus a window) overflows a long. */
@@ -59,6 +61,67 @@ static clattn_status check_alibi_reach(clattn_context *ctx, const clattn_masks *
     return CLATTN_SUCCESS;
 }
 
+/* Batch b's tree rows (its queries) and where its parents begin in masks.tree_parents. */
+static size_t tree_rows_of(const sdpa_shape *s, size_t b, size_t *first)
+{
+    *first = s->q_starts ? s->q_starts[b] : b * s->q_len;
+    return s->q_starts ? s->q_starts[b + 1] - s->q_starts[b] : s->q_len;
+}
+
+/* Each parent an earlier query of the same sequence or −1 (so that a token's ancestors come before it, as
+ * their keys do), and the ancestors' bits within size_t and the device's reach. */
+static clattn_status check_tree(clattn_context *ctx, const clattn_masks *m, const sdpa_shape *s)
+{
+    if (!m->tree_parents)
+        return CLATTN_SUCCESS;
+    for (size_t b = 0; b < s->batch; b++) {
+        size_t first;
+        const size_t n = tree_rows_of(s, b, &first);
+        for (size_t i = 0; i < n; i++)
+            if (m->tree_parents[first + i] < -1 || m->tree_parents[first + i] >= (long long)i)
+                return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                                 "masks.tree_parents[%zu] = %d: the parent of query %zu of batch %zu is -1 (a root) "
+                                 "or one of the queries before it",
+                                 first + i, m->tree_parents[first + i], i, b);
+    }
+    size_t words;
+    if (!size_product(&words, 3, s->batch, s->q_len, (s->q_len + 31) / 32) || words > SIZE_MAX / sizeof(cl_uint))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "masks.tree_parents: the ancestors of %zu x %zu queries "
+                         "overflow", s->batch, s->q_len);
+    return CLATTN_SUCCESS;
+}
+
+/* The ancestors of every query as bits, (batch, q_len, words) words — a row's are its parent's and its own —
+ * into a temporary. The kernels hide the keys of the q_len positions from a row's tree's first whose bit is
+ * clear; a sequence with fewer queries (ragged) has its bits past them set: those keys are not its tree's. */
+static clattn_status upload_tree(clattn_context *ctx, const sdpa_shape *s, device_masks *out)
+{
+    const size_t words = (s->q_len + 31) / 32, row_words = s->q_len * words; /* (check_tree: no overflow) */
+    cl_uint *bits = calloc(s->batch * row_words, sizeof *bits);
+    if (!bits)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "tree attention's ancestors: %zu words",
+                         s->batch * row_words);
+    for (size_t b = 0; b < s->batch; b++) {
+        size_t first;
+        const size_t n = tree_rows_of(s, b, &first);
+        cl_uint *plane = bits + b * row_words;
+        for (size_t i = 0; i < n; i++) {
+            const int parent = s->masks.tree_parents[first + i];
+            if (parent >= 0)
+                memcpy(plane + i * words, plane + (size_t)parent * words, words * sizeof *bits);
+            plane[i * words + i / 32] |= 1u << (i % 32);
+            for (size_t t = n; t < s->q_len; t++)
+                plane[i * words + t / 32] |= 1u << (t % 32);
+        }
+    }
+    clattn_status st = scratch_upload(ctx, SCRATCH_TREE, bits, s->batch * row_words * sizeof *bits,
+                                      "tree attention's ancestors", &out->tree_bits);
+    free(bits);
+    out->tree_rows = s->q_len;
+    out->tree_words = words;
+    return st;
+}
+
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool mask_given, sdpa_shape *s)
 {
     clattn_masks copy = CLATTN_MASKS_INIT;
@@ -71,7 +134,7 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "masks.%s is %u, not 0 (start from CLATTN_MASKS_INIT)",
                          copy.reserved ? "reserved" : "mask_reserved", copy.reserved ? copy.reserved : copy.mask_reserved);
     if ((st = check_positions(ctx, &copy, s->batch)) != CLATTN_SUCCESS ||
-        (st = check_alibi_reach(ctx, &copy, s)) != CLATTN_SUCCESS)
+        (st = check_alibi_reach(ctx, &copy, s)) != CLATTN_SUCCESS || (st = check_tree(ctx, &copy, s)) != CLATTN_SUCCESS)
         return st;
     if (masks->causal != CLATTN_CAUSAL_NONE && masks->causal != CLATTN_CAUSAL_TOP_LEFT &&
         masks->causal != CLATTN_CAUSAL_BOTTOM_RIGHT)
@@ -110,6 +173,13 @@ clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *given, bool
     default: s->mask_elems = 0; break;
     }
     return CLATTN_SUCCESS;
+}
+
+clattn_status masks_whole_call_only(clattn_context *ctx, const sdpa_shape *s, const char *who)
+{
+    return s->masks.tree_parents ? set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s does not take masks.tree_parents "
+                                             "(tree attention runs as one call)", who)
+                                 : CLATTN_SUCCESS;
 }
 
 /* `bytes` of `data` into a reused temporary, blocking (so the caller's array, and ours, can go as soon
@@ -176,6 +246,8 @@ clattn_status masks_upload(clattn_context *ctx, const sdpa_shape *s, cl_mem addi
         out->mod_aux2 = aux[2];
         out->mod_aux3 = aux[3];
     }
+    if (st == CLATTN_SUCCESS && m->tree_parents)
+        st = upload_tree(ctx, s, out);
     block_mask_args bm;
     if (st == CLATTN_SUCCESS && (st = block_mask_bind(ctx, s->desc.block_mask, s, &bm)) == CLATTN_SUCCESS) {
         out->bm_states = bm.states;
@@ -214,6 +286,8 @@ feature_set call_features(const sdpa_shape *s)
         f |= FEATURE_BIT(MODS);
     if (s->desc.block_mask)
         f |= FEATURE_BIT(BLOCK_MASK);
+    if (m->tree_parents)
+        f |= FEATURE_BIT(TREE);
     if ((s->desc.mods || s->desc.block_mask) && (s->desc.origin_batch || s->desc.origin_position))
         f |= FEATURE_BIT(ORIGIN);
     /* (row scales: int8's, or an FP8 cache's when it has them; never a widened copy's) */

@@ -15,6 +15,10 @@
  * the additive mask's element count in s->mask_elems. */
 clattn_status masks_resolve(clattn_context *ctx, const clattn_masks *masks, bool mask_given, sdpa_shape *s);
 
+/* For the calls that cut a call into parts (partitions, device groups): a tree (whose parents are indexed by
+ * the whole call's query rows) is refused, naming `who`. */
+clattn_status masks_whole_call_only(clattn_context *ctx, const sdpa_shape *s, const char *who);
+
 /* For the calls whose sequences have lengths of their own (ragged batches, paged caches), after
  * masks_resolve: the caller's masks.key_lengths must be NULL (`what` names where the lengths come
  * from); s->masks then takes key_lengths = keys and, under CLATTN_CAUSAL_BOTTOM_RIGHT without query

@@ -34,7 +34,8 @@ enum {
  *   OPT_BUFFER     a cl_mem                         OPT_MASKS     a clattn_masks pointer
  *   OPT_MODS       a clattn_mods                    OPT_BLOCK_MASK a clattn_block_mask
  *   OPT_ORIGIN     0..2^61                          OPT_LENGTHS   NULL or `batch` size_t
- *   OPT_OFFSETS    NULL or `batch` long long        OPT_WINDOW    NULL or a clattn_window */
+ *   OPT_OFFSETS    NULL or `batch` long long        OPT_WINDOW    NULL or a clattn_window
+ *   OPT_TREE       NULL or `batch`·`q_len` int parents (a ragged call's: one per packed row) */
 
 /* The options both descriptors carry (CLATTN_OPTION rows), copied from a layer's descriptor to SDPA's
  * (the layer's forwarding, the reference layer's) and back (the Python layer's): no hand copy. */

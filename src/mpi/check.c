@@ -79,8 +79,9 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
     const size_t kv_heads = d->kv_heads ? d->kv_heads : d->heads, v_dim = d->v_dim ? d->v_dim : d->qk_dim;
     const clattn_masks *m = d->masks;
     /* The ring's own rules first: libclattn would word them as its own calls' (a NULL mask, int8 scales). */
-    if (m && m->additive != CLATTN_MASK_NONE) {
-        snprintf(detail, cap, "ring calls take no additive mask (masks->additive)");
+    if (m && (m->additive != CLATTN_MASK_NONE || m->tree_parents)) {
+        snprintf(detail, cap, "ring calls take no %s", m->tree_parents ? "tree (masks->tree_parents)"
+                                                                       : "additive mask (masks->additive)");
         return CLATTN_ERROR_INVALID_VALUE;
     }
     /* K and V travel as their bytes in any format that needs no device buffer beside them (blocks carry

@@ -93,6 +93,7 @@ static uint64_t block_mask_print(const clattn_block_mask *mask)
 #define RING_PRINT_OPT_LENGTHS(v, d) hash_bytes((v), (d)->batch * sizeof *(v))
 #define RING_PRINT_OPT_OFFSETS(v, d) hash_bytes((v), (d)->batch * sizeof *(v))
 #define RING_PRINT_OPT_WINDOW(v, d) hash_bytes((v), sizeof *(v))
+#define RING_PRINT_OPT_TREE(v, d) hash_bytes((v), (d)->batch * (d)->q_len * sizeof *(v))
 #define RING_PRINT_OPT_MODS(v, d) mods_print(v)
 #define RING_PRINT_OPT_BLOCK_MASK(v, d) block_mask_print(v)
 #define RING_PRINT_OPT_MASKS(v, d) ((uint64_t)((v) != NULL)) /* (its fields follow, one by one) */

@@ -376,6 +376,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     const size_t kv_heads = desc->kv_heads ? desc->kv_heads : desc->heads;
     s->batch = desc->batch;
     s->heads = desc->heads;
+    s->q_starts = NULL; /* (a ragged call sets its own) */
     s->q_len = desc->q_len;
     s->kv_len = desc->kv_len;
     s->qk_dim = desc->qk_dim;

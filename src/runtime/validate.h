@@ -48,6 +48,7 @@ typedef struct sdpa_shape {
     clattn_algorithm algorithm;
     size_t q_elems, k_elems, v_elems, out_elems, weight_elems, lse_elems;
     clattn_masks masks;
+    const size_t *q_starts; /* a ragged call's row starts on the host (its tree's parents follow them), else NULL */
     size_t mask_elems, mask_elem_size, mask_cols; /* the mask's entries, their size, its keys per row */
     tensor_types types;       /* storage types of Q, K, V and the output */
     cl_mem k_scales, v_scales; /* an int8 K's and V's row scales, else NULL */

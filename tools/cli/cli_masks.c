@@ -160,6 +160,38 @@ static int load_offsets(const char *command, cli_masks *m, size_t B)
     return rc;
 }
 
+/* --tree PARENTS.npy: (B, L), or (L,) for every batch; each parent -1 or an earlier query (the library says
+ * which is not). */
+static int load_tree(const char *command, cli_masks *m, size_t B, size_t L)
+{
+    npy_array a;
+    char err[512];
+    if (npy_load(m->tree_path, &a, err, sizeof err) != 0)
+        return cli_fail(CLI_USAGE_ERROR, command, "%s: %s", m->tree_path, err);
+    long long *values = NULL;
+    int rc = CLI_OK;
+    const bool shared = a.ndim == 1 && a.shape[0] == L;
+    if (!shared && !(a.ndim == 2 && a.shape[0] == B && a.shape[1] == L))
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: --tree needs shape (%zu,%zu) or (%zu,): a parent per query",
+                      m->tree_path, B, L, L);
+    else if (npy_to_int64(&a, &values, err, sizeof err) != 0)
+        rc = cli_fail(CLI_USAGE_ERROR, command, "%s: %s", m->tree_path, err);
+    else if (!(m->tree = malloc(B * L * sizeof *m->tree)))
+        rc = cli_fail(CLI_RUNTIME_ERROR, command, "out of memory");
+    for (size_t r = 0; rc == CLI_OK && r < B * L; r++) {
+        const long long parent = values[shared ? r % L : r];
+        if (parent < -1 || parent >= (long long)L)
+            rc = cli_fail(CLI_USAGE_ERROR, command, "%s: parent %lld of query %zu is outside -1..%zu", m->tree_path,
+                          parent, r % L, L - 1);
+        else
+            m->tree[r] = (int)parent;
+    }
+    m->masks.tree_parents = m->tree;
+    free(values);
+    npy_free(&a);
+    return rc;
+}
+
 /* --window L,R: two whole numbers, each -1 (unbounded) or more. */
 static int parse_window(const char *command, cli_masks *m)
 {
@@ -190,6 +222,8 @@ int cli_masks_load(const char *command, cli_masks *m, size_t B, size_t H, size_t
         rc = load_offsets(command, m, B);
     if (rc == CLI_OK && m->window_text)
         rc = parse_window(command, m);
+    if (rc == CLI_OK && m->tree_path)
+        rc = load_tree(command, m, B, L);
     return rc;
 }
 
@@ -198,6 +232,7 @@ void cli_masks_free(cli_masks *m)
     free(m->mask);
     free(m->lengths);
     free(m->offsets);
+    free(m->tree);
     m->mask = NULL;
     m->lengths = NULL;
     m->offsets = NULL;

@@ -1,7 +1,8 @@
 /* The attention flags shared by `clattn sdpa` and `clattn mha`.
  *
  * Masks: --causal, --causal-bottom-right, --mask M.npy (float additive, or bool where True = may
- * attend), --key-lengths LEN.npy, --offset N / --offsets OFF.npy (query positions) and --window L,R.
+ * attend), --key-lengths LEN.npy, --offset N / --offsets OFF.npy (query positions), --window L,R and
+ * --tree PARENTS.npy (tree attention).
  * Variants: --kv-heads N, --softcap C, --sinks SINKS.npy and --alibi SLOPES.npy|auto. */
 #ifndef CLATTN_CLI_MASKS_H
 #define CLATTN_CLI_MASKS_H
@@ -10,7 +11,7 @@
 
 typedef struct cli_masks {
     bool causal, causal_bottom_right;
-    const char *mask_path, *lengths_path, *offset_text, *offsets_path, *window_text;
+    const char *mask_path, *lengths_path, *offset_text, *offsets_path, *window_text, *tree_path;
     /* Filled by cli_masks_load: */
     clattn_masks masks;     /* points into this struct (window), so the struct must not move */
     float *mask;            /* (L,C) or (B,H,L,C) as masks.additive says; NULL without --mask */
@@ -18,13 +19,14 @@ typedef struct cli_masks {
     size_t *lengths;        /* B entries; NULL without --key-lengths */
     long long *offsets;     /* B entries; NULL without --offset or --offsets */
     clattn_window window;   /* masks.window points here with --window */
+    int *tree;              /* B·L parents; NULL without --tree */
 } cli_masks;
 
 #define CLI_MASK_OPTIONS(m)                                                                                  \
     {"causal", &(m)->causal, NULL}, {"causal-bottom-right", &(m)->causal_bottom_right, NULL},               \
         {"mask", NULL, &(m)->mask_path}, {"key-lengths", NULL, &(m)->lengths_path},                         \
         {"offset", NULL, &(m)->offset_text}, {"offsets", NULL, &(m)->offsets_path},                         \
-        {"window", NULL, &(m)->window_text}
+        {"window", NULL, &(m)->window_text}, {"tree", NULL, &(m)->tree_path}
 
 #define CLI_MASK_HELP                                                                                        \
     "  --causal               query i sees keys 0..i (PyTorch's is_causal)\n"                                \
@@ -39,7 +41,11 @@ typedef struct cli_masks {
     "                         causal masks show keys j <= p, --window and --alibi measure from p.\n"        \
     "                         Default: p = i, or i + S - L with --causal-bottom-right\n"                    \
     "  --offsets OFF.npy      integer array (B,): one such offset per batch (instead of --offset)\n"       \
-    "  --window L,R           sliding window: query at p sees keys p-L..p+R; -1 leaves a side unbounded\n"
+    "  --window L,R           sliding window: query at p sees keys p-L..p+R; -1 leaves a side unbounded\n"    \
+    "  --tree PARENTS.npy     integer array (B,L) or (L,): tree attention (speculative decoding's draft\n"   \
+    "                         trees): each query's parent among the earlier queries, -1 for a root. The\n"  \
+X
+    "                         the keys before them and, of theirs, only its ancestors' and its own\n"
 
 /* Reads the mask files and values for shape (B,H,L,S) and fills m->masks. Reports and returns
  * CLI_USAGE_ERROR on a bad file, value or shape. */

@@ -36,7 +36,7 @@ PY_CALLS = {"OPT_PY_SDPA": "scaled_dot_product_attention", "OPT_PY_LAYER": "mult
 CLI_CALLS = {"OPT_CLI_SDPA": "sdpa", "OPT_CLI_MHA": "mha", "OPT_CLI_BENCH": "bench", "OPT_CLI_RING": "ring"}
 # The kinds the extension reads as keywords (attention.c's PY_READABLE_*).
 PY_READABLE = {"OPT_SCALE", "OPT_CAP", "OPT_PER_HEAD", "OPT_ENUM", "OPT_LENGTHS", "OPT_OFFSETS", "OPT_WINDOW",
-               "OPT_SIZE"}
+               "OPT_SIZE", "OPT_TREE"}
 DOC_BEGIN, DOC_END = "<!-- options table: begin (tools/scripts/check_options.py --write-doc) -->", \
     "<!-- options table: end -->"
 

@@ -76,6 +76,18 @@ def _sequence(values, name, count, kind=float, per="the call needs"):
     return values
 
 
+def _tree(tree, batch, q_len):
+    """A draft tree's parents — (L,) for every sequence, or one row of L per sequence ((..., L), the call's
+    batch dimensions before it) — as the B·L integers of masks.tree_parents, or None."""
+    if tree is None:
+        return None
+    shape = tuple(getattr(tree, "shape", ()))
+    if shape == (q_len,) or (not shape and len(tree) == q_len and not hasattr(tree[0], "__len__")):
+        return _sequence(tree, "tree", q_len, int) * batch
+    flat = tree.reshape(-1) if hasattr(tree, "reshape") else [p for row in tree for p in row]
+    return _sequence(flat, "tree", batch * q_len, int, "one parent per query row:")
+
+
 def _per_head(values, name, count):
     return _sequence(values, name, count)
 
@@ -85,7 +97,7 @@ def _per_batch(values, name, count, kind):
 
 
 def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, mask_layout, mask_cols,
-             algorithm, weights_output, heads, batch, logit_scale=None):
+             algorithm, weights_output, heads, batch, logit_scale=None, tree=None, q_len=0):
     """The keyword arguments the C side takes (attention.c's py_options_read: the C fields of
     src/base/call_options.def), those given only."""
     opts = {}
@@ -109,7 +121,8 @@ def _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths,
     for name, values in (("sinks", _per_head(sinks, "sinks", heads)), ("alibi_slopes", _per_head(alibi, "alibi", heads)),
                          ("logit_scale", _per_head(logit_scale, "logit_scale", heads)),
                          ("query_offsets", _per_batch(offsets, "offsets", batch, int)),
-                         ("key_lengths", _per_batch(key_lengths, "key_lengths", batch, int))):
+                         ("key_lengths", _per_batch(key_lengths, "key_lengths", batch, int)),
+                         ("tree_parents", _tree(tree, batch, q_len))):
         if values is not None:
             opts[name] = values
     for name, value in (("causal", causal), ("additive", mask_layout), ("mask_kv_len", mask_cols),

@@ -12,7 +12,8 @@ from ._programmable import _mods, _mods_source
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False, *, window=None, softcap=None, sinks=None, alibi=None,
-                                 offsets=None, key_lengths=None, logit_scale=None, return_lse=False, weights=None,
+                                 offsets=None, key_lengths=None, logit_scale=None, tree=None, return_lse=False,
+                                 weights=None,
                                  algorithm="auto", mods=None, aux=None, defines=None, dtype=None, context=None,
                                  timeout=None, _block_mask=None):
     """Attention as ``torch.nn.functional.scaled_dot_product_attention`` computes it, on an OpenCL device.
@@ -28,7 +29,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     clattn's own: window=(left, right) keys each query sees before and after it (None: unbounded);
     softcap (c·tanh(s/c)); sinks (a logit per head in each row's denominator); alibi (a slope per head);
     offsets (each batch's first query position); key_lengths (valid keys per batch); logit_scale (a scale
-    per head, a temperature, multiplying the scaled scores before soft-capping); return_lse (also the
+    per head, a temperature, multiplying the scaled scores before soft-capping); tree (tree attention for
+    speculative decoding: each query's parent among the earlier queries, -1 for a root, as an (L,) array for
+    every sequence or (..., L); query i at position p finds the tree's token t at key p - i + t and sees, of
+    those, only its ancestors and itself — the draft's keys appended last, with offsets or a causal mask
+    placing the queries on them); return_lse (also the
     log-sum-exp, float32 (..., Hq, L)); weights ("softmax", "qk", "softcapped" or "masked": also that
     (..., Hq, L, S) float32 matrix, from the staged path); algorithm ("auto", "fused", "staged",
     "decode"); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
@@ -50,6 +55,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         # (torch.compile: the torch.library operator, whose fake implementation gives the graph its shapes)
         if (dropout_p or window is not None or softcap is not None or sinks is not None or alibi is not None
                 or offsets is not None or key_lengths is not None or logit_scale is not None or weights is not None
+                or tree is not None
                 or algorithm != "auto" or defines or dtype is not None or timeout is not None or context is not None
                 or any(isinstance(a, tuple) for a in (aux or {}).values())):
             raise ArgumentError("under torch.compile clattn takes attn_mask, is_causal, scale, enable_gqa, "
@@ -96,7 +102,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             raise ArgumentError(f"weights must be one of {sorted(_WEIGHTS)}, not {weights!r}")
         weights_output = _WEIGHTS[weights]
     opts = _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
-                    algorithm, weights_output, heads, batch, logit_scale)
+                    algorithm, weights_output, heads, batch, logit_scale, tree, q_len)
     out_shape = lead + (q_len, v_dim)
     lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
     compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None

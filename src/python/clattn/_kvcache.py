@@ -124,7 +124,7 @@ class KVCache:
         return made
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
-               logit_scale=None, return_lse=False, algorithm="auto", out=None, prefixes=None):
+               logit_scale=None, tree=None, return_lse=False, algorithm="auto", out=None, prefixes=None):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
         default) the L queries are the last L rows appended (query i sees its rows up to itself); the
         options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
@@ -133,13 +133,15 @@ class KVCache:
         attention, clattn_sdpa_cascade: each read once for all the sequences that share it) — a list of
         levels, each `batch` ids of add_prefix (level 0 for all, then sub-prefixes…); float32 queries; with
         is_causal the queries are each sequence's last L own rows and see all of their prefixes; window,
-        alibi and algorithm are not taken then."""
+        alibi and algorithm are not taken then. tree: a draft tree over the L queries (speculative decoding's
+        verification): each query's parent among them, -1 for a root, (L,) or (batch, L); the draft's rows
+        appended last, each query sees the earlier rows and, of the draft's, only its ancestors' and its own."""
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
             raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")
         heads, q_len = int(q.shape[1]), int(q.shape[2])
         opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
-                        heads, self.batch, logit_scale)
+                        heads, self.batch, logit_scale, tree, q_len)
         if out is None:
             out = _empty(q, torch_side, (self.batch, heads, q_len, self.v_dim))
         elif tuple(out.shape) != (self.batch, heads, q_len, self.v_dim) or out.dtype != q.dtype:

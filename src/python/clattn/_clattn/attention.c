@@ -25,6 +25,7 @@ void py_options_free(call_options *o)
 #define PY_READABLE_OPT_OFFSETS 1
 #define PY_READABLE_OPT_WINDOW 1
 #define PY_READABLE_OPT_SIZE 1
+#define PY_READABLE_OPT_TREE 1
 #define PY_READABLE_OPT_DIM 0
 #define PY_READABLE_OPT_DIM0 0
 #define PY_READABLE_OPT_KV_HEADS 0
@@ -85,6 +86,32 @@ static int read_long(PyObject *v, const char *name, long long *out)
     return 0;
 }
 
+/* A tree's parents: as many as given (the call's rows are not known yet: py_options_check_rows). */
+static int read_tree(PyObject *v, const char *name, call_options *o, const int **f)
+{
+    const Py_ssize_t n = PyObject_Length(v);
+    if (n < 0) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s must be a sequence of parents", name);
+        return -1;
+    }
+    int *ints = NULL;
+    if (py_ints_from_sequence(v, name, (size_t)n, &ints) != 0 || own(o, ints) != 0)
+        return -1;
+    o->tree_count = (size_t)n;
+    *f = ints;
+    return 0;
+}
+
+int py_options_check_rows(const call_options *o, size_t rows)
+{
+    if (o->masks.tree_parents && o->tree_count != rows) {
+        PyErr_Format(PyExc_ValueError, "tree holds %zu parents; the call has %zu query rows", o->tree_count, rows);
+        return -1;
+    }
+    return 0;
+}
+
 /* Each readable kind's reading of keyword value v (not None unless said) into field f. */
 #define PY_READ_OPT_SCALE(v, name, f)                                                                            \
     (v == Py_None ? ((f) = CLATTN_SCALE_DEFAULT, 0) : read_float(v, name, &(f)))
@@ -99,6 +126,7 @@ static int read_long(PyObject *v, const char *name, long long *out)
     (py_sizes_from_sequence(v, name, batch, &sizes) || own(o, sizes) ? -1 : ((f) = sizes, 0))
 #define PY_READ_OPT_OFFSETS(v, name, f)                                                                          \
     (py_longs_from_sequence(v, name, batch, &longs) || own(o, longs) ? -1 : ((f) = longs, 0))
+#define PY_READ_OPT_TREE(v, name, f) (v == Py_None ? 0 : read_tree(v, name, o, &(f)))
 #define PY_READ_OPT_WINDOW(v, name, f)                                                                           \
     (v == Py_None ? 0                                                                                            \
                   : !PyArg_ParseTuple(v, "LL:window", &o->window.left, &o->window.right) ? -1                    \
@@ -296,7 +324,7 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs)
                     py_tensor_expect(&t[0], "query", nq, 0) || py_tensor_expect(&t[1], "key", nk, 0) ||
                     py_tensor_expect(&t[2], "value", nv, 0) || py_tensor_expect(&t[3], "out", no, 0) ||
                     py_float_output(&t[4], "lse", nl) || py_float_output(&t[6], "weights", nw) ||
-                    mask_take(&t[5], &o, B, H, L, S);
+                    mask_take(&t[5], &o, B, H, L, S) || py_options_check_rows(&o, (size_t)B * (size_t)L);
     if (bad)
         return call_end(t, 7, &o, &mods, CLATTN_SUCCESS, NULL);
     const Py_ssize_t dims[7] = {B, H, KVH, L, S, D, DV};
@@ -347,7 +375,7 @@ PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs)
     const size_t elems[9] = {nq, nk, nv, no, nl, no, nq, nk, nv};
     for (int i = 0; i < 9 && !bad; i++) /* (the backward pass takes float32 tensors) */
         bad = py_float_output(&t[i], names[i], elems[i]);
-    bad = bad || mask_take(&t[MASK], &o, B, H, L, S);
+    bad = bad || mask_take(&t[MASK], &o, B, H, L, S) || py_options_check_rows(&o, (size_t)B * (size_t)L);
     /* The sinks' gradient (heads floats, on the host for either kind of call), when asked for. */
     py_tensor dsinks = {0};
     bad = bad || py_tensor_get(dsinks_obj, "dsinks", 1, 0, &dsinks) || py_float_output(&dsinks, "dsinks", (size_t)H);
@@ -412,7 +440,8 @@ PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs)
     for (int i = 0; i < N && !bad; i++)
         if (i != MASK && i != WEIGHTS && t[i].capsule)
             bad = py_tensor_expect(&t[i], names[i], n[i], 0);
-    bad = bad || py_float_output(&t[WEIGHTS], "weights", n[WEIGHTS]) || mask_take(&t[MASK], &o, B, H, L, S);
+    bad = bad || py_float_output(&t[WEIGHTS], "weights", n[WEIGHTS]) || mask_take(&t[MASK], &o, B, H, L, S) ||
+          py_options_check_rows(&o, (size_t)B * (size_t)L);
     for (int i = BQ; i <= BO && !bad; i++) /* (the weights share one type, as the library takes them) */
         if (t[i].capsule && t[i].dtype != t[WQ].dtype) {
             PyErr_Format(PyExc_TypeError, "%s is %s but w_q is %s: the weights and biases share one type", names[i],

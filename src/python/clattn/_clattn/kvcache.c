@@ -276,7 +276,8 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
     int bad = py_tensor_get_any(q_obj, "query", 0, bf16, &q) || py_tensor_get_any(out_obj, "out", 0, bf16, &out) ||
               py_tensor_get_any(lse_obj, "lse", 1, 0, &lse) || py_product(&nq, c->batch, H, L, c->qk_dim) ||
               py_product(&no, c->batch, H, L, c->v_dim) || py_product(&nl, c->batch, H, L, 1) ||
-              py_tensor_expect(&q, "query", nq, 0) || py_tensor_expect(&out, "out", no, 0) || py_float_output(&lse, "lse", nl);
+              py_tensor_expect(&q, "query", nq, 0) || py_tensor_expect(&out, "out", no, 0) || py_float_output(&lse, "lse", nl) ||
+              py_options_check_rows(&o, c->batch * (size_t)L);
     const py_tensor given[3] = {q, out, lse};
     const int device = bad ? 0 : py_tensors_on_device(pc, given, 3, names);
     bad = bad || device < 0;

@@ -92,6 +92,7 @@ int py_tensor_expect(const py_tensor *t, const char *name, size_t elems, int all
 int py_floats_from_sequence(PyObject *seq, const char *name, size_t n, float **out);
 int py_longs_from_sequence(PyObject *seq, const char *name, size_t n, long long **out);
 int py_sizes_from_sequence(PyObject *seq, const char *name, size_t n, size_t **out);
+int py_ints_from_sequence(PyObject *seq, const char *name, size_t n, int **out);
 
 /* A call's options, read from its keyword arguments by the call options' table (src/base/call_options.def):
  * each keyword is a row's C field name — scale, softcap, sinks, alibi_slopes, logit_scale, algorithm,
@@ -103,12 +104,15 @@ typedef struct call_options {
     clattn_sdpa_desc desc; /* the options read (CLATTN_SDPA_DESC_INIT's elsewhere) */
     clattn_masks masks;
     clattn_window window;
+    size_t tree_count; /* the values of masks.tree_parents (any number is read; py_options_check_rows checks it) */
     void *owned[8];
     size_t n_owned;
 } call_options;
 
 int py_options_read(PyObject *kwargs, size_t batch, size_t heads, call_options *o);
 void py_options_free(call_options *o);
+/* 0 when the options fit a call of `rows` query rows (a tree's parents: one per row), else -1 with ValueError. */
+int py_options_check_rows(const call_options *o, size_t rows);
 /* The options read into d (its masks: o's), every row the table lets Python give. */
 void py_options_apply(const call_options *o, clattn_sdpa_desc *d);
 

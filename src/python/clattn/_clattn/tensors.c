@@ -195,6 +195,14 @@ static int take_long(PyObject *o, void *out)
     *(long long *)out = PyLong_AsLongLong(o);
     return PyErr_Occurred() != NULL;
 }
+static int take_int(PyObject *o, void *out)
+{
+    const long v = PyLong_AsLong(o);
+    if (v < INT_MIN || v > INT_MAX)
+        PyErr_SetString(PyExc_OverflowError, "beyond int");
+    *(int *)out = (int)v;
+    return PyErr_Occurred() != NULL;
+}
 static int take_size(PyObject *o, void *out)
 {
     *(size_t *)out = PyLong_AsSize_t(o);
@@ -222,3 +230,4 @@ static int take_size(PyObject *o, void *out)
 SEQUENCE_READER(py_floats_from_sequence, float, take_float)
 SEQUENCE_READER(py_longs_from_sequence, long long, take_long)
 SEQUENCE_READER(py_sizes_from_sequence, size_t, take_size)
+SEQUENCE_READER(py_ints_from_sequence, int, take_int)
