@@ -44,8 +44,9 @@ typedef struct cli_masks {
     "  --window L,R           sliding window: query at p sees keys p-L..p+R; -1 leaves a side unbounded\n"    \
     "  --tree PARENTS.npy     integer array (B,L) or (L,): tree attention (speculative decoding's draft\n"   \
     "                         trees): each query's parent among the earlier queries, -1 for a root. The\n"  \
-X
-    "                         the keys before them and, of theirs, only its ancestors' and its own\n"
+    "                         L queries' own keys are consecutive, query i at position p finding token\n"  \
+    "                         t's at p-i+t (place them with --causal-bottom-right or --offsets): of\n"    \
+    "                         those, each query sees only its ancestors' and its own\n"
 
 /* Reads the mask files and values for shape (B,H,L,S) and fills m->masks. Reports and returns
  * CLI_USAGE_ERROR on a bad file, value or shape. */

@@ -51,7 +51,7 @@ int ref_key_visible(const clattn_masks *m, size_t L, size_t S, size_t b, size_t 
         return 0;
     if (m->tree_parents && lj >= p - (long long)i && lj < p - (long long)i + (long long)L) { /* tree token t */
         const long long t = lj - (p - (long long)i);
-        int a = m->tree_parents[b * L + i];
+        int a = (int)i;
         while (a >= 0 && a != t)
             a = m->tree_parents[b * L + (size_t)a];
         return a == t;
