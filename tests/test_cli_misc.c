@@ -38,7 +38,7 @@ START_TEST(test_version_and_help)
                   "--mask", "--key-lengths", "--heatmap", "--tokens", "--key-tokens", "--device", "--heads",
                   "--kv-heads", "--offset", "--offsets", "--window", "--softcap", "--sinks", "--alibi", "auto",
                   "--past-k", "--past-v", "--present-k", "--present-v", "--scores", "--bf16", "--out-dtype",
-                  "--kv-int8", "--prefix-k", "--prefix-v"}},
+                  "--kv-int8", "--prefix-k", "--prefix-v", "--tree"}},
         {"mha", {"--x", "--kv", "--wq", "--wk", "--wv", "--bq", "--bk", "--bv", "--wo", "--bo", "--heads", "--out",
                  "--weights", "--scale", "--causal", "--causal-bottom-right", "--mask", "--key-lengths", "--heatmap",
                  "--tokens", "--key-tokens", "--device", "--kv-heads", "--offset", "--offsets", "--window",
@@ -377,6 +377,42 @@ START_TEST(test_sdpa_shared_prefix)
 }
 END_TEST
 
+/* --tree: a draft tree per batch entry ((B, L) int64), and one for every entry ((L,) int32), with
+ * --causal-bottom-right placing the draft last, against the reference's tree rule; a parent that is not an
+ * earlier query is refused. */
+START_TEST(test_sdpa_tree)
+{
+    enum { B = 2, H = 2, L = 6, S = 15, D = 8 };
+    const float *q = rand_floats(B * H * L * D, 1.0f), *k = rand_floats(B * H * S * D, 1.0f),
+                *v = rand_floats(B * H * S * D, 1.0f);
+    const char *qp = save_f32("q.npy", q, 4, (size_t[]){B, H, L, D}), *kp = save_f32("k.npy", k, 4, (size_t[]){B, H, S, D});
+    const char *vp = save_f32("v.npy", v, 4, (size_t[]){B, H, S, D});
+    const long long parents[B * L] = {-1, 0, 0, 1, 2, -1, -1, 0, 1, 2, 3, 4};
+    const char *tp = save_raw("tree.npy", 1, "<i8", "False", "(2, 6)", parents, sizeof parents);
+    EXPECT(EXIT_OK, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--tree", tp, "--causal-bottom-right", "--out", P("o.npy"));
+    int as_int[B * L];
+    for (size_t i = 0; i < B * L; i++)
+        as_int[i] = (int)parents[i];
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT, m.tree_parents = as_int;
+    const clattn_sdpa_desc d = sdpa_desc(B, H, H, L, S, D, D, &m);
+    double *ro = xmalloc(B * H * L * D * sizeof(double));
+    ref_sdpa(&d, q, k, v, NULL, ro, NULL, NULL);
+    expect_close("--tree out", load_f32(P("o.npy"), 4, (size_t[]){B, H, L, D}), ro, B * H * L * D);
+    const char *shared = save_i32("shared.npy", parents, L); /* (batch 0's tree for both) */
+    EXPECT(EXIT_OK, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--tree", shared, "--causal-bottom-right", "--out",
+           P("o2.npy"));
+    memcpy(as_int + L, as_int, L * sizeof(int));
+    ref_sdpa(&d, q, k, v, NULL, ro, NULL, NULL);
+    expect_close("--tree (L,) out", load_f32(P("o2.npy"), 4, (size_t[]){B, H, L, D}), ro, B * H * L * D);
+    const long long bad[L] = {-1, 0, 2, 1, 2, 3};
+    EXPECT(EXIT_USAGE, "sdpa", "--q", qp, "--k", kp, "--v", vp, "--tree", save_i64("bad.npy", bad, L), "--out",
+           P("x.npy"));
+    expect_in("stderr", R.err, "tree_parents[2] = 2");
+    ck_assert(!exists(P("x.npy")));
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *misc_suite(void)
@@ -387,6 +423,7 @@ static Suite *misc_suite(void)
         {"heatmap", 1, {test_heatmap_demo, test_heatmap_sdpa, test_heatmap_mha}},
         {"warnings", 1, {test_warnings_reach_user}},
         {"prefix", 1, {test_sdpa_shared_prefix}},
+        {"tree", 1, {test_sdpa_tree}},
     };
     return cli_suite("clattn cli misc", groups, sizeof groups / sizeof groups[0]);
 }

@@ -81,11 +81,12 @@ def _tree(tree, batch, q_len):
     batch dimensions before it) — as the B·L integers of masks.tree_parents, or None."""
     if tree is None:
         return None
-    shape = tuple(getattr(tree, "shape", ()))
-    if shape == (q_len,) or (not shape and len(tree) == q_len and not hasattr(tree[0], "__len__")):
-        return _sequence(tree, "tree", q_len, int) * batch
-    flat = tree.reshape(-1) if hasattr(tree, "reshape") else [p for row in tree for p in row]
-    return _sequence(flat, "tree", batch * q_len, int, "one parent per query row:")
+    flat = tree.tolist() if hasattr(tree, "tolist") else list(tree)
+    while flat and isinstance(flat[0], (list, tuple)):
+        flat = [p for row in flat for p in row]
+    if len(flat) == q_len:
+        return _sequence(flat, "tree", q_len, int) * batch
+    return _sequence(flat, "tree", batch * q_len, int, f"one parent per query ({q_len}) or per query row:")
 
 
 def _per_head(values, name, count):
