@@ -18,32 +18,6 @@
 
 #define BLOCK 16
 
-static cl_mem device_buffer(clattn_context *ctx, size_t bytes, const void *data)
-{
-    cl_int err;
-    cl_mem m = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_WRITE | (data ? CL_MEM_COPY_HOST_PTR : 0),
-                              bytes, (void *)data, &err);
-    if (err != CL_SUCCESS) {
-        fprintf(stderr, "cascade_bench: clCreateBuffer of %zu bytes: %d\n", bytes, (int)err);
-        exit(1);
-    }
-    return m;
-}
-
-static float *random_floats(size_t n, unsigned seed)
-{
-    float *x = malloc(n * sizeof *x);
-    if (!x) {
-        fprintf(stderr, "cascade_bench: out of memory\n");
-        exit(1);
-    }
-    for (size_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        x[i] = (float)(seed >> 8) / 16777216.0f - 0.5f;
-    }
-    return x;
-}
-
 int main(int argc, char **argv)
 {
     size_t a[7] = {64, 8192, 256, 32, 8, 128, 5};
@@ -57,12 +31,12 @@ int main(int argc, char **argv)
     printf("cascade_bench on %s: B = %zu sequences, one query each, a shared prefix of %zu rows and %zu own rows each, "
            "H = %zu over %zu K/V heads, D = %zu, float32, blocks of %d\n",
            clattn_context_device_name(ctx), B, P, S, H, KVH, D, BLOCK);
-    float *pool = random_floats(pool_floats, 1);
+    float *pool = bench_random_floats(pool_floats, 1);
     clattn_paged_cache own = CLATTN_PAGED_CACHE_INIT;
-    own.k_pool = device_buffer(ctx, pool_floats * sizeof(float), pool);
+    own.k_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
     free(pool);
-    pool = random_floats(pool_floats, 2);
-    own.v_pool = device_buffer(ctx, pool_floats * sizeof(float), pool);
+    pool = bench_random_floats(pool_floats, 2);
+    own.v_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
     free(pool);
     own.blocks = blocks, own.block_size = BLOCK, own.max_blocks = own_blocks;
     /* Tables: the prefix's blocks (0 …), each sequence's own after them; the whole-sequence table for the
@@ -86,17 +60,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "cascade_bench: P must be a multiple of %d (the plain calls' tables)\n", BLOCK);
         return 2;
     }
-    own.block_table = device_buffer(ctx, B * own_blocks * sizeof(cl_int), own_table);
+    own.block_table = bench_buffer(ctx, B * own_blocks * sizeof(cl_int), own_table);
     clattn_paged_cache whole = own;
-    whole.block_table = device_buffer(ctx, B * (prefix_blocks + own_blocks) * sizeof(cl_int), full);
+    whole.block_table = bench_buffer(ctx, B * (prefix_blocks + own_blocks) * sizeof(cl_int), full);
     whole.max_blocks = prefix_blocks + own_blocks;
-    float *q_host = random_floats(B * H * D, 3);
-    cl_mem q = device_buffer(ctx, B * H * D * sizeof(float), q_host), out = device_buffer(ctx, B * H * D * sizeof(float), NULL);
+    float *q_host = bench_random_floats(B * H * D, 3);
+    cl_mem q = bench_buffer(ctx, B * H * D * sizeof(float), q_host), out = bench_buffer(ctx, B * H * D * sizeof(float), NULL);
     cl_mem *q_one = malloc(B * sizeof *q_one), *out_one = malloc(B * sizeof *out_one), *table_one = malloc(B * sizeof *table_one);
     for (size_t b = 0; b < B; b++) {
-        q_one[b] = device_buffer(ctx, H * D * sizeof(float), q_host + b * H * D);
-        out_one[b] = device_buffer(ctx, H * D * sizeof(float), NULL);
-        table_one[b] = device_buffer(ctx, (prefix_blocks + own_blocks) * sizeof(cl_int), full + b * (prefix_blocks + own_blocks));
+        q_one[b] = bench_buffer(ctx, H * D * sizeof(float), q_host + b * H * D);
+        out_one[b] = bench_buffer(ctx, H * D * sizeof(float), NULL);
+        table_one[b] = bench_buffer(ctx, (prefix_blocks + own_blocks) * sizeof(cl_int), full + b * (prefix_blocks + own_blocks));
     }
     clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
     d.batch = B, d.heads = H, d.kv_heads = KVH, d.q_len = 1, d.qk_dim = d.v_dim = D;
