@@ -307,6 +307,16 @@ START_TEST(test_ragged)
 }
 END_TEST
 
+/* The tree call of case c over x: its offsets, key lengths and tree in m, and its descriptor. */
+static clattn_sdpa_desc tree_desc(const dcase *c, dense_data *x, clattn_masks *m)
+{
+    *m = (clattn_masks)CLATTN_MASKS_INIT;
+    m->key_lengths = x->lengths, m->query_offsets = x->offsets, m->tree_parents = x->parents;
+    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, x->S, c->D, c->D);
+    d.kv_heads = c->KVH, d.masks = m;
+    return d;
+}
+
 /* The backward pass through a tree: the gradients against the fp64 reference's with the explicit mask. */
 START_TEST(test_backward)
 {
@@ -319,10 +329,8 @@ START_TEST(test_backward)
     const size_t nl = c->B * c->H * c->L;
     float *dout = tu_falloc(x.nq);
     tu_fill_uniform(dout, x.nq, 1.0f, 510);
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.key_lengths = x.lengths, m.query_offsets = x.offsets, m.tree_parents = x.parents;
-    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, x.S, c->D, c->D);
-    d.kv_heads = c->KVH, d.masks = &m;
+    clattn_masks m;
+    clattn_sdpa_desc d = tree_desc(c, &x, &m);
     cl_mem mq = tu_dev_alloc(ctx, x.nq, x.q), mk = tu_dev_alloc(ctx, x.nk, x.k), mv = tu_dev_alloc(ctx, x.nv, x.v);
     cl_mem mo = tu_dev_alloc(ctx, x.nq, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
     TU_ASSERT_OK(clattn_sdpa(ctx, &d, mq, mk, mv, NULL, mo, NULL, ml), ctx, "forward");
@@ -360,10 +368,8 @@ START_TEST(test_bad)
     const dcase *c = &dense_cases[0];
     dense_data x;
     dense_make(c, &x, 600);
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.key_lengths = x.lengths, m.query_offsets = x.offsets, m.tree_parents = x.parents;
-    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, x.S, c->D, c->D);
-    d.kv_heads = c->KVH, d.masks = &m;
+    clattn_masks m;
+    clattn_sdpa_desc d = tree_desc(c, &x, &m);
     cl_mem mq = tu_dev_alloc(ctx, x.nq, x.q), mk = tu_dev_alloc(ctx, x.nk, x.k), mv = tu_dev_alloc(ctx, x.nv, x.v);
     cl_mem mo = tu_dev_alloc(ctx, x.nq, NULL);
     x.parents[c->L + 4] = 4; /* (batch 1's query 4 its own parent) */
