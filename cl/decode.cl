@@ -188,6 +188,7 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
     const int rows = (int)min((ulong)R_MAX, packed_rows - first);
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     const bool score_terms = CLATTN_SCORE_TERMS_ON || mask_layout != MASK_NONE;
+    const bool tree_only = CLATTN_TREE_ONLY_TERMS && mask_layout == MASK_NONE; /* (tiles before the trees: plain) */
     /* K/V rows: a dense view, a ragged one (rows from k_starts[b]), or a paged pool read through the
      * sequence's block table (k_bs and v_bs are then the pool's block strides): see K_ROW_AT. */
     __global const int *table = clattn_kv_table(block_table, table_cols, b);

@@ -123,11 +123,13 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
         keys CLATTN_DECODE_STAGED(k_stage, v_stage)
 /* What the score terms of a tile's rows read (clattn_decode_terms), the same way. */
 #define CLATTN_DECODE_TERMS_PARAMS                                                                            \
-    bool score_terms, float softcap, const clattn_row_terms *terms, const long *pos, __global const uchar *mask, \
+    bool score_terms, bool tree_only, float softcap, const clattn_row_terms *terms, const long *pos,               \
+        __global const uchar *mask,                                                                           \
         int mask_type, int mask_layout, ulong b, const ulong *row_h, ulong heads, const ulong *row_i,          \
         ulong q_len, ulong mask_cols
 #define CLATTN_DECODE_TERMS_ARGS                                                                              \
-    score_terms, softcap, terms, pos, mask, mask_type, mask_layout, b, row_h, heads, row_i, q_len, mask_cols
+    score_terms, tree_only, softcap, terms, pos, mask, mask_type, mask_layout, b, row_h, heads, row_i, q_len,     \
+        mask_cols
 
 /* KQ dot products q · k_x over n elements, key rows k_rs apart from value `at` of k (q in local memory): VEC
  * lanes at a time, KQ independent chains that share each load of q, then the rest one by one. Inlined:
@@ -339,10 +341,12 @@ __attribute__((always_inline)) inline void clattn_decode_scores(CLATTN_DECODE_KV
         }
     }
     /* Keys a row cannot see, and a partial tile's end, are −inf; the score terms apply to the rest
-     * (a tile every row sees whole, without terms, as it is). */
-    bool tile_whole = !score_terms && keys == TILE;
+     * (a tile every row sees whole, without terms or before every row's tree when that is the only one, as it
+     * is). */
+    bool tile_whole = keys == TILE;
     for (int r = 0; r < rows; r++)
-        tile_whole = tile_whole && row_begin[r] <= j0 && j0 + TILE <= row_end[r];
+        tile_whole = tile_whole && row_begin[r] <= j0 && j0 + TILE <= row_end[r] &&
+                     (!score_terms || (tree_only && (long)(j0 + TILE) <= clattn_tree_first(&terms[r])));
     if (!tile_whole)
         for (ulong g = 0; g < TILE; g++)
             for (int r = 0; r < rows; r++) {

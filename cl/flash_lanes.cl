@@ -116,8 +116,10 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
      * the row: the last and the first active rows). */
     ulong item_begin = ULONG_MAX, item_end = 0, full_begin = 0, full_end = ULONG_MAX;
     long item_p_first = LONG_MAX, item_p_last = LONG_MIN; /* (the block mask's rows) */
+    long item_tree_first = LONG_MAX;                      /* (the first key a row's tree may hide) */
     for (int r = 0; r < ROWS; r++)
         if (first + r < packed_rows) {
+            item_tree_first = min(item_tree_first, clattn_tree_first(&terms[r]));
             item_begin = min(item_begin, row_begin[r]);
             item_end = max(item_end, row_end[r]);
             full_begin = max(full_begin, row_begin[r]);
@@ -174,7 +176,8 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
              * maximum stays −inf (every other score −inf or NaN), which sends the tile's row vector to
              * a second look. */
             const bool plain = j0 >= full_begin && j0 + BLOCK_N <= full_end && mask_layout == MASK_NONE &&
-                               (!score_terms || (item_blocks == BLOCK_FULL && !CLATTN_VALUE_TERMS_ON));
+                               (!score_terms || (item_blocks == BLOCK_FULL && !CLATTN_VALUE_TERMS_ON) ||
+                                (CLATTN_TREE_ONLY_TERMS && (long)(j0 + BLOCK_N) <= item_tree_first));
             vec_t top[RV];
             lanes_t nan_lanes[RV];
             UNROLL for (int rv = 0; rv < RV; rv++) {

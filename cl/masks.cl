@@ -244,6 +244,22 @@ inline ulong clattn_next_seen_tile(__global const uchar *states, ulong bm_batch,
 #define CLATTN_SCORE_TERMS_ON                                                                                 \
     (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_MASK_MOD_ON || CLATTN_BLOCK_MASK_ON ||  \
      CLATTN_TREE_ON)
+/* Whether the tree is the call's only score term (no mask tensor asked here): a tile that lies wholly before
+ * every row's tree (clattn_tree_first) then takes a kernel's path without terms, as the cache's keys of a
+ * draft's verification do. */
+#define CLATTN_TREE_ONLY_TERMS                                                                                \
+    (CLATTN_TREE_ON && !(softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_MASK_MOD_ON ||   \
+                         CLATTN_BLOCK_MASK_ON))
+/* The first key t's tree may hide (LONG_MAX without a tree). */
+inline long clattn_tree_first(const clattn_row_terms *t)
+{
+#if CLATTN_TREE_ON
+    return t->tree_first;
+#else
+    (void)t;
+    return LONG_MAX;
+#endif
+}
 /* The same but for mask_mod and the block mask: the terms that still apply in a tile whose blocks are all
  * FULL (a fused kernel then takes such a tile's scores as they are, where this is false). */
 #define CLATTN_VALUE_TERMS_ON (softcap > 0.0f || alibi || logit_scale || CLATTN_SCORE_MOD_ON || CLATTN_TREE_ON)

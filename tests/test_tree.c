@@ -3,7 +3,9 @@
  * against the fp64 reference given the same visibility as an explicit float mask (built here by walking
  * the parents, independently of the library's bits and of the reference's own tree rule):
  *  1. dense calls, a different tree per batch (random, a chain, a star) over caches of different lengths
- *     (query offsets, key lengths), GQA, on every algorithm (fused, staged, decode, auto), equal too to the
+ *     (query offsets, key lengths; trees beginning just before a tile's end, where the kernels' path
+ *     without terms for the tiles before every row's tree must stop), GQA, on every algorithm (fused,
+ *     staged, decode, auto), equal too to the
  *     same call through an explicit bool mask and through a mask_mod that walks the parents;
  *  2. paged caches: a chunk of 12 draft tokens (the fused kernel through the table) and of 5 (the decode
  *     kernels), a bottom-right causal mask placing the draft last;
@@ -55,6 +57,10 @@ typedef struct {
 static const dcase dense_cases[] = {
     {2, 4, 2, 11, 24, {37, 5}, {0, 1}},
     {3, 2, 2, 9, 16, {0, 64, 20}, {2, 0, 3}},
+    /* Stars whose trees begin 2 keys before a tile's end (of 16, 32, 64 or 128 keys): a tile with the
+     * first tokens, whole for every row past the first, must still take the tree (token 1 is no one's but
+     * its own ancestor). */
+    {3, 4, 2, 12, 16, {62, 30, 126}, {2, 2, 2}},
 };
 static const clattn_algorithm algorithms[] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED,
                                               CLATTN_ALGORITHM_DECODE, CLATTN_ALGORITHM_AUTO};
