@@ -96,6 +96,14 @@ static const bench_case full_cases[] = {
      "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode paged blocks of 16 L=1 S=8192 H=32 D=128", BENCH_PAGED, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
      false, 0, 0, "decode L=1 S=8192 H=32 D=128", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Speculative decoding's verification (issue 40): a binary draft tree of 64 tokens, the last of 8192 rows of
+     * a paged cache (masks.tree_parents), against one decode step over the same cache. */
+    {"decode paged blocks of 16 GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_PAGED, 1, 32, 1, 8192, 128,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 8, "decode GQA L=1 S=8192 H=32 kv=8 D=128", 16, CLATTN_FLOAT32,
+     CLATTN_FLOAT32},
+    {"tree paged blocks of 16 T=64 S=8192 H=32 kv=8 D=128", BENCH_PAGED, 1, 32, 64, 8192, 128,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 8, "decode paged blocks of 16 GQA L=1 S=8192 H=32 kv=8 D=128", 16,
+     CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode fp16 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT16, CLATTN_FLOAT32},
     {"decode bf16 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
@@ -161,6 +169,8 @@ static const bench_case quick_cases[] = {
     {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode paged blocks of 16 L=1 S=512 H=4 D=64", BENCH_PAGED, 1, 4, 1, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
      false, 0, 0, "decode L=1 S=512 H=4 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"tree paged blocks of 16 T=16 S=512 H=4 D=64", BENCH_PAGED, 1, 4, 16, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
+     false, 0, 0, "decode paged blocks of 16 L=1 S=512 H=4 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode int8 cache L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "decode L=1 S=512 H=4 D=64", 0, CLATTN_INT8, CLATTN_FLOAT16},
     {"decode ragged B=4 S=256..1024 H=2 D=64", BENCH_RAGGED, 4, 2, 1, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false,
@@ -549,6 +559,13 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
             return clattn_sdpa_ragged(ctx, &d, &r, b->q, b->k, b->v, NULL, b->out, NULL);
         }
         d.q_len = c->L;
+        /* A tree case: a binary draft tree over its L queries (token i's parent (i − 1) / 2), the last rows. */
+        int parents[64];
+        if (strstr(c->name, "tree") && c->B * c->L <= sizeof parents / sizeof parents[0]) {
+            for (size_t i = 0; i < c->B * c->L; i++)
+                parents[i] = i % c->L == 0 ? -1 : (int)(i % c->L - 1) / 2;
+            masks.tree_parents = parents;
+        }
         clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
         cache.k_pool = b->k;
         cache.v_pool = b->v;
@@ -790,7 +807,8 @@ static const char bench_help[] =
     "and 4),\n"
     "with L=2, 4 and 8 query rows (speculative verification), through a paged cache of 16-row blocks\n"
     "and with float16, bfloat16 and int8 caches, each against plain decode (runs alternated: the median\n"
-    "of the pairs' time ratios); a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
+    "of the pairs' time ratios); a binary draft tree of 64 tokens (tree attention, masks.tree_parents)\n"
+    "over a paged cache against one paged decode step over it (8 K/V heads); a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
     "sequence of as many keys; quantised caches (decode L=1, S=32768, H=32 over 8 K/V heads, D=128, in\n"
     "int8, q8_0, u8_g64, fp8_e4m3, fp8_e5m2, q4_0, u4_g32 and u4_g128 against float16; q4_0 with L=4 and\n"
     "paged against L=1 contiguous; prefill L=256 S=4096 over q4_0 and q8_0 against float16); decode cases\n"
