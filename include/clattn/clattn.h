@@ -850,6 +850,20 @@ CLATTN_API clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdp
                                            const clattn_paged_cache *cache, const size_t *lengths, cl_mem q,
                                            cl_mem mask, cl_mem out, cl_mem lse);
 
+/* A mixed batch over a paged cache (since 0.19): clattn_sdpa_paged with each sequence's own number of query
+ * rows — prefill chunks, decode rows and draft trees of different requests in one call. q_starts (B+1
+ * non-decreasing row indices, on the host) put sequence b's queries at rows q_starts[b] … q_starts[b+1]−1 of
+ * q (rows, H, Dqk) and out (rows, H, Dv) (FlashAttention's varlen layout); lse is (rows, H) or NULL. desc.q_len
+ * is 0 or at least the longest sequence's rows (an additive mask's rows, read as clattn_sdpa_ragged reads
+ * it). CLATTN_CAUSAL_BOTTOM_RIGHT puts each sequence's last query at its last key (lengths[b], which count
+ * its new rows, appended first); masks.tree_parents, one per packed row, makes a sequence's rows a draft tree
+ * (a chain of parents is a causal chunk, a lone −1 a decode row). Runs the decode kernels where the longest
+ * sequence has up to 8 rows, else the fused kernel through the table, as clattn_sdpa_paged does. */
+CLATTN_API clattn_status clattn_sdpa_paged_ragged(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                                  const clattn_paged_cache *cache, const size_t *lengths,
+                                                  const size_t *q_starts, cl_mem q, cl_mem mask, cl_mem out,
+                                                  cl_mem lse);
+
 /* One level of a cascade (since 0.18): prefixes that groups of sequences share, held in the paged pool.
  * Sequence b reads prefix group_of[b] at this level: lengths[g] rows in the blocks blocks[g · max_blocks …]
  * (host arrays: a server keeps its prefix tree there). */

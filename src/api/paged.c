@@ -10,6 +10,7 @@
 #include "fault.h"
 #include "masks.h"
 #include "program.h"
+#include "ragged.h"
 #include "sdpa.h"
 #include "validate.h"
 #include "versioned.h"
@@ -126,8 +127,11 @@ static clattn_status ids_check(clattn_context *ctx, const paged_shape *p, size_t
     return CLATTN_SUCCESS;
 }
 
-clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
-                                const size_t *lengths, cl_mem q, cl_mem mask, cl_mem out, cl_mem lse)
+/* Attention through the table: q (B, H, L, Dqk) and out (B, H, L, Dv), or with q_starts each sequence's own
+ * rows, packed (rows, H, ·). `who` names the entry point in messages. */
+static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
+                                  const size_t *lengths, const size_t *q_starts, cl_mem q, cl_mem mask, cl_mem out,
+                                  cl_mem lse, const char *who)
 {
     clattn_status st = check_context(ctx);
     clattn_sdpa_desc d;
@@ -135,6 +139,15 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
     paged_shape p;
     if (st != CLATTN_SUCCESS || (st = sdpa_desc_read(ctx, desc, &d)) != CLATTN_SUCCESS)
         return st;
+    size_t rows = 0, longest = 0; /* (q_starts: the packed rows, and the longest sequence's) */
+    if (q_starts) {
+        if (d.batch == 0)
+            return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.batch is 0");
+        if ((st = ragged_check_starts(ctx, q_starts, d.batch, "q_starts", &longest)) != CLATTN_SUCCESS ||
+            (st = ragged_resolve_len(ctx, &d.q_len, longest, "q_len")) != CLATTN_SUCCESS)
+            return st;
+        rows = q_starts[d.batch];
+    }
     /* The shape before the table is known: kv_len 0 stands for the table's reach, checked below. */
     const size_t kv_len = d.kv_len;
     d.kv_len = 1;
@@ -147,35 +160,68 @@ clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *des
     d.kv_len = p.capacity;
     if ((st = sdpa_shape_resolve(ctx, &d, &s)) == CLATTN_SUCCESS) /* (a token format's chunk: a block's head) */
         s.types.k_chunk.rows = s.types.v_chunk.rows = p.cache.block_size;
+    s.q_starts = q_starts; /* (a tree's parents follow the packed rows) */
     if (st != CLATTN_SUCCESS ||
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = lengths_check(ctx, lengths, s.batch, 0, &p)) != CLATTN_SUCCESS)
         return st;
-    if ((st = decode_check_call(ctx, &s, "clattn_sdpa_paged")) != CLATTN_SUCCESS)
+    if ((st = decode_check_call(ctx, &s, who)) != CLATTN_SUCCESS)
         return st;
-    if ((st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
+    size_t q_elems = s.q_elems, out_elems = s.out_elems, lse_elems = s.lse_elems;
+    if (q_starts && (!size_product(&q_elems, 3, rows, s.heads, s.qk_dim) ||
+                     !size_product(&out_elems, 3, rows, s.heads, s.v_dim) || !size_product(&lse_elems, 2, rows, s.heads)))
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu query rows overflow", who, rows);
+    if ((st = check_tensor(ctx, q, q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
-        (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
-        (lse && (st = check_buffer(ctx, lse, s.lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS))
+        (st = check_tensor(ctx, out, out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||
+        (lse && (st = check_buffer(ctx, lse, lse_elems, sizeof(float), "lse")) != CLATTN_SUCCESS))
         return st;
     long long *offsets = malloc(s.batch * sizeof *offsets);
-    if (!offsets)
-        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "clattn_sdpa_paged: %zu sequences", s.batch);
+    size_t *queries = q_starts ? malloc(s.batch * sizeof *queries) : NULL;
+    if (!offsets || (q_starts && !queries)) {
+        free(offsets);
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "%s: %zu sequences", who, s.batch);
+    }
+    for (size_t b = 0; q_starts && b < s.batch; b++)
+        queries[b] = q_starts[b + 1] - q_starts[b];
     cl_mem lengths_buf;
-    st = masks_per_sequence(ctx, &s, lengths, NULL, offsets, "the lengths");
+    kv_layout lay = {NULL, NULL, p.cache.block_table, p.cache.max_blocks, p.shift};
+    st = masks_per_sequence(ctx, &s, lengths, queries, offsets, "the lengths");
+    if (st == CLATTN_SUCCESS && q_starts)
+        st = scratch_upload_integers(ctx, SCRATCH_Q_STARTS, q_starts, NULL, s.batch + 1, "q_starts", &lay.q_starts);
     if (st == CLATTN_SUCCESS)
         st = ids_check(ctx, &p, s.batch, lengths, 0, &lengths_buf);
     if (st == CLATTN_SUCCESS) {
-        /* The pool as the decode kernels read it: the "batch" stride is a block's. */
+        /* The pool as the decode kernels read it: the "batch" stride is a block's. Packed queries: (rows, H, ·),
+         * their batch stride unused (the starts give each sequence's rows). */
         const size_t bs = p.cache.block_size;
         const tensor_view kv = {p.cache.k_pool, s.kv_heads * bs * s.qk_dim, bs * s.qk_dim, s.qk_dim};
         const tensor_view vv = {p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
-        const kv_layout lay = {NULL, NULL, p.cache.block_table, p.cache.max_blocks, p.shift};
-        st = sdpa_run_layout(ctx, &s, &lay, view_bhld(q, s.heads, s.q_len, s.qk_dim), kv, vv, mask,
-                               view_bhld(out, s.heads, s.q_len, s.v_dim), lse);
+        const tensor_view qv = q_starts ? (tensor_view){q, 0, s.qk_dim, s.heads * s.qk_dim}
+                                        : view_bhld(q, s.heads, s.q_len, s.qk_dim);
+        const tensor_view ov = q_starts ? (tensor_view){out, 0, s.v_dim, s.heads * s.v_dim}
+                                        : view_bhld(out, s.heads, s.q_len, s.v_dim);
+        st = sdpa_run_layout(ctx, &s, &lay, qv, kv, vv, mask, ov, lse);
     }
     free(offsets);
+    free(queries);
     return st;
+}
+
+clattn_status clattn_sdpa_paged(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
+                                const size_t *lengths, cl_mem q, cl_mem mask, cl_mem out, cl_mem lse)
+{
+    return paged_attend(ctx, desc, cache, lengths, NULL, q, mask, out, lse, "clattn_sdpa_paged");
+}
+
+clattn_status clattn_sdpa_paged_ragged(clattn_context *ctx, const clattn_sdpa_desc *desc,
+                                       const clattn_paged_cache *cache, const size_t *lengths, const size_t *q_starts,
+                                       cl_mem q, cl_mem mask, cl_mem out, cl_mem lse)
+{
+    if (!q_starts)
+        return set_error(check_context(ctx) == CLATTN_SUCCESS ? ctx : NULL, CLATTN_ERROR_NULL_ARGUMENT,
+                         "clattn_sdpa_paged_ragged: q_starts is NULL");
+    return paged_attend(ctx, desc, cache, lengths, q_starts, q, mask, out, lse, "clattn_sdpa_paged_ragged");
 }
 
 /* New rows (in q_dtype) through the table into a pool (in its type; int8 quantised with its scales). */

@@ -12,14 +12,13 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-/* starts (B+1) must not decrease; the longest step goes to *longest. */
-static clattn_status check_starts(clattn_context *ctx, const size_t *starts, size_t batch, const char *name,
+clattn_status ragged_check_starts(clattn_context *ctx, const size_t *starts, size_t batch, const char *name,
                                   size_t *longest)
 {
     *longest = 0;
     for (size_t b = 0; b < batch; b++) {
         if (starts[b + 1] < starts[b])
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "ragged.%s decreases at %zu: %zu after %zu", name, b + 1,
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s decreases at %zu: %zu after %zu", name, b + 1,
                              starts[b + 1], starts[b]);
         if (starts[b + 1] - starts[b] > *longest)
             *longest = starts[b + 1] - starts[b];
@@ -27,8 +26,7 @@ static clattn_status check_starts(clattn_context *ctx, const size_t *starts, siz
     return CLATTN_SUCCESS;
 }
 
-/* desc.q_len or kv_len: 0 means the longest sequence's; else at least that. */
-static clattn_status resolve_len(clattn_context *ctx, size_t *len, size_t longest, const char *name)
+clattn_status ragged_resolve_len(clattn_context *ctx, size_t *len, size_t longest, const char *name)
 {
     if (*len == 0)
         *len = longest ? longest : 1;
@@ -60,10 +58,10 @@ clattn_status ragged_check(clattn_context *ctx, const clattn_sdpa_desc *desc, co
     if (d.batch == 0)
         return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "desc.batch is 0");
     size_t longest_q, longest_k;
-    if ((st = check_starts(ctx, r.q_starts, d.batch, "q_starts", &longest_q)) != CLATTN_SUCCESS ||
-        (st = check_starts(ctx, r.k_starts, d.batch, "k_starts", &longest_k)) != CLATTN_SUCCESS ||
-        (st = resolve_len(ctx, &d.q_len, longest_q, "q_len")) != CLATTN_SUCCESS ||
-        (st = resolve_len(ctx, &d.kv_len, longest_k, "kv_len")) != CLATTN_SUCCESS)
+    if ((st = ragged_check_starts(ctx, r.q_starts, d.batch, "ragged.q_starts", &longest_q)) != CLATTN_SUCCESS ||
+        (st = ragged_check_starts(ctx, r.k_starts, d.batch, "ragged.k_starts", &longest_k)) != CLATTN_SUCCESS ||
+        (st = ragged_resolve_len(ctx, &d.q_len, longest_q, "q_len")) != CLATTN_SUCCESS ||
+        (st = ragged_resolve_len(ctx, &d.kv_len, longest_k, "kv_len")) != CLATTN_SUCCESS)
         return st;
     sdpa_shape *s = &c->s;
     if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS)

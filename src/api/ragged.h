@@ -16,6 +16,13 @@ typedef struct ragged_call {
     size_t q_elems, k_elems, v_elems, out_elems, lse_elems;
 } ragged_call;
 
+/* starts (B+1, named `name` in messages) must not decrease; the longest step goes to *longest. */
+clattn_status ragged_check_starts(clattn_context *ctx, const size_t *starts, size_t batch, const char *name,
+                                  size_t *longest);
+
+/* desc.q_len or kv_len (`name`): 0 means the longest sequence's; else at least that. */
+clattn_status ragged_resolve_len(clattn_context *ctx, size_t *len, size_t longest, const char *name);
+
 /* Every check of clattn_sdpa_ragged but the buffers' (has_mask: a mask is given). */
 clattn_status ragged_check(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_ragged *ragged, bool has_mask,
                            ragged_call *c);
