@@ -2,7 +2,7 @@
 from collections import namedtuple as _namedtuple
 
 from . import _clattn, _device
-from ._arrays import _empty, _numpy, _options, _tensor, _with_options
+from ._arrays import _empty, _numpy, _options, _sequence, _tensor, _with_options
 from ._calls import ArgumentError, _call, _context
 
 Format = _namedtuple("Format", "name block block_bytes row_scales kv_only tokens")
@@ -91,8 +91,11 @@ class KVCache:
         """Empty every sequence."""
         _call(self.context, self._cache.reset, ())
 
-    def append(self, key, value):
-        """Append n rows to every sequence: key (batch, kv_heads, n, head_dim), value (…, v_dim)."""
+    def append(self, key, value, counts=None):
+        """Append n rows to every sequence: key (batch, kv_heads, n, head_dim), value (…, v_dim). counts: each
+        sequence's rows of the n to keep (a mixed batch: a prefill chunk here, one decode row there; the rest
+        are padding, written past the sequence's length where its next append writes); not for the token
+        formats, which quantise groups of rows together."""
         k, _ = _tensor(key, "key")
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
@@ -100,9 +103,39 @@ class KVCache:
         on_device = _device.is_device_array(k)
         if on_device:
             _device.before(self.context, (k, v))
-        _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16))
+        extra = () if counts is None else ([int(c) for c in counts],)
+        _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16) + extra)
         if on_device:  # (the rows are copied later, in the context's queue order)
             _device.after(self.context, (k, v))
+
+    def _attend_mixed(self, query, counts, is_causal, scale, window, softcap, sinks, alibi, logit_scale, tree,
+                      return_lse, algorithm, out, prefixes):
+        """attend() with query_lengths: each sequence's own number of queries, packed (rows, heads, head_dim)."""
+        if prefixes is not None:
+            raise ArgumentError("attend: query_lengths and prefixes do not go together")
+        q, torch_side = _tensor(query, "query")
+        rows = sum(counts)
+        if len(counts) != self.batch or len(q.shape) != 3 or q.shape[0] != rows or q.shape[2] != self.head_dim:
+            raise ArgumentError(f"query {tuple(q.shape)} with query_lengths {counts}: ({rows}, heads, {self.head_dim}),"
+                                f" the rows of the {self.batch} sequences packed")
+        heads, longest = int(q.shape[1]), max(counts + [1])
+        opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, None, 0, 0, algorithm, 0,
+                        heads, self.batch, logit_scale)
+        if tree is not None:
+            opts["tree_parents"] = _sequence(tree, "tree", rows, int, "one parent per packed query row:")
+        if out is None:
+            out = _empty(q, torch_side, (rows, heads, self.v_dim))
+        elif tuple(out.shape) != (rows, heads, self.v_dim) or out.dtype != q.dtype:
+            raise ArgumentError(f"out {tuple(out.shape)} {out.dtype}: ({rows}, {heads}, {self.v_dim}) {q.dtype}")
+        lse = _empty(q, torch_side, (rows, heads), "float32") if return_lse else None
+        on_device = _device.is_device_array(q)
+        if on_device:
+            _device.before(self.context, (q, out, lse))
+        _call(self.context, _with_options(self._cache.attend, opts),
+              (q, out, lse, heads, longest, self._bf16, counts))
+        if on_device:
+            _device.after(self.context, (q, out, lse))
+        return (out, lse) if return_lse else out
 
     def add_prefix(self, key, value):
         """Rows that several sequences share (a system prompt, a few-shot block), written once into the room
@@ -124,7 +157,8 @@ class KVCache:
         return made
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
-               logit_scale=None, tree=None, return_lse=False, algorithm="auto", out=None, prefixes=None):
+               logit_scale=None, tree=None, return_lse=False, algorithm="auto", out=None, prefixes=None,
+               query_lengths=None):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
         default) the L queries are the last L rows appended (query i sees its rows up to itself); the
         options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
@@ -135,7 +169,13 @@ class KVCache:
         is_causal the queries are each sequence's last L own rows and see all of their prefixes; window,
         alibi and algorithm are not taken then. tree: a draft tree over the L queries (speculative decoding's
         verification): each query's parent among them, -1 for a root, (L,) or (batch, L); the draft's rows
-        appended last, each query sees the earlier rows and, of the draft's, only its ancestors' and its own."""
+        appended last, each query sees the earlier rows and, of the draft's, only its ancestors' and its own.
+        query_lengths: a mixed batch in one call (a paged cache; clattn_sdpa_paged_ragged) — sequence b has
+        query_lengths[b] queries, the last rows it holds, packed: query (rows, heads, head_dim) → out (rows,
+        heads, v_dim), lse (rows, heads); a tree then has a parent per packed row."""
+        if query_lengths is not None:
+            return self._attend_mixed(query, [int(n) for n in query_lengths], is_causal, scale, window, softcap,
+                                      sinks, alibi, logit_scale, tree, return_lse, algorithm, out, prefixes)
         q, torch_side = _tensor(query, "query")
         if len(q.shape) != 4 or q.shape[0] != self.batch or q.shape[3] != self.head_dim:
             raise ArgumentError(f"query {tuple(q.shape)}: ({self.batch}, heads, L, {self.head_dim})")

@@ -164,19 +164,40 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
 {
     py_kvcache *c = (py_kvcache *)obj;
     py_context *pc = pykv_context(c);
-    PyObject *k_obj, *v_obj;
+    PyObject *k_obj, *v_obj, *counts_obj = Py_None;
     Py_ssize_t n;
     int bf16;
-    if (!PyArg_ParseTuple(args, "OOnp:append", &k_obj, &v_obj, &n, &bf16))
+    if (!PyArg_ParseTuple(args, "OOnp|O:append", &k_obj, &v_obj, &n, &bf16, &counts_obj))
         return NULL;
+    /* counts: each sequence keeps its first counts[b] of the n rows (a mixed batch's appends). The n rows go in
+     * whole — those past a sequence's count land past its length, where its next append writes — so a format
+     * that quantises groups of rows together (a token format) cannot take them. */
+    size_t *counts = NULL;
+    if (counts_obj != Py_None) {
+        const int token = (clattn_dtype_size(c->k_dtype) == 0 && clattn_dtype_block(c->k_dtype) == 1) ||
+                          (clattn_dtype_size(c->v_dtype) == 0 && clattn_dtype_block(c->v_dtype) == 1);
+        if (token)
+            return PyErr_Format(PyExc_ValueError, "append: counts= needs a cache whose rows are quantised one by one "
+                                "(%s groups rows)", clattn_dtype_name(clattn_dtype_size(c->k_dtype) ? c->v_dtype : c->k_dtype));
+        if (py_sizes_from_sequence(counts_obj, "counts", c->batch, &counts) != 0)
+            return NULL;
+        for (size_t b = 0; b < c->batch; b++)
+            if (counts[b] > (size_t)n) {
+                PyMem_Free(counts);
+                return PyErr_Format(PyExc_ValueError, "append: counts[%zu] = %zu passes the %zd rows given", b,
+                                    counts[b], n);
+            }
+    }
     py_tensor k, v;
     size_t nk, nv;
     /* A cache of one float type takes rows of that type (copied); any other, rows of any float type. */
     const int same_float = c->k_dtype == c->v_dtype && !pykv_kv_only(c->k_dtype);
     static const char *const names[2] = {"k", "v"};
     py_tensor kv[2] = {{0}};
-    if (n < 1 || py_tensor_get_any(k_obj, "k", 0, bf16, &kv[0]) != 0)
+    if (n < 1 || py_tensor_get_any(k_obj, "k", 0, bf16, &kv[0]) != 0) {
+        PyMem_Free(counts);
         return n < 1 ? (PyErr_SetString(PyExc_ValueError, "append: no rows"), NULL) : NULL;
+    }
     const int read = py_tensor_get_any(v_obj, "v", 0, bf16, &kv[1]) == 0 && py_tensors_on_device(pc, kv, 2, names) >= 0;
     k = kv[0], v = kv[1];
     if (!read || py_product(&nk, c->batch, c->kv_heads, n, c->qk_dim) ||
@@ -189,6 +210,7 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
                          clattn_dtype_name(k.dtype), clattn_dtype_name(v.dtype));
         py_tensor_release(&k);
         py_tensor_release(&v);
+        PyMem_Free(counts);
         return NULL;
     }
     clattn_status st = CLATTN_SUCCESS;
@@ -230,7 +252,7 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
                  * the p10 of append + attend, 300 steps, C, alternated). */
                 if (st == CLATTN_SUCCESS) {
                     for (size_t b = 0; b < c->batch; b++)
-                        c->lengths[b] += (size_t)n;
+                        c->lengths[b] += counts ? counts[b] : (size_t)n;
                 } else { /* the blocks of this append go back to the pool (the lengths never reach them) */
                     for (size_t i = 0; c->block_size && i < c->blocks; i++)
                         if (c->host_table[i] >= (int)first_new)
@@ -246,6 +268,7 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
         clReleaseMemObject(vn);
     py_tensor_release(&k);
     py_tensor_release(&v);
+    PyMem_Free(counts);
     if (over != SIZE_MAX)
         return PyErr_Format(PyExc_ValueError, "append: sequence %zu holds %zu rows; %zd more pass the capacity %zu",
                             over, held, n, c->capacity);
@@ -254,30 +277,50 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* attend(q, out, lse, heads, q_len, bf16, **options): the q_len queries of each sequence, the last q_len
- * rows of its cache (or, without a causal mask in options, any queries) against its valid rows. */
+/* attend(q, out, lse, heads, q_len, bf16[, counts], **options): the q_len queries of each sequence, the last
+ * q_len rows of its cache (or, without a causal mask in options, any queries) against its valid rows. With
+ * counts (a paged cache), sequence b has counts[b] queries, packed (rows, heads, ·) as in clattn_sdpa_paged_ragged
+ * (q_len: the longest). */
 static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
 {
     py_kvcache *c = (py_kvcache *)obj;
     py_context *pc = pykv_context(c);
-    PyObject *q_obj, *out_obj, *lse_obj;
+    PyObject *q_obj, *out_obj, *lse_obj, *counts_obj = Py_None;
     Py_ssize_t H, L;
     int bf16;
-    if (!PyArg_ParseTuple(args, "OOOnnp:attend", &q_obj, &out_obj, &lse_obj, &H, &L, &bf16))
+    if (!PyArg_ParseTuple(args, "OOOnnp|O:attend", &q_obj, &out_obj, &lse_obj, &H, &L, &bf16, &counts_obj))
         return NULL;
     if (H < 1 || L < 1 || (size_t)H % c->kv_heads)
         return PyErr_Format(PyExc_ValueError, "attend: %zd query heads over %zu K/V heads", H, c->kv_heads);
+    if (counts_obj != Py_None && !c->block_size)
+        return PyErr_Format(PyExc_ValueError, "attend: query_lengths needs a paged cache (block_size)");
     call_options o;
     if (py_options_read(kwargs, c->batch, (size_t)H, &o) != 0)
         return NULL;
+    size_t *counts = NULL, *starts = NULL, rows = c->batch * (size_t)L; /* (counts: the packed rows) */
+    if (counts_obj != Py_None) {
+        if (py_sizes_from_sequence(counts_obj, "query_lengths", c->batch, &counts) != 0 ||
+            !(starts = PyMem_Malloc((c->batch + 1) * sizeof *starts))) {
+            if (counts && !PyErr_Occurred())
+                PyErr_NoMemory();
+            PyMem_Free(counts);
+            py_options_free(&o);
+            return NULL;
+        }
+        starts[0] = 0;
+        for (size_t b = 0; b < c->batch; b++)
+            starts[b + 1] = starts[b] + counts[b];
+        rows = starts[c->batch];
+        PyMem_Free(counts);
+    }
     py_tensor q, out = {0}, lse = {0};
     size_t nq, no, nl;
     static const char *const names[3] = {"query", "out", "lse"};
     int bad = py_tensor_get_any(q_obj, "query", 0, bf16, &q) || py_tensor_get_any(out_obj, "out", 0, bf16, &out) ||
-              py_tensor_get_any(lse_obj, "lse", 1, 0, &lse) || py_product(&nq, c->batch, H, L, c->qk_dim) ||
-              py_product(&no, c->batch, H, L, c->v_dim) || py_product(&nl, c->batch, H, L, 1) ||
+              py_tensor_get_any(lse_obj, "lse", 1, 0, &lse) || py_product(&nq, rows, H, c->qk_dim, 1) ||
+              py_product(&no, rows, H, c->v_dim, 1) || py_product(&nl, rows, H, 1, 1) ||
               py_tensor_expect(&q, "query", nq, 0) || py_tensor_expect(&out, "out", no, 0) || py_float_output(&lse, "lse", nl) ||
-              py_options_check_rows(&o, c->batch * (size_t)L);
+              py_options_check_rows(&o, rows);
     const py_tensor given[3] = {q, out, lse};
     const int device = bad ? 0 : py_tensors_on_device(pc, given, 3, names);
     bad = bad || device < 0;
@@ -318,12 +361,14 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
             /* The lengths as this critical section sees them (an append on another thread runs wholly
              * before or after). */
             for (size_t b = 0; b < c->batch && short_b == SIZE_MAX; b++)
-                if (c->lengths[b] < (size_t)L)
+                if (c->lengths[b] < (starts ? starts[b + 1] - starts[b] : (size_t)L))
                     short_b = b, short_len = c->lengths[b];
             for (size_t b = 0; offsets && b < c->batch && short_b == SIZE_MAX; b++)
                 offsets[b] = (long long)(c->lengths[b] - (size_t)L);
             if (short_b != SIZE_MAX)
                 ;
+            else if (starts)
+                st = clattn_sdpa_paged_ragged(pc->ctx, &d, &p, c->lengths, starts, qm, NULL, om, lm);
             else
                 st = c->block_size ? clattn_sdpa_paged(pc->ctx, &d, &p, c->lengths, qm, NULL, om, lm)
                                    : clattn_sdpa(pc->ctx, &d, qm, c->k, c->v, NULL, om, NULL, lm);
@@ -340,6 +385,7 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
         if (mems[i])
             clReleaseMemObject(mems[i]);
     PyMem_Free(offsets);
+    PyMem_Free(starts);
     py_options_free(&o);
     py_tensor_release(&q);
     py_tensor_release(&out);
@@ -347,8 +393,8 @@ static PyObject *kvcache_attend(PyObject *obj, PyObject *args, PyObject *kwargs)
     if (bad)
         return NULL;
     if (short_b != SIZE_MAX)
-        return PyErr_Format(PyExc_ValueError, "attend: sequence %zu holds %zu rows, fewer than the %zd queries (append "
-                            "their keys and values first)", short_b, short_len, L);
+        return PyErr_Format(PyExc_ValueError, "attend: sequence %zu holds %zu rows, fewer than its queries (append "
+                            "their keys and values first)", short_b, short_len);
     if (st != CLATTN_SUCCESS)
         return pyclattn_raise(st, *detail ? detail : "allocating the call's buffers");
     Py_RETURN_NONE;
