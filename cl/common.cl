@@ -16,6 +16,23 @@ inline ulong clattn_view_offset(ulong b, ulong h, ulong i, ulong bs, ulong hs, u
 /* The same in a view that may be ragged: with starts (a ragged batch, sequences of different lengths
  * packed row after row), row i of sequence b is row starts[b] + i of the packed tensor, heads hs apart
  * within a row; without, clattn_view_offset. */
+/* Which sequence, K/V head and tile of packed query rows a work-group computes: from a ragged launch's list of
+ * its (sequence, tile) pairs (work-group `entry` of dim 0, the K/V head dim 1's id) — work only where a
+ * sequence has rows —, else tile `entry` of every (sequence, K/V head) of dim 1. */
+inline void clattn_work_of(__global const uint *tiles, ulong entry, ulong kv_heads, ulong *b, ulong *kv_head,
+                           ulong *tile)
+{
+    if (tiles) {
+        *b = tiles[2 * entry];
+        *tile = tiles[2 * entry + 1];
+        *kv_head = get_global_id(1);
+    } else {
+        *b = get_global_id(1) / kv_heads;
+        *kv_head = get_global_id(1) % kv_heads;
+        *tile = entry;
+    }
+}
+
 inline ulong clattn_row_offset(__global const ulong *starts, ulong b, ulong h, ulong i, ulong bs, ulong hs, ulong rs)
 {
     return starts ? (starts[b] + i) * rs + h * hs : clattn_view_offset(b, h, i, bs, hs, rs);

@@ -176,9 +176,11 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
     __local float p_tile[R_PAD * TILE]; /* their weights exp(s − m) */
 
     const ulong lid = get_local_id(0);
-    const ulong row_groups = (q_len * group + R_MAX - 1) / R_MAX;
-    const ulong row_group = get_group_id(0) % row_groups, split = get_group_id(0) / row_groups;
-    const ulong bkv = get_global_id(1), kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    /* A split's work-groups: every row group of every (sequence, K/V head), or a ragged launch's list. */
+    const ulong row_groups = tiles ? tile_count : (q_len * group + R_MAX - 1) / R_MAX;
+    const ulong split = get_group_id(0) / row_groups, kv_heads = heads / group;
+    ulong b, kv_head, row_group;
+    clattn_work_of(tiles, get_group_id(0) % row_groups, kv_heads, &b, &kv_head, &row_group);
     /* Ragged batches (q_starts): sequence b's queries are rows q_starts[b] … q_starts[b+1]−1, and row
      * groups past them have nothing to do. */
     const ulong packed_rows = (q_starts ? q_starts[b + 1] - q_starts[b] : q_len) * group;

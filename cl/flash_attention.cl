@@ -54,11 +54,12 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
      * query head kv_head·group + ρ % group — so each K/V tile in local memory serves every query head
      * of the group, and visibility still only grows with ρ. Without grouping, ρ is the query. */
     const ulong lid = get_local_id(0);
-    const ulong bkv = get_global_id(1);
-    const ulong kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    const ulong kv_heads = heads / group;
+    ulong b, kv_head, tile;
+    clattn_work_of(tiles, get_group_id(0), kv_heads, &b, &kv_head, &tile);
     /* A ragged batch's sequence b has q_starts[b+1] − q_starts[b] query rows (q_len is the longest). */
     const ulong packed_rows = (q_starts ? q_starts[b + 1] - q_starts[b] : q_len) * group;
-    const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
+    const ulong group_first = tile * (BLOCK_M * ROWS);
     const ulong first = group_first + lid * ROWS; /* this work-item's packed rows: first .. first+ROWS-1 */
     if (group_first >= packed_rows)
         return; /* (a short sequence of a ragged batch: the whole group, so no barrier is skipped by part of it) */

@@ -56,10 +56,11 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     __local uchar v_nonfinite[BLOCK_N]; /* as in cl/flash_attention.cl: only such keys need care */
 
     const ulong lid = get_local_id(0);
-    const ulong bkv = get_global_id(1);
-    const ulong kv_heads = heads / group, b = bkv / kv_heads, kv_head = bkv % kv_heads;
+    const ulong kv_heads = heads / group;
+    ulong b, kv_head, tile;
+    clattn_work_of(tiles, get_group_id(0), kv_heads, &b, &kv_head, &tile);
     const ulong packed_rows = (q_starts ? q_starts[b + 1] - q_starts[b] : q_len) * group;
-    const ulong group_first = get_group_id(0) * (BLOCK_M * ROWS);
+    const ulong group_first = tile * (BLOCK_M * ROWS);
     const ulong first = group_first + lid * ROWS;
     if (group_first >= packed_rows)
         return;

@@ -92,6 +92,8 @@
 #define CLATTN_KV_LAYOUT(X)                                                                                  \
     X(RAGGED, MEM, __global const ulong *, q_starts, 0)                                                      \
     X(RAGGED, MEM, __global const ulong *, k_starts, 0)                                                      \
+    X(RAGGED, MEM, __global const uint *, tiles, 0) /* (sequence, tile) of each dim-0 work-group, or NULL */  \
+    X(RAGGED, ULONG, ulong, tile_count, 0)                                                                   \
     X(PAGED, MEM, __global const int *, block_table, 0)                                                      \
     X(PAGED, ULONG, ulong, table_cols, 0)                                                                    \
     X(PAGED, UINT, uint, block_shift, 0)

@@ -103,7 +103,7 @@ clattn_status ragged_run(clattn_context *ctx, const ragged_call *c, cl_mem q, cl
         keys[b] = r->k_starts[b + 1] - r->k_starts[b];
         queries[b] = r->q_starts[b + 1] - r->q_starts[b];
     }
-    kv_layout lay = {NULL, NULL, NULL, 0, 0};
+    kv_layout lay = {NULL, NULL, NULL, 0, 0, r->q_starts, 0, 0};
     clattn_status st = masks_per_sequence(ctx, &s, keys, queries, offsets, "ragged.k_starts");
     if (st == CLATTN_SUCCESS)
         st = scratch_upload_integers(ctx, SCRATCH_Q_STARTS, r->q_starts, NULL, s.batch + 1, "ragged.q_starts",

@@ -1,6 +1,7 @@
 /* The decode path (cl/decode.cl): the kernels' shape for a call's head sizes on this device, how the
  * keys are split over work-groups, and the two launches (partial results per split, then their merge). */
 #include "decode.h"
+#include "tiles.h"
 
 #include "context.h"
 #include "error.h"
@@ -161,12 +162,17 @@ static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, co
                                .q_starts = lay->q_starts, .k_starts = lay->k_starts, .o_starts = t->o_starts,
                                .block_table = lay->block_table, .table_cols = lay->table_cols,
                                .block_shift = lay->block_shift, .k_scales = s->k_scales, .v_scales = s->v_scales};
+    /* Every row group of every (sequence, K/V head), or a ragged launch's listed ones per K/V head. */
+    size_t row_groups;
+    clattn_status st = tiles_list(ctx, s, lay, dv->r_max, &p.tiles, &row_groups);
+    if (st != CLATTN_SUCCESS || row_groups == 0)
+        return st;
+    p.tile_count = row_groups;
     PARAMS_SET_MASKS(decode_partial_params, &p, masks);
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_decode_partial, &p, fb->features);
-    const size_t row_groups = (s->q_len * s->group + dv->r_max - 1) / dv->r_max;
     const size_t local[2] = {fb->group, 1};
-    const size_t global[2] = {splits * row_groups * fb->group, s->batch * s->kv_heads};
+    const size_t global[2] = {splits * row_groups * fb->group, p.tiles ? s->kv_heads : s->batch * s->kv_heads};
     return kernel_launch(ctx, &a, "decode partial", 2, global, local);
 }
 
@@ -244,6 +250,6 @@ clattn_status decode_run_layout(clattn_context *ctx, const sdpa_shape *s, const 
 clattn_status decode_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                          cl_mem mask, tensor_view out, cl_mem lse)
 {
-    const kv_layout dense = {NULL, NULL, NULL, 0, 0};
+    const kv_layout dense = {NULL, NULL, NULL, 0, 0, NULL, 0, 0};
     return decode_run_layout(ctx, s, &dense, q, k, v, mask, out, lse);
 }

@@ -1,6 +1,7 @@
 /* The fused ("flash") attention kernel: its shape for a call's head sizes on this device (how large its
  * tiles are), and its launch. */
 #include "fused.h"
+#include "tiles.h"
 
 #include "context.h"
 #include "error.h"
@@ -61,7 +62,7 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
                         tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
-    static const kv_layout dense = {NULL, NULL, NULL, 0, 0};
+    static const kv_layout dense = {NULL, NULL, NULL, 0, 0, NULL, 0, 0};
     if (!lay)
         lay = &dense;
     if (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD)
@@ -92,14 +93,17 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
                       .sinks = masks.sinks, .q_starts = lay->q_starts, .k_starts = lay->k_starts,
                       .block_table = lay->block_table, .table_cols = lay->table_cols, .block_shift = lay->block_shift,
                       .k_scales = s->k_scales, .v_scales = s->v_scales};
+    /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
+     * see cl/flash_attention.cl) and per (batch, K/V head); a ragged launch's listed tiles per K/V head. */
+    const size_t rows_per_group = (size_t)fb->group * sh.rows;
+    size_t groups;
+    if ((st = tiles_list(ctx, s, lay, rows_per_group, &p.tiles, &groups)) != CLATTN_SUCCESS || groups == 0)
+        return st;
+    p.tile_count = groups;
     PARAMS_SET_MASKS(flash_params, &p, &masks);
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, sh.lanes ? &params_flash_lanes : &params_flash, &p, fb->features);
-    /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
-     * see cl/flash_attention.cl) and per (batch, K/V head). */
-    const size_t rows_per_group = (size_t)fb->group * sh.rows, packed_rows = s->q_len * s->group;
     const size_t local[2] = {fb->group, 1};
-    const size_t global[2] = {(packed_rows + rows_per_group - 1) / rows_per_group * fb->group,
-                              s->batch * s->kv_heads};
+    const size_t global[2] = {groups * fb->group, p.tiles ? s->kv_heads : s->batch * s->kv_heads};
     return kernel_launch(ctx, &a, "fused attention", 2, global, local);
 }

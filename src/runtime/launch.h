@@ -26,6 +26,11 @@ typedef struct kv_layout {
                          * batch strides are then the pool's block strides */
     size_t table_cols;
     unsigned block_shift; /* log2 of the rows per block */
+    /* Ragged: the row starts on the host (B+1), from which a launch lists its work-groups — a (sequence, tile)
+     * pair each, for the sequences of q_rows_min … q_rows_max rows (a max of 0: any), none idle — or NULL:
+     * every tile of q_len rows of every sequence. */
+    const size_t *host_q_starts;
+    size_t q_rows_min, q_rows_max;
 } kv_layout;
 
 /* Kernel arguments set in order; the first failure is kept and reported by kernel_launch, which then

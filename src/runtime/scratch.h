@@ -37,6 +37,7 @@ typedef enum scratch_slot {
     SCRATCH_DSCORES,     /* the staged backward's dS (its P: SCRATCH_SCORES) */
     SCRATCH_BACKWARD_FLAG, /* the backward's check that what the lanes kernel multiplies is finite */
     SCRATCH_TREE,        /* tree attention's ancestor bits per query row */
+    SCRATCH_TILES,       /* a ragged launch's list of its work-groups' (sequence, tile) */
     SCRATCH_COUNT
 } scratch_slot;
 

@@ -62,6 +62,7 @@ LAYERS = [
         "partition.h", "partition.c",  # the partition primitive: a query block x a key run -> the sub-call; the merge
         "projection.h", "projection.c",  # GEMM (clattn's kernel, or CLBlast + bias), chosen per device
         "staged.h", "staged.c",        # score / softmax / weighted-sum path, the public stage calls
+        "tiles.h", "tiles.c",          # a ragged launch's list of work-groups (none idle)
         "fused.h", "fused.c",          # the fused flash kernel
         "decode.h", "decode.c",        # the decode path: keys split over work-groups, then merged
     ]),
