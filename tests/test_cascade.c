@@ -185,17 +185,6 @@ START_TEST(test_attention)
 }
 END_TEST
 
-/* One refused call: its status, the words its message holds, and out untouched. */
-static void refused(clattn_context *ctx, clattn_status st, clattn_status want, const char *words, cl_mem out, size_t n)
-{
-    ck_assert_msg(st == want, "%s: %s, expected %s (%s)", tu_label(), clattn_status_string(st),
-                  clattn_status_string(want), clattn_last_error(ctx));
-    ck_assert_msg(strstr(clattn_last_error(ctx), words) != NULL, "%s: \"%s\" lacks \"%s\"", tu_label(),
-                  clattn_last_error(ctx), words);
-    tu_finish(ctx);
-    ck_assert_msg(tu_dev_all_sentinel(ctx, out, n), "%s: a refused call wrote out", tu_label());
-}
-
 START_TEST(test_bad)
 {
     const size_t dev = _i;
@@ -218,46 +207,46 @@ START_TEST(test_bad)
     memcpy(group_of, c->group_of[1], sizeof group_of);
     group_of[2] = 3;
     lv[1].group_of = group_of;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "levels[1].group_of[2] = 3", o, nq);
     lv[1] = s.levels[1];
     cl_int blocks[3 * 8];
     memcpy(blocks, p.prefix_blocks[1], c->groups[1] * p.max_prefix[1] * sizeof(cl_int));
     blocks[1] = (cl_int)p.blocks;
     lv[1].blocks = blocks;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "levels[1].blocks[0][1]", o, nq);
     lv[1] = s.levels[1];
     size_t long_prefix[3] = {p.max_prefix[1] * c->block + 1, 0, 0};
     lv[1].lengths = long_prefix;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "levels[1].lengths[0]", o, nq);
     lv[1] = s.levels[1];
     for (size_t l = 2; l < 9; l++)
         lv[l] = s.levels[0];
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 9, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 9, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "9 levels", o, nq);
     const size_t short_own[MAX_B] = {3, 2, 30, 4, 3};
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, short_own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, short_own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "lengths[1] = 2", o, nq);
     const float slopes[4] = {0.1f, 0.2f, 0.3f, 0.4f};
     d.alibi_slopes = slopes;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "alibi", o, nq);
     d.alibi_slopes = NULL;
     m.key_lengths = c->own;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "key_lengths", o, nq);
     m.key_lengths = NULL;
     d.q_dtype = CLATTN_FLOAT16;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_INVALID_VALUE,
             "float32", o, nq);
     d.q_dtype = CLATTN_FLOAT32;
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, NULL, q, o, NULL), CLATTN_ERROR_NULL_ARGUMENT,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, NULL, q, o, NULL), CLATTN_ERROR_NULL_ARGUMENT,
             "lengths", o, nq);
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, NULL, 2, c->own, q, o, NULL), CLATTN_ERROR_NULL_ARGUMENT,
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, &s.cache, NULL, 2, c->own, q, o, NULL), CLATTN_ERROR_NULL_ARGUMENT,
             "levels", o, nq);
-    refused(ctx, clattn_sdpa_cascade(ctx, &d, NULL, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_NULL_ARGUMENT, "cache",
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &d, NULL, lv, 2, c->own, q, o, NULL), CLATTN_ERROR_NULL_ARGUMENT, "cache",
             o, nq);
     TU_ASSERT_OK(clattn_sdpa_cascade(ctx, &d, &s.cache, lv, 2, c->own, q, o, NULL), ctx, "the same call, well formed");
 }

@@ -166,17 +166,6 @@ START_TEST(test_mixed)
 }
 END_TEST
 
-static void refused(clattn_context *ctx, clattn_status st, clattn_status want, const char *words, cl_mem out,
-                    size_t n)
-{
-    ck_assert_msg(st == want, "%s: %s, expected %s (%s)", tu_label(), clattn_status_string(st),
-                  clattn_status_string(want), clattn_last_error(ctx));
-    ck_assert_msg(strstr(clattn_last_error(ctx), words) != NULL, "%s: \"%s\" lacks \"%s\"", tu_label(),
-                  clattn_last_error(ctx), words);
-    tu_finish(ctx);
-    ck_assert_msg(tu_dev_all_sentinel(ctx, out, n), "%s: a refused call wrote out", tu_label());
-}
-
 START_TEST(test_bad)
 {
     const size_t dev = _i;
@@ -190,19 +179,19 @@ START_TEST(test_bad)
     d.kv_heads = KVH, d.masks = &masks;
     const size_t n = m.rows * H * D;
     cl_mem q = tu_dev_alloc(ctx, n, m.q), out = tu_dev_alloc(ctx, n, NULL);
-    refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, NULL, q, NULL, out, NULL),
+    tu_refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, NULL, q, NULL, out, NULL),
             CLATTN_ERROR_NULL_ARGUMENT, "q_starts is NULL", out, n);
     size_t starts[B + 1];
     memcpy(starts, m.q_starts, sizeof starts);
     starts[2] = 0;
-    refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, starts, q, NULL, out, NULL),
+    tu_refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, starts, q, NULL, out, NULL),
             CLATTN_ERROR_INVALID_VALUE, "q_starts decreases at 2", out, n);
     d.q_len = 9;
-    refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, m.q_starts, q, NULL, out, NULL),
+    tu_refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, m.q_starts, q, NULL, out, NULL),
             CLATTN_ERROR_SHAPE_MISMATCH, "desc.q_len = 9", out, n);
     d.q_len = 0;
     cl_mem short_q = tu_dev_alloc_exact(ctx, n - 1, NULL);
-    refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, m.q_starts, short_q, NULL, out, NULL),
+    tu_refused(ctx, clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, m.q_starts, short_q, NULL, out, NULL),
             CLATTN_ERROR_BUFFER_TOO_SMALL, "q", out, n);
     TU_ASSERT_OK(clattn_sdpa_paged_ragged(ctx, &d, &m.cache, m.lengths, m.q_starts, q, NULL, out, NULL), ctx,
                  "the same call, well formed");

@@ -299,6 +299,17 @@ int tu_dev_all_sentinel(clattn_context *ctx, cl_mem m, size_t nfloats)
     return 1;
 }
 
+void tu_refused(clattn_context *ctx, clattn_status st, clattn_status want, const char *words, cl_mem out,
+                       size_t n)
+{
+    ck_assert_msg(st == want, "%s: %s, expected %s (%s)", tu_label(), clattn_status_string(st),
+                  clattn_status_string(want), clattn_last_error(ctx));
+    ck_assert_msg(strstr(clattn_last_error(ctx), words) != NULL, "%s: \"%s\" lacks \"%s\"", tu_label(),
+                  clattn_last_error(ctx), words);
+    tu_finish(ctx);
+    ck_assert_msg(!out || tu_dev_all_sentinel(ctx, out, n), "%s: a refused call wrote out", tu_label());
+}
+
 /* ---------------------------------------------------------------------------------------------- */
 /* fp64 references                                                                                 */
 /* ---------------------------------------------------------------------------------------------- */

@@ -245,6 +245,10 @@ void tu_dev_check_equal(clattn_context *ctx, cl_mem m, const float *expect, size
                         const char *what);
 /* 1 if the first nfloats floats of m are all sentinel. */
 int tu_dev_all_sentinel(clattn_context *ctx, cl_mem m, size_t nfloats);
+/* One refused call: status st is `want`, the context's last error holds `words`, and the n floats of out
+ * (NULL: none) are still sentinel after the queue has finished. */
+void tu_refused(clattn_context *ctx, clattn_status st, clattn_status want, const char *words, cl_mem out,
+                       size_t n);
 
 /* Tracked OpenCL buffers, released by the fixture even when a test fails part-way. */
 void tu_track_mem(cl_mem m);

@@ -62,4 +62,63 @@ static inline float *bench_random_floats(size_t n, unsigned seed)
     return x;
 }
 
+/* A paged cache of `blocks` blocks of `block` rows, KVH heads of D floats, K and V random (seeds 1 and 2), its
+ * table the identity (sequence b's blocks b·max_blocks …), held too in *table_host (malloc'd) — or, with
+ * table_host NULL, no table (the caller's own). */
+static inline clattn_paged_cache bench_paged_pool(clattn_context *ctx, size_t blocks, size_t max_blocks, size_t block,
+                                                  size_t KVH, size_t D, cl_int **table_host)
+{
+    const size_t floats = blocks * KVH * block * D;
+    clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
+    for (int which = 0; which < 2; which++) {
+        float *pool = bench_random_floats(floats, (unsigned)which + 1);
+        *(which ? &cache.v_pool : &cache.k_pool) = bench_buffer(ctx, floats * sizeof(float), pool);
+        free(pool);
+    }
+    cache.blocks = blocks, cache.block_size = block, cache.max_blocks = max_blocks;
+    if (!table_host)
+        return cache;
+    cl_int *table = malloc(blocks * sizeof *table);
+    if (!table) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < blocks; i++)
+        table[i] = (cl_int)i;
+    cache.block_table = bench_buffer(ctx, blocks * sizeof(cl_int), table);
+    *table_host = table;
+    return cache;
+}
+
+/* One way of doing a benchmark's work (method `method`): its calls enqueued on ctx's queue. */
+typedef void (*bench_method)(clattn_context *ctx, int method, void *work);
+
+/* Methods 0 … n−1 alternated — a round each to warm up (compiling their kernels), then `runs` rounds — each
+ * timed to the end of its work on the context's queue; prints each one's best and median (milliseconds) under
+ * names[m] and returns the bests in best[m]. */
+static inline void bench_alternate(clattn_context *ctx, int n, size_t runs, bench_method run, void *work,
+                                   const char *const *names, double *best)
+{
+    double *times = malloc((size_t)n * runs * sizeof *times);
+    if (!times) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    for (size_t r = 0; r <= runs; r++) /* (round 0: the warm-up) */
+        for (int m = 0; m < n; m++) {
+            const double t0 = bench_now_ms();
+            run(ctx, m, work);
+            BENCH_CHECK(ctx, (clattn_status)clFinish(clattn_context_queue(ctx)));
+            if (r > 0)
+                times[(size_t)m * runs + r - 1] = bench_now_ms() - t0;
+        }
+    for (int m = 0; m < n; m++) {
+        double *mine = times + (size_t)m * runs;
+        qsort(mine, runs, sizeof *mine, bench_by_value);
+        best[m] = mine[0];
+        printf("%-9s best %9.3f ms  median %9.3f ms\n", names[m], best[m], mine[runs / 2]);
+    }
+    free(times);
+}
+
 #endif

@@ -18,6 +18,33 @@
 
 #define BLOCK 16
 
+/* The work, three ways (bench_method). */
+typedef struct cascade_work {
+    clattn_sdpa_desc d;
+    clattn_paged_cache own, whole;
+    clattn_cascade_level level;
+    size_t B, *own_len, *full_len;
+    cl_mem q, out, *q_one, *out_one, *table_one;
+} cascade_work;
+
+static void run_method(clattn_context *ctx, int m, void *work)
+{
+    const cascade_work *w = work;
+    if (m == 0) {
+        BENCH_CHECK(ctx, clattn_sdpa_cascade(ctx, &w->d, &w->own, &w->level, 1, w->own_len, w->q, w->out, NULL));
+    } else if (m == 1) {
+        BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &w->d, &w->whole, w->full_len, w->q, NULL, w->out, NULL));
+    } else {
+        clattn_sdpa_desc one = w->d;
+        one.batch = 1;
+        clattn_paged_cache c1 = w->whole;
+        for (size_t b = 0; b < w->B; b++) {
+            c1.block_table = w->table_one[b];
+            BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &one, &c1, &w->full_len[b], w->q_one[b], NULL, w->out_one[b], NULL));
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     size_t a[7] = {64, 8192, 256, 32, 8, 128, 5};
@@ -25,20 +52,13 @@ int main(int argc, char **argv)
         a[i - 1] = strtoul(argv[i], NULL, 10);
     const size_t B = a[0], P = a[1], S = a[2], H = a[3], KVH = a[4], D = a[5], runs = a[6] ? a[6] : 1;
     const size_t prefix_blocks = (P + BLOCK - 1) / BLOCK, own_blocks = (S + BLOCK - 1) / BLOCK;
-    const size_t blocks = prefix_blocks + B * own_blocks, pool_floats = blocks * KVH * BLOCK * D;
+    const size_t blocks = prefix_blocks + B * own_blocks;
     clattn_context *ctx = NULL;
     BENCH_CHECK(ctx, clattn_context_create(&ctx, argc > 8 ? argv[8] : NULL));
     printf("cascade_bench on %s: B = %zu sequences, one query each, a shared prefix of %zu rows and %zu own rows each, "
            "H = %zu over %zu K/V heads, D = %zu, float32, blocks of %d\n",
            clattn_context_device_name(ctx), B, P, S, H, KVH, D, BLOCK);
-    float *pool = bench_random_floats(pool_floats, 1);
-    clattn_paged_cache own = CLATTN_PAGED_CACHE_INIT;
-    own.k_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
-    free(pool);
-    pool = bench_random_floats(pool_floats, 2);
-    own.v_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
-    free(pool);
-    own.blocks = blocks, own.block_size = BLOCK, own.max_blocks = own_blocks;
+    clattn_paged_cache own = bench_paged_pool(ctx, blocks, own_blocks, BLOCK, KVH, D, NULL);
     /* Tables: the prefix's blocks (0 …), each sequence's own after them; the whole-sequence table for the
      * plain calls lists both. */
     cl_int *prefix = malloc(prefix_blocks * sizeof *prefix), *own_table = malloc(B * own_blocks * sizeof *own_table);
@@ -72,41 +92,14 @@ int main(int argc, char **argv)
         out_one[b] = bench_buffer(ctx, H * D * sizeof(float), NULL);
         table_one[b] = bench_buffer(ctx, (prefix_blocks + own_blocks) * sizeof(cl_int), full + b * (prefix_blocks + own_blocks));
     }
-    clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-    d.batch = B, d.heads = H, d.kv_heads = KVH, d.q_len = 1, d.qk_dim = d.v_dim = D;
+    cascade_work w = {CLATTN_SDPA_DESC_INIT, own, whole, {0}, B, own_len, full_len, q, out, q_one, out_one,
+                      table_one};
+    w.d.batch = B, w.d.heads = H, w.d.kv_heads = KVH, w.d.q_len = 1, w.d.qk_dim = w.d.v_dim = D;
     const size_t prefix_len[1] = {P};
-    const clattn_cascade_level level = {1, group_of, prefix, prefix_blocks, prefix_len};
-    double *times[3];
-    for (int m = 0; m < 3; m++)
-        times[m] = malloc(runs * sizeof(double));
-    const cl_command_queue queue = clattn_context_queue(ctx);
-    for (size_t r = 0; r <= runs; r++) /* (run 0: the warm-up) */
-        for (int m = 0; m < 3; m++) {
-            const double t0 = bench_now_ms();
-            if (m == 0) {
-                BENCH_CHECK(ctx, clattn_sdpa_cascade(ctx, &d, &own, &level, 1, own_len, q, out, NULL));
-            } else if (m == 1) {
-                BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &d, &whole, full_len, q, NULL, out, NULL));
-            } else {
-                clattn_sdpa_desc one = d;
-                one.batch = 1;
-                clattn_paged_cache c1 = whole;
-                for (size_t b = 0; b < B; b++) {
-                    c1.block_table = table_one[b];
-                    BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &one, &c1, &full_len[b], q_one[b], NULL, out_one[b], NULL));
-                }
-            }
-            BENCH_CHECK(ctx, (clattn_status)clFinish(queue));
-            if (r > 0)
-                times[m][r - 1] = bench_now_ms() - t0;
-        }
+    w.level = (clattn_cascade_level){1, group_of, prefix, prefix_blocks, prefix_len};
     static const char *const names[3] = {"cascade", "batched", "separate"};
     double best[3];
-    for (int m = 0; m < 3; m++) {
-        qsort(times[m], runs, sizeof(double), bench_by_value);
-        best[m] = times[m][0];
-        printf("%-9s best %9.2f ms  median %9.2f ms\n", names[m], best[m], times[m][runs / 2]);
-    }
+    bench_alternate(ctx, 3, runs, run_method, &w, names, best);
     printf("cascade is %.1fx faster than %zu separate decode calls and %.1fx faster than one batched paged call\n",
            best[2] / best[0], B, best[1] / best[0]);
     clattn_context_free(ctx);

@@ -23,32 +23,55 @@ static const size_t cached[B] = {2048, 2048, 4096, 4096, 4096, 4096, 4096, 4096}
 /* The requests of each kind, for the grouped calls: [first, end) of rows_of. */
 static const size_t kinds[3][2] = {{0, 2}, {2, 7}, {7, 8}};
 
+/* The work, three ways (bench_method): one mixed call, a call a request, a call a kind of request. */
+enum { MIXED, SEPARATE, GROUPED, N };
+typedef struct mixed_work {
+    clattn_sdpa_desc d; /* heads and head sizes */
+    clattn_paged_cache cache;
+    clattn_masks mixed, causal, tree;
+    const size_t *lengths, *starts;
+    cl_mem q, out, *q_one, *out_one, *table_one, *q_kind, *out_kind, *table_kind;
+} mixed_work;
+
+static void run_method(clattn_context *ctx, int m, void *work)
+{
+    const mixed_work *w = work;
+    clattn_sdpa_desc d = w->d;
+    if (m == MIXED) {
+        d.batch = B, d.masks = &w->mixed;
+        BENCH_CHECK(ctx, clattn_sdpa_paged_ragged(ctx, &d, &w->cache, w->lengths, w->starts, w->q, NULL, w->out, NULL));
+    } else if (m == SEPARATE) {
+        for (size_t b = 0; b < B; b++) {
+            clattn_paged_cache one = w->cache;
+            one.block_table = w->table_one[b];
+            d.batch = 1, d.q_len = rows_of[b], d.masks = b == 7 ? &w->tree : &w->causal;
+            BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &d, &one, &w->lengths[b], w->q_one[b], NULL, w->out_one[b], NULL));
+        }
+    } else {
+        for (int k = 0; k < 3; k++) {
+            clattn_paged_cache some = w->cache;
+            some.block_table = w->table_kind[k];
+            d.batch = kinds[k][1] - kinds[k][0], d.q_len = rows_of[kinds[k][0]], d.masks = k == 2 ? &w->tree : &w->causal;
+            BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &d, &some, &w->lengths[kinds[k][0]], w->q_kind[k], NULL,
+                                               w->out_kind[k], NULL));
+        }
+    }
+}
+
 int main(int argc, char **argv)
 {
     size_t a[4] = {32, 8, 128, 7};
     for (int i = 1; i < argc && i <= 4; i++)
         a[i - 1] = strtoul(argv[i], NULL, 10);
     const size_t H = a[0], KVH = a[1], D = a[2], runs = a[3] ? a[3] : 1;
-    const size_t per_seq = (MAX_ROWS + BLOCK - 1) / BLOCK, blocks = B * per_seq, pool_floats = blocks * KVH * BLOCK * D;
+    const size_t per_seq = (MAX_ROWS + BLOCK - 1) / BLOCK, blocks = B * per_seq;
     clattn_context *ctx = NULL;
     BENCH_CHECK(ctx, clattn_context_create(&ctx, argc > 5 ? argv[5] : NULL));
     printf("mixed_bench on %s: 2 chunks of 256 rows (after 2048), 5 decode rows (after 4096), a draft tree of 16 "
            "(after 4096); H = %zu over %zu K/V heads, D = %zu, float32, blocks of %d\n",
            clattn_context_device_name(ctx), H, KVH, D, BLOCK);
-    float *pool = bench_random_floats(pool_floats, 1);
-    clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
-    cache.k_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
-    free(pool);
-    pool = bench_random_floats(pool_floats, 2);
-    cache.v_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
-    free(pool);
-    cl_int *table = malloc(blocks * sizeof *table);
-    if (!table)
-        return 1;
-    for (size_t i = 0; i < blocks; i++)
-        table[i] = (cl_int)i;
-    cache.blocks = blocks, cache.block_size = BLOCK, cache.max_blocks = per_seq;
-    cache.block_table = bench_buffer(ctx, blocks * sizeof(cl_int), table);
+    cl_int *table;
+    const clattn_paged_cache cache = bench_paged_pool(ctx, blocks, per_seq, BLOCK, KVH, D, &table);
     size_t starts[B + 1] = {0}, lengths[B];
     int parents[B * 256];
     for (size_t b = 0; b < B; b++) {
@@ -78,46 +101,13 @@ int main(int argc, char **argv)
     mixed.causal = causal.causal = tree.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     mixed.tree_parents = parents;
     tree.tree_parents = parents + starts[7];
-    enum { MIXED, SEPARATE, GROUPED, N };
-    double *times[N];
-    for (int m = 0; m < N; m++)
-        times[m] = malloc(runs * sizeof(double));
-    const cl_command_queue queue = clattn_context_queue(ctx);
-    for (size_t r = 0; r <= runs; r++) /* (run 0: the warm-up) */
-        for (int m = 0; m < N; m++) {
-            clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
-            d.heads = H, d.kv_heads = KVH, d.qk_dim = d.v_dim = D;
-            const double t0 = bench_now_ms();
-            if (m == MIXED) {
-                d.batch = B, d.masks = &mixed;
-                BENCH_CHECK(ctx, clattn_sdpa_paged_ragged(ctx, &d, &cache, lengths, starts, q, NULL, out, NULL));
-            } else if (m == SEPARATE) {
-                for (size_t b = 0; b < B; b++) {
-                    clattn_paged_cache one = cache;
-                    one.block_table = table_one[b];
-                    d.batch = 1, d.q_len = rows_of[b], d.masks = b == 7 ? &tree : &causal;
-                    BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &d, &one, &lengths[b], q_one[b], NULL, out_one[b], NULL));
-                }
-            } else {
-                for (int k = 0; k < 3; k++) {
-                    clattn_paged_cache some = cache;
-                    some.block_table = table_kind[k];
-                    d.batch = kinds[k][1] - kinds[k][0], d.q_len = rows_of[kinds[k][0]], d.masks = k == 2 ? &tree : &causal;
-                    BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &d, &some, &lengths[kinds[k][0]], q_kind[k], NULL,
-                                                       out_kind[k], NULL));
-                }
-            }
-            BENCH_CHECK(ctx, (clattn_status)clFinish(queue));
-            if (r > 0)
-                times[m][r - 1] = bench_now_ms() - t0;
-        }
+    mixed_work w = {{0}, cache, mixed, causal, tree, lengths, starts, q, out, q_one, out_one, table_one, q_kind,
+                    out_kind, table_kind};
+    w.d = (clattn_sdpa_desc)CLATTN_SDPA_DESC_INIT;
+    w.d.heads = H, w.d.kv_heads = KVH, w.d.qk_dim = w.d.v_dim = D;
     static const char *const names[N] = {"mixed", "separate", "grouped"};
     double best[N];
-    for (int m = 0; m < N; m++) {
-        qsort(times[m], runs, sizeof(double), bench_by_value);
-        best[m] = times[m][0];
-        printf("%-9s best %9.3f ms  median %9.3f ms\n", names[m], best[m], times[m][runs / 2]);
-    }
+    bench_alternate(ctx, N, runs, run_method, &w, names, best);
     printf("one mixed call: %.2fx the separate calls' time, %.2fx the calls grouped by kind\n", best[MIXED] / best[SEPARATE],
            best[MIXED] / best[GROUPED]);
     clattn_context_free(ctx);

@@ -18,34 +18,46 @@
 
 #define BLOCK 16
 
+/* The work, four ways (bench_method): through the tree, an explicit mask, no tree, and one decode step. */
+enum { TREE, MASK, CHUNK, DECODE, N };
+typedef struct tree_work {
+    clattn_sdpa_desc d;
+    clattn_paged_cache cache;
+    clattn_masks masks[3]; /* TREE, MASK, CHUNK's */
+    cl_mem mask, q, out;
+    const size_t *cached, *with_draft;
+} tree_work;
+
+static void run_method(clattn_context *ctx, int m, void *work)
+{
+    const tree_work *w = work;
+    clattn_sdpa_desc call = w->d;
+    call.masks = m == DECODE ? NULL : &w->masks[m];
+    call.q_len = m == DECODE ? 1 : w->d.q_len;
+    BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &call, &w->cache, m == DECODE ? w->cached : w->with_draft, w->q,
+                                       m == MASK ? w->mask : NULL, w->out, NULL));
+}
+
 int main(int argc, char **argv)
 {
     size_t a[7] = {1, 8192, 64, 32, 8, 128, 7};
     for (int i = 1; i < argc && i <= 7; i++)
         a[i - 1] = strtoul(argv[i], NULL, 10);
     const size_t B = a[0], C = a[1], T = a[2], H = a[3], KVH = a[4], D = a[5], runs = a[6] ? a[6] : 1;
-    const size_t per_seq = (C + T + BLOCK - 1) / BLOCK, blocks = B * per_seq, pool_floats = blocks * KVH * BLOCK * D;
+    const size_t per_seq = (C + T + BLOCK - 1) / BLOCK, blocks = B * per_seq;
     const size_t S = per_seq * BLOCK; /* (the table's reach: the bool mask's columns) */
     clattn_context *ctx = NULL;
     BENCH_CHECK(ctx, clattn_context_create(&ctx, argc > 8 ? argv[8] : NULL));
     printf("tree_bench on %s: B = %zu, a draft tree of T = %zu tokens after C = %zu cached rows, H = %zu over %zu K/V "
            "heads, D = %zu, float32, blocks of %d\n",
            clattn_context_device_name(ctx), B, T, C, H, KVH, D, BLOCK);
-    float *pool = bench_random_floats(pool_floats, 1);
-    clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
-    cache.k_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
-    free(pool);
-    pool = bench_random_floats(pool_floats, 2);
-    cache.v_pool = bench_buffer(ctx, pool_floats * sizeof(float), pool);
-    free(pool);
-    cl_int *table = malloc(blocks * sizeof *table);
+    cl_int *table;
+    const clattn_paged_cache cache = bench_paged_pool(ctx, blocks, per_seq, BLOCK, KVH, D, &table);
     int *parents = malloc(B * T * sizeof *parents);
     unsigned char *allowed = malloc(B * T * S);
     size_t *with_draft = malloc(B * sizeof *with_draft), *cached = malloc(B * sizeof *cached);
-    if (!table || !parents || !allowed || !with_draft || !cached)
+    if (!parents || !allowed || !with_draft || !cached)
         return 1;
-    for (size_t i = 0; i < blocks; i++)
-        table[i] = (cl_int)i;
     for (size_t b = 0; b < B; b++) {
         with_draft[b] = C + T, cached[b] = C;
         for (size_t i = 0; i < T; i++) {
@@ -56,8 +68,6 @@ int main(int argc, char **argv)
                 allowed[(b * T + i) * S + C + (size_t)t] = 1;
         }
     }
-    cache.blocks = blocks, cache.block_size = BLOCK, cache.max_blocks = per_seq;
-    cache.block_table = bench_buffer(ctx, blocks * sizeof(cl_int), table);
     cl_mem mask = bench_buffer(ctx, B * T * S, allowed);
     float *q_host = bench_random_floats(B * H * T * D, 3);
     cl_mem q = bench_buffer(ctx, B * H * T * D * sizeof(float), q_host), out = bench_buffer(ctx, B * H * T * D * sizeof(float), NULL);
@@ -67,30 +77,10 @@ int main(int argc, char **argv)
     tree.causal = chunk.causal = bools.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
     tree.tree_parents = parents;
     bools.additive = CLATTN_MASK_B_1_L_S, bools.mask_type = CLATTN_MASK_BOOL;
-    enum { TREE, MASK, CHUNK, DECODE, N };
-    double *times[N];
-    for (int m = 0; m < N; m++)
-        times[m] = malloc(runs * sizeof(double));
-    const cl_command_queue queue = clattn_context_queue(ctx);
-    for (size_t r = 0; r <= runs; r++) /* (run 0: the warm-up) */
-        for (int m = 0; m < N; m++) {
-            clattn_sdpa_desc call = d;
-            call.masks = m == TREE ? &tree : m == MASK ? &bools : m == CHUNK ? &chunk : NULL;
-            call.q_len = m == DECODE ? 1 : T;
-            const double t0 = bench_now_ms();
-            BENCH_CHECK(ctx, clattn_sdpa_paged(ctx, &call, &cache, m == DECODE ? cached : with_draft, q,
-                                               m == MASK ? mask : NULL, out, NULL));
-            BENCH_CHECK(ctx, (clattn_status)clFinish(queue));
-            if (r > 0)
-                times[m][r - 1] = bench_now_ms() - t0;
-        }
+    tree_work w = {d, cache, {tree, bools, chunk}, mask, q, out, cached, with_draft};
     static const char *const names[N] = {"tree", "mask", "chunk", "decode"};
     double best[N];
-    for (int m = 0; m < N; m++) {
-        qsort(times[m], runs, sizeof(double), bench_by_value);
-        best[m] = times[m][0];
-        printf("%-7s best %9.3f ms  median %9.3f ms\n", names[m], best[m], times[m][runs / 2]);
-    }
+    bench_alternate(ctx, N, runs, run_method, &w, names, best);
     printf("tree: %.2fx one decode step, %.2fx the chunk without a tree; the explicit mask %.2fx the tree\n",
            best[TREE] / best[DECODE], best[TREE] / best[CHUNK], best[MASK] / best[TREE]);
     clattn_context_free(ctx);
