@@ -202,6 +202,29 @@
     X(ALL, ULONG, ulong, dim, 0)                                                                             \
     X(ALL, ULONG, ulong, bh_begin, 0)
 
+/* cl/sparse.cl: top-k sparse attention, each query row over the keys its indices select (dense K/V, or a paged
+ * pool through its table). */
+#define CLATTN_SPARSE_PARAMS(X)                                                                              \
+    X(ALL, MEM, __global const q_store *, q, 0)                                                              \
+    X(ALL, MEM, __global const k_store *, k, 0)                                                              \
+    X(ALL, MEM, __global const v_store *, v, 0)                                                              \
+    X(ALL, MEM, __global const int *, indices, 0)                                                            \
+    X(ALL, MEM, __global o_store *, o, 0)                                                                    \
+    X(ALL, MEM, __global float *, lse, 0)                                                                    \
+    X(ALL, MEM, __global const float *, sinks, 0)                                                            \
+    X(ALL, MEM, __global const ulong *, key_lengths, 0)                                                      \
+    X(ALL, MEM, __global const int *, block_table, 0)                                                        \
+    X(ALL, ULONG, ulong, table_cols, 0)                                                                      \
+    X(ALL, UINT, uint, block_shift, 0)                                                                       \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, top_k, 0)                                                                           \
+    X(ALL, ULONG, ulong, dk, 0)                                                                              \
+    X(ALL, ULONG, ulong, dv, 0)                                                                              \
+    X(ALL, FLOAT, float, scale, 0)                                                                           \
+    X(ALL, FLOAT, float, softcap, 0.0f)
+
 /* cl/merge.cl: two partial results over disjoint keys into one (sinks, when given, in the last). */
 #define CLATTN_MERGE_PARAMS(X)                                                                               \
     X(ALL, MEM, __global const q_store *, out_a, 0)                                                          \

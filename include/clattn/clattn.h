@@ -864,6 +864,21 @@ CLATTN_API clattn_status clattn_sdpa_paged_ragged(clattn_context *ctx, const cla
                                                   const size_t *q_starts, cl_mem q, cl_mem mask, cl_mem out,
                                                   cl_mem lse);
 
+/* Top-k sparse attention (since 0.19; DeepSeek's sparse attention, NSA's token selection): query i of batch b
+ * (every head of it) attends only to the top_k keys its indices select — indices (B, L, top_k) cl_int on the
+ * device, positions of the sequence's keys in any order; −1, another negative value or a position at or past
+ * the sequence's key count selects nothing (a row with fewer keys pads with −1); a position given twice counts
+ * twice. K and V: dense (B, kv_heads, S, ·), desc.kv_len = S, cache NULL; or a paged pool (cache given, k and
+ * v NULL, desc.kv_len 0 or the table's reach). lengths (host, B): the keys each sequence holds (NULL: S;
+ * required with a cache). q (B,H,L,Dqk), out (B,H,L,Dv), lse (B,H,L) or NULL; q, k, v and out in float32,
+ * float16 or bfloat16. Options: scale, softcap, sinks, kv_heads (at most 32 query heads a K/V head, and
+ * Dqk × that at most 4096); masks, ALiBi, logit scales, mods, block masks, weights and the double softmax
+ * are refused (the indices are the mask). A call costs the selected keys' reads, not S's. */
+CLATTN_API clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t top_k,
+                                            cl_mem indices, cl_mem q, cl_mem k, cl_mem v,
+                                            const clattn_paged_cache *cache, const size_t *lengths, cl_mem out,
+                                            cl_mem lse);
+
 /* One level of a cascade (since 0.18): prefixes that groups of sequences share, held in the paged pool.
  * Sequence b reads prefix group_of[b] at this level: lengths[g] rows in the blocks blocks[g · max_blocks …]
  * (host arrays: a server keeps its prefix tree there). */

@@ -9,6 +9,7 @@
 #include "error.h"
 #include "fault.h"
 #include "masks.h"
+#include "paged.h"
 #include "program.h"
 #include "ragged.h"
 #include "sdpa.h"
@@ -18,16 +19,8 @@
 #include <limits.h>
 #include <stdlib.h>
 
-/* A paged call's checked facts. */
-typedef struct paged_shape {
-    clattn_paged_cache cache;
-    unsigned shift;       /* log2(block_size) */
-    size_t capacity;      /* max_blocks · block_size: the rows a table row reaches */
-    size_t k_pool_elems, v_pool_elems;
-} paged_shape;
-
 /* The cache's fields against the shape s (batch, kv_heads, head sizes), without touching the device. */
-static clattn_status cache_check(clattn_context *ctx, const clattn_paged_cache *given, const sdpa_shape *s,
+clattn_status paged_cache_check(clattn_context *ctx, const clattn_paged_cache *given, const sdpa_shape *s,
                                  paged_shape *p)
 {
     if (!given)
@@ -75,7 +68,7 @@ static clattn_status cache_check(clattn_context *ctx, const clattn_paged_cache *
 }
 
 /* lengths[b] + extra must stay within the table's reach. */
-static clattn_status lengths_check(clattn_context *ctx, const size_t *lengths, size_t batch, size_t extra,
+clattn_status paged_lengths_check(clattn_context *ctx, const size_t *lengths, size_t batch, size_t extra,
                                    const paged_shape *p)
 {
     if (!lengths)
@@ -90,7 +83,7 @@ static clattn_status lengths_check(clattn_context *ctx, const size_t *lengths, s
 
 /* Upload the lengths, and check on the device every block id that rows [0, lengths[b] + extra) of each
  * sequence reach; the verdict is read back (a blocking read) before anything else runs. */
-static clattn_status ids_check(clattn_context *ctx, const paged_shape *p, size_t batch, const size_t *lengths,
+clattn_status paged_ids_check(clattn_context *ctx, const paged_shape *p, size_t batch, const size_t *lengths,
                                size_t extra, cl_mem *lengths_buf)
 {
     cl_mem flag;
@@ -176,7 +169,7 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
     /* The shape before the table is known: kv_len 0 stands for the table's reach, checked below. */
     const size_t kv_len = d.kv_len;
     d.kv_len = 1;
-    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS)
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = paged_cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS)
         return st;
     if (kv_len != 0 && kv_len != p.capacity)
         return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
@@ -188,7 +181,7 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
     s.q_starts = q_starts; /* (a tree's parents follow the packed rows) */
     if (st != CLATTN_SUCCESS ||
         (st = masks_resolve(ctx, d.masks, mask != NULL, &s)) != CLATTN_SUCCESS ||
-        (st = lengths_check(ctx, lengths, s.batch, 0, &p)) != CLATTN_SUCCESS)
+        (st = paged_lengths_check(ctx, lengths, s.batch, 0, &p)) != CLATTN_SUCCESS)
         return st;
     if ((st = decode_check_call(ctx, &s, who)) != CLATTN_SUCCESS)
         return st;
@@ -215,7 +208,7 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
     if (st == CLATTN_SUCCESS && q_starts)
         st = scratch_upload_integers(ctx, SCRATCH_Q_STARTS, q_starts, NULL, s.batch + 1, "q_starts", &lay.q_starts);
     if (st == CLATTN_SUCCESS)
-        st = ids_check(ctx, &p, s.batch, lengths, 0, &lengths_buf);
+        st = paged_ids_check(ctx, &p, s.batch, lengths, 0, &lengths_buf);
     if (st == CLATTN_SUCCESS) {
         /* The pool as the decode kernels read it: the "batch" stride is a block's. Packed queries: (rows, H, ·),
          * their batch stride unused (the starts give each sequence's rows). */
@@ -271,8 +264,8 @@ clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc
         return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_kv_append_paged: new_len is 0");
     d.q_len = 1; /* no queries here; the new rows are the "keys" of the shape */
     d.kv_len = new_len;
-    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS ||
-        (st = lengths_check(ctx, lengths, s.batch, new_len, &p)) != CLATTN_SUCCESS ||
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = paged_cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS ||
+        (st = paged_lengths_check(ctx, lengths, s.batch, new_len, &p)) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, k_new, s.k_elems, s.types.q, "k_new")) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, v_new, s.v_elems, s.types.q, "v_new")) != CLATTN_SUCCESS)
         return st;
@@ -281,7 +274,7 @@ clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                          "clattn_kv_append_paged: the new rows and the pools must be four different buffers");
     cl_mem lengths_buf;
-    if ((st = ids_check(ctx, &p, s.batch, lengths, new_len, &lengths_buf)) != CLATTN_SUCCESS ||
+    if ((st = paged_ids_check(ctx, &p, s.batch, lengths, new_len, &lengths_buf)) != CLATTN_SUCCESS ||
         (st = append_launch(ctx, &p, &s, new_len, k_new, s.qk_dim, p.cache.k_pool, s.types.k, s.k_scales,
                             lengths_buf)) != CLATTN_SUCCESS)
         return st;

@@ -47,6 +47,9 @@ const kernel_params params_weighted_sum = PARAM_TABLE("clattn_weighted_sum", CLA
 #define PARAM_STRUCT merge_params
 const kernel_params params_merge = PARAM_TABLE("clattn_merge", CLATTN_MERGE_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT sparse_params
+const kernel_params params_sparse = PARAM_TABLE("clattn_sparse", CLATTN_SPARSE_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT convert_params
 const kernel_params params_convert = PARAM_TABLE("clattn_convert", CLATTN_CONVERT_PARAMS);
 #undef PARAM_STRUCT
@@ -182,6 +185,7 @@ const kernel_family family_staged = {"staged attention",
 const kernel_family family_softmax_double = {"double softmax", {"softmax_double.cl"}, 1,
                                              {&params_softmax_double}, 1, 1, NULL};
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
+const kernel_family family_sparse = {"sparse attention", {"sparse.cl"}, 1, {&params_sparse}, 1, 1, "WG"};
 const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
                                       2, NULL};
 /* Appends to a token-format cache: the groups completed, then the tail (cl/append_tokens.cl). */
@@ -211,7 +215,8 @@ const kernel_family family_layer_backward = {"layer backward", {"layer_backward.
                                              {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
-                                                &family_softmax_double, &family_merge, &family_convert, &family_append_tokens,
+                                                &family_softmax_double, &family_merge, &family_sparse, &family_convert,
+                                                &family_append_tokens,
                                                 &family_paged_check,    &family_gemm,  &family_add_bias,
                                                 &family_block_mask,     &family_backward, &family_layer_backward};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

@@ -76,7 +76,8 @@ LAYERS = [
         "merge.c",                     # clattn_merge: partial results over disjoint key sets combined
         "kvcache.h", "kvcache.c",      # KV caches the application owns: appends, ONNX past/present
         "ragged.h", "ragged.c",        # clattn_sdpa_ragged: sequences of different lengths packed
-        "paged.c",                     # paged caches: block-id checks, appends and attention through a table
+        "paged.h", "paged.c",          # paged caches: block-id checks, appends and attention through a table
+        "sparse.c",                    # top-k sparse attention: each query row over the keys it selects
         "cascade.c",                   # clattn_sdpa_cascade: shared prefixes read once, merged with each own part
         "host.c",                      # the *_host variants
         "context.c",                   # the owner
