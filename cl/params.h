@@ -216,6 +216,7 @@
     X(ALL, MEM, __global const int *, block_table, 0)                                                        \
     X(ALL, ULONG, ulong, table_cols, 0)                                                                      \
     X(ALL, UINT, uint, block_shift, 0)                                                                       \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
     X(ALL, ULONG, ulong, heads, 0)                                                                           \
     X(ALL, ULONG, ulong, q_len, 0)                                                                           \
     X(ALL, ULONG, ulong, kv_len, 0)                                                                          \

@@ -7,14 +7,14 @@
 #include "paged.h"
 #include "program.h"
 #include "scratch.h"
+#include "tuning.h"
 #include "validate.h"
 
 #include <limits.h>
 #include <stdio.h>
 
-#define SPARSE_WG 64          /* work-items a query row and K/V head (halved where the device cannot) */
-#define SPARSE_MAX_GROUP 32   /* query heads a K/V head */
-#define SPARSE_MAX_Q_LOCAL 4096 /* floats of a work-group's query rows in local memory */
+#define SPARSE_MAX_GROUP 32     /* query heads a K/V head */
+#define SPARSE_MAX_PRIVATE 4096 /* floats of a work-item's query rows (and as many of its sums) */
 
 /* What a sparse call takes besides the shape: the indices are its mask, so none of the others. */
 static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *d)
@@ -39,6 +39,18 @@ static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *
 
 static unsigned round16(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 
+/* The vector width: the decode kernels' on this device, halved until it divides both head sizes (a row is
+ * read VEC values at a time, and must end on a vector). */
+static clattn_status vector_width(clattn_context *ctx, const sdpa_shape *s, unsigned *vec)
+{
+    tuning_values t;
+    const clattn_status st = tuning_lookup(ctx, TUNING_DECODE, &t, NULL);
+    *vec = st == CLATTN_SUCCESS ? t.v[4] : 1;
+    while (*vec > 1 && (s->qk_dim % *vec != 0 || s->v_dim % *vec != 0))
+        *vec /= 2;
+    return st;
+}
+
 /* The call's shape, with a paged cache's facts in *p (NULL cache: dense, p untouched). */
 static clattn_status shape_check(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
                                  cl_mem k, cl_mem v, sdpa_shape *s, paged_shape *p)
@@ -62,10 +74,11 @@ static clattn_status shape_check(clattn_context *ctx, const clattn_sdpa_desc *de
     }
     if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS)
         return st;
-    if (s->group > SPARSE_MAX_GROUP || s->group * round16(s->qk_dim) > SPARSE_MAX_Q_LOCAL)
+    if (s->group > SPARSE_MAX_GROUP || s->group * round16(s->qk_dim) > SPARSE_MAX_PRIVATE ||
+        s->group * round16(s->v_dim) > SPARSE_MAX_PRIVATE)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_sparse: %zu query heads a K/V head of %zu "
                          "values each; it takes up to %d heads and %d values in all", s->group, s->qk_dim,
-                         SPARSE_MAX_GROUP, SPARSE_MAX_Q_LOCAL);
+                         SPARSE_MAX_GROUP, SPARSE_MAX_PRIVATE);
     return masks_resolve(ctx, NULL, false, s);
 }
 
@@ -108,19 +121,22 @@ clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *de
         st = scratch_upload_integers(ctx, SCRATCH_KEY_LENGTHS, lengths, NULL, s.batch, "lengths", &lengths_buf);
     if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, NULL, &masks)) != CLATTN_SUCCESS)
         return st;
+    unsigned vec;
+    if ((st = vector_width(ctx, &s, &vec)) != CLATTN_SUCCESS)
+        return st;
     char options[TYPES_OPTIONS_MAX + 128], types[TYPES_OPTIONS_MAX];
     tensor_types_options(s.types, types, sizeof types);
-    snprintf(options, sizeof options, "-DROWS=%zu -DDK=%u -DDV=%u%s", s.group, round16(s.qk_dim), round16(s.v_dim),
+    snprintf(options, sizeof options, "-DROWS=%zu -DVEC=%u -DDK=%zu -DDV=%zu%s", s.group, vec, s.qk_dim, s.v_dim,
              types);
     const family_build *fb;
-    if ((st = program_get(ctx, &family_sparse, options, SPARSE_WG, 0, NULL, &fb)) != CLATTN_SUCCESS)
+    if ((st = program_get(ctx, &family_sparse, options, 0, 0, NULL, &fb)) != CLATTN_SUCCESS)
         return st;
     const sparse_params params = {q, cache ? p.cache.k_pool : k, cache ? p.cache.v_pool : v, indices, out, lse,
                                   masks.sinks, lengths_buf, cache ? p.cache.block_table : NULL,
-                                  cache ? p.cache.max_blocks : 0, cache ? p.shift : 0, s.heads, s.q_len, s.kv_len,
-                                  top_k, s.qk_dim, s.v_dim, s.scale, s.desc.softcap};
+                                  cache ? p.cache.max_blocks : 0, cache ? p.shift : 0, s.batch, s.heads, s.q_len,
+                                  s.kv_len, top_k, s.qk_dim, s.v_dim, s.scale, s.desc.softcap};
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_sparse, &params, fb->features);
-    const size_t local[2] = {fb->group, 1}, global[2] = {fb->group, s.batch * s.q_len * s.kv_heads};
-    return kernel_launch(ctx, &a, "sparse attention", 2, global, local);
+    const size_t global[1] = {s.batch * s.q_len * s.kv_heads}; /* (a work-item a query row and K/V head) */
+    return kernel_launch_auto(ctx, &a, "sparse attention", 1, global);
 }

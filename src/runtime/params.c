@@ -185,7 +185,7 @@ const kernel_family family_staged = {"staged attention",
 const kernel_family family_softmax_double = {"double softmax", {"softmax_double.cl"}, 1,
                                              {&params_softmax_double}, 1, 1, NULL};
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
-const kernel_family family_sparse = {"sparse attention", {"sparse.cl"}, 1, {&params_sparse}, 1, 1, "WG"};
+const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}, 2, {&params_sparse}, 1, 1, NULL};
 const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
                                       2, NULL};
 /* Appends to a token-format cache: the groups completed, then the tail (cl/append_tokens.cl). */
