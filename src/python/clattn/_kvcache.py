@@ -158,7 +158,7 @@ class KVCache:
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
                logit_scale=None, tree=None, return_lse=False, algorithm="auto", out=None, prefixes=None,
-               query_lengths=None):
+               query_lengths=None, indices=None):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
         default) the L queries are the last L rows appended (query i sees its rows up to itself); the
         options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
@@ -172,7 +172,10 @@ class KVCache:
         appended last, each query sees the earlier rows and, of the draft's, only its ancestors' and its own.
         query_lengths: a mixed batch in one call (a paged cache; clattn_sdpa_paged_ragged) — sequence b has
         query_lengths[b] queries, the last rows it holds, packed: query (rows, heads, head_dim) → out (rows,
-        heads, v_dim), lse (rows, heads); a tree then has a parent per packed row."""
+        heads, v_dim), lse (rows, heads); a tree then has a parent per packed row. indices: top-k sparse
+        attention (clattn_sdpa_sparse; DeepSeek's sparse attention) — an integer array (batch, L, k) of the
+        positions each query row attends to (any order, -1 for none; is_causal, window and alibi are not taken:
+        the indices are the mask), caches of float32, float16 or bfloat16."""
         if query_lengths is not None:
             return self._attend_mixed(query, [int(n) for n in query_lengths], is_causal, scale, window, softcap,
                                       sinks, alibi, logit_scale, tree, return_lse, algorithm, out, prefixes)
@@ -191,7 +194,17 @@ class KVCache:
         on_device = _device.is_device_array(q)
         if on_device:
             _device.before(self.context, (q, out, lse))
-        if prefixes is not None:
+        if indices is not None:
+            flat = indices.reshape(-1).tolist() if hasattr(indices, "reshape") else [int(j) for r in indices for j in r]
+            shape = tuple(getattr(indices, "shape", ()))
+            if len(shape) != 3 or shape[:2] != (self.batch, q_len) or shape[2] < 1:
+                raise ArgumentError(f"indices {shape}: ({self.batch}, {q_len}, k), the positions each query row "
+                                    f"attends to")
+            opts.pop("algorithm", None)
+            opts.pop("causal", None)
+            _call(self.context, _with_options(self._cache._attend_sparse, opts),
+                  (q, out, lse, heads, q_len, self._bf16, flat, int(shape[2])))
+        elif prefixes is not None:
             opts.pop("algorithm", None)
             levels = [list(level) for level in prefixes]
             _call(self.context, _with_options(self._cache._attend_prefixes, opts),

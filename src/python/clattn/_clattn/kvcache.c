@@ -474,6 +474,8 @@ static PyMethodDef kvcache_methods[] = {
      "attend(q, out, lse, heads, q_len, bfloat16, **options)."},
     {"reset", kvcache_reset, METH_NOARGS, "Empty every sequence (the buffers and the shared prefixes stay)."},
     {"_add_prefix", pykv_add_prefix, METH_VARARGS, "_add_prefix(k, v, bfloat16): a shared prefix's rows in; its id."},
+    {"_attend_sparse", (PyCFunction)(void (*)(void))pykv_attend_sparse, METH_VARARGS | METH_KEYWORDS,
+     "_attend_sparse(q, out, lse, heads, q_len, bfloat16, indices, top_k, **options): top-k sparse attention."},
     {"_attend_prefixes", (PyCFunction)(void (*)(void))pykv_attend_prefixes, METH_VARARGS | METH_KEYWORDS,
      "_attend_prefixes(q, out, lse, heads, q_len, bfloat16, levels, **options): cascade attention."},
     {"_read", pykv_read, METH_VARARGS, "_read(which): (the bytes of buffer `which`, lengths, table or None)."},

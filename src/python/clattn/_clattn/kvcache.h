@@ -44,6 +44,8 @@ clattn_sdpa_desc pykv_desc(const py_kvcache *c, size_t heads, size_t q_len);
  * q_len, bf16, levels, **options). */
 PyObject *pykv_add_prefix(PyObject *obj, PyObject *args);
 PyObject *pykv_attend_prefixes(PyObject *obj, PyObject *args, PyObject *kwargs);
+/* kvsparse.c: _attend_sparse(q, out, lse, heads, q_len, bf16, indices, top_k, **options). */
+PyObject *pykv_attend_sparse(PyObject *obj, PyObject *args, PyObject *kwargs);
 
 /* The type of a format's name (a ValueError naming `what` and listing every name for an unknown one). */
 int pykv_dtype(const char *name, const char *what, clattn_dtype *out);
