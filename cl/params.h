@@ -224,7 +224,23 @@
     X(ALL, ULONG, ulong, dk, 0)                                                                              \
     X(ALL, ULONG, ulong, dv, 0)                                                                              \
     X(ALL, FLOAT, float, scale, 0)                                                                           \
-    X(ALL, FLOAT, float, softcap, 0.0f)
+    X(ALL, FLOAT, float, softcap, 0.0f)                                                                      \
+    X(ALL, ULONG, ulong, splits, 1)  /* > 1: the keys in this many slices, partial rows into part_out/lse */ \
+    X(ALL, MEM, __global float *, part_out, 0)                                                               \
+    X(ALL, MEM, __global float *, part_lse, 0)
+
+/* cl/sparse.cl's merge of a row's slices (and its sink) into the output. */
+#define CLATTN_SPARSE_COMBINE_PARAMS(X)                                                                      \
+    X(ALL, MEM, __global const float *, part_out, 0)                                                         \
+    X(ALL, MEM, __global const float *, part_lse, 0)                                                         \
+    X(ALL, ULONG, ulong, splits, 0)                                                                          \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, dv, 0)                                                                              \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, MEM, __global const float *, sinks, 0)                                                            \
+    X(ALL, MEM, __global o_store *, o, 0)                                                                    \
+    X(ALL, MEM, __global float *, lse, 0)
 
 /* cl/merge.cl: two partial results over disjoint keys into one (sinks, when given, in the last). */
 #define CLATTN_MERGE_PARAMS(X)                                                                               \

@@ -1,7 +1,8 @@
 /* Top-k sparse attention (clattn_sdpa_sparse; DeepSeek's sparse attention, NSA's selected tokens): query row i of
  * batch b — the ROWS query heads that share K/V head g — attends only to the top_k keys indices[b][i][…]
  * selects (in any order; −1, or a position past the sequence's keys, selects none). One work-item per (b, i, g)
- * walks its selected keys in order: each K row is read once for the ROWS rows' scores, each V row once for
+ * and slice of the selected keys (`splits` of them: many independent walks keep the memory busy, where one
+ * walk a row waits on each random row in turn — 4x slower measured) walks its keys in order: each K row is read once for the ROWS rows' scores, each V row once for
  * their sums, VEC values a vector, and the rows keep their running maximum, sum and weighted values in
  * registers (the cost is the selected rows' reads; no barrier, no local memory). Build options: ROWS, VEC, DK
  * and DV (the head sizes, multiples of VEC) and the storage types. K and V rows are a dense view
@@ -10,6 +11,19 @@
 
 #define DKV (DK / VEC)
 #define DVV (DV / VEC)
+/* The rows of the key AHEAD places on are asked for while this one is computed: a walk of random rows
+ * otherwise waits on each (PREFETCH as cl/decode_tile.cl's: 1 OpenCL C's prefetch(), 2 Clang's builtin). */
+#define AHEAD 4
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+#if PREFETCH == 2
+#define CLATTN_SPARSE_PREFETCH(p) __builtin_prefetch(p)
+#elif PREFETCH == 1
+#define CLATTN_SPARSE_PREFETCH(p) prefetch((__global const uchar *)(p), 64)
+#else
+#define CLATTN_SPARSE_PREFETCH(p)
+#endif
 
 /* The row index (within K's and V's rows of their head size) of position j of sequence b, K/V head g. */
 inline ulong clattn_sparse_row(__global const int *table, ulong cols, uint shift, ulong kv_heads, ulong kv_len, ulong b,
@@ -23,10 +37,12 @@ inline ulong clattn_sparse_row(__global const int *table, ulong cols, uint shift
 
 __kernel void clattn_sparse(CLATTN_PARAMETERS(CLATTN_SPARSE_PARAMS))
 {
-    const ulong w = get_global_id(0), kv_heads = heads / ROWS;
-    if (w >= batch * q_len * kv_heads)
+    const ulong kv_heads = heads / ROWS, rows = batch * q_len * kv_heads;
+    const ulong w = get_global_id(0) % rows, split = get_global_id(0) / rows;
+    if (split >= splits)
         return;
     const ulong g = w % kv_heads, bi = w / kv_heads, b = bi / q_len, i = bi % q_len;
+    const ulong slice = (top_k + splits - 1) / splits, t_begin = split * slice, t_end = min(top_k, t_begin + slice);
     const ulong key_len = key_lengths ? key_lengths[b] : kv_len;
     vec_t qr[ROWS][DKV], acc[ROWS][DVV];
     float m[ROWS], l[ROWS];
@@ -39,7 +55,17 @@ __kernel void clattn_sparse(CLATTN_PARAMETERS(CLATTN_SPARSE_PARAMS))
         m[r] = -INFINITY;
         l[r] = 0.0f;
     }
-    for (ulong t = 0; t < top_k; t++) {
+    for (ulong t = t_begin; t < t_end; t++) {
+        if (PREFETCH && t + AHEAD < t_end) {
+            const int next = indices[bi * top_k + t + AHEAD];
+            if (next >= 0 && (ulong)next < key_len) {
+                const ulong n = clattn_sparse_row(block_table, table_cols, block_shift, kv_heads, kv_len, b, g, (ulong)next);
+                for (ulong e = 0; e < DK * sizeof(k_store); e += 64)
+                    CLATTN_SPARSE_PREFETCH((__global const uchar *)(k + n * DK) + e);
+                for (ulong e = 0; e < DV * sizeof(v_store); e += 64)
+                    CLATTN_SPARSE_PREFETCH((__global const uchar *)(v + n * DV) + e);
+            }
+        }
         const int j = indices[bi * top_k + t];
         if (j < 0 || (ulong)j >= key_len)
             continue;
@@ -73,9 +99,18 @@ __kernel void clattn_sparse(CLATTN_PARAMETERS(CLATTN_SPARSE_PARAMS))
                 acc[r][c] = fma((vec_t)p[r], vc, acc[r][c]);
         }
     }
-    /* A sink joins each row's denominator; a row that saw no key (and no sink) is zeros with an lse of −inf. */
+    /* A slice's rows, normalised, with their log-sum-exps (the combine below merges them); or, in one slice, the
+     * output: a sink joins each row's denominator, a row that saw no key (and no sink) is zeros, lse −inf. */
     UNROLL for (int r = 0; r < ROWS; r++) {
         const ulong h = g * ROWS + r, out_row = (b * heads + h) * q_len + i;
+        if (splits > 1) {
+            const ulong at = split * batch * heads * q_len + out_row;
+            const float f = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+            for (int c = 0; c < DVV; c++)
+                VSTORE(acc[r][c] * f, part_out + at * DV + (ulong)c * VEC);
+            part_lse[at] = l[r] > 0.0f ? m[r] + log(l[r]) : -INFINITY;
+            continue;
+        }
         float total = l[r], top = m[r], factor = 1.0f;
         if (sinks) {
             const float sink = sinks[h], both = fmax(top, sink);
@@ -93,4 +128,32 @@ __kernel void clattn_sparse(CLATTN_PARAMETERS(CLATTN_SPARSE_PARAMS))
         if (lse)
             lse[out_row] = total > 0.0f ? top + log(total) : -INFINITY;
     }
+}
+
+/* Row r's slices merged (work-item (d, r): value d of output row r): each slice weighs exp(its lse − the largest),
+ * the sink joins the denominator; no slice with a key and no sink: zeros and lse −inf. */
+__kernel void clattn_sparse_combine(CLATTN_PARAMETERS(CLATTN_SPARSE_COMBINE_PARAMS))
+{
+    const ulong d = get_global_id(0), r = get_global_id(1);
+    if (d >= dv || r >= rows)
+        return;
+    float top = sinks ? sinks[r / q_len % heads] : -INFINITY;
+    for (ulong s = 0; s < splits; s++)
+        top = fmax(top, part_lse[s * rows + r]);
+    float total = 0.0f, sum = 0.0f;
+    if (top != -INFINITY) {
+        for (ulong s = 0; s < splits; s++) {
+            const float lse_s = part_lse[s * rows + r];
+            if (lse_s == -INFINITY)
+                continue;
+            const float w = exp(lse_s - top);
+            total += w;
+            sum = fma(w, part_out[(s * rows + r) * dv + d], sum);
+        }
+        if (sinks)
+            total += exp(sinks[r / q_len % heads] - top);
+    }
+    STORE_O(total > 0.0f ? sum / total : 0.0f, o, r * dv + d);
+    if (d == 0 && lse)
+        lse[r] = total > 0.0f ? top + log(total) : -INFINITY;
 }

@@ -1,6 +1,7 @@
 /* clattn_sdpa_sparse: top-k sparse attention, each query row over the keys its indices select, on a dense
  * K/V or a paged pool (cl/sparse.cl: one work-group per query row and K/V head, the cost the selected keys'). */
 #include "context.h"
+#include "decode.h"
 #include "error.h"
 #include "launch.h"
 #include "masks.h"
@@ -14,6 +15,8 @@
 #include <stdio.h>
 
 #define SPARSE_MAX_GROUP 32     /* query heads a K/V head */
+#define SPARSE_SLICE 128        /* selected keys a work-item walks (at most; more slices for longer selections) */
+#define SPARSE_MAX_SPLITS 64
 #define SPARSE_MAX_PRIVATE 4096 /* floats of a work-item's query rows (and as many of its sums) */
 
 /* What a sparse call takes besides the shape: the indices are its mask, so none of the others. */
@@ -126,17 +129,33 @@ clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *de
         return st;
     char options[TYPES_OPTIONS_MAX + 128], types[TYPES_OPTIONS_MAX];
     tensor_types_options(s.types, types, sizeof types);
-    snprintf(options, sizeof options, "-DROWS=%zu -DVEC=%u -DDK=%zu -DDV=%zu%s", s.group, vec, s.qk_dim, s.v_dim,
-             types);
+    snprintf(options, sizeof options, "-DROWS=%zu -DVEC=%u -DDK=%zu -DDV=%zu -DPREFETCH=%u%s", s.group, vec, s.qk_dim,
+             s.v_dim, decode_prefetch_mode(&ctx->caps), types);
     const family_build *fb;
     if ((st = program_get(ctx, &family_sparse, options, 0, 0, NULL, &fb)) != CLATTN_SUCCESS)
+        return st;
+    /* The selected keys in slices of SPARSE_SLICE, each walked by a work-item of its own, then merged. */
+    size_t splits = (top_k + SPARSE_SLICE - 1) / SPARSE_SLICE;
+    splits = splits > SPARSE_MAX_SPLITS ? SPARSE_MAX_SPLITS : splits;
+    cl_mem part_out = NULL, part_lse = NULL;
+    if (splits > 1 &&
+        ((st = scratch_get(ctx, SCRATCH_PARTIAL_OUT, splits * s.out_elems * sizeof(float), &part_out)) != CLATTN_SUCCESS ||
+         (st = scratch_get(ctx, SCRATCH_PARTIAL_LSE, splits * s.lse_elems * sizeof(float), &part_lse)) != CLATTN_SUCCESS))
         return st;
     const sparse_params params = {q, cache ? p.cache.k_pool : k, cache ? p.cache.v_pool : v, indices, out, lse,
                                   masks.sinks, lengths_buf, cache ? p.cache.block_table : NULL,
                                   cache ? p.cache.max_blocks : 0, cache ? p.shift : 0, s.batch, s.heads, s.q_len,
-                                  s.kv_len, top_k, s.qk_dim, s.v_dim, s.scale, s.desc.softcap};
+                                  s.kv_len, top_k, s.qk_dim, s.v_dim, s.scale, s.desc.softcap, splits, part_out,
+                                  part_lse};
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_sparse, &params, fb->features);
-    const size_t global[1] = {s.batch * s.q_len * s.kv_heads}; /* (a work-item a query row and K/V head) */
-    return kernel_launch_auto(ctx, &a, "sparse attention", 1, global);
+    const size_t global[1] = {splits * s.batch * s.q_len * s.kv_heads}; /* (a slice of a query row and K/V head) */
+    if ((st = kernel_launch_auto(ctx, &a, "sparse attention", 1, global)) != CLATTN_SUCCESS || splits == 1)
+        return st;
+    const sparse_combine_params merge = {part_out, part_lse, splits, s.lse_elems, s.v_dim, s.heads, s.q_len,
+                                         masks.sinks, out, lse};
+    kernel_args c = kernel_args_begin(fb->kernels[1]);
+    params_bind(&c, &params_sparse_combine, &merge, fb->features);
+    const size_t rows[2] = {s.v_dim, s.lse_elems};
+    return kernel_launch_auto(ctx, &c, "sparse combine", 2, rows);
 }

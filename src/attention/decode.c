@@ -47,13 +47,7 @@ static cl_ulong local_bytes(const decode_shape *v)
  * prefetched (CPUs); or a group of work-items stages each tile in local memory with coalesced reads,
  * shares its scores and spreads the output columns over its lanes (GPUs). Tiles, then rows per group,
  * shrink until local memory holds them. */
-enum { PREFETCH_NONE, PREFETCH_CORE, PREFETCH_CLANG };
-
-/* How the CPU kernels prefetch on this implementation: Clang's builtin where it was seen to compile and
- * to help (PoCL: see choose_shape), OpenCL C's prefetch() anywhere else. A compiler that does not know
- * the builtin may not fail cleanly (rusticl's SPIR-V translator exits the process), so it is chosen by
- * name, never tried. */
-static unsigned prefetch_mode(const device_caps *caps)
+unsigned decode_prefetch_mode(const device_caps *caps)
 {
     return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
 }
@@ -73,7 +67,7 @@ static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const t
     v->stage = v->wg > 1 || quantised;
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
-    v->prefetch = v->stage ? PREFETCH_NONE : prefetch_mode(&ctx->caps);
+    v->prefetch = v->stage ? PREFETCH_NONE : decode_prefetch_mode(&ctx->caps);
     /* Rows in the lanes from `rows in lanes from` packed rows a group (by default, once they fill the
      * lanes), in place with vectors of 4 or more (ROWS_T steps 8 keys at a time). */
     const size_t group_rows = s->q_len * s->group < v->r_max ? s->q_len * s->group : v->r_max;

@@ -3,6 +3,7 @@
 #ifndef CLATTN_DECODE_H
 #define CLATTN_DECODE_H
 
+#include "device.h"
 #include "launch.h"
 #include "validate.h"
 
@@ -12,6 +13,13 @@
 #define DECODE_AUTO_MAX_ROWS 8
 /* Largest head size the decode kernels compile for. */
 #define DECODE_MAX_HEAD 256
+
+/* How the CPU kernels prefetch (their PREFETCH option): nothing, OpenCL C's prefetch(), or Clang's builtin
+ * where it was seen to compile and to help (PoCL). A compiler that does not know the builtin may not fail
+ * cleanly (rusticl's SPIR-V translator exits the process), so it is chosen by the platform's name, never
+ * tried. */
+enum { PREFETCH_NONE, PREFETCH_CORE, PREFETCH_CLANG };
+unsigned decode_prefetch_mode(const device_caps *caps);
 
 /* The entry points with a K/V layout (ragged batches, paged caches; `entry` names the call): desc.algorithm
  * AUTO, DECODE or FUSED (not STAGED), head sizes up to DECODE_MAX_HEAD, a float32 softmax. */

@@ -50,6 +50,9 @@ const kernel_params params_merge = PARAM_TABLE("clattn_merge", CLATTN_MERGE_PARA
 #define PARAM_STRUCT sparse_params
 const kernel_params params_sparse = PARAM_TABLE("clattn_sparse", CLATTN_SPARSE_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT sparse_combine_params
+const kernel_params params_sparse_combine = PARAM_TABLE("clattn_sparse_combine", CLATTN_SPARSE_COMBINE_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT convert_params
 const kernel_params params_convert = PARAM_TABLE("clattn_convert", CLATTN_CONVERT_PARAMS);
 #undef PARAM_STRUCT
@@ -185,7 +188,8 @@ const kernel_family family_staged = {"staged attention",
 const kernel_family family_softmax_double = {"double softmax", {"softmax_double.cl"}, 1,
                                              {&params_softmax_double}, 1, 1, NULL};
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
-const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}, 2, {&params_sparse}, 1, 1, NULL};
+const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}, 2,
+                                     {&params_sparse, &params_sparse_combine}, 2, 2, NULL};
 const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
                                       2, NULL};
 /* Appends to a token-format cache: the groups completed, then the tail (cl/append_tokens.cl). */
