@@ -46,6 +46,12 @@ PyObject *pykv_add_prefix(PyObject *obj, PyObject *args);
 PyObject *pykv_attend_prefixes(PyObject *obj, PyObject *args, PyObject *kwargs);
 /* kvsparse.c: _attend_sparse(q, out, lse, heads, q_len, bf16, indices, top_k, **options). */
 PyObject *pykv_attend_sparse(PyObject *obj, PyObject *args, PyObject *kwargs);
+/* The calls on (q, out, lse) t[0..2] that ran on buffers m[0..2] (the arrays' own on the device, else uploads):
+ * their results read back into the host arrays (inside the call's critical section; lse when m[2]), then the
+ * uploads and the tensors released. */
+clattn_status pykv_read_back(cl_command_queue queue, const py_tensor *t, const cl_mem *m, size_t out_bytes,
+                             size_t lse_bytes);
+void pykv_release(py_tensor *t, cl_mem *m, int device);
 
 /* The type of a format's name (a ValueError naming `what` and listing every name for an unknown one). */
 int pykv_dtype(const char *name, const char *what, clattn_dtype *out);

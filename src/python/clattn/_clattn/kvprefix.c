@@ -186,18 +186,10 @@ PyObject *pykv_attend_prefixes(PyObject *obj, PyObject *args, PyObject *kwargs)
         CLATTN_CALL(pc, detail, {
             st = clattn_sdpa_cascade(pc->ctx, &d, &p, levels, (size_t)n_levels, c->lengths, m[0], m[1], m[2]);
             if (st == CLATTN_SUCCESS && !device)
-                st = (clattn_status)clEnqueueReadBuffer(queue, m[1], CL_TRUE, 0, no * sizeof(float), t[1].data, 0, NULL,
-                                                        NULL);
-            if (st == CLATTN_SUCCESS && !device && m[2])
-                st = (clattn_status)clEnqueueReadBuffer(queue, m[2], CL_TRUE, 0, nl * sizeof(float), t[2].data, 0,
-                                                        NULL, NULL);
+                st = pykv_read_back(queue, t, m, no * sizeof(float), nl * sizeof(float));
         });
     }
-    for (int i = 0; i < 3; i++) {
-        if (m[i] && !device)
-            clReleaseMemObject(m[i]);
-        py_tensor_release(&t[i]);
-    }
+    pykv_release(t, m, device);
     for (Py_ssize_t l = 0; l < n_levels; l++) {
         PyMem_Free((void *)levels[l].group_of);
         PyMem_Free((void *)levels[l].blocks);

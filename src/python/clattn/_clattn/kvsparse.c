@@ -4,6 +4,24 @@
 
 #include <string.h>
 
+clattn_status pykv_read_back(cl_command_queue queue, const py_tensor *t, const cl_mem *m, size_t out_bytes,
+                             size_t lse_bytes)
+{
+    clattn_status st = (clattn_status)clEnqueueReadBuffer(queue, m[1], CL_TRUE, 0, out_bytes, t[1].data, 0, NULL, NULL);
+    if (st == CLATTN_SUCCESS && m[2])
+        st = (clattn_status)clEnqueueReadBuffer(queue, m[2], CL_TRUE, 0, lse_bytes, t[2].data, 0, NULL, NULL);
+    return st;
+}
+
+void pykv_release(py_tensor *t, cl_mem *m, int device)
+{
+    for (int i = 0; i < 3; i++) {
+        if (m[i] && !device)
+            clReleaseMemObject(m[i]);
+        py_tensor_release(&t[i]);
+    }
+}
+
 /* _attend_sparse(q, out, lse, heads, q_len, bf16, indices, top_k, **options): indices the B·q_len·top_k
  * positions, row by row (−1: none). */
 PyObject *pykv_attend_sparse(PyObject *obj, PyObject *args, PyObject *kwargs)
@@ -60,18 +78,10 @@ PyObject *pykv_attend_sparse(PyObject *obj, PyObject *args, PyObject *kwargs)
                                : clattn_sdpa_sparse(pc->ctx, &d, (size_t)top_k, im, m[0], c->k, c->v, NULL, c->lengths,
                                                     m[1], m[2]);
             if (st == CLATTN_SUCCESS && !device)
-                st = (clattn_status)clEnqueueReadBuffer(queue, m[1], CL_TRUE, 0, no * t[1].elem_size, t[1].data, 0,
-                                                        NULL, NULL);
-            if (st == CLATTN_SUCCESS && !device && m[2])
-                st = (clattn_status)clEnqueueReadBuffer(queue, m[2], CL_TRUE, 0, nl * sizeof(float), t[2].data, 0,
-                                                        NULL, NULL);
+                st = pykv_read_back(queue, t, m, no * t[1].elem_size, nl * sizeof(float));
         });
     }
-    for (int i = 0; i < 3; i++) {
-        if (m[i] && !device)
-            clReleaseMemObject(m[i]);
-        py_tensor_release(&t[i]);
-    }
+    pykv_release(t, m, device);
     if (im)
         clReleaseMemObject(im);
     PyMem_Free(indices);
