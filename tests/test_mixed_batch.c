@@ -14,9 +14,9 @@
 
 #include <string.h>
 
-enum { B = 4, H = 8, KVH = 2, D = 32, BLOCK = 16, MAX_BLOCKS = 5 };
+enum { B = 4, H = 8, KVH = 2, D = 32, BLOCK = 16, MAX_BLOCKS = 12 };
 static const size_t rows_of[B] = {37, 1, 9, 1}; /* each request's new rows (its queries) */
-static const size_t cached[B] = {20, 49, 33, 4}; /* its rows before them */
+static const size_t cached[B] = {20, 149, 133, 4}; /* its rows before them (S past 2 tiles of 64) */
 static const int draft[9] = {-1, 0, 0, 1, 1, 2, 5, -1, 7};
 
 typedef struct {
@@ -48,7 +48,7 @@ static void make(clattn_context *ctx, mixed *m, uint64_t seed)
     int *table = tu_track_malloc(blocks * sizeof(int));
     float *kp = tu_falloc(n), *vp = tu_falloc(n);
     for (size_t i = 0; i < blocks; i++)
-        table[i] = (int)((i * 7 + 3) % blocks); /* (7 is prime to the 20 blocks) */
+        table[i] = (int)((i * 7 + 3) % blocks); /* (7 is prime to the 48 blocks) */
     for (size_t b = 0; b < B; b++)
         for (size_t h = 0; h < KVH; h++)
             for (size_t j = 0; j < cap; j++) {

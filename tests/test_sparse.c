@@ -12,7 +12,7 @@
 
 #include <string.h>
 
-enum { B = 2, H = 8, KVH = 2, L = 3, S = 300, D = 32, DV = 24, TOP = 150, BLOCK = 16 }; /* (TOP > 128: two slices) */
+enum { B = 2, H = 8, KVH = 2, L = 3, S = 300, D = 32, DV = 24, TOP = 280, BLOCK = 16 }; /* (TOP > 2 x 128: three slices) */
 static const size_t lengths[B] = {300, 211};
 
 typedef struct {
