@@ -120,31 +120,6 @@ clattn_status paged_ids_check(clattn_context *ctx, const paged_shape *p, size_t 
     return CLATTN_SUCCESS;
 }
 
-/* A call through the table whose sequences' query counts differ (`queries`, NULL where they do not) on the path
- * each count wants, as clattn_sdpa_paged chooses it for a whole call: where the longest takes the fused
- * kernel (AUTO, more than DECODE_AUTO_MAX_ROWS rows) and others have few rows, those run on the decode
- * kernels first — a fused work-group computes a whole tile of rows, however few are its sequence's — and the
- * rest on the fused kernel, each launch passing over the other's sequences. (The decode launch goes first:
- * its combine pass, where the keys are split, writes rows of every sequence, which the fused launch then
- * writes over with its own.) */
-static clattn_status mixed_batch_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay,
-                                     const size_t *queries, tensor_view q, tensor_view k, tensor_view v, cl_mem mask,
-                                     tensor_view out, cl_mem lse)
-{
-    bool few = false, many = false;
-    for (size_t b = 0; queries && b < s->batch; b++) {
-        few = few || queries[b] <= DECODE_AUTO_MAX_ROWS;
-        many = many || queries[b] > DECODE_AUTO_MAX_ROWS;
-    }
-    if (s->algorithm != CLATTN_ALGORITHM_AUTO || !few || !many)
-        return sdpa_run_layout(ctx, s, lay, q, k, v, mask, out, lse);
-    kv_layout small = *lay, large = *lay; /* (each launch lists its own sequences' work-groups) */
-    small.q_rows_max = DECODE_AUTO_MAX_ROWS;
-    large.q_rows_min = DECODE_AUTO_MAX_ROWS + 1;
-    clattn_status st = decode_run_layout(ctx, s, &small, q, k, v, mask, out, lse);
-    return st != CLATTN_SUCCESS ? st : sdpa_run_layout(ctx, s, &large, q, k, v, mask, out, lse);
-}
-
 /* Attention through the table: q (B, H, L, Dqk) and out (B, H, L, Dv), or with q_starts each sequence's own
  * rows, packed (rows, H, ·). `who` names the entry point in messages. */
 static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
@@ -219,7 +194,7 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
                                         : view_bhld(q, s.heads, s.q_len, s.qk_dim);
         const tensor_view ov = q_starts ? (tensor_view){out, 0, s.v_dim, s.heads * s.v_dim}
                                         : view_bhld(out, s.heads, s.q_len, s.v_dim);
-        st = mixed_batch_run(ctx, &s, &lay, queries, qv, kv, vv, mask, ov, lse);
+        st = sdpa_run_layout(ctx, &s, &lay, qv, kv, vv, mask, ov, lse);
     }
     free(offsets);
     free(queries);

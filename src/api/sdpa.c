@@ -136,6 +136,17 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
     return sdpa_run_dense(ctx, &s, q, k, v, mask, out, weights, lse);
 }
 
+/* Whether a ragged call has sequences of 1 … DECODE_AUTO_MAX_ROWS query rows (a mixed batch's decode rows). */
+static bool has_few_row_sequences(const sdpa_shape *s, const kv_layout *lay)
+{
+    for (size_t b = 0; lay->host_q_starts && b < s->batch; b++) {
+        const size_t n = lay->host_q_starts[b + 1] - lay->host_q_starts[b];
+        if (n >= 1 && n <= DECODE_AUTO_MAX_ROWS)
+            return true;
+    }
+    return false;
+}
+
 clattn_status sdpa_run_layout(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
                               tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
@@ -144,7 +155,21 @@ clattn_status sdpa_run_layout(clattn_context *ctx, const sdpa_shape *s, const kv
                        (s->algorithm == CLATTN_ALGORITHM_AUTO && s->q_len > DECODE_AUTO_MAX_ROWS && fused_fits);
     if (!fused)
         return decode_run_layout(ctx, s, lay, q, k, v, mask, out, lse);
-    clattn_status st = fused_run(ctx, s, lay, q, k, v, mask, out, lse);
+    /* A ragged call whose longest sequence takes the fused kernel (AUTO): its sequences of few rows run on the
+     * decode kernels first — a fused work-group computes a whole tile of rows, however few are its sequence's
+     * (a mixed batch ran 1.86x its separate calls so) — and the rest fused, each launch listing only its own
+     * sequences' work-groups. (The decode launch goes first: its combine pass, where it splits the keys,
+     * writes rows of every sequence, which the fused launch then writes over with its own.) */
+    kv_layout large = *lay;
+    clattn_status st;
+    if (s->algorithm == CLATTN_ALGORITHM_AUTO && has_few_row_sequences(s, lay)) {
+        kv_layout small = *lay;
+        small.q_rows_max = DECODE_AUTO_MAX_ROWS;
+        large.q_rows_min = DECODE_AUTO_MAX_ROWS + 1;
+        if ((st = decode_run_layout(ctx, s, &small, q, k, v, mask, out, lse)) != CLATTN_SUCCESS)
+            return st;
+    }
+    st = fused_run(ctx, s, &large, q, k, v, mask, out, lse);
     if (st == CLATTN_SUCCESS || s->algorithm != CLATTN_ALGORITHM_AUTO || !kernel_can_fall_back(st))
         return st;
     set_warning(ctx, "the fused kernel is not available on %s (%s: %.1500s); the decode kernels ran instead",
