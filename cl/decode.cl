@@ -251,9 +251,9 @@ void clattn_decode_partial(CLATTN_PARAMETERS(CLATTN_DECODE_PARTIAL_PARAMS))
         const ulong keys = min((ulong)TILE, walk_end - j0);
 #if STAGE
         clattn_decode_stage_k(k_stage, DK, k, k_scales, k_head, k_rs, table, block_shift, k_bs, j0,
-                              keys, dk, lid);
+                              keys, dk, dk, lid);
         clattn_decode_stage_v(v_stage, DV, v, v_scales, v_head, v_rs, table, block_shift, v_bs, j0,
-                              keys, dv, lid);
+                              keys, dv, v_scale_row, lid);
         barrier(CLK_LOCAL_MEM_FENCE);
 #endif
         clattn_decode_scores(CLATTN_DECODE_KV_ARGS, walk_end, lid, q_tile, score_factor, row_begin, row_end, rows,

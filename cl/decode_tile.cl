@@ -88,7 +88,7 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
 #define K_SCALE(j) 1.0f
 #endif
 #if HAS_V_SCALES && !STAGE
-#define V_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#define V_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
 #else
 #define V_SCALE(j) 1.0f
 #endif
@@ -116,11 +116,11 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
 #define CLATTN_DECODE_KV_PARAMS                                                                               \
     __global const k_store *k, __global const v_store *v, __global const float *k_scales,                    \
         __global const float *v_scales, __global const int *table, uint block_shift, ulong k_head, ulong k_rs,  \
-        ulong k_bs, ulong v_head, ulong v_rs, ulong v_bs, ulong dk, ulong dv, ulong j0,                         \
+        ulong k_bs, ulong v_head, ulong v_rs, ulong v_bs, ulong dk, ulong dv, ulong v_scale_row, ulong j0,      \
         ulong keys CLATTN_DECODE_STAGED(__local const float *k_stage, __local const float *v_stage)
 #define CLATTN_DECODE_KV_ARGS                                                                                 \
-    k, v, k_scales, v_scales, table, block_shift, k_head, k_rs, k_bs, v_head, v_rs, v_bs, dk, dv, j0,          \
-        keys CLATTN_DECODE_STAGED(k_stage, v_stage)
+    k, v, k_scales, v_scales, table, block_shift, k_head, k_rs, k_bs, v_head, v_rs, v_bs, dk, dv, v_scale_row, \
+        j0, keys CLATTN_DECODE_STAGED(k_stage, v_stage)
 /* What the score terms of a tile's rows read (clattn_decode_terms), the same way. */
 #define CLATTN_DECODE_TERMS_PARAMS                                                                            \
     bool score_terms, bool tree_only, float softcap, const clattn_row_terms *terms, const long *pos,               \
@@ -267,20 +267,20 @@ __attribute__((always_inline)) inline void clattn_decode_add(vec_t *a, float p, 
     __attribute__((always_inline)) inline void name(__local float *dst, ulong ld, __global const T *base,   \
                                                     __global const float *scales, ulong head, ulong rs,    \
                                                     __global const int *table, uint shift, ulong block_stride, \
-                                                    ulong j0, ulong keys, ulong n, ulong lid)              \
+                                                    ulong j0, ulong keys, ulong n, ulong scale_row, ulong lid) \
     {                                                                                                       \
         const ulong width = (n + VEC - 1) / VEC * VEC;                                                      \
         if (WG == 1 && width == n) { /* one work-item (a CPU's staged shape): row by row, VEC at a time */  \
             for (ulong jj = 0; jj < keys; jj++) {                                                           \
                 const ulong row = clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj);             \
-                DEQUANT_ROW(base, row, n, scales ? scales[row / n] : 1.0f, dst + jj * ld);                  \
+                DEQUANT_ROW(base, row, n, scales ? scales[row / scale_row] : 1.0f, dst + jj * ld);          \
             }                                                                                               \
             return;                                                                                         \
         }                                                                                                   \
         for (ulong t = lid; t < keys * width; t += WG) {                                                    \
             const ulong jj = t / width, e = t % width;                                                      \
             const ulong row = clattn_kv_row(head, rs, table, shift, block_stride, j0 + jj);                 \
-            dst[jj * ld + e] = e < n ? LOAD(base, row + e) * (scales ? scales[row / n] : 1.0f) : 0.0f;     \
+            dst[jj * ld + e] = e < n ? LOAD(base, row + e) * (scales ? scales[row / scale_row] : 1.0f) : 0.0f; \
         }                                                                                                   \
     }
 CLATTN_DECODE_STAGE(clattn_decode_stage_k, k_store, LOAD_K, clattn_dequant_row_k)

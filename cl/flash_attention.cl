@@ -34,7 +34,7 @@
 #define K_ROW_SCALE(j) 1.0f
 #endif
 #if HAS_V_SCALES
-#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
 #else
 #define V_ROW_SCALE(j) 1.0f
 #endif

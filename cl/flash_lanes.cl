@@ -40,7 +40,7 @@
 #define K_SCALED(x, j) (x)
 #endif
 #if HAS_V_SCALES
-#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / dv]
+#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
 #define V_SCALED(x, j) ((x) * V_ROW_SCALE(j))
 #else
 #define V_ROW_SCALE(j) 1.0f

@@ -101,7 +101,8 @@
 /* int8 K and V: their row scales. */
 #define CLATTN_KV_SCALES(X)                                                                                  \
     X(K_SCALES, MEM, __global const float *, k_scales, 0)                                                    \
-    X(V_SCALES, MEM, __global const float *, v_scales, 0)
+    X(V_SCALES, MEM, __global const float *, v_scales, 0)                                                    \
+    X(V_SCALES, ULONG, ulong, v_scale_row, 1) /* V's elements a scale stands for: Dv, or Dqk (MLA's latent form) */
 
 /* cl/flash_attention.cl */
 #define CLATTN_FLASH_PARAMS(X)                                                                               \

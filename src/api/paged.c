@@ -58,13 +58,22 @@ clattn_status paged_cache_check(clattn_context *ctx, const clattn_paged_cache *g
     const size_t pool_heads = c->blocks * s->kv_heads; /* (within p->k_pool_elems, checked above) */
     if ((st = check_kv_tensor(ctx, c->k_pool, s->types.k, pool_heads, c->block_size, s->qk_dim, "cache.k_pool")) !=
             CLATTN_SUCCESS ||
-        (st = check_kv_tensor(ctx, c->v_pool, s->types.v, pool_heads, c->block_size, s->v_dim, "cache.v_pool")) !=
-            CLATTN_SUCCESS ||
+        (!s->v_in_k &&
+         (st = check_kv_tensor(ctx, c->v_pool, s->types.v, pool_heads, c->block_size, s->v_dim, "cache.v_pool")) !=
+             CLATTN_SUCCESS) ||
         (st = check_scales(ctx, s, p->k_pool_elems / s->qk_dim, p->v_pool_elems / s->v_dim)) != CLATTN_SUCCESS ||
         (st = check_buffer(ctx, c->block_table, s->batch * c->max_blocks, sizeof(cl_int), "cache.block_table")) !=
             CLATTN_SUCCESS)
         return st;
     return CLATTN_SUCCESS;
+}
+
+clattn_status paged_latent_resolve(clattn_context *ctx, const clattn_paged_cache *cache, sdpa_shape *s, const char *who)
+{
+    if (!cache)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "the paged cache is NULL");
+    /* (read before paged_cache_check's struct_size rule, which refuses a struct too small to hold v_pool) */
+    return cache->struct_size < sizeof *cache || cache->v_pool ? CLATTN_SUCCESS : latent_resolve(ctx, s, who);
 }
 
 /* lengths[b] + extra must stay within the table's reach. */
@@ -144,14 +153,17 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
     /* The shape before the table is known: kv_len 0 stands for the table's reach, checked below. */
     const size_t kv_len = d.kv_len;
     d.kv_len = 1;
-    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = paged_cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS)
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+        (st = paged_latent_resolve(ctx, cache, &s, who)) != CLATTN_SUCCESS ||
+        (st = paged_cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS)
         return st;
     if (kv_len != 0 && kv_len != p.capacity)
         return set_error(ctx, CLATTN_ERROR_SHAPE_MISMATCH,
                          "desc.kv_len = %zu must be 0 or the table's reach, max_blocks · block_size = %zu", kv_len,
                          p.capacity);
     d.kv_len = p.capacity;
-    if ((st = sdpa_shape_resolve(ctx, &d, &s)) == CLATTN_SUCCESS) /* (a token format's chunk: a block's head) */
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) == CLATTN_SUCCESS &&
+        (st = paged_latent_resolve(ctx, cache, &s, who)) == CLATTN_SUCCESS) /* (a token format's chunk: a block's head) */
         s.types.k_chunk.rows = s.types.v_chunk.rows = p.cache.block_size;
     s.q_starts = q_starts; /* (a tree's parents follow the packed rows) */
     if (st != CLATTN_SUCCESS ||
@@ -189,7 +201,7 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
          * their batch stride unused (the starts give each sequence's rows). */
         const size_t bs = p.cache.block_size;
         const tensor_view kv = {p.cache.k_pool, s.kv_heads * bs * s.qk_dim, bs * s.qk_dim, s.qk_dim};
-        const tensor_view vv = {p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
+        const tensor_view vv = s.v_in_k ? kv : (tensor_view){p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
         const tensor_view qv = q_starts ? (tensor_view){q, 0, s.qk_dim, s.heads * s.qk_dim}
                                         : view_bhld(q, s.heads, s.q_len, s.qk_dim);
         const tensor_view ov = q_starts ? (tensor_view){out, 0, s.v_dim, s.heads * s.v_dim}
@@ -239,19 +251,25 @@ clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc
         return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_kv_append_paged: new_len is 0");
     d.q_len = 1; /* no queries here; the new rows are the "keys" of the shape */
     d.kv_len = new_len;
-    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS || (st = paged_cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS ||
+    if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS ||
+        (st = paged_latent_resolve(ctx, cache, &s, "clattn_kv_append_paged")) != CLATTN_SUCCESS ||
+        (st = paged_cache_check(ctx, cache, &s, &p)) != CLATTN_SUCCESS ||
         (st = paged_lengths_check(ctx, lengths, s.batch, new_len, &p)) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, k_new, s.k_elems, s.types.q, "k_new")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, v_new, s.v_elems, s.types.q, "v_new")) != CLATTN_SUCCESS)
+        (!s.v_in_k && (st = check_tensor(ctx, v_new, s.v_elems, s.types.q, "v_new")) != CLATTN_SUCCESS))
         return st;
-    if (k_new == p.cache.k_pool || k_new == p.cache.v_pool || v_new == p.cache.k_pool || v_new == p.cache.v_pool ||
-        p.cache.k_pool == p.cache.v_pool)
+    if (s.v_in_k && v_new) /* (MLA's latent form: the new latent rows are k_new's, values included) */
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "clattn_kv_append_paged: the new rows and the pools must be four different buffers");
+                         "clattn_kv_append_paged: a pool without v_pool (MLA's latent form) takes its new rows in "
+                         "k_new alone: v_new must be NULL");
+    if (k_new == p.cache.k_pool || (!s.v_in_k && (k_new == p.cache.v_pool || v_new == p.cache.k_pool ||
+                                                  v_new == p.cache.v_pool || p.cache.k_pool == p.cache.v_pool)))
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "clattn_kv_append_paged: the new rows and the pools must be different buffers");
     cl_mem lengths_buf;
     if ((st = paged_ids_check(ctx, &p, s.batch, lengths, new_len, &lengths_buf)) != CLATTN_SUCCESS ||
         (st = append_launch(ctx, &p, &s, new_len, k_new, s.qk_dim, p.cache.k_pool, s.types.k, s.k_scales,
-                            lengths_buf)) != CLATTN_SUCCESS)
+                            lengths_buf)) != CLATTN_SUCCESS || s.v_in_k)
         return st;
     return append_launch(ctx, &p, &s, new_len, v_new, s.v_dim, p.cache.v_pool, s.types.v, s.v_scales, lengths_buf);
 }

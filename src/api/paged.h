@@ -18,6 +18,11 @@ typedef struct paged_shape {
 clattn_status paged_cache_check(clattn_context *ctx, const clattn_paged_cache *given, const sdpa_shape *s,
                                 paged_shape *p);
 
+/* A pool without v_pool is MLA's latent form (latent_resolve): the values are the first v_dim columns of k_pool's
+ * rows. Sets s->v_in_k then; call before paged_cache_check. */
+clattn_status paged_latent_resolve(clattn_context *ctx, const clattn_paged_cache *cache, sdpa_shape *s,
+                                   const char *who);
+
 /* lengths[b] + extra must stay within the table's reach. */
 clattn_status paged_lengths_check(clattn_context *ctx, const size_t *lengths, size_t batch, size_t extra,
                                   const paged_shape *p);

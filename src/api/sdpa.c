@@ -79,7 +79,9 @@ static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s
     clattn_status st = convert_widen(ctx, &q, s->types.q, s->types.q_chunk, NULL, s->qk_dim, s->q_elems, SCRATCH_WIDE_Q);
     if (st == CLATTN_SUCCESS)
         st = convert_widen(ctx, &k, s->types.k, s->types.k_chunk, s->k_scales, s->qk_dim, s->k_elems, SCRATCH_WIDE_K);
-    if (st == CLATTN_SUCCESS)
+    if (st == CLATTN_SUCCESS && s->v_in_k) /* (MLA's latent form: the values are the widened keys' first columns) */
+        v = k;
+    else if (st == CLATTN_SUCCESS)
         st = convert_widen(ctx, &v, s->types.v, s->types.v_chunk, s->v_scales, s->v_dim, s->v_elems, SCRATCH_WIDE_V);
     if (st == CLATTN_SUCCESS)
         st = convert_float_target(ctx, &wide_out, s->types.o, s->out_elems);
@@ -112,9 +114,10 @@ clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, 
 clattn_status sdpa_run_dense(clattn_context *ctx, const sdpa_shape *s, cl_mem q, cl_mem k, cl_mem v, cl_mem mask,
                              cl_mem out, cl_mem weights, cl_mem lse)
 {
-    return sdpa_run(ctx, s, view_bhld(q, s->heads, s->q_len, s->qk_dim), view_bhld(k, s->kv_heads, s->kv_len, s->qk_dim),
-                    view_bhld(v, s->kv_heads, s->kv_len, s->v_dim), mask, view_bhld(out, s->heads, s->q_len, s->v_dim),
-                    weights, lse);
+    const tensor_view kv = view_bhld(k, s->kv_heads, s->kv_len, s->qk_dim);
+    return sdpa_run(ctx, s, view_bhld(q, s->heads, s->q_len, s->qk_dim), kv,
+                    s->v_in_k ? kv : view_bhld(v, s->kv_heads, s->kv_len, s->v_dim), mask,
+                    view_bhld(out, s->heads, s->q_len, s->v_dim), weights, lse);
 }
 
 clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
@@ -125,7 +128,8 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
     if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
         (st = check_kv_tensor(ctx, k, s.types.k, s.batch * s.kv_heads, s.kv_len, s.qk_dim, "k")) != CLATTN_SUCCESS ||
-        (st = check_kv_tensor(ctx, v, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v")) != CLATTN_SUCCESS ||
+        (!v && (st = latent_resolve(ctx, &s, "clattn_sdpa")) != CLATTN_SUCCESS) ||
+        (v && (st = check_kv_tensor(ctx, v, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v")) != CLATTN_SUCCESS) ||
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||

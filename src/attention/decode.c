@@ -155,7 +155,8 @@ static clattn_status launch_partial(clattn_context *ctx, const sdpa_shape *s, co
                                .dv = s->v_dim, .scale = s->scale, .slice = slice, .sinks = t->sinks,
                                .q_starts = lay->q_starts, .k_starts = lay->k_starts, .o_starts = t->o_starts,
                                .block_table = lay->block_table, .table_cols = lay->table_cols,
-                               .block_shift = lay->block_shift, .k_scales = s->k_scales, .v_scales = s->v_scales};
+                               .block_shift = lay->block_shift, .k_scales = s->k_scales, .v_scales = s->v_scales,
+                               .v_scale_row = s->v_in_k ? s->qk_dim : s->v_dim};
     /* Every row group of every (sequence, K/V head), or a ragged launch's listed ones per K/V head. */
     size_t row_groups;
     clattn_status st = tiles_list(ctx, s, lay, dv->r_max, &p.tiles, &row_groups);

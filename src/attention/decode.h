@@ -12,7 +12,7 @@
 /* Query rows per sequence up to which CLATTN_ALGORITHM_AUTO takes the decode path. */
 #define DECODE_AUTO_MAX_ROWS 8
 /* Largest head size the decode kernels compile for. */
-#define DECODE_MAX_HEAD 256
+#define DECODE_MAX_HEAD 576 /* (MLA's absorbed keys: 512 latent + 64 rotary) */
 
 /* How the CPU kernels prefetch (their PREFETCH option): nothing, OpenCL C's prefetch(), or Clang's builtin
  * where it was seen to compile and to help (PoCL). A compiler that does not know the builtin may not fail

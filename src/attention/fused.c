@@ -92,7 +92,8 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
                       .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
                       .sinks = masks.sinks, .q_starts = lay->q_starts, .k_starts = lay->k_starts,
                       .block_table = lay->block_table, .table_cols = lay->table_cols, .block_shift = lay->block_shift,
-                      .k_scales = s->k_scales, .v_scales = s->v_scales};
+                      .k_scales = s->k_scales, .v_scales = s->v_scales,
+                      .v_scale_row = s->v_in_k ? s->qk_dim : s->v_dim};
     /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
      * see cl/flash_attention.cl) and per (batch, K/V head); a ragged launch's listed tiles per K/V head. */
     const size_t rows_per_group = (size_t)fb->group * sh.rows;

@@ -100,6 +100,29 @@ clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_ro
     return st;
 }
 
+clattn_status latent_resolve(clattn_context *ctx, sdpa_shape *s, const char *who)
+{
+    if (s->v_dim > s->qk_dim)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s: without v (MLA's latent form) the values are the first v_dim columns of the keys, so "
+                         "v_dim = %zu must be at most qk_dim = %zu", who, s->v_dim, s->qk_dim);
+    const clattn_dtype k = s->types.k;
+    if (s->types.v != k)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s: without v (MLA's latent form) one cache holds keys and values: desc.v_dtype (%s) must be "
+                         "desc.k_dtype (%s)", who, clattn_dtype_name(s->types.v), clattn_dtype_name(k));
+    if (k != CLATTN_FLOAT32 && k != CLATTN_FLOAT16 && k != CLATTN_BFLOAT16 && k != CLATTN_INT8)
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s: MLA's latent form takes a float32, float16, bfloat16 or int8 cache, not %s", who,
+                         clattn_dtype_name(k));
+    if (s->v_scales != s->k_scales) /* (int8: both given, sdpa_shape_resolve checked) */
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                         "%s: without v (MLA's latent form) the values are scaled by desc.k_scales: desc.v_scales "
+                         "must be the same buffer", who);
+    s->v_in_k = true;
+    return CLATTN_SUCCESS;
+}
+
 /* Where a buffer's bytes lie: its root allocation and the range within it (a sub-buffer's origin). */
 typedef struct mem_extent {
     cl_mem root;
@@ -393,6 +416,7 @@ clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *de
     s->types.v_chunk = (chunk_shape){desc->kv_len, desc->v_dim ? desc->v_dim : desc->qk_dim};
     s->k_scales = desc->k_scales;
     s->v_scales = desc->v_scales;
+    s->v_in_k = false; /* (latent_resolve's) */
     s->desc = *desc;
     s->masks = (clattn_masks){0};
     s->mask_elems = 0;

@@ -52,6 +52,9 @@ typedef struct sdpa_shape {
     size_t mask_elems, mask_elem_size, mask_cols; /* the mask's entries, their size, its keys per row */
     tensor_types types;       /* storage types of Q, K, V and the output */
     cl_mem k_scales, v_scales; /* an int8 K's and V's row scales, else NULL */
+    /* MLA's latent form (latent_resolve): no V tensor; each value row is the first v_dim columns of its key
+     * row, read through K's view (and K's scales). */
+    bool v_in_k;
     /* The caller's descriptor as read. Every score term — softcap, sinks, ALiBi slopes, logit_scale,
      * mods, block mask, origin — is read from here (s->desc.x) and from nowhere else: no field above
      * copies one. The fields above are only what the descriptor does not say as it stands: sizes,
@@ -66,6 +69,12 @@ clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, 
  * softcap that is finite and ≥ 0, finite sinks and ALiBi slopes, a known algorithm, and every tensor
  * size within size_t, for a descriptor already read by sdpa_desc_read. The masks are left empty. */
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
+
+/* MLA's latent form (DeepSeek-V2/V3, the absorbed attention): the call gave no V, so each value row is the
+ * first v_dim columns of its key row — one cache for both, read once. Checks that v_dim ≤ qk_dim and that V's
+ * storage is K's (float32, float16, bfloat16 or int8, with desc.v_scales the same buffer as desc.k_scales), then
+ * sets s->v_in_k. `who` names the entry point in messages. */
+clattn_status latent_resolve(clattn_context *ctx, sdpa_shape *s, const char *who);
 
 /* Query row i's absolute position in batch b under s's masks, as cl/masks.cl's clattn_query_position. */
 long long sdpa_query_position(const sdpa_shape *s, size_t b, size_t i);
