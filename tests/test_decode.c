@@ -12,7 +12,7 @@
  *     kernels that ran, read from the profile), without a weights output only.
  *  3. nan: a NaN in one key of a long cache poisons exactly the rows that see it, in whichever split
  *     it falls; the other heads are as the reference says.
- *  4. bad: the decode path never returns the weights and takes head sizes up to 256
+ *  4. bad: the decode path never returns the weights and takes head sizes up to 576
  *     (CLATTN_ERROR_INVALID_VALUE, nothing written).
  */
 #include "test_util.h"
@@ -205,14 +205,14 @@ START_TEST(test_bad)
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("bad decode calls on %s", tu_dev_spec[dev]);
     for (int t = 0; t < 2; t++) {
-        const size_t D = t == 0 ? 8 : 257;
+        const size_t D = t == 0 ? 8 : 577; /* (past DECODE_MAX_HEAD, MLA's 576) */
         clattn_sdpa_desc d = tu_sdpa_desc(1, 1, 1, 5, D, 0);
         d.algorithm = CLATTN_ALGORITHM_DECODE;
         float *q = tu_falloc(D), *k = tu_falloc(5 * D), *v = tu_falloc(5 * D);
         float *o = tu_host_alloc(D, NULL), *w = tu_host_alloc(5, NULL);
         clattn_status st = clattn_sdpa_host(ctx, &d, q, k, v, NULL, o, t == 0 ? w : NULL, NULL);
         ck_assert_msg(st == CLATTN_ERROR_INVALID_VALUE, "%s: %s returned %s", tu_label(),
-                      t == 0 ? "weights" : "head size 257", clattn_status_string(st));
+                      t == 0 ? "weights" : "head size 577", clattn_status_string(st));
         ck_assert_msg(strstr(clattn_last_error(ctx), "CLATTN_ALGORITHM_DECODE") != NULL,
                       "%s: the error \"%s\" does not name the algorithm", tu_label(), clattn_last_error(ctx));
         ck_assert_msg(tu_host_all_sentinel(o, D), "%s: a rejected call wrote out", tu_label());

@@ -411,9 +411,9 @@ typedef enum clattn_causal {
 
 /* Which implementation runs attention. */
 typedef enum clattn_algorithm {
-    /* Without a weights output and with head sizes up to 256: the decode kernels for 1 to 8 query rows
-     * (since 0.3), the fused kernel for more; otherwise, or if the chosen kernel does not build on this
-     * device, the staged path (a fallback that is recorded in clattn_last_warning). */
+    /* Without a weights output: the decode kernels for 1 to 8 query rows (since 0.3) with head sizes up to
+     * 576 (since 0.20; 256 before), the fused kernel for more with head sizes up to 256; otherwise, or if
+     * the chosen kernel does not build on this device, the staged path (a fallback that is recorded in clattn_last_warning). */
     CLATTN_ALGORITHM_AUTO = 0,
     /* One fused "flash" kernel with an online softmax: memory O(L·D), never L×S. Cannot return the
      * weights (asking for them is CLATTN_ERROR_INVALID_VALUE). */

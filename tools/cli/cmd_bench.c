@@ -104,6 +104,14 @@ static const bench_case full_cases[] = {
     {"tree paged blocks of 16 T=64 S=8192 H=32 kv=8 D=128", BENCH_PAGED, 1, 32, 64, 8192, 128,
      CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 8, "decode paged blocks of 16 GQA L=1 S=8192 H=32 kv=8 D=128", 16,
      CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* MLA (DeepSeek-V2/V3, issue 40): decode over a latent cache — one head of 576 (512 latent + 64 rotary),
+     * the values its first 512 — against the expanded form of the same attention, keys of 192 and values of
+     * 128 per head (the plain-decode way of the same work), 16 query heads (DeepSeek-V3 over 8 devices). */
+    {"MLA expanded paged blocks of 64 bf16 cache B=4 L=1 S=8192 H=16 D=192/128", BENCH_PAGED, 4, 16, 1, 8192, 192,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, NULL, 64, CLATTN_BFLOAT16, CLATTN_FLOAT32},
+    {"MLA latent paged blocks of 64 bf16 cache B=4 L=1 S=8192 H=16 D=576/512", BENCH_PAGED, 4, 16, 1, 8192, 576,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 1, "MLA expanded paged blocks of 64 bf16 cache B=4 L=1 S=8192 H=16 D=192/128",
+     64, CLATTN_BFLOAT16, CLATTN_FLOAT32},
     {"decode fp16 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT16, CLATTN_FLOAT32},
     {"decode bf16 cache L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
@@ -171,6 +179,11 @@ static const bench_case quick_cases[] = {
      false, 0, 0, "decode L=1 S=512 H=4 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"tree paged blocks of 16 T=16 S=512 H=4 D=64", BENCH_PAGED, 1, 4, 16, 512, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0,
      false, 0, 0, "decode paged blocks of 16 L=1 S=512 H=4 D=64", 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"MLA expanded paged blocks of 64 bf16 cache B=2 L=1 S=512 H=4 D=192/128", BENCH_PAGED, 2, 4, 1, 512, 192,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0, NULL, 64, CLATTN_BFLOAT16, CLATTN_FLOAT32},
+    {"MLA latent paged blocks of 64 bf16 cache B=2 L=1 S=512 H=4 D=576/512", BENCH_PAGED, 2, 4, 1, 512, 576,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 1, "MLA expanded paged blocks of 64 bf16 cache B=2 L=1 S=512 H=4 D=192/128",
+     64, CLATTN_BFLOAT16, CLATTN_FLOAT32},
     {"decode int8 cache L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "decode L=1 S=512 H=4 D=64", 0, CLATTN_INT8, CLATTN_FLOAT16},
     {"decode ragged B=4 S=256..1024 H=2 D=64", BENCH_RAGGED, 4, 2, 1, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false,
@@ -179,6 +192,12 @@ static const bench_case quick_cases[] = {
 };
 
 static size_t case_keys(const bench_case *c);
+
+/* MLA's cases, by name: the values are the keys less their 64 rotary columns (the latent form's 512 of 576, the
+ * expanded form's 128 of 192), and the latent form has no V (the keys' rows hold it). */
+#define MLA_ROPE 64
+static bool case_latent(const bench_case *c) { return strstr(c->name, "MLA latent") != NULL; }
+static size_t case_v_dim(const bench_case *c) { return strncmp(c->name, "MLA ", 4) == 0 ? c->D - MLA_ROPE : c->D; }
 
 /* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
 static double visible_pairs(const bench_case *c)
@@ -200,8 +219,9 @@ static double case_flops(const bench_case *c)
 {
     if (c->kind == BENCH_GEMM)
         return 2.0 * c->L * c->model_dim * c->S;
-    double f = c->kind == BENCH_RAGGED ? 4.0 * c->H * c->L * (double)case_keys(c) * c->D
-                                       : 4.0 * c->B * c->H * visible_pairs(c) * c->D;
+    const double dims = (double)(c->D + case_v_dim(c)); /* (Q·Kᵀ and P·V: 2·D_qk + 2·D_v a pair) */
+    double f = c->kind == BENCH_RAGGED ? 2.0 * c->H * c->L * (double)case_keys(c) * dims
+                                       : 2.0 * c->B * c->H * visible_pairs(c) * dims;
     if (c->kind == BENCH_BACKWARD)
         f *= 2.5;
     if (c->kind == BENCH_MHA) {
@@ -439,9 +459,10 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
         const bool tokens = token_format(c->kv_type); /* (dense SDPA cases only) */
         if (err == CL_SUCCESS) b->k = tokens ? token_cache_buffer(ctx, c, &seed, &err)
                                              : typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
-        if (err == CL_SUCCESS) b->v = tokens ? token_cache_buffer(ctx, c, &seed, &err)
-                                             : typed_noise_buffer(ctx, kv_rows * c->D, c->kv_type, &seed, &err);
-        if (err == CL_SUCCESS) b->out = typed_noise_buffer(ctx, bh * c->L * c->D, c->qo_type, &seed, &err);
+        if (err == CL_SUCCESS && !case_latent(c))
+            b->v = tokens ? token_cache_buffer(ctx, c, &seed, &err)
+                          : typed_noise_buffer(ctx, kv_rows * case_v_dim(c), c->kv_type, &seed, &err);
+        if (err == CL_SUCCESS) b->out = typed_noise_buffer(ctx, bh * c->L * case_v_dim(c), c->qo_type, &seed, &err);
         if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->k_scales = scale_buffer(ctx, kv_rows, &err);
         if (err == CL_SUCCESS && c->kv_type == CLATTN_INT8) b->v_scales = scale_buffer(ctx, kv_rows, &err);
         if (err == CL_SUCCESS) b->lse = noise_buffer(ctx, bh * c->L, &seed, &err);
@@ -546,6 +567,7 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.heads = c->H;
         d.kv_heads = c->kv_heads;
         d.qk_dim = c->D;
+        d.v_dim = case_v_dim(c);
         d.masks = &masks;
         d.q_dtype = d.out_dtype = c->qo_type;
         d.k_dtype = d.v_dtype = c->kv_type;
@@ -740,10 +762,14 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
     return CLATTN_SUCCESS;
 }
 
-/* The bytes a decode case reads: its K/V rows in the cache's format, with an int8 cache's scales. */
+/* The bytes a decode case reads: its K/V rows in the cache's format, with an int8 cache's scales (MLA's latent
+ * form: the keys' rows alone, the values among them). */
 static double case_kv_bytes(const bench_case *c)
 {
     const double kv_rows = (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
+    if (strncmp(c->name, "MLA ", 4) == 0)
+        return kv_rows * (double)clattn_dtype_bytes(c->kv_type, c->D) +
+               (case_latent(c) ? 0.0 : kv_rows * (double)clattn_dtype_bytes(c->kv_type, case_v_dim(c)));
     if (token_format(c->kv_type)) /* (a head's chunk: its groups and tail) */
         return 2.0 * kv_rows / (double)c->S * (double)clattn_dtype_head_bytes(c->kv_type, c->S, c->D);
     return 2.0 * kv_rows *
