@@ -725,7 +725,11 @@ typedef struct clattn_sdpa_desc {
  * soft-capping, then every bias and mask added, then the softmax), with sinks in the denominator.
  * Q and O are (B,H,L,·), K and V (B,kv_heads,S,·).
  * mask: the additive mask buffer when desc->masks->additive is not NONE, else NULL.
- * weights (B,H,L,S) and lse (B,H,L) are optional outputs (NULL to skip). */
+ * weights (B,H,L,S) and lse (B,H,L) are optional outputs (NULL to skip).
+ * v NULL (since 0.20): MLA's latent form (DeepSeek-V2/V3 multi-head latent attention, absorbed) — each value
+ * row is the first Dv columns of its key row, so one cache (B,kv_heads,S,Dqk) holds both and is read once:
+ * Dv ≤ Dqk, v_dtype = k_dtype (float32, float16, bfloat16 or int8 with v_scales the same buffer as k_scales).
+ * MLA's decode is Dqk 576 (512 latent + 64 rotary), Dv 512, kv_heads 1, scale 1/√192 (docs/kv-caches.md). */
 CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
                                      cl_mem k, cl_mem v, cl_mem mask, cl_mem out, cl_mem weights,
                                      cl_mem lse);
@@ -779,7 +783,8 @@ CLATTN_API void clattn_partition_free(clattn_partition *partition);
  * length plus new_len beyond the capacity is CLATTN_ERROR_INVALID_VALUE before anything is written.
  * The caller keeps the lengths (lengths[b] += new_len afterwards) and attends over the valid prefix with
  * clattn_sdpa on the whole cache: masks.key_lengths = the new lengths, masks.query_offsets = the old
- * ones, a causal mask (each new query sees the cache and the new rows up to itself). */
+ * ones, a causal mask (each new query sees the cache and the new rows up to itself). v_new and v_cache
+ * both NULL (since 0.20): MLA's latent cache, whose new rows are k_new's alone (see clattn_sdpa). */
 CLATTN_API clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc, const size_t *lengths,
                                           size_t new_len, cl_mem k_new, cl_mem v_new, cl_mem k_cache,
                                           cl_mem v_cache);
@@ -828,7 +833,8 @@ CLATTN_API clattn_status clattn_sdpa_ragged(clattn_context *ctx, const clattn_sd
 typedef struct clattn_paged_cache {
     size_t struct_size; /* sizeof(clattn_paged_cache), set by CLATTN_PAGED_CACHE_INIT */
     cl_mem k_pool;      /* (blocks, kv_heads, block_size, Dqk) floats */
-    cl_mem v_pool;      /* (blocks, kv_heads, block_size, Dv) floats */
+    cl_mem v_pool;      /* (blocks, kv_heads, block_size, Dv) floats; NULL (since 0.20): MLA's latent form, the
+                         * values the first Dv columns of k_pool's rows (see clattn_sdpa) */
     size_t blocks;      /* blocks in the pool */
     size_t block_size;  /* rows per block: a power of two from 8 to 256 */
     cl_mem block_table; /* (B, max_blocks) cl_int block ids, on the device */
@@ -908,7 +914,8 @@ CLATTN_API clattn_status clattn_sdpa_cascade(clattn_context *ctx, const clattn_s
  * v_new (…, Dv) go to rows lengths[b] … lengths[b] + new_len − 1 of sequence b, through its block table
  * (the application allocates the blocks and fills the table first). desc gives batch, the heads and head
  * sizes. A length that would pass max_blocks·block_size, or a reachable block id outside the pool, is
- * refused before anything is written. The caller keeps the lengths (lengths[b] += new_len after). */
+ * refused before anything is written. The caller keeps the lengths (lengths[b] += new_len after). A cache
+ * without v_pool (MLA's latent form, since 0.20) takes its new rows in k_new alone: v_new NULL. */
 CLATTN_API clattn_status clattn_kv_append_paged(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                                 const clattn_paged_cache *cache, const size_t *lengths,
                                                 size_t new_len, cl_mem k_new, cl_mem v_new);

@@ -69,6 +69,9 @@ clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc
     d.q_len = 1;
     if ((st = sdpa_shape_resolve(ctx, &d, &s)) != CLATTN_SUCCESS)
         return st;
+    /* MLA's latent form: no V cache, the new latent rows in k_new alone. */
+    if (!v_cache && !v_new && (st = latent_resolve(ctx, &s, "clattn_kv_append")) != CLATTN_SUCCESS)
+        return st;
     if (!lengths)
         return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_kv_append: lengths is NULL");
     for (size_t b = 0; b < s.batch; b++)
@@ -84,18 +87,20 @@ clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc
                          new_len);
     /* The new rows are in q_dtype (they come from the projection that makes the queries). */
     if ((st = check_tensor(ctx, k_new, new_k, s.types.q, "k_new")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, v_new, new_v, s.types.q, "v_new")) != CLATTN_SUCCESS ||
+        (!s.v_in_k && (st = check_tensor(ctx, v_new, new_v, s.types.q, "v_new")) != CLATTN_SUCCESS) ||
         (st = check_kv_tensor(ctx, k_cache, s.types.k, s.batch * s.kv_heads, s.kv_len, s.qk_dim, "k_cache")) !=
             CLATTN_SUCCESS ||
-        (st = check_kv_tensor(ctx, v_cache, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v_cache")) !=
-            CLATTN_SUCCESS ||
+        (!s.v_in_k &&
+         (st = check_kv_tensor(ctx, v_cache, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v_cache")) !=
+             CLATTN_SUCCESS) ||
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS)
         return st;
-    if (k_new == k_cache || k_new == v_cache || v_new == k_cache || v_new == v_cache || k_cache == v_cache)
+    if (k_new == k_cache ||
+        (!s.v_in_k && (k_new == v_cache || v_new == k_cache || v_new == v_cache || k_cache == v_cache)))
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "clattn_kv_append: the new rows and the caches must be four different buffers");
+                         "clattn_kv_append: the new rows and the caches must be different buffers");
     st = append_to(ctx, &s, lengths, new_len, k_new, s.qk_dim, k_cache, s.types.k, s.k_scales, "K");
-    return st != CLATTN_SUCCESS ? st : append_to(ctx, &s, lengths, new_len, v_new, s.v_dim, v_cache, s.types.v,
+    return st != CLATTN_SUCCESS || s.v_in_k ? st : append_to(ctx, &s, lengths, new_len, v_new, s.v_dim, v_cache, s.types.v,
                                                  s.v_scales, "V");
 }
 

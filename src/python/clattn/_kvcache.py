@@ -45,7 +45,7 @@ class KVCache:
     every row held; the lengths are kept here.
 
     KVCache(batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None, context=None, *,
-    k_dtype=None, v_dtype=None, scaled=False): capacity rows per sequence; dtype any name of formats() —
+    k_dtype=None, v_dtype=None, scaled=False, latent=False): capacity rows per sequence; dtype any name of formats() —
     "float32", "float16", "bfloat16", "int8", ggml's "q8_0" and "q4_0", the asymmetric groups "u8_g32" …
     "u4_g128", "fp8_e4m3", "fp8_e5m2", KIVI's per-channel "u4_t32" and "u2_t32" (paged blocks of 32 rows or
     more) — for K and V, or k_dtype and v_dtype each its own (the head sizes a multiple of the format's block,
@@ -54,10 +54,14 @@ class KVCache:
     int8 keeps a float32 scale per row beside its bytes; FP8 does with scaled=True. block_size None for a dense
     cache, else a power of two from 8 to 256 for a paged one (a pool of blocks handed to each sequence as it
     grows, as vLLM keeps them). k_bytes()/v_bytes() read the bytes back, load_bytes()/from_bytes() write them.
+    latent=True: MLA's latent cache (DeepSeek-V2/V3, the absorbed form) — one buffer of head_dim per row (the
+    compressed 512 and the rotary 64), the values its first v_dim columns, read once for both: append(rows) takes
+    the latent rows alone, attend(q) the absorbed queries (kv_heads 1, scale 1/√192 for DeepSeek's sizes); a
+    float32, float16, bfloat16 or int8 cache; no shared prefixes, top-k indices or raw bytes.
     """
 
     def __init__(self, batch, kv_heads, capacity, head_dim, v_dim=None, dtype="float32", block_size=None,
-                 context=None, *, k_dtype=None, v_dtype=None, scaled=False, prefix_capacity=0):
+                 context=None, *, k_dtype=None, v_dtype=None, scaled=False, prefix_capacity=0, latent=False):
         kf = _format(dtype if k_dtype is None else k_dtype, "dtype" if k_dtype is None else "k_dtype")
         vf = _format(dtype if v_dtype is None else v_dtype, "dtype" if v_dtype is None else "v_dtype")
         self.context = _context(context)
@@ -66,9 +70,11 @@ class KVCache:
         self.k_dtype, self.v_dtype = kf.name, vf.name
         self.dtype = kf.name if kf.name == vf.name else None  # (None: K and V differ)
         self.block_size, self.scaled = block_size, bool(scaled)
-        self.prefix_capacity = prefix_capacity
+        self.prefix_capacity, self.latent = prefix_capacity, bool(latent)
+        if self.latent and prefix_capacity:
+            raise ArgumentError("latent=True: a latent cache keeps no shared prefixes (prefix_capacity 0)")
         self._cache = _clattn.KVCache(self.context, batch, kv_heads, capacity, head_dim, self.v_dim, kf.name, vf.name,
-                                      block_size or 0, self.scaled, prefix_capacity)
+                                      block_size or 0, self.scaled, prefix_capacity, self.latent)
         self.k_row_bytes = head_dim // kf.block * kf.block_bytes  # (0 for a token format: chunks, not rows)
         self.v_row_bytes = self.v_dim // vf.block * vf.block_bytes
         self._tokens = (kf.tokens, vf.tokens)
@@ -91,11 +97,13 @@ class KVCache:
         """Empty every sequence."""
         _call(self.context, self._cache.reset, ())
 
-    def append(self, key, value, counts=None):
-        """Append n rows to every sequence: key (batch, kv_heads, n, head_dim), value (…, v_dim). counts: each
-        sequence's rows of the n to keep (a mixed batch: a prefill chunk here, one decode row there; the rest
-        are padding, written past the sequence's length where its next append writes); not for the token
-        formats, which quantise groups of rows together."""
+    def append(self, key, value=None, counts=None):
+        """Append n rows to every sequence: key (batch, kv_heads, n, head_dim), value (…, v_dim); a latent
+        cache's rows are key's alone (value None). counts: each sequence's rows of the n to keep (a mixed batch:
+        a prefill chunk here, one decode row there; the rest are padding, written past the sequence's length
+        where its next append writes); not for the token formats, which quantise groups of rows together."""
+        if self.latent or value is None:
+            return self._append_latent(key, value, counts)
         k, _ = _tensor(key, "key")
         v, _ = _tensor(value, "value")
         if len(k.shape) != 4 or len(v.shape) != 4 or k.shape[2] != v.shape[2]:
@@ -107,6 +115,22 @@ class KVCache:
         _call(self.context, self._cache.append, (k, v, int(k.shape[2]), self._bf16) + extra)
         if on_device:  # (the rows are copied later, in the context's queue order)
             _device.after(self.context, (k, v))
+
+    def _append_latent(self, key, value, counts):
+        """append() of a latent cache: the key rows hold the values too."""
+        if not self.latent or value is not None:
+            raise ArgumentError("append: value None is for a latent cache (latent=True), which takes key alone"
+                                if not self.latent else "append: a latent cache (MLA) takes key alone: value None")
+        k, _ = _tensor(key, "key")
+        if len(k.shape) != 4:
+            raise ArgumentError(f"key {tuple(k.shape)}: (batch, kv_heads, n, head_dim)")
+        on_device = _device.is_device_array(k)
+        if on_device:
+            _device.before(self.context, (k,))
+        extra = () if counts is None else ([int(c) for c in counts],)
+        _call(self.context, self._cache.append, (k, None, int(k.shape[2]), self._bf16) + extra)
+        if on_device:
+            _device.after(self.context, (k,))
 
     def _attend_mixed(self, query, counts, is_causal, scale, window, softcap, sinks, alibi, logit_scale, tree,
                       return_lse, algorithm, out, prefixes):
@@ -304,6 +328,8 @@ class KVCache:
         kv_heads, rows) where the cache has them, and each sequence's length (default: rows; each at most rows).
         The bytes are taken as they are (a block's scale and values, whatever wrote them)."""
         np = _numpy()
+        if self.latent:
+            raise ArgumentError("load_bytes: a latent cache (MLA) takes its rows through append")
         if any(self._tokens):
             raise ArgumentError("load_bytes: a token format's bytes (u4_t32, u2_t32) are chunks, not rows: " +
                                 "append the rows instead")

@@ -29,20 +29,24 @@ size_t pykv_rows(const py_kvcache *c)
     return c->batch * c->kv_heads * (c->block_size ? c->max_blocks * c->block_size : c->capacity);
 }
 
-/* KVCache(context, batch, kv_heads, capacity, qk_dim, v_dim, k_dtype, v_dtype, block_size, scaled): the
- * types by name, block_size 0 for a dense cache, else a power of two from 8 to 256 (a paged one); scaled:
- * a float32 scale per row for the formats that take one optionally (FP8); int8 always has them. */
+/* KVCache(context, batch, kv_heads, capacity, qk_dim, v_dim, k_dtype, v_dtype, block_size, scaled[,
+ * prefix_rows, latent]): the types by name, block_size 0 for a dense cache, else a power of two from 8 to 256
+ * (a paged one); scaled: a float32 scale per row for the formats that take one optionally (FP8); int8 always
+ * has them; latent: MLA's latent cache (no V buffer: the library reads the values from K's rows). */
 static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     (void)kwargs;
     PyObject *ctx_obj;
     Py_ssize_t B, KVH, cap, D, DV, bs, prefix_rows = 0;
     const char *k_name, *v_name;
-    int scaled;
+    int scaled, latent = 0;
     clattn_dtype kt, vt;
-    if (!PyArg_ParseTuple(args, "Onnnnnssnp|n:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &k_name, &v_name, &bs,
-                          &scaled, &prefix_rows))
+    if (!PyArg_ParseTuple(args, "Onnnnnssnp|np:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &k_name, &v_name, &bs,
+                          &scaled, &prefix_rows, &latent))
         return NULL;
+    if (latent && (DV > D || strcmp(k_name, v_name) != 0))
+        return PyErr_Format(PyExc_ValueError, "latent=True: one cache holds keys and values, so v_dim %zd must be at "
+                            "most head_dim %zd and k_dtype and v_dtype one type", DV, D);
     if (prefix_rows < 0 || (prefix_rows && !bs)) {
         PyErr_SetString(PyExc_ValueError, "prefix_capacity: rows for shared prefixes, in a paged cache (block_size)");
         return NULL;
@@ -74,6 +78,7 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     c->batch = (size_t)B, c->kv_heads = (size_t)KVH, c->capacity = (size_t)cap;
     c->qk_dim = (size_t)D, c->v_dim = (size_t)DV, c->block_size = (size_t)bs;
     c->k_dtype = kt, c->v_dtype = vt;
+    c->latent = latent;
     c->k_row = clattn_dtype_bytes(kt, c->qk_dim), c->v_row = clattn_dtype_bytes(vt, c->v_dim);
     c->lengths = PyMem_Calloc((size_t)B, sizeof *c->lengths);
     size_t rows = c->capacity, chunks = 1, kb, vb, sb; /* chunks: a sequence's heads' (a token format's) */
@@ -108,11 +113,11 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     clattn_status st = zeros ? CLATTN_SUCCESS : CLATTN_ERROR_OUT_OF_HOST_MEMORY;
     if (zeros)
         c->k = py_upload(pc, zeros, kb, &st);
-    if (c->k)
+    if (c->k && !latent)
         c->v = py_upload(pc, zeros, vb, &st);
-    if (c->v && k_scaled)
+    if (st == CLATTN_SUCCESS && k_scaled)
         c->k_scales = py_upload(pc, zeros, sb, &st);
-    if (st == CLATTN_SUCCESS && v_scaled)
+    if (st == CLATTN_SUCCESS && v_scaled && !latent) /* (latent: K's scales serve, pykv_desc) */
         c->v_scales = py_upload(pc, zeros, sb, &st);
     if (st == CLATTN_SUCCESS && bs)
         c->table = py_upload(pc, NULL, c->blocks * sizeof(int), &st);
@@ -154,7 +159,7 @@ clattn_sdpa_desc pykv_desc(const py_kvcache *c, size_t heads, size_t q_len)
     d.kv_len = c->block_size ? c->max_blocks * c->block_size : c->capacity;
     d.qk_dim = c->qk_dim, d.v_dim = c->v_dim;
     d.k_dtype = c->k_dtype, d.v_dtype = c->v_dtype;
-    d.k_scales = c->k_scales, d.v_scales = c->v_scales;
+    d.k_scales = c->k_scales, d.v_scales = c->latent ? c->k_scales : c->v_scales;
     return d;
 }
 
@@ -198,11 +203,17 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
         PyMem_Free(counts);
         return n < 1 ? (PyErr_SetString(PyExc_ValueError, "append: no rows"), NULL) : NULL;
     }
-    const int read = py_tensor_get_any(v_obj, "v", 0, bf16, &kv[1]) == 0 && py_tensors_on_device(pc, kv, 2, names) >= 0;
+    /* (a latent cache: the key rows alone, which hold the values) */
+    if (c->latent && v_obj != Py_None)
+        PyErr_SetString(PyExc_TypeError, "append: a latent cache (MLA) takes its rows as key alone: value must be None");
+    const int read = c->latent ? v_obj == Py_None && py_tensors_on_device(pc, kv, 1, names) >= 0
+                               : py_tensor_get_any(v_obj, "v", 0, bf16, &kv[1]) == 0 &&
+                                     py_tensors_on_device(pc, kv, 2, names) >= 0;
     k = kv[0], v = kv[1];
     if (!read || py_product(&nk, c->batch, c->kv_heads, n, c->qk_dim) ||
         py_product(&nv, c->batch, c->kv_heads, n, c->v_dim) || py_tensor_expect(&k, "k", nk, 0) ||
-        py_tensor_expect(&v, "v", nv, 0) || k.dtype != v.dtype || (same_float && k.dtype != c->k_dtype)) {
+        (!c->latent && (py_tensor_expect(&v, "v", nv, 0) || k.dtype != v.dtype)) ||
+        (same_float && k.dtype != c->k_dtype)) {
         if (!PyErr_Occurred() && same_float)
             PyErr_Format(PyExc_TypeError, "k and v must be %s, the cache's type", clattn_dtype_name(c->k_dtype));
         else if (!PyErr_Occurred())
@@ -216,10 +227,10 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
     clattn_status st = CLATTN_SUCCESS;
     /* Device arrays are read where they are; host rows go up in buffers of their own (no wait: see below). */
     cl_mem kn = k.mem ? k.mem : py_upload(pc, k.data, nk * k.elem_size, &st);
-    cl_mem vn = !kn ? NULL : v.mem ? v.mem : py_upload(pc, v.data, nv * v.elem_size, &st);
+    cl_mem vn = !kn || c->latent ? NULL : v.mem ? v.mem : py_upload(pc, v.data, nv * v.elem_size, &st);
     char detail[2048] = "";
     size_t over = SIZE_MAX, held = 0; /* a sequence the rows would overflow, and its length */
-    if (kn && vn) {
+    if (kn && (vn || c->latent)) {
         /* One critical section, under the context's lock: the capacity check, the blocks handed out, the
          * rows written at the lengths read here and the lengths bumped. Another thread's append or attend
          * on the cache (or any call on its context) runs wholly before or after. */

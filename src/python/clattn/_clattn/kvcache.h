@@ -27,6 +27,7 @@ typedef struct py_kvcache {
      * `blocks` on, and each prefix's first block and rows. */
     size_t prefix_blocks, prefix_next, n_prefixes;
     size_t prefix_first[PYKV_MAX_PREFIXES], prefix_len[PYKV_MAX_PREFIXES];
+    int latent;             /* MLA's latent form: no V; the values are the first v_dim columns of K's rows */
     int counted;            /* made whole: counted in pyclattn_live_caches */
 } py_kvcache;
 
