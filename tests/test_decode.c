@@ -7,7 +7,7 @@
  *     split on any device: the profile must show the merge pass), with grouped-query heads (32/8, 8/1,
  *     6/2), caches (key lengths with query offsets len − L, one batch empty), windows, sinks (rows that
  *     see no key give lse = the sink), ALiBi, soft-capping, additive and boolean masks, odd head sizes
- *     (Dqk 37 / Dv 19, 13, and 16 to 256; few distinct sizes, as each is a kernel build).
+ *     (Dqk 37 / Dv 19, 13, 16 to 256, and MLA's 576 / 512; few distinct sizes, as each is a kernel build).
  *  2. auto: AUTO takes the decode kernels for 1 to 8 query rows and the fused kernel from 9 on (the
  *     kernels that ran, read from the profile), without a weights output only.
  *  3. nan: a NaN in one key of a long cache poisons exactly the rows that see it, in whichever split
@@ -55,6 +55,9 @@ static const dcase cases[] = {
     {"L 3, additive (B,H,L,S) mask with -inf", 2, 2, 2, 3, 900, 16, 0, NONE, K_NONE, -2, -2, 0, 0, 0, MBH, 0, 0},
     {"L 6, boolean (L,S) mask, sinks, ALiBi", 1, 3, 1, 6, 800, 37, 19, BR, K_NONE, -2, -2, 1, 1, 0, MLS, 1, 0},
     {"L 1, D 256, S 600", 1, 2, 1, 1, 600, 256, 0, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 1},
+    /* (wide rows, many a group: rusticl computed these wrong before its rows per group were capped) */
+    {"L 1, GQA 8/1, D 256, S 300", 1, 8, 1, 1, 300, 256, 0, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
+    {"L 2, GQA 8/1, D 576 / Dv 512 (MLA's), S 200", 1, 8, 1, 2, 200, 576, 512, BR, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
     {"L 11 (beyond AUTO's 8), GQA 4/1, cache", 2, 4, 1, 11, 1000, 16, 0, TL, K_CACHE, -2, -2, 0, 0, 0, M0, 0, 0},
     {"L 1, S 300 (one split)", 2, 3, 3, 1, 300, 13, 0, NONE, K_NONE, -2, -2, 0, 0, 0, M0, 0, 0},
 };

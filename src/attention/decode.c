@@ -55,6 +55,12 @@ unsigned decode_prefetch_mode(const device_caps *caps)
 static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const tuning_values *t, decode_shape *v)
 {
     v->r_max = t->v[1];
+    /* Mesa's rusticl (llvmpipe, LLVM 15) computes wrong rows where a work-item holds many rows of wide
+     * accumulators (measured: 6 rows of 256 values wrong, 5 right; 2 of 512 wrong in a causal pair, 1 right;
+     * oclgrind and PoCL right on the same shapes): there, values wider than 128 get at most 512 accumulators'
+     * worth of rows. */
+    if (strstr(ctx->caps.platform, "rusticl") && s->v_dim > 128 && v->r_max * pad_head(s->v_dim) > 512)
+        v->r_max = 512 / pad_head(s->v_dim) > 1 ? 512 / pad_head(s->v_dim) : 1;
     v->tile = t->v[2];
     v->wg = t->v[3];
     v->vec = t->v[4];
