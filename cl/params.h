@@ -373,6 +373,16 @@
     X(ALL, ULONG, ulong, blocks, 0)                                                                          \
     X(ALL, MEM, __global int *, first_bad, 0)
 
+/* cl/topk.cl: each row's top_k largest scores' positions. */
+#define CLATTN_TOPK_PARAMS(X)                                                                                \
+    X(ALL, MEM, __global const float *, scores, 0)                                                           \
+    X(ALL, MEM, __global const ulong *, lengths, 0)                                                          \
+    X(ALL, MEM, __global int *, indices, 0)                                                                  \
+    X(ALL, ULONG, ulong, rows, 0)                                                                            \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, top_k, 0)
+
 /* cl/gemm.cl and cl/projection.cl */
 #define CLATTN_GEMM_PARAMS(X)                                                                                \
     X(ALL, MEM, __global const q_store *, x, 0)                                                              \

@@ -72,6 +72,7 @@ static const family_case cases[] = {
      false, true, {.q = CLATTN_FLOAT32, .k = CLATTN_U2_T32, .v = CLATTN_U4_T32, .o = CLATTN_FLOAT32,
                    .k_chunk = {32, 16}, .v_chunk = {32, 16}}},
     {&family_paged_check, "", 0, false, false, {0}},
+    {&family_topk, "", 0, false, false, {0}},
     {&family_gemm, "-DVEC=4 -DMR=4 -DNV=2 -DROW_DIM=0", 0, false, false, {0}},
     {&family_add_bias, "", 0, false, false, {0}},
     {&family_block_mask, "", 0, false, false, {0}},

@@ -6,10 +6,15 @@
  *     with sinks and soft-capping; bfloat16 K and V (against the reference on their rounded values);
  *  2. a paged pool holding the same rows in shuffled blocks, through its table;
  *  3. refusals naming the argument, nothing written: masks, ALiBi, top_k 0, K given with a paged cache, no
- *     lengths with one, an int8 cache, indices too small.
+ *     lengths with one, an int8 cache, indices too small;
+ *  4. clattn_topk, the selection from an indexer's scores: against a host selection (every valid position
+ *     ranked by score, then position) on scores with many ties, −inf, NaN and key lengths, top_k below and above
+ *     the keys a row can choose from; then the sparse call on its indices equal, bit for bit, to the call on the
+ *     host's; its refusals.
  */
 #include "test_util.h"
 
+#include <math.h>
 #include <string.h>
 
 enum { B = 2, H = 8, KVH = 2, L = 3, S = 300, D = 32, DV = 24, TOP = 280, BLOCK = 16 }; /* (TOP > 2 x 128: three slices) */
@@ -177,11 +182,97 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/* 4. Top-k selection. */
+enum { SB = 2, SL = 3, SS = 700 };
+static const size_t topk_lengths[SB] = {700, 413};
+
+/* The host's selection: the valid positions (score neither −inf nor NaN, below the length) ranked by score, then
+ * position; the first k, in ascending position, then −1. */
+static void host_topk(const float *scores, size_t len, size_t k, int *out)
+{
+    int *order = tu_track_malloc(SS * sizeof *order);
+    size_t n = 0;
+    for (size_t j = 0; j < len; j++)
+        if (!isnan(scores[j]) && scores[j] != -INFINITY)
+            order[n++] = (int)j;
+    for (size_t a = 1; a < n; a++) /* (insertion sort: by score, descending, then position) */
+        for (size_t b = a; b > 0 && (scores[order[b]] > scores[order[b - 1]] ||
+                                     (scores[order[b]] == scores[order[b - 1]] && order[b] < order[b - 1])); b--) {
+            const int t = order[b];
+            order[b] = order[b - 1], order[b - 1] = t;
+        }
+    const size_t take = n < k ? n : k;
+    unsigned char *chosen = tu_track_malloc(SS);
+    for (size_t t = 0; t < take; t++)
+        chosen[order[t]] = 1;
+    size_t w = 0;
+    for (size_t j = 0; j < SS; j++)
+        if (chosen[j])
+            out[w++] = (int)j;
+    for (; w < k; w++)
+        out[w] = -1;
+}
+
+START_TEST(test_topk)
+{
+    const size_t dev = TU_DEVICE(_i), k = TU_CASE(_i) == 0 ? 37 : TU_CASE(_i) == 1 ? 300 : 690;
+    clattn_context *ctx = tu_ctx[dev];
+    tu_set_label("top-k selection, k %zu, on %s", k, tu_dev_spec[dev]);
+    /* Scores: small integers (ties everywhere), negative ones, −inf and NaN, a row of equal scores, and a row whose
+     * top k stand alone above the rest (the threshold's bin holds exactly k). */
+    float *scores = tu_falloc(SB * SL * SS);
+    tu_rng r;
+    tu_rng_seed(&r, 31 + k);
+    for (size_t e = 0; e < SB * SL * SS; e++) {
+        const double u = tu_rng_unit(&r);
+        scores[e] = u < 0.05 ? -INFINITY : u < 0.08 ? NAN : (float)((int)(tu_rng_unit(&r) * 40) - 20) * 0.5f;
+        if (e / SS == 4)
+            scores[e] = 1.0f;
+    }
+    for (size_t j = 0, n = 0; j < SS && n < k; j += 7, n++) /* (row 5: exactly k scores above the rest) */
+        scores[5 * SS + j] = 20.0f;
+    int *want = tu_track_malloc(SB * SL * k * sizeof *want);
+    for (size_t row = 0; row < SB * SL; row++)
+        host_topk(scores + row * SS, topk_lengths[row / SL], k, want + row * k);
+    cl_mem sd = tu_dev_alloc(ctx, SB * SL * SS, scores), idx = tu_dev_alloc(ctx, SB * SL * k, NULL);
+    TU_ASSERT_OK(clattn_topk(ctx, SB, SL, SS, k, sd, topk_lengths, idx), ctx, "clattn_topk");
+    const int *got = (const int *)tu_dev_read_checked(ctx, idx, SB * SL * k, "indices");
+    for (size_t e = 0; e < SB * SL * k; e++)
+        ck_assert_msg(got[e] == want[e], "%s: indices[%zu] (row %zu, entry %zu) = %d, the host's %d", tu_label(), e,
+                      e / k, e % k, got[e], want[e]);
+    /* The sparse call on the device's selection, bit for bit the call on the host's. */
+    clattn_sdpa_desc d = tu_sdpa_desc(SB, 4, SL, SS, 16, 16);
+    d.kv_heads = 2;
+    float *x = tu_falloc(SB * 2 * SS * 16);
+    tu_fill_uniform(x, SB * 2 * SS * 16, 1.0f, 5);
+    cl_mem kv = tu_dev_alloc(ctx, SB * 2 * SS * 16, x), q = tu_dev_alloc(ctx, SB * 4 * SL * 16, x);
+    cl_mem o1 = tu_dev_alloc(ctx, SB * 4 * SL * 16, NULL), o2 = tu_dev_alloc(ctx, SB * 4 * SL * 16, NULL);
+    TU_ASSERT_OK(clattn_sdpa_sparse(ctx, &d, k, idx, q, kv, kv, NULL, topk_lengths, o1, NULL), ctx, "sparse, device's");
+    TU_ASSERT_OK(clattn_sdpa_sparse(ctx, &d, k, tu_dev_alloc(ctx, SB * SL * k, (const float *)want), q, kv, kv, NULL,
+                                    topk_lengths, o2, NULL), ctx, "sparse, host's");
+    ck_assert_msg(memcmp(tu_dev_read_checked(ctx, o1, SB * 4 * SL * 16, "out"),
+                         tu_dev_read_checked(ctx, o2, SB * 4 * SL * 16, "out"), SB * 4 * SL * 16 * sizeof(float)) == 0,
+                  "%s: the sparse call differs between the two selections", tu_label());
+    if (k != 37)
+        return;
+    const size_t long_lengths[SB] = {SS + 1, 3};
+    idx = tu_dev_alloc(ctx, SB * SL * k, NULL); /* (a fresh one: nothing may be written) */
+    tu_refused(ctx, clattn_topk(ctx, SB, SL, SS, 0, sd, NULL, idx), CLATTN_ERROR_ZERO_SIZE, "top_k is 0", idx, SB * SL * k);
+    tu_refused(ctx, clattn_topk(ctx, SB, SL, SS, k, sd, long_lengths, idx), CLATTN_ERROR_INVALID_VALUE,
+               "lengths[0] = 701", idx, SB * SL * k);
+    tu_refused(ctx, clattn_topk(ctx, SB, SL, SS, 2 * k, sd, NULL, idx), CLATTN_ERROR_BUFFER_TOO_SMALL, "indices", idx,
+               SB * SL * k);
+    tu_refused(ctx, clattn_topk(ctx, SB, SL, 2 * SS, k, sd, NULL, idx), CLATTN_ERROR_BUFFER_TOO_SMALL, "scores", idx,
+               SB * SL * k);
+}
+END_TEST
+
 static Suite *sparse_suite(void)
 {
     Suite *s = suite_create("sparse");
     tu_add_loop(s, "attention", test_dense_and_paged, 6 * tu_ndev);
     tu_add_loop(s, "bad", test_bad, tu_ndev);
+    tu_add_loop(s, "topk", test_topk, 3 * tu_ndev);
     return s;
 }
 

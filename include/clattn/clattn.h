@@ -870,6 +870,15 @@ CLATTN_API clattn_status clattn_sdpa_paged_ragged(clattn_context *ctx, const cla
                                                   const size_t *q_starts, cl_mem q, cl_mem mask, cl_mem out,
                                                   cl_mem lse);
 
+/* The top_k highest-scoring keys of each query row (since 0.20): DeepSeek's sparse attention chooses its keys by
+ * an indexer's scores, and this gives clattn_sdpa_sparse that choice. scores (B, L, S) float32 on the device;
+ * lengths NULL, or B lengths on the host (each ≤ S: sequence b's keys from lengths[b] on are never chosen);
+ * indices (B, L, top_k) cl_int: each row's chosen positions in ascending order, then −1 where a row has fewer
+ * than top_k keys to choose from. −inf and NaN scores are never chosen; of equal scores at the threshold the
+ * lower positions are — one exact selection, the same on every device. */
+CLATTN_API clattn_status clattn_topk(clattn_context *ctx, size_t batch, size_t q_len, size_t kv_len, size_t top_k,
+                                     cl_mem scores, const size_t *lengths, cl_mem indices);
+
 /* Top-k sparse attention (since 0.19; DeepSeek's sparse attention, NSA's token selection): query i of batch b
  * (every head of it) attends only to the top_k keys its indices select — indices (B, L, top_k) cl_int on the
  * device, positions of the sequence's keys in any order; −1, another negative value or a position at or past
@@ -879,7 +888,8 @@ CLATTN_API clattn_status clattn_sdpa_paged_ragged(clattn_context *ctx, const cla
  * required with a cache). q (B,H,L,Dqk), out (B,H,L,Dv), lse (B,H,L) or NULL; q, k, v and out in float32,
  * float16 or bfloat16. Options: scale, softcap, sinks, kv_heads (at most 32 query heads a K/V head, and
  * Dqk × that at most 4096); masks, ALiBi, logit scales, mods, block masks, weights and the double softmax
- * are refused (the indices are the mask). A call costs the selected keys' reads, not S's. */
+ * are refused (the indices are the mask). A call costs the selected keys' reads, not S's. clattn_topk chooses
+ * the indices from an indexer's scores. */
 CLATTN_API clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t top_k,
                                             cl_mem indices, cl_mem q, cl_mem k, cl_mem v,
                                             const clattn_paged_cache *cache, const size_t *lengths, cl_mem out,

@@ -64,6 +64,9 @@ const kernel_params params_append_token_tail = PARAM_TABLE("clattn_append_token_
 #define PARAM_STRUCT paged_check_params
 const kernel_params params_paged_check = PARAM_TABLE("clattn_paged_check", CLATTN_PAGED_CHECK_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT topk_params
+const kernel_params params_topk = PARAM_TABLE("clattn_topk", CLATTN_TOPK_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT gemm_params
 const kernel_params params_gemm = PARAM_TABLE("clattn_gemm", CLATTN_GEMM_PARAMS);
 #undef PARAM_STRUCT
@@ -196,6 +199,7 @@ const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_
 const kernel_family family_append_tokens = {"token-format append", {"append_tokens.cl"}, 1,
                                             {&params_append_token_groups, &params_append_token_tail}, 2, 2, NULL};
 const kernel_family family_paged_check = {"block-id check", {"paged.cl"}, 1, {&params_paged_check}, 1, 1, NULL};
+const kernel_family family_topk = {"top-k selection", {"topk.cl"}, 1, {&params_topk}, 1, 1, NULL};
 const kernel_family family_gemm = {"GEMM", {"vec.cl", "gemm.cl"}, 2, {&params_gemm}, 1, 1, NULL};
 const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias}, 1, 1, NULL};
 /* A block mask's states from mask_mod (the masks file for the mods' glue and the state names). */
@@ -221,6 +225,6 @@ const kernel_family family_layer_backward = {"layer backward", {"layer_backward.
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
                                                 &family_softmax_double, &family_merge, &family_sparse, &family_convert,
                                                 &family_append_tokens,
-                                                &family_paged_check,    &family_gemm,  &family_add_bias,
+                                                &family_paged_check,    &family_topk,  &family_gemm,  &family_add_bias,
                                                 &family_block_mask,     &family_backward, &family_layer_backward};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

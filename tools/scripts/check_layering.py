@@ -78,6 +78,7 @@ LAYERS = [
         "ragged.h", "ragged.c",        # clattn_sdpa_ragged: sequences of different lengths packed
         "paged.h", "paged.c",          # paged caches: block-id checks, appends and attention through a table
         "sparse.c",                    # top-k sparse attention: each query row over the keys it selects
+        "topk.c",                      # top-k selection: each query row's highest-scoring keys
         "cascade.c",                   # clattn_sdpa_cascade: shared prefixes read once, merged with each own part
         "host.c",                      # the *_host variants
         "context.c",                   # the owner
