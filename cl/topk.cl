@@ -9,11 +9,12 @@
  * then one pass writing the positions above the threshold and the first of those equal to it. */
 
 /* A float's key: larger floats, larger keys (the sign bit flipped for positives, every bit for negatives);
- * NaN 0. −inf's key is CLATTN_TOPK_NEG_INF_KEY: keys at or below it are never chosen. */
+ * −0 as +0 (equal scores: a tie); NaN 0. −inf's key is CLATTN_TOPK_NEG_INF_KEY: keys at or below it are never
+ * chosen. (Bits, not float comparisons: a device that flushes subnormals ranks them as every other does.) */
 #define CLATTN_TOPK_NEG_INF_KEY 0x007fffffu
 inline uint clattn_topk_key(float x)
 {
-    const uint u = as_uint(x);
+    const uint u = as_uint(x) == 0x80000000u ? 0u : as_uint(x);
     return isnan(x) ? 0u : (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 

@@ -226,6 +226,8 @@ START_TEST(test_topk)
     for (size_t e = 0; e < SB * SL * SS; e++) {
         const double u = tu_rng_unit(&r);
         scores[e] = u < 0.05 ? -INFINITY : u < 0.08 ? NAN : (float)((int)(tu_rng_unit(&r) * 40) - 20) * 0.5f;
+        if (scores[e] == 0.0f && e % 2) /* (−0 ties with +0) */
+            scores[e] = -0.0f;
         if (e / SS == 4)
             scores[e] = 1.0f;
     }

@@ -57,3 +57,26 @@ def test_refusals(ctx, rng):
     quantised.append(*rng.standard_normal((2, B, KVH, ROWS, D)).astype(np.float32))
     with pytest.raises(clattn.Error, match="k_dtype"):
         quantised.attend(q, indices=np.zeros((B, L, 4), np.int32))
+
+
+@pytest.mark.parametrize("block_size", [None, 16])
+def test_selection_in_the_call(ctx, rng, block_size):
+    """attend(scores=, top_k=): the top_k highest of each row's scores (clattn_topk) — the same as the indices a
+    numpy selection gives (ties to the lower position; -inf never chosen), bit for bit."""
+    cache = clattn.KVCache(B, KVH, 128, D, block_size=block_size, context=ctx)
+    cache.append(*rng.standard_normal((2, B, KVH, ROWS, D)).astype(np.float32))
+    q = rng.standard_normal((B, H, L, D)).astype(np.float32)
+    scores = np.round(rng.standard_normal((B, L, 100)) * 2).astype(np.float32)  # (ties)
+    scores[0, 1, ::3] = -np.inf
+    got = cache.attend(q, scores=scores, top_k=K)
+    idx = np.full((B, L, K), -1, np.int32)
+    for b in range(B):
+        for i in range(L):
+            row = scores[b, i, :cache.lengths[b]]
+            order = [j for j in np.lexsort((np.arange(row.size), -row)) if row[j] != -np.inf][:K]
+            idx[b, i, :len(order)] = np.sort(order)
+    assert np.array_equal(got, cache.attend(q, indices=idx))
+    with pytest.raises(clattn.ArgumentError, match="scores and top_k"):
+        cache.attend(q, scores=scores)
+    with pytest.raises(clattn.Error, match="lengths"):
+        cache.attend(q, scores=np.ascontiguousarray(scores[:, :, :50]), top_k=K)

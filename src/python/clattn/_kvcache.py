@@ -182,7 +182,7 @@ class KVCache:
 
     def attend(self, query, *, is_causal=True, scale=None, window=None, softcap=None, sinks=None, alibi=None,
                logit_scale=None, tree=None, return_lse=False, algorithm="auto", out=None, prefixes=None,
-               query_lengths=None, indices=None):
+               query_lengths=None, indices=None, scores=None, top_k=None):
         """Attention of query (batch, heads, L, head_dim) over each sequence's rows: with is_causal (the
         default) the L queries are the last L rows appended (query i sees its rows up to itself); the
         options as in scaled_dot_product_attention. Returns out (batch, heads, L, v_dim) of query's kind
@@ -199,7 +199,10 @@ class KVCache:
         heads, v_dim), lse (rows, heads); a tree then has a parent per packed row. indices: top-k sparse
         attention (clattn_sdpa_sparse; DeepSeek's sparse attention) — an integer array (batch, L, k) of the
         positions each query row attends to (any order, -1 for none; is_causal, window and alibi are not taken:
-        the indices are the mask), caches of float32, float16 or bfloat16."""
+        the indices are the mask), caches of float32, float16 or bfloat16. scores and top_k: the indices chosen in
+        the call (clattn_topk) — scores a float32 array (batch, L, n) (an indexer's, n at least every sequence's
+        rows), each query row attending to the top_k highest of its sequence's rows (ties to the lower position;
+        -inf and NaN never chosen)."""
         if query_lengths is not None:
             return self._attend_mixed(query, [int(n) for n in query_lengths], is_causal, scale, window, softcap,
                                       sinks, alibi, logit_scale, tree, return_lse, algorithm, out, prefixes)
@@ -218,7 +221,15 @@ class KVCache:
         on_device = _device.is_device_array(q)
         if on_device:
             _device.before(self.context, (q, out, lse))
-        if indices is not None:
+        if scores is not None or top_k is not None:
+            if indices is not None or scores is None or top_k is None or int(top_k) < 1:
+                raise ArgumentError("attend: scores and top_k (at least 1) together, without indices: the top_k "
+                                    "highest of each row's scores chosen in the call")
+            opts.pop("algorithm", None)
+            opts.pop("causal", None)
+            _call(self.context, _with_options(self._cache._attend_sparse, opts),
+                  (q, out, lse, heads, q_len, self._bf16, None, int(top_k), scores))
+        elif indices is not None:
             flat = indices.reshape(-1).tolist() if hasattr(indices, "reshape") else [int(j) for r in indices for j in r]
             shape = tuple(getattr(indices, "shape", ()))
             if len(shape) != 3 or shape[:2] != (self.batch, q_len) or shape[2] < 1:
