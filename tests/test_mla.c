@@ -74,6 +74,15 @@ static mla_model model_make(const mla_size *z, size_t L, size_t S, uint64_t seed
     return m;
 }
 
+/* Σ a[x]·b[x] over n, in fp64: a row of an up-projection (W_UK, W_UV) against a latent vector. */
+static double dot(const float *a, const float *b, size_t n)
+{
+    double t = 0;
+    for (size_t x = 0; x < n; x++)
+        t += (double)a[x] * b[x];
+    return t;
+}
+
 /* Key j of sequence b visible to query i (of L) under the form's lengths and causal mask: bottom-right, the last
  * query sits at the last key of the cache (a paged call's length; a dense call's S, its key lengths a padding). */
 static int visible(const mla_form *f, size_t b, size_t i, size_t j)
@@ -97,13 +106,10 @@ static void reference(const mla_model *m, const mla_form *f, double *out, double
         for (size_t h = 0; h < m->H; h++) {
             for (size_t j = 0; j < m->S; j++) {
                 const float *c = m->latent + (b * m->S + j) * m->dqk;
-                for (size_t n = 0; n < m->dn + m->dv; n++) {
-                    const float *w = n < m->dn ? m->w_uk + (h * m->dn + n) * m->r : m->w_uv + (h * m->dv + n - m->dn) * m->r;
-                    double t = 0;
-                    for (size_t x = 0; x < m->r; x++)
-                        t += (double)w[x] * c[x];
-                    *(n < m->dn ? &k_c[j * m->dn + n] : &v[j * m->dv + n - m->dn]) = t;
-                }
+                for (size_t n = 0; n < m->dn; n++)
+                    k_c[j * m->dn + n] = dot(m->w_uk + (h * m->dn + n) * m->r, c, m->r);
+                for (size_t n = 0; n < m->dv; n++)
+                    v[j * m->dv + n] = dot(m->w_uv + (h * m->dv + n) * m->r, c, m->r);
             }
             for (size_t i = 0; i < m->L; i++) {
                 const size_t row = (b * m->H + h) * m->L + i;
@@ -157,12 +163,8 @@ static double *up_project(const mla_model *m, const float *o_latent)
     double *o = tu_dalloc(B * m->H * m->L * m->dv);
     for (size_t row = 0; row < B * m->H * m->L; row++) {
         const size_t h = row / m->L % m->H;
-        for (size_t d = 0; d < m->dv; d++) {
-            double t = 0;
-            for (size_t x = 0; x < m->r; x++)
-                t += (double)m->w_uv[(h * m->dv + d) * m->r + x] * o_latent[row * m->r + x];
-            o[row * m->dv + d] = t;
-        }
+        for (size_t d = 0; d < m->dv; d++)
+            o[row * m->dv + d] = dot(m->w_uv + (h * m->dv + d) * m->r, o_latent + row * m->r, m->r);
     }
     return o;
 }
@@ -206,13 +208,10 @@ static void expand(const mla_model *m, float *k, float *v)
             for (size_t j = 0; j < m->S; j++) {
                 const float *c = m->latent + (b * m->S + j) * m->dqk;
                 float *kr = k + ((b * m->H + h) * m->S + j) * dk, *vr = v + ((b * m->H + h) * m->S + j) * m->dv;
-                for (size_t n = 0; n < m->dn + m->dv; n++) {
-                    const float *w = n < m->dn ? m->w_uk + (h * m->dn + n) * m->r : m->w_uv + (h * m->dv + n - m->dn) * m->r;
-                    double t = 0;
-                    for (size_t x = 0; x < m->r; x++)
-                        t += (double)w[x] * c[x];
-                    *(n < m->dn ? &kr[n] : &vr[n - m->dn]) = (float)t;
-                }
+                for (size_t n = 0; n < m->dn; n++)
+                    kr[n] = (float)dot(m->w_uk + (h * m->dn + n) * m->r, c, m->r);
+                for (size_t n = 0; n < m->dv; n++)
+                    vr[n] = (float)dot(m->w_uv + (h * m->dv + n) * m->r, c, m->r);
                 memcpy(kr + m->dn, c + m->r, m->dr * sizeof(float));
             }
 }
