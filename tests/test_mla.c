@@ -14,7 +14,7 @@
  *     DeepSeek's sizes (r 512, d_rope 64, 16 heads) and small ones;
  *  2. the latent form on every path (fused, staged, decode) and storage type bit for bit the same as the call
  *     given V copied out of the keys;
- *  3. refusals naming the argument, nothing written.
+ *  3. refusals naming the argument, nothing written (equal head sizes without V: a V forgotten).
  * CLATTN_TEST_MLA_SMALL=1 (the oclgrind run) keeps the small sizes only.
  */
 #include "test_util.h"
@@ -365,8 +365,11 @@ START_TEST(test_bad)
     clattn_sdpa_desc d = tu_sdpa_desc(PB, PH, PL, PS, PDK, PDV);
     d.kv_heads = PKVH;
     d.v_dim = PDK + 16;
-    tu_refused(ctx, clattn_sdpa(ctx, &d, q, k, NULL, NULL, out, NULL, NULL), CLATTN_ERROR_INVALID_VALUE,
-               "v_dim = 96 must be at most qk_dim = 80", out, no);
+    tu_refused(ctx, clattn_sdpa(ctx, &d, q, k, NULL, NULL, out, NULL, NULL), CLATTN_ERROR_NULL_ARGUMENT,
+               "needs v_dim below qk_dim, not v_dim = 96 and qk_dim = 80", out, no);
+    d.v_dim = PDK; /* (equal head sizes: a forgotten V, never the latent form) */
+    tu_refused(ctx, clattn_sdpa(ctx, &d, q, k, NULL, NULL, out, NULL, NULL), CLATTN_ERROR_NULL_ARGUMENT,
+               "v is NULL", out, no);
     d.v_dim = PDV, d.v_dtype = CLATTN_FLOAT16;
     tu_refused(ctx, clattn_sdpa(ctx, &d, q, k, NULL, NULL, out, NULL, NULL), CLATTN_ERROR_INVALID_VALUE,
                "desc.v_dtype (float16) must be desc.k_dtype (float32)", out, no);

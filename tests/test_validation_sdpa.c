@@ -58,7 +58,7 @@ static const bad_case sdpa_bad[] = {
     {S_DESC_NULL, NA, 0, "desc NULL"},
     {S_Q_NULL, NA, 0, "q NULL"},
     {S_K_NULL, NA, 0, "k NULL"},
-    {S_V_NULL, IV, 0, "v NULL (MLA's latent form) with v_dim 6 above qk_dim 4"},
+    {S_V_NULL, NA, 0, "v NULL (MLA's latent form needs v_dim below qk_dim: 6 and 4)"},
     {S_OUT_NULL, NA, 0, "out NULL"},
     {S_MASK_NULL, NA, 0, "additive (L,S) but mask NULL"},
     {S_B0, ZS, 0, "batch 0"},

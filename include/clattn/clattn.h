@@ -413,7 +413,8 @@ typedef enum clattn_causal {
 typedef enum clattn_algorithm {
     /* Without a weights output: the decode kernels for 1 to 8 query rows (since 0.3) with head sizes up to
      * 576 (since 0.20; 256 before), the fused kernel for more with head sizes up to 256; otherwise, or if
-     * the chosen kernel does not build on this device, the staged path (a fallback that is recorded in clattn_last_warning). */
+     * the chosen kernel does not build on this device, the staged path (a fallback that is recorded in
+     * clattn_last_warning). */
     CLATTN_ALGORITHM_AUTO = 0,
     /* One fused "flash" kernel with an online softmax: memory O(L·D), never L×S. Cannot return the
      * weights (asking for them is CLATTN_ERROR_INVALID_VALUE). */
@@ -728,7 +729,8 @@ typedef struct clattn_sdpa_desc {
  * weights (B,H,L,S) and lse (B,H,L) are optional outputs (NULL to skip).
  * v NULL (since 0.20): MLA's latent form (DeepSeek-V2/V3 multi-head latent attention, absorbed) — each value
  * row is the first Dv columns of its key row, so one cache (B,kv_heads,S,Dqk) holds both and is read once:
- * Dv ≤ Dqk, v_dtype = k_dtype (float32, float16, bfloat16 or int8 with v_scales the same buffer as k_scales).
+ * Dv < Dqk (with equal head sizes v NULL stays CLATTN_ERROR_NULL_ARGUMENT: a V forgotten), v_dtype = k_dtype
+ * (float32, float16, bfloat16, or int8 with v_scales the same buffer as k_scales).
  * MLA's decode is Dqk 576 (512 latent + 64 rotary), Dv 512, kv_heads 1, scale 1/√192 (docs/kv-caches.md). */
 CLATTN_API clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q,
                                      cl_mem k, cl_mem v, cl_mem mask, cl_mem out, cl_mem weights,

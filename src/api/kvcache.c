@@ -100,8 +100,9 @@ clattn_status clattn_kv_append(clattn_context *ctx, const clattn_sdpa_desc *desc
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                          "clattn_kv_append: the new rows and the caches must be different buffers");
     st = append_to(ctx, &s, lengths, new_len, k_new, s.qk_dim, k_cache, s.types.k, s.k_scales, "K");
-    return st != CLATTN_SUCCESS || s.v_in_k ? st : append_to(ctx, &s, lengths, new_len, v_new, s.v_dim, v_cache, s.types.v,
-                                                 s.v_scales, "V");
+    if (st != CLATTN_SUCCESS || s.v_in_k)
+        return st;
+    return append_to(ctx, &s, lengths, new_len, v_new, s.v_dim, v_cache, s.types.v, s.v_scales, "V");
 }
 
 clattn_status past_check(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t past_len, bool mask_given,

@@ -163,7 +163,7 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
                          p.capacity);
     d.kv_len = p.capacity;
     if ((st = sdpa_shape_resolve(ctx, &d, &s)) == CLATTN_SUCCESS &&
-        (st = paged_latent_resolve(ctx, cache, &s, who)) == CLATTN_SUCCESS) /* (a token format's chunk: a block's head) */
+        (st = paged_latent_resolve(ctx, cache, &s, who)) == CLATTN_SUCCESS) /* (a token format's chunk: a block's) */
         s.types.k_chunk.rows = s.types.v_chunk.rows = p.cache.block_size;
     s.q_starts = q_starts; /* (a tree's parents follow the packed rows) */
     if (st != CLATTN_SUCCESS ||
@@ -201,7 +201,8 @@ static clattn_status paged_attend(clattn_context *ctx, const clattn_sdpa_desc *d
          * their batch stride unused (the starts give each sequence's rows). */
         const size_t bs = p.cache.block_size;
         const tensor_view kv = {p.cache.k_pool, s.kv_heads * bs * s.qk_dim, bs * s.qk_dim, s.qk_dim};
-        const tensor_view vv = s.v_in_k ? kv : (tensor_view){p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
+        const tensor_view vv = s.v_in_k ? kv /* (MLA's latent form: K's rows) */
+                                        : (tensor_view){p.cache.v_pool, s.kv_heads * bs * s.v_dim, bs * s.v_dim, s.v_dim};
         const tensor_view qv = q_starts ? (tensor_view){q, 0, s.qk_dim, s.heads * s.qk_dim}
                                         : view_bhld(q, s.heads, s.q_len, s.qk_dim);
         const tensor_view ov = q_starts ? (tensor_view){out, 0, s.v_dim, s.heads * s.v_dim}

@@ -129,7 +129,8 @@ clattn_status clattn_sdpa(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_
         (st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
         (st = check_kv_tensor(ctx, k, s.types.k, s.batch * s.kv_heads, s.kv_len, s.qk_dim, "k")) != CLATTN_SUCCESS ||
         (!v && (st = latent_resolve(ctx, &s, "clattn_sdpa")) != CLATTN_SUCCESS) ||
-        (v && (st = check_kv_tensor(ctx, v, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v")) != CLATTN_SUCCESS) ||
+        (v && (st = check_kv_tensor(ctx, v, s.types.v, s.batch * s.kv_heads, s.kv_len, s.v_dim, "v")) !=
+                  CLATTN_SUCCESS) ||
         (st = check_scales(ctx, &s, s.k_elems / s.qk_dim, s.v_elems / s.v_dim)) != CLATTN_SUCCESS ||
         (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS) ||
         (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||

@@ -102,10 +102,12 @@ clattn_status check_scales(clattn_context *ctx, const sdpa_shape *s, size_t k_ro
 
 clattn_status latent_resolve(clattn_context *ctx, sdpa_shape *s, const char *who)
 {
-    if (s->v_dim > s->qk_dim)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
-                         "%s: without v (MLA's latent form) the values are the first v_dim columns of the keys, so "
-                         "v_dim = %zu must be at most qk_dim = %zu", who, s->v_dim, s->qk_dim);
+    /* (v_dim below qk_dim, never equal: a V forgotten in a call of equal head sizes stays an error) */
+    if (s->v_dim >= s->qk_dim)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT,
+                         "%s: v is NULL, which is MLA's latent form (the values the first v_dim columns of the keys): "
+                         "it needs v_dim below qk_dim, not v_dim = %zu and qk_dim = %zu; give v otherwise", who,
+                         s->v_dim, s->qk_dim);
     const clattn_dtype k = s->types.k;
     if (s->types.v != k)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,

@@ -71,7 +71,8 @@ clattn_status sdpa_desc_read(clattn_context *ctx, const clattn_sdpa_desc *desc, 
 clattn_status sdpa_shape_resolve(clattn_context *ctx, const clattn_sdpa_desc *desc, sdpa_shape *shape);
 
 /* MLA's latent form (DeepSeek-V2/V3, the absorbed attention): the call gave no V, so each value row is the
- * first v_dim columns of its key row — one cache for both, read once. Checks that v_dim ≤ qk_dim and that V's
+ * first v_dim columns of its key row — one cache for both, read once. Checks that v_dim < qk_dim (a V forgotten
+ * where the head sizes are equal stays CLATTN_ERROR_NULL_ARGUMENT) and that V's
  * storage is K's (float32, float16, bfloat16 or int8, with desc.v_scales the same buffer as desc.k_scales), then
  * sets s->v_in_k. `who` names the entry point in messages. */
 clattn_status latent_resolve(clattn_context *ctx, sdpa_shape *s, const char *who);

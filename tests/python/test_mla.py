@@ -72,7 +72,7 @@ def test_refusals(ctx, rng):
     cache = clattn.KVCache(B, 1, 256, R + DR, v_dim=R, latent=True, context=ctx)
     with pytest.raises(clattn.ArgumentError, match="key alone"):
         cache.append(latent[:, None], latent[:, None, :, :R])
-    with pytest.raises(ValueError, match="v_dim 640 must be at most head_dim 576"):
+    with pytest.raises(ValueError, match="v_dim 640 must be below head_dim 576"):
         clattn.KVCache(B, 1, 256, R + DR, v_dim=640, latent=True, context=ctx)
     with pytest.raises(clattn.ArgumentError, match="shared prefixes"):
         clattn.KVCache(B, 1, 256, R + DR, v_dim=R, block_size=16, prefix_capacity=64, latent=True, context=ctx)

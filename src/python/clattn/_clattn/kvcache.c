@@ -44,9 +44,9 @@ static PyObject *kvcache_new(PyTypeObject *type, PyObject *args, PyObject *kwarg
     if (!PyArg_ParseTuple(args, "Onnnnnssnp|np:KVCache", &ctx_obj, &B, &KVH, &cap, &D, &DV, &k_name, &v_name, &bs,
                           &scaled, &prefix_rows, &latent))
         return NULL;
-    if (latent && (DV > D || strcmp(k_name, v_name) != 0))
-        return PyErr_Format(PyExc_ValueError, "latent=True: one cache holds keys and values, so v_dim %zd must be at "
-                            "most head_dim %zd and k_dtype and v_dtype one type", DV, D);
+    if (latent && (DV >= D || strcmp(k_name, v_name) != 0))
+        return PyErr_Format(PyExc_ValueError, "latent=True: one cache holds keys and values, so v_dim %zd must be "
+                            "below head_dim %zd and k_dtype and v_dtype one type", DV, D);
     if (prefix_rows < 0 || (prefix_rows && !bs)) {
         PyErr_SetString(PyExc_ValueError, "prefix_capacity: rows for shared prefixes, in a paged cache (block_size)");
         return NULL;
@@ -205,7 +205,8 @@ static PyObject *kvcache_append(PyObject *obj, PyObject *args)
     }
     /* (a latent cache: the key rows alone, which hold the values) */
     if (c->latent && v_obj != Py_None)
-        PyErr_SetString(PyExc_TypeError, "append: a latent cache (MLA) takes its rows as key alone: value must be None");
+        PyErr_SetString(PyExc_TypeError, "append: a latent cache (MLA) takes its rows as key alone: value must be "
+                                         "None");
     const int read = c->latent ? v_obj == Py_None && py_tensors_on_device(pc, kv, 1, names) >= 0
                                : py_tensor_get_any(v_obj, "v", 0, bf16, &kv[1]) == 0 &&
                                      py_tensors_on_device(pc, kv, 2, names) >= 0;
