@@ -302,7 +302,7 @@ START_TEST(test_model)
 END_TEST
 
 /* 2. The latent form on every path and storage type: bit for bit the call with V copied out of the keys. */
-enum { PB = 2, PH = 4, PKVH = 2, PL = 5, PS = 37, PDK = 80, PDV = 64 };
+enum { PB = 2, PH = 4, PKVH = 2, PL = 5, PS = 149, PDK = 80, PDV = 64 }; /* (S past 2 tiles of every path) */
 static const clattn_dtype path_types[4] = {CLATTN_FLOAT32, CLATTN_FLOAT16, CLATTN_BFLOAT16, CLATTN_INT8};
 
 START_TEST(test_paths)
@@ -324,7 +324,7 @@ START_TEST(test_paths)
         memcpy(v + row * PDV, tk.values + row * PDK, PDV * sizeof(float));
     }
     clattn_masks masks = CLATTN_MASKS_INIT;
-    const size_t key_lengths[PB] = {PS, 29};
+    const size_t key_lengths[PB] = {PS, 131};
     masks.causal = CLATTN_CAUSAL_BOTTOM_RIGHT, masks.key_lengths = key_lengths;
     clattn_sdpa_desc d = tu_sdpa_desc(PB, PH, PL, PS, PDK, PDV);
     d.kv_heads = PKVH, d.masks = &masks, d.algorithm = tu_paths[path];
