@@ -373,6 +373,34 @@
     X(ALL, ULONG, ulong, blocks, 0)                                                                          \
     X(ALL, MEM, __global int *, first_bad, 0)
 
+/* cl/sparse_backward.cl: the sparse call's gradients (float32 tensors), dQ and D per query row, then dK and dV
+ * per key through key_starts (B × (kv_len + 1)) and key_rows: each key's selecting query rows. */
+#define CLATTN_SPARSE_BACKWARD_PARAMS(X)                                                                     \
+    X(ALL, MEM, __global const float *, q, 0)                                                                \
+    X(ALL, MEM, __global const float *, k, 0)                                                                \
+    X(ALL, MEM, __global const float *, v, 0)                                                                \
+    X(ALL, MEM, __global const float *, o, 0)                                                                \
+    X(ALL, MEM, __global const float *, dout, 0)                                                             \
+    X(ALL, MEM, __global const float *, lse, 0)                                                              \
+    X(ALL, MEM, __global float *, delta, 0) /* written by the dQ kernel, read by the dK/dV kernel */         \
+    X(ALL, MEM, __global const int *, indices, 0)                                                            \
+    X(ALL, MEM, __global const ulong *, key_lengths, 0)                                                      \
+    X(ALL, MEM, __global const ulong *, key_starts, 0)                                                       \
+    X(ALL, MEM, __global const uint *, key_rows, 0)                                                          \
+    X(ALL, MEM, __global float *, grad_q, 0)                                                                 \
+    X(ALL, MEM, __global float *, grad_k, 0)                                                                 \
+    X(ALL, MEM, __global float *, grad_v, 0)                                                                 \
+    X(ALL, ULONG, ulong, batch, 0)                                                                           \
+    X(ALL, ULONG, ulong, heads, 0)                                                                           \
+    X(ALL, ULONG, ulong, group, 0)                                                                           \
+    X(ALL, ULONG, ulong, q_len, 0)                                                                           \
+    X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
+    X(ALL, ULONG, ulong, top_k, 0)                                                                           \
+    X(ALL, ULONG, ulong, dk, 0)                                                                              \
+    X(ALL, ULONG, ulong, dv, 0)                                                                              \
+    X(ALL, FLOAT, float, scale, 0)                                                                           \
+    X(ALL, FLOAT, float, softcap, 0.0f)
+
 /* cl/topk.cl: each row's top_k largest scores' positions. */
 #define CLATTN_TOPK_PARAMS(X)                                                                                \
     X(ALL, MEM, __global const float *, scores, 0)                                                           \

@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 20
+#define CLATTN_VERSION_MINOR 21
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.20.0"
+#define CLATTN_VERSION_STRING "0.21.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -896,6 +896,22 @@ CLATTN_API clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sd
                                             cl_mem indices, cl_mem q, cl_mem k, cl_mem v,
                                             const clattn_paged_cache *cache, const size_t *lengths, cl_mem out,
                                             cl_mem lse);
+
+/* The gradients of clattn_sdpa_sparse over a dense K/V (since 0.21): for the loss's gradient dout (B,H,L,Dv), dq
+ * (B,H,L,Dqk), dk (B,kv_heads,S,Dqk) and dv (B,kv_heads,S,Dv) — a key's summed over every query row (and every
+ * head of its group) that selected it, a row that selected a key twice counting twice; keys nobody selected get
+ * 0. desc, top_k, indices, lengths, q, k and v are the forward's, out and lse its results (lse is required).
+ * Every weight is recomputed from Q, K and lse (FlashAttention-2's way, on the selected pairs only: the cost is
+ * B·H·L·top_k pairs, not L·S, and memory O(B·L·top_k) for each key's list of the rows that selected it, built
+ * from the indices read back to the host — the call blocks on that read). Each gradient row is written by one
+ * work-item in a fixed order: the same inputs give the same bits. Soft-capping is differentiated; with
+ * desc.sinks, dsinks (heads floats on the host; NULL: not wanted) receives each sink's gradient. Storage types
+ * as the forward's (q, k, v and their gradients in desc's q/k/v_dtype, out and dout in out_dtype); head sizes up
+ * to 512. No gradient may share memory with an input or another gradient. */
+CLATTN_API clattn_status clattn_sdpa_sparse_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t top_k,
+                                                     cl_mem indices, const size_t *lengths, cl_mem q, cl_mem k,
+                                                     cl_mem v, cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq,
+                                                     cl_mem dk, cl_mem dv, float *dsinks);
 
 /* One level of a cascade (since 0.18): prefixes that groups of sequences share, held in the paged pool.
  * Sequence b reads prefix group_of[b] at this level: lengths[g] rows in the blocks blocks[g · max_blocks …]

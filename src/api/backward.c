@@ -34,8 +34,9 @@ const char *sdpa_backward_not_yet(const sdpa_shape *s)
     return NULL;
 }
 
-/* d(sink_h) = −Σ_{b,i} exp(sink_h − lse_bhi)·D_bhi, from D and the log-sum-exps read back. */
-static clattn_status sink_gradients(clattn_context *ctx, const sdpa_shape *s, cl_mem delta, cl_mem lse, float *dsinks)
+/* (from D and the log-sum-exps read back) */
+clattn_status backward_sink_gradients(clattn_context *ctx, const sdpa_shape *s, cl_mem delta, cl_mem lse,
+                                      float *dsinks)
 {
     const size_t rows = s->lse_elems;
     float *d = malloc(rows * sizeof *d), *l = malloc(rows * sizeof *l);
@@ -202,16 +203,24 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
                                                : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
         return st;
-    return dsinks && s->desc.sinks ? sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
+    return dsinks && s->desc.sinks ? backward_sink_gradients(ctx, s, delta, lse, dsinks) : CLATTN_SUCCESS;
 }
 
-clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,
-                                cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv, float *dsinks)
+/* The dense pass (call: the mask), its tensors already widened. */
+static clattn_status dense_pass(clattn_context *ctx, const sdpa_shape *s, const void *call, const backward_tensors *t,
+                                float *dsinks)
+{
+    return backward_floats(ctx, s, *(const cl_mem *)call, t->q, t->k, t->v, t->out, t->lse, t->dout, t->dq, t->dk,
+                           t->dv, dsinks);
+}
+
+clattn_status backward_in_floats(clattn_context *ctx, const sdpa_shape *s, backward_float_pass pass, const void *call,
+                                 const backward_tensors *t, float *dsinks)
 {
     /* Tensors stored in 16-bit types: widened to float temporaries (dO in the output's type), the pass
      * run on floats, and the gradients rounded into their inputs' types. */
-    const cl_mem given[5] = {q, k, v, out, dout};
-    cl_mem in[5] = {q, k, v, out, dout}, grad[3] = {dq, dk, dv};
+    const cl_mem given[5] = {t->q, t->k, t->v, t->out, t->dout};
+    cl_mem in[5] = {t->q, t->k, t->v, t->out, t->dout}, grad[3] = {t->dq, t->dk, t->dv};
     const clattn_dtype in_types[5] = {s->types.q, s->types.k, s->types.v, s->types.o, s->types.o};
     const size_t in_elems[5] = {s->q_elems, s->k_elems, s->v_elems, s->out_elems, s->out_elems};
     const scratch_slot in_slots[5] = {SCRATCH_WIDE_Q, SCRATCH_WIDE_K, SCRATCH_WIDE_V, SCRATCH_WIDE_O,
@@ -225,13 +234,52 @@ clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem
     for (int i = 0; i < 3 && st == CLATTN_SUCCESS; i++)
         if (in_types[i] != CLATTN_FLOAT32)
             st = scratch_get(ctx, grad_slots[i], in_elems[i] * sizeof(float), &grad[i]);
+    const backward_tensors floats = {in[0], in[1], in[2], in[3], t->lse, in[4], grad[0], grad[1], grad[2]};
     if (st == CLATTN_SUCCESS)
-        st = backward_floats(ctx, s, mask, in[0], in[1], in[2], in[3], lse, in[4], grad[0], grad[1], grad[2], dsinks);
-    const cl_mem user_grad[3] = {dq, dk, dv};
+        st = pass(ctx, s, call, &floats, dsinks);
+    const cl_mem user_grad[3] = {t->dq, t->dk, t->dv};
     for (int i = 0; i < 3 && st == CLATTN_SUCCESS; i++)
         if (in_types[i] != CLATTN_FLOAT32)
             st = convert_elements(ctx, grad[i], CLATTN_FLOAT32, NULL, 1, user_grad[i], in_types[i], in_elems[i]);
     return st;
+}
+
+clattn_status sdpa_backward_run(clattn_context *ctx, const sdpa_shape *s, cl_mem mask, cl_mem q, cl_mem k, cl_mem v,
+                                cl_mem out, cl_mem lse, cl_mem dout, cl_mem dq, cl_mem dk, cl_mem dv, float *dsinks)
+{
+    const backward_tensors t = {q, k, v, out, lse, dout, dq, dk, dv};
+    return backward_in_floats(ctx, s, dense_pass, &mask, &t, dsinks);
+}
+
+clattn_status backward_buffers_check(clattn_context *ctx, const char *api, const sdpa_shape *s,
+                                     const backward_tensors *t, cl_mem mask)
+{
+    const struct {
+        cl_mem mem;
+        size_t elems;
+        clattn_dtype type;
+        const char *name;
+    } tensors[] = {{t->q, s->q_elems, s->types.q, "q"},           {t->k, s->k_elems, s->types.k, "k"},
+                   {t->v, s->v_elems, s->types.v, "v"},           {t->out, s->out_elems, s->types.o, "out"},
+                   {t->lse, s->lse_elems, CLATTN_FLOAT32, "lse"}, {t->dout, s->out_elems, s->types.o, "dout"},
+                   {t->dq, s->q_elems, s->types.q, "dq"},         {t->dk, s->k_elems, s->types.k, "dk"},
+                   {t->dv, s->v_elems, s->types.v, "dv"}};
+    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) {
+        if (!tensors[i].mem)
+            return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "%s: %s is NULL%s", api, tensors[i].name,
+                             i == 4 ? " (the forward's log-sum-exps)" : "");
+        const clattn_status st = check_tensor(ctx, tensors[i].mem, tensors[i].elems, tensors[i].type, tensors[i].name);
+        if (st != CLATTN_SUCCESS)
+            return st;
+    }
+    clattn_status st;
+    if (mask && (st = check_buffer(ctx, mask, s->mask_elems, s->mask_elem_size, "mask")) != CLATTN_SUCCESS)
+        return st;
+    const named_mem outputs[] = {{t->dq, "dq"}, {t->dk, "dk"}, {t->dv, "dv"}};
+    const named_mem inputs[] = {{t->q, "q"},     {t->k, "k"},     {t->v, "v"},       {mask, "mask"},
+                                {t->out, "out"}, {t->lse, "lse"}, {t->dout, "dout"}, {s->k_scales, "desc.k_scales"},
+                                {s->v_scales, "desc.v_scales"}};
+    return check_no_overlap(ctx, api, outputs, 3, inputs, sizeof inputs / sizeof inputs[0]);
 }
 
 clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *desc, cl_mem q, cl_mem k, cl_mem v,
@@ -242,34 +290,11 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
     clattn_status st = check_context(ctx);
     if (st != CLATTN_SUCCESS || (st = sdpa_check(ctx, desc, mask != NULL, &s)) != CLATTN_SUCCESS)
         return st;
-    const char *missing = !q ? "q" : !k ? "k" : !v ? "v" : !out ? "out" : !lse ? "lse (the forward's log-sum-exps)"
-                        : !dout ? "dout" : !dq ? "dq" : !dk ? "dk" : !dv ? "dv" : NULL;
-    if (missing)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_sdpa_backward: %s is NULL", missing);
     const char *unsupported = sdpa_backward_not_yet(&s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_backward: %s", unsupported);
-    const struct {
-        cl_mem mem;
-        size_t elems;
-        clattn_dtype type;
-        const char *name;
-    } tensors[] = {{q, s.q_elems, s.types.q, "q"},         {k, s.k_elems, s.types.k, "k"},
-                   {v, s.v_elems, s.types.v, "v"},         {out, s.out_elems, s.types.o, "out"},
-                   {lse, s.lse_elems, CLATTN_FLOAT32, "lse"}, {dout, s.out_elems, s.types.o, "dout"},
-                   {dq, s.q_elems, s.types.q, "dq"},       {dk, s.k_elems, s.types.k, "dk"},
-                   {dv, s.v_elems, s.types.v, "dv"}};
-    for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++)
-        if ((st = check_tensor(ctx, tensors[i].mem, tensors[i].elems, tensors[i].type, tensors[i].name)) != CLATTN_SUCCESS)
-            return st;
-    if (mask && (st = check_buffer(ctx, mask, s.mask_elems, s.mask_elem_size, "mask")) != CLATTN_SUCCESS)
-        return st;
-    const named_mem outputs[] = {{dq, "dq"}, {dk, "dk"}, {dv, "dv"}};
-    const named_mem inputs[] = {{q, "q"},     {k, "k"},       {v, "v"},         {mask, "mask"},
-                                {out, "out"}, {lse, "lse"},   {dout, "dout"},   {s.k_scales, "desc.k_scales"},
-                                {s.v_scales, "desc.v_scales"}};
-    if ((st = check_no_overlap(ctx, "clattn_sdpa_backward", outputs, 3, inputs, sizeof inputs / sizeof inputs[0])) !=
-        CLATTN_SUCCESS)
+    const backward_tensors t = {q, k, v, out, lse, dout, dq, dk, dv};
+    if ((st = backward_buffers_check(ctx, "clattn_sdpa_backward", &s, &t, mask)) != CLATTN_SUCCESS)
         return st;
     return sdpa_backward_run(ctx, &s, mask, q, k, v, out, lse, dout, dq, dk, dv, dsinks);
 }

@@ -8,6 +8,7 @@
 #include "paged.h"
 #include "program.h"
 #include "scratch.h"
+#include "sparse.h"
 #include "tuning.h"
 #include "validate.h"
 
@@ -20,7 +21,7 @@
 #define SPARSE_MAX_PRIVATE 4096 /* floats of a work-item's query rows (and as many of its sums) */
 
 /* What a sparse call takes besides the shape: the indices are its mask, so none of the others. */
-static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *d)
+static clattn_status options_check(clattn_context *ctx, const char *api, const clattn_sdpa_desc *d)
 {
     const char *bad = d->masks ? "desc.masks" : d->alibi_slopes ? "desc.alibi_slopes"
                       : d->logit_scale ? "desc.logit_scale" : d->mods ? "desc.mods"
@@ -29,14 +30,14 @@ static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *
                       : d->softmax_precision != CLATTN_SOFTMAX_FLOAT ? "desc.softmax_precision"
                       : d->origin_batch || d->origin_position ? "desc.origin_batch / origin_position" : NULL;
     if (bad)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_sparse does not take %s (the indices are "
-                         "its mask)", bad);
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s does not take %s (the indices are its mask)", api,
+                         bad);
     const clattn_dtype types[4] = {d->q_dtype, d->k_dtype, d->v_dtype, d->out_dtype};
     static const char *const names[4] = {"q_dtype", "k_dtype", "v_dtype", "out_dtype"};
     for (int t = 0; t < 4; t++)
         if (types[t] != CLATTN_FLOAT32 && types[t] != CLATTN_FLOAT16 && types[t] != CLATTN_BFLOAT16)
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_sparse: desc.%s is %s; it takes float32, "
-                             "float16 and bfloat16", names[t], clattn_dtype_name(types[t]));
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: desc.%s is %s; it takes float32, "
+                             "float16 and bfloat16", api, names[t], clattn_dtype_name(types[t]));
     return CLATTN_SUCCESS;
 }
 
@@ -55,17 +56,17 @@ static clattn_status vector_width(clattn_context *ctx, const sdpa_shape *s, unsi
 }
 
 /* The call's shape, with a paged cache's facts in *p (NULL cache: dense, p untouched). */
-static clattn_status shape_check(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
-                                 cl_mem k, cl_mem v, sdpa_shape *s, paged_shape *p)
+static clattn_status shape_check(clattn_context *ctx, const char *api, const clattn_sdpa_desc *desc,
+                                 const clattn_paged_cache *cache, cl_mem k, cl_mem v, sdpa_shape *s, paged_shape *p)
 {
     clattn_sdpa_desc d;
     clattn_status st = sdpa_desc_read(ctx, desc, &d);
-    if (st != CLATTN_SUCCESS || (st = options_check(ctx, &d)) != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS || (st = options_check(ctx, api, &d)) != CLATTN_SUCCESS)
         return st;
     if (cache) {
         if (k || v)
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_sparse: k and v are NULL with a paged "
-                             "cache (its pools hold them)");
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: k and v are NULL with a paged cache (its pools "
+                             "hold them)", api);
         const size_t kv_len = d.kv_len;
         d.kv_len = 1; /* (the table's reach, known once the cache is read) */
         if ((st = sdpa_shape_resolve(ctx, &d, s)) != CLATTN_SUCCESS || (st = paged_cache_check(ctx, cache, s, p)) != CLATTN_SUCCESS)
@@ -79,10 +80,32 @@ static clattn_status shape_check(clattn_context *ctx, const clattn_sdpa_desc *de
         return st;
     if (s->group > SPARSE_MAX_GROUP || s->group * round16(s->qk_dim) > SPARSE_MAX_PRIVATE ||
         s->group * round16(s->v_dim) > SPARSE_MAX_PRIVATE)
-        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_sparse: %zu query heads a K/V head of %zu "
-                         "values each; it takes up to %d heads and %d values in all", s->group, s->qk_dim,
+        return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: %zu query heads a K/V head of %zu values each; it "
+                         "takes up to %d heads and %d values in all", api, s->group, s->qk_dim,
                          SPARSE_MAX_GROUP, SPARSE_MAX_PRIVATE);
     return masks_resolve(ctx, NULL, false, s);
+}
+
+clattn_status sparse_call_check(clattn_context *ctx, const char *api, const clattn_sdpa_desc *desc, size_t top_k,
+                                cl_mem indices, const clattn_paged_cache *cache, cl_mem k, cl_mem v,
+                                const size_t *lengths, sdpa_shape *s, paged_shape *p)
+{
+    clattn_status st = shape_check(ctx, api, desc, cache, k, v, s, p);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    if (top_k == 0)
+        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "%s: top_k is 0", api);
+    size_t n_indices;
+    if (!size_product(&n_indices, 3, s->batch, s->q_len, top_k) || top_k > (size_t)INT_MAX)
+        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "%s: %zu x %zu rows of %zu indices", api, s->batch,
+                         s->q_len, top_k);
+    if (cache && !lengths)
+        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "%s: lengths is NULL (a paged cache needs them)", api);
+    for (size_t b = 0; !cache && lengths && b < s->batch; b++)
+        if (lengths[b] > s->kv_len)
+            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "lengths[%zu] = %zu passes desc.kv_len = %zu", b,
+                             lengths[b], s->kv_len);
+    return check_buffer(ctx, indices, n_indices, sizeof(cl_int), "indices");
 }
 
 clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *desc, size_t top_k, cl_mem indices,
@@ -92,23 +115,11 @@ clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *de
     clattn_status st = check_context(ctx);
     sdpa_shape s;
     paged_shape p;
-    if (st != CLATTN_SUCCESS || (st = shape_check(ctx, desc, cache, k, v, &s, &p)) != CLATTN_SUCCESS)
+    if (st != CLATTN_SUCCESS ||
+        (st = sparse_call_check(ctx, "clattn_sdpa_sparse", desc, top_k, indices, cache, k, v, lengths, &s, &p)) !=
+            CLATTN_SUCCESS)
         return st;
-    if (top_k == 0)
-        return set_error(ctx, CLATTN_ERROR_ZERO_SIZE, "clattn_sdpa_sparse: top_k is 0");
-    size_t n_indices;
-    if (!size_product(&n_indices, 3, s.batch, s.q_len, top_k) || top_k > (size_t)INT_MAX)
-        return set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "clattn_sdpa_sparse: %zu x %zu rows of %zu indices",
-                         s.batch, s.q_len, top_k);
-    if (cache && !lengths)
-        return set_error(ctx, CLATTN_ERROR_NULL_ARGUMENT, "clattn_sdpa_sparse: lengths is NULL (a paged cache needs "
-                         "them)");
-    for (size_t b = 0; !cache && lengths && b < s.batch; b++)
-        if (lengths[b] > s.kv_len)
-            return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "lengths[%zu] = %zu passes desc.kv_len = %zu", b,
-                             lengths[b], s.kv_len);
-    if ((st = check_buffer(ctx, indices, n_indices, sizeof(cl_int), "indices")) != CLATTN_SUCCESS ||
-        (st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
+    if ((st = check_tensor(ctx, q, s.q_elems, s.types.q, "q")) != CLATTN_SUCCESS ||
         (!cache && (st = check_tensor(ctx, k, s.k_elems, s.types.k, "k")) != CLATTN_SUCCESS) ||
         (!cache && (st = check_tensor(ctx, v, s.v_elems, s.types.v, "v")) != CLATTN_SUCCESS) ||
         (st = check_tensor(ctx, out, s.out_elems, s.types.o, "out")) != CLATTN_SUCCESS ||

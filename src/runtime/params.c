@@ -53,6 +53,11 @@ const kernel_params params_sparse = PARAM_TABLE("clattn_sparse", CLATTN_SPARSE_P
 #define PARAM_STRUCT sparse_combine_params
 const kernel_params params_sparse_combine = PARAM_TABLE("clattn_sparse_combine", CLATTN_SPARSE_COMBINE_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT sparse_backward_params
+const kernel_params params_sparse_backward_dq = PARAM_TABLE("clattn_sparse_backward_dq", CLATTN_SPARSE_BACKWARD_PARAMS);
+const kernel_params params_sparse_backward_dkdv = PARAM_TABLE("clattn_sparse_backward_dkdv",
+                                                              CLATTN_SPARSE_BACKWARD_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT convert_params
 const kernel_params params_convert = PARAM_TABLE("clattn_convert", CLATTN_CONVERT_PARAMS);
 #undef PARAM_STRUCT
@@ -193,6 +198,9 @@ const kernel_family family_softmax_double = {"double softmax", {"softmax_double.
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
 const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}, 2,
                                      {&params_sparse, &params_sparse_combine}, 2, 2, NULL};
+/* The sparse call's gradients (float32 tensors: clattn_sdpa_sparse_backward widens 16-bit ones first). */
+const kernel_family family_sparse_backward = {"sparse backward", {"sparse_backward.cl"}, 1,
+                                              {&params_sparse_backward_dq, &params_sparse_backward_dkdv}, 2, 2, NULL};
 const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
                                       2, NULL};
 /* Appends to a token-format cache: the groups completed, then the tail (cl/append_tokens.cl). */
@@ -223,7 +231,7 @@ const kernel_family family_layer_backward = {"layer backward", {"layer_backward.
                                              {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
-                                                &family_softmax_double, &family_merge, &family_sparse, &family_convert,
+                                                &family_softmax_double, &family_merge, &family_sparse, &family_sparse_backward, &family_convert,
                                                 &family_append_tokens,
                                                 &family_paged_check,    &family_topk,  &family_gemm,  &family_add_bias,
                                                 &family_block_mask,     &family_backward, &family_layer_backward};

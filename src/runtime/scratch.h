@@ -38,6 +38,8 @@ typedef enum scratch_slot {
     SCRATCH_BACKWARD_FLAG, /* the backward's check that what the lanes kernel multiplies is finite */
     SCRATCH_TREE,        /* tree attention's ancestor bits per query row */
     SCRATCH_TILES,       /* a ragged launch's list of its work-groups' (sequence, tile) */
+    SCRATCH_SPARSE_STARTS, /* the sparse backward's keys' lists of the query rows that selected them */
+    SCRATCH_SPARSE_ROWS,
     SCRATCH_COUNT
 } scratch_slot;
 

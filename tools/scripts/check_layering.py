@@ -77,7 +77,8 @@ LAYERS = [
         "kvcache.h", "kvcache.c",      # KV caches the application owns: appends, ONNX past/present
         "ragged.h", "ragged.c",        # clattn_sdpa_ragged: sequences of different lengths packed
         "paged.h", "paged.c",          # paged caches: block-id checks, appends and attention through a table
-        "sparse.c",                    # top-k sparse attention: each query row over the keys it selects
+        "sparse.h", "sparse.c",        # top-k sparse attention: each query row over the keys it selects
+        "sparse_backward.c",           # its gradients (cl/sparse_backward.cl)
         "topk.c",                      # top-k selection: each query row's highest-scoring keys
         "cascade.c",                   # clattn_sdpa_cascade: shared prefixes read once, merged with each own part
         "host.c",                      # the *_host variants
