@@ -250,3 +250,32 @@ def test_sinks_gradient(ctx, dtype):
                          ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)):
         assert got.dtype == dtype, name
         torch.testing.assert_close(got.double(), w.detach(), atol=atol * 4, rtol=rtol * 4, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_sparse_attention_gradients(ctx, dtype):
+    """clattn.sparse_attention on tensors that require grad (its backward: clattn_sdpa_sparse_backward): out, dQ,
+    dK, dV and the learned sinks' gradient against a float64 autograd of the same attention written densely (the
+    selection a mask of log(count), a key given twice counting twice), GQA, soft-capping."""
+    torch.manual_seed(seed("sparse", str(dtype)))
+    B, H, KVH, L, S, D, TOP = 2, 4, 2, 9, 60, 16, 20
+    q, k, v = (torch.randn(*s).to(dtype).requires_grad_() for s in ((B, H, L, D), (B, KVH, S, D), (B, KVH, S, D)))
+    sinks = torch.randn(H).to(dtype).requires_grad_()
+    idx = torch.randint(-1, S, (B, L, TOP))
+    idx[:, :, 1] = idx[:, :, 0]
+    out = clattn.sparse_attention(q, k, v, idx, sinks=sinks, softcap=3.0, context=ctx)
+    grad = torch.randn(out.shape).to(dtype)
+    out.backward(grad)
+    counts = torch.zeros(B, 1, L, S, dtype=torch.float64)
+    counts.scatter_add_(3, idx.clamp(min=0).unsqueeze(1), (idx >= 0).double().unsqueeze(1))
+    q64, k64, v64, s64 = (t.detach().double().requires_grad_() for t in (q, k, v, sinks))
+    kr, vr = (t.repeat_interleave(H // KVH, dim=1) for t in (k64, v64))
+    scores = 3.0 * torch.tanh(q64 @ kr.transpose(-1, -2) / D ** 0.5 / 3.0) + counts.log()
+    full = torch.cat([scores, s64.view(1, H, 1, 1).expand(B, H, L, 1)], dim=-1)
+    want = torch.softmax(full, dim=-1)[..., :S] @ vr
+    want.backward(grad.double())
+    atol, rtol = TOL[dtype]
+    for name, got, w in (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
+                         ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)):
+        assert got.dtype == dtype, name
+        torch.testing.assert_close(got.double(), w.detach(), atol=atol * 4, rtol=rtol * 4, msg=lambda m: f"{name}: {m}")

@@ -22,11 +22,12 @@ from ._calls import (ArgumentError, CallTimeoutError, Context, ContextBusyError,
                      set_default_context, wait_abandoned)
 from ._flex import BlockMask, TranslationError, create_block_mask, flex_attention
 from ._kvcache import Format, KVCache, formats
+from ._sparse import sparse_attention
 
 __all__ = ["ArgumentError", "BlockMask", "CallTimeoutError", "Context", "ContextBusyError", "Error", "Format", "KVCache",
            "TranslationError", "create_block_mask", "devices", "default_context", "flex_attention", "formats", "merge",
            "multi_head_attention", "register_torch_ops", "scaled_dot_product_attention", "set_default_context",
-           "wait_abandoned"]
+           "sparse_attention", "wait_abandoned"]
 __version__ = _clattn.library_version()
 
 # torch.ops.clattn.sdpa for torch.compile and torch.export: defined now when PyTorch is already imported, else

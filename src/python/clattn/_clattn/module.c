@@ -241,6 +241,8 @@ static PyMethodDef module_methods[] = {
      "The gradients of sdpa (clattn_sdpa_backward_host; float32)."},
     {"mha", (PyCFunction)(void (*)(void))py_mha, METH_VARARGS | METH_KEYWORDS, "A multi-head attention layer (see clattn.multi_head_attention)."},
     {"merge", (PyCFunction)(void (*)(void))py_merge, METH_VARARGS | METH_KEYWORDS, "Merge partial results (see clattn.merge)."},
+    {"sparse", (PyCFunction)(void (*)(void))py_sparse, METH_VARARGS | METH_KEYWORDS,
+     "Top-k sparse attention and its gradients (see clattn.sparse_attention)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -130,6 +130,7 @@ PyObject *py_sdpa(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *py_sdpa_backward(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *py_mha(PyObject *self, PyObject *args, PyObject *kwargs);
 PyObject *py_merge(PyObject *self, PyObject *args, PyObject *kwargs);
+PyObject *py_sparse(PyObject *self, PyObject *args, PyObject *kwargs);
 extern PyType_Spec pyclattn_mods_spec;
 extern PyType_Spec pyclattn_kvcache_spec;
 
