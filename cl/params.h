@@ -392,12 +392,9 @@
     X(ALL, MEM, __global float *, grad_v, 0)                                                                 \
     X(ALL, ULONG, ulong, batch, 0)                                                                           \
     X(ALL, ULONG, ulong, heads, 0)                                                                           \
-    X(ALL, ULONG, ulong, group, 0)                                                                           \
     X(ALL, ULONG, ulong, q_len, 0)                                                                           \
     X(ALL, ULONG, ulong, kv_len, 0)                                                                          \
     X(ALL, ULONG, ulong, top_k, 0)                                                                           \
-    X(ALL, ULONG, ulong, dk, 0)                                                                              \
-    X(ALL, ULONG, ulong, dv, 0)                                                                              \
     X(ALL, FLOAT, float, scale, 0)                                                                           \
     X(ALL, FLOAT, float, softcap, 0.0f)
 

@@ -43,9 +43,7 @@ static clattn_status options_check(clattn_context *ctx, const char *api, const c
 
 static unsigned round16(size_t d) { return (unsigned)((d + 15) / 16 * 16); }
 
-/* The vector width: the decode kernels' on this device, halved until it divides both head sizes (a row is
- * read VEC values at a time, and must end on a vector). */
-static clattn_status vector_width(clattn_context *ctx, const sdpa_shape *s, unsigned *vec)
+clattn_status sparse_vector_width(clattn_context *ctx, const sdpa_shape *s, unsigned *vec)
 {
     tuning_values t;
     const clattn_status st = tuning_lookup(ctx, TUNING_DECODE, &t, NULL);
@@ -136,7 +134,7 @@ clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *de
     if (st != CLATTN_SUCCESS || (st = masks_upload(ctx, &s, NULL, &masks)) != CLATTN_SUCCESS)
         return st;
     unsigned vec;
-    if ((st = vector_width(ctx, &s, &vec)) != CLATTN_SUCCESS)
+    if ((st = sparse_vector_width(ctx, &s, &vec)) != CLATTN_SUCCESS)
         return st;
     char options[TYPES_OPTIONS_MAX + 128], types[TYPES_OPTIONS_MAX];
     tensor_types_options(s.types, types, sizeof types);

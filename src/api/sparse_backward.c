@@ -81,22 +81,26 @@ static clattn_status sparse_pass(clattn_context *ctx, const sdpa_shape *s, const
         st = scratch_upload_integers(ctx, SCRATCH_KEY_LENGTHS, c->lengths, NULL, s->batch, "lengths", &lengths);
     if (st != CLATTN_SUCCESS || (st = key_lists(ctx, s, c, &starts, &rows)) != CLATTN_SUCCESS)
         return st;
-    char options[64];
-    snprintf(options, sizeof options, "-DDK=%zu -DDV=%zu", (s->qk_dim + 15) / 16 * 16, (s->v_dim + 15) / 16 * 16);
+    unsigned vec;
+    if ((st = sparse_vector_width(ctx, s, &vec)) != CLATTN_SUCCESS)
+        return st;
+    char options[96];
+    snprintf(options, sizeof options, "-DROWS=%zu -DVEC=%u -DDK=%zu -DDV=%zu", s->group, vec, s->qk_dim, s->v_dim);
     const family_build *fb;
     if ((st = program_get(ctx, &family_sparse_backward, options, 0, 0, NULL, &fb)) != CLATTN_SUCCESS)
         return st;
     const sparse_backward_params p = {t->q, t->k, t->v, t->out, t->dout, t->lse, delta, c->indices, lengths, starts,
-                                      rows, t->dq, t->dk, t->dv, s->batch, s->heads, s->group, s->q_len, s->kv_len,
-                                      c->top_k, s->qk_dim, s->v_dim, s->scale, s->desc.softcap};
+                                      rows, t->dq, t->dk, t->dv, s->batch, s->heads, s->q_len, s->kv_len, c->top_k,
+                                      s->scale, s->desc.softcap};
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_sparse_backward_dq, &p, fb->features);
-    const size_t queries[2] = {s->q_len, s->batch * s->heads}, keys[2] = {s->kv_len, s->batch * s->kv_heads};
-    if ((st = kernel_launch_auto(ctx, &a, "sparse backward dQ", 2, queries)) != CLATTN_SUCCESS)
+    /* (a work-item a query row or key of a K/V head: its group's query heads together) */
+    const size_t queries[1] = {s->batch * s->q_len * s->kv_heads}, keys[1] = {s->batch * s->kv_heads * s->kv_len};
+    if ((st = kernel_launch_auto(ctx, &a, "sparse backward dQ", 1, queries)) != CLATTN_SUCCESS)
         return st;
     a = kernel_args_begin(fb->kernels[1]);
     params_bind(&a, &params_sparse_backward_dkdv, &p, fb->features);
-    if ((st = kernel_launch_auto(ctx, &a, "sparse backward dK dV", 2, keys)) != CLATTN_SUCCESS)
+    if ((st = kernel_launch_auto(ctx, &a, "sparse backward dK dV", 1, keys)) != CLATTN_SUCCESS)
         return st;
     return dsinks && s->desc.sinks ? backward_sink_gradients(ctx, s, delta, t->lse, dsinks) : CLATTN_SUCCESS;
 }

@@ -199,7 +199,7 @@ const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1
 const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}, 2,
                                      {&params_sparse, &params_sparse_combine}, 2, 2, NULL};
 /* The sparse call's gradients (float32 tensors: clattn_sdpa_sparse_backward widens 16-bit ones first). */
-const kernel_family family_sparse_backward = {"sparse backward", {"sparse_backward.cl"}, 1,
+const kernel_family family_sparse_backward = {"sparse backward", {"vec.cl", "sparse_backward.cl"}, 2,
                                               {&params_sparse_backward_dq, &params_sparse_backward_dkdv}, 2, 2, NULL};
 const kernel_family family_convert = {"conversion", {"convert.cl"}, 1, {&params_convert, &params_append_rows}, 2,
                                       2, NULL};
