@@ -24,9 +24,11 @@ START_TEST(test_bench_quick_json)
         "versus = [r for r in d['cases'] if r['kind'] == 'versus']\n"
         "assert [r['versus'] for r in versus] == ['sdpa causal L=S=192 H=2 D=64'] * 2 + ['decode L=1 S=512 H=4 D=64',"
         " 'decode paged blocks of 16 L=1 S=512 H=4 D=64',"
-        " 'MLA expanded paged blocks of 64 bf16 cache B=2 L=1 S=512 H=4 D=192/128', 'decode L=1 S=512 H=4 D=64'], versus\n"
+        " 'MLA expanded paged blocks of 64 bf16 cache B=2 L=1 S=512 H=4 D=192/128', 'decode L=1 S=512 H=4 D=64',"
+        " 'decode paged shared prefix 256 + 64 own B=4 L=1 H=4 kv=2 D=64', 'decode L=1 S=512 H=4 D=64',"
+        " 'separate calls paged 1 chunk of 32 + 2 decode rows S=256 H=4 kv=2 D=64'], versus\n"
         "assert all(r['pairs'] >= 9 and 0 < r['low'] <= r['time_ratio'] <= r['high'] for r in versus), versus\n"
-        "assert len(rows) == 22, len(rows)\n"
+        "assert len(rows) == 27, len(rows)\n"
         "assert [r['kv_dtype'] for r in rows if 'int8' in r['name']] == ['int8', 'int8'], rows\n"
         "assert sorted(r['name'] for r in bandwidth) == sorted(r['name'] for r in rows if r['path'] == 'decode'), d\n"
         "assert all(r['kv_gbps'] > 0 and r['stream_gbps'] > 0 for r in bandwidth), bandwidth\n"
@@ -46,6 +48,10 @@ START_TEST(test_bench_quick_json)
         "    elif r['path'] == 'backward':\n"
         "        assert r['kind'] == 'backward' and 'backward D' in k, r\n"
         "        assert ('backward, keys in lanes' in k) != ('backward dK dV' in k and 'backward dQ' in k), r\n"
+        "    elif r['path'] in ('cascade', 'sparse', 'mixed', 'separate'):\n"  /* (the serving primitives' calls) */
+        "        want = {'cascade': 'merge', 'sparse': 'sparse attention', 'mixed': 'decode partial',\n"
+        "                'separate': 'decode partial'}[r['path']]\n"
+        "        assert r['kind'] == ('mixed' if r['path'] == 'separate' else r['path']) and want in k, r\n"
         "    elif r['kind'] == 'gemm':\n"
         "        blas = {'projection GEMM (CLBlast)', 'projection bias'}\n"
         "        assert set(k) in ({'projection GEMM (clattn)'}, blas), r\n"  /* CLBlast falls back where it cannot launch */
@@ -90,7 +96,7 @@ END_TEST
  * JSON and as a table of the expected shape. */
 START_TEST(test_bench_skip_long)
 {
-    const char *const long_only[] = {exe, "bench", "--skip-long", "--only", "65536", "--json", NULL};
+    const char *const long_only[] = {exe, "bench", "--skip-long", "--only", "L=S=65536", "--json", NULL};
     run_within(60, long_only, NULL);
     expect_status(EXIT_OK);
     python_check_stdout("long.json", "import json, sys\n"

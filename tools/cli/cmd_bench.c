@@ -23,16 +23,25 @@
 /* SDPA (dense tensors), an MHA layer, a ragged batch of decode rows (clattn_sdpa_ragged: sequence b holds
  * S_b = 256 + b·(S − 256)/(B − 1) keys), a paged cache (clattn_sdpa_paged, blocks of `block` rows), a
  * projection (clattn_projection with a bias: L rows, model_dim inputs, S outputs), SDPA's backward pass
- * (clattn_sdpa_backward, after one untimed forward for its out and lse). */
-typedef enum { BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED, BENCH_GEMM, BENCH_BACKWARD } bench_kind;
-static const char *const bench_kind_names[] = {"sdpa", "mha", "ragged", "paged", "gemm", "backward"};
+ * (clattn_sdpa_backward, after one untimed forward for its out and lse); and the serving primitives (issue 40):
+ * top-k sparse attention over a dense K/V (clattn_sdpa_sparse, model_dim keys a row), shared-prefix attention
+ * (clattn_sdpa_cascade: B sequences of S keys, the first model_dim of them a prefix they share in the paged pool),
+ * a mixed batch (clattn_sdpa_paged_ragged: the first model_dim sequences a chunk of L query rows, the others a
+ * decode row each, over S keys each; a case named "separate calls" runs the same work a call a sequence). */
+typedef enum {
+    BENCH_SDPA, BENCH_MHA, BENCH_RAGGED, BENCH_PAGED, BENCH_GEMM, BENCH_BACKWARD, BENCH_SPARSE, BENCH_CASCADE,
+    BENCH_MIXED
+} bench_kind;
+static const char *const bench_kind_names[] = {"sdpa",     "mha",    "ragged",  "paged", "gemm",
+                                               "backward", "sparse", "cascade", "mixed"};
 
 typedef struct bench_case {
     const char *name;
     bench_kind kind;
     size_t B, H, L, S, D;
     clattn_causal causal;
-    size_t model_dim; /* MHA: d_model (and out_dim with W_O) */
+    size_t model_dim; /* MHA: d_model (and out_dim with W_O); sparse: keys a row selects; a paged or cascade
+                       * case: rows of a prefix every sequence shares; mixed: sequences with a chunk of L rows */
     bool long_context; /* fused only: the staged path would need L×S memory */
     long long window;  /* > 0: a sliding window of this many keys to the left (with causal) */
     size_t kv_heads;   /* SDPA: K/V heads (grouped-query attention); 0: H */
@@ -104,6 +113,24 @@ static const bench_case full_cases[] = {
     {"tree paged blocks of 16 T=64 S=8192 H=32 kv=8 D=128", BENCH_PAGED, 1, 32, 64, 8192, 128,
      CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 8, "decode paged blocks of 16 GQA L=1 S=8192 H=32 kv=8 D=128", 16,
      CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Shared prefixes (issue 40): 64 sequences, one query each, over a prefix of 8192 rows they share in the pool
+     * and 256 own rows each — the cascade reads the prefix once, a paged decode call once a sequence. */
+    {"decode paged shared prefix 8192 + 256 own B=64 L=1 H=32 kv=8 D=128", BENCH_PAGED, 64, 32, 1, 8448, 128,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 8192, false, 0, 8, NULL, 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"cascade shared prefix 8192 + 256 own B=64 L=1 H=32 kv=8 D=128", BENCH_CASCADE, 64, 32, 1, 8448, 128,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 8192, false, 0, 8, "decode paged shared prefix 8192 + 256 own B=64 L=1 H=32 kv=8 D=128",
+     16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Top-k sparse attention (DeepSeek's): 2048 of 65536 keys a query, against dense decode over them all. */
+    {"decode GQA L=1 S=65536 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 65536, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8,
+     NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sparse top-k 2048 GQA L=1 S=65536 H=32 kv=8 D=128", BENCH_SPARSE, 1, 32, 1, 65536, 128, CLATTN_CAUSAL_NONE, 2048,
+     false, 0, 8, "decode GQA L=1 S=65536 H=32 kv=8 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* A mixed batch: 2 prefill chunks of 256 rows and 6 decode rows of 8 requests in one call, against a call each. */
+    {"separate calls paged 2 chunks of 256 + 6 decode rows S=4096 H=32 kv=8 D=128", BENCH_MIXED, 8, 32, 256, 4096,
+     128, CLATTN_CAUSAL_BOTTOM_RIGHT, 2, false, 0, 8, NULL, 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"mixed paged 2 chunks of 256 + 6 decode rows S=4096 H=32 kv=8 D=128", BENCH_MIXED, 8, 32, 256, 4096, 128,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 2, false, 0, 8, "separate calls paged 2 chunks of 256 + 6 decode rows S=4096 H=32 kv=8 D=128",
+     16, CLATTN_FLOAT32, CLATTN_FLOAT32},
     /* MLA (DeepSeek-V2/V3, issue 40): decode over a latent cache — one head of 576 (512 latent + 64 rotary),
      * the values its first 512 — against the expanded form of the same attention, keys of 192 and values of
      * 128 per head (the plain-decode way of the same work), 16 query heads (DeepSeek-V3 over 8 devices). */
@@ -188,6 +215,18 @@ static const bench_case quick_cases[] = {
      "decode L=1 S=512 H=4 D=64", 0, CLATTN_INT8, CLATTN_FLOAT16},
     {"decode ragged B=4 S=256..1024 H=2 D=64", BENCH_RAGGED, 4, 2, 1, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false,
      0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"decode paged shared prefix 256 + 64 own B=4 L=1 H=4 kv=2 D=64", BENCH_PAGED, 4, 4, 1, 320, 64,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 256, false, 0, 2, NULL, 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"cascade shared prefix 256 + 64 own B=4 L=1 H=4 kv=2 D=64", BENCH_CASCADE, 4, 4, 1, 320, 64,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 256, false, 0, 2, "decode paged shared prefix 256 + 64 own B=4 L=1 H=4 kv=2 D=64", 16,
+     CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sparse top-k 64 L=1 S=512 H=4 D=64", BENCH_SPARSE, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 64, false, 0, 0,
+     "decode L=1 S=512 H=4 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"separate calls paged 1 chunk of 32 + 2 decode rows S=256 H=4 kv=2 D=64", BENCH_MIXED, 3, 4, 32, 256, 64,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 1, false, 0, 2, NULL, 16, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"mixed paged 1 chunk of 32 + 2 decode rows S=256 H=4 kv=2 D=64", BENCH_MIXED, 3, 4, 32, 256, 64,
+     CLATTN_CAUSAL_BOTTOM_RIGHT, 1, false, 0, 2, "separate calls paged 1 chunk of 32 + 2 decode rows S=256 H=4 kv=2 D=64",
+     16, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"tutorial 4 tokens d=8 d_k=4 (latency)", BENCH_MHA, 1, 1, 4, 4, 4, CLATTN_CAUSAL_NONE, 8, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
 };
 
@@ -198,6 +237,15 @@ static size_t case_keys(const bench_case *c);
 #define MLA_ROPE 64
 static bool case_latent(const bench_case *c) { return strstr(c->name, "MLA latent") != NULL; }
 static size_t case_v_dim(const bench_case *c) { return strncmp(c->name, "MLA ", 4) == 0 ? c->D - MLA_ROPE : c->D; }
+
+/* The serving cases' shapes: a prefix of model_dim rows every sequence shares in the pool (a paged case's table
+ * lists its blocks first in every row; a cascade reads it as its level); a mixed case's query rows a sequence. */
+static bool case_shared_prefix(const bench_case *c)
+{
+    return (c->kind == BENCH_PAGED || c->kind == BENCH_CASCADE) && c->model_dim > 0;
+}
+static size_t mixed_rows(const bench_case *c, size_t b) { return b < c->model_dim ? c->L : 1; }
+static bool case_separate(const bench_case *c) { return c->kind == BENCH_MIXED && strstr(c->name, "separate calls"); }
 
 /* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
 static double visible_pairs(const bench_case *c)
@@ -221,7 +269,13 @@ static double case_flops(const bench_case *c)
         return 2.0 * c->L * c->model_dim * c->S;
     const double dims = (double)(c->D + case_v_dim(c)); /* (Q·Kᵀ and P·V: 2·D_qk + 2·D_v a pair) */
     double f = c->kind == BENCH_RAGGED ? 2.0 * c->H * c->L * (double)case_keys(c) * dims
-                                       : 2.0 * c->B * c->H * visible_pairs(c) * dims;
+               : c->kind == BENCH_SPARSE ? 2.0 * c->B * c->H * c->L * (double)c->model_dim * dims
+                                         : 2.0 * c->B * c->H * visible_pairs(c) * dims;
+    if (c->kind == BENCH_MIXED) { /* (each sequence's rows over its S keys) */
+        f = 0;
+        for (size_t b = 0; b < c->B; b++)
+            f += 2.0 * c->H * (double)mixed_rows(c, b) * (double)c->S * dims;
+    }
     if (c->kind == BENCH_BACKWARD)
         f *= 2.5;
     if (c->kind == BENCH_MHA) {
@@ -269,7 +323,11 @@ typedef struct case_buffers {
     float alibi[64];     /* the same on the host, for the built-in ALiBi (H ≤ 64) */
     clattn_mha_weights w;
     size_t starts[2][65]; /* ragged: query and key row starts (B ≤ 64) */
-    size_t lengths[64];   /* paged: each sequence's rows */
+    size_t lengths[64];   /* paged: each sequence's rows (a cascade: its own rows) */
+    cl_mem indices;       /* sparse: each query row's selected keys */
+    cl_mem own_table;     /* cascade: each sequence's own blocks; prefix_blocks: the shared prefix's, on the host */
+    cl_int *prefix_blocks;
+    cl_mem tables_one[8]; /* mixed, "separate calls": each sequence's table row, a buffer of its own */
     float *host[6];       /* "(host arrays)" layers: x, W_Q, W_K, W_V, W_O and the output on the host */
     const cli_variants *variants; /* the variant flags for SDPA, backward and layer cases, or NULL */
 } case_buffers;
@@ -295,9 +353,11 @@ static size_t ragged_keys(const bench_case *c, size_t b)
     return c->B > 1 && c->L <= 8 ? 256 + b * (c->S - 256) / (c->B - 1) : c->S;
 }
 
-/* Keys the case reads: every sequence's. */
+/* Keys the case holds: every sequence's (a shared prefix once). */
 static size_t case_keys(const bench_case *c)
 {
+    if (case_shared_prefix(c))
+        return c->model_dim + c->B * (c->S - c->model_dim);
     if (c->kind != BENCH_RAGGED)
         return c->B * c->S;
     size_t keys = 0;
@@ -428,17 +488,86 @@ static void buffers_free(case_buffers *b)
     clattn_mods_free(b->mods);
     cl_mem all[] = {b->x, b->q, b->k, b->v, b->out, b->lse, b->table, b->k_scales, b->v_scales, b->grads[0],
                     b->grads[1], b->grads[2], b->grads[3],
-                    b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q, b->slopes};
+                    b->w.w_q, b->w.w_k, b->w.w_v, b->w.w_o, b->w.b_q, b->slopes, b->indices, b->own_table,
+                    b->tables_one[0], b->tables_one[1], b->tables_one[2], b->tables_one[3], b->tables_one[4],
+                    b->tables_one[5], b->tables_one[6], b->tables_one[7]};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
         if (all[i])
             clReleaseMemObject(all[i]);
     for (size_t i = 0; i < sizeof b->host / sizeof b->host[0]; i++)
         free(b->host[i]);
+    free(b->prefix_blocks);
     memset(b, 0, sizeof *b);
 }
 
 static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buffers *b, clattn_algorithm algo,
                               size_t l_override);
+
+/* A device buffer holding n ints. */
+static cl_mem int_buffer(clattn_context *ctx, const cl_int *ints, size_t n, cl_int *err)
+{
+    return clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof *ints,
+                          (void *)ints, err);
+}
+
+/* A paged case's blocks: the pool's physical blocks in a shuffled order (7919 is prime to every power of two);
+ * each sequence's table row lists the shared prefix's blocks (if any) then its own. A cascade keeps the prefix's
+ * ids on the host and its own rows' table apart; a mixed case's separate calls a table a sequence; a mixed case
+ * its query rows' starts. */
+static size_t pool_blocks(const bench_case *c)
+{
+    return case_keys(c) / c->block;
+}
+
+static cl_int paged_tables_make(clattn_context *ctx, const bench_case *c, case_buffers *b)
+{
+    const size_t per = c->S / c->block, prefix = case_shared_prefix(c) ? c->model_dim / c->block : 0,
+                 own = per - prefix, pool = pool_blocks(c);
+    cl_int *table = malloc(c->B * per * sizeof *table), *own_table = malloc(c->B * own * sizeof *own_table);
+    b->prefix_blocks = malloc((prefix ? prefix : 1) * sizeof *b->prefix_blocks);
+    cl_int err = table && own_table && b->prefix_blocks ? CL_SUCCESS : CL_OUT_OF_HOST_MEMORY;
+    for (size_t s = 0; err == CL_SUCCESS && s < c->B; s++)
+        for (size_t i = 0; i < per; i++) {
+            const size_t logical = i < prefix ? i : prefix + s * own + (i - prefix);
+            table[s * per + i] = (cl_int)((logical * 7919) % pool);
+            if (i >= prefix)
+                own_table[s * own + i - prefix] = table[s * per + i];
+            else
+                b->prefix_blocks[i] = table[i];
+        }
+    if (err == CL_SUCCESS)
+        b->table = int_buffer(ctx, table, c->B * per, &err);
+    if (err == CL_SUCCESS && c->kind == BENCH_CASCADE)
+        b->own_table = int_buffer(ctx, own_table, c->B * own, &err);
+    for (size_t s = 0; err == CL_SUCCESS && case_separate(c) && s < c->B && s < 8; s++)
+        b->tables_one[s] = int_buffer(ctx, table + s * per, per, &err);
+    for (size_t s = 0; s < c->B; s++) {
+        b->lengths[s] = c->kind == BENCH_CASCADE ? c->S - c->model_dim : c->S;
+        b->starts[0][s + 1] = b->starts[0][s] + (c->kind == BENCH_MIXED ? mixed_rows(c, s) : 0);
+    }
+    free(table);
+    free(own_table);
+    return err;
+}
+
+/* A sparse case's selections: each query row's model_dim keys, one at random in each of as many equal spans of
+ * the S keys — distinct and ascending, as clattn_topk writes them. */
+static cl_int sparse_indices_make(clattn_context *ctx, const bench_case *c, case_buffers *b)
+{
+    const size_t rows = c->B * c->L, k = c->model_dim, span = c->S / k;
+    cl_int *idx = malloc(rows * k * sizeof *idx);
+    if (!idx)
+        return CL_OUT_OF_HOST_MEMORY;
+    uint64_t state = 99;
+    for (size_t e = 0; e < rows * k; e++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        idx[e] = (cl_int)((e % k) * span + (size_t)(state >> 33) % span);
+    }
+    cl_int err;
+    b->indices = int_buffer(ctx, idx, rows * k, &err);
+    free(idx);
+    return err;
+}
 
 static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffers *b)
 {
@@ -490,20 +619,10 @@ static cl_int buffers_make(clattn_context *ctx, const bench_case *c, case_buffer
             b->starts[0][i + 1] = b->starts[0][i] + (strstr(c->name, "8 documents") ? bench_documents[i] : c->L);
             b->starts[1][i + 1] = b->starts[1][i] + ragged_keys(c, i);
         }
-    if (err == CL_SUCCESS && c->kind == BENCH_PAGED) { /* each sequence's blocks in a shuffled order */
-        const size_t per = c->S / c->block, blocks = c->B * per;
-        cl_int *table = malloc(blocks * sizeof *table);
-        if (!table)
-            err = CL_OUT_OF_HOST_MEMORY;
-        for (size_t i = 0; table && i < blocks; i++)
-            table[i] = (cl_int)((i * 7919) % blocks); /* 7919 is prime to every power of two */
-        if (table)
-            b->table = clCreateBuffer(clattn_context_cl_context(ctx), CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                                      blocks * sizeof *table, table, &err);
-        free(table);
-        for (size_t i = 0; i < c->B; i++)
-            b->lengths[i] = c->S;
-    }
+    if (err == CL_SUCCESS && (c->kind == BENCH_PAGED || c->kind == BENCH_CASCADE || c->kind == BENCH_MIXED))
+        err = paged_tables_make(ctx, c, b);
+    if (err == CL_SUCCESS && c->kind == BENCH_SPARSE)
+        err = sparse_indices_make(ctx, c, b);
     const bench_mods mods = case_mods(c);
     for (size_t h = 0; h < c->H && h < 64; h++) /* Press et al.'s slopes for 8 heads: 2^-(h+1) */
         b->alibi[h] = ldexpf(1.0f, -(int)(h + 1) * 8 / (int)c->H);
@@ -561,7 +680,7 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
     const clattn_window window = {c->window, -1};
     if (c->window > 0)
         masks.window = &window;
-    if (c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED) {
+    if (c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED || c->kind == BENCH_CASCADE || c->kind == BENCH_MIXED) {
         clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
         d.batch = c->B;
         d.heads = c->H;
@@ -591,11 +710,37 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         clattn_paged_cache cache = CLATTN_PAGED_CACHE_INIT;
         cache.k_pool = b->k;
         cache.v_pool = b->v;
-        cache.blocks = c->B * c->S / c->block;
+        cache.blocks = pool_blocks(c);
         cache.block_size = c->block;
         cache.block_table = b->table;
         cache.max_blocks = c->S / c->block;
+        if (c->kind == BENCH_CASCADE) { /* one level: the prefix, shared by every sequence; then each one's own */
+            static const size_t group_of[64] = {0};
+            const size_t prefix_len[1] = {c->model_dim};
+            const clattn_cascade_level level = {1, group_of, b->prefix_blocks, c->model_dim / c->block, prefix_len};
+            cache.block_table = b->own_table;
+            cache.max_blocks = (c->S - c->model_dim) / c->block;
+            return clattn_sdpa_cascade(ctx, &d, &cache, &level, 1, b->lengths, b->q, b->out, NULL);
+        }
+        if (case_separate(c)) { /* a call a sequence, each its own rows */
+            clattn_sdpa_desc one = d;
+            one.batch = 1;
+            clattn_status st = CLATTN_SUCCESS;
+            for (size_t s = 0; s < c->B && s < 8 && st == CLATTN_SUCCESS; s++) {
+                one.q_len = mixed_rows(c, s);
+                cache.block_table = b->tables_one[s];
+                st = clattn_sdpa_paged(ctx, &one, &cache, &b->lengths[s], b->q, NULL, b->out, NULL);
+            }
+            return st;
+        }
+        if (c->kind == BENCH_MIXED)
+            return clattn_sdpa_paged_ragged(ctx, &d, &cache, b->lengths, b->starts[0], b->q, NULL, b->out, NULL);
         return clattn_sdpa_paged(ctx, &d, &cache, b->lengths, b->q, NULL, b->out, NULL);
+    }
+    if (c->kind == BENCH_SPARSE) {
+        clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
+        d.batch = c->B, d.heads = c->H, d.kv_heads = c->kv_heads, d.q_len = c->L, d.kv_len = c->S, d.qk_dim = c->D;
+        return clattn_sdpa_sparse(ctx, &d, c->model_dim, b->indices, b->q, b->k, b->v, NULL, NULL, b->out, NULL);
     }
     if (c->kind == BENCH_SDPA || c->kind == BENCH_BACKWARD) {
         clattn_sdpa_desc d = CLATTN_SDPA_DESC_INIT;
@@ -766,7 +911,8 @@ static clattn_status versus_ratio(clattn_context *ctx, const bench_case *c, case
  * form: the keys' rows alone, the values among them). */
 static double case_kv_bytes(const bench_case *c)
 {
-    const double kv_rows = (double)case_keys(c) * (c->kv_heads ? c->kv_heads : c->H);
+    const double kv_rows = (double)(c->kind == BENCH_RAGGED ? case_keys(c) : c->B * c->S) * /* (rows read) */
+                           (c->kv_heads ? c->kv_heads : c->H);
     if (strncmp(c->name, "MLA ", 4) == 0)
         return kv_rows * (double)clattn_dtype_bytes(c->kv_type, c->D) +
                (case_latent(c) ? 0.0 : kv_rows * (double)clattn_dtype_bytes(c->kv_type, case_v_dim(c)));
@@ -834,7 +980,12 @@ static const char bench_help[] =
     "with L=2, 4 and 8 query rows (speculative verification), through a paged cache of 16-row blocks\n"
     "and with float16, bfloat16 and int8 caches, each against plain decode (runs alternated: the median\n"
     "of the pairs' time ratios); a binary draft tree of 64 tokens (tree attention, masks.tree_parents)\n"
-    "over a paged cache against one paged decode step over it (8 K/V heads); a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
+    "over a paged cache against one paged decode step over it (8 K/V heads); the serving primitives, each\n"
+    "against the plain way of the same work: 64 sequences sharing a prefix of 8192 rows (256 own rows each)\n"
+    "through clattn_sdpa_cascade against one paged decode call over tables that list the prefix's blocks,\n"
+    "top-k sparse attention over 2048 of 65536 keys against dense decode over them all, and a mixed batch\n"
+    "(2 prefill chunks of 256 rows and 6 decode rows in one clattn_sdpa_paged_ragged call) against a call a\n"
+    "request; a ragged batch of 16 sequences of 256..8192 keys (H=8) against one\n"
     "sequence of as many keys; quantised caches (decode L=1, S=32768, H=32 over 8 K/V heads, D=128, in\n"
     "int8, q8_0, u8_g64, fp8_e4m3, fp8_e5m2, q4_0, u4_g32 and u4_g128 against float16; q4_0 with L=4 and\n"
     "paged against L=1 contiguous; prefill L=256 S=4096 over q4_0 and q8_0 against float16); decode cases\n"
@@ -1009,8 +1160,9 @@ int cmd_bench(int argc, char **argv)
         /* Decode cases (few query rows) set the decode path against the fused kernel; ragged batches and
          * paged caches run the path AUTO chooses (decode for few rows, fused for more). */
         const bool gemm = c->kind == BENCH_GEMM;
-        const bool decode = !gemm && c->kind != BENCH_MHA && c->L <= 8;
-        const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED;
+        const bool serving = c->kind == BENCH_SPARSE || c->kind == BENCH_CASCADE || c->kind == BENCH_MIXED;
+        const bool decode = !gemm && !serving && c->kind != BENCH_MHA && c->L <= 8;
+        const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED || serving;
         const clattn_algorithm algos[2] = {first_path(c), decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
         const size_t nalgos = c->long_context || decode_only || c->kind == BENCH_BACKWARD ? 1 : 2;
         /* A projection runs the device's GEMM (clattn_tune's choice, else the default), then CLBlast's
@@ -1057,6 +1209,8 @@ int cmd_bench(int argc, char **argv)
         for (size_t a = 0; a < nalgos && rc == CLI_OK; a++) {
             const char *path = gemm                                  ? (a ? "clblast" : "gemm")
                                : c->kind == BENCH_BACKWARD           ? "backward"
+                               : case_separate(c)                    ? "separate"
+                               : serving                             ? bench_kind_names[c->kind]
                                : algos[a] == CLATTN_ALGORITHM_FUSED  ? "fused"
                                : algos[a] == CLATTN_ALGORITHM_DECODE ? "decode"
                                                                      : "staged";
