@@ -1270,6 +1270,9 @@ int cmd_bench(int argc, char **argv)
                            100.0 * nat.best_fraction);
                 printf("%-46s K/V cache %.1f MiB (%s%s)\n", "", kv_bytes / 1048576.0, clattn_dtype_name(c->kv_type),
                        c->kv_type == CLATTN_INT8 ? " and a float scale per row" : "");
+                if (case_shared_prefix(c)) /* (the figures above count the rows the call reads) */
+                    printf("%-46s (read: the shared prefix once a sequence; held: %.1f MiB)\n", "",
+                           kv_bytes * (double)case_keys(c) / (double)(c->B * c->S) / 1048576.0);
             }
         }
         if (base && rc == CLI_OK) {
