@@ -226,6 +226,15 @@ def test_causal_bias(ctx, variant, shape):
         clattn.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True, context=ctx)
 
 
+def within_four_tolerances(dtype, results):
+    """Each (name, got, float64 reference): got in dtype, within four times dtype's tolerance of the reference."""
+    atol, rtol = TOL[dtype]
+    for name, got, want in results:
+        assert got.dtype == dtype, name
+        torch.testing.assert_close(got.double(), want.detach(), atol=atol * 4, rtol=rtol * 4,
+                                   msg=lambda m: f"{name}: {m}")
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_sinks_gradient(ctx, dtype):
     """Sinks given as a tensor that requires grad (a model's learned sinks): dQ, dK, dV and the sinks' own
@@ -245,11 +254,8 @@ def test_sinks_gradient(ctx, dtype):
     full = torch.cat([scores, s64.view(1, H, 1, 1).expand(B, H, L, 1)], dim=-1)
     want = torch.softmax(full, dim=-1)[..., :S] @ vr
     want.backward(grad.double())
-    atol, rtol = TOL[dtype]
-    for name, got, w in (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
-                         ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)):
-        assert got.dtype == dtype, name
-        torch.testing.assert_close(got.double(), w.detach(), atol=atol * 4, rtol=rtol * 4, msg=lambda m: f"{name}: {m}")
+    within_four_tolerances(dtype, (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
+                                   ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -274,8 +280,5 @@ def test_sparse_attention_gradients(ctx, dtype):
     full = torch.cat([scores, s64.view(1, H, 1, 1).expand(B, H, L, 1)], dim=-1)
     want = torch.softmax(full, dim=-1)[..., :S] @ vr
     want.backward(grad.double())
-    atol, rtol = TOL[dtype]
-    for name, got, w in (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
-                         ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)):
-        assert got.dtype == dtype, name
-        torch.testing.assert_close(got.double(), w.detach(), atol=atol * 4, rtol=rtol * 4, msg=lambda m: f"{name}: {m}")
+    within_four_tolerances(dtype, (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
+                                   ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)))

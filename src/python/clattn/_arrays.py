@@ -3,7 +3,7 @@ the options as its keywords (src/base/call_options.def's C fields), masks and br
 import sys as _sys
 
 from . import _clattn, _device
-from ._calls import ArgumentError
+from ._calls import ArgumentError, _context
 
 _ALGORITHMS = {"auto": 0, "fused": 1, "staged": 2, "decode": 3}
 _WEIGHTS = {"softmax": 0, "qk": 1, "softcapped": 2, "masked": 3}
@@ -40,6 +40,18 @@ def _tensor(x, name):
     if not a.flags.writeable:  # (numpy's DLPack export refuses read-only arrays)
         a = a.copy()
     return a, False
+
+
+def _call_inputs(query, key, value, context):
+    """A call's context (the arrays' own for device arrays), query, key and value as the C side reads them, and
+    whether they are PyTorch tensors; TypeError where they are not all of one kind."""
+    ctx = _device.call_context(context, query) if _device.is_device_array(query) else _context(context)
+    q, torch_side = _tensor(query, "query")
+    k, k_torch = _tensor(key, "key")
+    v, v_torch = _tensor(value, "value")
+    if k_torch != torch_side or v_torch != torch_side:
+        raise TypeError("query, key and value must all be numpy arrays, all PyTorch tensors or all pyopencl arrays")
+    return ctx, q, k, v, torch_side
 
 
 def _dtype_name(x, torch_side, bfloat16):

@@ -3,7 +3,7 @@
 import sys as _sys
 
 from . import _clattn, _device
-from ._arrays import (_WEIGHTS, _broadcast_qkv, _causal_of, _dtype_name, _empty, _expand, _fill, _numpy, _options,
+from ._arrays import (_WEIGHTS, _broadcast_qkv, _call_inputs, _causal_of, _dtype_name, _empty, _expand, _fill, _numpy, _options,
                       _per_head, _prepare_mask, _sdpa_call, _tensor, _with_options, _zeros_like_shape)
 from ._calls import ArgumentError, _call, _context, _deadline
 from . import _torch_ops
@@ -72,12 +72,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dtype not in (None, "bfloat16"):
         raise ArgumentError('dtype: None, or "bfloat16" for numpy uint16 arrays holding bfloat16 bits')
     on_device = _device.is_device_array(query)
-    ctx = _device.call_context(context, query) if on_device else _context(context)
-    q, torch_side = _tensor(query, "query")
-    k, k_torch = _tensor(key, "key")
-    v, v_torch = _tensor(value, "value")
-    if k_torch != torch_side or v_torch != torch_side:
-        raise TypeError("query, key and value must all be numpy arrays or all PyTorch tensors")
+    ctx, q, k, v, torch_side = _call_inputs(query, key, value, context)
     qs, ks, vs = q.shape, k.shape, v.shape
     names = (_dtype_name(q, torch_side, dtype == "bfloat16"), _dtype_name(k, torch_side, dtype == "bfloat16"),
              _dtype_name(v, torch_side, dtype == "bfloat16"))

@@ -3,8 +3,8 @@ tokens), differentiable on PyTorch tensors (clattn_sdpa_sparse and clattn_sdpa_s
 import sys as _sys
 
 from . import _clattn, _device
-from ._arrays import _dtype_name, _empty, _numpy, _options, _tensor, _with_options
-from ._calls import ArgumentError, _call, _context
+from ._arrays import _call_inputs, _dtype_name, _empty, _numpy, _options, _with_options
+from ._calls import ArgumentError, _call
 
 
 def sparse_attention(query, key, value, indices, *, scale=None, softcap=None, sinks=None, key_lengths=None,
@@ -26,12 +26,7 @@ def sparse_attention(query, key, value, indices, *, scale=None, softcap=None, si
     for query, key, value, and sinks when they are a tensor that requires grad.
     """
     on_device = _device.is_device_array(query)
-    ctx = _device.call_context(context, query) if on_device else _context(context)
-    q, torch_side = _tensor(query, "query")
-    k, k_torch = _tensor(key, "key")
-    v, v_torch = _tensor(value, "value")
-    if k_torch != torch_side or v_torch != torch_side:
-        raise TypeError("query, key and value must all be numpy arrays, all PyTorch tensors or all pyopencl arrays")
+    ctx, q, k, v, torch_side = _call_inputs(query, key, value, context)
     if len(q.shape) != 4 or len(k.shape) != 4 or len(v.shape) != 4:
         raise ArgumentError(f"query {tuple(q.shape)}, key {tuple(k.shape)}, value {tuple(v.shape)}: each (batch, "
                             "heads, rows, head size)")
