@@ -193,13 +193,7 @@ static const char kernel_source[] =
  * reproducible builds take no relaxed-math flag). */
 static cl_kernel build(clattn_context *ctx)
 {
-    const char *dir = getenv("CLATTN_SOURCE_CL_DIR");
-    ck_assert_msg(dir && dir[0], "CLATTN_SOURCE_CL_DIR is not set (meson sets it)");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/exact_math.cl", dir);
-    size_t len;
-    char *math = tu_read_file(path, &len);
-    ck_assert_msg(math != NULL, "cannot read %s", path);
+    const char *math = tu_read_source_cl("exact_math.cl", NULL);
     const char *parts[2] = {math, kernel_source};
     const cl_context cl = clattn_context_cl_context(ctx);
     cl_device_id device;
@@ -215,7 +209,6 @@ static cl_kernel build(clattn_context *ctx)
     cl_kernel kernel = clCreateKernel(program, "eval", &err);
     ck_assert_msg(err == CL_SUCCESS, "%s: clCreateKernel: %d", tu_label(), err);
     clReleaseProgram(program);
-    free(math);
     return kernel;
 }
 

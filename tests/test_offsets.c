@@ -40,16 +40,10 @@ static const cl_ulong cases[][6] = {
 
 static char *read_common_cl(void)
 {
-    const char *dir = getenv("CLATTN_SOURCE_CL_DIR");
-    ck_assert_msg(dir && dir[0], "CLATTN_SOURCE_CL_DIR is not set (meson sets it)");
-    char path[1024];
-    snprintf(path, sizeof path, "%s/common.cl", dir);
     size_t n;
-    char *common = tu_read_file(path, &n);
-    ck_assert_msg(common != NULL, "cannot open %s", path);
+    const char *common = tu_read_source_cl("common.cl", &n);
     char *text = tu_track_malloc(n + sizeof probe_source + 2);
     memcpy(text, common, n);
-    free(common);
     text[n] = '\n';
     memcpy(text + n + 1, probe_source, sizeof probe_source);
     return text;

@@ -122,6 +122,9 @@ size_t tu_dir_count(const char *dir);
 /* The whole file as a malloc'd buffer with a NUL byte after its end; *len (when len is not NULL)
  * gets its size. NULL when it cannot be opened or read. The caller frees it (or tu_track()s it). */
 char *tu_read_file(const char *path, size_t *len);
+/* The source folder's cl/NAME (CLATTN_SOURCE_CL_DIR, which meson test sets), read as tu_read_file reads, tracked;
+ * fails the test when it cannot be. */
+char *tu_read_source_cl(const char *name, size_t *len);
 /* Creates or truncates path and writes len bytes; fails the test on any error. */
 void tu_write_file(const char *path, const void *data, size_t len);
 /* Copies from to to, then appends `append` (NULL: nothing); fails the test on any error. */

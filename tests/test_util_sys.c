@@ -278,6 +278,17 @@ size_t tu_dir_count(const char *dir)
     return n;
 }
 
+char *tu_read_source_cl(const char *name, size_t *len)
+{
+    const char *dir = getenv("CLATTN_SOURCE_CL_DIR");
+    ck_assert_msg(dir && dir[0], "CLATTN_SOURCE_CL_DIR is not set (meson sets it)");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *text = tu_read_file(path, len);
+    ck_assert_msg(text != NULL, "cannot read %s", path);
+    return tu_track(text);
+}
+
 char *tu_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
