@@ -176,6 +176,29 @@ def test_backward_on_device_arrays(queue, rng):
     assert np.abs(host[0]).max() > 0
 
 
+def test_sparse_attention_on_device_arrays(queue, rng):
+    """clattn.sparse_attention on device arrays (int32 indices too): the output and lse equal the host arrays'; its
+    backward (_clattn.sparse with dout) gives the host's gradients."""
+    ctx = cp.context(queue)
+    q = rng.standard_normal((1, 4, 3, 16)).astype(np.float32)
+    k, v = rng.standard_normal((2, 1, 2, 50, 16)).astype(np.float32)
+    idx = rng.integers(-1, 50, (1, 3, 8)).astype(np.int32)
+    out, lse = clattn.sparse_attention(q, k, v, idx, return_lse=True, context=ctx)
+    d_out, d_lse = clattn.sparse_attention(*(up(queue, a) for a in (q, k, v, idx)), return_lse=True, context=ctx)
+    np.testing.assert_array_equal(d_out.get(), out)
+    np.testing.assert_array_equal(d_lse.get(), lse)
+    dout = rng.standard_normal(out.shape).astype(np.float32)
+    shape = (1, 4, 2, 3, 50, 16, 16, 8)
+    host = [np.empty_like(a) for a in (q, k, v)]
+    clattn._clattn.sparse(ctx, q, k, v, idx, out, lse, dout, *host, None, shape)
+    dev = [cla.empty(queue, a.shape, np.float32) for a in (q, k, v)]
+    clattn._clattn.sparse(ctx, *(up(queue, a) for a in (q, k, v, idx, out, lse, dout)), *dev, None, shape)
+    for h, d in zip(host, dev):
+        np.testing.assert_array_equal(d.get(), h)
+    with pytest.raises(TypeError, match="int32 pyopencl array"):
+        clattn.sparse_attention(*(up(queue, a) for a in (q, k, v)), idx, context=ctx)
+
+
 @pytest.mark.parametrize("block_size", [None, 16])
 def test_kvcache_decode_on_device(queue, rng, block_size):
     """A decode loop on device arrays: append rows, attend one query a step into a reused output; the same
