@@ -9,6 +9,9 @@
  * every device to them. Constants and polynomials: Cephes' single-precision expf, logf and tanhf. */
 #pragma OPENCL FP_CONTRACT OFF
 
+/* Soft-capping c·tanh(s/c) in this arithmetic, for cl/masks.cl (which otherwise uses the built-ins). */
+#define CLATTN_SOFTCAP_OF(s, c) ((c) * clattn_x_tanh((s) * clattn_x_recip(c)))
+
 /* x with a subnormal value replaced by a zero of its sign. */
 inline float clattn_x_flush(float x)
 {

@@ -267,6 +267,11 @@ inline long clattn_tree_first(const clattn_row_terms *t)
 /* The scaled dot product of key j for the query at position p with the terms that come before the
  * masks (clattn_weights_output's SOFTCAPPED scores): score_mod, times the head's logit scale, then
  * soft-capped where softcap > 0. */
+/* Soft-capping c·tanh(s/c): the built-in tanh and division, or (a reproducible build: cl/exact_math.cl defines it
+ * first) the exactly rounded ones. */
+#ifndef CLATTN_SOFTCAP_OF
+#define CLATTN_SOFTCAP_OF(s, c) ((c) * tanh((s) / (c)))
+#endif
 inline float clattn_capped_score(float scaled, float softcap, const clattn_row_terms *t, long j, long p)
 {
 #if CLATTN_SCORE_MOD_ON
@@ -274,7 +279,7 @@ inline float clattn_capped_score(float scaled, float softcap, const clattn_row_t
 #endif
     scaled *= t->logit_scale;
     if (softcap > 0.0f)
-        scaled = softcap * tanh(scaled / softcap);
+        scaled = CLATTN_SOFTCAP_OF(scaled, softcap);
     return scaled;
 }
 

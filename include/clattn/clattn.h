@@ -533,6 +533,20 @@ typedef enum clattn_softmax_precision {
     CLATTN_SOFTMAX_DOUBLE = 1
 } clattn_softmax_precision;
 
+/* The arithmetic of a call (since 0.21; issue 41). CLATTN_ARITHMETIC_REPRODUCIBLE: the output and log-sum-exp
+ * are a function of the inputs alone — the same bits on every conforming OpenCL implementation (PoCL, Mesa's
+ * rusticl, oclgrind checked), under every tuning, algorithm and work-group size, and for a row whatever else its
+ * batch holds (other sequences, other rows of a prefill, a decode of the same row). Each query row is one
+ * work-item's sum over its keys in ascending order, exp, log, tanh and 1/x from exactly rounded operations
+ * (cl/exact_math.cl), contraction off, subnormals flushed explicitly (docs/reproducible.md). Forward calls whose
+ * K/V are float32, float16, bfloat16 or int8 — dense, ragged, paged, the layer; not yet the backward pass, the
+ * weights output, the double softmax, sparse, cascade, device groups or ring attention (those refuse it). The
+ * environment variable CLATTN_REPRODUCIBLE=1, read when a context is created, makes it every call's. */
+typedef enum clattn_arithmetic {
+    CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */
+    CLATTN_ARITHMETIC_REPRODUCIBLE = 1 /* the same bits everywhere (above) */
+} clattn_arithmetic;
+
 /* Shape and options of scaled dot-product attention; start from CLATTN_SDPA_DESC_INIT. */
 /* ---- Programmable attention (since 0.9): score and mask functions in OpenCL C ------------------------
  * A mods object holds OpenCL C source that defines one or both of
@@ -687,7 +701,7 @@ typedef struct clattn_sdpa_desc {
     const float *alibi_slopes;
     /* Since 0.3. What the weights output holds (see clattn_weights_output). */
     clattn_weights_output weights_output;
-    unsigned weights_reserved; /* must be 0 */
+    clattn_arithmetic arithmetic; /* since 0.21 (was weights_reserved, which had to be 0): see clattn_arithmetic */
     /* Since 0.5. Storage types of Q, K, V and the output (and of whatever plays their part: the new rows
      * of an append are in q_dtype, a cache in k_dtype and v_dtype, merged parts in out_dtype). The
      * weights, log-sum-exps, masks and scales stay float32. CLATTN_INT8 is for K and V only. */
@@ -719,7 +733,7 @@ typedef struct clattn_sdpa_desc {
 
 #define CLATTN_SDPA_DESC_INIT                                                                               \
     { sizeof(clattn_sdpa_desc), 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, NULL, \
-      CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
+      CLATTN_WEIGHTS_SOFTMAX, CLATTN_ARITHMETIC_DEFAULT, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, NULL, NULL,          \
       CLATTN_SOFTMAX_FLOAT, 0, NULL, NULL, NULL, 0, 0 }
 
 /* O = softmax(softcap(Q·Kᵀ·scale·logit_scale) + ALiBi + masks)·V, in that order (ONNX's Attention: scaling,
@@ -1052,7 +1066,7 @@ typedef struct clattn_mha_desc {
     const float *sinks;
     const float *alibi_slopes;
     clattn_weights_output weights_output; /* what attn_weights holds */
-    unsigned weights_reserved;            /* must be 0 */
+    clattn_arithmetic arithmetic;         /* since 0.21: as clattn_sdpa_desc's */
     /* Since 0.5. Storage types (no CLATTN_INT8): x_dtype of X and KV, weight_dtype of the weights and
      * biases, out_dtype of the output. The projected Q, K, V and the heads' outputs are float32
      * temporaries; the projections then run clattn's own GEMM (CLBlast's needs cl_khr_fp16 for half,
@@ -1075,7 +1089,7 @@ typedef struct clattn_mha_desc {
 
 #define CLATTN_MHA_DESC_INIT                                                                                \
     { sizeof(clattn_mha_desc), 0, 0, 0, 0, 0, 0, 0, 0, 0, CLATTN_SCALE_DEFAULT, NULL, CLATTN_ALGORITHM_AUTO, 0.0f, 0, NULL, \
-      NULL, CLATTN_WEIGHTS_SOFTMAX, 0, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0, CLATTN_SOFTMAX_FLOAT, 0,  \
+      NULL, CLATTN_WEIGHTS_SOFTMAX, CLATTN_ARITHMETIC_DEFAULT, CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, 0, CLATTN_SOFTMAX_FLOAT, 0,  \
       NULL, NULL, 0, 0, NULL }
 
 /* The weights of a layer as device buffers; start from CLATTN_MHA_WEIGHTS_INIT. Biases and W_O/b_O

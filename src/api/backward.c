@@ -9,6 +9,7 @@
 #include "masks.h"
 #include "mods.h"
 #include "program.h"
+#include "reproducible.h"
 #include "scratch.h"
 #include "sdpa.h"
 #include "tuning.h"
@@ -293,6 +294,8 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
     const char *unsupported = sdpa_backward_not_yet(&s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_backward: %s", unsupported);
+    if (reproducible_call(ctx, &s))
+        return reproducible_refused(ctx, "the backward pass");
     const backward_tensors t = {q, k, v, out, lse, dout, dq, dk, dv};
     if ((st = backward_buffers_check(ctx, "clattn_sdpa_backward", &s, &t, mask)) != CLATTN_SUCCESS)
         return st;

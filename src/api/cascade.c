@@ -12,6 +12,7 @@
 #include "context.h"
 #include "error.h"
 #include "validate.h"
+#include "reproducible.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,6 +58,8 @@ static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *
                       : m->tree_parents ? "masks.tree_parents" : NULL;
     if (bad)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_cascade does not take %s", bad);
+    if (reproducible_desc(ctx, d))
+        return reproducible_refused(ctx, "shared-prefix (cascade) attention");
     if (d->q_dtype != CLATTN_FLOAT32 || d->out_dtype != CLATTN_FLOAT32)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_cascade: q and out are float32");
     return CLATTN_SUCCESS;

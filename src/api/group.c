@@ -15,6 +15,7 @@
 #include "sdpa.h"
 #include "versioned.h"
 #include "validate.h"
+#include "reproducible.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -404,7 +405,8 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
         return st;
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS ||
-        (st = masks_whole_call_only(first, &s, "clattn_group_sdpa_host")) != CLATTN_SUCCESS)
+        (st = masks_whole_call_only(first, &s, "clattn_group_sdpa_host")) != CLATTN_SUCCESS ||
+        (reproducible_call(first, &s) && (st = reproducible_refused(first, "device groups")) != CLATTN_SUCCESS))
         return set_error(NULL, st, "%s", clattn_last_error(first));
     if (!q || !k || !v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
@@ -537,6 +539,8 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
         st = sdpa_check_algorithm(first, &m.sdpa, false);
     if (st == CLATTN_SUCCESS)
         st = masks_whole_call_only(first, &m.sdpa, "clattn_group_mha_host");
+    if (st == CLATTN_SUCCESS && reproducible_call(first, &m.sdpa))
+        st = reproducible_refused(first, "device groups");
     if (st != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
     const sdpa_shape *s = &m.sdpa;

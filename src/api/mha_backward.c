@@ -15,6 +15,7 @@
 #include "scratch.h"
 #include "sdpa.h"
 #include "versioned.h"
+#include "reproducible.h"
 
 #include <string.h>
 
@@ -230,6 +231,8 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     if ((st = mha_check(ctx, desc, kv != NULL, w.w_o != NULL, w.b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &m.sdpa;
+    if (reproducible_call(ctx, s))
+        return reproducible_refused(ctx, "the backward pass");
     const char *unsupported = sdpa_backward_not_yet(s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_mha_backward: %s", unsupported);

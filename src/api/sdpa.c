@@ -7,6 +7,7 @@
 #include "error.h"
 #include "fused.h"
 #include "masks.h"
+#include "reproducible.h"
 #include "staged.h"
 
 /* Failures of the fused or decode kernels that the staged path can work around: it did not build, or the
@@ -92,9 +93,23 @@ static clattn_status staged_run_widened(clattn_context *ctx, const sdpa_shape *s
     return st;
 }
 
+/* Reproducible arithmetic, where the call asks for it: one kernel for every algorithm and layout. */
+static clattn_status run_reproducible(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
+                                      tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem weights,
+                                      cl_mem lse)
+{
+    if (weights)
+        return reproducible_refused(ctx, "the weights output");
+    if (s->softmax_double)
+        return reproducible_refused(ctx, "the double softmax");
+    return reproducible_run(ctx, s, lay, q, k, v, mask, out, lse);
+}
+
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,
                        cl_mem mask, tensor_view out, cl_mem weights, cl_mem lse)
 {
+    if (reproducible_call(ctx, s))
+        return run_reproducible(ctx, s, NULL, q, k, v, mask, out, weights, lse);
     const clattn_algorithm path = s->algorithm == CLATTN_ALGORITHM_AUTO ? auto_algorithm(s, weights != NULL)
                                                                          : s->algorithm;
     if (path == CLATTN_ALGORITHM_FUSED || path == CLATTN_ALGORITHM_DECODE) {
@@ -155,6 +170,8 @@ static bool has_few_row_sequences(const sdpa_shape *s, const kv_layout *lay)
 clattn_status sdpa_run_layout(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
                               tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
+    if (reproducible_call(ctx, s))
+        return run_reproducible(ctx, s, lay, q, k, v, mask, out, NULL, lse);
     const bool fused_fits = s->qk_dim <= FUSED_MAX_HEAD && s->v_dim <= FUSED_MAX_HEAD;
     const bool fused = s->algorithm == CLATTN_ALGORITHM_FUSED ||
                        (s->algorithm == CLATTN_ALGORITHM_AUTO && s->q_len > DECODE_AUTO_MAX_ROWS && fused_fits);

@@ -7,6 +7,7 @@
 #include "masks.h"
 #include "paged.h"
 #include "program.h"
+#include "reproducible.h"
 #include "scratch.h"
 #include "sparse.h"
 #include "tuning.h"
@@ -81,6 +82,8 @@ static clattn_status shape_check(clattn_context *ctx, const char *api, const cla
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: %zu query heads a K/V head of %zu values each; it "
                          "takes up to %d heads and %d values in all", api, s->group, s->qk_dim,
                          SPARSE_MAX_GROUP, SPARSE_MAX_PRIVATE);
+    if (reproducible_call(ctx, s))
+        return reproducible_refused(ctx, "top-k sparse attention");
     return masks_resolve(ctx, NULL, false, s);
 }
 

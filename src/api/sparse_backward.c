@@ -6,6 +6,7 @@
 #include "error.h"
 #include "launch.h"
 #include "program.h"
+#include "reproducible.h"
 #include "scratch.h"
 #include "sparse.h"
 
@@ -120,6 +121,8 @@ clattn_status clattn_sdpa_sparse_backward(clattn_context *ctx, const clattn_sdpa
     const char *unsupported = sdpa_backward_not_yet(&s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: %s", api, unsupported);
+    if (reproducible_call(ctx, &s))
+        return reproducible_refused(ctx, "the backward pass");
     if (s.q_len > UINT32_MAX)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: %zu query rows; it takes up to 2^32 − 1", api, s.q_len);
     const backward_tensors t = {q, k, v, out, lse, dout, dq, dk, dv};

@@ -197,6 +197,10 @@ clattn_status options_resolve(clattn_context *ctx, const clattn_context_options 
     out->softmax_float_float = softmax_double && strcmp(softmax_double, "float-float") == 0;
     if (softmax_double && *softmax_double && !out->softmax_float_float && strcmp(softmax_double, "auto") != 0)
         set_warning(ctx, "CLATTN_SOFTMAX_DOUBLE=\"%.32s\" is not float-float or auto; ignored", softmax_double);
+    const char *reproducible = options_env("CLATTN_REPRODUCIBLE");
+    out->reproducible = reproducible && strcmp(reproducible, "1") == 0;
+    if (reproducible && *reproducible && !out->reproducible && strcmp(reproducible, "0") != 0)
+        set_warning(ctx, "CLATTN_REPRODUCIBLE=\"%.32s\" is not 1 or 0; ignored", reproducible);
     /* options.tuning: its grammar is the parameter tables' (tuning_tables.c), read there. */
     const char *tuning = api->tuning ? api->tuning : options_env("CLATTN_TUNING");
     out->tuning_from_env = !api->tuning;

@@ -39,6 +39,7 @@ typedef struct context_options {
     char *tuning;     /* options.tuning, else CLATTN_TUNING: read by tuning_options_resolve; NULL: unset */
     bool tuning_from_env;
     bool softmax_float_float; /* CLATTN_SOFTMAX_DOUBLE=float-float: the double softmax emulated everywhere */
+    bool reproducible;        /* CLATTN_REPRODUCIBLE=1: every call's arithmetic CLATTN_ARITHMETIC_REPRODUCIBLE */
 } context_options;
 
 /* Fill `out` from `api` (may be NULL: all defaults) and the environment. A malformed value set through

@@ -64,6 +64,7 @@ LAYERS = [
         "staged.h", "staged.c",        # score / softmax / weighted-sum path, the public stage calls
         "tiles.h", "tiles.c",          # a ragged launch's list of work-groups (none idle)
         "fused.h", "fused.c",          # the fused flash kernel
+        "reproducible.h", "reproducible.c",  # reproducible arithmetic: a work-item a row (issue 41)
         "decode.h", "decode.c",        # the decode path: keys split over work-groups, then merged
     ]),
     ("api", [                          # the public entry points, the owner, the device groups
