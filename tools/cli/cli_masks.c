@@ -340,6 +340,8 @@ void cli_variants_apply(const cli_variants *v, clattn_sdpa_desc *d)
         d->weights_output = v->scores_mode;
     if (v->softmax_double)
         d->softmax_precision = CLATTN_SOFTMAX_DOUBLE;
+    if (v->reproducible)
+        d->arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE;
 }
 
 void cli_variants_apply_mha(const cli_variants *v, clattn_mha_desc *d)

@@ -62,6 +62,7 @@ int cli_load_per_head(const char *command, const char *flag, const char *path, s
 typedef struct cli_variants {
     const char *kv_heads_text, *softcap_text, *sinks_path, *alibi_text, *scores_text, *logit_scale_path;
     bool softmax_double; /* --softmax-double: desc.softmax_precision = CLATTN_SOFTMAX_DOUBLE */
+    bool reproducible;   /* --reproducible: desc.arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE */
     /* Filled by cli_variants_parse: */
     size_t kv_heads; /* 0 without --kv-heads (then K/V have the query heads) */
     float softcap;   /* 0: off */
@@ -74,7 +75,8 @@ typedef struct cli_variants {
 #define CLI_VARIANT_OPTIONS(v)                                                                               \
     {"kv-heads", NULL, &(v)->kv_heads_text}, {"softcap", NULL, &(v)->softcap_text},                         \
         {"sinks", NULL, &(v)->sinks_path}, {"alibi", NULL, &(v)->alibi_text}, {"scores", NULL, &(v)->scores_text}, \
-        {"softmax-double", &(v)->softmax_double, NULL}, {"logit-scale", NULL, &(v)->logit_scale_path}
+        {"softmax-double", &(v)->softmax_double, NULL}, {"logit-scale", NULL, &(v)->logit_scale_path},      \
+        {"reproducible", &(v)->reproducible, NULL}
 
 #define CLI_VARIANT_HELP                                                                                     \
     "  --logit-scale SC.npy   float array (H,): a scale per head (a temperature) multiplying the scaled\n"   \
@@ -95,7 +97,9 @@ typedef struct cli_variants {
     "  --softmax-double       the softmax in double precision (ONNX's softmax_precision = DOUBLE): the\n"  \
     "                         scores stay float32, their max, exponentials, sum and normalisation are\n"  \
     "                         double, the weights rounded to float32 once; runs the staged path (in\n"  \
-    "                         float-float arithmetic on a device without cl_khr_fp64)\n"
+    "                         float-float arithmetic on a device without cl_khr_fp64)\n"                  \
+    "  --reproducible         reproducible arithmetic: the same bits on every OpenCL implementation,\n"   \
+    "                         tuning and batch (docs/reproducible.md; the forward pass only)\n"
 
 /* Parses --kv-heads and --softcap (before any file is read). Reports and returns CLI_USAGE_ERROR. */
 int cli_variants_parse(const char *command, cli_variants *v);

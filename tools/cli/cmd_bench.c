@@ -1010,7 +1010,8 @@ static const char bench_help[] =
     "               time of one call (131072 tokens, H=32, kv=8, D=128) against P ranks and link bandwidths,\n"
     "               printed as a table and drawn as an SVG (--only ring: the model alone)\n"
     "  --ring-gflops X  plug in X GFLOP/s instead of measuring (another device's figure)\n"
-    "  --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto, --logit-scale SC.npy, --softmax-double:\n"
+    "  --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto, --logit-scale SC.npy, --softmax-double,\n"
+    "  --reproducible:\n"
     "               the variant flags of clattn sdpa, applied to every SDPA, backward and layer case (a\n"
     "               file of H values fits the cases of H heads: choose them with --only)\n";
 
@@ -1099,7 +1100,7 @@ int cmd_bench(int argc, char **argv)
         return cli_fail(CLI_USAGE_ERROR, "bench", "--%s: the cases fix their heads and outputs",
                         var.kv_heads_text ? "kv-heads" : "scores");
     const bool variants = var.softcap_text || var.sinks_path || var.alibi_text || var.logit_scale_path ||
-                          var.softmax_double;
+                          var.softmax_double || var.reproducible;
     if (ring_svg && json)
         return cli_fail(CLI_USAGE_ERROR, "bench", "--ring-model prints a table and writes a file: not with --json");
     if (ring_gflops && !ring_svg)

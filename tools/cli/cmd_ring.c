@@ -42,7 +42,7 @@ static const char ring_help[] =
     "  --causal, --causal-bottom-right, --key-lengths, --offset, --offsets, --window: as for clattn sdpa\n"
     "                         (positions of the whole sequences; no --mask)\n"
     "  --kv-heads N, --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto, --logit-scale SC.npy,\n"
-    "  --softmax-double: as for clattn sdpa\n"
+    "  --softmax-double, --reproducible: as for clattn sdpa (ring attention refuses both for now)\n"
     "\n"
     "Rank 0 prints each rank's time, the time it waited for a slice beyond its kernels, its device memory and\n"
     "the bytes it sent.\n";

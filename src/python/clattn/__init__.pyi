@@ -35,6 +35,7 @@ def scaled_dot_product_attention(
     weights: Optional[str] = ..., algorithm: str = ..., mods: Optional[str] = ...,
     aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
     dtype: Optional[str] = ..., context: Optional[Context] = ..., timeout: Optional[float] = ...,
+    reproducible: bool = ...,
 ) -> Union[Tensor, Tuple[Tensor, ...]]: ...
 def multi_head_attention(
     x: Tensor, w_q: Any, w_k: Any, w_v: Any, w_o: Any = ..., b_q: Any = ..., b_k: Any = ..., b_v: Any = ...,
@@ -46,6 +47,7 @@ def multi_head_attention(
     mods: Optional[str] = ...,
     aux: Optional[Mapping[str, Any]] = ..., defines: Union[Mapping[str, Any], Sequence[str], None] = ...,
     dtype: Optional[str] = ..., context: Optional[Context] = ..., timeout: Optional[float] = ...,
+    reproducible: bool = ...,
 ) -> Tensor: ...
 def merge(outputs: Sequence[Tensor], lses: Sequence[Any], *, sinks: Optional[Sequence[float]] = ...,
           context: Optional[Context] = ..., timeout: Optional[float] = ...) -> Tuple[Tensor, Tensor]: ...

@@ -13,6 +13,7 @@ from ._programmable import _mods, _mods_source
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False, *, window=None, softcap=None, sinks=None, alibi=None,
                                  offsets=None, key_lengths=None, logit_scale=None, tree=None, return_lse=False,
+                                 reproducible=False,
                                  weights=None,
                                  algorithm="auto", mods=None, aux=None, defines=None, dtype=None, context=None,
                                  timeout=None, _block_mask=None):
@@ -36,7 +37,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     placing the queries on them); return_lse (also the
     log-sum-exp, float32 (..., Hq, L)); weights ("softmax", "qk", "softcapped" or "masked": also that
     (..., Hq, L, S) float32 matrix, from the staged path); algorithm ("auto", "fused", "staged",
-    "decode"); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
+    "decode"); reproducible (True: the same bits on every OpenCL implementation, tuning and batch —
+    clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE, docs/reproducible.md; forward only); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
     auxiliary tensors: name → array, or (array, index) with index "query", "key", "position", "head",
     "batch" or "length"), defines ({"NAME": value} compile-time constants); context (a clattn.Context).
 
@@ -55,6 +57,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         # (torch.compile: the torch.library operator, whose fake implementation gives the graph its shapes)
         if (dropout_p or window is not None or softcap is not None or sinks is not None or alibi is not None
                 or offsets is not None or key_lengths is not None or logit_scale is not None or weights is not None
+                or reproducible
                 or tree is not None
                 or algorithm != "auto" or defines or dtype is not None or timeout is not None or context is not None
                 or any(isinstance(a, tuple) for a in (aux or {}).values())):
@@ -98,6 +101,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         weights_output = _WEIGHTS[weights]
     opts = _options(scale, causal, window, softcap, sinks, alibi, offsets, key_lengths, layout, 0,
                     algorithm, weights_output, heads, batch, logit_scale, tree, q_len)
+    if reproducible:
+        opts["arithmetic"] = 1  # (CLATTN_ARITHMETIC_REPRODUCIBLE)
     out_shape = lead + (q_len, v_dim)
     lse_shape, w_shape = lead + (q_len,), lead + (q_len, kv_len)
     compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
@@ -277,7 +282,7 @@ def _attention_backward(call, saved, grad_out, arrays):
 def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=None, b_o=None, *, heads, kv_heads=None,
                          kv=None, qk_dim=None, attn_mask=None, is_causal=False, scale=None, window=None, softcap=None,
                          sinks=None, alibi=None, key_lengths=None, logit_scale=None, algorithm="auto", mods=None,
-                         aux=None, defines=None, dtype=None, context=None, timeout=None):
+                         aux=None, defines=None, dtype=None, context=None, timeout=None, reproducible=False):
     """A multi-head attention layer: Q = X·W_Q + b_Q, K = KV·W_K + b_K, V = KV·W_V + b_V (KV = X, or ``kv``
     for cross-attention), per head SDPA, the heads concatenated, then ·W_O + b_O when w_o is given.
 
@@ -286,7 +291,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     w_o (heads·Dv, d_out). kv_heads: K/V heads (grouped-query attention; w_k and w_v carry kv_heads
     heads' columns). Masks and options as in scaled_dot_product_attention (attn_mask broadcast to
     (B, heads, L, S)): is_causal, scale, window, softcap, sinks, alibi, key_lengths, logit_scale (a scale per
-    head multiplying the scaled scores before soft-capping), algorithm, mods (with aux and defines);
+    head multiplying the scaled scores before soft-capping), algorithm, reproducible (the same bits everywhere, as
+    scaled_dot_product_attention's), mods (with aux and defines);
     timeout as in scaled_dot_product_attention. Returns (B, L, d_out), or (B, L, heads·Dv) without w_o, of x's
     kind and type.
     """
@@ -335,6 +341,8 @@ def multi_head_attention(x, w_q, w_k, w_v, w_o=None, b_q=None, b_k=None, b_v=Non
     mask, layout = _prepare_mask(attn_mask, xt.dtype, torch_side, (B,), heads, L, S)
     opts = _options(scale, 1 if is_causal else 0, window, softcap, sinks, alibi, None, key_lengths, layout, 0,
                     algorithm, 0, heads, B, logit_scale)
+    if reproducible:
+        opts["arithmetic"] = 1  # (CLATTN_ARITHMETIC_REPRODUCIBLE)
     out = _empty(xt, torch_side, (B, L, d_out if d_out else heads * v_dim))
     compiled = _mods(ctx, mods, aux, defines, deadline, timeout) if mods is not None or aux or defines else None
     _call(ctx, _with_options(_clattn.mha, opts),

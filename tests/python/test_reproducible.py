@@ -1,0 +1,41 @@
+"""reproducible=True (clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE): the same bits whatever the algorithm,
+for a row alone and in a batch, as accurate as the default arithmetic against float64; the layer takes it; what
+does not take it yet refuses it."""
+import numpy as np
+import pytest
+
+import clattn
+import reference as ref
+from conftest import assert_close
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_the_same_bits_on_every_algorithm(ctx, rng, dtype):
+    q = rng.standard_normal((2, 4, 9, 32)).astype(dtype)
+    k, v = rng.standard_normal((2, 2, 2, 40, 32)).astype(dtype)
+    runs = [clattn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, softcap=3.0,
+                                                 reproducible=True, algorithm=a, return_lse=True, context=ctx)
+            for a in ("auto", "fused", "staged", "decode")]
+    for out, lse in runs[1:]:
+        assert np.array_equal(out, runs[0][0]) and np.array_equal(lse, runs[0][1])
+    want = ref.sdpa(q, k, v, causal=True, softcap=3.0)
+    assert_close(runs[0][0], want[0], dtype)
+    assert_close(runs[0][1], want[1], what="lse")
+
+
+def test_a_row_alone_and_in_a_batch(ctx, rng):
+    q = rng.standard_normal((6, 4, 1, 16)).astype(np.float32)
+    k, v = rng.standard_normal((2, 6, 4, 100, 16)).astype(np.float32)
+    batch = clattn.scaled_dot_product_attention(q, k, v, reproducible=True, context=ctx)
+    alone = clattn.scaled_dot_product_attention(q[3:4], k[3:4], v[3:4], reproducible=True, context=ctx)
+    assert np.array_equal(batch[3:4], alone)
+
+
+def test_layer_and_refusals(ctx, rng):
+    x = rng.standard_normal((2, 5, 24)).astype(np.float32)
+    w = [rng.standard_normal((24, 24)).astype(np.float32) * 0.2 for _ in range(4)]
+    out = clattn.multi_head_attention(x, *w, heads=3, is_causal=True, reproducible=True, context=ctx)
+    assert out.shape == (2, 5, 24) and np.all(np.isfinite(out))
+    q = rng.standard_normal((1, 2, 3, 8)).astype(np.float32)
+    with pytest.raises(clattn.Error, match="weights output"):
+        clattn.scaled_dot_product_attention(q, q, q, weights="softmax", reproducible=True, context=ctx)
