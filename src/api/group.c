@@ -535,11 +535,9 @@ clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc
     if (st == CLATTN_SUCCESS)
         st = versioned_copy(first, desc, sizeof full, sizeof full, sizeof(size_t), "clattn_mha_desc",
                             "CLATTN_MHA_DESC_INIT", &full);
-    if (st == CLATTN_SUCCESS)
-        st = sdpa_check_algorithm(first, &m.sdpa, false);
-    if (st == CLATTN_SUCCESS)
-        st = masks_whole_call_only(first, &m.sdpa, "clattn_group_mha_host");
-    if (st == CLATTN_SUCCESS && reproducible_call(first, &m.sdpa))
+    if (st == CLATTN_SUCCESS && (st = sdpa_check_algorithm(first, &m.sdpa, false)) == CLATTN_SUCCESS &&
+        (st = masks_whole_call_only(first, &m.sdpa, "clattn_group_mha_host")) == CLATTN_SUCCESS &&
+        reproducible_call(first, &m.sdpa))
         st = reproducible_refused(first, "device groups");
     if (st != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
