@@ -539,9 +539,10 @@ typedef enum clattn_softmax_precision {
  * batch holds (other sequences, other rows of a prefill, a decode of the same row). Each query row is one
  * work-item's sum over its keys in ascending order, exp, log, tanh and 1/x from exactly rounded operations
  * (cl/exact_math.cl), contraction off, subnormals flushed explicitly (docs/reproducible.md). Forward calls whose
- * K/V are float32, float16, bfloat16 or int8 — dense, ragged, paged, the layer; not yet the backward pass, the
- * weights output, the double softmax, sparse, cascade, device groups or ring attention (those refuse it). The
- * environment variable CLATTN_REPRODUCIBLE=1, read when a context is created, makes it every call's. */
+ * K/V are float32, float16, bfloat16 or int8 — dense, ragged, paged, the layer's attention (not yet its
+ * projections); not yet the backward pass, the weights output, the double softmax, sparse, cascade, device groups
+ * or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is created, makes it every
+ * call's. */
 typedef enum clattn_arithmetic {
     CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */
     CLATTN_ARITHMETIC_REPRODUCIBLE = 1 /* the same bits everywhere (above) */

@@ -1,5 +1,5 @@
 """reproducible=True (clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE): the same bits whatever the algorithm,
-for a row alone and in a batch, as accurate as the default arithmetic against float64; the layer takes it; what
+for a row alone and in a batch, as accurate as the default arithmetic against float64; the layer takes it (its attention reproducible, not yet its projections); what
 does not take it yet refuses it."""
 import numpy as np
 import pytest
