@@ -65,6 +65,22 @@ inline ulong clattn_kv_row(ulong head, ulong rs, __global const int *table, uint
     return head + (ulong)table[j >> shift] * block_stride + (j & (((ulong)1 << shift) - 1)) * rs;
 }
 
+/* Key j's K (V) row of the head a kernel reads — by the names every K/V-reading kernel gives them: k_head (v_head),
+ * rows k_rs (v_rs) apart, blocks k_bs (v_bs) apart through `table`, block_shift — and its dequantisation factor:
+ * a row's scale (int8, scaled FP8; one per row, in the rows' order: element offset / head size), else 1. */
+#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
+#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
+#if HAS_K_SCALES
+#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
+#else
+#define K_ROW_SCALE(j) 1.0f
+#endif
+#if HAS_V_SCALES
+#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
+#else
+#define V_ROW_SCALE(j) 1.0f
+#endif
+
 /* Entry (i, j) of matrix m in a stack of dense (rows, cols) matrices: scores, weights, masks. */
 inline ulong clattn_matrix_offset(ulong m, ulong i, ulong j, ulong rows, ulong cols)
 {

@@ -73,9 +73,7 @@ __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global c
  * head k_head (v_head) of k (v), rows k_rs apart, through the sequence's block table when paged
  * (clattn_kv_row); key j's row at K_ROW(j); the tile's first key j0 and its count `keys`, its jj-th row
  * at K_TILE_ROW(jj) (k_stage when STAGE). */
-#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
-#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-/* The first byte of key j's K (V) row (prefetches). */
+/* (K_ROW_AT, V_ROW_AT: cl/common.cl's.) The first byte of key j's K (V) row (prefetches). */
 #define K_ROW_BYTES(j) ((__global const uchar *)k + K_ROW_AT(j) / K_BLOCK * K_BLOCK_BYTES)
 #define V_ROW_BYTES(j) ((__global const uchar *)v + V_ROW_AT(j) / V_BLOCK * V_BLOCK_BYTES)
 /* A scaled row (int8, FP8 with scales) read in place is dequantised by its scale: a visible key's score (q·k_int8·scale) and a

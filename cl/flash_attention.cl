@@ -23,21 +23,8 @@
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
 
-/* The dequantisation factor of key j's K and V rows: a row's scale (int8, scaled FP8; one per row, in the order of
- * the rows: element offset / head size), else 1. Applied as the tile is staged, so the rest of the
- * kernel sees floats. */
-#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
-#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-#if HAS_K_SCALES
-#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
-#else
-#define K_ROW_SCALE(j) 1.0f
-#endif
-#if HAS_V_SCALES
-#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
-#else
-#define V_ROW_SCALE(j) 1.0f
-#endif
+/* (K and V rows: cl/common.cl's K_ROW_AT and K_ROW_SCALE; the scale is applied as the tile is staged, so the rest
+ * of the kernel sees floats.) */
 
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
 void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))

@@ -28,22 +28,16 @@
 #define KT 8            /* keys per step of the scores */
 #define DB 8            /* value columns per step of the output */
 
-#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
-#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-/* x of key j's K (V) row as a float: a row's scale applied (int8, scaled FP8) (one per row, in the order of the
- * rows), other types as they are (a multiplication by 1 would cost a pass of its own). */
+/* x of key j's K (V) row as a float: its row's scale applied (cl/common.cl's K_ROW_SCALE), other types as they
+ * are (a multiplication by 1 would cost a pass of its own). */
 #if HAS_K_SCALES
-#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
 #define K_SCALED(x, j) ((x) * K_ROW_SCALE(j))
 #else
-#define K_ROW_SCALE(j) 1.0f
 #define K_SCALED(x, j) (x)
 #endif
 #if HAS_V_SCALES
-#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
 #define V_SCALED(x, j) ((x) * V_ROW_SCALE(j))
 #else
-#define V_ROW_SCALE(j) 1.0f
 #define V_SCALED(x, j) (x)
 #endif
 

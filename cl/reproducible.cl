@@ -12,18 +12,7 @@
  * (cl/exact_math.cl comes first). Parameters: the fused kernel's (cl/params.h, CLATTN_FLASH_PARAMS; `tiles` is
  * NULL); dim 1 of the launch is the (batch, K/V head) pairs, exactly; build options DK and DV, the head sizes. */
 
-#define K_ROW_AT(j) clattn_kv_row(k_head, k_rs, table, block_shift, k_bs, (j))
-#define V_ROW_AT(j) clattn_kv_row(v_head, v_rs, table, block_shift, v_bs, (j))
-#if HAS_K_SCALES
-#define K_ROW_SCALE(j) k_scales[K_ROW_AT(j) / dk]
-#else
-#define K_ROW_SCALE(j) 1.0f
-#endif
-#if HAS_V_SCALES
-#define V_ROW_SCALE(j) v_scales[V_ROW_AT(j) / v_scale_row]
-#else
-#define V_ROW_SCALE(j) 1.0f
-#endif
+/* (K and V rows: cl/common.cl's K_ROW_AT and K_ROW_SCALE.) */
 
 __kernel void clattn_reproducible(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 {

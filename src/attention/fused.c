@@ -59,6 +59,18 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
         v->rows = rows * vec;
 }
 
+flash_params fused_params(const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k, tensor_view v,
+                          tensor_view out, cl_mem lse, cl_mem sinks)
+{
+    flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
+                      .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
+                      .sinks = sinks, .q_starts = lay->q_starts, .k_starts = lay->k_starts,
+                      .block_table = lay->block_table, .table_cols = lay->table_cols, .block_shift = lay->block_shift,
+                      .k_scales = s->k_scales, .v_scales = s->v_scales,
+                      .v_scale_row = s->v_in_k ? s->qk_dim : s->v_dim};
+    return p;
+}
+
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
                         tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
@@ -88,12 +100,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     if ((st = program_get(ctx, sh.lanes ? &family_fused_lanes : &family_fused, options, sh.block_m,
                           call_features(s) | layout_features(lay), call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
-    flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
-                      .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
-                      .sinks = masks.sinks, .q_starts = lay->q_starts, .k_starts = lay->k_starts,
-                      .block_table = lay->block_table, .table_cols = lay->table_cols, .block_shift = lay->block_shift,
-                      .k_scales = s->k_scales, .v_scales = s->v_scales,
-                      .v_scale_row = s->v_in_k ? s->qk_dim : s->v_dim};
+    flash_params p = fused_params(s, lay, q, k, v, out, lse, masks.sinks);
     /* One work-group per tile of packed rows (the queries of all the query heads that share a K/V head,
      * see cl/flash_attention.cl) and per (batch, K/V head); a ragged launch's listed tiles per K/V head. */
     const size_t rows_per_group = (size_t)fb->group * sh.rows;

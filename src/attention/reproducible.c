@@ -4,6 +4,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "fused.h"
 #include "masks.h"
 #include "program.h"
 
@@ -55,12 +56,7 @@ clattn_status reproducible_run(clattn_context *ctx, const sdpa_shape *s, const k
     if ((st = program_get(ctx, &family_reproducible, options, 0, call_features(s) | layout_features(lay),
                           call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
-    flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
-                      .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
-                      .sinks = masks.sinks, .q_starts = lay->q_starts, .k_starts = lay->k_starts,
-                      .block_table = lay->block_table, .table_cols = lay->table_cols, .block_shift = lay->block_shift,
-                      .k_scales = s->k_scales, .v_scales = s->v_scales,
-                      .v_scale_row = s->v_in_k ? s->qk_dim : s->v_dim, .tiles = NULL};
+    flash_params p = fused_params(s, lay, q, k, v, out, lse, masks.sinks); /* (tiles NULL: a row a work-item) */
     PARAMS_SET_MASKS(flash_params, &p, &masks);
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_reproducible, &p, fb->features);
