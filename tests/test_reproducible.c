@@ -93,7 +93,8 @@ static void make(clattn_context *ctx, const rcase *c, inputs *in, uint64_t seed)
         float *m = tu_make_mask(CLATTN_MASK_B_H_L_S, c->B, c->H, c->L, c->S, TU_MASKF_INF, seed + 9, &n);
         in->var.masks.mask_type = c->mask == 2 ? CLATTN_MASK_BOOL : CLATTN_MASK_FLOAT;
         if (c->mask == 2) { /* bool entries, one byte each, and their float meaning for the reference */
-            unsigned char *bytes = tu_track_malloc(n);
+            /* rounded up to whole floats: tu_dev_alloc copies (n + 3) / 4 of them */
+            unsigned char *bytes = tu_track_malloc((n + 3) / 4 * sizeof(float));
             for (size_t e = 0; e < n; e++)
                 bytes[e] = m[e] != -INFINITY, m[e] = bytes[e] ? 0.0f : -INFINITY;
             in->mm = tu_dev_alloc(ctx, (n + 3) / 4, (const float *)bytes);
