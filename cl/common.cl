@@ -3,6 +3,12 @@
  *
  * Sizes and offsets are ulong: a (B,H,L,S) weight tensor can pass 2^31 elements. */
 
+/* Reproducible arithmetic (-DCLATTN_EXACT=1, cl/exact_math.cl): no contraction anywhere in the program, these
+ * shared functions included (a compiler may fuse a·b + c into an fma on one device and not on another). */
+#ifdef CLATTN_EXACT
+#pragma OPENCL FP_CONTRACT OFF
+#endif
+
 /* Element offsets, all in ulong: a (B,H,L,S) weight tensor, or a strided view of a large layer, can
  * pass 2^31 elements, where an int index would wrap. tests/test_offsets.c checks these functions on
  * the device against 64-bit host arithmetic. */

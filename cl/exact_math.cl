@@ -123,3 +123,21 @@ inline float clattn_x_tanh(float x)
     const float t = 1.0f - 2.0f * clattn_x_recip(clattn_x_exp(2.0f * a) + 1.0f);
     return copysign(t, x);
 }
+
+/* A softmax row's end in this arithmetic (cl/common.cl's clattn_row_finish with the functions above): m the row's
+ * largest score, l its sum of weights, sink a logit without a value (−inf: none). Returns the factor of the
+ * weighted sum (0 for a row that saw nothing) and sets *lse. */
+inline float clattn_x_row_finish(float m, float l, float sink, float *lse)
+{
+    const bool empty = l == 0.0f;
+    float top = m, sum = l, factor = 1.0f;
+    if (sink > top) {
+        factor = clattn_x_exp(top - sink);
+        sum = clattn_x_flush(sum * factor) + 1.0f;
+        top = sink;
+    } else if (sink != -INFINITY) {
+        sum = sum + clattn_x_exp(sink - top);
+    }
+    *lse = empty ? sink : clattn_x_flush(top + clattn_x_log(sum));
+    return empty ? 0.0f : clattn_x_flush(factor * clattn_x_recip(sum));
+}

@@ -18,10 +18,87 @@
  * (cl/params.h). K/V rows come through cl/common.cl's addressing (dense, ragged or paged: a chunked
  * prefill over a paged cache runs here), Q/O rows of a ragged batch from its row starts. Keys a row cannot see — causal masks and key lengths —
  * end the work-item's walk at its last row's limit, and tiles no row of the group can see are never
- * loaded. */
+ * loaded.
+ *
+ * Reproducible arithmetic (-DCLATTN_EXACT=1, issue 41; docs/reproducible.md) is this kernel with a row's
+ * arithmetic fixed whatever the tiles: each row takes the keys 16 a step from key 0 on (STEP = 16: a step's
+ * maximum decides the rescaling), every sum in one order (dot products over d ascending, the weighted sum over
+ * the keys ascending, the weights' sum in 16 lanes, key j in lane j mod 16, added in a fixed tree at the end),
+ * the exponential clattn_exp_weight under FP_CONTRACT OFF and the row's end in cl/exact_math.cl's functions.
+ * Skipped keys, steps and tiles add exactly nothing (a weight of 0 leaves every sum as it was), so where the
+ * tiles begin changes no bit. Subnormals never reach the hardware, so a device that flushes them computes what
+ * one that keeps them does: every value read is cut to 0 at or below FLT_MIN, and the sums are kept on the grid
+ * of 2^-126 — q·2^k entries under 2^-40 and weights under 2^-50 are 0, so where every K entry of a step is 0 or
+ * at least 2^-40 and every V entry 0 or at least 2^-30 each product is a multiple of 2^-126, and so is every
+ * sum: none is subnormal. A step whose K (or V) holds a smaller entry takes its sums with each step's result
+ * cut below 2^-126 (the weighted sum: below 2^-103, which leaves it on the grid again). */
 
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
+
+#ifdef CLATTN_EXACT
+#if STEP != 16
+#error "reproducible arithmetic takes the keys 16 a step: VEC·KV must be 16"
+#endif
+#define EXACT_MIN 0x1.000002p-126f /* magnitudes below are cut to 0 (FLT_MIN too: rounding to it may differ) */
+#define EXACT_SUM_MIN 0x1p-103f    /* a weighted sum cut below this is a multiple of 2^-126 */
+#define EXACT_Q_MIN 0x1p-40f       /* q·2^k entries below are 0 */
+#define EXACT_K_FAST 0x1p-40f      /* K entries from here up (or 0) keep a dot product on the grid */
+#define EXACT_V_FAST 0x1p-30f      /* V entries from here up (or 0) keep a weighted sum on the grid */
+#define EXACT_WEIGHT_MIN 0x1p-50f  /* weights below are 0 */
+/* x with magnitudes below `limit` replaced by +0 (NaN and inf kept): a scalar, and lane by lane. */
+#define CUT(x, limit) (fabs(x) < (limit) ? 0.0f : (x))
+#if VEC == 1
+#define VCUT(x, limit) CUT(x, limit)
+#else
+#define VCUT(x, limit) select((x), (vec_t)0.0f, fabs(x) < (vec_t)(limit))
+#endif
+#define EXACT(x) CUT(x, EXACT_MIN)
+#define VCUT_OUT(x) VCUT(x, EXACT_MIN)
+#define L_LANES KV /* the weights' sums, a lane per key of the step */
+
+/* The magnitude bits of x less one, as an unsigned integer: 0 becomes the largest, so the smallest of these
+ * over some values is that of their smallest nonzero magnitude (a few integer operations a value). */
+#define LOW_BITS(x) ((as_uint(x) & 0x7fffffffu) - 1u)
+#define LOW_BITS_V(x) ((AS_UINT(x) & 0x7fffffffu) - 1u)
+
+/* The smallest lane of x. */
+inline uint clattn_lowest(uvec_t x)
+{
+    uint lanes[VEC], lowest = 0xffffffffu;
+    VSTORE(x, lanes);
+    for (int e = 0; e < VEC; e++)
+        lowest = min(lowest, lanes[e]);
+    return lowest;
+}
+
+/* small_entries' flags for one staged key from the LOW_BITS of its K and V rows' smallest nonzero entries. */
+inline uchar clattn_small_entries(uvec_t k_low, uvec_t v_low)
+{
+    return (uchar)((clattn_lowest(k_low) < LOW_BITS(EXACT_K_FAST)) |
+                   ((clattn_lowest(v_low) < LOW_BITS(EXACT_V_FAST)) << 1));
+}
+
+/* VEC entries d … d+VEC−1 of a K (V) row as staged in reproducible arithmetic: read (0 from dim on: the padding),
+ * cut, times the row's scale, cut. */
+#define EXACT_ROW_PART(LOAD1, VLOAD1, p, row, d, dim, scale)                                                  \
+    ({                                                                                                       \
+        vec_t x_;                                                                                            \
+        if ((ulong)(d) + VEC <= (dim)) {                                                                     \
+            x_ = VLOAD1(p, (row) + (d));                                                                     \
+        } else {                                                                                             \
+            float part_[VEC];                                                                                \
+            for (int e_ = 0; e_ < VEC; e_++)                                                                 \
+                part_[e_] = (ulong)((d) + e_) < (dim) ? LOAD1(p, (row) + (d) + e_) : 0.0f;                   \
+            x_ = VLOAD(part_);                                                                               \
+        }                                                                                                    \
+        VCUT(VCUT(x_, EXACT_MIN) * (scale), EXACT_MIN);                                                      \
+    })
+#else
+#define EXACT(x) (x)
+#define VCUT_OUT(x) (x)
+#define L_LANES 1
+#endif
 
 /* (K and V rows: cl/common.cl's K_ROW_AT and K_ROW_SCALE; the scale is applied as the tile is staged, so the rest
  * of the kernel sees floats.) */
@@ -35,6 +112,11 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     /* Per key of the tile: does its value row hold an inf or NaN? Only then must a weight of 0 skip it
      * (0·inf = NaN); finite rows take the vector path whatever their weights. */
     __local uchar v_nonfinite[BLOCK_N];
+#ifdef CLATTN_EXACT
+    /* Per key of the tile: 1 where its K row holds an entry under EXACT_K_FAST (not 0), 2 where its V row one
+     * under EXACT_V_FAST: a step with such a key cuts its sums step by step. */
+    __local uchar small_entries[BLOCK_N];
+#endif
 
     /* Grouped-query attention: a work-group serves one K/V head, and its rows are those of the
      * `group` query heads that share it, packed query by query — packed row ρ is query ρ / group of
@@ -64,7 +146,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     float m[ROWS];
     clattn_row_terms terms[ROWS];
     float score_factor[ROWS]; /* a row's dot products times this are its scores (clattn_score_split) */
-    vec_t l[ROWS]; /* the rows' sums of weights, lane by lane: added up once, at the end */
+    vec_t l[ROWS][L_LANES]; /* the rows' sums of weights, lane by lane: added up once, at the end */
     ulong row_i[ROWS], row_h[ROWS];      /* each packed row's query and query head */
     long pos[ROWS];                       /* the rows' absolute positions */
     ulong row_begin[ROWS], row_end[ROWS]; /* keys [row_begin, row_end) are visible; none past the rows */
@@ -74,17 +156,23 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
         float q_max = 0.0f, q_factor;
         for (int d = 0; d < DK; d++) {
-            q_row[r][d] = (active && (ulong)d < dk) ? LOAD_Q(q, clattn_row_offset(q_starts, b, h, i, q_bs, q_hs, q_rs) + d)
-                                                    : 0.0f;
+            q_row[r][d] = (active && (ulong)d < dk)
+                              ? EXACT(LOAD_Q(q, clattn_row_offset(q_starts, b, h, i, q_bs, q_hs, q_rs) + d))
+                              : 0.0f;
             q_max = fmax(q_max, fabs(q_row[r][d]));
         }
         score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
-        for (int d = 0; d < DK; d++)
+        for (int d = 0; d < DK; d++) {
             q_row[r][d] *= q_factor;
+#ifdef CLATTN_EXACT
+            q_row[r][d] = CUT(q_row[r][d], EXACT_Q_MIN);
+#endif
+        }
         for (int c = 0; c < DV / VEC; c++)
             acc[r][c] = (vec_t)0.0f;
         m[r] = -INFINITY;
-        l[r] = (vec_t)0.0f;
+        for (int u = 0; u < L_LANES; u++)
+            l[r][u] = (vec_t)0.0f;
         CLATTN_ROW_TERMS(&terms[r], h);
         pos[r] = clattn_query_position(causal, offsets, b, i, q_len, kv_len);
         CLATTN_ROW_AT(&terms[r], row_i[r], pos[r]);
@@ -113,7 +201,35 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     CLATTN_NEXT_SEEN_TILE(b, heads_first, heads_last, group_p_first, group_p_last, (j), group_end, BLOCK_N)
 
     for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
-#if VEC > 1
+#if defined(CLATTN_EXACT) && VEC > 1
+        /* CPU, reproducible arithmetic: each work-item stages whole key rows VEC entries at a time, cutting them
+         * and finding their smallest nonzero entries (small_entries) on the way. */
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
+            const ulong j = j0 + jj;
+            const bool in = j < key_len;
+            const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
+            const float ks = in ? EXACT(K_ROW_SCALE(j)) : 0.0f, vs = in ? EXACT(V_ROW_SCALE(j)) : 0.0f;
+            const ulong k_dim = in ? dk : 0, v_dim = in ? dv : 0;
+            uvec_t k_low = (uvec_t)0xffffffffu, v_low = (uvec_t)0xffffffffu;
+            lanes_t bad = 0;
+            for (int d = 0; d < DK; d += VEC) {
+                const vec_t x = EXACT_ROW_PART(LOAD_K, VLOAD_K, k, k_row, d, k_dim, ks);
+                k_low = min(k_low, LOW_BITS_V(x));
+                float part[VEC];
+                VSTORE(x, part);
+                for (int e = 0; e < VEC; e++)
+                    kt[(d + e) * BLOCK_N + jj] = part[e];
+            }
+            for (int d = 0; d < DV; d += VEC) {
+                const vec_t x = EXACT_ROW_PART(LOAD_V, VLOAD_V, v, v_row, d, v_dim, vs);
+                v_low = min(v_low, LOW_BITS_V(x));
+                bad |= isfinite(x) == 0;
+                VSTORE(x, vt + jj * DV + d);
+            }
+            v_nonfinite[jj] = ANY_LANE(bad);
+            small_entries[jj] = clattn_small_entries(k_low, v_low);
+        }
+#elif VEC > 1
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
             const ulong j = j0 + jj;
@@ -134,11 +250,12 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* GPU: neighbouring work-items copy neighbouring elements, so global reads coalesce. */
         for (ulong t = lid; t < BLOCK_N * DK; t += BLOCK_M) {
             const ulong jj = t / DK, d = t % DK, j = j0 + jj;
-            kt[d * BLOCK_N + jj] = (j < key_len && d < dk) ? LOAD_K(k, K_ROW_AT(j) + d) * K_ROW_SCALE(j) : 0.0f;
+            kt[d * BLOCK_N + jj] =
+                (j < key_len && d < dk) ? EXACT(EXACT(LOAD_K(k, K_ROW_AT(j) + d)) * EXACT(K_ROW_SCALE(j))) : 0.0f;
         }
         for (ulong t = lid; t < BLOCK_N * DV; t += BLOCK_M) {
             const ulong jj = t / DV, d = t % DV, j = j0 + jj;
-            vt[t] = (j < key_len && d < dv) ? LOAD_V(v, V_ROW_AT(j) + d) * V_ROW_SCALE(j) : 0.0f;
+            vt[t] = (j < key_len && d < dv) ? EXACT(EXACT(LOAD_V(v, V_ROW_AT(j) + d)) * EXACT(V_ROW_SCALE(j))) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
@@ -146,6 +263,14 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             for (int d = 0; d < DV; d++)
                 bad |= !isfinite(vt[jj * DV + d]);
             v_nonfinite[jj] = bad;
+#ifdef CLATTN_EXACT
+            uint k_low = 0xffffffffu, v_low = 0xffffffffu; /* (VEC is 1 here) */
+            for (int d = 0; d < DK; d++)
+                k_low = min(k_low, LOW_BITS(kt[d * BLOCK_N + jj]));
+            for (int d = 0; d < DV; d++)
+                v_low = min(v_low, LOW_BITS(vt[jj * DV + d]));
+            small_entries[jj] = clattn_small_entries(k_low, v_low);
+#endif
         }
 #endif
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -162,6 +287,22 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             UNROLL for (int r = 0; r < ROWS; r++)
                 UNROLL for (int u = 0; u < KV; u++)
                     s[r][u] = (vec_t)0.0f;
+#ifdef CLATTN_EXACT
+            const uint4 flags = as_uint4(vload16(0, small_entries + sub)); /* (see small_entries) */
+            const uint small_bits = flags.x | flags.y | flags.z | flags.w;
+            const uint small = (small_bits & 0x01010101u ? 1u : 0u) | (small_bits & 0x02020202u ? 2u : 0u);
+            if (small & 1) { /* K entries under EXACT_K_FAST: those keys' partial dot products cut, each step */
+                lanes_t cut_keys[KV];
+                UNROLL for (int u = 0; u < KV; u++)
+                    cut_keys[u] = (VLOAD_FLAGS(small_entries + sub + u * VEC) & 1) != 0;
+                for (int d = 0; d < DK; d++)
+                    UNROLL for (int r = 0; r < ROWS; r++)
+                        UNROLL for (int u = 0; u < KV; u++) {
+                            const vec_t f = fma((vec_t)q_row[r][d], VLOAD(kt + d * BLOCK_N + sub + u * VEC), s[r][u]);
+                            s[r][u] = select(f, (vec_t)0.0f, (fabs(f) < (vec_t)EXACT_MIN) & cut_keys[u]);
+                        }
+            } else
+#endif
             for (int d = 0; d < DK; d++) {
                 vec_t kv[KV];
                 UNROLL for (int u = 0; u < KV; u++)
@@ -171,8 +312,12 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                         s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
             UNROLL for (int r = 0; r < ROWS; r++)
-                UNROLL for (int u = 0; u < KV; u++)
+                UNROLL for (int u = 0; u < KV; u++) {
                     s[r][u] *= score_factor[r];
+#ifdef CLATTN_EXACT
+                    s[r][u] = VCUT(s[r][u], EXACT_MIN);
+#endif
+                }
             float pj[ROWS][STEP];
             float block_max[ROWS];
             lanes_t nan_lanes = 0;
@@ -183,10 +328,10 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                         VSTORE(s[r][u], lane + u * VEC);
                     for (int x = 0; x < STEP; x++)
                         lane[x] = j + x >= row_begin[r] && j + x < row_end[r]
-                                      ? clattn_score_terms(lane[x], softcap, &terms[r], (long)(j + x), pos[r],
-                                                           clattn_additive_mask(mask, mask_type, mask_layout, b,
-                                                                                row_h[r], heads, row_i[r],
-                                                                                j + x, q_len, mask_cols))
+                                      ? EXACT(clattn_score_terms(lane[x], softcap, &terms[r], (long)(j + x), pos[r],
+                                                                 EXACT(clattn_additive_mask(mask, mask_type, mask_layout,
+                                                                                            b, row_h[r], heads, row_i[r],
+                                                                                            j + x, q_len, mask_cols))))
                                       : -INFINITY;
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = VLOAD(lane + u * VEC);
@@ -220,12 +365,23 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 UNROLL for (int r = 0; r < ROWS; r++) {
                     if (block_max[r] <= m[r] || isnan(m[r]))
                         continue; /* (a NaN maximum stays: replaced, a factor of 0 could drop it) */
+#ifdef CLATTN_EXACT
+                    const float alpha = clattn_exp_weight1(EXACT(m[r] - block_max[r]));
+#else
                     const float alpha = exp(m[r] - block_max[r]);
+#endif
                     /* A factor that underflowed to 0 drops what came before, as the staged path drops
                      * a weight of 0: an inf value added so far must not turn into 0·inf = NaN. */
-                    l[r] = alpha == 0.0f ? (vec_t)0.0f : l[r] * alpha;
+                    UNROLL for (int u = 0; u < L_LANES; u++)
+                        l[r][u] = alpha == 0.0f ? (vec_t)0.0f : l[r][u] * alpha;
                     UNROLL for (int c = 0; c < DV / VEC; c++)
                         acc[r][c] = alpha == 0.0f ? (vec_t)0.0f : acc[r][c] * alpha;
+#ifdef CLATTN_EXACT
+                    UNROLL for (int u = 0; u < L_LANES; u++)
+                        l[r][u] = VCUT(l[r][u], EXACT_MIN);
+                    UNROLL for (int c = 0; c < DV / VEC; c++)
+                        acc[r][c] = VCUT(acc[r][c], EXACT_SUM_MIN);
+#endif
                     m[r] = block_max[r];
                 }
             }
@@ -235,8 +391,14 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             vec_t smallest = (vec_t)1.0f;
             UNROLL for (int r = 0; r < ROWS; r++) {
                 UNROLL for (int u = 0; u < KV; u++) {
+#ifdef CLATTN_EXACT
+                    const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f
+                                                      : VCUT(clattn_exp_weight(VCUT(s[r][u] - m[r], EXACT_MIN)),
+                                                             EXACT_WEIGHT_MIN);
+#else
                     const vec_t p = m[r] == -INFINITY ? (vec_t)0.0f : clattn_exp_weight(s[r][u] - m[r]);
-                    l[r] += p;
+#endif
+                    l[r][u % L_LANES] += p;
                     smallest = fmin(smallest, p);
                     VSTORE(p, pj[r] + u * VEC);
                 }
@@ -250,6 +412,14 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             if (zero_weight)
                 for (int x = 0; x < STEP; x++)
                     partial |= v_nonfinite[sub + x] != 0;
+#ifdef CLATTN_EXACT
+            /* V entries under EXACT_V_FAST in the step: the careful path, the weighted sums cut after each such key
+             * (skipping a weight of 0 there changes no bit: it would add +0 to a sum that is never −0). */
+            partial |= (small & 2) != 0;
+#define V_SMALL_CUT(x, key) ((small_entries[key] & 2) ? VCUT((x), EXACT_SUM_MIN) : (x))
+#else
+#define V_SMALL_CUT(x, key) (x)
+#endif
             for (int x = 0; x < STEP; x++) {
                 __local const float *vrow = vt + (sub + x) * DV;
                 if (partial) {
@@ -264,7 +434,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                         const vec_t vv = VLOAD(vrow + c * VEC);
                         UNROLL for (int r = 0; r < ROWS; r++)
                             if (pj[r][x] != 0.0f)
-                                acc[r][c] = fma((vec_t)pj[r][x], vv, acc[r][c]);
+                                acc[r][c] = V_SMALL_CUT(fma((vec_t)pj[r][x], vv, acc[r][c]), sub + x);
                     }
                 } else {
                     UNROLL for (int c = 0; c < DV / VEC; c++) {
@@ -284,11 +454,22 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         const ulong i = row_i[r], h = row_h[r];
         /* A sink joins the denominator as one more logit without a value. */
         float row_lse;
-        const float inv = clattn_row_finish(m[r], HSUM(l[r]), sinks ? sinks[h] : -INFINITY, &row_lse);
+#ifdef CLATTN_EXACT
+        /* The 16 lanes of the weights' sum in a fixed tree: lane x + w joins lane x, w = 8, 4, 2, 1. */
+        float lanes[STEP];
+        for (int u = 0; u < KV; u++)
+            VSTORE(l[r][u], lanes + u * VEC);
+        for (int w = STEP / 2; w > 0; w /= 2)
+            for (int x = 0; x < w; x++)
+                lanes[x] += lanes[x + w];
+        const float inv = clattn_x_row_finish(m[r], lanes[0], sinks ? sinks[h] : -INFINITY, &row_lse);
+#else
+        const float inv = clattn_row_finish(m[r], HSUM(l[r][0]), sinks ? sinks[h] : -INFINITY, &row_lse);
+#endif
         const ulong out = clattn_row_offset(q_starts, b, h, i, o_bs, o_hs, o_rs);
         float row[DV];
         for (int c = 0; c < DV / VEC; c++)
-            VSTORE(acc[r][c] * inv, row + c * VEC);
+            VSTORE(VCUT_OUT(acc[r][c] * inv), row + c * VEC);
         for (int d = 0; d < DV; d++)
             if ((ulong)d < dv)
                 STORE_O(row[d], o, out + d);

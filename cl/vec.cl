@@ -18,6 +18,9 @@ typedef float16 vec_t;
 #define HMAX_QUIET(x) qmax8(QMAX((x).lo, (x).hi))
 #define HSUM(x) hsum8((x).lo + (x).hi)
 typedef int16 lanes_t;
+typedef uint16 uvec_t;
+#define AS_UINT(x) as_uint16(x)
+#define VLOAD_FLAGS(p) convert_int16(vload16(0, (p))) /* VEC bytes as ints */
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 8
@@ -30,6 +33,9 @@ typedef float8 vec_t;
 #define HMAX_QUIET(x) qmax8(x)
 #define HSUM(x) hsum8(x)
 typedef int8 lanes_t;
+typedef uint8 uvec_t;
+#define AS_UINT(x) as_uint8(x)
+#define VLOAD_FLAGS(p) convert_int8(vload8(0, (p))) /* VEC bytes as ints */
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 4
@@ -42,6 +48,9 @@ typedef float4 vec_t;
 #define HMAX_QUIET(x) qmax4(x)
 #define HSUM(x) hsum4(x)
 typedef int4 lanes_t;
+typedef uint4 uvec_t;
+#define AS_UINT(x) as_uint4(x)
+#define VLOAD_FLAGS(p) convert_int4(vload4(0, (p))) /* VEC bytes as ints */
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 2
@@ -54,6 +63,9 @@ typedef float2 vec_t;
 #define HMAX_QUIET(x) QMAX((x).s0, (x).s1)
 #define HSUM(x) ((x).s0 + (x).s1)
 typedef int2 lanes_t;
+typedef uint2 uvec_t;
+#define AS_UINT(x) as_uint2(x)
+#define VLOAD_FLAGS(p) convert_int2(vload2(0, (p))) /* VEC bytes as ints */
 #define ANY_NAN(x) any(isnan(x))
 #define ANY_ZERO(x) any((x) == 0.0f)
 #elif VEC == 1
@@ -64,6 +76,9 @@ typedef float vec_t;
 #define HMAX_QUIET(x) (x)
 #define HSUM(x) (x)
 typedef int lanes_t;
+typedef uint uvec_t;
+#define AS_UINT(x) as_uint(x)
+#define VLOAD_FLAGS(p) ((int)*(p))
 #define ANY_NAN(x) isnan(x) /* the scalar isnan is 1, not −1: any() would miss it */
 #define ANY_ZERO(x) ((x) == 0.0f)
 #else

@@ -34,11 +34,14 @@ static cl_ulong tile_local_bytes(unsigned n, unsigned dk, unsigned dv)
 
 /* Tiles (tuning_tables.c: the values and why): BLOCK_M work-items per work-group, ROWS query rows each,
  * BLOCK_N keys per local-memory tile, VEC keys (and value columns) per vector operation inside a
- * work-item; here fitted to the device's limits (group size, local memory), as for options.tile. */
-static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsigned dk, unsigned dv,
+ * work-item; here fitted to the device's limits (group size, local memory), as for options.tile.
+ * Reproducible arithmetic (exact) takes 16 keys a step whatever the tiles: a tile holds whole steps. */
+static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsigned dk, unsigned dv, bool exact,
                          fused_shape *v)
 {
     unsigned m = t->v[0], n = t->v[1], rows = t->v[2], vec = t->v[3];
+    if (exact)
+        n = n < 16 ? 16 : n / 16 * 16;
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
     while (n > vec && tile_local_bytes(n, dk, dv) > ctx->caps.local_mem)
@@ -57,10 +60,20 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
     v->lanes = t->v[4] == 2 && vec > 1 && n % 8 == 0;
     if (v->lanes)
         v->rows = rows * vec;
+    if (exact) { /* (the step: KV vectors of VEC, 16 keys; the rows along d) */
+        v->kv = 16 / vec;
+        v->rows = rows;
+        if (v->lanes) { /* (rows in lanes: the rows-along-d candidate instead, 64 work-items of 4 rows) */
+            v->block_m = ctx->caps.max_work_group < 64 ? (unsigned)ctx->caps.max_work_group : 64;
+            v->rows = 4;
+        }
+        v->lanes = false;
+    }
 }
 
-flash_params fused_params(const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k, tensor_view v,
-                          tensor_view out, cl_mem lse, cl_mem sinks)
+/* The kernel's parameters for a call, but for its masks (PARAMS_SET_MASKS) and work list (tiles). */
+static flash_params fused_params(const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
+                                 tensor_view v, tensor_view out, cl_mem lse, cl_mem sinks)
 {
     flash_params p = {.q = q, .k = k, .v = v, .o = out, .lse = lse, .heads = s->heads, .group = s->group,
                       .q_len = s->q_len, .kv_len = s->kv_len, .dk = s->qk_dim, .dv = s->v_dim, .scale = s->scale,
@@ -71,8 +84,10 @@ flash_params fused_params(const sdpa_shape *s, const kv_layout *lay, tensor_view
     return p;
 }
 
-clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
-                        tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
+/* fused_run, in the default arithmetic or (exact) in the reproducible one: -DCLATTN_EXACT=1, no
+ * -cl-denorms-are-zero (the kernel keeps subnormals away itself), family_reproducible. */
+static clattn_status fused_launch(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
+                                  tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse, bool exact)
 {
     static const kv_layout dense = {NULL, NULL, NULL, 0, 0, NULL, 0, 0};
     if (!lay)
@@ -85,7 +100,7 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     if (st != CLATTN_SUCCESS)
         return st;
     fused_shape sh = {pad_head(s->qk_dim), pad_head(s->v_dim), 0, 0, 0, 0, 0, false};
-    choose_tiles(ctx, &tiles, sh.dk, sh.dv, &sh);
+    choose_tiles(ctx, &tiles, sh.dk, sh.dv, exact, &sh);
     device_masks masks;
     st = masks_upload(ctx, s, mask, &masks);
     if (st != CLATTN_SUCCESS)
@@ -93,11 +108,12 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     char options[TYPES_OPTIONS_MAX + 256], types[TYPES_OPTIONS_MAX];
     tensor_types_options(s->types, types, sizeof types);
     /* (-DLANES=1 names the rows-in-lanes kernel in the program cache's key, where tests read it.) */
-    snprintf(options, sizeof options,
-             "-cl-denorms-are-zero -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
-             sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv, sh.lanes ? " -DLANES=1" : "", types);
+    snprintf(options, sizeof options, "%s -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
+             exact ? "-DCLATTN_EXACT=1" : "-cl-denorms-are-zero", sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv,
+             sh.lanes ? " -DLANES=1" : "", types);
+    const kernel_family *family = exact ? &family_reproducible : sh.lanes ? &family_fused_lanes : &family_fused;
     const family_build *fb;
-    if ((st = program_get(ctx, sh.lanes ? &family_fused_lanes : &family_fused, options, sh.block_m,
+    if ((st = program_get(ctx, family, options, sh.block_m,
                           call_features(s) | layout_features(lay), call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
     flash_params p = fused_params(s, lay, q, k, v, out, lse, masks.sinks);
@@ -114,4 +130,16 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
     const size_t local[2] = {fb->group, 1};
     const size_t global[2] = {groups * fb->group, p.tiles ? s->kv_heads : s->batch * s->kv_heads};
     return kernel_launch(ctx, &a, "fused attention", 2, global, local);
+}
+
+clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
+                        tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
+{
+    return fused_launch(ctx, s, lay, q, k, v, mask, out, lse, false);
+}
+
+clattn_status fused_run_exact(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
+                              tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
+{
+    return fused_launch(ctx, s, lay, q, k, v, mask, out, lse, true);
 }

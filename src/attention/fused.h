@@ -11,12 +11,12 @@
 
 /* SDPA on a validated shape and views, K/V (and Q/O) rows laid out as `lay` says (NULL: dense); lse
  * (B,H,L), or (rows, H) for a ragged batch, may be NULL. */
-/* The fused kernel's parameters for a call, but for its masks (PARAMS_SET_MASKS) and work list (tiles): what
- * cl/reproducible.cl, which takes the same ones, shares. */
-flash_params fused_params(const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k, tensor_view v,
-                          tensor_view out, cl_mem lse, cl_mem sinks);
-
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,
                         tensor_view v, cl_mem mask, tensor_view out, cl_mem lse);
+
+/* The same in reproducible arithmetic (cl/flash_attention.cl built with -DCLATTN_EXACT=1): a row's bits depend on
+ * its inputs alone, whatever the tiles. The caller (reproducible.c) checks what the mode takes. */
+clattn_status fused_run_exact(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
+                              tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse);
 
 #endif

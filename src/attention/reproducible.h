@@ -15,7 +15,7 @@ bool reproducible_desc(const clattn_context *ctx, const clattn_sdpa_desc *d);
 /* The phrase for a path that does not take reproducible arithmetic yet: CLATTN_ERROR_INVALID_VALUE naming it. */
 clattn_status reproducible_refused(clattn_context *ctx, const char *what);
 
-/* SDPA forward in reproducible arithmetic (cl/reproducible.cl) on a validated shape and views, rows laid out as
+/* SDPA forward in reproducible arithmetic (fused_run_exact) on a validated shape and views, rows laid out as
  * `lay` says (NULL: dense); lse as fused_run's. Takes what the fused kernel takes, with K/V of float32, float16,
  * bfloat16 or int8; no weights output, no double softmax (the callers refuse them). */
 clattn_status reproducible_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,

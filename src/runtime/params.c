@@ -48,7 +48,6 @@ const kernel_params params_weighted_sum = PARAM_TABLE("clattn_weighted_sum", CLA
 const kernel_params params_merge = PARAM_TABLE("clattn_merge", CLATTN_MERGE_PARAMS);
 #undef PARAM_STRUCT
 #define PARAM_STRUCT flash_params
-const kernel_params params_reproducible = PARAM_TABLE("clattn_reproducible", CLATTN_FLASH_PARAMS);
 #undef PARAM_STRUCT
 #define PARAM_STRUCT sparse_params
 const kernel_params params_sparse = PARAM_TABLE("clattn_sparse", CLATTN_SPARSE_PARAMS);
@@ -201,10 +200,15 @@ const kernel_family family_softmax_double = {"double softmax", {"softmax_double.
 const kernel_family family_merge = {"merge", {"merge.cl"}, 1, {&params_merge}, 1, 1, NULL};
 const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}, 2,
                                      {&params_sparse, &params_sparse_combine}, 2, 2, NULL};
-/* Reproducible attention (issue 41): the exact functions first, so that their FP_CONTRACT OFF holds for the whole
- * program (the masks' arithmetic too). */
-const kernel_family family_reproducible = {"reproducible attention", {"exact_math.cl", "masks.cl", "reproducible.cl"},
-                                           3, {&params_reproducible}, 1, 1, NULL};
+/* Reproducible attention (issue 41): the fused kernel built with -DCLATTN_EXACT=1, after the exact functions
+ * (soft-capping in masks.cl takes them; FP_CONTRACT OFF: cl/common.cl). */
+const kernel_family family_reproducible = {"reproducible attention",
+                                           {"exact_math.cl", "masks.cl", "vec.cl", "flash_attention.cl"},
+                                           4,
+                                           {&params_flash},
+                                           1,
+                                           1,
+                                           "BLOCK_M"};
 /* The sparse call's gradients (float32 tensors: clattn_sdpa_sparse_backward widens 16-bit ones first). */
 const kernel_family family_sparse_backward = {"sparse backward", {"vec.cl", "sparse_backward.cl"}, 2,
                                               {&params_sparse_backward_dq, &params_sparse_backward_dkdv}, 2, 2, NULL};

@@ -96,7 +96,7 @@ typedef struct column_sums_params { CLATTN_COLUMN_SUMS_PARAMS(PARAM_FIELD) } col
 /* The kernels' tables (params.c). */
 extern const kernel_params params_flash, params_flash_lanes, params_decode_partial, params_decode_combine, params_score,
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
-    params_merge, params_reproducible, params_sparse, params_sparse_combine, params_sparse_backward_dq, params_sparse_backward_dkdv, params_convert, params_append_rows, params_append_token_groups, params_append_token_tail, params_paged_check, params_topk, params_gemm, params_add_bias,
+    params_merge, params_sparse, params_sparse_combine, params_sparse_backward_dq, params_sparse_backward_dkdv, params_convert, params_append_rows, params_append_token_groups, params_append_token_tail, params_paged_check, params_topk, params_gemm, params_add_bias,
     params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
     params_backward_dq_sum, params_backward_finite, params_backward_lanes, params_backward_staged_weights, params_backward_staged_dq,
     params_backward_staged_dkdv, params_strided_copy, params_column_sums;
