@@ -7,7 +7,18 @@
  * (ls the head's logit scale, c the soft-cap; S_ij the scaled score — with a score_mod, its value there,
  * and dS times score_mod_grad(S_ij), its derivative), dQ_i = Σ_j dS_ij·K_j,
  * dK_j = Σ_i dS_ij·Q_i, dV_j = Σ_i P_ij·dO_i, a K/V head's over all the query heads of its group.
- * Build options: DK and DV, the head sizes rounded up (private accumulators). */
+ * Build options: DK and DV, the head sizes rounded up (private accumulators).
+ *
+ * Reproducible arithmetic (-DCLATTN_EXACT=1, VEC 1: the row kernels alone, whose sums have one order whatever the
+ * launch): the exponential and tanh are cl/exact_math.cl's, and every value read and every step's result is flushed
+ * from subnormal to zero (XF), so that a device's flush mode changes nothing. */
+#ifdef CLATTN_EXACT
+#define XF(x) clattn_x_flush(x)
+#define BACKWARD_EXP(x) clattn_x_exp(x)
+#else
+#define XF(x) (x)
+#define BACKWARD_EXP(x) exp(x)
+#endif
 
 /* D_r = Σ_t dO_rt·O_rt for every row r of (B, H, L). */
 __kernel void clattn_backward_delta(CLATTN_PARAMETERS(CLATTN_BACKWARD_DELTA_PARAMS))
@@ -18,7 +29,7 @@ __kernel void clattn_backward_delta(CLATTN_PARAMETERS(CLATTN_BACKWARD_DELTA_PARA
         return;
     float sum = 0.0f;
     for (ulong t = 0; t < dv; t++)
-        sum = fma(dout[r * dv + t], o[r * dv + t], sum);
+        sum = XF(fma(XF(dout[r * dv + t]), XF(o[r * dv + t]), sum));
     delta[r] = sum;
 }
 
@@ -48,26 +59,30 @@ __kernel void clattn_backward_finite(CLATTN_PARAMETERS(CLATTN_BACKWARD_FINITE_PA
 inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms *t, long j, long p, float mask,
                                   float lse_i, float dp, float delta_i, float scale, float *ds)
 {
-    const float z = clattn_score_terms(s, softcap, t, j, p, mask);
+    const float z = XF(clattn_score_terms(s, softcap, t, j, p, XF(mask)));
     if (z == -INFINITY || lse_i == -INFINITY) {
         *ds = 0.0f;
         return 0.0f;
     }
-    const float weight = exp(z - lse_i);
+    const float weight = BACKWARD_EXP(z - lse_i);
     if (weight == 0.0f) { /* too small to count: no gradient (not 0·(dp − D), NaN for a non-finite dO) */
         *ds = 0.0f;
         return 0.0f;
     }
     float modded = s, dz_ds = t->logit_scale;
 #if CLATTN_SCORE_MOD_ON && CLATTN_SCORE_MOD_GRAD
-    dz_ds *= score_mod_grad(s, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t));
+    dz_ds = XF(dz_ds * score_mod_grad(s, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t)));
     modded = score_mod(s, t->b, t->h, p + t->p0, j + t->p0 CLATTN_MOD_ARGS(t));
 #endif
     if (softcap > 0.0f) {
+#ifdef CLATTN_EXACT
+        const float th = clattn_x_tanh(XF(XF(modded * t->logit_scale) * clattn_x_recip(softcap)));
+#else
         const float th = tanh(modded * t->logit_scale / softcap);
-        dz_ds *= 1.0f - th * th;
+#endif
+        dz_ds = XF(dz_ds * XF(1.0f - XF(th * th)));
     }
-    *ds = weight * (dp - delta_i) * dz_ds * scale;
+    *ds = XF(XF(XF(weight * XF(dp - delta_i)) * dz_ds) * scale);
     return weight;
 }
 
@@ -77,9 +92,9 @@ inline void clattn_backward_dots(__global const float *qi, __global const float 
 {
     float qk = 0.0f, ov = 0.0f;
     for (ulong t = 0; t < dk; t++)
-        qk = fma(qi[t], kj[t], qk);
+        qk = XF(fma(XF(qi[t]), XF(kj[t]), qk));
     for (ulong t = 0; t < dv; t++)
-        ov = fma(doi[t], vj[t], ov);
+        ov = XF(fma(XF(doi[t]), XF(vj[t]), ov));
     *s = qk, *dp = ov;
 }
 
@@ -116,15 +131,15 @@ __kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
             float s, dp, ds;
             clattn_backward_dots(qi, kj, doi, vj, dk, dv, &s, &dp);
             const float weight = clattn_backward_pair(
-                s * scale, softcap, &terms, (long)j, p,
-                clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), lse[row], dp,
+                XF(s * scale), softcap, &terms, (long)j, p,
+                clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), XF(lse[row]), dp,
                 delta[row], scale, &ds);
             if (weight == 0.0f)
                 continue;
             for (ulong t = 0; t < dv; t++)
-                dv_acc[t] = fma(weight, doi[t], dv_acc[t]);
+                dv_acc[t] = XF(fma(weight, XF(doi[t]), dv_acc[t]));
             for (ulong t = 0; t < dk; t++)
-                dk_acc[t] = fma(ds, qi[t], dk_acc[t]);
+                dk_acc[t] = XF(fma(ds, XF(qi[t]), dk_acc[t]));
         }
     }
     for (ulong t = 0; t < dk; t++)
@@ -149,7 +164,7 @@ __kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
     CLATTN_ROW_TERMS(&terms, h);
     CLATTN_ROW_AT(&terms, i, p);
     __global const float *qi = q + row * dk, *doi = dout + row * dv;
-    const float lse_i = lse[row], delta_i = delta[row];
+    const float lse_i = XF(lse[row]), delta_i = delta[row];
     float dq_acc[DK];
     for (int t = 0; t < DK; t++)
         dq_acc[t] = 0.0f;
@@ -160,13 +175,13 @@ __kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
         float s, dp, ds;
         clattn_backward_dots(qi, kj, doi, vj, dk, dv, &s, &dp);
         const float weight = clattn_backward_pair(
-            s * scale, softcap, &terms, (long)j, p,
+            XF(s * scale), softcap, &terms, (long)j, p,
             clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols), lse_i, dp,
             delta_i, scale, &ds);
         if (weight == 0.0f)
             continue;
         for (ulong t = 0; t < dk; t++)
-            dq_acc[t] = fma(ds, kj[t], dq_acc[t]);
+            dq_acc[t] = XF(fma(ds, XF(kj[t]), dq_acc[t]));
     }
     for (ulong t = 0; t < dk; t++)
         grad_q[row * dk + t] = dq_acc[t];

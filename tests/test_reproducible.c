@@ -113,15 +113,6 @@ static const rcase cases[] = {
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
-/* FNV-1a over bytes: a fingerprint of a result's bits (not a defence against anyone). */
-static uint64_t fnv(const void *data, size_t n, uint64_t h)
-{
-    const unsigned char *p = data;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* One case's inputs, on the host (the reference's values: the stored types' own) and on the device. */
 typedef struct inputs {
     clattn_sdpa_desc d;
@@ -233,28 +224,10 @@ static void run(clattn_context *ctx, const inputs *in, clattn_algorithm algo, cl
     *lse = tu_dev_read_checked(ctx, l, in->nl, "lse");
 }
 
-/* The fingerprint tests/data/reproducible_hashes.txt holds for a case, or 0 when it holds none. */
-static uint64_t golden(const char *name)
-{
-    const char *dir = getenv("CLATTN_SOURCE_CL_DIR");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/../tests/data/reproducible_hashes.txt", dir ? dir : ".");
-    char *text = tu_read_file(path, NULL);
-    ck_assert_msg(text != NULL, "cannot read %s", path);
-    uint64_t found = 0;
-    for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
-        char *bar = strrchr(line, '|');
-        if (bar && (size_t)(bar - line) == strlen(name) && strncmp(line, name, strlen(name)) == 0)
-            found = strtoull(bar + 1, NULL, 16);
-    }
-    free(text);
-    return found;
-}
-
 /* A case's fingerprint: FNV-1a over its out's bytes, then its lse's. */
 static uint64_t fingerprint(const inputs *in, const unsigned char *out, const float *lse)
 {
-    return fnv(lse, in->nl * 4, fnv(out, out_bytes(in), 0xcbf29ce484222325ull));
+    return tu_fnv(lse, in->nl * 4, tu_fnv(out, out_bytes(in), TU_FNV_START));
 }
 
 START_TEST(test_cases)
@@ -299,7 +272,7 @@ START_TEST(test_cases)
         fclose(f);
         return;
     }
-    const uint64_t want = golden(c->name);
+    const uint64_t want = tu_golden("reproducible_hashes.txt", c->name);
     ck_assert_msg(want != 0, "%s: tests/data/reproducible_hashes.txt has no line for this case", tu_label());
     ck_assert_msg(h == want, "%s: fingerprint %016llx, the recorded bits' %016llx", tu_label(),
                   (unsigned long long)h, (unsigned long long)want);
@@ -334,7 +307,7 @@ START_TEST(test_tunings)
         float *lse;
         cl_mem o;
         run(other, in, CLATTN_ALGORITHM_AUTO, &o, &out, &lse);
-        const uint64_t h = fingerprint(in, out, lse), want = golden(cases[c].name);
+        const uint64_t h = fingerprint(in, out, lse), want = tu_golden("reproducible_hashes.txt", cases[c].name);
         ck_assert_msg(h == want, "%s: fingerprint %016llx, the recorded bits' %016llx", tu_label(),
                       (unsigned long long)h, (unsigned long long)want);
     }
@@ -454,6 +427,52 @@ START_TEST(test_batch_invariance)
 }
 END_TEST
 
+/* 3b. A device group's call (clattn_group_sdpa_host) over the machine's devices, whole batches a device: every
+ * batch's bits are those of the call on one device alone, on each of them — across implementations where the
+ * devices are of two (tests/meson.build's reproducible-group runs PoCL and rusticl together). */
+START_TEST(test_group)
+{
+    enum { GB = 4, GH = 4, GKV = 2, GL = 9, GS = 70, GD = 32 };
+    char specs[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < tu_ndev && i < 4; i++)
+        used += (size_t)snprintf(specs + used, sizeof specs - used, "%s%.31s", i ? "," : "", tu_dev_spec[i]);
+    tu_set_label("reproducible group of %s", specs);
+    float *q = tu_falloc(GB * GH * GL * GD), *k = tu_falloc(GB * GKV * GS * GD), *v = tu_falloc(GB * GKV * GS * GD);
+    tu_fill_uniform(q, GB * GH * GL * GD, 1.0f, 91);
+    tu_fill_uniform(k, GB * GKV * GS * GD, 1.0f, 92);
+    tu_fill_uniform(v, GB * GKV * GS * GD, 1.0f, 93);
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_BOTTOM_RIGHT;
+    clattn_sdpa_desc d = tu_sdpa_desc(GB, GH, GL, GS, GD, GD);
+    d.kv_heads = GKV, d.masks = &m, d.arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE;
+    clattn_group *g = NULL;
+    TU_ASSERT_OK(clattn_group_create(&g, specs), NULL, "clattn_group_create");
+    float *out = tu_falloc(GB * GH * GL * GD), *lse = tu_falloc(GB * GH * GL);
+    const clattn_status st = clattn_group_sdpa_host(g, &d, q, k, v, NULL, out, lse);
+    clattn_group_free(g);
+    TU_ASSERT_OK(st, NULL, "clattn_group_sdpa_host, reproducible");
+    for (size_t i = 0; i < tu_ndev; i++) {
+        float *alone = tu_falloc(GB * GH * GL * GD), *alone_lse = tu_falloc(GB * GH * GL);
+        TU_ASSERT_OK(clattn_sdpa_host(tu_ctx[i], &d, q, k, v, NULL, alone, NULL, alone_lse), tu_ctx[i],
+                     "clattn_sdpa_host, reproducible");
+        ck_assert_msg(memcmp(out, alone, GB * GH * GL * GD * sizeof(float)) == 0 &&
+                          memcmp(lse, alone_lse, GB * GH * GL * sizeof(float)) == 0,
+                      "%s: the group's bits differ from %s's alone", tu_label(), tu_dev_spec[i]);
+    }
+    /* A batch smaller than the group splits along the keys: refused, nothing written. */
+    if (tu_ndev > 1) {
+        d.batch = 1;
+        TU_ASSERT_OK(clattn_group_create(&g, specs), NULL, "clattn_group_create");
+        memset(out, 0, GH * GL * GD * sizeof(float));
+        const clattn_status split = clattn_group_sdpa_host(g, &d, q, k, v, NULL, out, NULL);
+        clattn_group_free(g);
+        ck_assert_msg(split == CLATTN_ERROR_INVALID_VALUE && out[0] == 0.0f, "%s: a split along the keys: %s",
+                      tu_label(), clattn_status_string(split));
+    }
+}
+END_TEST
+
 /* 4. CLATTN_REPRODUCIBLE=1 when a context is made: its calls without desc.arithmetic are reproducible. */
 START_TEST(test_environment)
 {
@@ -530,6 +549,7 @@ static Suite *reproducible_suite(void)
     tu_add_loop(s, "cases", test_cases, N_CASES * tu_ndev);
     tu_add_loop(s, "tunings", test_tunings, N_TUNINGS * tu_ndev);
     tu_add_loop(s, "batch_invariance", test_batch_invariance, tu_ndev);
+    tu_add_loop(s, "group", test_group, 1);
     tu_add_loop(s, "environment", test_environment, tu_ndev);
     tu_add_loop(s, "refusals", test_refusals, tu_ndev);
     return s;

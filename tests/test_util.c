@@ -498,6 +498,12 @@ float *tu_typed_read(clattn_context *ctx, cl_mem m, clattn_dtype type, size_t n)
     unsigned char *raw = tu_track_malloc(n * size);
     cl_int err = clEnqueueReadBuffer(clattn_context_queue(ctx), m, CL_TRUE, 0, n * size, raw, 0, NULL, NULL);
     ck_assert_msg(err == CL_SUCCESS, "%s: clEnqueueReadBuffer failed: %d", tu_label(), (int)err);
+    return tu_typed_widen(raw, type, n);
+}
+
+float *tu_typed_widen(const void *bytes, clattn_dtype type, size_t n)
+{
+    const unsigned char *raw = bytes;
     float *out = tu_falloc(n);
     for (size_t i = 0; i < n; i++) {
         unsigned short u;

@@ -125,6 +125,12 @@ char *tu_read_file(const char *path, size_t *len);
 /* The source folder's cl/NAME (CLATTN_SOURCE_CL_DIR, which meson test sets), read as tu_read_file reads, tracked;
  * fails the test when it cannot be. */
 char *tu_read_source_cl(const char *name, size_t *len);
+/* FNV-1a over n bytes, continuing from h (TU_FNV_START to begin): a fingerprint of a result's bits. */
+#define TU_FNV_START 0xcbf29ce484222325ull
+uint64_t tu_fnv(const void *data, size_t n, uint64_t h);
+/* The fingerprint tests/data/FILE records for `name` (lines "name|hex"), or 0 when it records none; fails the test
+ * when the file cannot be read. */
+uint64_t tu_golden(const char *file, const char *name);
 /* Creates or truncates path and writes len bytes; fails the test on any error. */
 void tu_write_file(const char *path, const void *data, size_t len);
 /* Copies from to to, then appends `append` (NULL: nothing); fails the test on any error. */
@@ -333,6 +339,8 @@ cl_mem tu_typed_upload(clattn_context *ctx, const tu_typed *t);
 cl_mem tu_typed_scales(clattn_context *ctx, const tu_typed *t);
 /* n elements of `type` read back from m and widened (tracked floats; int8 is not an output). */
 float *tu_typed_read(clattn_context *ctx, cl_mem m, clattn_dtype type, size_t n);
+/* The same from host bytes. */
+float *tu_typed_widen(const void *bytes, clattn_dtype type, size_t n);
 /* The quantisation-error cases' inputs: q (nq), k and v (nk, rows of D) uniform in [−1, 1] (seeds 71 to
  * 73), and with `outliers` K's channels 5, 37, 69, … 20× larger in every row, as keys have (tracked). */
 void tu_error_inputs(size_t nq, size_t nk, size_t D, int outliers, float **q, float **k, float **v);

@@ -289,6 +289,28 @@ char *tu_read_source_cl(const char *name, size_t *len)
     return tu_track(text);
 }
 
+uint64_t tu_fnv(const void *data, size_t n, uint64_t h)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+uint64_t tu_golden(const char *file, const char *name)
+{
+    char path[256];
+    snprintf(path, sizeof path, "../tests/data/%s", file); /* (beside cl/, from CLATTN_SOURCE_CL_DIR) */
+    char *text = tu_read_source_cl(path, NULL);
+    uint64_t found = 0;
+    for (char *line = strtok(text, "\n"); line && !found; line = strtok(NULL, "\n")) {
+        char *bar = strrchr(line, '|');
+        if (bar && (size_t)(bar - line) == strlen(name) && strncmp(line, name, strlen(name)) == 0)
+            found = strtoull(bar + 1, NULL, 16);
+    }
+    return found;
+}
+
 char *tu_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

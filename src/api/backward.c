@@ -172,16 +172,19 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
     if ((st = masks_upload(ctx, s, mask, &masks)) != CLATTN_SUCCESS ||
         (st = scratch_get(ctx, SCRATCH_DELTA, s->lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
         return st;
-    /* The keys in the lanes where the forward puts its rows in them (CPUs), else a row a work-item. */
+    /* The keys in the lanes where the forward puts its rows in them (CPUs), else a row a work-item; reproducible
+     * arithmetic: the row kernels in their exact build (cl/backward.cl), whatever the tuning. */
     tuning_values tiles;
     if ((st = tuning_lookup(ctx, TUNING_FUSED, &tiles, NULL)) != CLATTN_SUCCESS)
         return st;
-    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 ? tiles.v[3] : 1;
+    const bool exact = reproducible_call(ctx, s);
+    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 && !exact ? tiles.v[3] : 1;
     char options[128];
-    snprintf(options, sizeof options, "-DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim),
-             pad_head(s->v_dim), vec > 1 ? " -cl-denorms-are-zero" : "");
+    snprintf(options, sizeof options, "-DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim), pad_head(s->v_dim),
+             exact ? " -DCLATTN_EXACT=1" : vec > 1 ? " -cl-denorms-are-zero" : "");
     const family_build *fb;
-    if ((st = program_get(ctx, &family_backward, options, 0, call_features(s), call_mods(s), &fb)) != CLATTN_SUCCESS)
+    if ((st = program_get(ctx, exact ? &family_backward_exact : &family_backward, options, 0, call_features(s),
+                          call_mods(s), &fb)) != CLATTN_SUCCESS)
         return st;
     backward_delta_params dp = {.o = out, .dout = dout, .delta = delta, .rows = s->lse_elems, .dv = s->v_dim};
     kernel_args a = kernel_args_begin(fb->kernels[0]);
@@ -199,7 +202,7 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
     bool lanes = s->algorithm != CLATTN_ALGORITHM_STAGED && vec > 1 && fb->kernels[8];
     if (lanes && (st = all_finite(ctx, s, fb, k, v, delta, lse, &lanes)) != CLATTN_SUCCESS)
         return st;
-    st = s->algorithm == CLATTN_ALGORITHM_STAGED ? staged(ctx, s, fb, &p)
+    st = s->algorithm == CLATTN_ALGORITHM_STAGED && !exact ? staged(ctx, s, fb, &p)
          : lanes                               ? keys_in_lanes(ctx, s, fb, vec, &p)
                                                : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
@@ -294,8 +297,6 @@ clattn_status clattn_sdpa_backward(clattn_context *ctx, const clattn_sdpa_desc *
     const char *unsupported = sdpa_backward_not_yet(&s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_backward: %s", unsupported);
-    if (reproducible_call(ctx, &s))
-        return reproducible_refused(ctx, "the backward pass");
     const backward_tensors t = {q, k, v, out, lse, dout, dq, dk, dv};
     if ((st = backward_buffers_check(ctx, "clattn_sdpa_backward", &s, &t, mask)) != CLATTN_SUCCESS)
         return st;

@@ -1,9 +1,8 @@
-/* Device groups: one attention call spread over the contexts of several devices, a scheduler of threads.
- * Independent batches are divided between the devices; a batch too small to divide is split along the
- * keys instead (SDPA), each device running the partition primitive's sub-call over its run of keys
- * (partition.h) and the host merging the partial results as clattn_merge does, or along the queries
- * (layers: each device projects all keys and values, and its own query rows, whose masks the primitive
- * moves to them). Each device's share follows its measured speed. */
+/* Device groups: one attention call spread over the contexts of several devices, a scheduler of threads. Independent
+ * batches are divided between the devices; a batch too small to divide is split along the keys instead (SDPA), each
+ * device running the partition primitive's sub-call over its run of keys (partition.h) and the host merging the
+ * partial results as clattn_merge does, or along the queries (layers: each device projects all keys and values, and
+ * its own query rows, whose masks the primitive moves to them). Each device's share follows its measured speed. */
 #include "block_mask.h"
 #include "cache.h"
 #include "context.h"
@@ -406,7 +405,8 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS ||
         (st = masks_whole_call_only(first, &s, "clattn_group_sdpa_host")) != CLATTN_SUCCESS ||
-        (reproducible_call(first, &s) && (st = reproducible_refused(first, "device groups")) != CLATTN_SUCCESS))
+        (reproducible_call(first, &s) && s.batch < g->count && /* (whole batches a device: the same bits) */
+         (st = reproducible_refused(first, "a group's split along the keys (fewer batches than devices)"))))
         return set_error(NULL, st, "%s", clattn_last_error(first));
     if (!q || !k || !v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",

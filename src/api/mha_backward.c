@@ -232,7 +232,7 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
         return st;
     const sdpa_shape *s = &m.sdpa;
     if (reproducible_call(ctx, s))
-        return reproducible_refused(ctx, "the backward pass");
+        return reproducible_refused(ctx, "the layer's backward pass");
     const char *unsupported = sdpa_backward_not_yet(s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_mha_backward: %s", unsupported);

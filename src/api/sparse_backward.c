@@ -122,7 +122,7 @@ clattn_status clattn_sdpa_sparse_backward(clattn_context *ctx, const clattn_sdpa
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: %s", api, unsupported);
     if (reproducible_call(ctx, &s))
-        return reproducible_refused(ctx, "the backward pass");
+        return reproducible_refused(ctx, "top-k sparse attention's backward pass");
     if (s.q_len > UINT32_MAX)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "%s: %zu query rows; it takes up to 2^32 − 1", api, s.q_len);
     const backward_tensors t = {q, k, v, out, lse, dout, dq, dk, dv};

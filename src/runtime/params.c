@@ -237,6 +237,18 @@ const kernel_family family_backward = {"backward",
                                        9,
                                        8,
                                        NULL};
+/* The same in reproducible arithmetic (-DCLATTN_EXACT=1 -DVEC=1: the row kernels), after the exact functions. */
+const kernel_family family_backward_exact = {"backward, reproducible",
+                                             {"exact_math.cl", "masks.cl", "vec.cl", "backward.cl", "backward_lanes.cl",
+                                              "backward_staged.cl"},
+                                             6,
+                                             {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
+                                              &params_backward_dq_sum, &params_backward_staged_weights,
+                                              &params_backward_staged_dq, &params_backward_staged_dkdv,
+                                              &params_backward_finite, &params_backward_lanes},
+                                             9,
+                                             8,
+                                             NULL};
 /* The layer's backward pass: its copies between layouts and its bias gradients. */
 const kernel_family family_layer_backward = {"layer backward", {"layer_backward.cl"}, 1,
                                              {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
@@ -245,5 +257,5 @@ const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lan
                                                 &family_softmax_double, &family_merge, &family_sparse, &family_sparse_backward, &family_reproducible, &family_convert,
                                                 &family_append_tokens,
                                                 &family_paged_check,    &family_topk,  &family_gemm,  &family_add_bias,
-                                                &family_block_mask,     &family_backward, &family_layer_backward};
+                                                &family_block_mask,     &family_backward, &family_backward_exact, &family_layer_backward};
 const size_t kernel_family_count = sizeof kernel_families / sizeof kernel_families[0];

@@ -53,6 +53,9 @@ typedef struct bench_case {
 
 static const bench_case full_cases[] = {
     {"sdpa L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    /* Reproducible arithmetic (issue 41) against the default, the same call. */
+    {"sdpa reproducible L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "sdpa L=S=2048 H=8 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa fp16 Q/K/V/O L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "sdpa L=S=2048 H=8 D=64", 0, CLATTN_FLOAT16, CLATTN_FLOAT16},
     {"sdpa bf16 Q/K/V/O L=S=2048 H=8 D=64", BENCH_SDPA, 1, 8, 2048, 2048, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
@@ -95,6 +98,10 @@ static const bench_case full_cases[] = {
     {"decode GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 8,
      "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     /* (16 packed rows a K/V head: the rows in the lanes, cl/decode.cl's ROWS_T, on AVX-512) */
+    {"decode reproducible L=1 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "decode L=1 S=8192 H=32 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"decode reproducible GQA L=1 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 1, 8192, 128, CLATTN_CAUSAL_NONE, 0, false,
+     0, 8, "decode GQA L=1 S=8192 H=32 kv=8 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode GQA L=4 S=8192 H=32 kv=8 D=128", BENCH_SDPA, 1, 32, 4, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 8,
      "decode GQA L=1 S=8192 H=32 kv=8 D=128", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=2 S=8192 H=32 D=128", BENCH_SDPA, 1, 32, 2, 8192, 128, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false, 0, 0,
@@ -199,6 +206,8 @@ static const bench_case quick_cases[] = {
      "sdpa causal L=S=192 H=2 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"sdpa backward causal L=S=192 H=2 D=64", BENCH_BACKWARD, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0,
      "sdpa causal L=S=192 H=2 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
+    {"sdpa reproducible causal L=S=192 H=2 D=64", BENCH_SDPA, 1, 2, 192, 192, 64, CLATTN_CAUSAL_TOP_LEFT, 0, false, 0, 0,
+     "sdpa causal L=S=192 H=2 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"layer L=64 d=96 H=3", BENCH_MHA, 2, 3, 64, 64, 32, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"projection GEMM 64x96 . 96x288 + bias", BENCH_GEMM, 1, 1, 64, 288, 0, CLATTN_CAUSAL_NONE, 96, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
@@ -213,6 +222,8 @@ static const bench_case quick_cases[] = {
      64, CLATTN_BFLOAT16, CLATTN_FLOAT32},
     {"decode int8 cache L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
      "decode L=1 S=512 H=4 D=64", 0, CLATTN_INT8, CLATTN_FLOAT16},
+    {"decode reproducible L=1 S=512 H=4 D=64", BENCH_SDPA, 1, 4, 1, 512, 64, CLATTN_CAUSAL_NONE, 0, false, 0, 0,
+     "decode L=1 S=512 H=4 D=64", 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode ragged B=4 S=256..1024 H=2 D=64", BENCH_RAGGED, 4, 2, 1, 1024, 64, CLATTN_CAUSAL_BOTTOM_RIGHT, 0, false,
      0, 0, NULL, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"decode paged shared prefix 256 + 64 own B=4 L=1 H=4 kv=2 D=64", BENCH_PAGED, 4, 4, 1, 320, 64,
@@ -246,6 +257,8 @@ static bool case_shared_prefix(const bench_case *c)
 }
 static size_t mixed_rows(const bench_case *c, size_t b) { return b < c->model_dim ? c->L : 1; }
 static bool case_separate(const bench_case *c) { return c->kind == BENCH_MIXED && strstr(c->name, "separate calls"); }
+/* An SDPA case in reproducible arithmetic (desc.arithmetic): one kernel whatever the path, so one path. */
+static bool case_reproducible(const bench_case *c) { return c->kind == BENCH_SDPA && strstr(c->name, "reproducible"); }
 
 /* Query-key pairs that are computed: all of them, or the lower triangle for top-left causal masks. */
 static double visible_pairs(const bench_case *c)
@@ -761,6 +774,8 @@ static clattn_status run_once(clattn_context *ctx, const bench_case *c, case_buf
         d.alibi_slopes = case_mods(c) == BUILTIN_ALIBI ? b->alibi : NULL;
         if (b->variants)
             cli_variants_apply(b->variants, &d);
+        if (case_reproducible(c))
+            d.arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE;
         if (c->kind == BENCH_BACKWARD)
             return clattn_sdpa_backward(ctx, &d, b->q, b->k, b->v, NULL, b->out, b->lse, b->grads[0], b->grads[1],
                                         b->grads[2], b->grads[3], NULL);
@@ -970,13 +985,13 @@ static clattn_status native_fraction(clattn_context *ctx, const bench_case *c, c
 static const char bench_help[] =
     "usage: clattn bench [--quick] [--skip-long] [--only TEXT] [--json] [--device SPEC]\n"
     "\n"
-    "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64, also with Q/K/V/O in float16\n"
-    "and in bfloat16 (each against float32); the same causal at L=4096;\n"
+    "Times a fixed set of cases on one device: SDPA B=1 H=8 L=S=2048 D=64, also in reproducible arithmetic and\n"
+    "with Q/K/V/O in float16 and in bfloat16 (each against the default float32 call); the same causal at L=4096;\n"
     "causal L=S=65536 (long context, fused only); causal L=S=16384 without and with a sliding window of\n"
     "512 keys (fused only); the projection GEMM 512x768 . 768x2304 with a bias (the device's GEMM, then\n"
     "CLBlast's); SDPA B=8 H=12 L=S=512 and H=12 L=S=512 alone; a BERT-base layer (L=512, d_model=768, H=12, with\n"
     "projections and W_O); decode (L=1, S=8192, H=32, D=128), also with 8 K/V heads (grouped-query, L=1\n"
-    "and 4),\n"
+    "and 4; L=1 both also in reproducible arithmetic, against the default),\n"
     "with L=2, 4 and 8 query rows (speculative verification), through a paged cache of 16-row blocks\n"
     "and with float16, bfloat16 and int8 caches, each against plain decode (runs alternated: the median\n"
     "of the pairs' time ratios); a binary draft tree of 64 tokens (tree attention, masks.tree_parents)\n"
@@ -1162,10 +1177,10 @@ int cmd_bench(int argc, char **argv)
          * paged caches run the path AUTO chooses (decode for few rows, fused for more). */
         const bool gemm = c->kind == BENCH_GEMM;
         const bool serving = c->kind == BENCH_SPARSE || c->kind == BENCH_CASCADE || c->kind == BENCH_MIXED;
-        const bool decode = !gemm && !serving && c->kind != BENCH_MHA && c->L <= 8;
+        const bool decode = !gemm && !serving && c->kind != BENCH_MHA && c->L <= 8 && !case_reproducible(c);
         const bool decode_only = c->kind == BENCH_RAGGED || c->kind == BENCH_PAGED || serving;
         const clattn_algorithm algos[2] = {first_path(c), decode ? CLATTN_ALGORITHM_FUSED : CLATTN_ALGORITHM_STAGED};
-        const size_t nalgos = c->long_context || decode_only || c->kind == BENCH_BACKWARD ? 1 : 2;
+        const size_t nalgos = c->long_context || decode_only || c->kind == BENCH_BACKWARD || case_reproducible(c) ? 1 : 2;
         /* A projection runs the device's GEMM (clattn_tune's choice, else the default), then CLBlast's
          * through a second context on the same queue. */
         if (gemm && !blas_ctx && (st = open_blas_context(ctx, &blas_ctx)) != CLATTN_SUCCESS) {
@@ -1211,6 +1226,7 @@ int cmd_bench(int argc, char **argv)
             const char *path = gemm                                  ? (a ? "clblast" : "gemm")
                                : c->kind == BENCH_BACKWARD           ? "backward"
                                : case_separate(c)                    ? "separate"
+                               : case_reproducible(c)                ? "reproducible"
                                : serving                             ? bench_kind_names[c->kind]
                                : algos[a] == CLATTN_ALGORITHM_FUSED  ? "fused"
                                : algos[a] == CLATTN_ALGORITHM_DECODE ? "decode"

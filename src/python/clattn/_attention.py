@@ -38,7 +38,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     log-sum-exp, float32 (..., Hq, L)); weights ("softmax", "qk", "softcapped" or "masked": also that
     (..., Hq, L, S) float32 matrix, from the staged path); algorithm ("auto", "fused", "staged",
     "decode"); reproducible (True: the same bits on every OpenCL implementation, tuning and batch —
-    clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE, docs/reproducible.md; forward only); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
+    clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE, docs/reproducible.md; the backward pass too); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
     auxiliary tensors: name → array, or (array, index) with index "query", "key", "position", "head",
     "batch" or "length"), defines ({"NAME": value} compile-time constants); context (a clattn.Context).
 
