@@ -79,7 +79,7 @@ static const family_case cases[] = {
     {&family_add_bias, "", 0, false, false, {0}},
     {&family_block_mask, "", 0, false, false, {0}},
     {&family_backward, "-DVEC=4 -DDK=16 -DDV=16", 0, false, false, {0}}, /* (VEC > 1: the lanes kernel too) */
-    {&family_backward_exact, "-DCLATTN_EXACT=1 -DVEC=1 -DDK=16 -DDV=16", 0, false, false, {0}},
+    {&family_backward_exact, "-DCLATTN_EXACT=1 -DVEC=4 -DDK=16 -DDV=16", 0, false, false, {0}}, /* (the lanes kernel too) */
     {&family_layer_backward, "", 0, false, false, {0}},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])

@@ -22,6 +22,7 @@
 #define CLATTN_TEST_UTIL_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -131,6 +132,10 @@ uint64_t tu_fnv(const void *data, size_t n, uint64_t h);
 /* The fingerprint tests/data/FILE records for `name` (lines "name|hex"), or 0 when it records none; fails the test
  * when the file cannot be read. */
 uint64_t tu_golden(const char *file, const char *name);
+/* A result's fingerprint h held to tests/data/FILE's line for `name` (the label says whose); under
+ * CLATTN_TEST_WRITE_HASHES=PATH the line is appended to PATH instead (recording: tu_recording says so). */
+void tu_expect_fingerprint(const char *file, const char *name, uint64_t h);
+bool tu_recording(void);
 /* Creates or truncates path and writes len bytes; fails the test on any error. */
 void tu_write_file(const char *path, const void *data, size_t len);
 /* Copies from to to, then appends `append` (NULL: nothing); fails the test on any error. */

@@ -311,6 +311,27 @@ uint64_t tu_golden(const char *file, const char *name)
     return found;
 }
 
+bool tu_recording(void)
+{
+    const char *write = getenv("CLATTN_TEST_WRITE_HASHES");
+    return write && *write;
+}
+
+void tu_expect_fingerprint(const char *file, const char *name, uint64_t h)
+{
+    if (tu_recording()) {
+        FILE *f = fopen(getenv("CLATTN_TEST_WRITE_HASHES"), "a");
+        ck_assert_msg(f != NULL, "cannot append to %s", getenv("CLATTN_TEST_WRITE_HASHES"));
+        fprintf(f, "%s|%016llx\n", name, (unsigned long long)h);
+        fclose(f);
+        return;
+    }
+    const uint64_t want = tu_golden(file, name);
+    ck_assert_msg(want != 0, "%s: tests/data/%s has no line for this case", tu_label(), file);
+    ck_assert_msg(h == want, "%s: fingerprint %016llx, the recorded bits' %016llx", tu_label(), (unsigned long long)h,
+                  (unsigned long long)want);
+}
+
 char *tu_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");

@@ -42,6 +42,13 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
     unsigned m = t->v[0], n = t->v[1], rows = t->v[2], vec = t->v[3];
     if (exact)
         n = n < 16 ? 16 : n / 16 * 16;
+    /* llvmpipe stops a work-item's loops after 65535 iterations in all (reproducible.c refuses the rows that would
+     * pass it, measured on this shape): there the exact build keeps a row a work-item, VEC 1, and groups of at
+     * least 32 whatever the tuning, whose loops (left rolled there) would reach the limit sooner. */
+    if (exact && device_class_of(&ctx->caps) == DEVICE_CLASS_CPU_LANES) {
+        vec = rows = 1;
+        m = m < 32 ? 32 : m;
+    }
     while (m > 1 && m > ctx->caps.max_work_group)
         m /= 2;
     while (n > vec && tile_local_bytes(n, dk, dv) > ctx->caps.local_mem)
@@ -129,7 +136,7 @@ static clattn_status fused_launch(clattn_context *ctx, const sdpa_shape *s, cons
     params_bind(&a, sh.lanes ? &params_flash_lanes : &params_flash, &p, fb->features);
     const size_t local[2] = {fb->group, 1};
     const size_t global[2] = {groups * fb->group, p.tiles ? s->kv_heads : s->batch * s->kv_heads};
-    return kernel_launch(ctx, &a, "fused attention", 2, global, local);
+    return kernel_launch(ctx, &a, exact ? "reproducible attention" : "fused attention", 2, global, local);
 }
 
 clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q, tensor_view k,

@@ -21,7 +21,8 @@ bool reproducible_desc(const clattn_context *ctx, const clattn_sdpa_desc *d)
 clattn_status reproducible_refused(clattn_context *ctx, const char *what)
 {
     return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "reproducible arithmetic (desc.arithmetic or "
-                     "CLATTN_REPRODUCIBLE) does not cover %s yet: it covers the forward calls", what);
+                     "CLATTN_REPRODUCIBLE) does not cover %s yet: it covers the attention calls (dense, ragged, paged, "
+                     "groups by batches) and clattn_sdpa_backward", what);
 }
 
 clattn_status reproducible_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,

@@ -282,3 +282,27 @@ def test_sparse_attention_gradients(ctx, dtype):
     want.backward(grad.double())
     within_four_tolerances(dtype, (("out", out, want), ("dq", q.grad, q64.grad), ("dk", k.grad, k64.grad),
                                    ("dv", v.grad, v64.grad), ("dsinks", sinks.grad, s64.grad)))
+
+
+def test_reproducible_gradients(ctx):
+    """reproducible=True through PyTorch's autograd: the forward and clattn_sdpa_backward in reproducible arithmetic —
+    the same bits whatever desc.algorithm asks, and within the tolerance of a float64 autograd."""
+    torch.manual_seed(seed("reproducible"))
+    B, H, KVH, L, S, D = 2, 4, 2, 9, 23, 16
+    grads = []
+    for algorithm in ("auto", "staged"):
+        q, k, v = (torch.randn(*s, generator=torch.Generator().manual_seed(7 + i)).requires_grad_()
+                   for i, s in enumerate(((B, H, L, D), (B, KVH, S, D), (B, KVH, S, D))))
+        out = clattn.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True, softcap=4.0,
+                                                  reproducible=True, algorithm=algorithm, context=ctx)
+        out.backward(torch.ones_like(out))
+        grads.append((out.detach(), q.grad, k.grad, v.grad))
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    q64, k64, v64 = (t.detach().double().requires_grad_() for t in (q, k, v))
+    kr, vr = (t.repeat_interleave(H // KVH, dim=1) for t in (k64, v64))
+    scores = 4.0 * torch.tanh(q64 @ kr.transpose(-1, -2) / D ** 0.5 / 4.0)
+    scores = scores.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+    want = torch.softmax(scores, dim=-1) @ vr
+    want.backward(torch.ones_like(want))
+    within_four_tolerances(torch.float32, (("out", grads[0][0], want), ("dq", grads[0][1], q64.grad),
+                                           ("dk", grads[0][2], k64.grad), ("dv", grads[0][3], v64.grad)))
