@@ -11,9 +11,10 @@
  *
  * Reproducible arithmetic (-DCLATTN_EXACT=1, VEC 1: the row kernels alone, whose sums have one order whatever the
  * launch): the exponential and tanh are cl/exact_math.cl's, and every value read and every step's result is flushed
- * from subnormal to zero (XF), so that a device's flush mode changes nothing. */
+ * from subnormal to +0 (XF), so that a device's flush mode changes nothing — and zeros are +0 whatever their sign
+ * (Mesa's compiler makes fma(a, b, +0) a product, −0 where a is 0 and b negative: the sign of a zero is not kept). */
 #ifdef CLATTN_EXACT
-#define XF(x) clattn_x_flush(x)
+#define XF(x) (fabs(x) < FLT_MIN ? 0.0f : (x))
 #define BACKWARD_EXP(x) clattn_x_exp(x)
 #else
 #define XF(x) (x)
