@@ -31,9 +31,11 @@ typedef struct rcase {
     float scale; /* desc.scale (0: 1/√D) */
 } rcase;
 
-/* Inputs at the edges: K rows with entries under 2^-40 and V entries under 2^-30 (the kernel's careful steps),
- * subnormal Q/K/V entries (cut to 0 on every device), large values (peaked rows: most weights underflow). */
-enum special { PLAIN, SMALL_K, SMALL_V, SUBNORMAL, LARGE, SMALL_ALL };
+/* Inputs at the edges: K rows with entries under 2^-40 and V entries under 2^-30 (the kernel's careful steps), K
+ * and V rows near FLT_MIN (partial sums that would be subnormal: what a flushing device and one that keeps them
+ * would compute differently without the cuts), subnormal Q/K/V entries (cut to 0 on every device), large values
+ * (peaked rows: most weights underflow). */
+enum special { PLAIN, SMALL_K, SMALL_V, SUBNORMAL, LARGE, SMALL_ALL, TINY_ROWS };
 
 #define F32 CLATTN_FLOAT32
 #define F16 CLATTN_FLOAT16
@@ -110,6 +112,10 @@ static const rcase cases[] = {
     {"large values (weights underflow)", 1, 2, 2, 10, 60, 32, 32, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32, LARGE, 0},
     {"large values, float16", 1, 2, 2, 10, 60, 32, 32, TL, 0, 0, 0, 0, 0, 0, 0, 0, F16, F16, LARGE, 0},
     {"small K entries, int8 cache", 1, 2, 2, 4, 50, 32, 32, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, I8, SMALL_ALL, 0},
+    {"K and V rows near FLT_MIN, scale 1e30", 1, 2, 2, 12, 48, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32, TINY_ROWS,
+     1e30f},
+    {"K and V rows near FLT_MIN, causal, sinks", 2, 2, 1, 9, 40, 32, 32, TL, 0, 0, 0, 0, 0, 1, 0, 0, F32, F32, TINY_ROWS,
+     0},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -153,6 +159,12 @@ static void edge_values(const rcase *c, float *q, float *k, float *v, size_t nq,
     if (c->special == LARGE)
         for (size_t i = 0; i < nk; i++)
             k[i] *= 300.0f;
+    for (size_t row = 0; c->special == TINY_ROWS && row < nk / c->D; row++) /* (every third K row, V rows 1 of 3) */
+        for (size_t e = 0; e < c->D; e++)
+            k[row * c->D + e] *= row % 3 == 0 ? 0x1p-125f : 1.0f;
+    for (size_t row = 0; c->special == TINY_ROWS && row < nv / c->DV; row++)
+        for (size_t e = 0; e < c->DV; e++)
+            v[row * c->DV + e] *= row % 3 == 1 ? 0x1p-124f : 1.0f;
 }
 
 static void make(clattn_context *ctx, const rcase *c, inputs *in, uint64_t seed)
