@@ -118,6 +118,8 @@ static const rcase cases[] = {
      0},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
+/* CLATTN_TEST_REPRODUCIBLE_SUBSET=1 (the work-group-limited reruns of .ci/run): every 4th case, two tunings. */
+static size_t case_stride = 1, tunings_run = 5;
 
 /* One case's inputs, on the host (the reference's values: the stored types' own) and on the device. */
 typedef struct inputs {
@@ -244,12 +246,13 @@ static uint64_t fingerprint(const inputs *in, const unsigned char *out, const fl
 
 START_TEST(test_cases)
 {
-    const rcase *c = &cases[TU_CASE(_i)];
+    const size_t index = TU_CASE(_i) * case_stride;
+    const rcase *c = &cases[index];
     const size_t dev = TU_DEVICE(_i);
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("reproducible, %s, on %s", c->name, tu_dev_spec[dev]);
     inputs *in = tu_track_malloc(sizeof *in);
-    make(ctx, c, in, 700 + TU_CASE(_i) * 10);
+    make(ctx, c, in, 700 + index * 10);
     /* Mesa's llvmpipe stops a work-item's loops after 65535 iterations, and longer rows are refused there
      * (test_refusals): every case stays within, so that every implementation runs every case. */
     ck_assert_msg((double)c->S * (1.5 * (double)(c->D + c->DV) + 16.0) <= 60000.0, "%s: too long for llvmpipe", c->name);
@@ -290,7 +293,7 @@ static const char *const tunings[] = {"fused=64x64x4x0x1", "fused=16x32x2x4x1", 
 
 START_TEST(test_tunings)
 {
-    const size_t t = (size_t)_i % N_TUNINGS, dev = (size_t)_i / N_TUNINGS;
+    const size_t t = (size_t)_i % tunings_run, dev = (size_t)_i / tunings_run;
     const char *subset = getenv("CLATTN_TEST_TUNINGS");
     if (tu_recording())
         return; /* (recording the fingerprints: test_cases' run is the one recorded) */
@@ -545,9 +548,12 @@ END_TEST
 
 static Suite *reproducible_suite(void)
 {
+    const char *subset = getenv("CLATTN_TEST_REPRODUCIBLE_SUBSET");
+    if (subset && strcmp(subset, "1") == 0)
+        case_stride = 4, tunings_run = 2;
     Suite *s = suite_create("reproducible");
-    tu_add_loop(s, "cases", test_cases, N_CASES * tu_ndev);
-    tu_add_loop(s, "tunings", test_tunings, N_TUNINGS * tu_ndev);
+    tu_add_loop(s, "cases", test_cases, (N_CASES + case_stride - 1) / case_stride * tu_ndev);
+    tu_add_loop(s, "tunings", test_tunings, tunings_run * tu_ndev);
     tu_add_loop(s, "batch_invariance", test_batch_invariance, tu_ndev);
     tu_add_loop(s, "group", test_group, 1);
     tu_add_loop(s, "environment", test_environment, tu_ndev);
