@@ -79,21 +79,21 @@ inline uchar clattn_small_entries(uvec_t k_low, uvec_t v_low)
                    ((clattn_lowest(v_low) < LOW_BITS(EXACT_V_FAST)) << 1));
 }
 
-/* VEC entries d … d+VEC−1 of a K (V) row as staged in reproducible arithmetic: read (0 from dim on: the padding),
- * cut, times the row's scale, cut. */
-#define EXACT_ROW_PART(LOAD1, VLOAD1, p, row, d, dim, scale)                                                  \
-    ({                                                                                                       \
-        vec_t x_;                                                                                            \
+/* x = VEC entries d … d+VEC−1 of a K (V) row as staged in reproducible arithmetic: read (0 from dim on: the
+ * padding), cut, times the row's scale, cut. (A statement: no GNU statement expression, which not every OpenCL
+ * compiler takes.) */
+#define EXACT_ROW_PART(x, LOAD1, VLOAD1, p, row, d, dim, scale)                                               \
+    do {                                                                                                     \
         if ((ulong)(d) + VEC <= (dim)) {                                                                     \
-            x_ = VLOAD1(p, (row) + (d));                                                                     \
+            x = VLOAD1(p, (row) + (d));                                                                      \
         } else {                                                                                             \
             float part_[VEC];                                                                                \
             for (int e_ = 0; e_ < VEC; e_++)                                                                 \
                 part_[e_] = (ulong)((d) + e_) < (dim) ? LOAD1(p, (row) + (d) + e_) : 0.0f;                   \
-            x_ = VLOAD(part_);                                                                               \
+            x = VLOAD(part_);                                                                                \
         }                                                                                                    \
-        VCUT(VCUT(x_, EXACT_MIN) * (scale), EXACT_MIN);                                                      \
-    })
+        x = VCUT(VCUT(x, EXACT_MIN) * (scale), EXACT_MIN);                                                   \
+    } while (0)
 #else
 #define EXACT(x) (x)
 #define VCUT_OUT(x) (x)
@@ -213,7 +213,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             uvec_t k_low = (uvec_t)0xffffffffu, v_low = (uvec_t)0xffffffffu;
             lanes_t bad = 0;
             for (int d = 0; d < DK; d += VEC) {
-                const vec_t x = EXACT_ROW_PART(LOAD_K, VLOAD_K, k, k_row, d, k_dim, ks);
+                vec_t x;
+                EXACT_ROW_PART(x, LOAD_K, VLOAD_K, k, k_row, d, k_dim, ks);
                 k_low = min(k_low, LOW_BITS_V(x));
                 float part[VEC];
                 VSTORE(x, part);
@@ -221,7 +222,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     kt[(d + e) * BLOCK_N + jj] = part[e];
             }
             for (int d = 0; d < DV; d += VEC) {
-                const vec_t x = EXACT_ROW_PART(LOAD_V, VLOAD_V, v, v_row, d, v_dim, vs);
+                vec_t x;
+                EXACT_ROW_PART(x, LOAD_V, VLOAD_V, v, v_row, d, v_dim, vs);
                 v_low = min(v_low, LOW_BITS_V(x));
                 bad |= isfinite(x) == 0;
                 VSTORE(x, vt + jj * DV + d);
