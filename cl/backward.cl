@@ -9,15 +9,21 @@
  * dK_j = Σ_i dS_ij·Q_i, dV_j = Σ_i P_ij·dO_i, a K/V head's over all the query heads of its group.
  * Build options: DK and DV, the head sizes rounded up (private accumulators).
  *
- * Reproducible arithmetic (-DCLATTN_EXACT=1, VEC 1: the row kernels alone, whose sums have one order whatever the
- * launch): the exponential and tanh are cl/exact_math.cl's, and every value read and every step's result is flushed
- * from subnormal to +0 (XF), so that a device's flush mode changes nothing — and zeros are +0 whatever their sign
- * (Mesa's compiler makes fma(a, b, +0) a product, −0 where a is 0 and b negative: the sign of a zero is not kept). */
+ * Reproducible arithmetic (-DCLATTN_EXACT=1: these row kernels, or cl/backward_lanes.cl's with the same bits, whose
+ * sums have one order whatever the launch): the exponential and tanh are cl/exact_math.cl's, and every step's result
+ * is flushed from subnormal to +0 (XF), so that a device's flush mode changes nothing — and zeros are +0 whatever
+ * their sign (Mesa's compiler makes fma(a, b, +0) a product, −0 where a is 0 and b negative: the sign of a zero is
+ * not kept). Entries of Q, K, V, O and dO, weights P and dS below 2^-40 in magnitude count as 0 (XCUT; their
+ * products would add less than 2^-40 of the gradients' scale): every other one is a multiple of 2^-63, so every
+ * product of two and every sum of such products a multiple of 2^-126 — never subnormal — and the sums' steps need
+ * no flush (a vector kernel then runs at nearly its default speed; here XF stays, changing nothing). */
 #ifdef CLATTN_EXACT
 #define XF(x) (fabs(x) < FLT_MIN ? 0.0f : (x))
+#define XCUT(x) (fabs(x) < 0x1p-40f ? 0.0f : (x))
 #define BACKWARD_EXP(x) clattn_x_exp(x)
 #else
 #define XF(x) (x)
+#define XCUT(x) (x)
 #define BACKWARD_EXP(x) exp(x)
 #endif
 
@@ -30,8 +36,18 @@ __kernel void clattn_backward_delta(CLATTN_PARAMETERS(CLATTN_BACKWARD_DELTA_PARA
         return;
     float sum = 0.0f;
     for (ulong t = 0; t < dv; t++)
-        sum = XF(fma(XF(dout[r * dv + t]), XF(o[r * dv + t]), sum));
+        sum = XF(fma(XCUT(dout[r * dv + t]), XCUT(o[r * dv + t]), sum));
     delta[r] = sum;
+}
+
+/* dst = src with its entries below 2^-40 made +0 (XCUT; a copy in the default build): Q and dO for the exact lanes
+ * kernel, which then reads them as they are. */
+__kernel void clattn_backward_cut(CLATTN_PARAMETERS(CLATTN_BACKWARD_CUT_PARAMS))
+{
+    CLATTN_ABSENT(CLATTN_BACKWARD_CUT_PARAMS)
+    const ulong e = get_global_id(0);
+    if (e < n)
+        dst[e] = XCUT(src[e]);
 }
 
 /* Whether everything the lanes kernel multiplies is finite: K and V (n_kv elements each, a work-item an
@@ -65,7 +81,7 @@ inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms
         *ds = 0.0f;
         return 0.0f;
     }
-    const float weight = BACKWARD_EXP(z - lse_i);
+    const float weight = XCUT(BACKWARD_EXP(z - lse_i));
     if (weight == 0.0f) { /* too small to count: no gradient (not 0·(dp − D), NaN for a non-finite dO) */
         *ds = 0.0f;
         return 0.0f;
@@ -83,7 +99,7 @@ inline float clattn_backward_pair(float s, float softcap, const clattn_row_terms
 #endif
         dz_ds = XF(dz_ds * XF(1.0f - XF(th * th)));
     }
-    *ds = XF(XF(XF(weight * XF(dp - delta_i)) * dz_ds) * scale);
+    *ds = XCUT(XF(XF(XF(weight * XF(dp - delta_i)) * dz_ds) * scale));
     return weight;
 }
 
@@ -93,9 +109,9 @@ inline void clattn_backward_dots(__global const float *qi, __global const float 
 {
     float qk = 0.0f, ov = 0.0f;
     for (ulong t = 0; t < dk; t++)
-        qk = XF(fma(XF(qi[t]), XF(kj[t]), qk));
+        qk = XF(fma(XCUT(qi[t]), XCUT(kj[t]), qk));
     for (ulong t = 0; t < dv; t++)
-        ov = XF(fma(XF(doi[t]), XF(vj[t]), ov));
+        ov = XF(fma(XCUT(doi[t]), XCUT(vj[t]), ov));
     *s = qk, *dp = ov;
 }
 
@@ -138,9 +154,9 @@ __kernel void clattn_backward_dkdv(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
             if (weight == 0.0f)
                 continue;
             for (ulong t = 0; t < dv; t++)
-                dv_acc[t] = XF(fma(weight, XF(doi[t]), dv_acc[t]));
+                dv_acc[t] = XF(fma(weight, XCUT(doi[t]), dv_acc[t]));
             for (ulong t = 0; t < dk; t++)
-                dk_acc[t] = XF(fma(ds, XF(qi[t]), dk_acc[t]));
+                dk_acc[t] = XF(fma(ds, XCUT(qi[t]), dk_acc[t]));
         }
     }
     for (ulong t = 0; t < dk; t++)
@@ -182,7 +198,7 @@ __kernel void clattn_backward_dq(CLATTN_PARAMETERS(CLATTN_BACKWARD_PARAMS))
         if (weight == 0.0f)
             continue;
         for (ulong t = 0; t < dk; t++)
-            dq_acc[t] = XF(fma(ds, XF(kj[t]), dq_acc[t]));
+            dq_acc[t] = XF(fma(ds, XCUT(kj[t]), dq_acc[t]));
     }
     for (ulong t = 0; t < dk; t++)
         grad_q[row * dk + t] = dq_acc[t];

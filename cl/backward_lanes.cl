@@ -20,7 +20,16 @@
  * The chunk's work-item is the only one that writes its dQ rows (grad_q itself where there is one chunk,
  * else the chunk's own copy, summed in chunk order by clattn_backward_dq_sum) and its dK, dV rows: every
  * sum has one order, and the gradients the same bits run after run.
- * Build options as cl/backward.cl's, and VEC > 1 (the lanes). */
+ * Build options as cl/backward.cl's, and VEC > 1 (the lanes).
+ *
+ * Reproducible arithmetic (-DCLATTN_EXACT=1): the same bits as cl/backward.cl's exact row kernels, whatever VEC —
+ * each gradient element is one fma chain in their order (dK, dV over the group's heads and rows ascending, a lane a
+ * key; dQ over the keys ascending, carried from tile to tile in grad_q itself, so the host runs one chunk), the
+ * entries below 2^-40 cut as there (XCUT: K and V staged so; Q and dO arrive so, clattn_backward_cut, once rather than
+ * at each of the many reads of a row; P and dS as they are made), so that no sum's step needs a flush, and the
+ * weights and dS from the same operations, each step flushed (XFV; clattn_x_exp lane by lane: clattn_x_exp_vec). A
+ * hidden pair's zero terms leave a sum's bits as they are (x + 0 = x, and +0 + ±0 = +0), as the row kernels'
+ * skipping them does. */
 
 #if VEC > 1
 #define KB (2 * VEC)         /* keys per tile */
@@ -31,6 +40,39 @@
 #define QS 4
 #endif
 #define DKV (DK / VEC) /* vectors of a dQ row */
+
+#ifdef CLATTN_EXACT
+#define XFV(x) select((x), (vec_t)0.0f, fabs(x) < (vec_t)FLT_MIN)
+#define XCUTV(x) select((x), (vec_t)0.0f, fabs(x) < (vec_t)0x1p-40f)
+#define CLATTN_VCAT(a) CLATTN_CAT(a, VEC)
+/* clattn_x_exp (cl/exact_math.cl) lane by lane: the same operations in the same order, so the same bits, its
+ * special cases chosen last by select. */
+inline vec_t clattn_x_exp_vec(vec_t x)
+{
+    const uvec_t u = AS_UINT(x);
+    x = AS_VEC(select(u, u & 0x80000000u, (u & 0x7f800000u) == 0)); /* a subnormal read as a zero of its sign */
+    const vec_t n = rint(x * 1.44269504088896341f);
+    vec_t r = fma(-n, (vec_t)0.693359375f, x);
+    r = fma(-n, (vec_t)-2.12194440e-4f, r);
+    vec_t p = (vec_t)1.9875691500e-4f;
+    p = fma(p, r, (vec_t)1.3981999507e-3f);
+    p = fma(p, r, (vec_t)8.3334519073e-3f);
+    p = fma(p, r, (vec_t)4.1665795894e-2f);
+    p = fma(p, r, (vec_t)1.6666665459e-1f);
+    p = fma(p, r, (vec_t)5.0000001201e-1f);
+    const vec_t r2 = r * r;
+    const vec_t y = fma(p, r2, r) + 1.0f;
+    const lanes_t e = CLATTN_VCAT(convert_int)(n), e1 = e / 2; /* (garbage in the special lanes, chosen away) */
+    vec_t result = y * AS_VEC((e1 + 127) << 23) * AS_VEC((e - e1 + 127) << 23);
+    result = select(result, (vec_t)1.0f, fabs(x) < (vec_t)0x1p-26f);
+    result = select(result, (vec_t)0.0f, x < (vec_t)-87.33f);
+    result = select(result, (vec_t)INFINITY, x > (vec_t)88.72283935546875f);
+    return select(result, x, isnan(x));
+}
+#else
+#define XFV(x) (x)
+#define XCUTV(x) (x)
+#endif
 
 /* grad_q's rows of the (batch, K/V head) of a work-item: its heads' rows are consecutive. */
 __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARAMS))
@@ -60,12 +102,12 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
             const bool in = (ulong)x < tile_keys;
             __global const float *kj = k + (bg * kv_len + j0 + x) * dk, *vj = v + (bg * kv_len + j0 + x) * dv;
             for (int d = 0; d < DK; d++) {
-                const float value = in && (ulong)d < dk ? kj[d] : 0.0f;
+                const float value = in && (ulong)d < dk ? XCUT(kj[d]) : 0.0f;
                 ((float *)kt_v)[d * KB + x] = value;
                 kn[x * DK + d] = value;
             }
             for (int d = 0; d < DV; d++)
-                ((float *)vt_v)[d * KB + x] = in && (ulong)d < dv ? vj[d] : 0.0f;
+                ((float *)vt_v)[d * KB + x] = in && (ulong)d < dv ? XCUT(vj[d]) : 0.0f;
         }
         for (int e = 0; e < DK * KVEC; e++)
             dkt_v[e] = (vec_t)0.0f;
@@ -91,7 +133,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                     clattn_visible_range(causal, pos[r], key_len, win_left, win_right, &begin[r], &end[r]);
                     if (i0 + r >= q_len)
                         begin[r] = end[r] = 0;
-                    lse_r[r] = lse[row[r]];
+                    lse_r[r] = XF(lse[row[r]]);
                     delta_r[r] = delta[row[r]];
                     const bool seen = begin[r] < j0 + tile_keys && end[r] > j0;
                     any_seen |= seen && lse_r[r] > -INFINITY;
@@ -139,11 +181,19 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                         UNROLL for (int x = 0; x < KVEC; x++) {
                             const vec_t key = VLOAD(tile_key_ids + x * VEC);
                             const float lse_or_0 = lse_r[r] > -INFINITY ? lse_r[r] : 0.0f;
+#ifdef CLATTN_EXACT /* (clattn_backward_pair's steps without terms) */
+                            const vec_t z = XFV(s_v[r * KVEC + x] * scale);
+                            const vec_t p = select((vec_t)0.0f, XCUTV(clattn_x_exp_vec(z - lse_or_0)),
+                                                   key >= seen_from[r] && key < seen_to[r]);
+                            s_v[r * KVEC + x] = p;
+                            dp_v[r * KVEC + x] = XCUTV(XFV(XFV(p * XFV(dp_v[r * KVEC + x] - delta_r[r])) * scale));
+#else
                             const vec_t p = select((vec_t)0.0f,
                                                    clattn_exp_weight(fma(s_v[r * KVEC + x], (vec_t)scale, (vec_t)-lse_or_0)),
                                                    key >= seen_from[r] && key < seen_to[r]);
                             s_v[r * KVEC + x] = p;
                             dp_v[r * KVEC + x] = p * (dp_v[r * KVEC + x] - delta_r[r]) * scale;
+#endif
                         }
                 } else {
                     for (int r = 0; r < QS; r++) {
@@ -155,7 +205,7 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                             float ds = 0.0f, weight = 0.0f;
                             if (j >= begin[r] && j < end[r])
                                 weight = clattn_backward_pair(
-                                    s[r * KB + x] * scale, softcap, &terms[r], (long)j, pos[r],
+                                    XF(s[r * KB + x] * scale), softcap, &terms[r], (long)j, pos[r],
                                     clattn_additive_mask(mask, mask_type, mask_layout, b, h, heads, i, j, q_len, mask_cols),
                                     lse_r[r], dp[r * KB + x], delta_r[r], scale, &ds);
                             s[r * KB + x] = weight;
@@ -182,11 +232,23 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                         dkt_v[d * KVEC + x] = acc;
                     }
 
-                /* dQ: two rows at a time over the tile's keys, d in the lanes; then into the rows. */
+                /* dQ: two rows at a time over the tile's keys, d in the lanes; then into the rows (reproducible: the
+                 * rows' chains carried on from grad_q, the one chunk's). */
                 for (int r = 0; r < QS; r += 2) {
+                    float sums[2][DK];
                     vec_t acc0[DKV], acc1[DKV];
+#ifdef CLATTN_EXACT
+                    for (int t = 0; t < 2; t++)
+                        for (int d = 0; d < DK; d++)
+                            sums[t][d] = (ulong)d < dk ? dq[row[r + t] * dk + d] : 0.0f;
+                    UNROLL for (int c = 0; c < DKV; c++) {
+                        acc0[c] = VLOAD(sums[0] + c * VEC);
+                        acc1[c] = VLOAD(sums[1] + c * VEC);
+                    }
+#else
                     UNROLL for (int c = 0; c < DKV; c++)
                         acc0[c] = acc1[c] = (vec_t)0.0f;
+#endif
                     for (int x = 0; x < KB; x++) {
                         const vec_t ds0 = (vec_t)dp[r * KB + x], ds1 = (vec_t)dp[(r + 1) * KB + x];
                         UNROLL for (int c = 0; c < DKV; c++) {
@@ -195,7 +257,6 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                             acc1[c] = fma(ds1, kv, acc1[c]);
                         }
                     }
-                    float sums[2][DK];
                     UNROLL for (int c = 0; c < DKV; c++) {
                         VSTORE(acc0[c], sums[0] + c * VEC);
                         VSTORE(acc1[c], sums[1] + c * VEC);
@@ -203,7 +264,11 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
                     for (int t = 0; t < 2; t++)
                         if (i0 + r + t < q_len)
                             for (ulong d = 0; d < dk; d++)
+#ifdef CLATTN_EXACT
+                                dq[row[r + t] * dk + d] = XF(sums[t][d]); /* (a zero's sign: see backward.cl) */
+#else
                                 dq[row[r + t] * dk + d] += sums[t][d];
+#endif
                 }
             }
         }
@@ -212,9 +277,9 @@ __kernel void clattn_backward_lanes(CLATTN_PARAMETERS(CLATTN_BACKWARD_LANES_PARA
         for (ulong x = 0; x < tile_keys; x++) {
             __global float *dkj = grad_k + (bg * kv_len + j0 + x) * dk, *dvj = grad_v + (bg * kv_len + j0 + x) * dv;
             for (ulong d = 0; d < dk; d++)
-                dkj[d] = ((float *)dkt_v)[d * KB + x];
+                dkj[d] = XF(((float *)dkt_v)[d * KB + x]);
             for (ulong d = 0; d < dv; d++)
-                dvj[d] = ((float *)dvt_v)[d * KB + x];
+                dvj[d] = XF(((float *)dvt_v)[d * KB + x]);
         }
     }
 }

@@ -314,6 +314,10 @@
     X(ALL, MEM, __global float *, grad_q, 0)                                                                 \
     X(ALL, ULONG, ulong, n, 0)                                                                               \
     X(ALL, ULONG, ulong, chunks, 0)
+#define CLATTN_BACKWARD_CUT_PARAMS(X)                                                                      \
+    X(ALL, MEM, __global const float *, src, 0)                                                              \
+    X(ALL, MEM, __global float *, dst, 0)                                                                    \
+    X(ALL, ULONG, ulong, n, 0)
 
 /* cl/layer_backward.cl: the layer's backward pass's copies between layouts and its column sums. */
 #define CLATTN_STRIDED_COPY_PARAMS(X)                                                                        \

@@ -22,24 +22,27 @@ typedef struct bcase {
     clattn_causal causal;
     int key_lengths, window, softcap, sinks, alibi;
     clattn_dtype type; /* Q, K, V, O and the gradients */
+    int tiny;          /* peaked rows (weights and dS below 2^-40) and entries below 2^-40, near FLT_MIN, subnormal */
 } bcase;
 
 static const bcase cases[] = {
-    {"plain B 2 H 3 L 13 S 21 D 24", 2, 3, 3, 13, 21, 24, 24, NONE, 0, 0, 0, 0, 0, CLATTN_FLOAT32},
-    {"GQA 6/2 L 9 S 40 D 32 Dv 16", 1, 6, 2, 9, 40, 32, 16, NONE, 0, 0, 0, 0, 0, CLATTN_FLOAT32},
-    {"causal top-left L = S = 33", 1, 2, 1, 33, 33, 16, 16, TL, 0, 0, 0, 0, 0, CLATTN_FLOAT32},
-    {"causal bottom-right L 7 S 50, key lengths", 2, 2, 2, 7, 50, 16, 16, BR, 1, 0, 0, 0, 0, CLATTN_FLOAT32},
-    {"window 9, causal", 1, 2, 2, 30, 30, 16, 16, TL, 0, 1, 0, 0, 0, CLATTN_FLOAT32},
-    {"soft-capping and sinks", 1, 3, 3, 8, 25, 16, 16, NONE, 0, 0, 1, 1, 0, CLATTN_FLOAT32},
-    {"ALiBi, GQA 4/2", 1, 4, 2, 10, 20, 8, 8, BR, 0, 0, 0, 0, 1, CLATTN_FLOAT32},
-    {"decode L 1 S 90", 2, 4, 1, 1, 90, 32, 32, NONE, 1, 0, 0, 0, 0, CLATTN_FLOAT32},
-    {"float16", 1, 2, 2, 11, 19, 16, 16, TL, 0, 0, 0, 0, 0, CLATTN_FLOAT16},
-    {"bfloat16, sinks", 1, 2, 1, 6, 23, 16, 16, NONE, 0, 0, 0, 1, 0, CLATTN_BFLOAT16},
+    {"plain B 2 H 3 L 13 S 21 D 24", 2, 3, 3, 13, 21, 24, 24, NONE, 0, 0, 0, 0, 0, CLATTN_FLOAT32, 0},
+    {"GQA 6/2 L 9 S 40 D 32 Dv 16", 1, 6, 2, 9, 40, 32, 16, NONE, 0, 0, 0, 0, 0, CLATTN_FLOAT32, 0},
+    {"causal top-left L = S = 33", 1, 2, 1, 33, 33, 16, 16, TL, 0, 0, 0, 0, 0, CLATTN_FLOAT32, 0},
+    {"causal bottom-right L 7 S 50, key lengths", 2, 2, 2, 7, 50, 16, 16, BR, 1, 0, 0, 0, 0, CLATTN_FLOAT32, 0},
+    {"window 9, causal", 1, 2, 2, 30, 30, 16, 16, TL, 0, 1, 0, 0, 0, CLATTN_FLOAT32, 0},
+    {"soft-capping and sinks", 1, 3, 3, 8, 25, 16, 16, NONE, 0, 0, 1, 1, 0, CLATTN_FLOAT32, 0},
+    {"ALiBi, GQA 4/2", 1, 4, 2, 10, 20, 8, 8, BR, 0, 0, 0, 0, 1, CLATTN_FLOAT32, 0},
+    {"decode L 1 S 90", 2, 4, 1, 1, 90, 32, 32, NONE, 1, 0, 0, 0, 0, CLATTN_FLOAT32, 0},
+    {"float16", 1, 2, 2, 11, 19, 16, 16, TL, 0, 0, 0, 0, 0, CLATTN_FLOAT16, 0},
+    {"bfloat16, sinks", 1, 2, 1, 6, 23, 16, 16, NONE, 0, 0, 0, 1, 0, CLATTN_BFLOAT16, 0},
+    {"tiny entries and weights, causal", 1, 2, 1, 37, 45, 24, 24, BR, 0, 0, 0, 0, 0, CLATTN_FLOAT32, 1},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
-static const char *const tunings[] = {"fused=64x64x4x0x1", "fused=16x32x2x4x1", "fused=32x16x1x1x1",
-                                      "fused=8x128x3x8x1", "class=gpu"};
+/* (…x2: the keys-in-lanes kernel, VEC 4 and 8; …x1 and the GPU class: the row kernels) */
+static const char *const tunings[] = {"fused=64x64x4x0x1", "fused=16x32x2x4x2", "fused=32x16x1x1x1",
+                                      "fused=8x128x3x8x2", "class=gpu"};
 #define N_TUNINGS (sizeof tunings / sizeof tunings[0])
 /* CLATTN_TEST_REPRODUCIBLE_SUBSET=1 (the work-group-limited reruns of .ci/run): two of the tunings. */
 static size_t tunings_run = N_TUNINGS;
@@ -76,6 +79,16 @@ static void make(const bcase *c, run_state *r, uint64_t seed)
     tu_fill_uniform(k, r->nk, 1.0f, seed + 2);
     tu_fill_uniform(v, r->nv, 1.0f, seed + 3);
     tu_fill_uniform(dout, r->no, 1.0f, seed + 4);
+    if (c->tiny) { /* (the cut below 2^-40, the flushes, and the sums' grid: cl/backward.cl) */
+        for (size_t e = 0; e < r->nq; e++)
+            q[e] *= 12.0f;
+        for (size_t e = 0; e < r->nk; e += 7)
+            k[e] = e % 2 ? 1e-13f : -2e-38f;
+        for (size_t e = 3; e < r->nv; e += 11)
+            v[e] = e % 2 ? 1e-39f : 5e-13f;
+        for (size_t e = 0; e < r->no; e += 5)
+            dout[e] = -3e-13f;
+    }
     r->q = tu_typed_make(c->type, q, r->nq, c->D);
     r->k = tu_typed_make(c->type, k, r->nk, c->D);
     r->v = tu_typed_make(c->type, v, r->nv, c->DV);

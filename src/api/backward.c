@@ -101,12 +101,13 @@ static clattn_status staged(clattn_context *ctx, const sdpa_shape *s, const fami
 
 /* Tiles of keys in the SIMD lanes (cl/backward_lanes.cl), a work-item per chunk of keys of a (batch, K/V
  * head): the whole sequence where the pairs alone give each compute unit two work-items, else as many
- * chunks as do (each with its own copy of dQ, summed in chunk order afterwards). */
+ * chunks as do (each with its own copy of dQ, summed in chunk order afterwards) — one in reproducible
+ * arithmetic (exact), whose dQ sums are one chain over the keys. */
 static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, const family_build *fb, unsigned vec,
-                                   backward_params *p)
+                                   bool exact, backward_params *p)
 {
     const size_t tile = 2 * (size_t)vec, pairs = s->batch * s->kv_heads, tiles = (s->kv_len + tile - 1) / tile;
-    size_t chunks = (2 * (size_t)ctx->caps.compute_units + pairs - 1) / pairs;
+    size_t chunks = exact ? 1 : (2 * (size_t)ctx->caps.compute_units + pairs - 1) / pairs;
     chunks = chunks < 1 ? 1 : chunks > tiles ? tiles : chunks;
     p->chunk_keys = (tiles + chunks - 1) / chunks * tile;
     chunks = (s->kv_len + p->chunk_keys - 1) / p->chunk_keys;
@@ -119,7 +120,7 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
             return st;
         p->grad_q = parts;
     }
-    kernel_args a = kernel_args_begin(fb->kernels[8]);
+    kernel_args a = kernel_args_begin(fb->kernels[9]);
     params_bind(&a, &params_backward_lanes, p, fb->features);
     const size_t global[2] = {chunks, pairs}, local[2] = {1, 1};
     if ((st = kernel_launch(ctx, &a, "backward, keys in lanes", 2, global, local)) != CLATTN_SUCCESS || chunks == 1)
@@ -129,6 +130,23 @@ static clattn_status keys_in_lanes(clattn_context *ctx, const sdpa_shape *s, con
     params_bind(&a, &params_backward_dq_sum, &sp, fb->features);
     const size_t elems[1] = {s->q_elems};
     return kernel_launch_auto(ctx, &a, "backward dQ sum", 1, elems);
+}
+
+/* *buffer (n floats) with its entries below 2^-40 made +0 (cl/backward.cl's XCUT), into the scratch `slot` (in place
+ * where *buffer is that already: a widened 16-bit tensor), then *buffer that copy: the exact lanes kernel's Q, dO. */
+static clattn_status cut_small(clattn_context *ctx, const family_build *fb, scratch_slot slot, size_t n, cl_mem *buffer)
+{
+    cl_mem copy = NULL;
+    clattn_status st = scratch_get(ctx, slot, n * sizeof(float), &copy);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    backward_cut_params cp = {.src = *buffer, .dst = copy, .n = n};
+    kernel_args a = kernel_args_begin(fb->kernels[8]);
+    params_bind(&a, &params_backward_cut, &cp, fb->features);
+    const size_t global[1] = {n};
+    if ((st = kernel_launch_auto(ctx, &a, "backward, small entries cut", 1, global)) == CLATTN_SUCCESS)
+        *buffer = copy;
+    return st;
 }
 
 /* Whether K, V, every D and every lse are finite (cl/backward.cl's clattn_backward_finite): the lanes
@@ -173,12 +191,14 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
         (st = scratch_get(ctx, SCRATCH_DELTA, s->lse_elems * sizeof(float), &delta)) != CLATTN_SUCCESS)
         return st;
     /* The keys in the lanes where the forward puts its rows in them (CPUs), else a row a work-item; reproducible
-     * arithmetic: the row kernels in their exact build (cl/backward.cl), whatever the tuning. */
+     * arithmetic: both in their exact build, the same bits (cl/backward_lanes.cl) — but on llvmpipe, whose
+     * 65535-iteration limit a lanes work-item's loops would pass, the row kernels. */
     tuning_values tiles;
     if ((st = tuning_lookup(ctx, TUNING_FUSED, &tiles, NULL)) != CLATTN_SUCCESS)
         return st;
     const bool exact = reproducible_call(ctx, s);
-    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 && !exact ? tiles.v[3] : 1;
+    const bool lanes_allowed = !exact || device_class_of(&ctx->caps) != DEVICE_CLASS_CPU_LANES;
+    const unsigned vec = tiles.v[4] == 2 && tiles.v[3] > 1 && lanes_allowed ? tiles.v[3] : 1;
     char options[128];
     snprintf(options, sizeof options, "-DVEC=%u -DDK=%u -DDV=%u%s", vec, pad_head(s->qk_dim), pad_head(s->v_dim),
              exact ? " -DCLATTN_EXACT=1" : vec > 1 ? " -cl-denorms-are-zero" : "");
@@ -199,11 +219,14 @@ static clattn_status backward_floats(clattn_context *ctx, const sdpa_shape *s, c
     /* The keys-in-lanes kernel where it was built and every factor is finite; a NaN or inf anywhere in
      * Q, K, V or dO sends the call to the row kernels, which skip the pairs without weight one by one
      * (so that the non-finite value reaches only the gradients the math sends it to). */
-    bool lanes = s->algorithm != CLATTN_ALGORITHM_STAGED && vec > 1 && fb->kernels[8];
+    bool lanes = s->algorithm != CLATTN_ALGORITHM_STAGED && vec > 1 && fb->kernels[9];
     if (lanes && (st = all_finite(ctx, s, fb, k, v, delta, lse, &lanes)) != CLATTN_SUCCESS)
         return st;
+    if (lanes && exact && ((st = cut_small(ctx, fb, SCRATCH_WIDE_Q, s->q_elems, &p.q)) != CLATTN_SUCCESS ||
+                           (st = cut_small(ctx, fb, SCRATCH_WIDE_DOUT, s->out_elems, &p.dout)) != CLATTN_SUCCESS))
+        return st;
     st = s->algorithm == CLATTN_ALGORITHM_STAGED && !exact ? staged(ctx, s, fb, &p)
-         : lanes                               ? keys_in_lanes(ctx, s, fb, vec, &p)
+         : lanes                               ? keys_in_lanes(ctx, s, fb, vec, exact, &p)
                                                : row_by_row(ctx, s, fb, &p);
     if (st != CLATTN_SUCCESS)
         return st;

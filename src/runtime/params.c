@@ -102,6 +102,9 @@ const kernel_params params_backward_finite = PARAM_TABLE("clattn_backward_finite
 #define PARAM_STRUCT backward_dq_sum_params
 const kernel_params params_backward_dq_sum = PARAM_TABLE("clattn_backward_dq_sum", CLATTN_BACKWARD_DQ_SUM_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT backward_cut_params
+const kernel_params params_backward_cut = PARAM_TABLE("clattn_backward_cut", CLATTN_BACKWARD_CUT_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT strided_copy_params
 const kernel_params params_strided_copy = PARAM_TABLE("clattn_strided_copy", CLATTN_STRIDED_COPY_PARAMS);
 #undef PARAM_STRUCT
@@ -233,9 +236,9 @@ const kernel_family family_backward = {"backward",
                                        {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
                                         &params_backward_dq_sum, &params_backward_staged_weights,
                                         &params_backward_staged_dq, &params_backward_staged_dkdv,
-                                        &params_backward_finite, &params_backward_lanes},
+                                        &params_backward_finite, &params_backward_cut, &params_backward_lanes},
+                                       10,
                                        9,
-                                       8,
                                        NULL};
 /* The same in reproducible arithmetic (-DCLATTN_EXACT=1 -DVEC=1: the row kernels), after the exact functions. */
 const kernel_family family_backward_exact = {"backward, reproducible",
@@ -245,9 +248,9 @@ const kernel_family family_backward_exact = {"backward, reproducible",
                                              {&params_backward_delta, &params_backward_dkdv, &params_backward_dq,
                                               &params_backward_dq_sum, &params_backward_staged_weights,
                                               &params_backward_staged_dq, &params_backward_staged_dkdv,
-                                              &params_backward_finite, &params_backward_lanes},
+                                              &params_backward_finite, &params_backward_cut, &params_backward_lanes},
+                                             10,
                                              9,
-                                             8,
                                              NULL};
 /* The layer's backward pass: its copies between layouts and its bias gradients. */
 const kernel_family family_layer_backward = {"layer backward", {"layer_backward.cl"}, 1,

@@ -79,6 +79,7 @@ typedef struct backward_params {
     cl_mem probs, dscores;
 } backward_params;
 typedef struct backward_dq_sum_params { CLATTN_BACKWARD_DQ_SUM_PARAMS(PARAM_FIELD) } backward_dq_sum_params;
+typedef struct backward_cut_params { CLATTN_BACKWARD_CUT_PARAMS(PARAM_FIELD) } backward_cut_params;
 typedef struct backward_finite_params { CLATTN_BACKWARD_FINITE_PARAMS(PARAM_FIELD) } backward_finite_params;
 typedef struct strided_copy_params { CLATTN_STRIDED_COPY_PARAMS(PARAM_FIELD) } strided_copy_params;
 typedef struct column_sums_params { CLATTN_COLUMN_SUMS_PARAMS(PARAM_FIELD) } column_sums_params;
@@ -98,7 +99,7 @@ extern const kernel_params params_flash, params_flash_lanes, params_decode_parti
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
     params_merge, params_sparse, params_sparse_combine, params_sparse_backward_dq, params_sparse_backward_dkdv, params_convert, params_append_rows, params_append_token_groups, params_append_token_tail, params_paged_check, params_topk, params_gemm, params_add_bias,
     params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
-    params_backward_dq_sum, params_backward_finite, params_backward_lanes, params_backward_staged_weights, params_backward_staged_dq,
+    params_backward_dq_sum, params_backward_cut, params_backward_finite, params_backward_lanes, params_backward_staged_weights, params_backward_staged_dq,
     params_backward_staged_dkdv, params_strided_copy, params_column_sums;
 
 /* Bind `values` (the kernel's struct) to a's kernel in the list's order, the parameters of features
@@ -117,7 +118,7 @@ feature_set params_features(const kernel_params *const *kernels, size_t count);
 /* A kernel family: one program (cl/params.h and cl/common.cl, then `files`) and the kernels it
  * defines, kernels[0] the one whose work-group size `group_define` (a build option, or NULL) is. */
 #define FAMILY_FILES_MAX 6
-#define FAMILY_KERNELS_MAX 9
+#define FAMILY_KERNELS_MAX 10
 typedef struct kernel_family {
     const char *name; /* in messages: "fused attention" */
     const char *files[FAMILY_FILES_MAX];
