@@ -14,7 +14,13 @@ __kernel void clattn_strided_copy(CLATTN_PARAMETERS(CLATTN_STRIDED_COPY_PARAMS))
     dst[dst_offset + i0 * d0 + i1 * d1 + i2 * d2 + i3 * d3] = src[src_offset + i0 * s0 + i1 * s1 + i2 * s2 + i3 * s3];
 }
 
-/* sums[c] = Σ_r src[r·ld + col0 + c] for c < cols: a bias's gradient. */
+/* sums[c] = Σ_r src[r·ld + col0 + c] for c < cols: a bias's gradient (reproducible arithmetic: every value and
+ * step flushed from subnormal to +0, so that a device's flush mode changes nothing). */
+#ifdef CLATTN_EXACT
+#define SUM_FLUSH(x) (fabs(x) < FLT_MIN ? 0.0f : (x))
+#else
+#define SUM_FLUSH(x) (x)
+#endif
 __kernel void clattn_column_sums(CLATTN_PARAMETERS(CLATTN_COLUMN_SUMS_PARAMS))
 {
     CLATTN_ABSENT(CLATTN_COLUMN_SUMS_PARAMS)
@@ -23,6 +29,6 @@ __kernel void clattn_column_sums(CLATTN_PARAMETERS(CLATTN_COLUMN_SUMS_PARAMS))
         return;
     float sum = 0.0f;
     for (ulong r = 0; r < rows; r++)
-        sum += src[r * ld + col0 + c];
+        sum = SUM_FLUSH(sum + SUM_FLUSH(src[r * ld + col0 + c]));
     sums[c] = sum;
 }

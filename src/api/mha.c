@@ -8,6 +8,7 @@
 #include "launch.h"
 #include "masks.h"
 #include "projection.h"
+#include "reproducible.h"
 #include "scratch.h"
 #include "sdpa.h"
 #include "staged.h"
@@ -141,10 +142,11 @@ clattn_status mha_run(clattn_context *ctx, const mha_shape *m, cl_mem x, cl_mem 
      * row of heads apart, which the hardware prefetchers do not follow across pages). Otherwise the
      * heads are read in place from the (B, L, H·D) outputs. The output is written straight into the
      * (B, L, H·D) concatenation W_O reads. */
-    const gemm_types in_types = {m->x_type, m->w_type, CLATTN_FLOAT32}, out_types = {CLATTN_FLOAT32, m->w_type,
-                                                                                     m->out_type};
+    const bool exact = reproducible_call(ctx, s); /* (clattn's GEMM in its exact build: cl/gemm.cl) */
+    const gemm_types in_types = {m->x_type, m->w_type, CLATTN_FLOAT32, exact},
+                     out_types = {CLATTN_FLOAT32, m->w_type, m->out_type, exact};
     const bool typed = m->x_type != CLATTN_FLOAT32 || m->w_type != CLATTN_FLOAT32 || m->out_type != CLATTN_FLOAT32;
-    const bool split = projection_splits_heads(ctx) || typed; /* (typed tensors run clattn's kernel) */
+    const bool split = projection_splits_heads(ctx) || typed || exact; /* (typed tensors run clattn's kernel) */
     const projection_heads q_heads = {s->q_len, s->qk_dim}, k_heads = {s->kv_len, s->qk_dim},
                            v_heads = {s->kv_len, s->v_dim};
     if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q_all, split ? &q_heads : NULL,

@@ -29,6 +29,7 @@ typedef struct layer_call {
     clattn_context *ctx;
     const mha_shape *m;
     const family_build *fb;
+    gemm_types gemm; /* float32, exact in reproducible arithmetic (every GEMM of the pass) */
     cl_mem temps[MAX_TEMPS];
     size_t ntemps;
 } layer_call;
@@ -118,12 +119,12 @@ static clattn_status input_gradients(layer_call *c, cl_mem input, size_t rows, s
         for (size_t i = 0; i < np && st == CLATTN_SUCCESS; i++)
             st = transpose(c, p[i].w, in_dim, p[i].heads * p[i].dim, wt, at[i] * in_dim);
         if (st == CLATTN_SUCCESS)
-            st = projection_run(c->ctx, rows, width, in_dim, g, wt, NULL, d_input, NULL, NULL);
+            st = projection_run(c->ctx, rows, width, in_dim, g, wt, NULL, d_input, NULL, &c->gemm);
     }
     if (st == CLATTN_SUCCESS && any_dw && (st = temp(c, in_dim * rows, "creating the transposed input", &xt)) == CLATTN_SUCCESS &&
         (st = temp(c, in_dim * width, "creating the weights' gradients", &dw)) == CLATTN_SUCCESS &&
         (st = transpose(c, input, rows, in_dim, xt, 0)) == CLATTN_SUCCESS &&
-        (st = projection_run(c->ctx, in_dim, rows, width, xt, g, NULL, dw, NULL, NULL)) == CLATTN_SUCCESS) {
+        (st = projection_run(c->ctx, in_dim, rows, width, xt, g, NULL, dw, NULL, &c->gemm)) == CLATTN_SUCCESS) {
         for (size_t i = 0; i < np && st == CLATTN_SUCCESS; i++) {
             const size_t w_i = p[i].heads * p[i].dim;
             const box4 b = {{1, 1, in_dim, w_i}, {0, 0, width, 1}, {0, 0, w_i, 1}};
@@ -158,13 +159,13 @@ static clattn_status layer_backward(layer_call *c, cl_mem x, cl_mem kv, const cl
 
     /* The forward again, each head contiguous (the GEMM splits them as it writes). */
     const cl_mem kv_in = kv ? kv : x;
-    const gemm_types f32 = {CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32};
+    const gemm_types *f32 = &c->gemm;
     const projection_heads q_heads = {L, s->qk_dim}, k_heads = {S, s->qk_dim}, v_heads = {S, s->v_dim},
                            o_heads = {L, s->v_dim};
-    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q, &q_heads, &f32)) != CLATTN_SUCCESS ||
-        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_k_width, kv_in, w->w_k, w->b_k, k, &k_heads, &f32)) !=
+    if ((st = projection_run(ctx, q_rows, m->model_dim, hk, x, w->w_q, w->b_q, q, &q_heads, f32)) != CLATTN_SUCCESS ||
+        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_k_width, kv_in, w->w_k, w->b_k, k, &k_heads, f32)) !=
             CLATTN_SUCCESS ||
-        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_v_width, kv_in, w->w_v, w->b_v, v, &v_heads, &f32)) !=
+        (st = projection_run(ctx, kv_rows, m->kv_dim, m->kv_v_width, kv_in, w->w_v, w->b_v, v, &v_heads, f32)) !=
             CLATTN_SUCCESS ||
         (st = sdpa_run_dense(ctx, s, q, k, v, mask, o, NULL, lse)) != CLATTN_SUCCESS)
         return st;
@@ -174,14 +175,14 @@ static clattn_status layer_backward(layer_call *c, cl_mem x, cl_mem kv, const cl
         cl_mem wo_t = NULL, c_t = NULL;
         if ((st = temp(c, hv * m->out_dim, "creating W_O transposed", &wo_t)) != CLATTN_SUCCESS ||
             (st = transpose(c, w->w_o, hv, m->out_dim, wo_t, 0)) != CLATTN_SUCCESS ||
-            (st = projection_run(ctx, q_rows, m->out_dim, hv, d_out, wo_t, NULL, d_o, &o_heads, &f32)) != CLATTN_SUCCESS)
+            (st = projection_run(ctx, q_rows, m->out_dim, hv, d_out, wo_t, NULL, d_o, &o_heads, f32)) != CLATTN_SUCCESS)
             return st;
         if (gr->d_w_o) { /* Cᵀ (hv × B·L) straight from the heads: element (b, h, i, d) to row h·Dv + d */
             const box4 b = {{B, H, L, s->v_dim}, {H * L * s->v_dim, L * s->v_dim, s->v_dim, 1},
                             {L, s->v_dim * q_rows, 1, q_rows}};
             if ((st = temp(c, hv * q_rows, "creating the heads' concatenation transposed", &c_t)) != CLATTN_SUCCESS ||
                 (st = copy_box(c, o, 0, c_t, 0, &b)) != CLATTN_SUCCESS ||
-                (st = projection_run(ctx, hv, q_rows, m->out_dim, c_t, d_out, NULL, gr->d_w_o, NULL, NULL)) !=
+                (st = projection_run(ctx, hv, q_rows, m->out_dim, c_t, d_out, NULL, gr->d_w_o, NULL, f32)) !=
                     CLATTN_SUCCESS)
                 return st;
         }
@@ -231,8 +232,6 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     if ((st = mha_check(ctx, desc, kv != NULL, w.w_o != NULL, w.b_o != NULL, mask != NULL, &m)) != CLATTN_SUCCESS)
         return st;
     const sdpa_shape *s = &m.sdpa;
-    if (reproducible_call(ctx, s))
-        return reproducible_refused(ctx, "the layer's backward pass");
     const char *unsupported = sdpa_backward_not_yet(s);
     if (unsupported)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_mha_backward: %s", unsupported);
@@ -278,9 +277,11 @@ clattn_status clattn_mha_backward(clattn_context *ctx, const clattn_mha_desc *de
     /* The pass runs on floats: attention's output inside is float whatever the layer's output type. */
     mha_shape floats = m;
     floats.sdpa.types.o = CLATTN_FLOAT32;
-    layer_call c = {.ctx = ctx, .m = &floats};
+    const bool exact = reproducible_call(ctx, s);
+    layer_call c = {.ctx = ctx, .m = &floats, .gemm = {CLATTN_FLOAT32, CLATTN_FLOAT32, CLATTN_FLOAT32, exact}};
     if ((st = projection_prepare(ctx)) != CLATTN_SUCCESS ||
-        (st = program_get(ctx, &family_layer_backward, "", 0, 0, NULL, &c.fb)) != CLATTN_SUCCESS)
+        (st = program_get(ctx, &family_layer_backward, exact ? "-DCLATTN_EXACT=1" : "", 0, 0, NULL, &c.fb)) !=
+            CLATTN_SUCCESS)
         return st;
     /* Tensors stored in 16-bit types: widened into float temporaries, the gradients computed into float
      * temporaries and rounded into the caller's buffers at the end. */

@@ -58,11 +58,11 @@ static clattn_status build_gemm_typed(clattn_context *ctx, const struct projecti
                                       cl_kernel *out)
 {
     const bool typed = t && (t->x != CLATTN_FLOAT32 || t->w != CLATTN_FLOAT32 || t->y != CLATTN_FLOAT32);
-    char options[TYPES_OPTIONS_MAX + 64], types[TYPES_OPTIONS_MAX] = "";
+    char options[TYPES_OPTIONS_MAX + 96], types[TYPES_OPTIONS_MAX] = "";
     if (typed)
         tensor_types_options((tensor_types){.q = t->x, .k = t->w, .v = CLATTN_FLOAT32, .o = t->y}, types, sizeof types);
-    snprintf(options, sizeof options, "-DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s", p->vec, p->choice.rows,
-             p->choice.vectors, p->vec > 1 ? 0 : 1, types);
+    snprintf(options, sizeof options, "-DVEC=%u -DMR=%u -DNV=%u -DROW_DIM=%d%s%s", p->vec, p->choice.rows,
+             p->choice.vectors, p->vec > 1 ? 0 : 1, types, t && t->exact ? " -DCLATTN_EXACT=1" : "");
     const family_build *fb;
     clattn_status st = program_get(ctx, &family_gemm, options, 0, 0, NULL, &fb);
     if (st == CLATTN_SUCCESS && out)
@@ -288,8 +288,9 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
                              cl_mem bias, cl_mem y, const projection_heads *heads, const gemm_types *types)
 {
     /* Other storage types: clattn's kernel, whatever the choice (CLBlast's half GEMM would need
-     * cl_khr_fp16, and it has no bfloat16). */
-    if (types && (types->x != CLATTN_FLOAT32 || types->w != CLATTN_FLOAT32 || types->y != CLATTN_FLOAT32))
+     * cl_khr_fp16, and it has no bfloat16); reproducible arithmetic: its exact build. */
+    if (types &&
+        (types->x != CLATTN_FLOAT32 || types->w != CLATTN_FLOAT32 || types->y != CLATTN_FLOAT32 || types->exact))
         return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads, types);
     const struct projection_state *p = state_of(ctx); /* made by projection_prepare */
     if (p->choice.impl == GEMM_CLBLAST && !p->blas_unusable && !heads)

@@ -22,6 +22,7 @@ typedef struct projection_heads {
 /* Storage types of X, of W and its bias, and of Y (no int8). */
 typedef struct gemm_types {
     clattn_dtype x, w, y;
+    bool exact; /* reproducible arithmetic: clattn's kernel in its exact build (cl/gemm.cl), never CLBlast */
 } gemm_types;
 
 /* Y = X·W (+ bias) on validated sizes; projection_prepare must have succeeded. heads: NULL for Y as
