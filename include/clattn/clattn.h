@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 22
+#define CLATTN_VERSION_MINOR 23
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.22.0"
+#define CLATTN_VERSION_STRING "0.23.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -540,9 +540,9 @@ typedef enum clattn_softmax_precision {
  * device group's other batches). Since 0.22 the fused kernel's exact build: each row takes its keys 16 a step from
  * key 0, every sum in one order, exp, log, tanh and 1/x from exactly rounded operations, contraction off,
  * subnormals kept from the hardware (docs/reproducible.md). Calls whose K/V are float32, float16, bfloat16 or
- * int8 — dense, ragged, paged, groups split by batches, clattn_sdpa_backward, the layer's attention (not yet its
- * projections); not yet the layer's backward pass, the weights output, the double softmax, sparse, cascade, a
- * group's split along the keys or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
+ * int8 — dense, ragged, paged, groups split by batches, clattn_sdpa_backward, the layer and its backward pass (since
+ * 0.23: clattn's GEMM in an exact build, never CLBlast); not yet the weights output, the double softmax, sparse,
+ * cascade, a group's split along the keys or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
  * created, makes it every call's. */
 typedef enum clattn_arithmetic {
     CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */

@@ -1,6 +1,6 @@
 """reproducible=True (clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE): the same bits whatever the algorithm,
-for a row alone and in a batch, as accurate as the default arithmetic against float64; the layer takes it (its attention reproducible, not yet its projections); what
-does not take it yet refuses it."""
+for a row alone and in a batch, as accurate as the default arithmetic against float64; the layer takes it (its
+projections too: the same bits on every algorithm); what does not take it yet refuses it."""
 import numpy as np
 import pytest
 
@@ -34,8 +34,11 @@ def test_a_row_alone_and_in_a_batch(ctx, rng):
 def test_layer_and_refusals(ctx, rng):
     x = rng.standard_normal((2, 5, 24)).astype(np.float32)
     w = [rng.standard_normal((24, 24)).astype(np.float32) * 0.2 for _ in range(4)]
-    out = clattn.multi_head_attention(x, *w, heads=3, is_causal=True, reproducible=True, context=ctx)
+    outs = [clattn.multi_head_attention(x, *w, heads=3, is_causal=True, reproducible=True, algorithm=a, context=ctx)
+            for a in ("auto", "fused", "staged")]
+    out = outs[0]
     assert out.shape == (2, 5, 24) and np.all(np.isfinite(out))
+    assert all(np.array_equal(o, out) for o in outs[1:])
     q = rng.standard_normal((1, 2, 3, 8)).astype(np.float32)
     with pytest.raises(clattn.Error, match="weights output"):
         clattn.scaled_dot_product_attention(q, q, q, weights="softmax", reproducible=True, context=ctx)
