@@ -5,7 +5,10 @@
  *     groups, one of them empty); prefixes that end mid-block; decode (L 1) and chunks (L 3, L 7: the group's
  *     n·L query rows on the fused kernel) with a bottom-right causal mask inside each sequence's own rows;
  *     grouped-query heads, sinks, soft-capping; out and lse.
- *  2. bad input, refused naming it with nothing written: a group index past the level's groups, a prefix
+ *  2. reproducible arithmetic (issue 41): on prefixes of whole blocks, the same bits as the reproducible dense call
+ *     over each sequence's keys written out whole (within tolerance of fp64), whatever shares what; a prefix that
+ *     ends mid-block refused, naming it;
+ *  3. bad input, refused naming it with nothing written: a group index past the level's groups, a prefix
  *     block outside the pool, a prefix longer than its blocks, more than 8 levels, fewer own rows than
  *     causal queries, ALiBi, key lengths, float16 queries, NULL arguments.
  */
@@ -36,7 +39,10 @@ static const ccase cases[] = {
      {1, 3}, {{0, 0, 0, 0, 0}, {0, 1, 0, 2, 1}}, {{48}, {33, 0, 20}}, {3, 9, 30, 4, 3}, BR, 1, 1},
     {"chunks of 7 without a causal mask, a prefix of 130 rows, GQA 6/3, blocks of 32", 3, 6, 3, 7, 24, 32, 1, {1},
      {{0, 0, 0}}, {{130}}, {0, 41, 7}, NONE, 0, 0},
+    {"whole blocks: 32 rows for all, 16 / 0 / 24 for three groups, L 2, GQA 4/2, sinks", 5, 4, 2, 2, 16, 8, 2,
+     {1, 3}, {{0, 0, 0, 0, 0}, {0, 1, 2, 1, 0}}, {{32}, {16, 0, 24}}, {3, 10, 2, 17, 8}, BR, 1, 0},
 };
+#define ALIGNED_CASE 3 /* (every prefix whole blocks: the one reproducible arithmetic takes) */
 #define NCASES (sizeof cases / sizeof cases[0])
 
 /* The pool: every prefix's blocks, then each sequence's own, all distinct; the rows as the reference
@@ -135,53 +141,107 @@ static void make_device(clattn_context *ctx, const ccase *c, const pool *p, devi
                                               c->prefix[l]};
 }
 
+/* A case's call on ctx: its pool on the device, the descriptor (masks and sinks in `keep`), Q. */
+typedef struct {
+    pool p;
+    device_side s;
+    clattn_masks m, whole_m;
+    clattn_sdpa_desc d, whole_d; /* the cascade's, and the dense call's over each sequence's keys written out whole */
+    size_t nq, nl, cap, total[MAX_B];
+    long long offsets[MAX_B];
+    float *q, *k_whole, *v_whole;
+    cl_mem mq;
+} call_state;
+
+static const float sinks[8] = {0.5f, -1.0f, 1.5f, 0.0f, 0.25f, -0.5f, 1.0f, 2.0f};
+
+static void call_make(clattn_context *ctx, size_t ci, call_state *t)
+{
+    const ccase *c = &cases[ci];
+    make_pool(c, &t->p, 40 + ci);
+    make_device(ctx, c, &t->p, &t->s);
+    t->nq = c->B * c->H * c->L * c->D, t->nl = c->B * c->H * c->L;
+    t->q = tu_falloc(t->nq);
+    tu_fill_uniform(t->q, t->nq, 1.0f, 50 + ci);
+    t->m = (clattn_masks)CLATTN_MASKS_INIT;
+    t->m.causal = c->causal;
+    t->d = tu_sdpa_desc(c->B, c->H, c->L, 0, c->D, c->D);
+    t->d.kv_heads = c->KVH, t->d.masks = &t->m;
+    t->d.sinks = c->sinks ? sinks : NULL;
+    t->d.softcap = c->softcap ? 2.0f : 0.0f;
+    t->mq = tu_dev_alloc(ctx, t->nq, t->q);
+    /* Each sequence's keys whole, its queries its last L rows. */
+    t->cap = 0;
+    for (size_t b = 0; b < c->B; b++) {
+        t->total[b] = keys_of(c, b);
+        t->cap = t->total[b] > t->cap ? t->total[b] : t->cap;
+        t->offsets[b] = (long long)t->total[b] - (long long)c->L;
+    }
+    t->whole_m = t->m;
+    t->whole_m.key_lengths = t->total;
+    t->whole_m.query_offsets = c->causal == BR ? t->offsets : NULL;
+    t->whole_d = t->d;
+    t->whole_d.kv_len = t->cap, t->whole_d.masks = &t->whole_m;
+    t->k_whole = whole(c, &t->p, t->p.k_pool, t->cap, t->total);
+    t->v_whole = whole(c, &t->p, t->p.v_pool, t->cap, t->total);
+}
+
 START_TEST(test_attention)
 {
     const ccase *c = &cases[TU_CASE(_i)];
     const size_t dev = TU_DEVICE(_i);
     clattn_context *ctx = tu_ctx[dev];
     tu_set_label("cascade \"%s\" on %s", c->name, tu_dev_spec[dev]);
-    pool p;
-    make_pool(c, &p, 40 + TU_CASE(_i));
-    device_side s;
-    make_device(ctx, c, &p, &s);
-    const size_t nq = c->B * c->H * c->L * c->D, nl = c->B * c->H * c->L;
-    float *q = tu_falloc(nq);
-    tu_fill_uniform(q, nq, 1.0f, 50 + TU_CASE(_i));
-    const float sinks[8] = {0.5f, -1.0f, 1.5f, 0.0f, 0.25f, -0.5f, 1.0f, 2.0f};
-    clattn_masks m = CLATTN_MASKS_INIT;
-    m.causal = c->causal;
-    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, 0, c->D, c->D);
-    d.kv_heads = c->KVH, d.masks = &m;
-    d.sinks = c->sinks ? sinks : NULL;
-    d.softcap = c->softcap ? 2.0f : 0.0f;
-    cl_mem mq = tu_dev_alloc(ctx, nq, q), mo = tu_dev_alloc(ctx, nq, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
-    TU_ASSERT_OK(clattn_sdpa_cascade(ctx, &d, &s.cache, s.levels, c->levels, c->own, mq, mo, ml), ctx,
+    call_state *t = tu_track_malloc(sizeof *t);
+    call_make(ctx, TU_CASE(_i), t);
+    const size_t nq = t->nq, nl = t->nl;
+    cl_mem mo = tu_dev_alloc(ctx, nq, NULL), ml = tu_dev_alloc(ctx, nl, NULL);
+    TU_ASSERT_OK(clattn_sdpa_cascade(ctx, &t->d, &t->s.cache, t->s.levels, c->levels, c->own, t->mq, mo, ml), ctx,
                  "clattn_sdpa_cascade");
     tu_finish(ctx);
-    /* The reference: each sequence's keys whole, its queries its last L rows. */
-    size_t cap = 0, total[MAX_B];
-    for (size_t b = 0; b < c->B; b++) {
-        total[b] = keys_of(c, b);
-        cap = total[b] > cap ? total[b] : cap;
-    }
-    long long offsets[MAX_B];
-    for (size_t b = 0; b < c->B; b++)
-        offsets[b] = (long long)total[b] - (long long)c->L;
-    clattn_masks rm = m;
-    rm.key_lengths = total;
-    rm.query_offsets = c->causal == BR ? offsets : NULL;
-    clattn_sdpa_desc r = d;
-    r.kv_len = cap, r.masks = &rm;
     double *ro = tu_dalloc(nq), *rl = tu_dalloc(nl);
-    ref_sdpa(&r, q, whole(c, &p, p.k_pool, cap, total), whole(c, &p, p.v_pool, cap, total), NULL, ro, NULL, rl);
+    ref_sdpa(&t->whole_d, t->q, t->k_whole, t->v_whole, NULL, ro, NULL, rl);
     check_close_named("out", tu_dev_read_checked(ctx, mo, nq, "out"), ro, nq, NULL);
     check_close_named("lse", tu_dev_read_checked(ctx, ml, nl, "lse"), rl, nl, NULL);
     /* Without lse: the same out. */
     cl_mem mo2 = tu_dev_alloc(ctx, nq, NULL);
-    TU_ASSERT_OK(clattn_sdpa_cascade(ctx, &d, &s.cache, s.levels, c->levels, c->own, mq, mo2, NULL), ctx,
+    TU_ASSERT_OK(clattn_sdpa_cascade(ctx, &t->d, &t->s.cache, t->s.levels, c->levels, c->own, t->mq, mo2, NULL), ctx,
                  "clattn_sdpa_cascade without lse");
     check_close_named("out (no lse)", tu_dev_read_checked(ctx, mo2, nq, "out"), ro, nq, NULL);
+}
+END_TEST
+
+/* 2. Reproducible arithmetic: the dense call's bits over the keys written out whole; mid-block prefixes refused. */
+START_TEST(test_reproducible)
+{
+    const size_t dev = _i;
+    clattn_context *ctx = tu_ctx[dev];
+    const ccase *c = &cases[ALIGNED_CASE];
+    tu_set_label("reproducible cascade \"%s\" on %s", c->name, tu_dev_spec[dev]);
+    call_state *t = tu_track_malloc(sizeof *t);
+    call_make(ctx, ALIGNED_CASE, t);
+    t->d.arithmetic = t->whole_d.arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE;
+    float *want_out = tu_falloc(t->nq), *want_lse = tu_falloc(t->nl);
+    cl_mem mo = tu_dev_alloc(ctx, t->nq, NULL), ml = tu_dev_alloc(ctx, t->nl, NULL);
+    TU_ASSERT_OK(clattn_sdpa_cascade(ctx, &t->d, &t->s.cache, t->s.levels, c->levels, c->own, t->mq, mo, ml), ctx,
+                 "the reproducible cascade");
+    const float *out = tu_dev_read(ctx, mo, t->nq), *lse = tu_dev_read(ctx, ml, t->nl);
+    TU_ASSERT_OK(clattn_sdpa_host(ctx, &t->whole_d, t->q, t->k_whole, t->v_whole, NULL, want_out, NULL, want_lse), ctx,
+                 "the reproducible dense call over the keys written out whole");
+    ck_assert_msg(memcmp(out, want_out, t->nq * sizeof(float)) == 0 && memcmp(lse, want_lse, t->nl * sizeof(float)) == 0,
+                  "%s: not the dense call's bits", tu_label());
+    double *ro = tu_dalloc(t->nq), *rl = tu_dalloc(t->nl);
+    ref_sdpa(&t->whole_d, t->q, t->k_whole, t->v_whole, NULL, ro, NULL, rl);
+    check_close_named("out", out, ro, t->nq, NULL);
+    check_close_named("lse", lse, rl, t->nl, NULL);
+    /* A prefix that ends mid-block (case 1's 33 rows in blocks of 8): refused, nothing written. */
+    call_state *mid = tu_track_malloc(sizeof *mid);
+    call_make(ctx, 1, mid);
+    mid->d.arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE;
+    cl_mem o = tu_dev_alloc(ctx, mid->nq, NULL);
+    tu_refused(ctx, clattn_sdpa_cascade(ctx, &mid->d, &mid->s.cache, mid->s.levels, cases[1].levels, cases[1].own,
+                                        mid->mq, o, NULL),
+               CLATTN_ERROR_INVALID_VALUE, "levels[1].lengths[0] = 33 is not a whole number of blocks", o, mid->nq);
 }
 END_TEST
 
@@ -256,6 +316,7 @@ static Suite *cascade_suite(void)
 {
     Suite *s = suite_create("cascade");
     tu_add_loop(s, "attention", test_attention, NCASES * tu_ndev);
+    tu_add_loop(s, "reproducible", test_reproducible, tu_ndev);
     tu_add_loop(s, "bad", test_bad, tu_ndev);
     return s;
 }

@@ -541,8 +541,9 @@ typedef enum clattn_softmax_precision {
  * key 0, every sum in one order, exp, log, tanh and 1/x from exactly rounded operations, contraction off,
  * subnormals kept from the hardware (docs/reproducible.md). Calls whose K/V are float32, float16, bfloat16 or
  * int8 — dense, ragged, paged, groups split by batches, clattn_sdpa_backward, the layer and its backward pass (since
- * 0.23: clattn's GEMM in an exact build, never CLBlast); not yet the weights output, the double softmax, sparse,
- * cascade, a group's split along the keys or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
+ * 0.23: clattn's GEMM in an exact build, never CLBlast), cascades of whole-block prefixes (since 0.23: the plain
+ * paged call's bits); not yet the weights output, the double softmax, sparse, a group's split along the keys or
+ * ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
  * created, makes it every call's. */
 typedef enum clattn_arithmetic {
     CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */
@@ -948,7 +949,10 @@ typedef struct clattn_cascade_level {
  * over the concatenated keys. out (B,H,L,Dv), lse (B,H,L) or NULL; q and out float32, the pools in any
  * type clattn_sdpa_paged reads. Options: scale, softcap, logit_scale, sinks, kv_heads, and a
  * CLATTN_CAUSAL_BOTTOM_RIGHT mask (within each sequence's own rows: every query sees all its prefixes);
- * key lengths, offsets, windows, additive masks, ALiBi, mods, block masks and weights are refused. */
+ * key lengths, offsets, windows, additive masks, ALiBi, mods, block masks and weights are refused. In reproducible
+ * arithmetic (since 0.23) the call is clattn_sdpa_paged over a table of each sequence's prefixes' blocks and then its
+ * own — the bits of the plain call over the concatenated keys, the sharing given up — which needs every prefix a
+ * whole number of blocks (else CLATTN_ERROR_INVALID_VALUE, naming it). */
 CLATTN_API clattn_status clattn_sdpa_cascade(clattn_context *ctx, const clattn_sdpa_desc *desc,
                                              const clattn_paged_cache *cache, const clattn_cascade_level *levels,
                                              size_t n_levels, const size_t *lengths, cl_mem q, cl_mem out,

@@ -58,8 +58,6 @@ static clattn_status options_check(clattn_context *ctx, const clattn_sdpa_desc *
                       : m->tree_parents ? "masks.tree_parents" : NULL;
     if (bad)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_cascade does not take %s", bad);
-    if (reproducible_desc(ctx, d))
-        return reproducible_refused(ctx, "shared-prefix (cascade) attention");
     if (d->q_dtype != CLATTN_FLOAT32 || d->out_dtype != CLATTN_FLOAT32)
         return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "clattn_sdpa_cascade: q and out are float32");
     return CLATTN_SUCCESS;
@@ -156,6 +154,74 @@ static clattn_status group_run(clattn_context *ctx, const clattn_sdpa_desc *d, c
     return st;
 }
 
+/* Reproducible arithmetic: a cascade's result is defined as clattn_sdpa_paged's over each sequence's keys written
+ * out whole, and is computed so — one paged call through a table that lists each sequence's prefixes' blocks, level
+ * by level, then its own (the same bits as that call, whatever shares what; the sharing's savings are given up).
+ * That table needs every prefix a sequence reads to be whole blocks. */
+static clattn_status cascade_exact(clattn_context *ctx, const clattn_sdpa_desc *d, const clattn_paged_cache *cache,
+                                   const clattn_cascade_level *levels, size_t n_levels, const size_t *lengths, cl_mem q,
+                                   cl_mem out, cl_mem lse)
+{
+    const size_t bs = cache->block_size;
+    size_t width = 0, *total = malloc(d->batch * sizeof *total);
+    if (!total)
+        return set_error(ctx, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "clattn_sdpa_cascade: the sequences' lengths");
+    clattn_status st = CLATTN_SUCCESS;
+    for (size_t b = 0; b < d->batch && st == CLATTN_SUCCESS; b++) {
+        total[b] = lengths[b];
+        for (size_t l = 0; l < n_levels && st == CLATTN_SUCCESS; l++) {
+            const size_t g = levels[l].group_of[b], rows = levels[l].lengths[g];
+            if (rows % bs != 0)
+                st = set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
+                               "clattn_sdpa_cascade in reproducible arithmetic: levels[%zu].lengths[%zu] = %zu is not a "
+                               "whole number of blocks of %zu rows (the sequences' keys are then read as one paged "
+                               "table)", l, g, rows, bs);
+            if (total[b] + rows < rows)
+                st = set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "clattn_sdpa_cascade: sequence %zu's keys overflow", b);
+            total[b] += rows;
+        }
+        const size_t blocks = (total[b] + bs - 1) / bs;
+        width = blocks > width ? blocks : width;
+    }
+    if (st == CLATTN_SUCCESS && width > SIZE_MAX / sizeof(cl_int) / d->batch)
+        st = set_error(ctx, CLATTN_ERROR_SIZE_OVERFLOW, "clattn_sdpa_cascade: the sequences' tables overflow");
+    cl_mem table = NULL;
+    if (st == CLATTN_SUCCESS)
+        st = make_buffer(ctx, d->batch * width * sizeof(cl_int), "the sequences' whole block tables", &table);
+    const cl_int zero = 0;
+    cl_int err = st == CLATTN_SUCCESS ? clEnqueueFillBuffer(ctx->queue, table, &zero, sizeof zero, 0,
+                                                            d->batch * width * sizeof(cl_int), 0, NULL, NULL)
+                                      : CL_SUCCESS;
+    for (size_t b = 0; b < d->batch && st == CLATTN_SUCCESS && err == CL_SUCCESS; b++) {
+        size_t at = b * width;
+        for (size_t l = 0; l < n_levels && err == CL_SUCCESS; l++) {
+            const clattn_cascade_level *lv = &levels[l];
+            const size_t g = lv->group_of[b], n = lv->lengths[g] / bs;
+            if (n)
+                err = clEnqueueWriteBuffer(ctx->queue, table, CL_TRUE, at * sizeof(cl_int), n * sizeof(cl_int),
+                                           lv->blocks + g * lv->max_blocks, 0, NULL, NULL);
+            at += n;
+        }
+        const size_t own = (lengths[b] + bs - 1) / bs;
+        if (err == CL_SUCCESS && own)
+            err = clEnqueueCopyBuffer(ctx->queue, cache->block_table, table, b * cache->max_blocks * sizeof(cl_int),
+                                      at * sizeof(cl_int), own * sizeof(cl_int), 0, NULL, NULL);
+    }
+    if (st == CLATTN_SUCCESS && err != CL_SUCCESS)
+        st = cl_error(ctx, err, "writing the sequences' whole block tables");
+    if (st == CLATTN_SUCCESS) {
+        clattn_paged_cache whole = *cache;
+        whole.block_table = table, whole.max_blocks = width;
+        clattn_sdpa_desc wd = *d;
+        wd.kv_len = 0;
+        st = clattn_sdpa_paged(ctx, &wd, &whole, total, q, NULL, out, lse);
+    }
+    if (table)
+        clReleaseMemObject(table);
+    free(total);
+    return st;
+}
+
 clattn_status clattn_sdpa_cascade(clattn_context *ctx, const clattn_sdpa_desc *desc, const clattn_paged_cache *cache,
                                   const clattn_cascade_level *levels, size_t n_levels, const size_t *lengths, cl_mem q,
                                   cl_mem out, cl_mem lse)
@@ -191,6 +257,8 @@ clattn_status clattn_sdpa_cascade(clattn_context *ctx, const clattn_sdpa_desc *d
             return set_error(ctx, CLATTN_ERROR_INVALID_VALUE,
                              "clattn_sdpa_cascade: lengths[%zu] = %zu, fewer own rows than the %zu causal queries", b,
                              lengths[b], d.q_len);
+    if (reproducible_desc(ctx, &d))
+        return cascade_exact(ctx, &d, cache, levels, n_levels, lengths, q, out, lse);
     for (size_t l = 0; l < n_levels; l++)
         if (levels[l].max_blocks > level_rows)
             level_rows = levels[l].max_blocks;
