@@ -83,6 +83,16 @@ START_TEST(test_create)
     TU_ASSERT_OK(st, NULL, "clattn_group_create(list)");
     ck_assert_msg(clattn_group_share(g, 0) == first, "shares differ between groups: %g and %g",
                   clattn_group_share(g, 0), first);
+    /* Speeds set: the shares follow them; a device out of range, a speed not positive and finite, refused. */
+    for (size_t i = 0; i < clattn_group_size(g); i++)
+        TU_ASSERT_OK(clattn_group_set_speed(g, i, (double)(i + 1)), NULL, "clattn_group_set_speed");
+    const double n = (double)clattn_group_size(g);
+    ck_assert_msg(fabs(clattn_group_share(g, 0) - 2.0 / (n * (n + 1))) < 1e-12, "share 0 after set_speed: %g",
+                  clattn_group_share(g, 0));
+    ck_assert(clattn_group_set_speed(g, clattn_group_size(g), 1.0) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_group_set_speed(g, 0, 0.0) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_group_set_speed(g, 0, NAN) == CLATTN_ERROR_INVALID_VALUE);
+    ck_assert(clattn_group_set_speed(NULL, 0, 1.0) == CLATTN_ERROR_NULL_ARGUMENT);
     clattn_group_free(g);
     const struct {
         const char *specs;

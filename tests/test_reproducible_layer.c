@@ -7,7 +7,9 @@
  *     test_backward.c's bound (16 float32 ulps of the array's largest entry), the same bits whatever desc.algorithm
  *     asks, and fingerprints equal to tests/data/reproducible_layer_hashes.txt's (recorded on PoCL; rusticl and
  *     oclgrind must give their bits; CLATTN_TEST_WRITE_HASHES=FILE writes the lines);
- *  2. under five other tunings (GEMM tiles, CLBlast asked for, attention tiles, the GPU class): the same bits.
+ *  2. under five other tunings (GEMM tiles, CLBlast asked for, attention tiles, the GPU class): the same bits;
+ *  3. where there are two devices or more (reproducible_layer-group: PoCL's and rusticl's), a device group's layer —
+ *     whole batches a device, then one batch's query rows split — gives each device alone's bits.
  */
 #include "test_util.h"
 
@@ -214,6 +216,39 @@ START_TEST(test_tunings)
 }
 END_TEST
 
+/* 3. A device group's layer, every device given the same speed (so that each takes a share). */
+START_TEST(test_group)
+{
+    char specs[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < tu_ndev && i < 4; i++)
+        used += (size_t)snprintf(specs + used, sizeof specs - used, "%s%.31s", i ? "," : "", tu_dev_spec[i]);
+    const lcase *c = &cases[0]; /* (2 batches; its causal mask moves with a query-row split) */
+    for (size_t batches = c->B; batches >= 1; batches--) {
+        tu_set_label("reproducible group layer of %s, %zu batches", specs, batches);
+        layer_state *r = tu_track_malloc(sizeof *r);
+        make(c, r, 990);
+        r->d.batch = batches;
+        clattn_group *g = NULL;
+        TU_ASSERT_OK(clattn_group_create(&g, specs), NULL, "clattn_group_create");
+        for (size_t i = 0; i < clattn_group_size(g); i++)
+            TU_ASSERT_OK(clattn_group_set_speed(g, i, 1.0), NULL, "clattn_group_set_speed");
+        const clattn_mha_host_weights w = weights_of(r);
+        float *out = tu_falloc(r->n[OUT]), *alone = tu_falloc(r->n[OUT]);
+        const clattn_status st = clattn_group_mha_host(g, &r->d, r->a[X], r->a[KV], &w, NULL, out);
+        clattn_group_free(g);
+        TU_ASSERT_OK(st, NULL, "clattn_group_mha_host, reproducible");
+        const size_t n = r->n[OUT] / c->B * batches;
+        for (size_t i = 0; i < tu_ndev; i++) {
+            TU_ASSERT_OK(clattn_mha_host(tu_ctx[i], &r->d, r->a[X], r->a[KV], &w, NULL, alone, NULL), tu_ctx[i],
+                         "clattn_mha_host, reproducible");
+            ck_assert_msg(memcmp(out, alone, n * sizeof(float)) == 0, "%s: the group's bits differ from %s alone",
+                          tu_label(), tu_dev_spec[i]);
+        }
+    }
+}
+END_TEST
+
 static Suite *reproducible_layer_suite(void)
 {
     const char *subset = getenv("CLATTN_TEST_REPRODUCIBLE_SUBSET");
@@ -222,6 +257,8 @@ static Suite *reproducible_layer_suite(void)
     Suite *s = suite_create("reproducible_layer");
     tu_add_loop(s, "cases", test_cases, N_CASES * tu_ndev);
     tu_add_loop(s, "tunings", test_tunings, tunings_run * tu_ndev);
+    if (tu_ndev > 1) /* (a group of one device splits nothing) */
+        tu_add_loop(s, "group", test_group, 1);
     return s;
 }
 

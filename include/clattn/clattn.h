@@ -1243,6 +1243,10 @@ CLATTN_API clattn_context *clattn_group_context(const clattn_group *group, size_
 /* (Each group call clears every member context's last error and warning first, as a call on a context
  * does: after it, clattn_last_warning of a member is that call's, failed or not, never an earlier one's.) */
 CLATTN_API double clattn_group_share(const clattn_group *group, size_t i);
+/* Set device i's speed (its share's weight, GFLOP/s as measured; since 0.23): a known split for known hardware, or a
+ * test's pinned one. Not kept with the cache. CLATTN_ERROR_NULL_ARGUMENT, or CLATTN_ERROR_INVALID_VALUE for i out of
+ * range or a speed that is not positive and finite (detail in clattn_last_error(NULL)). */
+CLATTN_API clattn_status clattn_group_set_speed(clattn_group *group, size_t i, double gflops);
 
 /* clattn_sdpa_host spread over the group, the devices working concurrently (a thread each): with at
  * least as many batches as devices, each device takes a run of whole batches; otherwise each takes a

@@ -1,20 +1,19 @@
 /* Device groups: one attention call spread over the contexts of several devices, a scheduler of threads. Independent
- * batches are divided between the devices; a batch too small to divide is split along the keys instead (SDPA), each
- * device running the partition primitive's sub-call over its run of keys (partition.h) and the host merging the
- * partial results as clattn_merge does, or along the queries (layers: each device projects all keys and values, and
- * its own query rows, whose masks the primitive moves to them). Each device's share follows its measured speed. */
+ * batches are divided between the devices; a batch too small to divide is split along the keys instead, each device
+ * running the partition primitive's sub-call over its run of keys (partition.h) and the host merging the partial
+ * results as clattn_merge does — or, in reproducible arithmetic, along the query rows (each row's bits its own, no
+ * merge). Each device's share follows its measured speed. The layers' calls: src/api/group_mha.c. */
 #include "block_mask.h"
 #include "cache.h"
 #include "context.h"
 #include "error.h"
 #include "masks.h"
-#include "mha.h"
 #include "mods.h"
 #include "partition.h"
 #include "sdpa.h"
-#include "versioned.h"
 #include "validate.h"
 #include "reproducible.h"
+#include "group_parts.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -23,13 +22,6 @@
 #include <string.h>
 #include <time.h>
 
-#define GROUP_MAX 16
-
-struct clattn_group_s {
-    size_t count;
-    clattn_context *ctx[GROUP_MAX];
-    double speed[GROUP_MAX]; /* GFLOP/s of the measuring SDPA: the shares' weights */
-};
 
 static const char speed_record_name[] = "group speed, format 1";
 
@@ -179,10 +171,21 @@ double clattn_group_share(const clattn_group *g, size_t i)
     return g->speed[i] / total;
 }
 
+clattn_status clattn_group_set_speed(clattn_group *g, size_t i, double gflops)
+{
+    if (!g)
+        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the group is NULL");
+    if (i >= g->count || !(gflops > 0.0) || !isfinite(gflops))
+        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE, "clattn_group_set_speed: %s", i >= g->count ?
+                         "the group has no such device" : "the speed is not positive and finite");
+    g->speed[i] = gflops;
+    return CLATTN_SUCCESS;
+}
+
 /* What every group call starts with: each member context's last error and warning cleared (as a call on
  * one context clears its own), so that after a group call, failed or not, a member's warning is this
  * call's, never that of an earlier call or of the group's creation. Returns the first context's check. */
-static clattn_status group_begin_call(clattn_group *g)
+clattn_status group_begin_call(clattn_group *g)
 {
     for (size_t i = 1; i < g->count; i++)
         (void)check_context(g->ctx[i]);
@@ -190,7 +193,7 @@ static clattn_status group_begin_call(clattn_group *g)
 }
 
 /* [begin[d], begin[d+1]) of n items for each device, in proportion to the shares (every item placed). */
-static void divide(const clattn_group *g, size_t n, size_t *begin)
+void group_divide(const clattn_group *g, size_t n, size_t *begin)
 {
     double acc = 0.0;
     begin[0] = 0;
@@ -202,21 +205,15 @@ static void divide(const clattn_group *g, size_t n, size_t *begin)
     }
 }
 
-/* What every part of a group call starts with: its device (NULL: it sits the call out) and outcome. */
-typedef struct part_head {
-    clattn_context *ctx;
-    clattn_status status;
-    char error[512];
-} part_head;
-
 /* One device's part of a group call, run on a thread of its own. */
 typedef struct part {
     part_head head; /* first: run_parts reaches it */
     clattn_sdpa_desc desc; /* a run of batches' call */
     clattn_masks masks;
     clattn_window window;
-    partition_part keys; /* a run of keys' sub-call (its desc run instead of `desc`) */
-    bool by_keys;
+    partition_part keys; /* a run of keys' (or of query rows') sub-call (its desc run instead of `desc`) */
+    bool by_keys, by_rows;
+    float *q_copy, *out_copy, *lse_copy; /* a run of query rows' own */
     const float *q, *mask;
     const void *k, *v; /* in desc's k_dtype and v_dtype */
     float *out, *lse;
@@ -225,7 +222,7 @@ typedef struct part {
 static void *part_run(void *arg)
 {
     part *p = arg;
-    const clattn_sdpa_desc *d = p->by_keys ? &p->keys.desc : &p->desc;
+    const clattn_sdpa_desc *d = p->by_keys || p->by_rows ? &p->keys.desc : &p->desc;
     p->head.status = clattn_sdpa_host(p->head.ctx, d, p->q, p->k, p->v, p->mask, p->out, NULL, p->lse);
     if (p->head.status != CLATTN_SUCCESS)
         snprintf(p->head.error, sizeof p->head.error, "%s", clattn_last_error(p->head.ctx));
@@ -234,7 +231,7 @@ static void *part_run(void *arg)
 
 /* Run fn on the n parts (each `size` bytes, its part_head first) that have a device, concurrently, a
  * thread each (in turn where no thread can be had); the first failure names its device. */
-static clattn_status run_parts(void *parts, size_t size, size_t n, void *(*fn)(void *))
+clattn_status group_run_parts(void *parts, size_t size, size_t n, void *(*fn)(void *))
 {
     pthread_t threads[GROUP_MAX];
     bool started[GROUP_MAX] = {false};
@@ -260,7 +257,7 @@ static clattn_status run_parts(void *parts, size_t size, size_t n, void *(*fn)(v
 }
 
 /* The additive mask's rows and batch stride, by layout (its last dimension has `cols` entries). */
-static size_t mask_batch_rows(const sdpa_shape *s)
+size_t group_mask_batch_rows(const sdpa_shape *s)
 {
     switch (s->masks.additive) {
     case CLATTN_MASK_B_H_L_S: return s->heads * s->q_len;
@@ -272,7 +269,7 @@ static size_t mask_batch_rows(const sdpa_shape *s)
 
 /* The call's masks for one device's part (the window copied beside them), and for a run of batches
  * starting at b0 their per-batch arrays advanced to it. */
-static void part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, size_t b0)
+void group_part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, size_t b0)
 {
     *m = s->masks;
     if (s->masks.window) {
@@ -287,8 +284,8 @@ static void part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, s
 
 /* A part's mods and block mask (the call's) as its device takes them: copies on the group's other members
  * (mods.h, block_mask.h), made there once and kept with the caller's objects. Run before the parts start. */
-static clattn_status part_mods(clattn_context *ctx, size_t device, const clattn_mods **mods,
-                               const clattn_block_mask **mask)
+clattn_status group_part_mods(clattn_context *ctx, size_t device, const clattn_mods **mods,
+                                     const clattn_block_mask **mask)
 {
     const clattn_mods *call_mods = *mods;
     clattn_status st = mods_on_context(call_mods, ctx, mods);
@@ -324,14 +321,14 @@ static void batch_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, 
     p->desc.batch = b1 - b0;
     p->desc.origin_batch = d->origin_batch + b0; /* (mods and block masks see the call's batches) */
     p->desc.masks = &p->masks;
-    part_masks(s, &p->masks, &p->window, b0);
+    group_part_masks(s, &p->masks, &p->window, b0);
     const size_t qb = s->heads * s->q_len * s->qk_dim, ob = s->heads * s->q_len * s->v_dim;
     p->q = q + b0 * qb;
     p->k = (const char *)k + b0 * batch_bytes(s, s->types.k, s->qk_dim);
     p->v = (const char *)v + b0 * batch_bytes(s, s->types.v, s->v_dim);
     p->out = out + b0 * ob;
     p->lse = lse + b0 * s->heads * s->q_len;
-    const size_t rows = mask_batch_rows(s);
+    const size_t rows = group_mask_batch_rows(s);
     p->mask = mask ? mask + (rows ? b0 * rows * s->mask_cols : 0) : NULL;
 }
 
@@ -366,14 +363,45 @@ static clattn_status key_part(part *p, const sdpa_shape *s, const clattn_sdpa_de
     return CLATTN_SUCCESS;
 }
 
+/* Reproducible arithmetic's split of a batch too small to divide: query rows [i0, i1) of every batch and head on one
+ * device over all the keys — the partition primitive's sub-call with the sinks kept (nothing is merged), its rows
+ * of Q and of the mask copied out, its out and lse copied back after. Each row's bits are a function of its own
+ * inputs, so the group's are one device's alone. */
+static clattn_status rows_part(part *p, const sdpa_shape *s, const clattn_sdpa_desc *d, const float *q, const void *k,
+                               const void *v, const float *mask, size_t i0, size_t i1)
+{
+    const size_t n = i1 - i0, slices = s->batch * s->heads;
+    p->by_rows = true;
+    if (!partition_part_init(&p->keys, s->batch))
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's query rows");
+    (void)partition_part_make(s, d, i0, n, 0, s->kv_len, &p->keys); /* (a hidden block still runs: its empty rows) */
+    p->keys.desc.sinks = d->sinks;
+    p->q_copy = malloc(slices * n * s->qk_dim * sizeof *p->q_copy);
+    p->out_copy = malloc(slices * n * s->v_dim * sizeof *p->out_copy);
+    p->lse_copy = malloc(slices * n * sizeof *p->lse_copy);
+    float *mm = mask ? malloc(partition_mask_elems(s, &p->keys) * sizeof *mm) : NULL;
+    p->mask = mm;
+    if (!p->q_copy || !p->out_copy || !p->lse_copy || (mask && !mm))
+        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's query rows");
+    partition_rows_host(true, slices, s->q_len, s->qk_dim, i0, n, (float *)q, p->q_copy);
+    if (mask)
+        partition_mask_host(s, &p->keys, mask, mm);
+    p->q = p->q_copy, p->k = k, p->v = v, p->out = p->out_copy, p->lse = p->lse_copy;
+    return CLATTN_SUCCESS;
+}
+
 static void part_free(part *p)
 {
     partition_part_release(&p->keys);
     if (p->by_keys) {
         free((void *)p->k);
         free((void *)p->v);
-        free((void *)p->mask);
     }
+    if (p->by_keys || p->by_rows)
+        free((void *)p->mask);
+    free(p->q_copy);
+    free(p->out_copy);
+    free(p->lse_copy);
 }
 
 /* The parts that ran, merged into out and lse (the sinks once), as clattn_merge merges them. */
@@ -404,9 +432,7 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
         return st;
     if (st != CLATTN_SUCCESS || (st = sdpa_check(first, desc, mask != NULL, &s)) != CLATTN_SUCCESS ||
         (st = sdpa_check_algorithm(first, &s, false)) != CLATTN_SUCCESS ||
-        (st = masks_whole_call_only(first, &s, "clattn_group_sdpa_host")) != CLATTN_SUCCESS ||
-        (reproducible_call(first, &s) && s.batch < g->count && /* (whole batches a device: the same bits) */
-         (st = reproducible_refused(first, "a group's split along the keys (fewer batches than devices)"))))
+        (st = masks_whole_call_only(first, &s, "clattn_group_sdpa_host")) != CLATTN_SUCCESS)
         return set_error(NULL, st, "%s", clattn_last_error(first));
     if (!q || !k || !v || !out)
         return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
@@ -427,174 +453,50 @@ clattn_status clattn_group_sdpa_host(clattn_group *g, const clattn_sdpa_desc *de
     memset(parts, 0, sizeof parts);
     size_t begin[GROUP_MAX + 1];
     const bool by_batch = s.batch >= g->count;
-    if (!by_batch && (dtype_is_token(s.types.k) || dtype_is_token(s.types.v))) /* (its chunks hold whole heads) */
+    /* (reproducible arithmetic: query rows rather than keys, whose merge would change the bits) */
+    const bool by_rows = !by_batch && reproducible_call(first, &s);
+    if (!by_batch && !by_rows && (dtype_is_token(s.types.k) || dtype_is_token(s.types.v))) /* (chunks: whole heads) */
         return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
                          "desc.%s is %s, a token format: a group splits it by batches only (%zu batches for %zu "
                          "devices)", dtype_is_token(s.types.k) ? "k_dtype" : "v_dtype",
                          clattn_dtype_name(dtype_is_token(s.types.k) ? s.types.k : s.types.v), s.batch, g->count);
     float *lse_all = lse ? lse : malloc(s.lse_elems * sizeof *lse_all);
-    float *scratch = by_batch ? NULL : malloc(g->count * (s.out_elems + s.lse_elems) * sizeof *scratch);
-    if (!lse_all || (!by_batch && !scratch)) {
+    float *scratch = by_batch || by_rows ? NULL : malloc(g->count * (s.out_elems + s.lse_elems) * sizeof *scratch);
+    if (!lse_all || (!by_batch && !by_rows && !scratch)) {
         st = set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a group call's temporaries");
         goto done;
     }
-    divide(g, by_batch ? s.batch : s.kv_len, begin);
+    group_divide(g, by_batch ? s.batch : by_rows ? s.q_len : s.kv_len, begin);
     for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS; d++) {
         if (begin[d + 1] == begin[d])
             continue; /* no share: the device sits this call out */
         parts[d].head.ctx = g->ctx[d];
         if (by_batch)
             batch_part(&parts[d], &s, desc, q, k, v, mask, out, lse_all, begin[d], begin[d + 1]);
+        else if (by_rows)
+            st = rows_part(&parts[d], &s, desc, q, k, v, mask, begin[d], begin[d + 1]);
         else
             st = key_part(&parts[d], &s, desc, q, k, v, mask, scratch + d * s.out_elems,
                           scratch + g->count * s.out_elems + d * s.lse_elems, begin[d], begin[d + 1]);
-        clattn_sdpa_desc *pd = parts[d].by_keys ? &parts[d].keys.desc : &parts[d].desc;
+        clattn_sdpa_desc *pd = parts[d].by_keys || parts[d].by_rows ? &parts[d].keys.desc : &parts[d].desc;
         if (st == CLATTN_SUCCESS && parts[d].head.ctx)
-            st = part_mods(g->ctx[d], d, &pd->mods, &pd->block_mask);
+            st = group_part_mods(g->ctx[d], d, &pd->mods, &pd->block_mask);
     }
     if (st == CLATTN_SUCCESS)
-        st = run_parts(parts, sizeof parts[0], g->count, part_run);
-    if (st == CLATTN_SUCCESS && !by_batch)
+        st = group_run_parts(parts, sizeof parts[0], g->count, part_run);
+    if (st == CLATTN_SUCCESS && !by_batch && !by_rows)
         merge_parts(&s, parts, g->count, out, lse_all);
+    for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS && by_rows; d++) /* (the rows back into place) */
+        if (parts[d].head.ctx) {
+            const size_t slices = s.batch * s.heads, n = begin[d + 1] - begin[d];
+            partition_rows_host(false, slices, s.q_len, s.v_dim, begin[d], n, out, parts[d].out_copy);
+            partition_rows_host(false, slices, s.q_len, 1, begin[d], n, lse_all, parts[d].lse_copy);
+        }
 done:
     for (size_t d = 0; d < g->count; d++)
         part_free(&parts[d]);
     if (lse_all != lse)
         free(lse_all);
     free(scratch);
-    return st;
-}
-
-/* One device's part of a group layer, run on a thread of its own. */
-typedef struct layer_part {
-    part_head head; /* first: run_parts reaches it */
-    clattn_mha_desc desc;
-    clattn_masks masks; /* a run of batches' */
-    clattn_window window;
-    partition_part rows; /* a run of query rows' masks (the partition primitive's, over every key) */
-    const float *x, *kv, *mask;
-    const clattn_mha_host_weights *w;
-    float *out;
-    float *x_copy, *mask_copy, *out_copy; /* a query split's own rows */
-} layer_part;
-
-static void *layer_part_run(void *arg)
-{
-    layer_part *p = arg;
-    p->head.status = clattn_mha_host(p->head.ctx, &p->desc, p->x, p->kv, p->w, p->mask, p->out, NULL);
-    if (p->head.status != CLATTN_SUCCESS)
-        snprintf(p->head.error, sizeof p->head.error, "%s", clattn_last_error(p->head.ctx));
-    return NULL;
-}
-
-/* Query rows [i0, i1) of every batch on one device, as cross-attention from those rows to all of the
- * layer's keys (self-attention: X itself), their masks the partition primitive's for that block (its
- * rows of X, of the mask and of the output copied). */
-static clattn_status layer_rows_part(layer_part *p, const mha_shape *m, const clattn_mha_desc *d, const float *x,
-                                     const float *kv, const float *mask, size_t i0, size_t i1)
-{
-    const sdpa_shape *s = &m->sdpa;
-    const size_t n = i1 - i0, width = m->has_out_proj ? m->out_dim : s->heads * s->v_dim;
-    p->desc = *d;
-    p->desc.q_len = n;
-    p->desc.kv_len = s->kv_len;
-    p->desc.kv_dim = m->kv_dim;
-    p->desc.masks = &p->rows.masks;
-    const bool made = partition_part_init(&p->rows, s->batch);
-    p->x_copy = malloc(s->batch * n * m->model_dim * sizeof *p->x_copy);
-    p->out_copy = malloc(s->batch * n * width * sizeof *p->out_copy);
-    if (made) /* (a hidden block still runs: a layer's empty rows are its biases) */
-        (void)partition_part_make(s, NULL, i0, n, 0, s->kv_len, &p->rows);
-    p->mask_copy = mask && made ? malloc(partition_mask_elems(s, &p->rows) * sizeof *p->mask_copy) : NULL;
-    if (!made || !p->x_copy || !p->out_copy || (mask && !p->mask_copy))
-        return set_error(NULL, CLATTN_ERROR_OUT_OF_HOST_MEMORY, "a device's query rows");
-    partition_rows_host(true, s->batch, s->q_len, m->model_dim, i0, n, (float *)x, p->x_copy);
-    if (mask)
-        partition_mask_host(s, &p->rows, mask, p->mask_copy);
-    p->x = p->x_copy;
-    p->kv = kv ? kv : x; /* self-attention: every row of X gives keys and values */
-    p->mask = p->mask_copy;
-    p->out = p->out_copy;
-    return CLATTN_SUCCESS;
-}
-
-clattn_status clattn_group_mha_host(clattn_group *g, const clattn_mha_desc *desc, const float *x, const float *kv,
-                                    const clattn_mha_host_weights *weights, const void *mask, float *out)
-{
-    if (!g)
-        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "the group is NULL");
-    clattn_context *first = g->ctx[0];
-    clattn_mha_host_weights w;
-    mha_shape m;
-    clattn_mha_desc full;
-    clattn_status st = group_begin_call(g);
-    if (st == CLATTN_SUCCESS)
-        st = mha_host_weights_read(first, weights, &w);
-    if (st == CLATTN_SUCCESS)
-        st = mha_check(first, desc, kv != NULL, w.w_o != NULL, w.b_o != NULL, mask != NULL, &m);
-    if (st == CLATTN_SUCCESS)
-        st = versioned_copy(first, desc, sizeof full, sizeof full, sizeof(size_t), "clattn_mha_desc",
-                            "CLATTN_MHA_DESC_INIT", &full);
-    if (st == CLATTN_SUCCESS && (st = sdpa_check_algorithm(first, &m.sdpa, false)) == CLATTN_SUCCESS &&
-        (st = masks_whole_call_only(first, &m.sdpa, "clattn_group_mha_host")) == CLATTN_SUCCESS &&
-        reproducible_call(first, &m.sdpa))
-        st = reproducible_refused(first, "device groups");
-    if (st != CLATTN_SUCCESS)
-        return set_error(NULL, st, "%s", clattn_last_error(first));
-    const sdpa_shape *s = &m.sdpa;
-    if (!x || !w.w_q || !w.w_k || !w.w_v || !out)
-        return set_error(NULL, CLATTN_ERROR_NULL_ARGUMENT, "host array %s is NULL",
-                         !x ? "x" : !w.w_q ? "w_q" : !w.w_k ? "w_k" : !w.w_v ? "w_v" : "out");
-    const char *typed = m.x_type != CLATTN_FLOAT32     ? "desc.x_dtype"
-                        : m.w_type != CLATTN_FLOAT32   ? "desc.weight_dtype"
-                        : m.out_type != CLATTN_FLOAT32 ? "desc.out_dtype"
-                        : mask && s->masks.mask_type != CLATTN_MASK_FLOAT ? "masks.mask_type"
-                                                                          : NULL;
-    if (typed)
-        return set_error(NULL, CLATTN_ERROR_INVALID_VALUE,
-                         "%s: group calls take float32 tensors and float masks", typed);
-    layer_part parts[GROUP_MAX];
-    memset(parts, 0, sizeof parts);
-    size_t begin[GROUP_MAX + 1];
-    const bool by_batch = s->batch >= g->count;
-    const size_t width = m.has_out_proj ? m.out_dim : s->heads * s->v_dim;
-    divide(g, by_batch ? s->batch : s->q_len, begin);
-    for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS; d++) {
-        if (begin[d + 1] == begin[d])
-            continue;
-        layer_part *p = &parts[d];
-        p->head.ctx = g->ctx[d];
-        p->w = &w;
-        if (by_batch) {
-            const size_t b0 = begin[d], b1 = begin[d + 1], rows = mask_batch_rows(s);
-            p->desc = full;
-            p->desc.batch = b1 - b0;
-            p->desc.origin_batch = full.origin_batch + b0;
-            p->desc.masks = &p->masks;
-            part_masks(s, &p->masks, &p->window, b0);
-            p->x = x + b0 * s->q_len * m.model_dim;
-            p->kv = kv ? kv + b0 * s->kv_len * m.kv_dim : NULL;
-            p->mask = mask ? (const float *)mask + (rows ? b0 * rows * s->mask_cols : 0) : NULL;
-            p->out = out + b0 * s->q_len * width;
-        } else {
-            st = layer_rows_part(p, &m, &full, x, kv, mask, begin[d], begin[d + 1]);
-        }
-        if (st == CLATTN_SUCCESS)
-            st = part_mods(g->ctx[d], d, &p->desc.mods, &p->desc.block_mask);
-    }
-    if (st == CLATTN_SUCCESS)
-        st = run_parts(parts, sizeof parts[0], g->count, layer_part_run);
-    /* A query split's rows back into place, all or nothing. */
-    for (size_t d = 0; d < g->count && st == CLATTN_SUCCESS && !by_batch; d++) {
-        if (parts[d].head.ctx)
-            partition_rows_host(false, s->batch, s->q_len, width, begin[d], begin[d + 1] - begin[d], out,
-                                parts[d].out_copy);
-    }
-    for (size_t d = 0; d < g->count; d++) {
-        partition_part_release(&parts[d].rows);
-        free(parts[d].x_copy);
-        free(parts[d].mask_copy);
-        free(parts[d].out_copy);
-    }
     return st;
 }

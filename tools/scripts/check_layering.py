@@ -84,7 +84,9 @@ LAYERS = [
         "cascade.c",                   # clattn_sdpa_cascade: shared prefixes read once, merged with each own part
         "host.c",                      # the *_host variants
         "context.c",                   # the owner
+        "group_parts.h",               # what the device-group files share
         "group.c",                     # device groups: one call over the contexts of several devices
+        "group_mha.c",                 # device groups' layers
     ]),
 ]
 ORDER = [name for _, names in LAYERS for name in names]
