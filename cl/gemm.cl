@@ -20,19 +20,18 @@
  *
  * Reproducible arithmetic (-DCLATTN_EXACT=1; issue 41): each element is already one fma chain over k ascending from
  * its bias, whatever the tile; what is left is a device's flush mode. Entries of X and W below 2^-40 in magnitude
- * count as 0 and a bias below 2^-103 as 0 (their share of a sum is below float's resolution of any term ≥ 2^-63):
- * every product is then a multiple of 2^-126, and so every partial sum — never subnormal, the same bits flushed or
- * not. Zeros are stored as +0 (a compiler may make fma(a, b, +0) a product, −0 where a·b is).
+ * count as 0 (they arrive so: cl/projection.cl's clattn_cut_small, a pass over each rather than a test at each of
+ * the many reads) and a bias below 2^-103 as 0 (their share of a sum is below float's resolution of any term
+ * ≥ 2^-63): every product is then a multiple of 2^-126, and so every partial sum — never subnormal, the same bits
+ * flushed or not. Zeros are stored as +0 (a compiler may make fma(a, b, +0) a product, −0 where a·b is).
  *
  * Build options: VEC, MR, NV, ROW_DIM, and the types. */
 
 #ifdef CLATTN_EXACT
 #define GEMM_CUT(x, below) (fabs(x) < (below) ? 0.0f : (x))
-#define GEMM_CUTV(x) select((x), (vec_t)0.0f, fabs(x) < (vec_t)0x1p-40f)
 #define GEMM_ZERO_PLUS(x) select((x), (vec_t)0.0f, (x) == (vec_t)0.0f)
 #else
 #define GEMM_CUT(x, below) (x)
-#define GEMM_CUTV(x) (x)
 #define GEMM_ZERO_PLUS(x) (x)
 #endif
 
@@ -74,16 +73,16 @@ inline void gemm_tile(__global const q_store *x, __global const k_store *w, __gl
         vec_t wv[NV];
         if (full) {
             UNROLL for (int u = 0; u < NV; u++)
-                wv[u] = GEMM_CUTV(VLOAD_FMT(K_FMT, wk, u * VEC));
+                wv[u] = VLOAD_FMT(K_FMT, wk, u * VEC);
         } else {
             float lane[NR];
             for (int t = 0; t < NR; t++)
-                lane[t] = c0 + t < out ? GEMM_CUT(LOAD_K(wk, t), 0x1p-40f) : 0.0f;
+                lane[t] = c0 + t < out ? LOAD_K(wk, t) : 0.0f;
             UNROLL for (int u = 0; u < NV; u++)
                 wv[u] = VLOAD(lane + u * VEC);
         }
         UNROLL for (int r = 0; r < MR; r++) {
-            const vec_t xv = (vec_t)GEMM_CUT(LOAD_Q(xr[r], k), 0x1p-40f);
+            const vec_t xv = (vec_t)LOAD_Q(xr[r], k);
             UNROLL for (int u = 0; u < NV; u++)
                 acc[r][u] = fma(xv, wv[u], acc[r][u]);
         }

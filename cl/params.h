@@ -428,6 +428,11 @@
     X(ALL, MEM, __global const float *, bias, 0)                                                             \
     X(ALL, ULONG, ulong, rows, 0)                                                                            \
     X(ALL, ULONG, ulong, cols, 0)
+#define CLATTN_CUT_SMALL_PARAMS(X)                                                                           \
+    X(ALL, MEM, __global const uint *, src, 0)                                                               \
+    X(ALL, MEM, __global uint *, dst, 0)                                                                     \
+    X(ALL, ULONG, ulong, n, 0)                                                                               \
+    X(ALL, INT, int, bfloat16, 0)
 
 #ifdef __OPENCL_C_VERSION__
 /* The kernel side: CLATTN_PARAMETERS(list) is a parameter list, CLATTN_ABSENT(list) the constants that

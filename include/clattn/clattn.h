@@ -540,10 +540,10 @@ typedef enum clattn_softmax_precision {
  * device group's other batches). Since 0.22 the fused kernel's exact build: each row takes its keys 16 a step from
  * key 0, every sum in one order, exp, log, tanh and 1/x from exactly rounded operations, contraction off,
  * subnormals kept from the hardware (docs/reproducible.md). Calls whose K/V are float32, float16, bfloat16 or
- * int8 — dense, ragged, paged, groups split by batches, clattn_sdpa_backward, the layer and its backward pass (since
- * 0.23: clattn's GEMM in an exact build, never CLBlast), cascades of whole-block prefixes (since 0.23: the plain
- * paged call's bits); not yet the weights output, the double softmax, sparse, a group's split along the keys or
- * ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
+ * int8 — dense, ragged, paged, device groups (by batches; since 0.23 a batch too small to divide by query rows, not
+ * keys), clattn_sdpa_backward, the layer and its backward pass (since 0.23: clattn's GEMM in an exact build, never
+ * CLBlast), cascades of whole-block prefixes (since 0.23: the plain paged call's bits); not yet the weights output,
+ * the double softmax, sparse or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
  * created, makes it every call's. */
 typedef enum clattn_arithmetic {
     CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */
@@ -1252,7 +1252,8 @@ CLATTN_API clattn_status clattn_group_set_speed(clattn_group *group, size_t i, d
  * least as many batches as devices, each device takes a run of whole batches; otherwise each takes a
  * run of the keys — its K/V rows, the mask's columns, key lengths and positions shifted to the slice —
  * and the partial results are merged through their log-sum-exps (the sinks counted once), exactly, as
- * clattn_merge does. Shares follow clattn_group_share; a device whose share rounds to nothing sits the
+ * clattn_merge does (in reproducible arithmetic, since 0.23, a run of the query rows instead: one device's bits).
+ * Shares follow clattn_group_share; a device whose share rounds to nothing sits the
  * call out. Float32 Q, outputs and masks; K and V (since 0.15) in desc's k_dtype and v_dtype — any format
  * clattn_sdpa_host takes, blocks copied whole, so a quantised cache is split and sent as its bytes, never
  * widened; no weights output; lse may be NULL. Since 0.10 desc.mods and

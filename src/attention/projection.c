@@ -7,11 +7,13 @@
 
 #include "context.h"
 #include "device.h"
+#include "dtype.h"
 #include "error.h"
 #include "fault.h"
 #include "launch.h"
 #include "profile.h"
 #include "program.h"
+#include "scratch.h"
 #include "tuning.h"
 #include "validate.h"
 
@@ -278,6 +280,29 @@ static clattn_status blas_gemm(clattn_context *ctx, size_t rows, size_t in_dim, 
     return kernel_launch_auto(ctx, &a, "projection bias", 2, global);
 }
 
+/* Reproducible arithmetic's inputs: *m (n entries of `type`) with its entries below 2^-40 cut (cl/projection.cl),
+ * into the scratch `slot`, then *m that copy. float16 has none (its smallest is 2^-24): left as it is. */
+static clattn_status cut_small(clattn_context *ctx, cl_mem *m, clattn_dtype type, size_t n, scratch_slot slot)
+{
+    if (type == CLATTN_FLOAT16)
+        return CLATTN_SUCCESS;
+    const family_build *fb;
+    cl_mem copy = NULL;
+    clattn_status st = program_get(ctx, &family_add_bias, "", 0, 0, NULL, &fb);
+    if (st == CLATTN_SUCCESS)
+        st = scratch_get(ctx, slot, n * dtype_bytes(type), &copy);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    const bool bf16 = type == CLATTN_BFLOAT16;
+    const cut_small_params params = {.src = *m, .dst = copy, .n = n, .bfloat16 = bf16};
+    kernel_args a = kernel_args_begin(fb->kernels[1]);
+    params_bind(&a, &params_cut_small, &params, 0);
+    const size_t global[1] = {bf16 ? (n + 1) / 2 : n};
+    if ((st = kernel_launch_auto(ctx, &a, "projection input, small entries cut", 1, global)) == CLATTN_SUCCESS)
+        *m = copy;
+    return st;
+}
+
 bool projection_splits_heads(clattn_context *ctx)
 {
     const struct projection_state *p = state_of(ctx); /* made by projection_prepare */
@@ -289,6 +314,10 @@ clattn_status projection_run(clattn_context *ctx, size_t rows, size_t in_dim, si
 {
     /* Other storage types: clattn's kernel, whatever the choice (CLBlast's half GEMM would need
      * cl_khr_fp16, and it has no bfloat16); reproducible arithmetic: its exact build. */
+    clattn_status st;
+    if (types && types->exact && ((st = cut_small(ctx, &x, types->x, rows * in_dim, SCRATCH_CUT_X)) != CLATTN_SUCCESS ||
+                                  (st = cut_small(ctx, &w, types->w, in_dim * out_dim, SCRATCH_CUT_W)) != CLATTN_SUCCESS))
+        return st;
     if (types &&
         (types->x != CLATTN_FLOAT32 || types->w != CLATTN_FLOAT32 || types->y != CLATTN_FLOAT32 || types->exact))
         return gemm_kernel(ctx, rows, in_dim, out_dim, x, w, bias, y, heads, types);

@@ -80,6 +80,9 @@ const kernel_params params_gemm = PARAM_TABLE("clattn_gemm", CLATTN_GEMM_PARAMS)
 #define PARAM_STRUCT add_bias_params
 const kernel_params params_add_bias = PARAM_TABLE("clattn_add_bias", CLATTN_ADD_BIAS_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT cut_small_params
+const kernel_params params_cut_small = PARAM_TABLE("clattn_cut_small", CLATTN_CUT_SMALL_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT block_mask_build_params
 const kernel_params params_block_mask_build = PARAM_TABLE("clattn_block_mask_build", CLATTN_BLOCK_MASK_BUILD_PARAMS);
 #undef PARAM_STRUCT
@@ -223,7 +226,7 @@ const kernel_family family_append_tokens = {"token-format append", {"append_toke
 const kernel_family family_paged_check = {"block-id check", {"paged.cl"}, 1, {&params_paged_check}, 1, 1, NULL};
 const kernel_family family_topk = {"top-k selection", {"topk.cl"}, 1, {&params_topk}, 1, 1, NULL};
 const kernel_family family_gemm = {"GEMM", {"vec.cl", "gemm.cl"}, 2, {&params_gemm}, 1, 1, NULL};
-const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias}, 1, 1, NULL};
+const kernel_family family_add_bias = {"bias", {"projection.cl"}, 1, {&params_add_bias, &params_cut_small}, 2, 2, NULL};
 /* A block mask's states from mask_mod (the masks file for the mods' glue and the state names). */
 const kernel_family family_block_mask = {"block mask", {"masks.cl", "block_mask.cl"}, 2, {&params_block_mask_build},
                                          1, 1, NULL};

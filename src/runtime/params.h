@@ -70,6 +70,7 @@ typedef struct paged_check_params { CLATTN_PAGED_CHECK_PARAMS(PARAM_FIELD) } pag
 typedef struct topk_params { CLATTN_TOPK_PARAMS(PARAM_FIELD) } topk_params;
 typedef struct gemm_params { CLATTN_GEMM_PARAMS(PARAM_FIELD) } gemm_params;
 typedef struct add_bias_params { CLATTN_ADD_BIAS_PARAMS(PARAM_FIELD) } add_bias_params;
+typedef struct cut_small_params { CLATTN_CUT_SMALL_PARAMS(PARAM_FIELD) } cut_small_params;
 typedef struct block_mask_build_params { CLATTN_BLOCK_MASK_BUILD_PARAMS(PARAM_FIELD) } block_mask_build_params;
 typedef struct backward_delta_params { CLATTN_BACKWARD_DELTA_PARAMS(PARAM_FIELD) } backward_delta_params;
 /* (Every backward kernel's parameters: the row kernels', the lanes kernel's chunk size, the staged arrays.) */
@@ -97,7 +98,7 @@ typedef struct column_sums_params { CLATTN_COLUMN_SUMS_PARAMS(PARAM_FIELD) } col
 /* The kernels' tables (params.c). */
 extern const kernel_params params_flash, params_flash_lanes, params_decode_partial, params_decode_combine, params_score,
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
-    params_merge, params_sparse, params_sparse_combine, params_sparse_backward_dq, params_sparse_backward_dkdv, params_convert, params_append_rows, params_append_token_groups, params_append_token_tail, params_paged_check, params_topk, params_gemm, params_add_bias,
+    params_merge, params_sparse, params_sparse_combine, params_sparse_backward_dq, params_sparse_backward_dkdv, params_convert, params_append_rows, params_append_token_groups, params_append_token_tail, params_paged_check, params_topk, params_gemm, params_add_bias, params_cut_small,
     params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
     params_backward_dq_sum, params_backward_cut, params_backward_finite, params_backward_lanes, params_backward_staged_weights, params_backward_staged_dq,
     params_backward_staged_dkdv, params_strided_copy, params_column_sums;

@@ -32,7 +32,8 @@ clattn_status scratch_get(clattn_context *ctx, scratch_slot slot, size_t bytes, 
         "key row starts", "paged lengths", "block-id check flag", "transposed K", "widened Q", "widened K",
         "widened V", "float output", "backward D", "backward dQ per chunk of keys",
         "widened dO", "float dQ", "float dK", "float dV", "backward dS", "backward finiteness flag",
-        "tree ancestors", "ragged work-groups", "sparse key lists", "sparse key rows"};
+        "tree ancestors", "ragged work-groups", "sparse key lists", "sparse key rows", "cut GEMM input",
+        "cut GEMM weights"};
     _Static_assert(sizeof slot_names / sizeof slot_names[0] == SCRATCH_COUNT, "a name for every scratch slot");
     cl_int err = INJECT_FAULT(CL_MEM_OBJECT_ALLOCATION_FAILURE);
     cl_mem mem = err == CL_SUCCESS ? clCreateBuffer(ctx->context, CL_MEM_READ_WRITE, bytes, NULL, &err) : NULL;

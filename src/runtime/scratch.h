@@ -40,6 +40,8 @@ typedef enum scratch_slot {
     SCRATCH_TILES,       /* a ragged launch's list of its work-groups' (sequence, tile) */
     SCRATCH_SPARSE_STARTS, /* the sparse backward's keys' lists of the query rows that selected them */
     SCRATCH_SPARSE_ROWS,
+    SCRATCH_CUT_X,       /* a reproducible GEMM's X and W with their small entries cut (projection.c) */
+    SCRATCH_CUT_W,
     SCRATCH_COUNT
 } scratch_slot;
 
