@@ -16,7 +16,13 @@
  * horizontal work is none; the private arrays (qt, ot, st: a few KiB each) stay in the core's caches.
  *
  * Build options as cl/flash_attention.cl's (BLOCK_M, BLOCK_N a multiple of KT, VEC > 1, DK, DV, the
- * features), with ROWS a multiple of VEC. */
+ * features), with ROWS a multiple of VEC.
+ *
+ * Reproducible arithmetic (-DCLATTN_EXACT=1, after cl/exact_tiles.cl): the bits of cl/flash_attention.cl's exact
+ * build, each row's arithmetic the same with the rows in the lanes — keys 16 a step from key 0, each score one fma
+ * chain over d (lane by lane, the keys one by one), the step's maximum deciding the rescaling, the weights' sum in
+ * 16 lanes of keys (l16) added in the same tree at the end, the weighted sums one fma chain over the keys, and
+ * every cut where that kernel makes it (the flagged keys' careful paths included). */
 
 #if VEC < 2
 #error "the rows-in-lanes fused kernel puts rows in SIMD lanes: VEC must be at least 2"
@@ -25,6 +31,9 @@
 #error "ROWS must be a multiple of VEC and BLOCK_N of 8"
 #endif
 #define RV (ROWS / VEC) /* row vectors per work-item */
+#ifndef CLATTN_EXACT
+#define EXACT(x) (x)
+#endif
 #define KT 8            /* keys per step of the scores */
 #define DB 8            /* value columns per step of the output */
 
@@ -48,6 +57,12 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     __local float kn[BLOCK_N * DK];
     __local float vn[BLOCK_N * DV];
     __local uchar v_nonfinite[BLOCK_N]; /* as in cl/flash_attention.cl: only such keys need care */
+#ifdef CLATTN_EXACT
+    __local uchar small_entries[BLOCK_N]; /* as in cl/flash_attention.cl's exact build */
+#if BLOCK_N % 16 != 0
+#error "reproducible arithmetic takes the keys 16 a step: BLOCK_N must be a multiple of 16"
+#endif
+#endif
 
     const ulong lid = get_local_id(0);
     const ulong kv_heads = heads / group;
@@ -73,6 +88,12 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     float *qt = (float *)qt_v, *ot = (float *)ot_v, *st = (float *)st_v;
     float score_factor[ROWS];
     vec_t m[RV], l[RV];
+#ifdef CLATTN_EXACT
+    vec_t l16[16][RV]; /* the weights' sums, key j's in l16[j % 16] (cl/flash_attention.cl's 16 lanes) */
+    for (int x = 0; x < 16; x++)
+        for (int rv = 0; rv < RV; rv++)
+            l16[x][rv] = (vec_t)0.0f;
+#endif
     clattn_row_terms terms[ROWS];
     ulong row_i[ROWS], row_h[ROWS];
     long pos[ROWS];
@@ -82,6 +103,14 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         const bool active = rho < packed_rows;
         const ulong i = row_i[r] = rho / group, h = row_h[r] = kv_head * group + rho % group;
         const ulong at = active ? clattn_row_offset(q_starts, b, h, i, q_bs, q_hs, q_rs) : 0;
+#ifdef CLATTN_EXACT /* (q as cl/flash_attention.cl's exact build forms it: cut, scaled, cut again) */
+        float q_max = 0.0f, q_factor;
+        for (ulong d = 0; active && d < dk; d++)
+            q_max = fmax(q_max, fabs(EXACT(LOAD_Q(q, at + d))));
+        score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
+        for (int d = 0; d < DK; d++)
+            qt[d * ROWS + r] = (active && (ulong)d < dk) ? CUT(EXACT(LOAD_Q(q, at + d)) * q_factor, EXACT_Q_MIN) : 0.0f;
+#else
         /* (The row's largest |q| a vector at a time: one element a step is a chain of dependent maxima.) */
         vec_t q_top = (vec_t)0.0f;
         ulong d0 = 0;
@@ -93,6 +122,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         score_factor[r] = clattn_score_split(q_max, scale, &q_factor);
         for (int d = 0; d < DK; d++)
             qt[d * ROWS + r] = (active && (ulong)d < dk) ? LOAD_Q(q, at + d) * q_factor : 0.0f;
+#endif
         for (int d = 0; d < DV; d++)
             ot[d * ROWS + r] = 0.0f;
         CLATTN_ROW_TERMS(&terms[r], h);
@@ -134,6 +164,168 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 #define GROUP_NEXT_TILE(j)                                                                                   \
     CLATTN_NEXT_SEEN_TILE(b, heads_first, heads_last, group_p_first, group_p_last, (j), group_end, BLOCK_N)
 
+#ifdef CLATTN_EXACT
+    for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
+        /* Whole key rows VEC entries at a time, cut and scaled as cl/flash_attention.cl stages them, with the
+         * keys' flags of small entries. */
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
+            const ulong j = j0 + jj;
+            const bool in = j < key_len;
+            const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
+            const float ks = in ? EXACT(K_ROW_SCALE(j)) : 0.0f, vs = in ? EXACT(V_ROW_SCALE(j)) : 0.0f;
+            const ulong k_dim = in ? dk : 0, v_dim = in ? dv : 0;
+            uvec_t k_low = (uvec_t)0xffffffffu, v_low = (uvec_t)0xffffffffu;
+            lanes_t bad = 0;
+            for (int d = 0; d < DK; d += VEC) {
+                vec_t x;
+                EXACT_ROW_PART(x, LOAD_K, VLOAD_K, k, k_row, d, k_dim, ks);
+                k_low = min(k_low, LOW_BITS_V(x));
+                VSTORE(x, kn + jj * DK + d);
+            }
+            for (int d = 0; d < DV; d += VEC) {
+                vec_t x;
+                EXACT_ROW_PART(x, LOAD_V, VLOAD_V, v, v_row, d, v_dim, vs);
+                v_low = min(v_low, LOW_BITS_V(x));
+                bad |= isfinite(x) == 0;
+                VSTORE(x, vn + jj * DV + d);
+            }
+            v_nonfinite[jj] = ANY_LANE(bad);
+            small_entries[jj] = clattn_small_entries(k_low, v_low);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const int item_blocks = CLATTN_BLOCK_SPAN(b, heads_first, heads_last, item_p_first, item_p_last, j0, BLOCK_N);
+        if (j0 < item_end && j0 + BLOCK_N > item_begin && item_blocks != BLOCK_EMPTY)
+            for (int sub = 0; sub < BLOCK_N; sub += 16) {
+                const ulong j = j0 + sub;
+                if (j >= item_end || j + 16 <= item_begin)
+                    continue; /* (none of the rows sees the step: it would change nothing) */
+                uint small = 0;
+                for (int x = 0; x < 16; x++)
+                    small |= small_entries[sub + x];
+                /* Scores: 8 keys × RV row vectors at a time, each one fma chain over d; a flagged key's (K entries
+                 * under EXACT_K_FAST) cut at each step, as there. */
+                for (int g = 0; g < 16; g += KT) {
+                    vec_t sum[RV][KT];
+                    UNROLL for (int rv = 0; rv < RV; rv++)
+                        UNROLL for (int x = 0; x < KT; x++)
+                            sum[rv][x] = (vec_t)0.0f;
+                    if (small & 1) {
+                        for (int d = 0; d < DK; d++)
+                            UNROLL for (int x = 0; x < KT; x++) {
+                                const bool cut = (small_entries[sub + g + x] & 1) != 0;
+                                const float kd = kn[(sub + g + x) * DK + d];
+                                UNROLL for (int rv = 0; rv < RV; rv++) {
+                                    const vec_t f = fma(qt_v[d * RV + rv], (vec_t)kd, sum[rv][x]);
+                                    sum[rv][x] = cut ? VCUT(f, EXACT_MIN) : f;
+                                }
+                            }
+                    } else {
+                        for (int d = 0; d < DK; d++) {
+                            float kd[KT];
+                            UNROLL for (int x = 0; x < KT; x++)
+                                kd[x] = kn[(sub + g + x) * DK + d];
+                            UNROLL for (int rv = 0; rv < RV; rv++) {
+                                const vec_t qv = qt_v[d * RV + rv];
+                                UNROLL for (int x = 0; x < KT; x++)
+                                    sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
+                            }
+                        }
+                    }
+                    UNROLL for (int rv = 0; rv < RV; rv++) {
+                        const vec_t factor = VLOAD(score_factor + rv * VEC);
+                        UNROLL for (int x = 0; x < KT; x++)
+                            st_v[(sub + g + x) * RV + rv] = VCUT(sum[rv][x] * factor, EXACT_MIN);
+                    }
+                }
+                /* Masks and score terms key by key where a row does not see the whole step plainly. */
+                for (int r = 0; r < ROWS; r++)
+                    if (j + 16 > row_end[r] || j < row_begin[r] || mask_layout != MASK_NONE || score_terms)
+                        for (int x = 0; x < 16; x++) {
+                            float *at = st + (sub + x) * ROWS + r;
+                            *at = j + x >= row_begin[r] && j + x < row_end[r]
+                                      ? EXACT(clattn_score_terms(*at, softcap, &terms[r], (long)(j + x), pos[r],
+                                                                 EXACT(clattn_additive_mask(mask, mask_type, mask_layout,
+                                                                                            b, row_h[r], heads, row_i[r],
+                                                                                            j + x, q_len, mask_cols))))
+                                      : -INFINITY;
+                        }
+                bool partial = (small & 2) != 0, step_nonfinite = false;
+                for (int x = 0; x < 16; x++)
+                    step_nonfinite |= v_nonfinite[sub + x] != 0;
+                for (int rv = 0; rv < RV; rv++) {
+                    /* The step's maximum (NaN where a score is), the rescaling where it grew, the weights. */
+                    vec_t top = (vec_t)-INFINITY;
+                    lanes_t nan_lanes = 0;
+                    for (int x = 0; x < 16; x++) {
+                        const vec_t score = st_v[(sub + x) * RV + rv];
+                        top = QMAX(top, score);
+                        nan_lanes |= NAN_LANES(score);
+                    }
+                    const vec_t step_max = select(top, (vec_t)NAN, nan_lanes);
+                    const lanes_t kept = (step_max <= m[rv]) | isnan(m[rv]);
+                    if (!all(kept)) {
+                        const vec_t alpha = clattn_exp_weight(VCUT(m[rv] - step_max, EXACT_MIN));
+                        const lanes_t dropped = alpha == (vec_t)0.0f;
+                        for (int x = 0; x < 16; x++)
+                            l16[x][rv] = select(VCUT(select(l16[x][rv] * alpha, (vec_t)0.0f, dropped), EXACT_MIN),
+                                                l16[x][rv], kept);
+                        for (int d = 0; d < DV; d++) {
+                            vec_t *acc = ot_v + d * RV + rv;
+                            *acc = select(VCUT(select(*acc * alpha, (vec_t)0.0f, dropped), EXACT_SUM_MIN), *acc, kept);
+                        }
+                        m[rv] = select(step_max, m[rv], kept);
+                    }
+                    const lanes_t unseen = m[rv] == (vec_t)-INFINITY;
+                    vec_t smallest = (vec_t)1.0f;
+                    for (int x = 0; x < 16; x++) {
+                        vec_t *at = st_v + (sub + x) * RV + rv;
+                        const vec_t p = select(VCUT(clattn_exp_weight(VCUT(*at - m[rv], EXACT_MIN)), EXACT_WEIGHT_MIN),
+                                               (vec_t)0.0f, unseen);
+                        l16[x][rv] += p;
+                        smallest = fmin(smallest, p);
+                        *at = p;
+                    }
+                    partial |= ANY_ZERO(smallest) && step_nonfinite;
+                }
+                /* The weighted sums, key by key (careful: a weight of 0 skips its key, and a flagged key's (V entries
+                 * under EXACT_V_FAST) sums are cut after it). */
+                for (int d0 = 0; d0 < DV; d0 += DB) {
+                    vec_t acc[RV][DB];
+                    UNROLL for (int rv = 0; rv < RV; rv++)
+                        UNROLL for (int c = 0; c < DB; c++)
+                            acc[rv][c] = ot_v[(d0 + c) * RV + rv];
+                    if (!partial) {
+                        for (int x = 0; x < 16; x++) {
+                            float vd[DB];
+                            UNROLL for (int c = 0; c < DB; c++)
+                                vd[c] = vn[(sub + x) * DV + d0 + c];
+                            UNROLL for (int rv = 0; rv < RV; rv++) {
+                                const vec_t p = st_v[(sub + x) * RV + rv];
+                                UNROLL for (int c = 0; c < DB; c++)
+                                    acc[rv][c] = fma(p, (vec_t)vd[c], acc[rv][c]);
+                            }
+                        }
+                    } else {
+                        for (int x = 0; x < 16; x++) {
+                            const bool cut = (small_entries[sub + x] & 2) != 0;
+                            UNROLL for (int rv = 0; rv < RV; rv++) {
+                                const vec_t p = st_v[(sub + x) * RV + rv];
+                                const lanes_t skip = p == (vec_t)0.0f;
+                                UNROLL for (int c = 0; c < DB; c++) {
+                                    const vec_t f = fma(p, (vec_t)vn[(sub + x) * DV + d0 + c], acc[rv][c]);
+                                    acc[rv][c] = select(cut ? VCUT(f, EXACT_SUM_MIN) : f, acc[rv][c], skip);
+                                }
+                            }
+                        }
+                    }
+                    UNROLL for (int rv = 0; rv < RV; rv++)
+                        UNROLL for (int c = 0; c < DB; c++)
+                            ot_v[(d0 + c) * RV + rv] = acc[rv][c];
+                }
+            }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+#else
     for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
             const ulong j = j0 + jj;
@@ -328,9 +520,16 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+#endif
 
     float row_m[ROWS], row_l[ROWS];
     for (int rv = 0; rv < RV; rv++) {
+#ifdef CLATTN_EXACT /* (the 16 lanes in cl/flash_attention.cl's tree: lane x + w joins lane x, w = 8, 4, 2, 1) */
+        for (int w = 8; w > 0; w /= 2)
+            for (int x = 0; x < w; x++)
+                l16[x][rv] += l16[x + w][rv];
+        l[rv] = l16[0][rv];
+#endif
         VSTORE(m[rv], row_m + rv * VEC);
         VSTORE(l[rv], row_l + rv * VEC);
     }
@@ -339,10 +538,14 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             break;
         const ulong i = row_i[r], h = row_h[r];
         float row_lse;
+#ifdef CLATTN_EXACT
+        const float inv = clattn_x_row_finish(row_m[r], row_l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
+#else
         const float inv = clattn_row_finish(row_m[r], row_l[r], sinks ? sinks[h] : -INFINITY, &row_lse);
+#endif
         const ulong out = clattn_row_offset(q_starts, b, h, i, o_bs, o_hs, o_rs);
         for (ulong d = 0; d < dv; d++)
-            STORE_O(ot[d * ROWS + r] * inv, o, out + d);
+            STORE_O(EXACT(ot[d * ROWS + r] * inv), o, out + d);
         if (lse)
             lse[q_starts ? (q_starts[b] + i) * heads + h : clattn_matrix_offset(b * heads + h, 0, i, 1, q_len)] = row_lse;
     }

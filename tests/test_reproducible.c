@@ -287,7 +287,7 @@ END_TEST
  * GPU class — each in a context of its own, over the cases c with c % 5 = the tuning's index (every case under two
  * tunings, its device's and one of these; CLATTN_TEST_TUNINGS=all: every case under every tuning, 5x the time):
  * the recorded fingerprints. */
-static const char *const tunings[] = {"fused=64x64x4x0x1", "fused=16x32x2x4x1", "fused=32x16x1x1x1",
+static const char *const tunings[] = {"fused=64x64x4x0x1", "fused=16x32x2x4x2", "fused=32x16x1x1x1",
                                       "fused=8x128x3x8x1,decode=1x4x32x1x0x4x0", "class=gpu"};
 #define N_TUNINGS (sizeof tunings / sizeof tunings[0])
 

@@ -67,14 +67,9 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
     v->lanes = t->v[4] == 2 && vec > 1 && n % 8 == 0;
     if (v->lanes)
         v->rows = rows * vec;
-    if (exact) { /* (the step: KV vectors of VEC, 16 keys; the rows along d) */
+    if (exact && !v->lanes) { /* (the step: KV vectors of VEC, 16 keys; with the rows in lanes, 16 keys a step too) */
         v->kv = 16 / vec;
         v->rows = rows;
-        if (v->lanes) { /* (rows in lanes: the rows-along-d candidate instead, 64 work-items of 4 rows) */
-            v->block_m = ctx->caps.max_work_group < 64 ? (unsigned)ctx->caps.max_work_group : 64;
-            v->rows = 4;
-        }
-        v->lanes = false;
     }
 }
 
@@ -118,7 +113,9 @@ static clattn_status fused_launch(clattn_context *ctx, const sdpa_shape *s, cons
     snprintf(options, sizeof options, "%s -DBLOCK_N=%u -DVEC=%u -DKV=%u -DROWS=%u -DDK=%u -DDV=%u%s%s",
              exact ? "-DCLATTN_EXACT=1" : "-cl-denorms-are-zero", sh.block_n, sh.vec, sh.kv, sh.rows, sh.dk, sh.dv,
              sh.lanes ? " -DLANES=1" : "", types);
-    const kernel_family *family = exact ? &family_reproducible : sh.lanes ? &family_fused_lanes : &family_fused;
+    const kernel_family *family = exact ? (sh.lanes ? &family_reproducible_lanes : &family_reproducible)
+                                  : sh.lanes ? &family_fused_lanes
+                                             : &family_fused;
     const family_build *fb;
     if ((st = program_get(ctx, family, options, sh.block_m,
                           call_features(s) | layout_features(lay), call_mods(s), &fb)) != CLATTN_SUCCESS)

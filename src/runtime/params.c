@@ -209,12 +209,20 @@ const kernel_family family_sparse = {"sparse attention", {"vec.cl", "sparse.cl"}
 /* Reproducible attention (issue 41): the fused kernel built with -DCLATTN_EXACT=1, after the exact functions
  * (soft-capping in masks.cl takes them; FP_CONTRACT OFF: cl/common.cl). */
 const kernel_family family_reproducible = {"reproducible attention",
-                                           {"exact_math.cl", "masks.cl", "vec.cl", "flash_attention.cl"},
-                                           4,
+                                           {"exact_math.cl", "masks.cl", "vec.cl", "exact_tiles.cl", "flash_attention.cl"},
+                                           5,
                                            {&params_flash},
                                            1,
                                            1,
                                            "BLOCK_M"};
+/* The same bits with the rows in the SIMD lanes (CPUs whose tuning puts them there). */
+const kernel_family family_reproducible_lanes = {"reproducible attention, rows in lanes",
+                                                 {"exact_math.cl", "masks.cl", "vec.cl", "exact_tiles.cl", "flash_lanes.cl"},
+                                                 5,
+                                                 {&params_flash_lanes},
+                                                 1,
+                                                 1,
+                                                 "BLOCK_M"};
 /* The sparse call's gradients (float32 tensors: clattn_sdpa_sparse_backward widens 16-bit ones first). */
 const kernel_family family_sparse_backward = {"sparse backward", {"vec.cl", "sparse_backward.cl"}, 2,
                                               {&params_sparse_backward_dq, &params_sparse_backward_dkdv}, 2, 2, NULL};
@@ -260,7 +268,7 @@ const kernel_family family_layer_backward = {"layer backward", {"layer_backward.
                                              {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
-                                                &family_softmax_double, &family_merge, &family_sparse, &family_sparse_backward, &family_reproducible, &family_convert,
+                                                &family_softmax_double, &family_merge, &family_sparse, &family_sparse_backward, &family_reproducible, &family_reproducible_lanes, &family_convert,
                                                 &family_append_tokens,
                                                 &family_paged_check,    &family_topk,  &family_gemm,  &family_add_bias,
                                                 &family_block_mask,     &family_backward, &family_backward_exact, &family_layer_backward};

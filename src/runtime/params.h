@@ -138,7 +138,7 @@ typedef struct kernel_family {
 /* Every family, for the tests that hold each kernel's signature against its table. */
 extern const kernel_family family_fused, family_fused_lanes, family_decode, family_staged, family_softmax_double, family_merge,
     family_sparse, family_sparse_backward, family_reproducible,
-    family_convert, family_append_tokens, family_paged_check, family_topk, family_gemm, family_add_bias, family_block_mask, family_backward, family_backward_exact,
+    family_convert, family_append_tokens, family_paged_check, family_topk, family_gemm, family_add_bias, family_block_mask, family_backward, family_backward_exact, family_reproducible_lanes,
     family_layer_backward;
 extern const kernel_family *const kernel_families[];
 extern const size_t kernel_family_count;

@@ -1,0 +1,59 @@
+/* The fused kernels' reproducible arithmetic (-DCLATTN_EXACT=1; docs/reproducible.md), shared by
+ * cl/flash_attention.cl (the keys in the lanes) and cl/flash_lanes.cl (the rows in the lanes), which form the same
+ * bits: the cuts that keep subnormals from the hardware, and the staging of K and V rows with the flags of the keys
+ * whose small entries need the careful path. */
+#ifdef CLATTN_EXACT
+#define EXACT_MIN 0x1.000002p-126f /* magnitudes below are cut to 0 (FLT_MIN too: rounding to it may differ) */
+#define EXACT_SUM_MIN 0x1p-103f    /* a weighted sum cut below this is a multiple of 2^-126 */
+#define EXACT_Q_MIN 0x1p-40f       /* q·2^k entries below are 0 */
+#define EXACT_K_FAST 0x1p-40f      /* K entries from here up (or 0) keep a dot product on the grid */
+#define EXACT_V_FAST 0x1p-30f      /* V entries from here up (or 0) keep a weighted sum on the grid */
+#define EXACT_WEIGHT_MIN 0x1p-50f  /* weights below are 0 */
+/* x with magnitudes below `limit` replaced by +0 (NaN and inf kept): a scalar, and lane by lane. */
+#define CUT(x, limit) (fabs(x) < (limit) ? 0.0f : (x))
+#if VEC == 1
+#define VCUT(x, limit) CUT(x, limit)
+#else
+#define VCUT(x, limit) select((x), (vec_t)0.0f, fabs(x) < (vec_t)(limit))
+#endif
+#define EXACT(x) CUT(x, EXACT_MIN)
+#define VCUT_OUT(x) VCUT(x, EXACT_MIN)
+
+/* The magnitude bits of x less one, as an unsigned integer: 0 becomes the largest, so the smallest of these
+ * over some values is that of their smallest nonzero magnitude (a few integer operations a value). */
+#define LOW_BITS(x) ((as_uint(x) & 0x7fffffffu) - 1u)
+#define LOW_BITS_V(x) ((AS_UINT(x) & 0x7fffffffu) - 1u)
+
+/* The smallest lane of x. */
+inline uint clattn_lowest(uvec_t x)
+{
+    uint lanes[VEC], lowest = 0xffffffffu;
+    VSTORE(x, lanes);
+    for (int e = 0; e < VEC; e++)
+        lowest = min(lowest, lanes[e]);
+    return lowest;
+}
+
+/* small_entries' flags for one staged key from the LOW_BITS of its K and V rows' smallest nonzero entries. */
+inline uchar clattn_small_entries(uvec_t k_low, uvec_t v_low)
+{
+    return (uchar)((clattn_lowest(k_low) < LOW_BITS(EXACT_K_FAST)) |
+                   ((clattn_lowest(v_low) < LOW_BITS(EXACT_V_FAST)) << 1));
+}
+
+/* x = VEC entries d … d+VEC−1 of a K (V) row as staged in reproducible arithmetic: read (0 from dim on: the
+ * padding), cut, times the row's scale, cut. (A statement: no GNU statement expression, which not every OpenCL
+ * compiler takes.) */
+#define EXACT_ROW_PART(x, LOAD1, VLOAD1, p, row, d, dim, scale)                                               \
+    do {                                                                                                     \
+        if ((ulong)(d) + VEC <= (dim)) {                                                                     \
+            x = VLOAD1(p, (row) + (d));                                                                      \
+        } else {                                                                                             \
+            float part_[VEC];                                                                                \
+            for (int e_ = 0; e_ < VEC; e_++)                                                                 \
+                part_[e_] = (ulong)((d) + e_) < (dim) ? LOAD1(p, (row) + (d) + e_) : 0.0f;                   \
+            x = VLOAD(part_);                                                                                \
+        }                                                                                                    \
+        x = VCUT(VCUT(x, EXACT_MIN) * (scale), EXACT_MIN);                                                   \
+    } while (0)
+#endif
