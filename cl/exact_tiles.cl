@@ -41,6 +41,34 @@ inline uchar clattn_small_entries(uvec_t k_low, uvec_t v_low)
                    ((clattn_lowest(v_low) < LOW_BITS(EXACT_V_FAST)) << 1));
 }
 
+/* VEC values of K (V) from value i as the staging reads them: VEC-wide for the formats stored value by value, value by
+ * value for the block formats (whose loads are products of exactly converted halves and small integers: IEEE
+ * arithmetic every device rounds alike). */
+#if VEC > 1 && K_BLOCK > 1
+inline vec_t clattn_exact_vload_k(__global const k_store *p, ulong i)
+{
+    float part[VEC];
+    for (int e = 0; e < VEC; e++)
+        part[e] = LOAD_K(p, i + e);
+    return VLOAD(part);
+}
+#define VLOAD_K_EXACT(p, i) clattn_exact_vload_k(p, i)
+#else
+#define VLOAD_K_EXACT(p, i) VLOAD_K(p, i)
+#endif
+#if VEC > 1 && V_BLOCK > 1
+inline vec_t clattn_exact_vload_v(__global const v_store *p, ulong i)
+{
+    float part[VEC];
+    for (int e = 0; e < VEC; e++)
+        part[e] = LOAD_V(p, i + e);
+    return VLOAD(part);
+}
+#define VLOAD_V_EXACT(p, i) clattn_exact_vload_v(p, i)
+#else
+#define VLOAD_V_EXACT(p, i) VLOAD_V(p, i)
+#endif
+
 /* x = VEC entries d … d+VEC−1 of a K (V) row as staged in reproducible arithmetic: read (0 from dim on: the
  * padding), cut, times the row's scale, cut. (A statement: no GNU statement expression, which not every OpenCL
  * compiler takes.) */

@@ -178,13 +178,13 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             lanes_t bad = 0;
             for (int d = 0; d < DK; d += VEC) {
                 vec_t x;
-                EXACT_ROW_PART(x, LOAD_K, VLOAD_K, k, k_row, d, k_dim, ks);
+                EXACT_ROW_PART(x, LOAD_K, VLOAD_K_EXACT, k, k_row, d, k_dim, ks);
                 k_low = min(k_low, LOW_BITS_V(x));
                 VSTORE(x, kn + jj * DK + d);
             }
             for (int d = 0; d < DV; d += VEC) {
                 vec_t x;
-                EXACT_ROW_PART(x, LOAD_V, VLOAD_V, v, v_row, d, v_dim, vs);
+                EXACT_ROW_PART(x, LOAD_V, VLOAD_V_EXACT, v, v_row, d, v_dim, vs);
                 v_low = min(v_low, LOW_BITS_V(x));
                 bad |= isfinite(x) == 0;
                 VSTORE(x, vn + jj * DV + d);

@@ -116,6 +116,12 @@ static const rcase cases[] = {
      1e30f},
     {"K and V rows near FLT_MIN, causal, sinks", 2, 2, 1, 9, 40, 32, 32, TL, 0, 0, 0, 0, 0, 1, 0, 0, F32, F32, TINY_ROWS,
      0},
+    /* block and FP8 formats (since 0.23; appended: a case's data follows from its place in the list) */
+    {"q8_0 K/V, float32 Q/O", 1, 2, 2, 9, 70, 32, 32, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, CLATTN_Q8_0, PLAIN, 0},
+    {"q4_0 K/V, causal, GQA", 1, 4, 2, 20, 64, 64, 64, TL, 0, 0, 0, 0, 0, 0, 0, 0, F32, CLATTN_Q4_0, PLAIN, 0},
+    {"FP8 e4m3 K/V, float16 Q/O, decode", 2, 4, 2, 1, 90, 32, 32, NONE, 0, 1, 0, 0, 0, 0, 0, 0, F16, CLATTN_FP8_E4M3,
+     PLAIN, 0},
+    {"4-bit groups of 32 K/V, sinks", 1, 2, 1, 6, 50, 32, 32, NONE, 0, 0, 0, 0, 0, 1, 0, 0, F32, CLATTN_U4_G32, PLAIN, 0},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 /* CLATTN_TEST_REPRODUCIBLE_SUBSET=1 (the work-group-limited reruns of .ci/run): every 4th case, two tunings. */

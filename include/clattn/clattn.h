@@ -539,8 +539,8 @@ typedef enum clattn_softmax_precision {
  * for a row whatever else its batch holds (other sequences, other rows of a prefill, a decode of the same row, a
  * device group's other batches). Since 0.22 the fused kernel's exact build: each row takes its keys 16 a step from
  * key 0, every sum in one order, exp, log, tanh and 1/x from exactly rounded operations, contraction off,
- * subnormals kept from the hardware (docs/reproducible.md). Calls whose K/V are float32, float16, bfloat16 or
- * int8 — dense, ragged, paged, device groups (by batches; since 0.23 a batch too small to divide by query rows, not
+ * subnormals kept from the hardware (docs/reproducible.md). Calls whose K/V are float32, float16, bfloat16, int8 or
+ * (since 0.23) a block or FP8 format — not KIVI's token formats — dense, ragged, paged, device groups (by batches; since 0.23 a batch too small to divide by query rows, not
  * keys), clattn_sdpa_backward, the layer and its backward pass (since 0.23: clattn's GEMM in an exact build, never
  * CLBlast), cascades of whole-block prefixes (since 0.23: the plain paged call's bits); not yet the weights output,
  * the double softmax, sparse or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is

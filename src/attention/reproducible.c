@@ -22,16 +22,15 @@ clattn_status reproducible_refused(clattn_context *ctx, const char *what)
 {
     return set_error(ctx, CLATTN_ERROR_INVALID_VALUE, "reproducible arithmetic (desc.arithmetic or "
                      "CLATTN_REPRODUCIBLE) does not cover %s yet: it covers the attention calls (dense, ragged, paged, "
-                     "groups by batches) and clattn_sdpa_backward", what);
+                     "device groups, cascades of whole-block prefixes), clattn_sdpa_backward and the layer with its "
+                     "backward pass", what);
 }
 
 clattn_status reproducible_run(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,
                                tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
-    if (dtype_kv_only(s->types.k) && s->types.k != CLATTN_INT8)
-        return reproducible_refused(ctx, "K/V in a block or FP8 format");
-    if (dtype_kv_only(s->types.v) && s->types.v != CLATTN_INT8)
-        return reproducible_refused(ctx, "K/V in a block or FP8 format");
+    if (dtype_is_token(s->types.k) || dtype_is_token(s->types.v))
+        return reproducible_refused(ctx, "K/V in a token format (KIVI)");
     if (s->qk_dim > FUSED_MAX_HEAD || s->v_dim > FUSED_MAX_HEAD)
         return reproducible_refused(ctx, "head sizes above 256");
     /* Mesa's llvmpipe (rusticl) ends a work-item's loops after 65535 iterations in all, and the row's result is
