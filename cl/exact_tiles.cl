@@ -44,26 +44,22 @@ inline uchar clattn_small_entries(uvec_t k_low, uvec_t v_low)
 /* VEC values of K (V) from value i as the staging reads them: VEC-wide for the formats stored value by value, value by
  * value for the block formats (whose loads are products of exactly converted halves and small integers: IEEE
  * arithmetic every device rounds alike). */
+#define CLATTN_EXACT_VLOAD(name, T, LOAD1)                                                                  \
+    inline vec_t name(__global const T *p, ulong i)                                                          \
+    {                                                                                                        \
+        float part[VEC];                                                                                     \
+        for (int e = 0; e < VEC; e++)                                                                        \
+            part[e] = LOAD1(p, i + e);                                                                       \
+        return VLOAD(part);                                                                                  \
+    }
 #if VEC > 1 && K_BLOCK > 1
-inline vec_t clattn_exact_vload_k(__global const k_store *p, ulong i)
-{
-    float part[VEC];
-    for (int e = 0; e < VEC; e++)
-        part[e] = LOAD_K(p, i + e);
-    return VLOAD(part);
-}
+CLATTN_EXACT_VLOAD(clattn_exact_vload_k, k_store, LOAD_K)
 #define VLOAD_K_EXACT(p, i) clattn_exact_vload_k(p, i)
 #else
 #define VLOAD_K_EXACT(p, i) VLOAD_K(p, i)
 #endif
 #if VEC > 1 && V_BLOCK > 1
-inline vec_t clattn_exact_vload_v(__global const v_store *p, ulong i)
-{
-    float part[VEC];
-    for (int e = 0; e < VEC; e++)
-        part[e] = LOAD_V(p, i + e);
-    return VLOAD(part);
-}
+CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
 #define VLOAD_V_EXACT(p, i) clattn_exact_vload_v(p, i)
 #else
 #define VLOAD_V_EXACT(p, i) VLOAD_V(p, i)
@@ -83,5 +79,34 @@ inline vec_t clattn_exact_vload_v(__global const v_store *p, ulong i)
             x = VLOAD(part_);                                                                                \
         }                                                                                                    \
         x = VCUT(VCUT(x, EXACT_MIN) * (scale), EXACT_MIN);                                                   \
+    } while (0)
+/* Stage key jj of the tile from key j0 (CPUs, VEC > 1): its K and V rows VEC entries at a time through
+ * EXACT_ROW_PART, each part of K handed to STORE_K(x, d, jj) (the keys-in-lanes kernel stores it transposed, the
+ * rows-in-lanes one as it lies), V into row jj of vn, the key's flags into v_nonfinite and small_entries. Reads the
+ * kernel's k, v, dk, dv, key_len and row addressing. (A statement: no GNU statement expression.) */
+#define EXACT_STAGE_KEY(j0, jj, vn, STORE_K)                                                                 \
+    do {                                                                                                     \
+        const ulong j_ = (j0) + (jj);                                                                        \
+        const bool in_ = j_ < key_len;                                                                       \
+        const ulong k_row_ = in_ ? K_ROW_AT(j_) : 0, v_row_ = in_ ? V_ROW_AT(j_) : 0;                        \
+        const float ks_ = in_ ? EXACT(K_ROW_SCALE(j_)) : 0.0f, vs_ = in_ ? EXACT(V_ROW_SCALE(j_)) : 0.0f;    \
+        const ulong k_dim_ = in_ ? dk : 0, v_dim_ = in_ ? dv : 0;                                            \
+        uvec_t k_low_ = (uvec_t)0xffffffffu, v_low_ = (uvec_t)0xffffffffu;                                   \
+        lanes_t bad_ = 0;                                                                                    \
+        for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
+            vec_t x_;                                                                                        \
+            EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_);                           \
+            k_low_ = min(k_low_, LOW_BITS_V(x_));                                                            \
+            STORE_K(x_, d_, (jj));                                                                           \
+        }                                                                                                    \
+        for (int d_ = 0; d_ < DV; d_ += VEC) {                                                               \
+            vec_t x_;                                                                                        \
+            EXACT_ROW_PART(x_, LOAD_V, VLOAD_V_EXACT, v, v_row_, d_, v_dim_, vs_);                           \
+            v_low_ = min(v_low_, LOW_BITS_V(x_));                                                            \
+            bad_ |= isfinite(x_) == 0;                                                                       \
+            VSTORE(x_, (vn) + (jj) * DV + d_);                                                               \
+        }                                                                                                    \
+        v_nonfinite[jj] = ANY_LANE(bad_);                                                                    \
+        small_entries[jj] = clattn_small_entries(k_low_, v_low_);                                            \
     } while (0)
 #endif

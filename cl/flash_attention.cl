@@ -151,33 +151,15 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 #if defined(CLATTN_EXACT) && VEC > 1
         /* CPU, reproducible arithmetic: each work-item stages whole key rows VEC entries at a time, cutting them
          * and finding their smallest nonzero entries (small_entries) on the way. */
-        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
-            const ulong j = j0 + jj;
-            const bool in = j < key_len;
-            const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
-            const float ks = in ? EXACT(K_ROW_SCALE(j)) : 0.0f, vs = in ? EXACT(V_ROW_SCALE(j)) : 0.0f;
-            const ulong k_dim = in ? dk : 0, v_dim = in ? dv : 0;
-            uvec_t k_low = (uvec_t)0xffffffffu, v_low = (uvec_t)0xffffffffu;
-            lanes_t bad = 0;
-            for (int d = 0; d < DK; d += VEC) {
-                vec_t x;
-                EXACT_ROW_PART(x, LOAD_K, VLOAD_K_EXACT, k, k_row, d, k_dim, ks);
-                k_low = min(k_low, LOW_BITS_V(x));
-                float part[VEC];
-                VSTORE(x, part);
-                for (int e = 0; e < VEC; e++)
-                    kt[(d + e) * BLOCK_N + jj] = part[e];
-            }
-            for (int d = 0; d < DV; d += VEC) {
-                vec_t x;
-                EXACT_ROW_PART(x, LOAD_V, VLOAD_V_EXACT, v, v_row, d, v_dim, vs);
-                v_low = min(v_low, LOW_BITS_V(x));
-                bad |= isfinite(x) == 0;
-                VSTORE(x, vt + jj * DV + d);
-            }
-            v_nonfinite[jj] = ANY_LANE(bad);
-            small_entries[jj] = clattn_small_entries(k_low, v_low);
-        }
+#define STORE_KT(x, d, jj)                                                                                   \
+    do {                                                                                                     \
+        float part_[VEC];                                                                                    \
+        VSTORE((x), part_);                                                                                  \
+        for (int e_ = 0; e_ < VEC; e_++)                                                                     \
+            kt[((d) + e_) * BLOCK_N + (jj)] = part_[e_];                                                     \
+    } while (0)
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M)
+            EXACT_STAGE_KEY(j0, jj, vt, STORE_KT);
 #elif VEC > 1
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {

@@ -168,30 +168,9 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
         /* Whole key rows VEC entries at a time, cut and scaled as cl/flash_attention.cl stages them, with the
          * keys' flags of small entries. */
-        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
-            const ulong j = j0 + jj;
-            const bool in = j < key_len;
-            const ulong k_row = in ? K_ROW_AT(j) : 0, v_row = in ? V_ROW_AT(j) : 0;
-            const float ks = in ? EXACT(K_ROW_SCALE(j)) : 0.0f, vs = in ? EXACT(V_ROW_SCALE(j)) : 0.0f;
-            const ulong k_dim = in ? dk : 0, v_dim = in ? dv : 0;
-            uvec_t k_low = (uvec_t)0xffffffffu, v_low = (uvec_t)0xffffffffu;
-            lanes_t bad = 0;
-            for (int d = 0; d < DK; d += VEC) {
-                vec_t x;
-                EXACT_ROW_PART(x, LOAD_K, VLOAD_K_EXACT, k, k_row, d, k_dim, ks);
-                k_low = min(k_low, LOW_BITS_V(x));
-                VSTORE(x, kn + jj * DK + d);
-            }
-            for (int d = 0; d < DV; d += VEC) {
-                vec_t x;
-                EXACT_ROW_PART(x, LOAD_V, VLOAD_V_EXACT, v, v_row, d, v_dim, vs);
-                v_low = min(v_low, LOW_BITS_V(x));
-                bad |= isfinite(x) == 0;
-                VSTORE(x, vn + jj * DV + d);
-            }
-            v_nonfinite[jj] = ANY_LANE(bad);
-            small_entries[jj] = clattn_small_entries(k_low, v_low);
-        }
+#define STORE_KN(x, d, jj) VSTORE((x), kn + (jj) * DK + (d))
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M)
+            EXACT_STAGE_KEY(j0, jj, vn, STORE_KN);
         barrier(CLK_LOCAL_MEM_FENCE);
         const int item_blocks = CLATTN_BLOCK_SPAN(b, heads_first, heads_last, item_p_first, item_p_last, j0, BLOCK_N);
         if (j0 < item_end && j0 + BLOCK_N > item_begin && item_blocks != BLOCK_EMPTY)

@@ -77,47 +77,9 @@ static int ref_documents(int b, int h, long long q, long long k, const void *u)
     return document_ids[q] == document_ids[k] && k <= q;
 }
 
-/* Half a unit in the last place of a 16-bit type at |r| (normal range; float32: 0). */
-static double half_ulp16(double r, clattn_dtype type)
-{
-    if (type != CLATTN_FLOAT16 && type != CLATTN_BFLOAT16)
-        return 0.0;
-    int e;
-    frexp(fabs(r), &e); /* |r| in [2^(e−1), 2^e) */
-    const int bits = type == CLATTN_FLOAT16 ? 10 : 7, min_exp = type == CLATTN_FLOAT16 ? -14 : -126;
-    if (e - 1 < min_exp || r == 0.0)
-        e = min_exp + 1;
-    return 0.5 * ldexp(1.0, e - 1 - bits);
-}
-
-/* The gradients' tolerance, from what the arithmetic allows: each is a sum over up to L (or S) pairs of
- * float32 products, whose rounding errors stay within a few units of float32's last place of the
- * tensor's largest entry (16·2^-23·(max|ref| + |ref|): the table's worst is under 5), plus, stored in a
- * 16-bit type, half a unit in that type's last place at the value (rounding to nearest; the reference
- * is given the rounded inputs and output). `floor` is an absolute term for gradients whose exact value
- * is 0 (the layer's key bias). A dV 1.00025 times too large, or a store that truncates, fails. */
-static void check_gradient_floor(const char *what, const float *got, const double *ref, size_t n, clattn_dtype type,
-                                 double floor)
-{
-    double largest = 0.0, worst = 0.0;
-    for (size_t i = 0; i < n; i++)
-        largest = fmax(largest, fabs(ref[i]));
-    for (size_t i = 0; i < n; i++) {
-        const double err = fabs((double)got[i] - ref[i]),
-                     bound = floor + 16 * 0x1p-23 * (largest + fabs(ref[i])) + half_ulp16(ref[i], type);
-        ck_assert_msg(isfinite(got[i]) && err <= bound, "%s: %s[%zu] = %.9g, fp64 reference %.12g (|err| %.3g > %.3g)",
-                      tu_label(), what, i, (double)got[i], ref[i], err, bound);
-        worst = fmax(worst, err);
-        if (err / bound > tu_max_ratio)
-            tu_max_ratio = err / bound;
-    }
-    if (worst > tu_max_abs_err)
-        tu_max_abs_err = worst;
-}
-
 static void check_gradient_typed(const char *what, const float *got, const double *ref, size_t n, clattn_dtype type)
 {
-    check_gradient_floor(what, got, ref, n, type, 0.0);
+    tu_check_gradient(what, got, ref, n, type, 0.0);
 }
 
 static void check_gradient(const char *what, const float *got, const double *ref, size_t n)
@@ -632,7 +594,7 @@ START_TEST(test_layer)
     for (int i = 0; i < 10; i++)
         if (got[i]) {
             tu_host_check_guard(got[i], gsizes[i], gnames[i]);
-            check_gradient_floor(gnames[i], widened(c->type, got[i], gsizes[i]), ref[i], gsizes[i],
+            tu_check_gradient(gnames[i], widened(c->type, got[i], gsizes[i]), ref[i], gsizes[i],
                                  c->type ? c->type : CLATTN_FLOAT32, 16 * 0x1p-23 * scale);
         }
     TU_ASSERT_OK(clattn_mha_backward_host(ctx, &d, bits[0], c->cross ? bits[1] : NULL, &wb, mask, bits[10], &g2), ctx,

@@ -136,23 +136,6 @@ static void fingerprints_expected(const lcase *c, const layer_state *r)
     tu_expect_fingerprint("reproducible_layer_hashes.txt", name, backward_print(r));
 }
 
-/* |got − ref| within floor + 16·2^-23·(max|ref| + |ref|) (test_backward.c's bound). */
-static void check(const char *what, const float *got, const double *ref, size_t n, double floor)
-{
-    double largest = 0.0;
-    for (size_t i = 0; i < n; i++)
-        largest = fmax(largest, fabs(ref[i]));
-    for (size_t i = 0; i < n; i++) {
-        const double err = fabs((double)got[i] - ref[i]), bound = floor + 16 * 0x1p-23 * (largest + fabs(ref[i]));
-        ck_assert_msg(isfinite(got[i]) && err <= bound, "%s: %s[%zu] = %.9g, fp64 reference %.12g (|err| %.3g > %.3g)",
-                      tu_label(), what, i, (double)got[i], ref[i], err, bound);
-        if (err > tu_max_abs_err)
-            tu_max_abs_err = err;
-        if (err / bound > tu_max_ratio)
-            tu_max_ratio = err / bound;
-    }
-}
-
 START_TEST(test_cases)
 {
     const lcase *c = &cases[TU_CASE(_i)];
@@ -165,7 +148,7 @@ START_TEST(test_cases)
     const clattn_mha_host_weights w = weights_of(r);
     double *ref_out = tu_dalloc(r->n[OUT]), *rg[BO + 1] = {NULL};
     ref_mha(&r->d, r->a[X], r->a[KV], &w, NULL, ref_out, NULL);
-    check("out", r->a[OUT], ref_out, r->n[OUT], 0.0);
+    tu_check_gradient("out", r->a[OUT], ref_out, r->n[OUT], CLATTN_FLOAT32, 0.0);
     for (int i = X; i <= BO; i++)
         rg[i] = r->gn[i] ? tu_dalloc(r->gn[i]) : NULL;
     const ref_mha_grads g = {rg[X], rg[KV], rg[WQ], rg[BQ], rg[WK], rg[BK], rg[WV], rg[BV], rg[WO], rg[BO]};
@@ -180,7 +163,7 @@ START_TEST(test_cases)
             scale = fmax(scale, fabs(rg[i][e]));
     for (int i = X; i <= BO; i++)
         if (r->g[i])
-            check(names[i], r->g[i], rg[i], r->gn[i], 16 * 0x1p-23 * scale);
+            tu_check_gradient(names[i], r->g[i], rg[i], r->gn[i], CLATTN_FLOAT32, 16 * 0x1p-23 * scale);
     /* The same bits whatever desc.algorithm asks, and the recorded ones. */
     static const clattn_algorithm algos[2] = {CLATTN_ALGORITHM_FUSED, CLATTN_ALGORITHM_STAGED};
     for (int a = 0; a < 2; a++) {

@@ -561,3 +561,41 @@ void tu_error_inputs(size_t nq, size_t nk, size_t D, int outliers, float **q, fl
         for (size_t e = 5; e < D; e += 32)
             (*k)[r * D + e] *= 20.0f;
 }
+
+/* Half a unit in the last place of a 16-bit type at |r| (normal range; float32: 0). */
+static double half_ulp16(double r, clattn_dtype type)
+{
+    if (type != CLATTN_FLOAT16 && type != CLATTN_BFLOAT16)
+        return 0.0;
+    int e;
+    frexp(fabs(r), &e); /* |r| in [2^(e−1), 2^e) */
+    const int bits = type == CLATTN_FLOAT16 ? 10 : 7, min_exp = type == CLATTN_FLOAT16 ? -14 : -126;
+    if (e - 1 < min_exp || r == 0.0)
+        e = min_exp + 1;
+    return 0.5 * ldexp(1.0, e - 1 - bits);
+}
+
+/* The gradients' tolerance, from what the arithmetic allows: each is a sum over up to L (or S) pairs of
+ * float32 products, whose rounding errors stay within a few units of float32's last place of the
+ * tensor's largest entry (16·2^-23·(max|ref| + |ref|): the table's worst is under 5), plus, stored in a
+ * 16-bit type, half a unit in that type's last place at the value (rounding to nearest; the reference
+ * is given the rounded inputs and output). `floor` is an absolute term for gradients whose exact value
+ * is 0 (the layer's key bias). A dV 1.00025 times too large, or a store that truncates, fails. */
+void tu_check_gradient(const char *what, const float *got, const double *ref, size_t n, clattn_dtype type,
+                       double floor)
+{
+    double largest = 0.0, worst = 0.0;
+    for (size_t i = 0; i < n; i++)
+        largest = fmax(largest, fabs(ref[i]));
+    for (size_t i = 0; i < n; i++) {
+        const double err = fabs((double)got[i] - ref[i]),
+                     bound = floor + 16 * 0x1p-23 * (largest + fabs(ref[i])) + half_ulp16(ref[i], type);
+        ck_assert_msg(isfinite(got[i]) && err <= bound, "%s: %s[%zu] = %.9g, fp64 reference %.12g (|err| %.3g > %.3g)",
+                      tu_label(), what, i, (double)got[i], ref[i], err, bound);
+        worst = fmax(worst, err);
+        if (err / bound > tu_max_ratio)
+            tu_max_ratio = err / bound;
+    }
+    if (worst > tu_max_abs_err)
+        tu_max_abs_err = worst;
+}
