@@ -285,7 +285,7 @@ void group_part_masks(const sdpa_shape *s, clattn_masks *m, clattn_window *w, si
 /* A part's mods and block mask (the call's) as its device takes them: copies on the group's other members
  * (mods.h, block_mask.h), made there once and kept with the caller's objects. Run before the parts start. */
 clattn_status group_part_mods(clattn_context *ctx, size_t device, const clattn_mods **mods,
-                                     const clattn_block_mask **mask)
+                              const clattn_block_mask **mask)
 {
     const clattn_mods *call_mods = *mods;
     clattn_status st = mods_on_context(call_mods, ctx, mods);
