@@ -304,11 +304,7 @@ START_TEST(test_tunings)
     if (tu_recording())
         return; /* (recording the fingerprints: test_cases' run is the one recorded) */
     const bool rotate = !subset || strcmp(subset, "all") != 0;
-    clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
-    opts.device = tu_dev_spec[dev];
-    opts.tuning = tunings[t];
-    clattn_context *other = NULL;
-    TU_ASSERT_OK(clattn_context_create_with_options(&other, &opts), NULL, "a context with another tuning");
+    clattn_context *other = tu_tuned_context(dev, tunings[t]);
     for (size_t c = rotate ? t : 0; c < N_CASES; c += rotate ? N_TUNINGS : 1) {
         tu_set_label("reproducible, %s, tuning \"%s\", on %s", cases[c].name, tunings[t], tu_dev_spec[dev]);
         inputs *in = tu_track_malloc(sizeof *in);

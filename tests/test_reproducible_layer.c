@@ -183,11 +183,7 @@ START_TEST(test_tunings)
     const size_t t = (size_t)_i % tunings_run, dev = (size_t)_i / tunings_run;
     if (tu_recording())
         return; /* (recording: test_cases' runs are the ones recorded) */
-    clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
-    opts.device = tu_dev_spec[dev];
-    opts.tuning = tunings[t];
-    clattn_context *other = NULL;
-    TU_ASSERT_OK(clattn_context_create_with_options(&other, &opts), NULL, "a context with another tuning");
+    clattn_context *other = tu_tuned_context(dev, tunings[t]);
     for (size_t c = 0; c < N_CASES; c++) {
         tu_set_label("reproducible layer, %s, tuning \"%s\", on %s", cases[c].name, tunings[t], tu_dev_spec[dev]);
         layer_state *r = tu_track_malloc(sizeof *r);

@@ -599,3 +599,13 @@ void tu_check_gradient(const char *what, const float *got, const double *ref, si
     if (worst > tu_max_abs_err)
         tu_max_abs_err = worst;
 }
+
+clattn_context *tu_tuned_context(size_t dev, const char *tuning)
+{
+    clattn_context_options opts = CLATTN_CONTEXT_OPTIONS_INIT;
+    opts.device = tu_dev_spec[dev];
+    opts.tuning = tuning;
+    clattn_context *ctx = NULL;
+    TU_ASSERT_OK(clattn_context_create_with_options(&ctx, &opts), NULL, "a context with another tuning");
+    return ctx;
+}

@@ -357,6 +357,9 @@ double tu_relative_rms_within(const float *out, const double *exact, size_t n, d
 unsigned long long tu_launches_of(clattn_context *ctx, const char *name);
 
 /* check_close_rounded with the output type's rounding. */
+/* A context on device dev under `tuning` (clattn_context_options.tuning: "fused=…", "class=gpu" …); the caller frees
+ * it. */
+clattn_context *tu_tuned_context(size_t dev, const char *tuning);
 /* A gradient against its fp64 reference: |got − ref| within floor + 16·2^-23·(max|ref| + |ref|), plus half a unit in
  * the last place of a 16-bit type at the value (type float32: none); the worst error and ratio recorded. */
 void tu_check_gradient(const char *what, const float *got, const double *ref, size_t n, clattn_dtype type,
