@@ -361,6 +361,7 @@ static Suite *make_suite(void)
     ring_add_unit_tests(tc); /* fingerprints, deadlines */
     tcase_add_loop_test(tc, test_table, 0, NCASES);
     tcase_add_test(tc, test_memory);
+    ring_add_reproducible_tests(tc);
     ring_add_failure_tests(tc); /* bad calls, older structs, failing, stalled and dead ranks (the last) */
     suite_add_tcase(s, tc);
     return s;

@@ -110,12 +110,6 @@ static clattn_status local_checks(clattn_ring *r, const clattn_sdpa_desc *given,
         snprintf(detail, cap, "ring calls return no weights (desc->weights_output)");
         return CLATTN_ERROR_INVALID_VALUE;
     }
-    const char *reproducible = getenv("CLATTN_REPRODUCIBLE"); /* (what the ranks' contexts read when made) */
-    if (d->arithmetic == CLATTN_ARITHMETIC_REPRODUCIBLE || (reproducible && strcmp(reproducible, "1") == 0)) {
-        snprintf(detail, cap, "reproducible arithmetic (desc->arithmetic or CLATTN_REPRODUCIBLE) does not cover "
-                 "ring attention yet: its log-sum-exp merges are the default arithmetic's");
-        return CLATTN_ERROR_INVALID_VALUE;
-    }
     /* The whole call, as clattn_sdpa checks it: the pairs' shifted positions and clipped lengths could no
      * longer show a bad value of the call's own (a key length beyond S, an offset beyond ±2^61). */
     if ((st = clattn_partition_create(r->ctx, d, 0, &call->partition)) != CLATTN_SUCCESS) {

@@ -21,26 +21,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The device side of one call: the rank's query runs, the K/V runs held, and the running results. */
-typedef struct ring_buffers {
-    cl_mem q[2], out[2], lse[2]; /* per query run */
-    cl_mem k[2], v[2];           /* per run of the K/V slice held */
-    cl_mem part_out, part_lse;   /* one pair's result before it is merged */
-    size_t bytes;
-} ring_buffers;
-
-static clattn_status cl_failed(clattn_ring *r, cl_int err, const char *what)
+clattn_status ring_cl_failed(clattn_ring *r, cl_int err, const char *what)
 {
     return ring_fail(r, (clattn_status)err, r->rank, "rank %d: %s failed (%s)", r->rank, what,
                      clattn_status_string((clattn_status)err));
 }
 
-static clattn_status make_buffer(clattn_ring *r, ring_buffers *b, size_t bytes, cl_mem *out)
+clattn_status ring_make_buffer(clattn_ring *r, ring_buffers *b, size_t bytes, cl_mem *out)
 {
     cl_int err = CL_SUCCESS;
     *out = clCreateBuffer(clattn_context_cl_context(r->ctx), CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &err);
     if (err != CL_SUCCESS)
-        return cl_failed(r, err, "clCreateBuffer");
+        return ring_cl_failed(r, err, "clCreateBuffer");
     b->bytes += bytes ? bytes : 4;
     return CLATTN_SUCCESS;
 }
@@ -56,9 +48,8 @@ static void release_buffers(ring_buffers *b)
         }
 }
 
-/* Rows [row0, row0 + rows) of each of `slices` (B·heads) slices of a host tensor with `total` rows of
- * `row_bytes` bytes (a K/V row in its format), to or from a device buffer holding just those rows. */
-static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, void *host, size_t slices, size_t total,
+/* (A K/V row's bytes are its format's.) */
+cl_int ring_copy_rows(cl_command_queue queue, bool write, cl_mem dev, void *host, size_t slices, size_t total,
                         size_t row0, size_t rows, size_t row_bytes)
 {
     const size_t buffer_origin[3] = {0, 0, 0}, host_origin[3] = {0, row0, 0}, region[3] = {row_bytes, rows, slices};
@@ -68,16 +59,6 @@ static cl_int copy_rows(cl_command_queue queue, bool write, cl_mem dev, void *ho
     return clEnqueueReadBufferRect(queue, dev, CL_FALSE, buffer_origin, host_origin, region, row_bytes,
                                    rows * row_bytes, row_bytes, total * row_bytes, host, 0, NULL, NULL);
 }
-
-/* A call's shape, resolved. */
-typedef struct ring_shape {
-    size_t batch, heads, kv_heads, qk_dim, v_dim;
-    size_t k_row, v_row; /* bytes of a K and a V row in their formats */
-    clattn_ring_shard qs; /* this rank's queries */
-    size_t max_kv_rows;   /* the longest K/V slice of any rank */
-    size_t max_kv_run;    /* the longest run of one */
-    size_t max_q_run;
-} ring_shape;
 
 static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers *b)
 {
@@ -99,15 +80,21 @@ static clattn_status allocate(clattn_ring *r, const ring_shape *s, ring_buffers 
     for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++) {
         if (!s->qs.len[c])
             continue;
-        if ((st = make_buffer(r, b, bh * s->qs.len[c] * s->qk_dim * f, &b->q[c])) == CLATTN_SUCCESS &&
-            (st = make_buffer(r, b, bh * s->qs.len[c] * s->v_dim * f, &b->out[c])) == CLATTN_SUCCESS)
-            st = make_buffer(r, b, bh * s->qs.len[c] * f, &b->lse[c]);
+        if ((st = ring_make_buffer(r, b, bh * s->qs.len[c] * s->qk_dim * f, &b->q[c])) == CLATTN_SUCCESS &&
+            (st = ring_make_buffer(r, b, bh * s->qs.len[c] * s->v_dim * f, &b->out[c])) == CLATTN_SUCCESS)
+            st = ring_make_buffer(r, b, bh * s->qs.len[c] * f, &b->lse[c]);
+    }
+    if (s->exact) { /* every key on the device at the end, no partial results */
+        if (st == CLATTN_SUCCESS && (st = ring_exact_reserve(r, s)) == CLATTN_SUCCESS &&
+            (st = ring_make_buffer(r, b, bkv * s->kv_len * s->k_row, &b->k[0])) == CLATTN_SUCCESS)
+            st = ring_make_buffer(r, b, bkv * s->kv_len * s->v_row, &b->v[0]);
+        return st;
     }
     for (int c = 0; c < 2 && st == CLATTN_SUCCESS; c++)
-        if ((st = make_buffer(r, b, bkv * s->max_kv_run * s->k_row, &b->k[c])) == CLATTN_SUCCESS)
-            st = make_buffer(r, b, bkv * s->max_kv_run * s->v_row, &b->v[c]);
-    if (st == CLATTN_SUCCESS && (st = make_buffer(r, b, bh * s->max_q_run * s->v_dim * f, &b->part_out)) == CLATTN_SUCCESS)
-        st = make_buffer(r, b, bh * s->max_q_run * f, &b->part_lse);
+        if ((st = ring_make_buffer(r, b, bkv * s->max_kv_run * s->k_row, &b->k[c])) == CLATTN_SUCCESS)
+            st = ring_make_buffer(r, b, bkv * s->max_kv_run * s->v_row, &b->v[c]);
+    if (st == CLATTN_SUCCESS && (st = ring_make_buffer(r, b, bh * s->max_q_run * s->v_dim * f, &b->part_out)) == CLATTN_SUCCESS)
+        st = ring_make_buffer(r, b, bh * s->max_q_run * f, &b->part_lse);
     return st;
 }
 
@@ -120,7 +107,7 @@ static clattn_status start_results(clattn_ring *r, const ring_shape *s, ring_buf
         if (!s->qs.len[c])
             continue;
         const float minus_inf = -INFINITY, zero = 0.0f;
-        cl_int err = copy_rows(queue, true, b->q[c], (float *)q, bh, s->qs.rows, c ? s->qs.len[0] : 0, s->qs.len[c],
+        cl_int err = ring_copy_rows(queue, true, b->q[c], (float *)q, bh, s->qs.rows, c ? s->qs.len[0] : 0, s->qs.len[c],
                                s->qk_dim * sizeof(float));
         if (err == CL_SUCCESS)
             err = clEnqueueFillBuffer(queue, b->lse[c], &minus_inf, sizeof minus_inf, 0, bh * s->qs.len[c] * sizeof(float),
@@ -129,7 +116,7 @@ static clattn_status start_results(clattn_ring *r, const ring_shape *s, ring_buf
             err = clEnqueueFillBuffer(queue, b->out[c], &zero, sizeof zero, 0,
                                       bh * s->qs.len[c] * s->v_dim * sizeof(float), 0, NULL, NULL);
         if (err != CL_SUCCESS)
-            return cl_failed(r, err, "uploading the queries");
+            return ring_cl_failed(r, err, "uploading the queries");
     }
     return CLATTN_SUCCESS;
 }
@@ -155,11 +142,11 @@ static clattn_status attend_slice(clattn_ring *r, clattn_partition *partition, c
                 continue; /* the masks hide the pair: it adds nothing */
             if (st == CLATTN_SUCCESS && !uploaded) {
                 const size_t row0 = kc ? ks->len[0] : 0;
-                cl_int err = copy_rows(queue, true, b->k[kc], (void *)k, bkv, ks->rows, row0, ks->len[kc], s->k_row);
+                cl_int err = ring_copy_rows(queue, true, b->k[kc], (void *)k, bkv, ks->rows, row0, ks->len[kc], s->k_row);
                 if (err == CL_SUCCESS)
-                    err = copy_rows(queue, true, b->v[kc], (void *)v, bkv, ks->rows, row0, ks->len[kc], s->v_row);
+                    err = ring_copy_rows(queue, true, b->v[kc], (void *)v, bkv, ks->rows, row0, ks->len[kc], s->v_row);
                 if (err != CL_SUCCESS)
-                    return cl_failed(r, err, "uploading a K/V run");
+                    return ring_cl_failed(r, err, "uploading a K/V run");
                 uploaded = true;
             }
             if (st == CLATTN_SUCCESS)
@@ -177,11 +164,10 @@ static clattn_status attend_slice(clattn_ring *r, clattn_partition *partition, c
     return CLATTN_SUCCESS;
 }
 
-/* The sinks (counted once) and the results read back into out and lse. */
-/* The sinks, counted once, merged into the running results; the device finished. */
+/* The sinks, counted once, merged into the running results (d NULL: none to merge); the device finished. */
 static clattn_status add_sinks(clattn_ring *r, const clattn_sdpa_desc *d, const ring_shape *s, ring_buffers *b)
 {
-    for (int c = 0; c < 2 && d->sinks; c++) {
+    for (int c = 0; c < 2 && d && d->sinks; c++) {
         if (!s->qs.len[c])
             continue;
         clattn_sdpa_desc md = *d;
@@ -205,11 +191,11 @@ static clattn_status read_results(clattn_ring *r, const ring_shape *s, ring_buff
             continue;
         const size_t row0 = c ? s->qs.len[0] : 0;
         cl_int err =
-            copy_rows(queue, false, b->out[c], out, bh, s->qs.rows, row0, s->qs.len[c], s->v_dim * sizeof(float));
+            ring_copy_rows(queue, false, b->out[c], out, bh, s->qs.rows, row0, s->qs.len[c], s->v_dim * sizeof(float));
         if (err == CL_SUCCESS && lse)
-            err = copy_rows(queue, false, b->lse[c], lse, bh, s->qs.rows, row0, s->qs.len[c], sizeof(float));
+            err = ring_copy_rows(queue, false, b->lse[c], lse, bh, s->qs.rows, row0, s->qs.len[c], sizeof(float));
         if (err != CL_SUCCESS)
-            return cl_failed(r, err, "reading the results");
+            return ring_cl_failed(r, err, "reading the results");
     }
     const clattn_status st = clattn_finish(r->ctx);
     return st == CLATTN_SUCCESS ? st : ring_fail(r, st, r->rank, "rank %d: %s", r->rank, clattn_last_error(r->ctx));
@@ -263,7 +249,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
     const size_t v_dim = d->v_dim ? d->v_dim : d->qk_dim;
     ring_shape s = {d->batch, d->heads, d->kv_heads ? d->kv_heads : d->heads, d->qk_dim, v_dim,
                     clattn_dtype_bytes(d->k_dtype, d->qk_dim), clattn_dtype_bytes(d->v_dtype, v_dim),
-                    {{0}, {0}, 0}, 0, 0, 0};
+                    {{0}, {0}, 0}, 0, 0, 0, d->kv_len, ring_reproducible(d)};
     clattn_ring_shard_of(d->q_len, r->size, r->rank, layout, &s.qs);
     for (int p = 0; p < r->size; p++) {
         clattn_ring_shard ks, qs;
@@ -302,14 +288,16 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         }
         const double started = ring_now_s();
         cl_event marker = NULL;
-        if (st == CLATTN_SUCCESS)
+        if (st == CLATTN_SUCCESS && s.exact)
+            ring_exact_place(r, &s, &held, held_k, held_v); /* (attended once every slice has passed) */
+        else if (st == CLATTN_SUCCESS)
             st = attend_slice(r, partition, &s, &b, &held, held_k, held_v, stats ? &stats->pairs : &(unsigned){0});
         if (st == CLATTN_SUCCESS) {
             cl_int err = clEnqueueMarkerWithWaitList(queue, 0, NULL, &marker);
             if (err == CL_SUCCESS)
                 err = clFlush(queue);
             if (err != CL_SUCCESS)
-                st = cl_failed(r, err, "clEnqueueMarkerWithWaitList");
+                st = ring_cl_failed(r, err, "clEnqueueMarkerWithWaitList");
         }
         double device_done = started;
         char what[96];
@@ -322,7 +310,7 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
             clGetEventInfo(marker, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof exec, &exec, NULL);
             clReleaseEvent(marker);
             if (exec < 0 && st == CLATTN_SUCCESS)
-                st = cl_failed(r, exec, "the step's kernels");
+                st = ring_cl_failed(r, exec, "the step's kernels");
         }
         if (waited != CLATTN_SUCCESS) {
             st = waited;
@@ -335,8 +323,10 @@ static clattn_status run_ring(clattn_ring *r, const clattn_sdpa_desc *d, clattn_
         held_v = into_v;
     }
     if (ready && !r->broken) {
+        if (st == CLATTN_SUCCESS && s.exact)
+            st = ring_exact_attend(r, d, partition, &s, &b, stats ? &stats->pairs : &(unsigned){0});
         if (st == CLATTN_SUCCESS)
-            st = add_sinks(r, d, &s, &b);
+            st = add_sinks(r, s.exact ? NULL : d, &s, &b);
         st = ring_agree_on_status(r, st); /* every rank's outcome, before anything is written */
         if (st == CLATTN_SUCCESS)
             st = read_results(r, &s, &b, out, lse);

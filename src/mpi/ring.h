@@ -25,6 +25,8 @@ struct clattn_ring_s {
     char detail[512];
     void *host[2][2]; /* [buffer][K, V]: received slices, as bytes (kept, never freed, once broken) */
     size_t host_bytes[2][2];
+    void *whole[2]; /* [K, V]: reproducible arithmetic's keys gathered whole (ring_exact.c), kept like host */
+    size_t whole_bytes[2];
     /* Notices (see give_up): one receive from any rank always posted, every rank's last notice kept
      * ("" none), and this rank's own, which abandoned sends may read after the call. */
     MPI_Request notice_req;
@@ -41,6 +43,51 @@ typedef struct ring_call {
     clattn_masks masks;
     clattn_partition *partition; /* the call, checked by libclattn: the pairs' sub-calls come from it */
 } ring_call;
+
+/* A call's shape, resolved (ring.c). */
+typedef struct ring_shape {
+    size_t batch, heads, kv_heads, qk_dim, v_dim;
+    size_t k_row, v_row; /* bytes of a K and a V row in their formats */
+    clattn_ring_shard qs; /* this rank's queries */
+    size_t max_kv_rows;   /* the longest K/V slice of any rank */
+    size_t max_kv_run;    /* the longest run of one */
+    size_t max_q_run;
+    size_t kv_len;        /* the call's keys */
+    bool exact;           /* reproducible arithmetic: the keys gathered, one call a query run (ring_exact.c) */
+} ring_shape;
+
+/* The device side of one call: the rank's query runs, the K/V runs held, and the running results. */
+typedef struct ring_buffers {
+    cl_mem q[2], out[2], lse[2]; /* per query run */
+    cl_mem k[2], v[2];           /* per run of the K/V slice held (reproducible: k[0], v[0] hold every key) */
+    cl_mem part_out, part_lse;   /* one pair's result before it is merged */
+    size_t bytes;
+} ring_buffers;
+
+/* ---- ring.c ---------------------------------------------------------------------------------- */
+
+/* A device buffer of `bytes` (at least 4) into *out, counted in b->bytes. */
+clattn_status ring_make_buffer(clattn_ring *r, ring_buffers *b, size_t bytes, cl_mem *out);
+/* An OpenCL call that failed on this rank. */
+clattn_status ring_cl_failed(clattn_ring *r, cl_int err, const char *what);
+/* Rows [row0, row0 + rows) of each of `slices` slices of a host tensor with `total` rows of `row_bytes`
+ * bytes, to (write) or from a device buffer holding just those rows. */
+cl_int ring_copy_rows(cl_command_queue queue, bool write, cl_mem dev, void *host, size_t slices, size_t total,
+                      size_t row0, size_t rows, size_t row_bytes);
+
+/* ---- ring_exact.c: reproducible arithmetic (desc->arithmetic or CLATTN_REPRODUCIBLE) ----------- */
+
+/* Whether the call asks for reproducible arithmetic: its descriptor, or CLATTN_REPRODUCIBLE=1 (what the
+ * ranks' contexts read when they were made). */
+bool ring_reproducible(const clattn_sdpa_desc *d);
+/* The host buffers of the gathered keys, grown to the call's K and V (kept between calls). */
+clattn_status ring_exact_reserve(clattn_ring *r, const ring_shape *s);
+/* A held slice's rows (its runs) put in their places among the gathered keys. */
+void ring_exact_place(clattn_ring *r, const ring_shape *s, const clattn_ring_shard *held, const void *k,
+                      const void *v);
+/* Once every slice has passed: each query run over every key in one call (no merge), into b->out and b->lse. */
+clattn_status ring_exact_attend(clattn_ring *r, const clattn_sdpa_desc *d, clattn_partition *partition,
+                                const ring_shape *s, ring_buffers *b, unsigned *pairs);
 
 /* ---- transport.c ---------------------------------------------------------------------------- */
 

@@ -315,6 +315,8 @@ void clattn_ring_free(clattn_ring *r)
     for (int b = 0; b < 2; b++)
         for (int t = 0; t < 2; t++)
             free(r->host[b][t]);
+    free(r->whole[0]);
+    free(r->whole[1]);
     if (r->notice_req != MPI_REQUEST_NULL) { /* (a cancelled receive completes at once) */
         MPI_Cancel(&r->notice_req);
         MPI_Wait(&r->notice_req, MPI_STATUS_IGNORE);

@@ -42,7 +42,9 @@ static const char ring_help[] =
     "  --causal, --causal-bottom-right, --key-lengths, --offset, --offsets, --window: as for clattn sdpa\n"
     "                         (positions of the whole sequences; no --mask)\n"
     "  --kv-heads N, --softcap C, --sinks SINKS.npy, --alibi SLOPES.npy|auto, --logit-scale SC.npy,\n"
-    "  --softmax-double, --reproducible: as for clattn sdpa (ring attention refuses both for now)\n"
+    "  --reproducible         as for clattn sdpa: each rank's rows the bits of one device's call (the slices\n"
+    "                         pass as always; each rank keeps them and attends its rows over every key once)\n"
+    "  --softmax-double       refused: the ring's kernels and merges are float32\n"
     "\n"
     "Rank 0 prints each rank's time, the time it waited for a slice beyond its kernels, its device memory and\n"
     "the bytes it sent.\n";
