@@ -2,8 +2,8 @@
  * every option of the command against the fp64 reference (--kv-heads, --softcap, --sinks, --alibi,
  * --window, --offset and --offsets, --key-lengths, --causal and --causal-bottom-right, --scale, --layout),
  * --timeout reaching the ring (a rank that is still compiling its kernels when its peer's short timeout
- * runs out), K and V in other formats (--k-dtype q4_0 raw bytes, --v-dtype float16), and the usage
- * errors every rank agrees on. Built only when Meson found MPI. */
+ * runs out), K and V in other formats (--k-dtype q4_0 raw bytes, --v-dtype float16), --reproducible (one process's
+ * bits), and the usage errors every rank agrees on. Built only when Meson found MPI. */
 #include "cli_util.h"
 
 #include <stdio.h>
@@ -315,6 +315,30 @@ START_TEST(test_ring_usage_errors)
 }
 END_TEST
 
+/* --reproducible: the gathered output and log-sum-exps, bit for bit, those of `clattn sdpa --reproducible` in one
+ * process (causal zigzag, GQA, sinks). */
+START_TEST(test_ring_reproducible)
+{
+    enum { B = 1, H = 4, N = 2, L = 29, D = 16 };
+    const size_t qs[4] = {B, H, L, D}, ks[4] = {B, N, L, D}, os[4] = {B, H, L, D}, ls[3] = {B, H, L};
+    rng.state = 940;
+    const char *qp = save_f32("q.npy", rand_floats(B * H * L * D, 1.5f), 4, qs);
+    const char *kp = save_f32("k.npy", rand_floats(B * N * L * D, 1.5f), 4, ks);
+    const char *vp = save_f32("v.npy", rand_floats(B * N * L * D, 1.0f), 4, ks);
+    const char *sp = save_f32("sinks.npy", (const float[]){0.5f, -1.0f, 2.0f, 0.0f}, 1, (size_t[]){H});
+    RING("2", "--q", qp, "--k", kp, "--v", vp, "--out", P("o.npy"), "--lse", P("l.npy"), "--gather", "--causal",
+         "--kv-heads", "2", "--sinks", sp, "--reproducible");
+    expect_status(EXIT_OK);
+    CLATTN("sdpa", "--q", qp, "--k", kp, "--v", vp, "--out", P("o1.npy"), "--lse", P("l1.npy"), "--causal",
+           "--kv-heads", "2", "--sinks", sp, "--reproducible");
+    expect_status(EXIT_OK);
+    const float *o = load_f32(P("o.npy"), 4, os), *o1 = load_f32(P("o1.npy"), 4, os);
+    const float *l = load_f32(P("l.npy"), 3, ls), *l1 = load_f32(P("l1.npy"), 3, ls);
+    ck_assert_msg(memcmp(o, o1, sizeof(float) * B * H * L * D) == 0, "ring --reproducible: out differs from sdpa's");
+    ck_assert_msg(memcmp(l, l1, sizeof(float) * B * H * L) == 0, "ring --reproducible: lse differs from sdpa's");
+}
+END_TEST
+
 /* ---------------------------------------------------------------------------------------------- */
 
 static Suite *ring_suite(void)
@@ -331,6 +355,7 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, test_ring_alibi_file);
     tcase_add_test(tc, test_ring_formats);
     tcase_add_test(tc, test_ring_timeout);
+    tcase_add_test(tc, test_ring_reproducible);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -61,10 +61,10 @@ extern "C" {
 #endif
 
 #define CLATTN_VERSION_MAJOR 0
-#define CLATTN_VERSION_MINOR 23
+#define CLATTN_VERSION_MINOR 24
 #define CLATTN_VERSION_PATCH 0
 #define CLATTN_VERSION_NUMBER (CLATTN_VERSION_MAJOR * 10000 + CLATTN_VERSION_MINOR * 100 + CLATTN_VERSION_PATCH)
-#define CLATTN_VERSION_STRING "0.23.0"
+#define CLATTN_VERSION_STRING "0.24.0"
 
 /* Run-time version, CLATTN_VERSION_NUMBER of the library actually loaded. */
 CLATTN_API unsigned clattn_version_number(void);
@@ -542,8 +542,9 @@ typedef enum clattn_softmax_precision {
  * subnormals kept from the hardware (docs/reproducible.md). Calls whose K/V are float32, float16, bfloat16, int8 or
  * (since 0.23) a block or FP8 format — not KIVI's token formats — dense, ragged, paged, device groups (by batches; since 0.23 a batch too small to divide by query rows, not
  * keys), clattn_sdpa_backward, the layer and its backward pass (since 0.23: clattn's GEMM in an exact build, never
- * CLBlast), cascades of whole-block prefixes (since 0.23: the plain paged call's bits); not yet the weights output,
- * the double softmax, sparse or ring attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
+ * CLBlast), cascades of whole-block prefixes (since 0.23: the plain paged call's bits), ring attention over MPI
+ * (since 0.24: each rank's rows one device's bits; clattn_mpi.h); not yet the weights output, the double softmax
+ * or sparse attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
  * created, makes it every call's. */
 typedef enum clattn_arithmetic {
     CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */

@@ -119,6 +119,10 @@ typedef struct clattn_ring_stats {
  * ring as those bytes (a q4_0 cache sends 0.28× float16's). Masks: causal (either kind), key lengths and query
  * offsets (of the whole sequences), windows; no additive mask, no weights output. Sinks, ALiBi,
  * soft-capping and grouped heads work as in clattn_sdpa. P larger than L or S is CLATTN_ERROR_INVALID_VALUE.
+ * Reproducible arithmetic (desc->arithmetic or CLATTN_REPRODUCIBLE=1; since 0.24): the slices travel as always,
+ * each rank keeps them and, once all have passed, attends its query rows over every key in one call — each
+ * rank's rows are one device's bits for the whole call (docs/reproducible.md); every rank then holds all of K
+ * and V, on the host and on its device (the ring's memory saving given up).
  * A failure on any rank is returned by every rank (clattn_ring_failed_rank names the first);
  * stats may be NULL (else started from CLATTN_RING_STATS_INIT; written on success only). */
 CLATTN_MPI_API clattn_status clattn_ring_sdpa_host(clattn_ring *ring, const clattn_sdpa_desc *desc,
