@@ -24,22 +24,93 @@
 #define LOW_BITS(x) ((as_uint(x) & 0x7fffffffu) - 1u)
 #define LOW_BITS_V(x) ((AS_UINT(x) & 0x7fffffffu) - 1u)
 
-/* The smallest lane of x. */
+/* The smallest lane of x: halves folded in registers (a store and reload of the lanes stalls on the store). */
 inline uint clattn_lowest(uvec_t x)
 {
-    uint lanes[VEC], lowest = 0xffffffffu;
-    VSTORE(x, lanes);
-    for (int e = 0; e < VEC; e++)
-        lowest = min(lowest, lanes[e]);
-    return lowest;
+#if VEC == 16
+    const uint8 h8 = min(x.lo, x.hi);
+    const uint4 h4 = min(h8.lo, h8.hi);
+#elif VEC == 8
+    const uint4 h4 = min(x.lo, x.hi);
+#elif VEC == 4
+    const uint4 h4 = x;
+#endif
+#if VEC >= 4
+    const uint2 h2 = min(h4.lo, h4.hi);
+    return min(h2.x, h2.y);
+#elif VEC == 2
+    return min(x.x, x.y);
+#else
+    return x;
+#endif
 }
 
 /* small_entries' flags for one staged key from the LOW_BITS of its K and V rows' smallest nonzero entries. */
-inline uchar clattn_small_entries(uvec_t k_low, uvec_t v_low)
+inline uchar clattn_small_entries(uint k_lowest, uint v_lowest)
 {
-    return (uchar)((clattn_lowest(k_low) < LOW_BITS(EXACT_K_FAST)) |
-                   ((clattn_lowest(v_low) < LOW_BITS(EXACT_V_FAST)) << 1));
+    return (uchar)((k_lowest < LOW_BITS(EXACT_K_FAST)) | ((v_lowest < LOW_BITS(EXACT_V_FAST)) << 1));
 }
+
+/* x[0 … VEC−1] (rows of a VEC×VEC block) transposed in registers: on return x[i] holds lane i of every input row,
+ * in order. Halves, quarters … of the rows swapped pairwise (log2 VEC rounds of two-source shuffles): storing
+ * lane by lane instead costs a scatter per row. */
+#define TRANSPOSE_ROUND(x, y, b, LO, HI)                                                                     \
+    for (int i0_ = 0; i0_ < VEC; i0_ += 2 * (b))                                                             \
+        for (int i_ = i0_; i_ < i0_ + (b); i_++) {                                                           \
+            const vec_t a_ = x[i_], c_ = x[i_ + (b)];                                                        \
+            y[i_] = LO(a_, c_);                                                                              \
+            y[i_ + (b)] = HI(a_, c_);                                                                        \
+        }
+#if VEC == 16
+#define LO8(a, c) (float16)((a).lo, (c).lo)
+#define HI8(a, c) (float16)((a).hi, (c).hi)
+#define LO4(a, c) (float16)((a).s0123, (c).s0123, (a).s89ab, (c).s89ab)
+#define HI4(a, c) (float16)((a).s4567, (c).s4567, (a).scdef, (c).scdef)
+#define LO2(a, c) (float16)((a).s01, (c).s01, (a).s45, (c).s45, (a).s89, (c).s89, (a).scd, (c).scd)
+#define HI2(a, c) (float16)((a).s23, (c).s23, (a).s67, (c).s67, (a).sab, (c).sab, (a).sef, (c).sef)
+#define LO1(a, c) (float16)((a).s0, (c).s0, (a).s2, (c).s2, (a).s4, (c).s4, (a).s6, (c).s6, (a).s8, (c).s8, (a).sa, (c).sa, (a).sc, (c).sc, (a).se, (c).se)
+#define HI1(a, c) (float16)((a).s1, (c).s1, (a).s3, (c).s3, (a).s5, (c).s5, (a).s7, (c).s7, (a).s9, (c).s9, (a).sb, (c).sb, (a).sd, (c).sd, (a).sf, (c).sf)
+#elif VEC == 8
+#define LO4(a, c) (float8)((a).lo, (c).lo)
+#define HI4(a, c) (float8)((a).hi, (c).hi)
+#define LO2(a, c) (float8)((a).s01, (c).s01, (a).s45, (c).s45)
+#define HI2(a, c) (float8)((a).s23, (c).s23, (a).s67, (c).s67)
+#define LO1(a, c) (float8)((a).s0, (c).s0, (a).s2, (c).s2, (a).s4, (c).s4, (a).s6, (c).s6)
+#define HI1(a, c) (float8)((a).s1, (c).s1, (a).s3, (c).s3, (a).s5, (c).s5, (a).s7, (c).s7)
+#elif VEC == 4
+#define LO2(a, c) (float4)((a).lo, (c).lo)
+#define HI2(a, c) (float4)((a).hi, (c).hi)
+#define LO1(a, c) (float4)((a).s0, (c).s0, (a).s2, (c).s2)
+#define HI1(a, c) (float4)((a).s1, (c).s1, (a).s3, (c).s3)
+#elif VEC == 2
+#define LO1(a, c) (float2)((a).s0, (c).s0)
+#define HI1(a, c) (float2)((a).s1, (c).s1)
+#endif
+#if VEC > 1
+inline void clattn_transpose(vec_t *x)
+{
+    vec_t y[VEC];
+#if VEC == 16
+    TRANSPOSE_ROUND(x, y, 8, LO8, HI8)
+    TRANSPOSE_ROUND(y, x, 4, LO4, HI4)
+    TRANSPOSE_ROUND(x, y, 2, LO2, HI2)
+    TRANSPOSE_ROUND(y, x, 1, LO1, HI1)
+#elif VEC == 8
+    TRANSPOSE_ROUND(x, y, 4, LO4, HI4)
+    TRANSPOSE_ROUND(y, x, 2, LO2, HI2)
+    TRANSPOSE_ROUND(x, y, 1, LO1, HI1)
+    for (int i = 0; i < VEC; i++)
+        x[i] = y[i];
+#elif VEC == 4
+    TRANSPOSE_ROUND(x, y, 2, LO2, HI2)
+    TRANSPOSE_ROUND(y, x, 1, LO1, HI1)
+#else
+    TRANSPOSE_ROUND(x, y, 1, LO1, HI1)
+    x[0] = y[0];
+    x[1] = y[1];
+#endif
+}
+#endif
 
 /* VEC values of K (V) from value i as the staging reads them: VEC-wide for the formats stored value by value, value by
  * value for the block formats (whose loads are products of exactly converted halves and small integers: IEEE
@@ -88,17 +159,26 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
     do {                                                                                                     \
         const ulong j_ = (j0) + (jj);                                                                        \
         const bool in_ = j_ < key_len;                                                                       \
-        const ulong k_row_ = in_ ? K_ROW_AT(j_) : 0, v_row_ = in_ ? V_ROW_AT(j_) : 0;                        \
-        const float ks_ = in_ ? EXACT(K_ROW_SCALE(j_)) : 0.0f, vs_ = in_ ? EXACT(V_ROW_SCALE(j_)) : 0.0f;    \
-        const ulong k_dim_ = in_ ? dk : 0, v_dim_ = in_ ? dv : 0;                                            \
-        uvec_t k_low_ = (uvec_t)0xffffffffu, v_low_ = (uvec_t)0xffffffffu;                                   \
-        lanes_t bad_ = 0;                                                                                    \
+        const ulong k_row_ = in_ ? K_ROW_AT(j_) : 0, k_dim_ = in_ ? dk : 0;                                  \
+        const float ks_ = in_ ? EXACT(K_ROW_SCALE(j_)) : 0.0f;                                               \
+        uvec_t k_low_ = (uvec_t)0xffffffffu;                                                                 \
         for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
             vec_t x_;                                                                                        \
             EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_);                           \
             k_low_ = min(k_low_, LOW_BITS_V(x_));                                                            \
             STORE_K(x_, d_, (jj));                                                                           \
         }                                                                                                    \
+        EXACT_STAGE_V(j_, jj, vn, clattn_lowest(k_low_));                                                    \
+    } while (0)
+/* Stage key j = j0 + jj's V row into row jj of vn (VEC > 1), its flags (v_nonfinite, small_entries: k_lowest is
+ * the LOW_BITS of its K row's smallest nonzero entry) beside it. */
+#define EXACT_STAGE_V(j, jj, vn, k_lowest)                                                                   \
+    do {                                                                                                     \
+        const bool vin_ = (j) < key_len;                                                                     \
+        const ulong v_row_ = vin_ ? V_ROW_AT(j) : 0, v_dim_ = vin_ ? dv : 0;                                 \
+        const float vs_ = vin_ ? EXACT(V_ROW_SCALE(j)) : 0.0f;                                               \
+        uvec_t v_low_ = (uvec_t)0xffffffffu;                                                                 \
+        lanes_t bad_ = 0;                                                                                    \
         for (int d_ = 0; d_ < DV; d_ += VEC) {                                                               \
             vec_t x_;                                                                                        \
             EXACT_ROW_PART(x_, LOAD_V, VLOAD_V_EXACT, v, v_row_, d_, v_dim_, vs_);                           \
@@ -107,6 +187,6 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
             VSTORE(x_, (vn) + (jj) * DV + d_);                                                               \
         }                                                                                                    \
         v_nonfinite[jj] = ANY_LANE(bad_);                                                                    \
-        small_entries[jj] = clattn_small_entries(k_low_, v_low_);                                            \
+        small_entries[jj] = clattn_small_entries((k_lowest), clattn_lowest(v_low_));                         \
     } while (0)
 #endif

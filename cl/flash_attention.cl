@@ -149,17 +149,35 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 
     for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
 #if defined(CLATTN_EXACT) && VEC > 1
-        /* CPU, reproducible arithmetic: each work-item stages whole key rows VEC entries at a time, cutting them
-         * and finding their smallest nonzero entries (small_entries) on the way. */
-#define STORE_KT(x, d, jj)                                                                                   \
-    do {                                                                                                     \
-        float part_[VEC];                                                                                    \
-        VSTORE((x), part_);                                                                                  \
-        for (int e_ = 0; e_ < VEC; e_++)                                                                     \
-            kt[((d) + e_) * BLOCK_N + (jj)] = part_[e_];                                                     \
-    } while (0)
-        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M)
-            EXACT_STAGE_KEY(j0, jj, vt, STORE_KT);
+        /* CPU, reproducible arithmetic: each work-item stages VEC keys at a time, their K rows VEC entries at a time,
+         * cut and scaled (EXACT_ROW_PART) and transposed in registers into kt, finding their smallest nonzero
+         * entries (small_entries) on the way; then their V rows as they lie. */
+        for (ulong g0 = lid * VEC; g0 < BLOCK_N; g0 += BLOCK_M * VEC) {
+            ulong k_rows[VEC], k_dims[VEC];
+            float k_row_scales[VEC];
+            for (int e = 0; e < VEC; e++) {
+                const ulong j = j0 + g0 + e;
+                const bool in = j < key_len;
+                k_rows[e] = in ? K_ROW_AT(j) : 0;
+                k_dims[e] = in ? dk : 0;
+                k_row_scales[e] = in ? EXACT(K_ROW_SCALE(j)) : 0.0f;
+            }
+            uvec_t k_low = (uvec_t)0xffffffffu; /* lane e: key g0 + e's */
+            for (int d = 0; d < DK; d += VEC) {
+                vec_t block[VEC];
+                UNROLL for (int e = 0; e < VEC; e++)
+                    EXACT_ROW_PART(block[e], LOAD_K, VLOAD_K_EXACT, k, k_rows[e], d, k_dims[e], k_row_scales[e]);
+                clattn_transpose(block);
+                UNROLL for (int i = 0; i < VEC; i++) {
+                    k_low = min(k_low, LOW_BITS_V(block[i]));
+                    VSTORE(block[i], kt + (d + i) * BLOCK_N + g0);
+                }
+            }
+            uint k_lowest[VEC];
+            VSTORE(k_low, k_lowest);
+            for (int e = 0; e < VEC; e++)
+                EXACT_STAGE_V(j0 + g0 + e, g0 + e, vt, k_lowest[e]);
+        }
 #elif VEC > 1
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
         for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
