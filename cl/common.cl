@@ -9,6 +9,22 @@
 #pragma OPENCL FP_CONTRACT OFF
 #endif
 
+/* PREFETCH, a build option of the CPU kernels that ask for rows ahead of their use (0 where not given):
+ * CLATTN_PREFETCH_LINE(p) asks for p's 64-byte line — 1 through OpenCL C's own prefetch(), which every
+ * implementation compiles (some as nothing), 2 through Clang's __builtin_prefetch, which the host selects only
+ * on an implementation it has been seen to work on (PoCL: decode_prefetch_mode): rusticl's SPIR-V translator
+ * exits on it (the process with it), so no compiler may ever meet it unasked. */
+#ifndef PREFETCH
+#define PREFETCH 0
+#endif
+#if PREFETCH == 2
+#define CLATTN_PREFETCH_LINE(p) __builtin_prefetch(p)
+#elif PREFETCH == 1
+#define CLATTN_PREFETCH_LINE(p) prefetch((__global const uchar *)(p), 64)
+#else
+#define CLATTN_PREFETCH_LINE(p)
+#endif
+
 /* Element offsets, all in ulong: a (B,H,L,S) weight tensor, or a strided view of a large layer, can
  * pass 2^31 elements, where an int index would wrap. tests/test_offsets.c checks these functions on
  * the device against 64-bit host arithmetic. */

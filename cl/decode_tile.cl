@@ -26,15 +26,7 @@
 #define TILE_AT(r, g) ((r) * TILE + (g))
 #endif
 
-/* PREFETCH 1 asks for a 64-byte line through OpenCL C's own prefetch(), which every implementation
- * compiles (some as nothing); 2 through Clang's __builtin_prefetch, which the host selects only on an
- * implementation it has been seen to work on (PoCL): rusticl's SPIR-V translator exits on it (the
- * process with it), so no compiler may ever meet it unasked. */
-#if PREFETCH == 2
-#define CLATTN_PREFETCH_LINE(p) __builtin_prefetch(p)
-#elif PREFETCH == 1
-#define CLATTN_PREFETCH_LINE(p) prefetch((__global const uchar *)(p), 64)
-#endif
+/* (PREFETCH and CLATTN_PREFETCH_LINE: cl/common.cl's.) */
 #if PREFETCH
 /* A key's K and V rows, line by line. */
 __attribute__((always_inline)) inline void clattn_decode_prefetch_key(__global const uchar *k_row,

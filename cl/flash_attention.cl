@@ -152,6 +152,21 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* CPU, reproducible arithmetic: each work-item stages VEC keys at a time, their K rows VEC entries at a time,
          * cut and scaled (EXACT_ROW_PART) and transposed in registers into kt, finding their smallest nonzero
          * entries (small_entries) on the way; then their V rows as they lie. */
+#if PREFETCH
+        /* The next tile's rows asked for while this one is staged and attended (decode: a walk of one row that
+         * otherwise waits on memory at every tile). */
+        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
+            const ulong j = j0 + BLOCK_N + jj;
+            if (j < group_end && j < key_len) {
+                __global const uchar *k_line = (__global const uchar *)k + K_ROW_AT(j) / K_BLOCK * K_BLOCK_BYTES,
+                                     *v_line = (__global const uchar *)v + V_ROW_AT(j) / V_BLOCK * V_BLOCK_BYTES;
+                for (ulong e = 0; e < dk / K_BLOCK * K_BLOCK_BYTES; e += 64)
+                    CLATTN_PREFETCH_LINE(k_line + e);
+                for (ulong e = 0; e < dv / V_BLOCK * V_BLOCK_BYTES; e += 64)
+                    CLATTN_PREFETCH_LINE(v_line + e);
+            }
+        }
+#endif
         for (ulong g0 = lid * VEC; g0 < BLOCK_N; g0 += BLOCK_M * VEC) {
             ulong k_rows[VEC], k_dims[VEC];
             float k_row_scales[VEC];

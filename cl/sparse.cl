@@ -12,18 +12,8 @@
 #define DKV (DK / VEC)
 #define DVV (DV / VEC)
 /* The rows of the key AHEAD places on are asked for while this one is computed: a walk of random rows
- * otherwise waits on each (PREFETCH as cl/decode_tile.cl's: 1 OpenCL C's prefetch(), 2 Clang's builtin). */
+ * otherwise waits on each (PREFETCH, CLATTN_PREFETCH_LINE: cl/common.cl's). */
 #define AHEAD 4
-#ifndef PREFETCH
-#define PREFETCH 0
-#endif
-#if PREFETCH == 2
-#define CLATTN_SPARSE_PREFETCH(p) __builtin_prefetch(p)
-#elif PREFETCH == 1
-#define CLATTN_SPARSE_PREFETCH(p) prefetch((__global const uchar *)(p), 64)
-#else
-#define CLATTN_SPARSE_PREFETCH(p)
-#endif
 
 /* The row index (within K's and V's rows of their head size) of position j of sequence b, K/V head g. */
 inline ulong clattn_sparse_row(__global const int *table, ulong cols, uint shift, ulong kv_heads, ulong kv_len, ulong b,
@@ -61,9 +51,9 @@ __kernel void clattn_sparse(CLATTN_PARAMETERS(CLATTN_SPARSE_PARAMS))
             if (next >= 0 && (ulong)next < key_len) {
                 const ulong n = clattn_sparse_row(block_table, table_cols, block_shift, kv_heads, kv_len, b, g, (ulong)next);
                 for (ulong e = 0; e < DK * sizeof(k_store); e += 64)
-                    CLATTN_SPARSE_PREFETCH((__global const uchar *)(k + n * DK) + e);
+                    CLATTN_PREFETCH_LINE((__global const uchar *)(k + n * DK) + e);
                 for (ulong e = 0; e < DV * sizeof(v_store); e += 64)
-                    CLATTN_SPARSE_PREFETCH((__global const uchar *)(v + n * DV) + e);
+                    CLATTN_PREFETCH_LINE((__global const uchar *)(v + n * DV) + e);
             }
         }
         const int j = indices[bi * top_k + t];
