@@ -117,6 +117,12 @@
     CLATTN_KV_LAYOUT(X)                                                                                      \
     CLATTN_KV_SCALES(X)
 
+/* cl/exact_weights.cl: reproducible arithmetic's weights output (the fused kernel's, and what to write). */
+#define CLATTN_EXACT_WEIGHTS_PARAMS(X)                                                                       \
+    CLATTN_FLASH_PARAMS(X)                                                                                   \
+    X(ALL, MEM, __global float *, weights, 0)                                                                \
+    X(ALL, INT, int, weights_mode, 0)
+
 /* cl/decode.cl: the partial pass (or, with one split, the whole one). */
 #define CLATTN_DECODE_PARTIAL_PARAMS(X)                                                                      \
     X(ALL, VIEW, __global const q_store *, q, 0)                                                             \

@@ -55,6 +55,8 @@ static const family_case cases[] = {
      {.q = CLATTN_FLOAT32, .k = CLATTN_FLOAT16, .v = CLATTN_BFLOAT16, .o = CLATTN_FLOAT16}},
     {&family_reproducible, "-DCLATTN_EXACT=1 -DBLOCK_N=16 -DVEC=4 -DKV=4 -DROWS=2 -DDK=16 -DDV=32", 4, false, false, {0}},
     {&family_reproducible_lanes, "-DCLATTN_EXACT=1 -DBLOCK_N=16 -DVEC=4 -DKV=1 -DROWS=8 -DDK=16 -DDV=32", 4, false, false, {0}},
+    {&family_reproducible_weights, "-DCLATTN_EXACT=1 -DVEC=1 -DDK=16 -DDV=32", 0, false, true,
+     {.q = CLATTN_FLOAT16, .k = CLATTN_Q4_0, .v = CLATTN_FLOAT32, .o = CLATTN_FLOAT32}},
     {&family_sparse_backward, "-DROWS=2 -DVEC=4 -DDK=16 -DDV=32", 0, false, false, {0}},
     {&family_convert, "", 0, false, true, {.q = CLATTN_INT8, .k = CLATTN_FLOAT32, .v = CLATTN_FLOAT32, .o = CLATTN_FLOAT16}},
     /* (a block format's quantiser and an FP8 store in the append kernel) */

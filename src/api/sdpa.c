@@ -98,11 +98,16 @@ static clattn_status run_reproducible(clattn_context *ctx, const sdpa_shape *s, 
                                       tensor_view k, tensor_view v, cl_mem mask, tensor_view out, cl_mem weights,
                                       cl_mem lse)
 {
-    if (weights)
-        return reproducible_refused(ctx, "the weights output");
     if (s->softmax_double)
         return reproducible_refused(ctx, "the double softmax");
-    return reproducible_run(ctx, s, lay, q, k, v, mask, out, lse);
+    if (!weights)
+        return reproducible_run(ctx, s, lay, q, k, v, mask, out, lse);
+    /* The weights (a dense call's): the output first, with its log-sum-exps, which the weights are formed from. */
+    cl_mem row_lse = lse;
+    clattn_status st = lse ? CLATTN_SUCCESS : scratch_get(ctx, SCRATCH_PARTIAL_LSE, s->lse_elems * sizeof(float), &row_lse);
+    if (st == CLATTN_SUCCESS)
+        st = reproducible_run(ctx, s, lay, q, k, v, mask, out, row_lse);
+    return st == CLATTN_SUCCESS ? fused_exact_weights(ctx, s, q, k, v, mask, row_lse, weights, s->weights_output) : st;
 }
 
 clattn_status sdpa_run(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k, tensor_view v,

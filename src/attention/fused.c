@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 /* The fused kernel's shape for one call: head sizes and tiles are build options. */
 typedef struct fused_shape {
@@ -154,6 +155,37 @@ clattn_status fused_run(clattn_context *ctx, const sdpa_shape *s, const kv_layou
                         tensor_view v, cl_mem mask, tensor_view out, cl_mem lse)
 {
     return fused_launch(ctx, s, lay, q, k, v, mask, out, lse, false);
+}
+
+clattn_status fused_exact_weights(clattn_context *ctx, const sdpa_shape *s, tensor_view q, tensor_view k,
+                                  tensor_view v, cl_mem mask, cl_mem lse, cl_mem weights, clattn_weights_output mode)
+{
+    static const kv_layout dense = {NULL, NULL, NULL, 0, 0, NULL, 0, 0};
+    device_masks masks;
+    clattn_status st = masks_upload(ctx, s, mask, &masks);
+    if (st != CLATTN_SUCCESS)
+        return st;
+    char options[TYPES_OPTIONS_MAX + 64], types[TYPES_OPTIONS_MAX];
+    tensor_types_options(s->types, types, sizeof types);
+    snprintf(options, sizeof options, "-DCLATTN_EXACT=1 -DVEC=1 -DDK=%u -DDV=%u%s", pad_head(s->qk_dim),
+             pad_head(s->v_dim), types);
+    const family_build *fb;
+    if ((st = program_get(ctx, &family_reproducible_weights, options, 0, call_features(s), call_mods(s), &fb)) !=
+        CLATTN_SUCCESS)
+        return st;
+    exact_weights_params p;
+    memset(&p, 0, sizeof p);
+    const flash_params f = fused_params(s, &dense, q, k, v, (tensor_view){0}, lse, masks.sinks);
+#define COPY_FLASH_FIELD(feature, kind, type, name, absent) p.name = f.name;
+    CLATTN_FLASH_PARAMS(COPY_FLASH_FIELD) /* (the weights kernel's parameters begin with the fused kernel's) */
+#undef COPY_FLASH_FIELD
+    PARAMS_SET_MASKS(exact_weights_params, &p, &masks);
+    p.weights = weights;
+    p.weights_mode = (int)mode;
+    kernel_args a = kernel_args_begin(fb->kernels[0]);
+    params_bind(&a, &params_exact_weights, &p, fb->features);
+    const size_t global[3] = {s->kv_len, s->q_len, s->batch * s->heads};
+    return kernel_launch(ctx, &a, "reproducible weights", 3, global, NULL);
 }
 
 clattn_status fused_run_exact(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,

@@ -22,6 +22,9 @@
 const kernel_params params_flash = PARAM_TABLE("clattn_flash_attention", CLATTN_FLASH_PARAMS);
 const kernel_params params_flash_lanes = PARAM_TABLE("clattn_flash_lanes", CLATTN_FLASH_PARAMS);
 #undef PARAM_STRUCT
+#define PARAM_STRUCT exact_weights_params
+const kernel_params params_exact_weights = PARAM_TABLE("clattn_exact_weights", CLATTN_EXACT_WEIGHTS_PARAMS);
+#undef PARAM_STRUCT
 #define PARAM_STRUCT decode_partial_params
 const kernel_params params_decode_partial = PARAM_TABLE("clattn_decode_partial", CLATTN_DECODE_PARTIAL_PARAMS);
 #undef PARAM_STRUCT
@@ -215,6 +218,15 @@ const kernel_family family_reproducible = {"reproducible attention",
                                            1,
                                            1,
                                            "BLOCK_M"};
+/* Its weights output: each pair's score as the fused kernels form it (cl/exact_weights.cl). */
+const kernel_family family_reproducible_weights = {"reproducible weights",
+                                                   {"exact_math.cl", "masks.cl", "vec.cl", "exact_tiles.cl",
+                                                    "exact_weights.cl"},
+                                                   5,
+                                                   {&params_exact_weights},
+                                                   1,
+                                                   1,
+                                                   NULL};
 /* The same bits with the rows in the SIMD lanes (CPUs whose tuning puts them there). */
 const kernel_family family_reproducible_lanes = {"reproducible attention, rows in lanes",
                                                  {"exact_math.cl", "masks.cl", "vec.cl", "exact_tiles.cl", "flash_lanes.cl"},
@@ -268,7 +280,7 @@ const kernel_family family_layer_backward = {"layer backward", {"layer_backward.
                                              {&params_strided_copy, &params_column_sums}, 2, 2, NULL};
 
 const kernel_family *const kernel_families[] = {&family_fused, &family_fused_lanes, &family_decode,      &family_staged,
-                                                &family_softmax_double, &family_merge, &family_sparse, &family_sparse_backward, &family_reproducible, &family_reproducible_lanes, &family_convert,
+                                                &family_softmax_double, &family_merge, &family_sparse, &family_sparse_backward, &family_reproducible, &family_reproducible_lanes, &family_reproducible_weights, &family_convert,
                                                 &family_append_tokens,
                                                 &family_paged_check,    &family_topk,  &family_gemm,  &family_add_bias,
                                                 &family_block_mask,     &family_backward, &family_backward_exact, &family_layer_backward};

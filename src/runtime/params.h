@@ -53,6 +53,7 @@ typedef struct kernel_params {
 
 /* The struct of each kernel (zero-initialise it, fill what the call has, bind it). */
 typedef struct flash_params { CLATTN_FLASH_PARAMS(PARAM_FIELD) } flash_params;
+typedef struct exact_weights_params { CLATTN_EXACT_WEIGHTS_PARAMS(PARAM_FIELD) } exact_weights_params;
 typedef struct decode_partial_params { CLATTN_DECODE_PARTIAL_PARAMS(PARAM_FIELD) } decode_partial_params;
 typedef struct decode_combine_params { CLATTN_DECODE_COMBINE_PARAMS(PARAM_FIELD) } decode_combine_params;
 typedef struct score_params { CLATTN_SCORE_PARAMS(PARAM_FIELD) } score_params;
@@ -96,7 +97,7 @@ typedef struct column_sums_params { CLATTN_COLUMN_SUMS_PARAMS(PARAM_FIELD) } col
     } while (0)
 
 /* The kernels' tables (params.c). */
-extern const kernel_params params_flash, params_flash_lanes, params_decode_partial, params_decode_combine, params_score,
+extern const kernel_params params_flash, params_flash_lanes, params_exact_weights, params_decode_partial, params_decode_combine, params_score,
     params_score_tiled, params_transpose_k, params_softmax, params_softmax_double, params_weighted_sum,
     params_merge, params_sparse, params_sparse_combine, params_sparse_backward_dq, params_sparse_backward_dkdv, params_convert, params_append_rows, params_append_token_groups, params_append_token_tail, params_paged_check, params_topk, params_gemm, params_add_bias, params_cut_small,
     params_block_mask_build, params_backward_delta, params_backward_dkdv, params_backward_dq,
@@ -137,7 +138,7 @@ typedef struct kernel_family {
 
 /* Every family, for the tests that hold each kernel's signature against its table. */
 extern const kernel_family family_fused, family_fused_lanes, family_decode, family_staged, family_softmax_double, family_merge,
-    family_sparse, family_sparse_backward, family_reproducible,
+    family_sparse, family_sparse_backward, family_reproducible, family_reproducible_weights,
     family_convert, family_append_tokens, family_paged_check, family_topk, family_gemm, family_add_bias, family_block_mask, family_backward, family_backward_exact, family_reproducible_lanes,
     family_layer_backward;
 extern const kernel_family *const kernel_families[];
