@@ -543,8 +543,9 @@ typedef enum clattn_softmax_precision {
  * (since 0.23) a block or FP8 format — not KIVI's token formats — dense, ragged, paged, device groups (by batches; since 0.23 a batch too small to divide by query rows, not
  * keys), clattn_sdpa_backward, the layer and its backward pass (since 0.23: clattn's GEMM in an exact build, never
  * CLBlast), cascades of whole-block prefixes (since 0.23: the plain paged call's bits), ring attention over MPI
- * (since 0.24: each rank's rows one device's bits; clattn_mpi.h); not yet the weights output, the double softmax
- * or sparse attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
+ * (since 0.24: each rank's rows one device's bits; clattn_mpi.h), the weights output in all four modes (since
+ * 0.24: each pair's score as the fused kernel forms it; the softmax's weights exp(score − lse)); not yet the
+ * double softmax or sparse attention (those refuse it). CLATTN_REPRODUCIBLE=1, read when a context is
  * created, makes it every call's. */
 typedef enum clattn_arithmetic {
     CLATTN_ARITHMETIC_DEFAULT = 0,     /* the fastest kernels for the device (bits may differ across them) */

@@ -36,7 +36,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     those, only its ancestors and itself — the draft's keys appended last, with offsets or a causal mask
     placing the queries on them); return_lse (also the
     log-sum-exp, float32 (..., Hq, L)); weights ("softmax", "qk", "softcapped" or "masked": also that
-    (..., Hq, L, S) float32 matrix, from the staged path); algorithm ("auto", "fused", "staged",
+    (..., Hq, L, S) float32 matrix, from the staged path, or with reproducible=True the exact one); algorithm ("auto", "fused", "staged",
     "decode"); reproducible (True: the same bits on every OpenCL implementation, tuning and batch —
     clattn_arithmetic's CLATTN_ARITHMETIC_REPRODUCIBLE, docs/reproducible.md; the backward pass too); mods (OpenCL C source, or a .cl file, defining score_mod and/or mask_mod), aux (their
     auxiliary tensors: name → array, or (array, index) with index "query", "key", "position", "head",
