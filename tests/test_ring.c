@@ -63,6 +63,51 @@ static void take_rows(const float *all, size_t slices, size_t n, size_t width, c
     ck_assert(clattn_ring_shard_take(sh, slices, n, width, all, out) == CLATTN_SUCCESS);
 }
 
+void ring_inputs_make(const rcase *c, uint64_t seed, ring_inputs *in)
+{
+    memset(in, 0, sizeof *in);
+    in->d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->DV);
+    in->d.kv_heads = c->KVH;
+    in->d.softcap = c->softcap;
+    in->d.k_dtype = c->kt;
+    in->d.v_dtype = c->vt;
+    in->lengths[0] = c->key_lengths == 1 ? c->S - 5 : 0, in->lengths[1] = c->key_lengths == 1 ? c->S / 3 : 0;
+    in->offsets[0] = 40, in->offsets[1] = 35;
+    tu_variants_apply(&in->d, &in->var, c->causal, c->key_lengths ? in->lengths : NULL, c->offsets ? in->offsets : NULL,
+                      c->win_left, c->sinks, c->alibi);
+    in->nq = c->B * c->H * c->L * c->D, in->nk = c->B * c->KVH * c->S * c->D, in->nv = c->B * c->KVH * c->S * c->DV;
+    in->no = c->B * c->H * c->L * c->DV, in->nl = c->B * c->H * c->L;
+    in->q = tu_falloc(in->nq), in->k = tu_falloc(in->nk), in->v = tu_falloc(in->nv);
+    tu_fill_uniform(in->q, in->nq, 1.0f, seed);
+    tu_fill_uniform(in->k, in->nk, 1.0f, seed + 1);
+    tu_fill_uniform(in->v, in->nv, 1.0f, seed + 2);
+    clattn_ring_shard_of(c->L, ranks, rank, c->layout, &in->qs);
+    clattn_ring_shard_of(c->S, ranks, rank, c->layout, &in->ks);
+    /* K and V in their formats: a rank's rows are whole rows of bytes (every case's row a multiple of 4
+     * bytes, so the float copy moves them), the reference reads the values they hold. */
+    in->kb = quantised_copy(c->kt, in->k, in->nk, c->D, &in->k_row);
+    in->vb = quantised_copy(c->vt, in->v, in->nv, c->DV, &in->v_row);
+    ck_assert(in->k_row % sizeof(float) == 0 && in->v_row % sizeof(float) == 0);
+    in->my_q = tu_falloc(c->B * c->H * in->qs.rows * c->D);
+    in->my_k = tu_falloc(c->B * c->KVH * in->ks.rows * in->k_row / 4);
+    in->my_v = tu_falloc(c->B * c->KVH * in->ks.rows * in->v_row / 4);
+    take_rows(in->q, c->B * c->H, c->L, c->D, &in->qs, in->my_q);
+    take_rows(in->kb, c->B * c->KVH, c->S, in->k_row / 4, &in->ks, in->my_k);
+    take_rows(in->vb, c->B * c->KVH, c->S, in->v_row / 4, &in->ks, in->my_v);
+    in->my_no = c->B * c->H * in->qs.rows * c->DV, in->my_nl = c->B * c->H * in->qs.rows;
+}
+
+void ring_expect_sent(const rcase *c, const ring_inputs *in, size_t bytes_sent)
+{
+    size_t want = 0;
+    for (int t = 0; t + 1 < ranks; t++) {
+        clattn_ring_shard held;
+        clattn_ring_shard_of(c->S, ranks, (rank - t + ranks) % ranks, c->layout, &held);
+        want += c->B * c->KVH * held.rows * (in->k_row + in->v_row);
+    }
+    ck_assert_msg(bytes_sent == want, "%s: rank %d sent %zu bytes, expected %zu", tu_label(), rank, bytes_sent, want);
+}
+
 /* The ring's rank and size are its communicator's; NULL gives −1 and 0. A ring over a split communicator
  * (two rings of the even and the odd ranks) has that communicator's. */
 START_TEST(test_rank_and_size)
@@ -134,19 +179,6 @@ START_TEST(test_shards)
 }
 END_TEST
 
-typedef struct {
-    const char *name;
-    size_t B, H, KVH, L, S, D, DV;
-    clattn_causal causal;
-    clattn_ring_layout layout;
-    int key_lengths, offsets, sinks, alibi;
-    long long win_left; /* −2: none */
-    float softcap;
-    int mods; /* programmable attention: documents by position, a per-head bias, and their block mask */
-    clattn_dtype kt, vt; /* K's and V's formats (0: float32), sent around the ring as their bytes */
-} rcase;
-
-
 #define F32 CLATTN_FLOAT32
 static const rcase cases[] = {
     {"non-causal, contiguous, GQA 4/2, L = S = 37", 2, 4, 2, 37, 37, 16, 16, NONE, CONTIG, 0, 0, 0, 0, -2, 0, 0, F32, F32},
@@ -201,21 +233,12 @@ START_TEST(test_table)
 {
     const rcase *c = &cases[_i];
     tu_set_label("ring P %d \"%s\"", ranks, c->name);
-    clattn_sdpa_desc d = tu_sdpa_desc(c->B, c->H, c->L, c->S, c->D, c->DV);
-    d.kv_heads = c->KVH;
-    d.softcap = c->softcap;
-    const size_t lengths[2] = {c->S - 5, c->S / 3};
-    const long long offsets[2] = {40, 35};
-    tu_variants var;
-    tu_variants_apply(&d, &var, c->causal, c->key_lengths ? lengths : NULL, c->offsets ? offsets : NULL, c->win_left,
-                      c->sinks, c->alibi);
-    /* Every rank makes the same whole tensors (same seeds) and keeps its rows. */
-    const size_t nq = c->B * c->H * c->L * c->D, nk = c->B * c->KVH * c->S * c->D, nv = c->B * c->KVH * c->S * c->DV;
-    const size_t no = c->B * c->H * c->L * c->DV, nl = c->B * c->H * c->L;
-    float *q = tu_falloc(nq), *k = tu_falloc(nk), *v = tu_falloc(nv);
-    tu_fill_uniform(q, nq, 1.0f, 11 + _i);
-    tu_fill_uniform(k, nk, 1.0f, 12 + _i);
-    tu_fill_uniform(v, nv, 1.0f, 13 + _i);
+    ring_inputs *in = tu_track_malloc(sizeof *in);
+    ring_inputs_make(c, 11 + _i, in);
+    clattn_sdpa_desc d = in->d;
+    const float *q = in->q, *k = in->k, *v = in->v, *kb = in->kb, *vb = in->vb;
+    const size_t no = in->no, nl = in->nl, my_no = in->my_no, my_nl = in->my_nl;
+    const clattn_ring_shard qs = in->qs;
     clattn_mods *mods = NULL;
     clattn_block_mask *blocks = NULL;
     if (c->mods) {
@@ -237,39 +260,15 @@ START_TEST(test_table)
         d.mods = mods;
         d.block_mask = c->layout == ZIGZAG ? blocks : NULL;
     }
-    clattn_ring_shard qs, ks;
-    clattn_ring_shard_of(c->L, ranks, rank, c->layout, &qs);
-    clattn_ring_shard_of(c->S, ranks, rank, c->layout, &ks);
-    /* K and V in their formats: a rank's rows are whole rows of bytes (every case's row a multiple of 4
-     * bytes, so the float copy moves them), the reference reads the values they hold. */
-    size_t k_row, v_row;
-    const float *kb = quantised_copy(c->kt, k, nk, c->D, &k_row), *vb = quantised_copy(c->vt, v, nv, c->DV, &v_row);
-    ck_assert(k_row % sizeof(float) == 0 && v_row % sizeof(float) == 0);
-    float *my_q = tu_falloc(c->B * c->H * qs.rows * c->D), *my_k = tu_falloc(c->B * c->KVH * ks.rows * k_row / 4);
-    float *my_v = tu_falloc(c->B * c->KVH * ks.rows * v_row / 4);
-    take_rows(q, c->B * c->H, c->L, c->D, &qs, my_q);
-    take_rows(kb, c->B * c->KVH, c->S, k_row / 4, &ks, my_k);
-    take_rows(vb, c->B * c->KVH, c->S, v_row / 4, &ks, my_v);
-    d.k_dtype = c->kt;
-    d.v_dtype = c->vt;
-    const size_t my_no = c->B * c->H * qs.rows * c->DV, my_nl = c->B * c->H * qs.rows;
     float *o = tu_host_alloc(my_no, NULL), *l = tu_host_alloc(my_nl, NULL);
     clattn_ring_stats stats = CLATTN_RING_STATS_INIT;
-    clattn_status st = clattn_ring_sdpa_host(ring, &d, c->layout, my_q, my_k, my_v, o, l, &stats);
+    clattn_status st = clattn_ring_sdpa_host(ring, &d, c->layout, in->my_q, in->my_k, in->my_v, o, l, &stats);
     ck_assert_msg(st == CLATTN_SUCCESS, "%s: rank %d: %s: %s", tu_label(), rank, clattn_status_string(st),
                   clattn_ring_last_error(ring));
     tu_host_check_guard(o, my_no, "out");
     tu_host_check_guard(l, my_nl, "lse");
     ck_assert_uint_eq(stats.steps, (unsigned)ranks);
-    /* In step t < P − 1 this rank passes on the slice of rank − t, K and V: its rows of S in their formats. */
-    size_t want_sent = 0;
-    for (int t = 0; t + 1 < ranks; t++) {
-        clattn_ring_shard held;
-        clattn_ring_shard_of(c->S, ranks, (rank - t + ranks) % ranks, c->layout, &held);
-        want_sent += c->B * c->KVH * held.rows * (k_row + v_row);
-    }
-    ck_assert_msg(stats.bytes_sent == want_sent, "%s: rank %d sent %zu bytes, expected %zu", tu_label(), rank,
-                  stats.bytes_sent, want_sent);
+    ring_expect_sent(c, in, stats.bytes_sent);
     /* The fp64 reference over the whole tensors, and one process's clattn_sdpa_host: this rank's rows. */
     double *ro = tu_dalloc(no), *rl = tu_dalloc(nl);
     const ref_mods rm = {ring_ref_score, ring_ref_mask, NULL};
