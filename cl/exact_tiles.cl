@@ -137,9 +137,10 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
 #endif
 
 /* x = VEC entries d … d+VEC−1 of a K (V) row as staged in reproducible arithmetic: read (0 from dim on: the
- * padding), cut, times the row's scale, cut. (A statement: no GNU statement expression, which not every OpenCL
- * compiler takes.) */
-#define EXACT_ROW_PART(x, LOAD1, VLOAD1, p, row, d, dim, scale)                                               \
+ * padding), cut, times the row's scale, cut — where the rows have scales (SCALED: HAS_K_SCALES, HAS_V_SCALES; else
+ * the scale is 1 and the product and second cut change nothing, so they are left out). (A statement: no GNU
+ * statement expression, which not every OpenCL compiler takes.) */
+#define EXACT_ROW_PART(x, LOAD1, VLOAD1, p, row, d, dim, scale, SCALED)                                       \
     do {                                                                                                     \
         if ((ulong)(d) + VEC <= (dim)) {                                                                     \
             x = VLOAD1(p, (row) + (d));                                                                      \
@@ -149,7 +150,9 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
                 part_[e_] = (ulong)((d) + e_) < (dim) ? LOAD1(p, (row) + (d) + e_) : 0.0f;                   \
             x = VLOAD(part_);                                                                                \
         }                                                                                                    \
-        x = VCUT(VCUT(x, EXACT_MIN) * (scale), EXACT_MIN);                                                   \
+        x = VCUT(x, EXACT_MIN);                                                                              \
+        if (SCALED)                                                                                          \
+            x = VCUT(x * (scale), EXACT_MIN);                                                                \
     } while (0)
 /* Stage key jj of the tile from key j0 (CPUs, VEC > 1): its K and V rows VEC entries at a time through
  * EXACT_ROW_PART, each part of K handed to STORE_K(x, d, jj) (the keys-in-lanes kernel stores it transposed, the
@@ -164,7 +167,7 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         uvec_t k_low_ = (uvec_t)0xffffffffu;                                                                 \
         for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
             vec_t x_;                                                                                        \
-            EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_);                           \
+            EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_, HAS_K_SCALES);         \
             k_low_ = min(k_low_, LOW_BITS_V(x_));                                                            \
             STORE_K(x_, d_, (jj));                                                                           \
         }                                                                                                    \
@@ -181,7 +184,7 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         lanes_t bad_ = 0;                                                                                    \
         for (int d_ = 0; d_ < DV; d_ += VEC) {                                                               \
             vec_t x_;                                                                                        \
-            EXACT_ROW_PART(x_, LOAD_V, VLOAD_V_EXACT, v, v_row_, d_, v_dim_, vs_);                           \
+            EXACT_ROW_PART(x_, LOAD_V, VLOAD_V_EXACT, v, v_row_, d_, v_dim_, vs_, HAS_V_SCALES);         \
             v_low_ = min(v_low_, LOW_BITS_V(x_));                                                            \
             bad_ |= isfinite(x_) == 0;                                                                       \
             VSTORE(x_, (vn) + (jj) * DV + d_);                                                               \

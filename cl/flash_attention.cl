@@ -152,21 +152,6 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         /* CPU, reproducible arithmetic: each work-item stages VEC keys at a time, their K rows VEC entries at a time,
          * cut and scaled (EXACT_ROW_PART) and transposed in registers into kt, finding their smallest nonzero
          * entries (small_entries) on the way; then their V rows as they lie. */
-#if PREFETCH
-        /* The next tile's rows asked for while this one is staged and attended (decode: a walk of one row that
-         * otherwise waits on memory at every tile). */
-        for (ulong jj = lid; jj < BLOCK_N; jj += BLOCK_M) {
-            const ulong j = j0 + BLOCK_N + jj;
-            if (j < group_end && j < key_len) {
-                __global const uchar *k_line = (__global const uchar *)k + K_ROW_AT(j) / K_BLOCK * K_BLOCK_BYTES,
-                                     *v_line = (__global const uchar *)v + V_ROW_AT(j) / V_BLOCK * V_BLOCK_BYTES;
-                for (ulong e = 0; e < dk / K_BLOCK * K_BLOCK_BYTES; e += 64)
-                    CLATTN_PREFETCH_LINE(k_line + e);
-                for (ulong e = 0; e < dv / V_BLOCK * V_BLOCK_BYTES; e += 64)
-                    CLATTN_PREFETCH_LINE(v_line + e);
-            }
-        }
-#endif
         for (ulong g0 = lid * VEC; g0 < BLOCK_N; g0 += BLOCK_M * VEC) {
             ulong k_rows[VEC], k_dims[VEC];
             float k_row_scales[VEC];
@@ -181,7 +166,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             for (int d = 0; d < DK; d += VEC) {
                 vec_t block[VEC];
                 UNROLL for (int e = 0; e < VEC; e++)
-                    EXACT_ROW_PART(block[e], LOAD_K, VLOAD_K_EXACT, k, k_rows[e], d, k_dims[e], k_row_scales[e]);
+                    EXACT_ROW_PART(block[e], LOAD_K, VLOAD_K_EXACT, k, k_rows[e], d, k_dims[e], k_row_scales[e],
+                                   HAS_K_SCALES);
                 clattn_transpose(block);
                 UNROLL for (int i = 0; i < VEC; i++) {
                     k_low = min(k_low, LOW_BITS_V(block[i]));
@@ -190,8 +176,23 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             }
             uint k_lowest[VEC];
             VSTORE(k_low, k_lowest);
-            for (int e = 0; e < VEC; e++)
+            for (int e = 0; e < VEC; e++) {
+#if PREFETCH
+                /* The next tile's key in this one's place asked for, key by key between the stagings (a decode's
+                 * walk of one row otherwise waits on memory at every tile; a burst of a whole tile's lines at
+                 * once would stall on the core's outstanding misses instead). */
+                const ulong ahead = j0 + BLOCK_N + g0 + e;
+                if (ahead < group_end && ahead < key_len) {
+                    __global const uchar *k_line = (__global const uchar *)k + K_ROW_AT(ahead) / K_BLOCK * K_BLOCK_BYTES,
+                                         *v_line = (__global const uchar *)v + V_ROW_AT(ahead) / V_BLOCK * V_BLOCK_BYTES;
+                    for (ulong x = 0; x < dk / K_BLOCK * K_BLOCK_BYTES; x += 64)
+                        CLATTN_PREFETCH_LINE(k_line + x);
+                    for (ulong x = 0; x < dv / V_BLOCK * V_BLOCK_BYTES; x += 64)
+                        CLATTN_PREFETCH_LINE(v_line + x);
+                }
+#endif
                 EXACT_STAGE_V(j0 + g0 + e, g0 + e, vt, k_lowest[e]);
+            }
         }
 #elif VEC > 1
         /* CPU: each work-item copies whole key rows, contiguous reads the compiler vectorises. */
