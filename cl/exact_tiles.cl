@@ -167,7 +167,7 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         uvec_t k_low_ = (uvec_t)0xffffffffu;                                                                 \
         for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
             vec_t x_;                                                                                        \
-            EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_, HAS_K_SCALES);         \
+            EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_, HAS_K_SCALES);             \
             k_low_ = min(k_low_, LOW_BITS_V(x_));                                                            \
             STORE_K(x_, d_, (jj));                                                                           \
         }                                                                                                    \
@@ -184,7 +184,7 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         lanes_t bad_ = 0;                                                                                    \
         for (int d_ = 0; d_ < DV; d_ += VEC) {                                                               \
             vec_t x_;                                                                                        \
-            EXACT_ROW_PART(x_, LOAD_V, VLOAD_V_EXACT, v, v_row_, d_, v_dim_, vs_, HAS_V_SCALES);         \
+            EXACT_ROW_PART(x_, LOAD_V, VLOAD_V_EXACT, v, v_row_, d_, v_dim_, vs_, HAS_V_SCALES);             \
             v_low_ = min(v_low_, LOW_BITS_V(x_));                                                            \
             bad_ |= isfinite(x_) == 0;                                                                       \
             VSTORE(x_, (vn) + (jj) * DV + d_);                                                               \

@@ -6,7 +6,9 @@
  *     as the reproducible call without weights; the same bits with desc.algorithm STAGED; fingerprints equal to
  *     tests/data/reproducible_weights_hashes.txt's (recorded on PoCL; rusticl and oclgrind must give their bits;
  *     CLATTN_TEST_WRITE_HASHES=FILE writes the lines);
- *  2. under three other tunings (rows in the lanes, a VEC of 8, the GPU class): the same bits.
+ *  2. under three other tunings (rows in the lanes, a VEC of 8, the GPU class): the same bits;
+ *  3. the layer's attention weights (clattn_mha_host): rows summing to 1, the output unchanged, the same bits with
+ *     STAGED and under the GPU class.
  * Cases: masks of both kinds with windows, soft-capping, ALiBi and sinks; GQA; key lengths; K entries under the
  * fast path's limit (the careful path) and subnormal Q entries; q8_0 K with FP8 V.
  */
@@ -192,11 +194,56 @@ START_TEST(test_tunings)
 }
 END_TEST
 
+/* 3. The layer's attention weights (clattn_mha_host's attn_weights): rows that sum to 1 (to float32's rounding), the
+ * output the layer's without them, the same bits with desc.algorithm STAGED and under the GPU class's tuning. */
+START_TEST(test_layer)
+{
+    const size_t dev = _i;
+    enum { B = 2, L = 11, DM = 24, H = 3, D = 8 };
+    tu_set_label("reproducible layer weights on %s", tu_dev_spec[dev]);
+    clattn_mha_desc d = CLATTN_MHA_DESC_INIT;
+    d.batch = B, d.q_len = L, d.model_dim = DM, d.heads = H, d.qk_dim = D;
+    d.arithmetic = CLATTN_ARITHMETIC_REPRODUCIBLE;
+    clattn_masks m = CLATTN_MASKS_INIT;
+    m.causal = CLATTN_CAUSAL_TOP_LEFT;
+    d.masks = &m;
+    float *x = tu_falloc(B * L * DM), *w[4];
+    tu_fill_uniform(x, B * L * DM, 1.0f, 880);
+    for (int i = 0; i < 4; i++) {
+        w[i] = tu_falloc(DM * DM);
+        tu_fill_uniform(w[i], DM * DM, 0.3f, 881 + (uint64_t)i);
+    }
+    clattn_mha_host_weights hw = CLATTN_MHA_HOST_WEIGHTS_INIT;
+    hw.w_q = w[0], hw.w_k = w[1], hw.w_v = w[2], hw.w_o = w[3];
+    const size_t nw = (size_t)B * H * L * L, no = (size_t)B * L * DM;
+    float *o = tu_falloc(no), *aw = tu_host_alloc(nw, NULL), *o2 = tu_falloc(no), *aw2 = tu_falloc(nw);
+    TU_ASSERT_OK(clattn_mha_host(tu_ctx[dev], &d, x, NULL, &hw, NULL, o, aw), tu_ctx[dev], "the layer with weights");
+    tu_host_check_guard(aw, nw, "attn_weights");
+    for (size_t r = 0; r < nw / L; r++) {
+        double sum = 0.0;
+        for (size_t j = 0; j < L; j++)
+            sum += aw[r * L + j];
+        ck_assert_msg(fabs(sum - 1.0) < 1e-5, "%s: row %zu of the weights sums to %.9g", tu_label(), r, sum);
+    }
+    TU_ASSERT_OK(clattn_mha_host(tu_ctx[dev], &d, x, NULL, &hw, NULL, o2, NULL), tu_ctx[dev], "the layer");
+    ck_assert_msg(memcmp(o, o2, no * sizeof *o) == 0, "%s: asking for the weights changed the output", tu_label());
+    d.algorithm = CLATTN_ALGORITHM_STAGED;
+    TU_ASSERT_OK(clattn_mha_host(tu_ctx[dev], &d, x, NULL, &hw, NULL, o2, aw2), tu_ctx[dev], "the layer, STAGED");
+    ck_assert_msg(memcmp(aw, aw2, nw * sizeof *aw) == 0, "%s: STAGED changed the weights' bits", tu_label());
+    d.algorithm = CLATTN_ALGORITHM_AUTO;
+    clattn_context *gpu = tu_tuned_context(dev, "class=gpu");
+    TU_ASSERT_OK(clattn_mha_host(gpu, &d, x, NULL, &hw, NULL, o2, aw2), gpu, "the layer, GPU class");
+    clattn_context_free(gpu);
+    ck_assert_msg(memcmp(aw, aw2, nw * sizeof *aw) == 0, "%s: the GPU class changed the weights' bits", tu_label());
+}
+END_TEST
+
 static Suite *reproducible_weights_suite(void)
 {
     Suite *s = suite_create("reproducible_weights");
     tu_add_loop(s, "cases", test_cases, N_CASES * N_MODES * tu_ndev);
     tu_add_loop(s, "tunings", test_tunings, N_TUNINGS * tu_ndev);
+    tu_add_loop(s, "layer", test_layer, tu_ndev);
     return s;
 }
 
