@@ -35,7 +35,7 @@ static const wcase cases[] = {
      CLATTN_CAUSAL_BOTTOM_RIGHT, CLATTN_MASK_L_S, 4, 1.5f, 1, 0, 0, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"top-left causal, sinks, key lengths, (B,H,L,S) mask with masked rows", 2, 2, 2, 20, 37, 40, CLATTN_CAUSAL_TOP_LEFT,
      CLATTN_MASK_B_H_L_S, -2, 0.0f, 0, 1, 1, 0, CLATTN_FLOAT32, CLATTN_FLOAT32},
-    {"K entries under 2^-40, subnormal Q entries, no mask, L 5, S 70", 1, 3, 3, 5, 70, 64, CLATTN_CAUSAL_NONE,
+    {"K entries under 2^-40 and near FLT_MIN, subnormal Q entries, no mask, L 5, S 70", 1, 3, 3, 5, 70, 64, CLATTN_CAUSAL_NONE,
      CLATTN_MASK_NONE, -2, 0.0f, 0, 0, 0, 1, CLATTN_FLOAT32, CLATTN_FLOAT32},
     {"q8_0 K, fp8_e4m3 V, GQA 2/1, causal, soft-capping", 1, 2, 1, 17, 33, 32, CLATTN_CAUSAL_TOP_LEFT, CLATTN_MASK_NONE,
      -2, 4.0f, 0, 0, 0, 0, CLATTN_Q8_0, CLATTN_FP8_E4M3},
@@ -92,6 +92,8 @@ static void make(const wcase *c, inputs *in, uint64_t seed)
             in->k[e] = e % 2 ? 3e-13f : -7e-14f;
         for (size_t e = 0; e < in->nq; e += 13)
             in->q[e] = e % 2 ? 1e-39f : -3e-40f;
+        for (size_t e = 5 * c->D; e < 6 * c->D; e++) /* (key 5 of head 0: products and partial sums below FLT_MIN) */
+            in->k[e] = (float)((int)(e % 5) - 2) * 1e-37f;
     }
     size_t n = 0;
     if (c->mask != CLATTN_MASK_NONE)
