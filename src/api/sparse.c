@@ -142,7 +142,7 @@ clattn_status clattn_sdpa_sparse(clattn_context *ctx, const clattn_sdpa_desc *de
     char options[TYPES_OPTIONS_MAX + 128], types[TYPES_OPTIONS_MAX];
     tensor_types_options(s.types, types, sizeof types);
     snprintf(options, sizeof options, "-DROWS=%zu -DVEC=%u -DDK=%zu -DDV=%zu -DPREFETCH=%u%s", s.group, vec, s.qk_dim,
-             s.v_dim, decode_prefetch_mode(&ctx->caps), types);
+             s.v_dim, device_prefetch_mode(&ctx->caps), types);
     const family_build *fb;
     if ((st = program_get(ctx, &family_sparse, options, 0, 0, NULL, &fb)) != CLATTN_SUCCESS)
         return st;

@@ -47,11 +47,6 @@ static cl_ulong local_bytes(const decode_shape *v)
  * prefetched (CPUs); or a group of work-items stages each tile in local memory with coalesced reads,
  * shares its scores and spreads the output columns over its lanes (GPUs). Tiles, then rows per group,
  * shrink until local memory holds them. */
-unsigned decode_prefetch_mode(const device_caps *caps)
-{
-    return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
-}
-
 static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const tuning_values *t, decode_shape *v)
 {
     v->r_max = t->v[1];
@@ -73,7 +68,7 @@ static void choose_shape(const clattn_context *ctx, const sdpa_shape *s, const t
     v->stage = v->wg > 1 || quantised;
     while (v->wg > 1 && v->wg > ctx->caps.max_work_group)
         v->wg /= 2;
-    v->prefetch = v->stage ? PREFETCH_NONE : decode_prefetch_mode(&ctx->caps);
+    v->prefetch = v->stage ? PREFETCH_NONE : device_prefetch_mode(&ctx->caps);
     /* Rows in the lanes from `rows in lanes from` packed rows a group (by default, once they fill the
      * lanes), in place with vectors of 4 or more (ROWS_T steps 8 keys at a time). */
     const size_t group_rows = s->q_len * s->group < v->r_max ? s->q_len * s->group : v->r_max;

@@ -14,13 +14,6 @@
 /* Largest head size the decode kernels compile for. */
 #define DECODE_MAX_HEAD 576 /* (MLA's absorbed keys: 512 latent + 64 rotary) */
 
-/* How the CPU kernels prefetch (their PREFETCH option): nothing, OpenCL C's prefetch(), or Clang's builtin
- * where it was seen to compile and to help (PoCL). A compiler that does not know the builtin may not fail
- * cleanly (rusticl's SPIR-V translator exits the process), so it is chosen by the platform's name, never
- * tried. */
-enum { PREFETCH_NONE, PREFETCH_CORE, PREFETCH_CLANG };
-unsigned decode_prefetch_mode(const device_caps *caps);
-
 /* The entry points with a K/V layout (ragged batches, paged caches; `entry` names the call): desc.algorithm
  * AUTO, DECODE or FUSED (not STAGED), head sizes up to DECODE_MAX_HEAD, a float32 softmax. */
 clattn_status decode_check_call(clattn_context *ctx, const sdpa_shape *s, const char *entry);

@@ -4,7 +4,6 @@
 #include "tiles.h"
 
 #include "context.h"
-#include "decode.h"
 #include "error.h"
 #include "masks.h"
 #include "program.h"
@@ -22,7 +21,7 @@ typedef struct fused_shape {
     unsigned rows;             /* query rows per work-item */
     unsigned kv;               /* key vectors per step of a row's walk */
     bool lanes;                /* cl/flash_lanes.cl: the rows in the SIMD lanes */
-    unsigned prefetch;         /* the next tile asked for (PREFETCH_*: decode.h), the exact build on CPUs */
+    unsigned prefetch;         /* the next tile asked for (PREFETCH_*: device.h), the exact build on CPUs */
 } fused_shape;
 
 /* Head sizes are compiled in, rounded up to a multiple of 16: few programs, little padding. */
@@ -85,7 +84,7 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
         v->kv = 16 / vec;
         v->rows = rows;
     }
-    v->prefetch = exact && vec > 1 && !v->lanes ? decode_prefetch_mode(&ctx->caps) : PREFETCH_NONE;
+    v->prefetch = exact && vec > 1 && !v->lanes ? device_prefetch_mode(&ctx->caps) : PREFETCH_NONE;
 }
 
 /* The kernel's parameters for a call, but for its masks (PARAMS_SET_MASKS) and work list (tiles). */

@@ -352,6 +352,11 @@ static bool is_llvmpipe(const device_caps *caps)
     return strstr(caps->platform, "rusticl") != NULL && strncmp(caps->name, "llvmpipe", 8) == 0;
 }
 
+unsigned device_prefetch_mode(const device_caps *caps)
+{
+    return strstr(caps->platform, "Portable Computing Language") ? PREFETCH_CLANG : PREFETCH_CORE;
+}
+
 device_class device_class_of(const device_caps *caps)
 {
     if (is_llvmpipe(caps))

@@ -35,6 +35,12 @@ typedef struct device_caps {
  *             CLATTN_TUNING: tests/oclgrind_check.sh). */
 typedef enum device_class { DEVICE_CLASS_CPU, DEVICE_CLASS_CPU_LANES, DEVICE_CLASS_GPU, DEVICE_CLASSES } device_class;
 device_class device_class_of(const device_caps *caps);
+/* How the CPU kernels prefetch rows ahead of their use (their PREFETCH option, cl/common.cl): nothing, OpenCL C's
+ * prefetch(), or Clang's builtin where it was seen to compile and to help (PoCL). A compiler that does not know the
+ * builtin may not fail cleanly (rusticl's SPIR-V translator exits the process), so it is chosen by the platform's
+ * name, never tried. */
+enum { PREFETCH_NONE, PREFETCH_CORE, PREFETCH_CLANG };
+unsigned device_prefetch_mode(const device_caps *caps);
 /* "cpu", "cpu-lanes" or "gpu". */
 const char *device_class_name(device_class c);
 /* The device's native float vector width as a width OpenCL C has, up to 16: what a table's VEC of 0
