@@ -184,7 +184,7 @@ clattn_status fused_exact_weights(clattn_context *ctx, const sdpa_shape *s, tens
     kernel_args a = kernel_args_begin(fb->kernels[0]);
     params_bind(&a, &params_exact_weights, &p, fb->features);
     const size_t global[3] = {s->kv_len, s->q_len, s->batch * s->heads};
-    return kernel_launch(ctx, &a, "reproducible weights", 3, global, NULL);
+    return kernel_launch_auto(ctx, &a, "reproducible weights", 3, global);
 }
 
 clattn_status fused_run_exact(clattn_context *ctx, const sdpa_shape *s, const kv_layout *lay, tensor_view q,

@@ -2,6 +2,8 @@
  * failure: shared by every kernel of every path. */
 #include "launch.h"
 
+#include <assert.h>
+
 #include "context.h"
 #include "error.h"
 #include "fault.h"
@@ -55,6 +57,7 @@ clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const cha
     if (a->err != CL_SUCCESS)
         return set_error(ctx, (clattn_status)a->err, "clSetKernelArg(%s, argument %u) failed: %s", name,
                          a->failed_at, clattn_status_string((clattn_status)a->err));
+    assert(local && "kernel_launch needs a work-group size: see launch.h");
     cl_event event;
     cl_int err = INJECT_FAULT(CL_OUT_OF_RESOURCES);
     if (err == CL_SUCCESS)

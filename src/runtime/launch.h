@@ -50,6 +50,8 @@ void karg_int(kernel_args *a, int v);
 void karg_float(kernel_args *a, float v);
 void karg_view(kernel_args *a, tensor_view t); /* buffer and its three strides */
 
+/* local must be given: the runtime's own choice (a NULL local size) makes PoCL 3.1 assert when work
+ * groups are limited to 1 or 3 items; kernels without a fixed shape use kernel_launch_auto. */
 clattn_status kernel_launch(clattn_context *ctx, const kernel_args *a, const char *name, cl_uint dims,
                             const size_t *global, const size_t *local);
 /* Launch with a work-group size chosen from the kernel's and device's limits (kernels that use no
