@@ -154,6 +154,50 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         if (SCALED)                                                                                          \
             x = VCUT(x * (scale), EXACT_MIN);                                                                \
     } while (0)
+/* Keys read in place (EXACT_IN_PLACE; the reproducible decode on CPUs: one work-item, at most 4 rows): the scores of
+ * KV·VEC keys from key j, K's rows read as they lie, VEC keys × VEC entries at a time (EXACT_ROW_PART) and transposed
+ * in registers, each entry then taking its place in the same fma chain over d as from a staged tile — the same bits
+ * without the copy. k_low[u] gets, lane e, LOW_BITS of key j + u·VEC + e's smallest nonzero entry. CAREFUL: each
+ * partial sum of the keys that cut_keys names is cut (the staged tile's careful path, for K entries under
+ * EXACT_K_FAST). Reads the kernel's k, dk, key_len, q_row and row addressing. */
+#define EXACT_SCORES_IN_PLACE(s, j, cut_keys, CAREFUL, k_low)                                               \
+    for (int u_ = 0; u_ < KV; u_++) {                                                                        \
+        ulong k_rows_[VEC], k_dims_[VEC];                                                                    \
+        float k_scales_[VEC];                                                                                \
+        for (int e_ = 0; e_ < VEC; e_++) {                                                                   \
+            const ulong key_ = (j) + u_ * VEC + e_;                                                          \
+            const bool in_ = key_ < key_len;                                                                 \
+            k_rows_[e_] = in_ ? K_ROW_AT(key_) : 0;                                                          \
+            k_dims_[e_] = in_ ? dk : 0;                                                                      \
+            k_scales_[e_] = in_ ? EXACT(K_ROW_SCALE(key_)) : 0.0f;                                           \
+        }                                                                                                    \
+        uvec_t low_ = (uvec_t)0xffffffffu;                                                                   \
+        for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
+            vec_t block_[VEC];                                                                               \
+            UNROLL for (int key_e_ = 0; key_e_ < VEC; key_e_++) /* (not e_: EXACT_ROW_PART's own) */          \
+                EXACT_ROW_PART(block_[key_e_], LOAD_K, VLOAD_K_EXACT, k, k_rows_[key_e_], d_, k_dims_[key_e_],      \
+                               k_scales_[key_e_], HAS_K_SCALES);                                             \
+            clattn_transpose(block_);                                                                        \
+            UNROLL for (int i_ = 0; i_ < VEC; i_++) {                                                        \
+                low_ = min(low_, LOW_BITS_V(block_[i_]));                                                    \
+                UNROLL for (int r_ = 0; r_ < ROWS; r_++) {                                                   \
+                    const vec_t f_ = fma((vec_t)q_row[r_][d_ + i_], block_[i_], s[r_][u_]);                   \
+                    s[r_][u_] = (CAREFUL) ? select(f_, (vec_t)0.0f, (fabs(f_) < (vec_t)EXACT_MIN) & cut_keys[u_]) \
+                                          : f_;                                                              \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        k_low[u_] = low_;                                                                                    \
+    }
+/* One V row as EXACT_STAGE_V stages it, in place: x[c] = entries c·VEC … of key j's row (0 past key_len). */
+#define EXACT_V_ROW_AT(x, j)                                                                                 \
+    do {                                                                                                     \
+        const bool vin_ = (j) < key_len;                                                                     \
+        const ulong v_row_ = vin_ ? V_ROW_AT(j) : 0, v_dim_ = vin_ ? dv : 0;                                 \
+        const float vs_ = vin_ ? EXACT(V_ROW_SCALE(j)) : 0.0f;                                               \
+        UNROLL for (int c_ = 0; c_ < DV / VEC; c_++)                                                         \
+            EXACT_ROW_PART(x[c_], LOAD_V, VLOAD_V_EXACT, v, v_row_, c_ * VEC, v_dim_, vs_, HAS_V_SCALES);    \
+    } while (0)
 /* Stage key jj of the tile from key j0 (CPUs, VEC > 1): its K and V rows VEC entries at a time through
  * EXACT_ROW_PART, each part of K handed to STORE_K(x, d, jj) (the keys-in-lanes kernel stores it transposed, the
  * rows-in-lanes one as it lies), V into row jj of vn, the key's flags into v_nonfinite and small_entries. Reads the

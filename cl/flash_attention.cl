@@ -50,12 +50,37 @@
 /* (K and V rows: cl/common.cl's K_ROW_AT and K_ROW_SCALE; the scale is applied as the tile is staged, so the rest
  * of the kernel sees floats.) */
 
+#ifndef EXACT_IN_PLACE
+#define EXACT_IN_PLACE 0
+#endif
+#if EXACT_IN_PLACE && !(defined(CLATTN_EXACT) && VEC > 1)
+#error "EXACT_IN_PLACE is the reproducible build's CPU decode"
+#endif
+/* The reproducible CPU build (PREFETCH) asks for key `ahead`'s K and V lines, if the walk reaches it. */
+#if PREFETCH
+#define EXACT_PREFETCH_KEY(ahead)                                                                            \
+    do {                                                                                                     \
+        const ulong a_ = (ahead);                                                                            \
+        if (a_ < group_end && a_ < key_len) {                                                                \
+            __global const uchar *k_line_ = (__global const uchar *)k + K_ROW_AT(a_) / K_BLOCK * K_BLOCK_BYTES, \
+                                 *v_line_ = (__global const uchar *)v + V_ROW_AT(a_) / V_BLOCK * V_BLOCK_BYTES; \
+            for (ulong x_ = 0; x_ < dk / K_BLOCK * K_BLOCK_BYTES; x_ += 64)                                  \
+                CLATTN_PREFETCH_LINE(k_line_ + x_);                                                          \
+            for (ulong x_ = 0; x_ < dv / V_BLOCK * V_BLOCK_BYTES; x_ += 64)                                  \
+                CLATTN_PREFETCH_LINE(v_line_ + x_);                                                          \
+        }                                                                                                    \
+    } while (0)
+#else
+#define EXACT_PREFETCH_KEY(ahead) ((void)0)
+#endif
+
 __kernel __attribute__((reqd_work_group_size(BLOCK_M, 1, 1)))
 void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
 {
     CLATTN_ABSENT(CLATTN_FLASH_PARAMS)
-    __local float kt[DK * BLOCK_N];
-    __local float vt[BLOCK_N * DV];
+    /* (Read in place, a reproducible decode stages nothing.) */
+    __local float kt[EXACT_IN_PLACE ? 1 : DK * BLOCK_N];
+    __local float vt[EXACT_IN_PLACE ? 1 : BLOCK_N * DV];
     /* Per key of the tile: does its value row hold an inf or NaN? Only then must a weight of 0 skip it
      * (0·inf = NaN); finite rows take the vector path whatever their weights. */
     __local uchar v_nonfinite[BLOCK_N];
@@ -148,7 +173,9 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
     CLATTN_NEXT_SEEN_TILE(b, heads_first, heads_last, group_p_first, group_p_last, (j), group_end, BLOCK_N)
 
     for (ulong j0 = GROUP_NEXT_TILE(group_begin / BLOCK_N * BLOCK_N); j0 < group_end; j0 = GROUP_NEXT_TILE(j0 + BLOCK_N)) {
-#if defined(CLATTN_EXACT) && VEC > 1
+#if EXACT_IN_PLACE
+        /* (Nothing staged: each step reads its keys' rows in place.) */
+#elif defined(CLATTN_EXACT) && VEC > 1
         /* CPU, reproducible arithmetic: each work-item stages VEC keys at a time, their K rows VEC entries at a time,
          * cut and scaled (EXACT_ROW_PART) and transposed in registers into kt, finding their smallest nonzero
          * entries (small_entries) on the way; then their V rows as they lie. */
@@ -177,20 +204,10 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             uint k_lowest[VEC];
             VSTORE(k_low, k_lowest);
             for (int e = 0; e < VEC; e++) {
-#if PREFETCH
-                /* The next tile's key in this one's place asked for, key by key between the stagings (a decode's
+                /* (The next tile's key in this one's place asked for, key by key between the stagings: a decode's
                  * walk of one row otherwise waits on memory at every tile; a burst of a whole tile's lines at
-                 * once would stall on the core's outstanding misses instead). */
-                const ulong ahead = j0 + BLOCK_N + g0 + e;
-                if (ahead < group_end && ahead < key_len) {
-                    __global const uchar *k_line = (__global const uchar *)k + K_ROW_AT(ahead) / K_BLOCK * K_BLOCK_BYTES,
-                                         *v_line = (__global const uchar *)v + V_ROW_AT(ahead) / V_BLOCK * V_BLOCK_BYTES;
-                    for (ulong x = 0; x < dk / K_BLOCK * K_BLOCK_BYTES; x += 64)
-                        CLATTN_PREFETCH_LINE(k_line + x);
-                    for (ulong x = 0; x < dv / V_BLOCK * V_BLOCK_BYTES; x += 64)
-                        CLATTN_PREFETCH_LINE(v_line + x);
-                }
-#endif
+                 * once would stall on the core's outstanding misses instead.) */
+                EXACT_PREFETCH_KEY(j0 + BLOCK_N + g0 + e);
                 EXACT_STAGE_V(j0 + g0 + e, g0 + e, vt, k_lowest[e]);
             }
         }
@@ -252,6 +269,26 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             UNROLL for (int r = 0; r < ROWS; r++)
                 UNROLL for (int u = 0; u < KV; u++)
                     s[r][u] = (vec_t)0.0f;
+#if EXACT_IN_PLACE
+            /* K read in place; where some key has an entry under EXACT_K_FAST (rarely), the step's scores again
+             * the careful way. */
+            uvec_t k_low[KV];
+            lanes_t cut_keys[KV];
+            bool k_small = false;
+            UNROLL for (int u = 0; u < KV; u++)
+                cut_keys[u] = 0;
+            EXACT_SCORES_IN_PLACE(s, j, cut_keys, false, k_low);
+            UNROLL for (int u = 0; u < KV; u++) {
+                cut_keys[u] = k_low[u] < (uvec_t)LOW_BITS(EXACT_K_FAST);
+                k_small |= ANY_LANE(cut_keys[u]);
+            }
+            if (k_small) {
+                UNROLL for (int r = 0; r < ROWS; r++)
+                    UNROLL for (int u = 0; u < KV; u++)
+                        s[r][u] = (vec_t)0.0f;
+                EXACT_SCORES_IN_PLACE(s, j, cut_keys, true, k_low);
+            }
+#else
 #ifdef CLATTN_EXACT
             const uint4 flags = as_uint4(vload16(0, small_entries + sub)); /* (see small_entries) */
             const uint small_bits = flags.x | flags.y | flags.z | flags.w;
@@ -276,6 +313,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
+#endif
             UNROLL for (int r = 0; r < ROWS; r++)
                 UNROLL for (int u = 0; u < KV; u++) {
                     s[r][u] *= score_factor[r];
@@ -369,6 +407,53 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 }
             }
             const bool zero_weight = ANY_ZERO(smallest);
+#if EXACT_IN_PLACE
+            /* V read in place, key by key ascending, the key two steps on asked for (a steady stream of lines;
+             * measured: a tile on, 15% slower). The flags a staging would have found come on the way: where they ask for the careful
+             * path (a V entry under EXACT_V_FAST; an inf or NaN where some weight is 0) — rarely — the step is
+             * taken again that way from the sums before it, as the staged tile's partial path takes it. */
+            vec_t acc_before[ROWS][DV / VEC];
+            UNROLL for (int r = 0; r < ROWS; r++)
+                UNROLL for (int c = 0; c < DV / VEC; c++)
+                    acc_before[r][c] = acc[r][c];
+            uvec_t v_low = (uvec_t)0xffffffffu;
+            lanes_t v_bad = 0;
+            for (int x = 0; x < STEP; x++) {
+                EXACT_PREFETCH_KEY(j + x + 2 * STEP);
+                vec_t vv[DV / VEC];
+                EXACT_V_ROW_AT(vv, j + x);
+                UNROLL for (int c = 0; c < DV / VEC; c++) {
+                    v_low = min(v_low, LOW_BITS_V(vv[c]));
+                    v_bad |= isfinite(vv[c]) == 0;
+                    UNROLL for (int r = 0; r < ROWS; r++)
+                        acc[r][c] = fma((vec_t)pj[r][x], vv[c], acc[r][c]);
+                }
+            }
+            if (clattn_lowest(v_low) < LOW_BITS(EXACT_V_FAST) || (zero_weight && ANY_LANE(v_bad))) {
+                UNROLL for (int r = 0; r < ROWS; r++)
+                    UNROLL for (int c = 0; c < DV / VEC; c++)
+                        acc[r][c] = acc_before[r][c];
+                for (int x = 0; x < STEP; x++) {
+                    float any = 0.0f;
+                    UNROLL for (int r = 0; r < ROWS; r++)
+                        any += pj[r][x];
+                    if (any == 0.0f)
+                        continue;
+                    vec_t vv[DV / VEC];
+                    EXACT_V_ROW_AT(vv, j + x);
+                    uvec_t key_low = (uvec_t)0xffffffffu;
+                    UNROLL for (int c = 0; c < DV / VEC; c++)
+                        key_low = min(key_low, LOW_BITS_V(vv[c]));
+                    const bool key_small = clattn_lowest(key_low) < LOW_BITS(EXACT_V_FAST);
+                    UNROLL for (int c = 0; c < DV / VEC; c++)
+                        UNROLL for (int r = 0; r < ROWS; r++)
+                            if (pj[r][x] != 0.0f) {
+                                const vec_t f = fma((vec_t)pj[r][x], vv[c], acc[r][c]);
+                                acc[r][c] = key_small ? VCUT(f, EXACT_SUM_MIN) : f;
+                            }
+                }
+            }
+#else
             /* Where some key of the step has weight 0 for some row — masked (its score is −inf), or so
              * far below the row maximum that exp underflowed — and its value row holds an inf or NaN,
              * the rows skip such keys one by one: the value adds nothing (0·inf would be NaN), as on
@@ -409,6 +494,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     }
                 }
             }
+#endif
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
