@@ -34,8 +34,10 @@ typedef struct rcase {
 /* Inputs at the edges: K rows with entries under 2^-40 and V entries under 2^-30 (the kernel's careful steps), K
  * and V rows near FLT_MIN (partial sums that would be subnormal: what a flushing device and one that keeps them
  * would compute differently without the cuts), subnormal Q/K/V entries (cut to 0 on every device), large values
- * (peaked rows: most weights underflow). */
-enum special { PLAIN, SMALL_K, SMALL_V, SUBNORMAL, LARGE, SMALL_ALL, TINY_ROWS };
+ * (peaked rows: most weights underflow), ±inf V rows at the keys an (L,S) mask hides from every row (weights of 0
+ * that must add nothing), every K row near FLT_MIN (under a scale of 1e30 every score ~2^-23: each partial sum's cut
+ * shows). */
+enum special { PLAIN, SMALL_K, SMALL_V, SUBNORMAL, LARGE, SMALL_ALL, TINY_ROWS, INF_HIDDEN, TINY_K };
 
 #define F32 CLATTN_FLOAT32
 #define F16 CLATTN_FLOAT16
@@ -122,6 +124,16 @@ static const rcase cases[] = {
     {"FP8 e4m3 K/V, float16 Q/O, decode", 2, 4, 2, 1, 90, 32, 32, NONE, 0, 1, 0, 0, 0, 0, 0, 0, F16, CLATTN_FP8_E4M3,
      PLAIN, 0},
     {"4-bit groups of 32 K/V, sinks", 1, 2, 1, 6, 50, 32, 32, NONE, 0, 0, 0, 0, 0, 1, 0, 0, F32, CLATTN_U4_G32, PLAIN, 0},
+    /* the edges again in decode shapes (since 0.25: at most 4 packed rows a K/V head read K and V in place) */
+    {"K entries under 2^-40, decode, GQA", 2, 4, 2, 1, 90, 32, 32, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32, SMALL_K, 0},
+    {"V entries under 2^-30, decode", 1, 2, 2, 1, 70, 32, 24, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32, SMALL_V, 0},
+    {"small K and V entries, L 3, causal", 1, 2, 2, 3, 50, 16, 16, BR, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32, SMALL_ALL, 0},
+    {"inf values at hidden keys, decode", 2, 2, 2, 1, 60, 16, 16, NONE, 0, 0, 0, 3, 0, 0, 0, 0, F32, F32, INF_HIDDEN, 0},
+    {"K and V rows near FLT_MIN, decode, scale 1e30", 1, 2, 1, 1, 48, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32,
+     TINY_ROWS, 1e30f},
+    {"K and V rows near FLT_MIN, L 2, sinks", 2, 2, 2, 2, 40, 32, 32, NONE, 0, 0, 0, 0, 0, 1, 0, 0, F32, F32, TINY_ROWS, 0},
+    {"every K row near FLT_MIN, decode, scale 1e30", 2, 2, 1, 1, 40, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32,
+     TINY_K, 1e30f},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 /* CLATTN_TEST_REPRODUCIBLE_SUBSET=1 (the work-group-limited reruns of .ci/run): every 4th case, two tunings. */
@@ -167,12 +179,27 @@ static void edge_values(const rcase *c, float *q, float *k, float *v, size_t nq,
     if (c->special == LARGE)
         for (size_t i = 0; i < nk; i++)
             k[i] *= 300.0f;
+    for (size_t i = 0; c->special == TINY_K && i < nk; i++)
+        k[i] *= 0x1p-125f;
     for (size_t row = 0; c->special == TINY_ROWS && row < nk / c->D; row++) /* (every third K row, V rows 1 of 3) */
         for (size_t e = 0; e < c->D; e++)
             k[row * c->D + e] *= row % 3 == 0 ? 0x1p-125f : 1.0f;
     for (size_t row = 0; c->special == TINY_ROWS && row < nv / c->DV; row++)
         for (size_t e = 0; e < c->DV; e++)
             v[row * c->DV + e] *= row % 3 == 1 ? 0x1p-124f : 1.0f;
+}
+
+/* INF_HIDDEN: V rows of ±inf at the keys the (L,S) mask m hides from every query row. */
+static void hide_infinite_values(const rcase *c, const float *m, float *v)
+{
+    for (size_t j = 0; j < c->S; j++) {
+        bool hidden = true;
+        for (size_t i = 0; i < c->L; i++)
+            hidden = hidden && m[i * c->S + j] == -INFINITY;
+        for (size_t row = 0; hidden && row < c->B * c->KVH; row++)
+            for (size_t e = 0; e < c->DV; e++)
+                v[(row * c->S + j) * c->DV + e] = e % 2 ? -INFINITY : INFINITY;
+    }
 }
 
 static void make(clattn_context *ctx, const rcase *c, inputs *in, uint64_t seed)
@@ -221,6 +248,8 @@ static void make(clattn_context *ctx, const rcase *c, inputs *in, uint64_t seed)
     if (c->scale != 0.0f)
         in->d.scale = c->scale;
     edge_values(c, q, k, v, in->nq, in->nk, in->nv);
+    if (c->special == INF_HIDDEN)
+        hide_infinite_values(c, in->mask, v);
     in->q = tu_typed_make(c->qo, q, in->nq, c->D);
     in->k = tu_typed_make(c->kv, k, in->nk, c->D);
     in->v = tu_typed_make(c->kv, v, in->nv, c->DV);
