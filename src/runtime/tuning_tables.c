@@ -179,20 +179,20 @@ void tuning_format(tuning_family f, const tuning_values *v, char *out, size_t si
         at += (size_t)snprintf(out + at, size - at, i ? "x%u" : "%u", v->v[i]);
 }
 
-static device_class class_for(const device_caps *caps, const tuning_options *o)
+device_class tuning_class(const device_caps *caps, const tuning_options *o)
 {
     return o && o->device_class >= 0 ? (device_class)o->device_class : device_class_of(caps);
 }
 
 tuning_values tuning_defaults(const device_caps *caps, const tuning_options *o, tuning_family f)
 {
-    return tuning_tables[f].defaults[class_for(caps, o)];
+    return tuning_tables[f].defaults[tuning_class(caps, o)];
 }
 
 const tuning_values *tuning_candidates(const device_caps *caps, const tuning_options *o, tuning_family f,
                                        unsigned *count)
 {
-    const device_class c = class_for(caps, o);
+    const device_class c = tuning_class(caps, o);
     *count = tuning_tables[f].candidate_count[c];
     return tuning_tables[f].candidates[c];
 }

@@ -68,6 +68,8 @@ clattn_status tuning_options_resolve(clattn_context *ctx, const device_caps *cap
 /* The defaults of the device's class (or of the class the options name: NULL, none), and every "the
  * device's" zero of *v resolved for this device. */
 tuning_values tuning_defaults(const device_caps *caps, const tuning_options *o, tuning_family f);
+/* The class whose tables the device takes: the device's own, or the one the options name (class=…). */
+device_class tuning_class(const device_caps *caps, const tuning_options *o);
 void tuning_complete(const device_caps *caps, const tuning_options *o, tuning_family f, tuning_values *v);
 /* The candidates clattn_tune measures for family f on this device (*count of them). */
 const tuning_values *tuning_candidates(const device_caps *caps, const tuning_options *o, tuning_family f,
