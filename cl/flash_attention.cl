@@ -31,7 +31,9 @@
  * of 2^-126 — q·2^k entries under 2^-40 and weights under 2^-50 are 0, so where every K entry of a step is 0 or
  * at least 2^-40 and every V entry 0 or at least 2^-30 each product is a multiple of 2^-126, and so is every
  * sum: none is subnormal. A step whose K (or V) holds a smaller entry takes its sums with each step's result
- * cut below 2^-126 (the weighted sum: below 2^-103, which leaves it on the grid again). */
+ * cut below 2^-126 (the weighted sum: below 2^-103, which leaves it on the grid again). A reproducible decode on a
+ * CPU (-DEXACT_IN_PLACE=1: one work-item, at most 4 rows) stages nothing: each step reads its keys' K and V rows where
+ * they lie (cl/exact_tiles.cl's EXACT_SCORES_IN_PLACE and EXACT_V_ROW_AT) into the same sums, the same bits. */
 
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
@@ -408,10 +410,11 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             }
             const bool zero_weight = ANY_ZERO(smallest);
 #if EXACT_IN_PLACE
-            /* V read in place, key by key ascending, the key two steps on asked for (a steady stream of lines;
-             * measured: a tile on, 15% slower). The flags a staging would have found come on the way: where they ask for the careful
-             * path (a V entry under EXACT_V_FAST; an inf or NaN where some weight is 0) — rarely — the step is
-             * taken again that way from the sums before it, as the staged tile's partial path takes it. */
+            /* V read in place, key by key ascending, the key two steps on asked for: a steady stream of lines
+             * (at locality 3 a tile on was 10-15% slower; at cl/common.cl's locality 1, one to six steps on alike). The
+             * flags a staging would have found come on the way: where they ask for the careful path (a V entry under
+             * EXACT_V_FAST; an inf or NaN where some weight is 0) — rarely — the step is taken again that way from
+             * the sums before it, as the staged tile's partial path takes it. */
             vec_t acc_before[ROWS][DV / VEC];
             UNROLL for (int r = 0; r < ROWS; r++)
                 UNROLL for (int c = 0; c < DV / VEC; c++)
