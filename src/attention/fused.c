@@ -48,8 +48,8 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
     /* Reproducible decode on a CPU (at most 4 packed rows a K/V head; a CPU by the tuning's class, so class=cpu
      * runs this kernel under oclgrind's checks too): one work-item walks the keys with its rows,
      * in tiles of 128 keys, the keys in the lanes — a group of work-items, or the rows in the lanes, would stage for
-     * rows it does not have (measured: L = 1, S = 8192, H = 32, D = 128, 1.6x the default call against 2.5x with
-     * the CPU tuning's 16 work-items and 4.1x with its rows in the lanes). */
+     * rows it does not have (measured in 0.24, staged: L = 1, S = 8192, H = 32, D = 128, 1.6x the default call
+     * against 2.5x with the CPU tuning's 16 work-items and 4.1x with its rows in the lanes). */
     const bool exact_decode = exact && packed_rows <= 4 && tuning_class(&ctx->caps, &ctx->tuning) == DEVICE_CLASS_CPU;
     if (exact_decode) {
         m = 1;
