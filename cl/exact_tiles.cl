@@ -154,24 +154,23 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         if (SCALED)                                                                                          \
             x = VCUT(x * (scale), EXACT_MIN);                                                                \
     } while (0)
-/* Keys read in place (EXACT_IN_PLACE; the reproducible decode on CPUs: one work-item, at most 4 rows): the scores of
- * KV·VEC keys from key j, K's rows read as they lie, VEC keys × VEC entries at a time (EXACT_ROW_PART) and transposed
- * in registers, each entry then taking its place in the same fma chain over d as from a staged tile — the same bits
- * without the copy. k_low[u] gets, lane e, LOW_BITS of key j + u·VEC + e's smallest nonzero entry. CAREFUL: each
- * partial sum of the keys that cut_keys names is cut (the staged tile's careful path, for K entries under
- * EXACT_K_FAST). Reads the kernel's k, dk, key_len, q_row and row addressing. */
-#define EXACT_SCORES_IN_PLACE(s, j, cut_keys, CAREFUL, k_low)                                               \
-    for (int u_ = 0; u_ < KV; u_++) {                                                                        \
+/* Keys j … j+VEC−1's K rows read VEC entries at a time, cut and scaled (EXACT_ROW_PART), and each VEC × VEC block
+ * transposed in registers: USE(x, d) gets, for every d < DK, x holding entry d of every key (lane e key j + e's; 0
+ * from dk on and for keys from key_len on); low gets, lane e, LOW_BITS of key j + e's smallest nonzero entry. Shared
+ * by the staging of the keys-in-lanes kernel (USE stores into kt) and its in-place decode (USE adds to the scores).
+ * Reads the kernel's k, dk, key_len and row addressing. */
+#define EXACT_K_BLOCKS(j, low, USE)                                                                          \
+    do {                                                                                                     \
         ulong k_rows_[VEC], k_dims_[VEC];                                                                    \
         float k_scales_[VEC];                                                                                \
         for (int e_ = 0; e_ < VEC; e_++) {                                                                   \
-            const ulong key_ = (j) + u_ * VEC + e_;                                                          \
+            const ulong key_ = (j) + e_;                                                                     \
             const bool in_ = key_ < key_len;                                                                 \
             k_rows_[e_] = in_ ? K_ROW_AT(key_) : 0;                                                          \
             k_dims_[e_] = in_ ? dk : 0;                                                                      \
             k_scales_[e_] = in_ ? EXACT(K_ROW_SCALE(key_)) : 0.0f;                                           \
         }                                                                                                    \
-        uvec_t low_ = (uvec_t)0xffffffffu;                                                                   \
+        low = (uvec_t)0xffffffffu;                                                                           \
         for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
             vec_t block_[VEC];                                                                               \
             UNROLL for (int key_e_ = 0; key_e_ < VEC; key_e_++) /* (not e_: EXACT_ROW_PART's own) */          \
@@ -179,15 +178,23 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
                                k_scales_[key_e_], HAS_K_SCALES);                                             \
             clattn_transpose(block_);                                                                        \
             UNROLL for (int i_ = 0; i_ < VEC; i_++) {                                                        \
-                low_ = min(low_, LOW_BITS_V(block_[i_]));                                                    \
-                UNROLL for (int r_ = 0; r_ < ROWS; r_++) {                                                   \
-                    const vec_t f_ = fma((vec_t)q_row[r_][d_ + i_], block_[i_], s[r_][u_]);                   \
-                    s[r_][u_] = (CAREFUL) ? select(f_, (vec_t)0.0f, (fabs(f_) < (vec_t)EXACT_MIN) & cut_keys[u_]) \
-                                          : f_;                                                              \
-                }                                                                                            \
+                low = min(low, LOW_BITS_V(block_[i_]));                                                      \
+                USE(block_[i_], d_ + i_);                                                                    \
             }                                                                                                \
         }                                                                                                    \
-        k_low[u_] = low_;                                                                                    \
+    } while (0)
+/* Keys read in place (EXACT_IN_PLACE; the reproducible decode on CPUs: one work-item, at most 4 rows): the scores
+ * s[r][u] of KV·VEC keys from key j through EXACT_K_BLOCKS, each entry taking its place in the same fma chain over d
+ * as from a staged tile — the same bits without the copy; k_low[u] their LOW_BITS minima. The careful form cuts each
+ * partial sum of the keys cut_keys[u] names (the staged tile's careful path, for K entries under EXACT_K_FAST). Read
+ * the kernel's q_row, s, cut_keys and the u of their loop. */
+#define EXACT_SCORE_FMA(x, d)                                                                                \
+    UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                                 \
+        s[r_][u] = fma((vec_t)q_row[r_][d], (x), s[r_][u])
+#define EXACT_SCORE_FMA_CAREFUL(x, d)                                                                        \
+    UNROLL for (int r_ = 0; r_ < ROWS; r_++) {                                                               \
+        const vec_t f_ = fma((vec_t)q_row[r_][d], (x), s[r_][u]);                                            \
+        s[r_][u] = select(f_, (vec_t)0.0f, (fabs(f_) < (vec_t)EXACT_MIN) & cut_keys[u]);                      \
     }
 /* One V row as EXACT_STAGE_V stages it, in place: x[c] = entries c·VEC … of key j's row (0 past key_len). */
 #define EXACT_V_ROW_AT(x, j)                                                                                 \

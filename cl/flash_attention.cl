@@ -33,7 +33,7 @@
  * sum: none is subnormal. A step whose K (or V) holds a smaller entry takes its sums with each step's result
  * cut below 2^-126 (the weighted sum: below 2^-103, which leaves it on the grid again). A reproducible decode on a
  * CPU (-DEXACT_IN_PLACE=1: one work-item, at most 4 rows) stages nothing: each step reads its keys' K and V rows where
- * they lie (cl/exact_tiles.cl's EXACT_SCORES_IN_PLACE and EXACT_V_ROW_AT) into the same sums, the same bits. */
+ * they lie (cl/exact_tiles.cl's EXACT_K_BLOCKS and EXACT_V_ROW_AT) into the same sums, the same bits. */
 
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
@@ -182,27 +182,10 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
          * cut and scaled (EXACT_ROW_PART) and transposed in registers into kt, finding their smallest nonzero
          * entries (small_entries) on the way; then their V rows as they lie. */
         for (ulong g0 = lid * VEC; g0 < BLOCK_N; g0 += BLOCK_M * VEC) {
-            ulong k_rows[VEC], k_dims[VEC];
-            float k_row_scales[VEC];
-            for (int e = 0; e < VEC; e++) {
-                const ulong j = j0 + g0 + e;
-                const bool in = j < key_len;
-                k_rows[e] = in ? K_ROW_AT(j) : 0;
-                k_dims[e] = in ? dk : 0;
-                k_row_scales[e] = in ? EXACT(K_ROW_SCALE(j)) : 0.0f;
-            }
-            uvec_t k_low = (uvec_t)0xffffffffu; /* lane e: key g0 + e's */
-            for (int d = 0; d < DK; d += VEC) {
-                vec_t block[VEC];
-                UNROLL for (int e = 0; e < VEC; e++)
-                    EXACT_ROW_PART(block[e], LOAD_K, VLOAD_K_EXACT, k, k_rows[e], d, k_dims[e], k_row_scales[e],
-                                   HAS_K_SCALES);
-                clattn_transpose(block);
-                UNROLL for (int i = 0; i < VEC; i++) {
-                    k_low = min(k_low, LOW_BITS_V(block[i]));
-                    VSTORE(block[i], kt + (d + i) * BLOCK_N + g0);
-                }
-            }
+            uvec_t k_low; /* lane e: key g0 + e's */
+#define STAGE_KT(x, d) VSTORE((x), kt + (d) * BLOCK_N + g0)
+            EXACT_K_BLOCKS(j0 + g0, k_low, STAGE_KT);
+#undef STAGE_KT
             uint k_lowest[VEC];
             VSTORE(k_low, k_lowest);
             for (int e = 0; e < VEC; e++) {
@@ -278,8 +261,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             lanes_t cut_keys[KV];
             bool k_small = false;
             UNROLL for (int u = 0; u < KV; u++)
-                cut_keys[u] = 0;
-            EXACT_SCORES_IN_PLACE(s, j, cut_keys, false, k_low);
+                EXACT_K_BLOCKS(j + u * VEC, k_low[u], EXACT_SCORE_FMA);
             UNROLL for (int u = 0; u < KV; u++) {
                 cut_keys[u] = k_low[u] < (uvec_t)LOW_BITS(EXACT_K_FAST);
                 k_small |= ANY_LANE(cut_keys[u]);
@@ -288,7 +270,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 UNROLL for (int r = 0; r < ROWS; r++)
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = (vec_t)0.0f;
-                EXACT_SCORES_IN_PLACE(s, j, cut_keys, true, k_low);
+                UNROLL for (int u = 0; u < KV; u++)
+                    EXACT_K_BLOCKS(j + u * VEC, k_low[u], EXACT_SCORE_FMA_CAREFUL);
             }
 #else
 #ifdef CLATTN_EXACT
