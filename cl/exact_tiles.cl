@@ -19,6 +19,32 @@
 #define EXACT(x) CUT(x, EXACT_MIN)
 #define VCUT_OUT(x) VCUT(x, EXACT_MIN)
 
+/* The reproducible dot product (docs/reproducible.md): 8 chains of fma, chain l over d = l, l + 8, l + 16 … ascending
+ * from +0, added in the fixed tree ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)) — the shape in which a key row
+ * read 8 entries at a time gives its dot product with no transpose (EXACT_IN_PLACE), and which a tile staged with
+ * the keys or the rows in the lanes forms as easily. EXACT_DOT_TREE forms the chains in the tree's leaf order,
+ * holding three partial results A, B, C and the chain T: CHAIN(l, X) sets X to chain l, ADD(X, Y) sets X to X + Y
+ * (each cut below FLT_MIN on the careful path); the dot product ends in A. */
+#define EXACT_DOT_TREE(A, B, C, T, CHAIN, ADD)                                                               \
+    do {                                                                                                     \
+        CHAIN(0, A);                                                                                         \
+        CHAIN(4, T);                                                                                         \
+        ADD(A, T);                                                                                           \
+        CHAIN(2, B);                                                                                         \
+        CHAIN(6, T);                                                                                         \
+        ADD(B, T);                                                                                           \
+        ADD(A, B);                                                                                           \
+        CHAIN(1, B);                                                                                         \
+        CHAIN(5, T);                                                                                         \
+        ADD(B, T);                                                                                           \
+        CHAIN(3, C);                                                                                         \
+        CHAIN(7, T);                                                                                         \
+        ADD(C, T);                                                                                           \
+        ADD(B, C);                                                                                           \
+        ADD(A, B);                                                                                           \
+    } while (0)
+#define EXACT_DOT_LANES 8 /* the chains of a dot product */
+
 /* The magnitude bits of x less one, as an unsigned integer: 0 becomes the largest, so the smallest of these
  * over some values is that of their smallest nonzero magnitude (a few integer operations a value). */
 #define LOW_BITS(x) ((as_uint(x) & 0x7fffffffu) - 1u)
@@ -156,9 +182,8 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
     } while (0)
 /* Keys j … j+VEC−1's K rows read VEC entries at a time, cut and scaled (EXACT_ROW_PART), and each VEC × VEC block
  * transposed in registers: USE(x, d) gets, for every d < DK, x holding entry d of every key (lane e key j + e's; 0
- * from dk on and for keys from key_len on); low gets, lane e, LOW_BITS of key j + e's smallest nonzero entry. Shared
- * by the staging of the keys-in-lanes kernel (USE stores into kt) and its in-place decode (USE adds to the scores).
- * Reads the kernel's k, dk, key_len and row addressing. */
+ * from dk on and for keys from key_len on); low gets, lane e, LOW_BITS of key j + e's smallest nonzero entry. The
+ * keys-in-lanes kernel's staging (USE stores into kt). Reads the kernel's k, dk, key_len and row addressing. */
 #define EXACT_K_BLOCKS(j, low, USE)                                                                          \
     do {                                                                                                     \
         ulong k_rows_[VEC], k_dims_[VEC];                                                                    \
@@ -183,19 +208,66 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
             }                                                                                                \
         }                                                                                                    \
     } while (0)
-/* Keys read in place (EXACT_IN_PLACE; the reproducible decode on CPUs: one work-item, at most 4 rows): the scores
- * s[r][u] of KV·VEC keys from key j through EXACT_K_BLOCKS, each entry taking its place in the same fma chain over d
- * as from a staged tile — the same bits without the copy; k_low[u] their LOW_BITS minima. The careful form cuts each
- * partial sum of the keys cut_keys[u] names (the staged tile's careful path, for K entries under EXACT_K_FAST). Read
- * the kernel's q_row, s, cut_keys and the u of their loop. */
-#define EXACT_SCORE_FMA(x, d)                                                                                \
-    UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                                 \
-        s[r_][u] = fma((vec_t)q_row[r_][d], (x), s[r_][u])
-#define EXACT_SCORE_FMA_CAREFUL(x, d)                                                                        \
-    UNROLL for (int r_ = 0; r_ < ROWS; r_++) {                                                               \
-        const vec_t f_ = fma((vec_t)q_row[r_][d], (x), s[r_][u]);                                            \
-        s[r_][u] = select(f_, (vec_t)0.0f, (fabs(f_) < (vec_t)EXACT_MIN) & cut_keys[u]);                      \
-    }
+#if VEC == 8
+/* The dot product's tree (EXACT_DOT_TREE) over the lanes of 8 keys' chain vectors at once, key e's dot product in
+ * lane e: the lanes l and l + 4 of each, then l and l + 2 of those, then l and l + 1. */
+inline float8 clattn_tree_halves(float8 a, float8 b)
+{
+    return (float8)(a.lo + a.hi, b.lo + b.hi);
+}
+inline float8 clattn_tree_quarters(float8 x, float8 y)
+{
+    return (float8)(x.s01, x.s45, y.s01, y.s45) + (float8)(x.s23, x.s67, y.s23, y.s67);
+}
+inline float8 clattn_dot_trees(float8 c0, float8 c1, float8 c2, float8 c3, float8 c4, float8 c5, float8 c6, float8 c7)
+{
+    const float8 z = clattn_tree_quarters(clattn_tree_halves(c0, c1), clattn_tree_halves(c2, c3)),
+                 w = clattn_tree_quarters(clattn_tree_halves(c4, c5), clattn_tree_halves(c6, c7));
+    return (float8)(z.even, w.even) + (float8)(z.odd, w.odd);
+}
+/* One key's tree on the careful path, each sum cut below FLT_MIN, in lane 0 (the others +0, which the trees of
+ * clattn_dot_trees then add exactly: no sum is ever −0). */
+inline float8 clattn_careful_tree(float8 c)
+{
+    const float4 h = c.lo + c.hi;
+    const float4 h_cut = select(h, (float4)0.0f, fabs(h) < (float4)EXACT_MIN);
+    const float2 q = h_cut.lo + h_cut.hi;
+    const float2 q_cut = select(q, (float2)0.0f, fabs(q) < (float2)EXACT_MIN);
+    return (float8)(CUT(q_cut.x + q_cut.y, EXACT_MIN), 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f);
+}
+/* Key `key`'s chain vectors ch[r] for the ROWS rows, its K row read in place (EXACT_IN_PLACE, VEC 8) as the staging
+ * reads it (EXACT_ROW_PART): ch[r] lane l is chain l of row r's dot product. Where the row holds an entry under
+ * EXACT_K_FAST (not 0), it is read again with every step cut and its tree formed here (clattn_careful_tree). Reads
+ * the kernel's k, dk, key_len, q_row and row addressing. */
+#define EXACT_KEY_CHAINS(key, ch)                                                                            \
+    do {                                                                                                     \
+        const bool in_ = (key) < key_len;                                                                    \
+        const ulong k_row_ = in_ ? K_ROW_AT(key) : 0, k_dim_ = in_ ? dk : 0;                                 \
+        const float ks_ = in_ ? EXACT(K_ROW_SCALE(key)) : 0.0f;                                              \
+        uvec_t low_ = (uvec_t)0xffffffffu;                                                                   \
+        UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                             \
+            ch[r_] = (vec_t)0.0f;                                                                            \
+        for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
+            vec_t x_;                                                                                        \
+            EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_, HAS_K_SCALES);             \
+            low_ = min(low_, LOW_BITS_V(x_));                                                                \
+            UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                         \
+                ch[r_] = fma(vload8(0, q_row[r_] + d_), x_, ch[r_]);                                         \
+        }                                                                                                    \
+        if (clattn_lowest(low_) < LOW_BITS(EXACT_K_FAST)) {                                                  \
+            UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                         \
+                ch[r_] = (vec_t)0.0f;                                                                        \
+            for (int d_ = 0; d_ < DK; d_ += VEC) {                                                           \
+                vec_t x_;                                                                                    \
+                EXACT_ROW_PART(x_, LOAD_K, VLOAD_K_EXACT, k, k_row_, d_, k_dim_, ks_, HAS_K_SCALES);         \
+                UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                     \
+                    ch[r_] = VCUT(fma(vload8(0, q_row[r_] + d_), x_, ch[r_]), EXACT_MIN);                    \
+            }                                                                                                \
+            UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                         \
+                ch[r_] = clattn_careful_tree(ch[r_]);                                                        \
+        }                                                                                                    \
+    } while (0)
+#endif
 /* One V row as EXACT_STAGE_V stages it, in place: x[c] = entries c·VEC … of key j's row (0 past key_len). */
 #define EXACT_V_ROW_AT(x, j)                                                                                 \
     do {                                                                                                     \

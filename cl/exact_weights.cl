@@ -1,8 +1,8 @@
 /* The weights output of reproducible arithmetic (-DCLATTN_EXACT=1, after cl/exact_tiles.cl; docs/reproducible.md):
  * one work-item a (key j, query row i, batch·head) pair, its score formed as the fused kernels form it —
  *   q times a power of two (clattn_score_split) and cut below 2^-40, K's row cut and scaled as the staging cuts
- *   it, one fma chain over d ascending (a key with K entries under EXACT_K_FAST cut at each step, as on the
- *   careful path), times the scale's rest and cut, then the score terms and masks —
+ *   it, the tree of 8 fma chains over d (EXACT_DOT_TREE; a key with K entries under EXACT_K_FAST cut at each step,
+ *   as on the careful path), times the scale's rest and cut, then the score terms and masks —
  * so the scores are the ones the output was computed from, and then the point weights_mode names
  * (clattn_weights_output, WEIGHTS_* of cl/masks.cl): Q·Kᵀ·scale of every key, after soft-capping, what the
  * softmax takes (−inf where hidden), or the weight exp(z − lse) of the row's log-sum-exp `lse` (the forward's:
@@ -34,12 +34,19 @@ __kernel void clattn_exact_weights(CLATTN_PARAMETERS(CLATTN_EXACT_WEIGHTS_PARAMS
     for (ulong d = 0; d < dk; d++)
         k_lowest = min(k_lowest, LOW_BITS(CUT(EXACT(LOAD_K(k, k_row + d)) * ks, EXACT_MIN)));
     const bool careful = k_lowest < LOW_BITS(EXACT_K_FAST);
-    float s = 0.0f;
-    for (ulong d = 0; d < dk; d++) {
-        const float qd = CUT(EXACT(LOAD_Q(q, q_at + d)) * q_factor, EXACT_Q_MIN);
-        const float f = fma(qd, CUT(EXACT(LOAD_K(k, k_row + d)) * ks, EXACT_MIN), s);
-        s = careful && fabs(f) < EXACT_MIN ? 0.0f : f;
-    }
+    /* The dot product's tree of 8 chains (EXACT_DOT_TREE), each step cut where careful. */
+#define STEP_CUT(f) (careful && fabs(f) < EXACT_MIN ? 0.0f : (f))
+#define WEIGHTS_CHAIN(lane, X)                                                                               \
+    do {                                                                                                     \
+        X = 0.0f;                                                                                            \
+        for (ulong d = (lane); d < dk; d += EXACT_DOT_LANES) {                                               \
+            const float qd = CUT(EXACT(LOAD_Q(q, q_at + d)) * q_factor, EXACT_Q_MIN);                        \
+            X = STEP_CUT(fma(qd, CUT(EXACT(LOAD_K(k, k_row + d)) * ks, EXACT_MIN), X));                      \
+        }                                                                                                    \
+    } while (0)
+#define WEIGHTS_ADD(X, Y) X = STEP_CUT(X + Y)
+    float s, s_b, s_c, s_t;
+    EXACT_DOT_TREE(s, s_b, s_c, s_t, WEIGHTS_CHAIN, WEIGHTS_ADD);
     s = EXACT(s * factor);
 
     clattn_row_terms terms;

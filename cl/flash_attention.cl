@@ -22,8 +22,8 @@
  *
  * Reproducible arithmetic (-DCLATTN_EXACT=1, issue 41; docs/reproducible.md) is this kernel with a row's
  * arithmetic fixed whatever the tiles: each row takes the keys 16 a step from key 0 on (STEP = 16: a step's
- * maximum decides the rescaling), every sum in one order (dot products over d ascending, the weighted sum over
- * the keys ascending, the weights' sum in 16 lanes, key j in lane j mod 16, added in a fixed tree at the end),
+ * maximum decides the rescaling), every sum in one order (dot products the tree of 8 chains over d of
+ * cl/exact_tiles.cl's EXACT_DOT_TREE, the weighted sum over the keys ascending, the weights' sum in 16 lanes, key j in lane j mod 16, added in a fixed tree at the end),
  * the exponential clattn_exp_weight under FP_CONTRACT OFF and the row's end in cl/exact_math.cl's functions.
  * Skipped keys, steps and tiles add exactly nothing (a weight of 0 leaves every sum as it was), so where the
  * tiles begin changes no bit. Subnormals never reach the hardware, so a device that flushes them computes what
@@ -33,7 +33,7 @@
  * sum: none is subnormal. A step whose K (or V) holds a smaller entry takes its sums with each step's result
  * cut below 2^-126 (the weighted sum: below 2^-103, which leaves it on the grid again). A reproducible decode on a
  * CPU (-DEXACT_IN_PLACE=1: one work-item, at most 4 rows) stages nothing: each step reads its keys' K and V rows where
- * they lie (cl/exact_tiles.cl's EXACT_K_BLOCKS and EXACT_V_ROW_AT) into the same sums, the same bits. */
+ * they lie (cl/exact_tiles.cl's EXACT_KEY_CHAINS and EXACT_V_ROW_AT) into the same sums, the same bits. */
 
 /* Keys per step of a row's walk: KV vectors of VEC. */
 #define STEP (VEC * KV)
@@ -55,7 +55,7 @@
 #ifndef EXACT_IN_PLACE
 #define EXACT_IN_PLACE 0
 #endif
-#if EXACT_IN_PLACE && !(defined(CLATTN_EXACT) && VEC > 1)
+#if EXACT_IN_PLACE && !(defined(CLATTN_EXACT) && VEC == 8)
 #error "EXACT_IN_PLACE is the reproducible build's CPU decode"
 #endif
 /* The reproducible CPU build (PREFETCH) asks for key `ahead`'s K and V lines, if the walk reaches it. */
@@ -255,41 +255,53 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 UNROLL for (int u = 0; u < KV; u++)
                     s[r][u] = (vec_t)0.0f;
 #if EXACT_IN_PLACE
-            /* K read in place; where some key has an entry under EXACT_K_FAST (rarely), the step's scores again
-             * the careful way. */
-            uvec_t k_low[KV];
-            lanes_t cut_keys[KV];
-            bool k_small = false;
-            UNROLL for (int u = 0; u < KV; u++)
-                EXACT_K_BLOCKS(j + u * VEC, k_low[u], EXACT_SCORE_FMA);
+            /* K read in place, key by key, 8 entries at a time: lane l of a row's chain vector is the dot product's
+             * chain l (EXACT_DOT_TREE), and the tree adds the lanes of 8 keys at once (clattn_dot_trees); no
+             * transpose. A key with K entries under EXACT_K_FAST (rarely) is read again the careful way. */
             UNROLL for (int u = 0; u < KV; u++) {
-                cut_keys[u] = k_low[u] < (uvec_t)LOW_BITS(EXACT_K_FAST);
-                k_small |= ANY_LANE(cut_keys[u]);
-            }
-            if (k_small) {
+                vec_t chains[VEC][ROWS];
+                for (int e = 0; e < VEC; e++)
+                    EXACT_KEY_CHAINS(j + u * VEC + e, chains[e]);
                 UNROLL for (int r = 0; r < ROWS; r++)
-                    UNROLL for (int u = 0; u < KV; u++)
-                        s[r][u] = (vec_t)0.0f;
-                UNROLL for (int u = 0; u < KV; u++)
-                    EXACT_K_BLOCKS(j + u * VEC, k_low[u], EXACT_SCORE_FMA_CAREFUL);
+                    s[r][u] = clattn_dot_trees(chains[0][r], chains[1][r], chains[2][r], chains[3][r], chains[4][r],
+                                               chains[5][r], chains[6][r], chains[7][r]);
             }
 #else
 #ifdef CLATTN_EXACT
             const uint4 flags = as_uint4(vload16(0, small_entries + sub)); /* (see small_entries) */
             const uint small_bits = flags.x | flags.y | flags.z | flags.w;
             const uint small = (small_bits & 0x01010101u ? 1u : 0u) | (small_bits & 0x02020202u ? 2u : 0u);
-            if (small & 1) { /* K entries under EXACT_K_FAST: those keys' partial dot products cut, each step */
-                lanes_t cut_keys[KV];
-                UNROLL for (int u = 0; u < KV; u++)
-                    cut_keys[u] = (VLOAD_FLAGS(small_entries + sub + u * VEC) & 1) != 0;
-                for (int d = 0; d < DK; d++)
-                    UNROLL for (int r = 0; r < ROWS; r++)
-                        UNROLL for (int u = 0; u < KV; u++) {
-                            const vec_t f = fma((vec_t)q_row[r][d], VLOAD(kt + d * BLOCK_N + sub + u * VEC), s[r][u]);
-                            s[r][u] = select(f, (vec_t)0.0f, (fabs(f) < (vec_t)EXACT_MIN) & cut_keys[u]);
-                        }
-            } else
-#endif
+            /* The dot products' tree of 8 chains over d (EXACT_DOT_TREE); where a key has K entries under
+             * EXACT_K_FAST, its partial dot products cut at each step. */
+            lanes_t cut_keys[KV];
+            UNROLL for (int u = 0; u < KV; u++)
+                cut_keys[u] = (small & 1) ? (VLOAD_FLAGS(small_entries + sub + u * VEC) & 1) != 0 : (lanes_t)0;
+            vec_t s_b[ROWS][KV], s_c[ROWS][KV], s_t[ROWS][KV];
+#define TILE_CHAIN(lane, X, STEP_CUT)                                                                        \
+    do {                                                                                                     \
+        UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                             \
+            UNROLL for (int u_ = 0; u_ < KV; u_++)                                                           \
+                X[r_][u_] = (vec_t)0.0f;                                                                     \
+        for (int d_ = (lane); d_ < DK; d_ += EXACT_DOT_LANES)                                                \
+            UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                         \
+                UNROLL for (int u_ = 0; u_ < KV; u_++)                                                       \
+                    X[r_][u_] = STEP_CUT(fma((vec_t)q_row[r_][d_], VLOAD(kt + d_ * BLOCK_N + sub + u_ * VEC), X[r_][u_]), u_); \
+    } while (0)
+#define TILE_ADD(X, Y, STEP_CUT)                                                                             \
+    UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                                 \
+        UNROLL for (int u_ = 0; u_ < KV; u_++)                                                               \
+            X[r_][u_] = STEP_CUT(X[r_][u_] + Y[r_][u_], u_)
+#define KEY_CUT(f, u) select((f), (vec_t)0.0f, (fabs(f) < (vec_t)EXACT_MIN) & cut_keys[u])
+#define NO_CUT(f, u) (f)
+#define CHAIN_FAST(lane, X) TILE_CHAIN(lane, X, NO_CUT)
+#define ADD_FAST(X, Y) TILE_ADD(X, Y, NO_CUT)
+#define CHAIN_CAREFUL(lane, X) TILE_CHAIN(lane, X, KEY_CUT)
+#define ADD_CAREFUL(X, Y) TILE_ADD(X, Y, KEY_CUT)
+            if (small & 1)
+                EXACT_DOT_TREE(s, s_b, s_c, s_t, CHAIN_CAREFUL, ADD_CAREFUL);
+            else
+                EXACT_DOT_TREE(s, s_b, s_c, s_t, CHAIN_FAST, ADD_FAST);
+#else
             for (int d = 0; d < DK; d++) {
                 vec_t kv[KV];
                 UNROLL for (int u = 0; u < KV; u++)
@@ -298,6 +310,7 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                     UNROLL for (int u = 0; u < KV; u++)
                         s[r][u] = fma((vec_t)q_row[r][d], kv[u], s[r][u]);
             }
+#endif
 #endif
             UNROLL for (int r = 0; r < ROWS; r++)
                 UNROLL for (int u = 0; u < KV; u++) {
@@ -393,9 +406,8 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             }
             const bool zero_weight = ANY_ZERO(smallest);
 #if EXACT_IN_PLACE
-            /* V read in place, key by key ascending, the key two steps on asked for: a steady stream of lines
-             * (at locality 3 a tile on was 10-15% slower; at cl/common.cl's locality 1, one to six steps on alike). The
-             * flags a staging would have found come on the way: where they ask for the careful path (a V entry under
+            /* V read in place, key by key ascending (a steady stream the core's prefetcher follows: lines asked for
+             * ahead made it slower, src/attention/fused.c). The flags a staging would have found come on the way: where they ask for the careful path (a V entry under
              * EXACT_V_FAST; an inf or NaN where some weight is 0) — rarely — the step is taken again that way from
              * the sums before it, as the staged tile's partial path takes it. */
             vec_t acc_before[ROWS][DV / VEC];
@@ -405,7 +417,6 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             uvec_t v_low = (uvec_t)0xffffffffu;
             lanes_t v_bad = 0;
             for (int x = 0; x < STEP; x++) {
-                EXACT_PREFETCH_KEY(j + x + 2 * STEP);
                 vec_t vv[DV / VEC];
                 EXACT_V_ROW_AT(vv, j + x);
                 UNROLL for (int c = 0; c < DV / VEC; c++) {

@@ -36,6 +36,7 @@
 #endif
 #define KT 8            /* keys per step of the scores */
 #define DB 8            /* value columns per step of the output */
+#define EXACT_KT 4      /* keys per step of the reproducible scores (whose dot products hold four partial sums) */
 
 /* x of key j's K (V) row as a float: its row's scale applied (cl/common.cl's K_ROW_SCALE), other types as they
  * are (a multiplication by 1 would cost a pass of its own). */
@@ -181,38 +182,46 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
                 uint small = 0;
                 for (int x = 0; x < 16; x++)
                     small |= small_entries[sub + x];
-                /* Scores: 8 keys × RV row vectors at a time, each one fma chain over d; a flagged key's (K entries
-                 * under EXACT_K_FAST) cut at each step, as there. */
-                for (int g = 0; g < 16; g += KT) {
-                    vec_t sum[RV][KT];
-                    UNROLL for (int rv = 0; rv < RV; rv++)
-                        UNROLL for (int x = 0; x < KT; x++)
-                            sum[rv][x] = (vec_t)0.0f;
-                    if (small & 1) {
-                        for (int d = 0; d < DK; d++)
-                            UNROLL for (int x = 0; x < KT; x++) {
-                                const bool cut = (small_entries[sub + g + x] & 1) != 0;
-                                const float kd = kn[(sub + g + x) * DK + d];
-                                UNROLL for (int rv = 0; rv < RV; rv++) {
-                                    const vec_t f = fma(qt_v[d * RV + rv], (vec_t)kd, sum[rv][x]);
-                                    sum[rv][x] = cut ? VCUT(f, EXACT_MIN) : f;
-                                }
-                            }
-                    } else {
-                        for (int d = 0; d < DK; d++) {
-                            float kd[KT];
-                            UNROLL for (int x = 0; x < KT; x++)
-                                kd[x] = kn[(sub + g + x) * DK + d];
-                            UNROLL for (int rv = 0; rv < RV; rv++) {
-                                const vec_t qv = qt_v[d * RV + rv];
-                                UNROLL for (int x = 0; x < KT; x++)
-                                    sum[rv][x] = fma(qv, (vec_t)kd[x], sum[rv][x]);
-                            }
-                        }
-                    }
+                /* Scores: EXACT_KT keys × RV row vectors at a time, each dot product the tree of 8 chains over d
+                 * (EXACT_DOT_TREE); a flagged key's (K entries under EXACT_K_FAST) each step cut, as there. */
+                for (int g = 0; g < 16; g += EXACT_KT) {
+                    vec_t sum[RV][EXACT_KT], sum_b[RV][EXACT_KT], sum_c[RV][EXACT_KT], sum_t[RV][EXACT_KT];
+                    bool cut[EXACT_KT];
+                    UNROLL for (int x = 0; x < EXACT_KT; x++)
+                        cut[x] = (small_entries[sub + g + x] & 1) != 0;
+#define LANES_CHAIN(lane, X, STEP_CUT)                                                                       \
+    do {                                                                                                     \
+        UNROLL for (int rv_ = 0; rv_ < RV; rv_++)                                                            \
+            UNROLL for (int x_ = 0; x_ < EXACT_KT; x_++)                                                     \
+                X[rv_][x_] = (vec_t)0.0f;                                                                    \
+        for (int d_ = (lane); d_ < DK; d_ += EXACT_DOT_LANES) {                                              \
+            float kd_[EXACT_KT];                                                                             \
+            UNROLL for (int x_ = 0; x_ < EXACT_KT; x_++)                                                     \
+                kd_[x_] = kn[(sub + g + x_) * DK + d_];                                                      \
+            UNROLL for (int rv_ = 0; rv_ < RV; rv_++) {                                                      \
+                const vec_t qv_ = qt_v[d_ * RV + rv_];                                                       \
+                UNROLL for (int x_ = 0; x_ < EXACT_KT; x_++)                                                 \
+                    X[rv_][x_] = STEP_CUT(fma(qv_, (vec_t)kd_[x_], X[rv_][x_]), x_);                         \
+            }                                                                                                \
+        }                                                                                                    \
+    } while (0)
+#define LANES_ADD(X, Y, STEP_CUT)                                                                            \
+    UNROLL for (int rv_ = 0; rv_ < RV; rv_++)                                                                \
+        UNROLL for (int x_ = 0; x_ < EXACT_KT; x_++)                                                         \
+            X[rv_][x_] = STEP_CUT(X[rv_][x_] + Y[rv_][x_], x_)
+#define LANES_KEY_CUT(f, x) (cut[x] ? VCUT((f), EXACT_MIN) : (f))
+#define LANES_NO_CUT(f, x) (f)
+#define CHAIN_FAST(lane, X) LANES_CHAIN(lane, X, LANES_NO_CUT)
+#define ADD_FAST(X, Y) LANES_ADD(X, Y, LANES_NO_CUT)
+#define CHAIN_CAREFUL(lane, X) LANES_CHAIN(lane, X, LANES_KEY_CUT)
+#define ADD_CAREFUL(X, Y) LANES_ADD(X, Y, LANES_KEY_CUT)
+                    if (small & 1)
+                        EXACT_DOT_TREE(sum, sum_b, sum_c, sum_t, CHAIN_CAREFUL, ADD_CAREFUL);
+                    else
+                        EXACT_DOT_TREE(sum, sum_b, sum_c, sum_t, CHAIN_FAST, ADD_FAST);
                     UNROLL for (int rv = 0; rv < RV; rv++) {
                         const vec_t factor = VLOAD(score_factor + rv * VEC);
-                        UNROLL for (int x = 0; x < KT; x++)
+                        UNROLL for (int x = 0; x < EXACT_KT; x++)
                             st_v[(sub + g + x) * RV + rv] = VCUT(sum[rv][x] * factor, EXACT_MIN);
                     }
                 }

@@ -52,12 +52,9 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
      * against 2.5x with the CPU tuning's 16 work-items and 4.1x with its rows in the lanes). */
     const bool exact_decode = exact && packed_rows <= 4 && tuning_class(&ctx->caps, &ctx->tuning) == DEVICE_CLASS_CPU;
     if (exact_decode) {
-        /* (One row: 8 keys a vector even with AVX-512. K is transposed as it is read, and for one row's fmas 8 × 8
-         * blocks, two vectors a step, cost fewer shuffle cycles than 16 × 16 ones; measured with PoCL on an AMD
-         * EPYC, alternated: 10.7-11.3 against 12.1-12.9 ms at S = 8192, H = 32, D = 128. With 4 rows (32 query
-         * heads over 8) 16 × 16 stayed as fast or faster: 2.7-3.4 against 3.3-4.1 ms; 2 rows alike. Not measured on
-         * Intel's cores, whose 512-bit shuffles are single operations.) */
-        if (packed_rows <= 1 && vec > 8)
+        /* (8 keys a vector, even with AVX-512: K rows are read 8 entries at a time, the lanes of the dot product's
+         * 8 chains, cl/exact_tiles.cl's EXACT_KEY_CHAINS.) */
+        if (vec > 8)
             vec = 8;
         m = 1;
         n = 128;
@@ -93,12 +90,13 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
         v->kv = 16 / vec;
         v->rows = rows;
     }
-    v->prefetch = exact && vec > 1 && !v->lanes ? device_prefetch_mode(&ctx->caps) : PREFETCH_NONE;
     /* A decode's one work-item reads its keys' rows in place, the same bits as from a staged tile: a staged tile
-     * was written and read back, and while its rows computed no line was asked for (measured on the shape
-     * above, alternated in one run: 17.3-17.6 ms staged, 15.4-16.0 ms in place; then 12.8-13.5 ms with lines
-     * asked for two steps ahead at locality 1, cl/common.cl). */
-    v->in_place = exact_decode && vec > 1 && !v->lanes;
+     * was written and read back (measured on the shape above, alternated in one run: 17.3-17.6 ms staged, 15.4-16.0
+     * ms in place). In place, the rows are read in order, key by key, and the core's own prefetcher keeps up:
+     * asking for lines ahead made it slower (0.26: 12.7-13.8 ms with lines asked for two steps ahead, 9.9-10.6 ms
+     * without, alternated), where the staged kernel needs them (without, 2.1-2.6x the default call in 0.25). */
+    v->in_place = exact_decode && vec == 8 && !v->lanes;
+    v->prefetch = exact && vec > 1 && !v->lanes && !v->in_place ? device_prefetch_mode(&ctx->caps) : PREFETCH_NONE;
 }
 
 /* The kernel's parameters for a call, but for its masks (PARAMS_SET_MASKS) and work list (tiles). */
