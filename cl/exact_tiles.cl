@@ -1,7 +1,8 @@
 /* The fused kernels' reproducible arithmetic (-DCLATTN_EXACT=1; docs/reproducible.md), shared by
  * cl/flash_attention.cl (the keys in the lanes) and cl/flash_lanes.cl (the rows in the lanes), which form the same
- * bits: the cuts that keep subnormals from the hardware, and the staging of K and V rows with the flags of the keys
- * whose small entries need the careful path. */
+ * bits (cl/exact_weights.cl's scores too): the dot product's order, the cuts that keep subnormals from the hardware,
+ * and the staging (or the in-place reading) of K and V rows with the flags of the keys whose small entries need the
+ * careful path. */
 #ifdef CLATTN_EXACT
 #define EXACT_MIN 0x1.000002p-126f /* magnitudes below are cut to 0 (FLT_MIN too: rounding to it may differ) */
 #define EXACT_SUM_MIN 0x1p-103f    /* a weighted sum cut below this is a multiple of 2^-126 */

@@ -19,8 +19,8 @@
  * features), with ROWS a multiple of VEC.
  *
  * Reproducible arithmetic (-DCLATTN_EXACT=1, after cl/exact_tiles.cl): the bits of cl/flash_attention.cl's exact
- * build, each row's arithmetic the same with the rows in the lanes — keys 16 a step from key 0, each score one fma
- * chain over d (lane by lane, the keys one by one), the step's maximum deciding the rescaling, the weights' sum in
+ * build, each row's arithmetic the same with the rows in the lanes — keys 16 a step from key 0, each score the tree
+ * of 8 fma chains over d (EXACT_DOT_TREE, lane by lane, EXACT_KT keys at a time), the step's maximum deciding the rescaling, the weights' sum in
  * 16 lanes of keys (l16) added in the same tree at the end, the weighted sums one fma chain over the keys, and
  * every cut where that kernel makes it (the flagged keys' careful paths included). */
 
