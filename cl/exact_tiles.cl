@@ -24,25 +24,36 @@
  * from +0, added in the fixed tree ((c0 + c4) + (c2 + c6)) + ((c1 + c5) + (c3 + c7)) — the shape in which a key row
  * read 8 entries at a time gives its dot product with no transpose (EXACT_IN_PLACE), and which a tile staged with
  * the keys or the rows in the lanes forms as easily. EXACT_DOT_TREE forms the chains in the tree's leaf order,
- * holding three partial results A, B, C and the chain T: CHAIN(l, X) sets X to chain l, ADD(X, Y) sets X to X + Y
- * (each cut below FLT_MIN on the careful path); the dot product ends in A. */
-#define EXACT_DOT_TREE(A, B, C, T, CHAIN, ADD)                                                               \
+ * holding three partial results A, B, C and the chain T: CHAIN(l, X, STEP_CUT) sets X to chain l, and
+ * ADD(X, Y, STEP_CUT) X to X + Y, each step's result through STEP_CUT(f, key) (the careful path's cut of a key's
+ * partial sums, or EXACT_NO_CUT); the dot product ends in A. */
+#define EXACT_DOT_TREE(A, B, C, T, CHAIN, ADD, STEP_CUT)                                                     \
     do {                                                                                                     \
-        CHAIN(0, A);                                                                                         \
-        CHAIN(4, T);                                                                                         \
-        ADD(A, T);                                                                                           \
-        CHAIN(2, B);                                                                                         \
-        CHAIN(6, T);                                                                                         \
-        ADD(B, T);                                                                                           \
-        ADD(A, B);                                                                                           \
-        CHAIN(1, B);                                                                                         \
-        CHAIN(5, T);                                                                                         \
-        ADD(B, T);                                                                                           \
-        CHAIN(3, C);                                                                                         \
-        CHAIN(7, T);                                                                                         \
-        ADD(C, T);                                                                                           \
-        ADD(B, C);                                                                                           \
-        ADD(A, B);                                                                                           \
+        CHAIN(0, A, STEP_CUT);                                                                               \
+        CHAIN(4, T, STEP_CUT);                                                                               \
+        ADD(A, T, STEP_CUT);                                                                                 \
+        CHAIN(2, B, STEP_CUT);                                                                               \
+        CHAIN(6, T, STEP_CUT);                                                                               \
+        ADD(B, T, STEP_CUT);                                                                                 \
+        ADD(A, B, STEP_CUT);                                                                                 \
+        CHAIN(1, B, STEP_CUT);                                                                               \
+        CHAIN(5, T, STEP_CUT);                                                                               \
+        ADD(B, T, STEP_CUT);                                                                                 \
+        CHAIN(3, C, STEP_CUT);                                                                               \
+        CHAIN(7, T, STEP_CUT);                                                                               \
+        ADD(C, T, STEP_CUT);                                                                                 \
+        ADD(B, C, STEP_CUT);                                                                                 \
+        ADD(A, B, STEP_CUT);                                                                                 \
+    } while (0)
+#define EXACT_NO_CUT(f, key) (f)
+/* EXACT_DOT_TREE with KEY_CUT where `careful` (some key has K entries under EXACT_K_FAST), else uncut: the code of
+ * each path its own, so the fast one carries no test. */
+#define EXACT_DOTS(careful, A, B, C, T, CHAIN, ADD, KEY_CUT)                                                 \
+    do {                                                                                                     \
+        if (careful)                                                                                         \
+            EXACT_DOT_TREE(A, B, C, T, CHAIN, ADD, KEY_CUT);                                                 \
+        else                                                                                                 \
+            EXACT_DOT_TREE(A, B, C, T, CHAIN, ADD, EXACT_NO_CUT);                                            \
     } while (0)
 #define EXACT_DOT_LANES 8 /* the chains of a dot product */
 
@@ -142,7 +153,7 @@ inline void clattn_transpose(vec_t *x)
 /* VEC values of K (V) from value i as the staging reads them: VEC-wide for the formats stored value by value, value by
  * value for the block formats (whose loads are products of exactly converted halves and small integers: IEEE
  * arithmetic every device rounds alike). */
-#define CLATTN_EXACT_VLOAD(name, T, LOAD1)                                                                  \
+#define CLATTN_EXACT_VLOAD(name, T, LOAD1)                                                                   \
     inline vec_t name(__global const T *p, ulong i)                                                          \
     {                                                                                                        \
         float part[VEC];                                                                                     \
@@ -167,7 +178,7 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
  * padding), cut, times the row's scale, cut — where the rows have scales (SCALED: HAS_K_SCALES, HAS_V_SCALES; else
  * the scale is 1 and the product and second cut change nothing, so they are left out). (A statement: no GNU
  * statement expression, which not every OpenCL compiler takes.) */
-#define EXACT_ROW_PART(x, LOAD1, VLOAD1, p, row, d, dim, scale, SCALED)                                       \
+#define EXACT_ROW_PART(x, LOAD1, VLOAD1, p, row, d, dim, scale, SCALED)                                      \
     do {                                                                                                     \
         if ((ulong)(d) + VEC <= (dim)) {                                                                     \
             x = VLOAD1(p, (row) + (d));                                                                      \
@@ -199,8 +210,8 @@ CLATTN_EXACT_VLOAD(clattn_exact_vload_v, v_store, LOAD_V)
         low = (uvec_t)0xffffffffu;                                                                           \
         for (int d_ = 0; d_ < DK; d_ += VEC) {                                                               \
             vec_t block_[VEC];                                                                               \
-            UNROLL for (int key_e_ = 0; key_e_ < VEC; key_e_++) /* (not e_: EXACT_ROW_PART's own) */          \
-                EXACT_ROW_PART(block_[key_e_], LOAD_K, VLOAD_K_EXACT, k, k_rows_[key_e_], d_, k_dims_[key_e_],      \
+            UNROLL for (int key_e_ = 0; key_e_ < VEC; key_e_++) /* (not e_: EXACT_ROW_PART's own) */         \
+                EXACT_ROW_PART(block_[key_e_], LOAD_K, VLOAD_K_EXACT, k, k_rows_[key_e_], d_, k_dims_[key_e_], \
                                k_scales_[key_e_], HAS_K_SCALES);                                             \
             clattn_transpose(block_);                                                                        \
             UNROLL for (int i_ = 0; i_ < VEC; i_++) {                                                        \

@@ -35,18 +35,18 @@ __kernel void clattn_exact_weights(CLATTN_PARAMETERS(CLATTN_EXACT_WEIGHTS_PARAMS
         k_lowest = min(k_lowest, LOW_BITS(CUT(EXACT(LOAD_K(k, k_row + d)) * ks, EXACT_MIN)));
     const bool careful = k_lowest < LOW_BITS(EXACT_K_FAST);
     /* The dot product's tree of 8 chains (EXACT_DOT_TREE), each step cut where careful. */
-#define STEP_CUT(f) (careful && fabs(f) < EXACT_MIN ? 0.0f : (f))
-#define WEIGHTS_CHAIN(lane, X)                                                                               \
+#define WEIGHTS_CHAIN(lane, X, STEP_CUT)                                                                     \
     do {                                                                                                     \
         X = 0.0f;                                                                                            \
         for (ulong d = (lane); d < dk; d += EXACT_DOT_LANES) {                                               \
             const float qd = CUT(EXACT(LOAD_Q(q, q_at + d)) * q_factor, EXACT_Q_MIN);                        \
-            X = STEP_CUT(fma(qd, CUT(EXACT(LOAD_K(k, k_row + d)) * ks, EXACT_MIN), X));                      \
+            X = STEP_CUT(fma(qd, CUT(EXACT(LOAD_K(k, k_row + d)) * ks, EXACT_MIN), X), 0);                   \
         }                                                                                                    \
     } while (0)
-#define WEIGHTS_ADD(X, Y) X = STEP_CUT(X + Y)
+#define WEIGHTS_ADD(X, Y, STEP_CUT) X = STEP_CUT(X + Y, 0)
+#define WEIGHTS_KEY_CUT(f, unused) CUT(f, EXACT_MIN)
     float s, s_b, s_c, s_t;
-    EXACT_DOT_TREE(s, s_b, s_c, s_t, WEIGHTS_CHAIN, WEIGHTS_ADD);
+    EXACT_DOTS(careful, s, s_b, s_c, s_t, WEIGHTS_CHAIN, WEIGHTS_ADD, WEIGHTS_KEY_CUT);
     s = EXACT(s * factor);
 
     clattn_row_terms terms;

@@ -23,7 +23,8 @@
  * Reproducible arithmetic (-DCLATTN_EXACT=1, issue 41; docs/reproducible.md) is this kernel with a row's
  * arithmetic fixed whatever the tiles: each row takes the keys 16 a step from key 0 on (STEP = 16: a step's
  * maximum decides the rescaling), every sum in one order (dot products the tree of 8 chains over d of
- * cl/exact_tiles.cl's EXACT_DOT_TREE, the weighted sum over the keys ascending, the weights' sum in 16 lanes, key j in lane j mod 16, added in a fixed tree at the end),
+ * cl/exact_tiles.cl's EXACT_DOT_TREE, the weighted sum over the keys ascending, the weights' sum in 16 lanes, key
+ * j in lane j mod 16, added in a fixed tree at the end),
  * the exponential clattn_exp_weight under FP_CONTRACT OFF and the row's end in cl/exact_math.cl's functions.
  * Skipped keys, steps and tiles add exactly nothing (a weight of 0 leaves every sum as it was), so where the
  * tiles begin changes no bit. Subnormals never reach the hardware, so a device that flushes them computes what
@@ -285,22 +286,15 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         for (int d_ = (lane); d_ < DK; d_ += EXACT_DOT_LANES)                                                \
             UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                         \
                 UNROLL for (int u_ = 0; u_ < KV; u_++)                                                       \
-                    X[r_][u_] = STEP_CUT(fma((vec_t)q_row[r_][d_], VLOAD(kt + d_ * BLOCK_N + sub + u_ * VEC), X[r_][u_]), u_); \
+                    X[r_][u_] = STEP_CUT(                                                                    \
+                        fma((vec_t)q_row[r_][d_], VLOAD(kt + d_ * BLOCK_N + sub + u_ * VEC), X[r_][u_]), u_);\
     } while (0)
 #define TILE_ADD(X, Y, STEP_CUT)                                                                             \
     UNROLL for (int r_ = 0; r_ < ROWS; r_++)                                                                 \
         UNROLL for (int u_ = 0; u_ < KV; u_++)                                                               \
             X[r_][u_] = STEP_CUT(X[r_][u_] + Y[r_][u_], u_)
-#define KEY_CUT(f, u) select((f), (vec_t)0.0f, (fabs(f) < (vec_t)EXACT_MIN) & cut_keys[u])
-#define NO_CUT(f, u) (f)
-#define CHAIN_FAST(lane, X) TILE_CHAIN(lane, X, NO_CUT)
-#define ADD_FAST(X, Y) TILE_ADD(X, Y, NO_CUT)
-#define CHAIN_CAREFUL(lane, X) TILE_CHAIN(lane, X, KEY_CUT)
-#define ADD_CAREFUL(X, Y) TILE_ADD(X, Y, KEY_CUT)
-            if (small & 1)
-                EXACT_DOT_TREE(s, s_b, s_c, s_t, CHAIN_CAREFUL, ADD_CAREFUL);
-            else
-                EXACT_DOT_TREE(s, s_b, s_c, s_t, CHAIN_FAST, ADD_FAST);
+#define TILE_KEY_CUT(f, u) select((f), (vec_t)0.0f, (fabs(f) < (vec_t)EXACT_MIN) & cut_keys[u])
+            EXACT_DOTS(small & 1, s, s_b, s_c, s_t, TILE_CHAIN, TILE_ADD, TILE_KEY_CUT);
 #else
             for (int d = 0; d < DK; d++) {
                 vec_t kv[KV];
@@ -407,9 +401,10 @@ void clattn_flash_attention(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
             const bool zero_weight = ANY_ZERO(smallest);
 #if EXACT_IN_PLACE
             /* V read in place, key by key ascending (a steady stream the core's prefetcher follows: lines asked for
-             * ahead made it slower, src/attention/fused.c). The flags a staging would have found come on the way: where they ask for the careful path (a V entry under
-             * EXACT_V_FAST; an inf or NaN where some weight is 0) — rarely — the step is taken again that way from
-             * the sums before it, as the staged tile's partial path takes it. */
+             * ahead made it slower, src/attention/fused.c). The flags a staging would have found come on the way:
+             * where they ask for the careful path (a V entry under EXACT_V_FAST; an inf or NaN where some weight is
+             * 0) — rarely — the step is taken again that way from the sums before it, as the staged tile's partial
+             * path takes it. */
             vec_t acc_before[ROWS][DV / VEC];
             UNROLL for (int r = 0; r < ROWS; r++)
                 UNROLL for (int c = 0; c < DV / VEC; c++)

@@ -20,9 +20,9 @@
  *
  * Reproducible arithmetic (-DCLATTN_EXACT=1, after cl/exact_tiles.cl): the bits of cl/flash_attention.cl's exact
  * build, each row's arithmetic the same with the rows in the lanes — keys 16 a step from key 0, each score the tree
- * of 8 fma chains over d (EXACT_DOT_TREE, lane by lane, EXACT_KT keys at a time), the step's maximum deciding the rescaling, the weights' sum in
- * 16 lanes of keys (l16) added in the same tree at the end, the weighted sums one fma chain over the keys, and
- * every cut where that kernel makes it (the flagged keys' careful paths included). */
+ * of 8 fma chains over d (EXACT_DOT_TREE, lane by lane, EXACT_KT keys at a time), the step's maximum deciding the
+ * rescaling, the weights' sum in 16 lanes of keys (l16) added in the same tree at the end, the weighted sums one fma
+ * chain over the keys, and every cut where that kernel makes it (the flagged keys' careful paths included). */
 
 #if VEC < 2
 #error "the rows-in-lanes fused kernel puts rows in SIMD lanes: VEC must be at least 2"
@@ -210,15 +210,7 @@ void clattn_flash_lanes(CLATTN_PARAMETERS(CLATTN_FLASH_PARAMS))
         UNROLL for (int x_ = 0; x_ < EXACT_KT; x_++)                                                         \
             X[rv_][x_] = STEP_CUT(X[rv_][x_] + Y[rv_][x_], x_)
 #define LANES_KEY_CUT(f, x) (cut[x] ? VCUT((f), EXACT_MIN) : (f))
-#define LANES_NO_CUT(f, x) (f)
-#define CHAIN_FAST(lane, X) LANES_CHAIN(lane, X, LANES_NO_CUT)
-#define ADD_FAST(X, Y) LANES_ADD(X, Y, LANES_NO_CUT)
-#define CHAIN_CAREFUL(lane, X) LANES_CHAIN(lane, X, LANES_KEY_CUT)
-#define ADD_CAREFUL(X, Y) LANES_ADD(X, Y, LANES_KEY_CUT)
-                    if (small & 1)
-                        EXACT_DOT_TREE(sum, sum_b, sum_c, sum_t, CHAIN_CAREFUL, ADD_CAREFUL);
-                    else
-                        EXACT_DOT_TREE(sum, sum_b, sum_c, sum_t, CHAIN_FAST, ADD_FAST);
+                    EXACT_DOTS(small & 1, sum, sum_b, sum_c, sum_t, LANES_CHAIN, LANES_ADD, LANES_KEY_CUT);
                     UNROLL for (int rv = 0; rv < RV; rv++) {
                         const vec_t factor = VLOAD(score_factor + rv * VEC);
                         UNROLL for (int x = 0; x < EXACT_KT; x++)
