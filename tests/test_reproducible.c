@@ -36,8 +36,10 @@ typedef struct rcase {
  * would compute differently without the cuts), subnormal Q/K/V entries (cut to 0 on every device), large values
  * (peaked rows: most weights underflow), ±inf V rows at the keys an (L,S) mask hides from every row (weights of 0
  * that must add nothing), every K row near FLT_MIN (under a scale of 1e30 every score ~2^-23: each partial sum's cut
- * shows). */
-enum special { PLAIN, SMALL_K, SMALL_V, SUBNORMAL, LARGE, SMALL_ALL, TINY_ROWS, INF_HIDDEN, TINY_K };
+ * shows), K rows whose dot product's chains 0 and 4 cancel to 2^-149 in the tree's first sum (Q all 1, halved by
+ * the score's split under a scale of 1e38), which the careful path cuts to 0: the next sum is chain 2, just above
+ * FLT_MIN, where without that cut it would be a unit more — which scores of ~2.35 show. */
+enum special { PLAIN, SMALL_K, SMALL_V, SUBNORMAL, LARGE, SMALL_ALL, TINY_ROWS, INF_HIDDEN, TINY_K, TREE_CANCEL };
 
 #define F32 CLATTN_FLOAT32
 #define F16 CLATTN_FLOAT16
@@ -134,6 +136,11 @@ static const rcase cases[] = {
     {"K and V rows near FLT_MIN, L 2, sinks", 2, 2, 2, 2, 40, 32, 32, NONE, 0, 0, 0, 0, 0, 1, 0, 0, F32, F32, TINY_ROWS, 0},
     {"every K row near FLT_MIN, decode, scale 1e30", 2, 2, 1, 1, 40, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32,
      TINY_K, 1e30f},
+    /* the dot product's tree (since 0.26: 8 chains over d, cl/exact_tiles.cl's EXACT_DOT_TREE), its careful sums */
+    {"chains cancelling under FLT_MIN, decode, scale 1e38", 1, 2, 1, 1, 40, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32,
+     F32, TREE_CANCEL, 1e38f},
+    {"chains cancelling under FLT_MIN, L 7, scale 1e38", 1, 2, 2, 7, 45, 16, 16, NONE, 0, 0, 0, 0, 0, 0, 0, 0, F32, F32,
+     TREE_CANCEL, 1e38f},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 /* CLATTN_TEST_REPRODUCIBLE_SUBSET=1 (the work-group-limited reruns of .ci/run): every 4th case, two tunings. */
@@ -181,6 +188,16 @@ static void edge_values(const rcase *c, float *q, float *k, float *v, size_t nq,
             k[i] *= 300.0f;
     for (size_t i = 0; c->special == TINY_K && i < nk; i++)
         k[i] *= 0x1p-125f;
+    for (size_t i = 0; c->special == TREE_CANCEL && i < nq; i++)
+        q[i] = 1.0f;
+    for (size_t row = 0; c->special == TREE_CANCEL && row < nk / c->D; row++) { /* (q·k: halves of these) */
+        float *kr = k + row * c->D;
+        for (size_t e = 0; e < c->D; e++)
+            kr[e] = 0.0f;
+        kr[0] = 0x1.8p-125f;
+        kr[4] = -(0x1.8p-125f - 0x1p-148f);
+        kr[2] = 0x1p-125f + (float)(row % 7 + 1) * 0x1p-148f; /* (chain 2 above FLT_MIN: not itself cut) */
+    }
     for (size_t row = 0; c->special == TINY_ROWS && row < nk / c->D; row++) /* (every third K row, V rows 1 of 3) */
         for (size_t e = 0; e < c->D; e++)
             k[row * c->D + e] *= row % 3 == 0 ? 0x1p-125f : 1.0f;
