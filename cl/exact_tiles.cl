@@ -29,21 +29,20 @@
  * partial sums, or EXACT_NO_CUT); the dot product ends in A. */
 #define EXACT_DOT_TREE(A, B, C, T, CHAIN, ADD, STEP_CUT)                                                     \
     do {                                                                                                     \
-        CHAIN(0, A, STEP_CUT);                                                                               \
-        CHAIN(4, T, STEP_CUT);                                                                               \
-        ADD(A, T, STEP_CUT);                                                                                 \
-        CHAIN(2, B, STEP_CUT);                                                                               \
-        CHAIN(6, T, STEP_CUT);                                                                               \
-        ADD(B, T, STEP_CUT);                                                                                 \
+        EXACT_DOT_HALF(0, A, B, T, CHAIN, ADD, STEP_CUT);                                                    \
+        EXACT_DOT_HALF(1, B, C, T, CHAIN, ADD, STEP_CUT);                                                    \
         ADD(A, B, STEP_CUT);                                                                                 \
-        CHAIN(1, B, STEP_CUT);                                                                               \
-        CHAIN(5, T, STEP_CUT);                                                                               \
-        ADD(B, T, STEP_CUT);                                                                                 \
-        CHAIN(3, C, STEP_CUT);                                                                               \
-        CHAIN(7, T, STEP_CUT);                                                                               \
-        ADD(C, T, STEP_CUT);                                                                                 \
-        ADD(B, C, STEP_CUT);                                                                                 \
-        ADD(A, B, STEP_CUT);                                                                                 \
+    } while (0)
+/* Half of it: X = (chain l + chain l + 4) + (chain l + 2 + chain l + 6), with Y and T beside. */
+#define EXACT_DOT_HALF(l, X, Y, T, CHAIN, ADD, STEP_CUT)                                                     \
+    do {                                                                                                     \
+        CHAIN(l, X, STEP_CUT);                                                                               \
+        CHAIN((l) + 4, T, STEP_CUT);                                                                         \
+        ADD(X, T, STEP_CUT);                                                                                 \
+        CHAIN((l) + 2, Y, STEP_CUT);                                                                         \
+        CHAIN((l) + 6, T, STEP_CUT);                                                                         \
+        ADD(Y, T, STEP_CUT);                                                                                 \
+        ADD(X, Y, STEP_CUT);                                                                                 \
     } while (0)
 #define EXACT_NO_CUT(f, key) (f)
 /* EXACT_DOT_TREE with KEY_CUT where `careful` (some key has K entries under EXACT_K_FAST), else uncut: the code of
