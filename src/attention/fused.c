@@ -94,7 +94,8 @@ static void choose_tiles(const clattn_context *ctx, const tuning_values *t, unsi
      * was written and read back (measured on the shape above, alternated in one run: 17.3-17.6 ms staged, 15.4-16.0
      * ms in place). In place, the rows are read in order, key by key, and the core's own prefetcher keeps up:
      * asking for lines ahead made it slower (0.26: 12.7-13.8 ms with lines asked for two steps ahead, 9.9-10.6 ms
-     * without, alternated), where the staged kernel needs them (without, 2.1-2.6x the default call in 0.25). */
+     * without, alternated); 0.25's in-place reading, which transposed 8 x 8 blocks of K, needed them (without: 2.1-2.6x
+     * the default call), and the staged kernel keeps them. */
     v->in_place = exact_decode && vec == 8 && !v->lanes;
     v->prefetch = exact && vec > 1 && !v->lanes && !v->in_place ? device_prefetch_mode(&ctx->caps) : PREFETCH_NONE;
 }
